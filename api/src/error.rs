@@ -1,0 +1,132 @@
+//! Stable error codes of the public API.
+//!
+//! Every failed request answers with an [`ErrorBody`] as JSON:
+//! `{"code": "tag_not_found", "message": "...", "leaf_code": -2}`. `code` is stable and meant for
+//! programs; `message` is for people; `leaf_code` is the result code Leaf's `SegmentIDGenImpl`
+//! would have returned for the same condition (-2 key does not exist, -3 segments not ready),
+//! or `null` where Leaf has none. The HTTP status of each code is chosen at the HTTP edge.
+use serde::{Deserialize, Serialize};
+
+/// What went wrong, as a stable machine-readable code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The tag name breaks the naming rules.
+    InvalidTag,
+    /// `count` is not an integer from 1 to 100,000.
+    InvalidCount,
+    /// A request body or parameter is malformed or out of range.
+    InvalidRequest,
+    /// The request body exceeds the configured limit.
+    PayloadTooLarge,
+    /// Admin credentials are missing or wrong.
+    Unauthorized,
+    /// Admin endpoints are closed on this listener (no admin token configured and the
+    /// connection is not on loopback).
+    Forbidden,
+    /// The tag does not exist (Leaf -2).
+    TagNotFound,
+    /// No such endpoint.
+    NotFound,
+    /// The endpoint exists but not for this method.
+    MethodNotAllowed,
+    /// A tag with this name already exists.
+    TagExists,
+    /// The tag's `max_id + step` would overflow a signed 64-bit integer.
+    TagExhausted,
+    /// No committed segment was available in time (Leaf -3).
+    SegmentsNotReady,
+    /// The node has no Raft leader or has not caught up with its log (Leaf -3).
+    NotReady,
+    /// The Raft group could not commit the request (no quorum, leader change, timeout).
+    Unavailable,
+    /// The node is shutting down or its storage failed.
+    ShuttingDown,
+}
+
+impl ErrorCode {
+    /// Leaf's result code for the same condition, where one exists.
+    pub fn leaf_code(self) -> Option<i64> {
+        match self {
+            ErrorCode::TagNotFound => Some(-2),
+            ErrorCode::SegmentsNotReady | ErrorCode::NotReady | ErrorCode::Unavailable => Some(-3),
+            _ => None,
+        }
+    }
+
+    /// The code as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidTag => "invalid_tag",
+            ErrorCode::InvalidCount => "invalid_count",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::TagNotFound => "tag_not_found",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::TagExists => "tag_exists",
+            ErrorCode::TagExhausted => "tag_exhausted",
+            ErrorCode::SegmentsNotReady => "segments_not_ready",
+            ErrorCode::NotReady => "not_ready",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::ShuttingDown => "shutting_down",
+        }
+    }
+
+    /// Every code, for metrics that pre-register one series per code.
+    pub const ALL: [ErrorCode; 15] = [
+        ErrorCode::InvalidTag,
+        ErrorCode::InvalidCount,
+        ErrorCode::InvalidRequest,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::TagNotFound,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::TagExists,
+        ErrorCode::TagExhausted,
+        ErrorCode::SegmentsNotReady,
+        ErrorCode::NotReady,
+        ErrorCode::Unavailable,
+        ErrorCode::ShuttingDown,
+    ];
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The JSON body of every error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+    pub leaf_code: Option<i64>,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody { code, message: message.into(), leaf_code: code.leaf_code() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_form() {
+        let body = ErrorBody::new(ErrorCode::TagNotFound, "no tag x");
+        let json = serde_json::to_string(&body).unwrap();
+        assert_eq!(json, r#"{"code":"tag_not_found","message":"no tag x","leaf_code":-2}"#);
+        for code in ErrorCode::ALL {
+            let s = serde_json::to_string(&code).unwrap();
+            assert_eq!(s, format!("\"{}\"", code.as_str()));
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Validation shared by every layer: tag names, batch counts, steps and starting values.
+
+/// Longest accepted tag, in bytes (Leaf's `biz_tag varchar(128)`).
+pub const MAX_TAG_LEN: usize = 128;
+
+/// Most IDs one request may ask for with `?count=N`.
+pub const MAX_BATCH: u32 = 100_000;
+
+/// Largest step a tag may store or a segment may span (one billion). Far above any sensible
+/// segment (Leaf caps its dynamic step at one million) yet small enough that a tag cannot be
+/// exhausted by a handful of typos.
+pub const MAX_STEP: i64 = 1_000_000_000;
+
+/// Why a tag name, count or step was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    #[error("tag must not be empty")]
+    EmptyTag,
+    #[error("tag is {0} bytes long; the limit is {MAX_TAG_LEN}")]
+    TagTooLong(usize),
+    #[error("tag contains {0:?}; allowed are A-Z a-z 0-9 _ . : -")]
+    TagChar(char),
+    #[error("count must be an integer from 1 to {MAX_BATCH}, got {0:?}")]
+    Count(String),
+    #[error("step must be from 1 to {MAX_STEP}, got {0}")]
+    Step(i64),
+    #[error("max_id must be from 0 to 9223372036854775807, got {0}")]
+    MaxId(i64),
+}
+
+/// Checks a tag name: 1–128 bytes of `[A-Za-z0-9_.:-]`.
+pub fn validate_tag(tag: &str) -> Result<(), ValidationError> {
+    if tag.is_empty() {
+        return Err(ValidationError::EmptyTag);
+    }
+    if tag.len() > MAX_TAG_LEN {
+        return Err(ValidationError::TagTooLong(tag.len()));
+    }
+    match tag.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))) {
+        Some(c) => Err(ValidationError::TagChar(c)),
+        None => Ok(()),
+    }
+}
+
+/// Parses the `count` query parameter: a decimal integer from 1 to [`MAX_BATCH`].
+pub fn parse_count(raw: &str) -> Result<u32, ValidationError> {
+    match raw.parse::<u32>() {
+        Ok(n) if (1..=MAX_BATCH).contains(&n) => Ok(n),
+        _ => Err(ValidationError::Count(raw.chars().take(32).collect())),
+    }
+}
+
+/// Checks a step: 1..=[`MAX_STEP`].
+pub fn validate_step(step: i64) -> Result<(), ValidationError> {
+    if (1..=MAX_STEP).contains(&step) {
+        Ok(())
+    } else {
+        Err(ValidationError::Step(step))
+    }
+}
+
+/// Checks a starting `max_id`: IDs are non-negative.
+pub fn validate_max_id(max_id: i64) -> Result<(), ValidationError> {
+    if max_id >= 0 {
+        Ok(())
+    } else {
+        Err(ValidationError::MaxId(max_id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags() {
+        assert!(validate_tag("leaf-segment-test").is_ok());
+        assert!(validate_tag("a.b:c_d-E9").is_ok());
+        assert!(validate_tag(&"x".repeat(128)).is_ok());
+        assert_eq!(validate_tag(""), Err(ValidationError::EmptyTag));
+        assert_eq!(validate_tag(&"x".repeat(129)), Err(ValidationError::TagTooLong(129)));
+        assert_eq!(validate_tag("a b"), Err(ValidationError::TagChar(' ')));
+        assert_eq!(validate_tag("a/b"), Err(ValidationError::TagChar('/')));
+        assert_eq!(validate_tag("é"), Err(ValidationError::TagChar('é')));
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(parse_count("1"), Ok(1));
+        assert_eq!(parse_count("100000"), Ok(100_000));
+        for bad in ["0", "100001", "-1", "", "1.5", "ten", "99999999999999999999"] {
+            assert!(parse_count(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn steps_and_max_ids() {
+        assert!(validate_step(1).is_ok());
+        assert!(validate_step(MAX_STEP).is_ok());
+        assert!(validate_step(0).is_err());
+        assert!(validate_step(-5).is_err());
+        assert!(validate_step(MAX_STEP + 1).is_err());
+        assert!(validate_max_id(0).is_ok());
+        assert!(validate_max_id(i64::MAX).is_ok());
+        assert!(validate_max_id(-1).is_err());
+    }
+}

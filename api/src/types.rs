@@ -1,0 +1,90 @@
+//! JSON bodies of the admin and monitor endpoints.
+use serde::{Deserialize, Serialize};
+
+/// `POST /admin/tags`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTagRequest {
+    pub tag: String,
+    pub step: i64,
+    /// First ID handed out; Leaf's `max_id` column default of 1 when absent.
+    #[serde(default)]
+    pub max_id: Option<i64>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// `PATCH /admin/tags/{tag}`: absent fields are left unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateTagRequest {
+    #[serde(default)]
+    pub step: Option<i64>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// A tag as stored in the replicated state machine (`GET /admin/tags`, `GET /db`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagInfo {
+    pub tag: String,
+    /// Next unallocated ID: every ID below it has been allocated to some node.
+    pub max_id: i64,
+    /// Stored step, the floor of the dynamic step.
+    pub step: i64,
+    pub description: String,
+    /// Milliseconds since the Unix epoch, stamped by the proposing node.
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+/// One segment of a tag's double buffer (`GET /cache`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentView {
+    /// First ID of the segment.
+    pub start: i64,
+    /// Next ID this segment would hand out (`end` once exhausted).
+    pub position: i64,
+    /// One past the last ID of the segment.
+    pub end: i64,
+    pub step: i64,
+}
+
+/// A tag's buffers on this node (`GET /cache`), like Leaf's `/cache` monitor page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    pub tag: String,
+    /// A committed segment has been loaded at least once.
+    pub initialised: bool,
+    pub next_ready: bool,
+    pub current: Option<SegmentView>,
+    pub next: Option<SegmentView>,
+    /// Step the next refill will ask for (Leaf's dynamic step).
+    pub dynamic_step: i64,
+    pub refill_in_flight: bool,
+    /// Last refill error, cleared by the next successful refill.
+    pub last_error: Option<String>,
+}
+
+/// A committed allocation received by this node (`GET /admin/allocations`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationView {
+    pub tag: String,
+    pub start: i64,
+    pub end: i64,
+    /// Raft log index of the committing entry.
+    pub log_index: u64,
+}
+
+/// `GET /health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// `true` when the node has a Raft leader and has applied its log.
+    pub ready: bool,
+    pub node_id: u64,
+    pub leader_id: Option<u64>,
+    pub term: u64,
+    pub last_applied_index: Option<u64>,
+    /// Why the node is not ready, when it is not.
+    pub reason: Option<String>,
+}

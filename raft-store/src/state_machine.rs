@@ -1,0 +1,267 @@
+//! The state machine on sled, with snapshots.
+//!
+//! Tree `sm`: `t/<tag>` → [`TagRecord`], `m/applied` → last applied log ID, `m/membership` →
+//! last applied membership. Each `apply` call writes what it changed in one atomic sled batch.
+//! The batch is not flushed on its own: the log entries it came from are already on disk, and
+//! sled flushes are database-wide, so the next append, vote or purge makes it durable; if a
+//! crash loses it, the last applied ID on disk is older and openraft re-applies the committed
+//! entries, which yields the same state because [`apply`] is deterministic.
+//!
+//! Tree `snapshot`: the current snapshot (meta and data). Building or installing one flushes.
+//! On open, a snapshot newer than the state in `sm` (a crash mid-install) replaces it.
+use std::io::Cursor;
+use std::sync::{Arc, RwLock};
+
+use leaf_api::codec;
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
+use serde::{Deserialize, Serialize};
+
+use crate::state::{apply, Applied, ApplyResult, State, TagRecord};
+use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
+
+const KEY_APPLIED: &[u8] = b"m/applied";
+const KEY_MEMBERSHIP: &[u8] = b"m/membership";
+const TAG_PREFIX: &[u8] = b"t/";
+const KEY_SNAPSHOT: &[u8] = b"current";
+
+/// Everything the state machine holds, as kept in memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmData {
+    pub last_applied: Option<LogId>,
+    pub membership: StoredMembership,
+    pub state: State,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredSnapshot {
+    meta: SnapshotMeta,
+    data: Vec<u8>,
+}
+
+/// Read-only view of the applied state for the rest of the node (tag lookups, `/db`).
+#[derive(Clone)]
+pub struct StateReader(Arc<RwLock<SmData>>);
+
+impl StateReader {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, SmData> {
+        // A poisoned lock means a panic while applying; the data is still the last consistent
+        // state because apply() mutates only on success.
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn tag(&self, tag: &str) -> Option<TagRecord> {
+        self.read().state.tags.get(tag).cloned()
+    }
+
+    pub fn tags(&self) -> Vec<(String, TagRecord)> {
+        self.read().state.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    pub fn tag_count(&self) -> usize {
+        self.read().state.tags.len()
+    }
+
+    pub fn last_applied(&self) -> Option<LogId> {
+        self.read().last_applied
+    }
+}
+
+/// The openraft state machine. Cheap to clone; clones share state (the snapshot builder is a
+/// clone).
+#[derive(Clone)]
+pub struct StateMachineStore {
+    db: sled::Db,
+    sm: sled::Tree,
+    snap: sled::Tree,
+    data: Arc<RwLock<SmData>>,
+}
+
+fn sm_read_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
+    StorageIOError::read_state_machine(&e).into()
+}
+
+fn sm_write_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
+    StorageIOError::write_state_machine(&e).into()
+}
+
+fn snap_write_err(meta: Option<&SnapshotMeta>, e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
+    StorageIOError::write_snapshot(meta.map(|m| m.signature()), &e).into()
+}
+
+fn tag_key(tag: &str) -> Vec<u8> {
+    let mut k = TAG_PREFIX.to_vec();
+    k.extend_from_slice(tag.as_bytes());
+    k
+}
+
+impl StateMachineStore {
+    pub(crate) fn open(db: &sled::Db) -> Result<Self, StorageError> {
+        let sm = db.open_tree("sm").map_err(sm_read_err)?;
+        let snap = db.open_tree("snapshot").map_err(sm_read_err)?;
+        let mut data = SmData::default();
+        if let Some(v) = sm.get(KEY_APPLIED).map_err(sm_read_err)? {
+            data.last_applied = codec::decode(&v).map_err(sm_read_err)?;
+        }
+        if let Some(v) = sm.get(KEY_MEMBERSHIP).map_err(sm_read_err)? {
+            data.membership = codec::decode(&v).map_err(sm_read_err)?;
+        }
+        for item in sm.scan_prefix(TAG_PREFIX) {
+            let (k, v) = item.map_err(sm_read_err)?;
+            let tag = String::from_utf8(k[TAG_PREFIX.len()..].to_vec()).map_err(sm_read_err)?;
+            data.state.tags.insert(tag, codec::decode(&v).map_err(sm_read_err)?);
+        }
+        let store = StateMachineStore { db: db.clone(), sm, snap, data: Arc::new(RwLock::new(data)) };
+        if let Some(stored) = store.stored_snapshot()? {
+            if stored.meta.last_log_id > store.reader().last_applied() {
+                tracing::warn!(snapshot = %stored.meta.snapshot_id, "state machine is older than its snapshot; restoring");
+                let restored: SmData = codec::decode(&stored.data).map_err(sm_read_err)?;
+                store.replace(restored)?;
+            }
+        }
+        Ok(store)
+    }
+
+    /// A read-only handle on the applied state.
+    pub fn reader(&self) -> StateReader {
+        StateReader(self.data.clone())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, SmData> {
+        self.data.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stored_snapshot(&self) -> Result<Option<StoredSnapshot>, StorageError> {
+        match self.snap.get(KEY_SNAPSHOT).map_err(sm_read_err)? {
+            Some(v) => Ok(Some(codec::decode(&v).map_err(sm_read_err)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Replaces the whole state, in memory and in the `sm` tree.
+    fn replace(&self, new: SmData) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for item in self.sm.iter() {
+            let (k, _) = item.map_err(sm_write_err)?;
+            batch.remove(k);
+        }
+        for (tag, record) in &new.state.tags {
+            batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?);
+        }
+        batch.insert(KEY_APPLIED, codec::encode(&new.last_applied).map_err(sm_write_err)?);
+        batch.insert(KEY_MEMBERSHIP, codec::encode(&new.membership).map_err(sm_write_err)?);
+        self.sm.apply_batch(batch).map_err(sm_write_err)?;
+        *self.write() = new;
+        Ok(())
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        let data = self.data.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let bytes = codec::encode(&data).map_err(|e| snap_write_err(None, e))?;
+        let seq = self.db.generate_id().map_err(|e| snap_write_err(None, e))?;
+        let snapshot_id = match data.last_applied {
+            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, seq),
+            None => format!("0-0-{seq}"),
+        };
+        let meta =
+            SnapshotMeta { last_log_id: data.last_applied, last_membership: data.membership.clone(), snapshot_id };
+        let stored = StoredSnapshot { meta: meta.clone(), data: bytes.clone() };
+        let enc = codec::encode(&stored).map_err(|e| snap_write_err(Some(&meta), e))?;
+        self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(&meta), e))?;
+        self.db.flush_async().await.map_err(|e| snap_write_err(Some(&meta), e))?;
+        tracing::info!(snapshot = %meta.snapshot_id, bytes = bytes.len(), "built snapshot");
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = StateMachineStore;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+        Ok((d.last_applied, d.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ApplyResult>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut results = Vec::new();
+        let mut touched = std::collections::BTreeSet::new();
+        let mut membership_changed = false;
+        let mut d = self.write();
+        for entry in entries {
+            d.last_applied = Some(entry.log_id);
+            let result = match entry.payload {
+                EntryPayload::Blank => Ok(Applied::Nothing),
+                EntryPayload::Normal(cmd) => {
+                    let r = apply(&mut d.state, &cmd);
+                    if r.is_ok() {
+                        touched.insert(cmd.op.tag().to_string());
+                    }
+                    r
+                }
+                EntryPayload::Membership(m) => {
+                    d.membership = StoredMembership::new(Some(entry.log_id), m);
+                    membership_changed = true;
+                    Ok(Applied::Nothing)
+                }
+            };
+            results.push(result);
+        }
+        let mut batch = sled::Batch::default();
+        for tag in &touched {
+            if let Some(record) = d.state.tags.get(tag) {
+                batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?);
+            }
+        }
+        batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
+        if membership_changed {
+            batch.insert(KEY_MEMBERSHIP, codec::encode(&d.membership).map_err(sm_write_err)?);
+        }
+        drop(d);
+        self.sm.apply_batch(batch).map_err(sm_write_err)?;
+        Ok(results)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let bytes = snapshot.into_inner();
+        let new: SmData =
+            codec::decode(&bytes).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        if new.last_applied != meta.last_log_id {
+            let e = std::io::Error::other(format!(
+                "snapshot data is at {:?} but its meta says {:?}",
+                new.last_applied, meta.last_log_id
+            ));
+            return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
+        }
+        // Save the snapshot first: if we crash while rewriting `sm`, open() restores from it.
+        let stored = StoredSnapshot { meta: meta.clone(), data: bytes };
+        let enc = codec::encode(&stored).map_err(|e| snap_write_err(Some(meta), e))?;
+        self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(meta), e))?;
+        self.db.flush_async().await.map_err(|e| snap_write_err(Some(meta), e))?;
+        self.replace(new)?;
+        self.db.flush_async().await.map_err(sm_write_err)?;
+        tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
+        Ok(self.stored_snapshot()?.map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
+    }
+}

@@ -1,0 +1,193 @@
+//! Integration tests of the sled Raft store: openraft's storage suite, snapshots, and a crash
+//! test that `kill -9`s a child process writing through the store.
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command as Proc, Stdio};
+use std::time::{Duration, Instant};
+
+use leaf_raft_store::types::{Entry, LogId, StorageError, Vote};
+use leaf_raft_store::{open, Applied, Command, LogStore, Op, StateMachineStore, StoreOptions, TypeConfig};
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
+use openraft::testing::{StoreBuilder, Suite};
+use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader, RaftSnapshotBuilder};
+use rand::{Rng, SeedableRng};
+use tempfile::TempDir;
+
+struct SledBuilder;
+
+impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for SledBuilder {
+    async fn build(&self) -> Result<(TempDir, LogStore, StateMachineStore), StorageError> {
+        let dir = TempDir::new().expect("tempdir");
+        let (log, sm) = open(dir.path(), &StoreOptions::default()).expect("open store");
+        Ok((dir, log, sm))
+    }
+}
+
+#[test]
+fn openraft_storage_suite() {
+    Suite::test_all(SledBuilder).unwrap();
+}
+
+fn entry(term: u64, index: u64, op: Op) -> Entry {
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+        payload: EntryPayload::Normal(Command { at_ms: 1_700_000_000_000 + index as i64, op }),
+    }
+}
+
+fn alloc_op(step: i64) -> Op {
+    Op::AllocateSegment { tag: "t".into(), step, node_id: 1 }
+}
+
+fn create_op() -> Op {
+    Op::CreateTag { tag: "t".into(), step: 10, start_max_id: 1, description: String::new() }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+#[test]
+fn snapshot_survives_reopen_and_installs_elsewhere() {
+    rt().block_on(async {
+        let dir = TempDir::new().unwrap();
+        let (_log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let mut entries = vec![entry(1, 1, create_op())];
+        entries.extend((2..=50).map(|i| entry(1, i, alloc_op(10))));
+        let results = sm.apply(entries).await.unwrap();
+        assert_eq!(results.len(), 50);
+        assert!(matches!(results[49], Ok(Applied::Segment(a)) if a.start == 481 && a.end == 491));
+        let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        assert_eq!(snap.meta.last_log_id.map(|l| l.index), Some(50));
+        drop(sm);
+        drop(_log);
+
+        // Reopen: the state and the snapshot are both there.
+        let (_log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        assert_eq!(sm.reader().tag("t").unwrap().max_id, 491);
+        let current = sm.get_current_snapshot().await.unwrap().expect("snapshot kept");
+        assert_eq!(current.meta, snap.meta);
+
+        // Install it on a fresh store: same state, same applied log ID.
+        let other = TempDir::new().unwrap();
+        let (_l2, mut sm2) = open(other.path(), &StoreOptions::default()).unwrap();
+        sm2.install_snapshot(&current.meta, current.snapshot).await.unwrap();
+        assert_eq!(sm2.reader().tag("t").unwrap().max_id, 491);
+        assert_eq!(sm2.applied_state().await.unwrap().0, snap.meta.last_log_id);
+        // The next allocation continues after the snapshot, never inside it.
+        let r = sm2.apply(vec![entry(1, 51, alloc_op(10))]).await.unwrap();
+        assert!(matches!(r[0], Ok(Applied::Segment(a)) if a.start == 491));
+    });
+}
+
+#[test]
+fn purge_and_truncate_leave_no_holes() {
+    rt().block_on(async {
+        let dir = TempDir::new().unwrap();
+        let (mut log, sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        log.blocking_append((1..=100).map(|i| entry(1, i, alloc_op(1)))).await.unwrap();
+        log.purge(LogId::new(CommittedLeaderId::new(1, 1), 40)).await.unwrap();
+        log.truncate(LogId::new(CommittedLeaderId::new(1, 1), 91)).await.unwrap();
+        drop((log, sm));
+        let (mut log, _sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(40));
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(90));
+        let got: Vec<u64> = log.try_get_log_entries(0..1000).await.unwrap().iter().map(|e| e.log_id.index).collect();
+        assert_eq!(got, (41..=90).collect::<Vec<_>>());
+    });
+}
+
+/// Child side of the crash test: appends entries one batch at a time and prints each
+/// acknowledged index (and vote) as soon as the store returns. Runs only when spawned by
+/// `acknowledged_writes_survive_kill_9`.
+#[test]
+fn crash_child_writer() {
+    let Ok(dir) = std::env::var("LEAF_CRASH_CHILD_DIR") else { return };
+    rt().block_on(async move {
+        let (mut log, _sm) = open(std::path::Path::new(&dir), &StoreOptions::default()).unwrap();
+        let mut next = log.get_log_state().await.unwrap().last_log_id.map_or(1, |l| l.index + 1);
+        let mut term = log.read_vote().await.unwrap().map_or(1, |v| v.leader_id.term);
+        let out = std::io::stdout();
+        loop {
+            let batch = 1 + next % 3;
+            log.blocking_append((next..next + batch).map(|i| entry(1, i, alloc_op(i as i64)))).await.unwrap();
+            next += batch;
+            writeln!(out.lock(), "ack {}", next - 1).unwrap();
+            if next % 7 == 0 {
+                term += 1;
+                log.save_vote(&Vote::new(term, 1)).await.unwrap();
+                writeln!(out.lock(), "vote {term}").unwrap();
+            }
+        }
+    });
+}
+
+#[test]
+fn acknowledged_writes_survive_kill_9() {
+    let seed: u64 = std::env::var("LEAF_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    println!("crash test seed: {seed} (rerun with LEAF_TEST_SEED={seed})");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let dir = TempDir::new().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut acked_total = 0;
+    for round in 0..4 {
+        let mut child = Proc::new(&exe)
+            .args(["--exact", "crash_child_writer", "--nocapture", "--test-threads=1"])
+            .env("LEAF_CRASH_CHILD_DIR", dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let run_for = Duration::from_millis(rng.gen_range(300..900));
+        let start = Instant::now();
+        let (mut last_ack, mut last_vote) = (0u64, 0u64);
+        while start.elapsed() < run_for {
+            match rx.recv_timeout(Duration::from_millis(10)) {
+                Ok(line) => parse_line(&line, &mut last_ack, &mut last_vote),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(e) => panic!("child exited early: {e}"),
+            }
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        // Lines printed before the kill were acknowledged before it.
+        while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            parse_line(&line, &mut last_ack, &mut last_vote);
+        }
+        assert!(last_ack > acked_total, "round {round}: the child acknowledged nothing new");
+        acked_total = last_ack;
+
+        rt().block_on(async {
+            let (mut log, _sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+            let state = log.get_log_state().await.unwrap();
+            let last = state.last_log_id.unwrap().index;
+            assert!(last >= last_ack, "round {round}: acked up to {last_ack} but only {last} survived");
+            let entries = log.try_get_log_entries(1..=last).await.unwrap();
+            assert_eq!(entries.len() as u64, last, "round {round}: the log has holes");
+            for (i, e) in entries.iter().enumerate() {
+                assert_eq!(e.log_id.index, i as u64 + 1);
+                assert!(matches!(&e.payload, EntryPayload::Normal(c) if c.op == alloc_op(i as i64 + 1)));
+            }
+            let vote = log.read_vote().await.unwrap().map_or(0, |v| v.leader_id.term);
+            assert!(vote >= last_vote, "round {round}: vote {last_vote} was acked, {vote} survived");
+            println!("round {round}: {last_ack} acknowledged, {last} on disk, vote {vote}");
+        });
+    }
+}
+
+fn parse_line(line: &str, last_ack: &mut u64, last_vote: &mut u64) {
+    if let Some(n) = line.strip_prefix("ack ") {
+        *last_ack = n.trim().parse().unwrap();
+    } else if let Some(n) = line.strip_prefix("vote ") {
+        *last_vote = n.trim().parse().unwrap();
+    }
+}
