@@ -1,1 +1,171 @@
+//! The `leaf` node: a Raft group member that hands out unique 64-bit IDs over HTTP.
+//!
+//! [`start`] runs a node inside the caller's tokio runtime and returns a [`NodeHandle`]; the
+//! `leaf` binary ([`cli`]) wraps it with configuration loading, signals and client commands.
+//!
+//! Layout:
+//! - [`config`]: the one documented `Config` (defaults → TOML → `LEAF_*` env → flags).
+//! - [`raft`]: openraft wiring, proposals, status (the only module naming openraft types).
+//! - [`segment`]: the lock-free double buffer (the per-ID hot path).
+//! - [`tags`]: per-tag actix actors that own refills, and the tag registry.
+//! - [`http`]: hyper server, routing, errors → statuses, admin auth.
+//! - [`metrics`]: Prometheus metrics.
+//! - [`client`], [`cli`]: the command-line interface over the HTTP API.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
+use leaf_raft_store::{Allocation, Applied, ApplyError, Op};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod http;
+pub mod metrics;
+pub mod raft;
+pub mod segment;
+pub mod tags;
+
+pub use config::Config;
+
+use crate::http::App;
+use crate::metrics::Metrics;
+use crate::raft::{ProposeError, RaftNode, RaftStartError};
+use crate::tags::{ActorSystem, AllocError, Allocator, BoxFuture, TagLookup, Tags};
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Raft(#[from] RaftStartError),
+    #[error("bind {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("start actor system: {0}")]
+    Actors(std::io::Error),
+}
+
+/// A running node.
+pub struct NodeHandle {
+    http_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    server: JoinHandle<()>,
+    bootstrap: JoinHandle<()>,
+    raft: RaftNode,
+    actors: Option<ActorSystem>,
+}
+
+impl NodeHandle {
+    /// Where the HTTP API listens (the real port when configured with port 0).
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    pub fn raft(&self) -> &RaftNode {
+        &self.raft
+    }
+
+    /// Waits until the node is ready to serve (leader known, log applied).
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        self.raft.wait_ready(timeout).await
+    }
+
+    /// Graceful shutdown: stop accepting, let in-flight requests finish, stop Raft (its storage
+    /// is flushed on every acknowledged write) and the actors.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        let _ = (&mut self.server).await;
+        self.bootstrap.abort();
+        let _ = (&mut self.bootstrap).await;
+        self.raft.shutdown().await;
+        if let Some(actors) = self.actors.take() {
+            let _ = tokio::task::spawn_blocking(move || actors.stop()).await;
+        }
+        tracing::info!("node stopped");
+    }
+}
+
+/// Commits segments through Raft on behalf of the tag actors.
+struct RaftAllocator {
+    raft: RaftNode,
+    rt: tokio::runtime::Handle,
+}
+
+impl Allocator for RaftAllocator {
+    fn allocate(&self, tag: &str, step: i64) -> BoxFuture<Result<Allocation, AllocError>> {
+        let raft = self.raft.clone();
+        let op = Op::AllocateSegment { tag: tag.to_string(), step, node_id: raft.node_id() };
+        // The actor runs on actix's runtime; Raft's futures belong on the node's tokio runtime.
+        let task = self.rt.spawn(async move { raft.propose(op).await });
+        Box::pin(async move {
+            match task.await {
+                Err(_) => Err(AllocError::ShuttingDown),
+                Ok(Ok((Applied::Segment(a), _))) => Ok(a),
+                Ok(Ok((other, _))) => Err(AllocError::Unavailable(format!("unexpected result {other:?}"))),
+                Ok(Err(ProposeError::Rejected(ApplyError::TagNotFound(t)))) => Err(AllocError::TagNotFound(t)),
+                Ok(Err(e @ ProposeError::Rejected(ApplyError::TagExhausted { .. }))) => {
+                    Err(AllocError::TagExhausted(e.to_string()))
+                }
+                Ok(Err(ProposeError::Fatal(_))) => Err(AllocError::ShuttingDown),
+                Ok(Err(e)) => Err(AllocError::Unavailable(e.to_string())),
+            }
+        })
+    }
+}
+
+/// Starts a node on the current tokio runtime (which must be multi-threaded).
+pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
+    config.validate()?;
+    let config = Arc::new(config);
+    let raft = RaftNode::start(&config).await?;
+    let listener = tokio::net::TcpListener::bind(config.http_addr)
+        .await
+        .map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
+    let http_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
+    let actors = ActorSystem::start().map_err(StartError::Actors)?;
+    let metrics = Arc::new(Metrics::new());
+    let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });
+    let state = raft.state().clone();
+    let lookup: TagLookup = Arc::new(move |tag| state.tag(tag).map(|r| r.step));
+    let tags = Tags::new(&actors, allocator, lookup, config.segment.clone(), metrics.clone());
+    let app = Arc::new(App { config: config.clone(), raft: raft.clone(), tags, metrics });
+    let (shutdown, rx) = watch::channel(false);
+    let server = tokio::spawn(http::serve(listener, app, rx));
+    let bootstrap = tokio::spawn(bootstrap_tags(raft.clone(), config.clone()));
+    tracing::info!(node_id = config.node_id, %http_addr, data_dir = %config.data_dir.display(), "leaf node started");
+    Ok(NodeHandle { http_addr, shutdown, server, bootstrap, raft, actors: Some(actors) })
+}
+
+/// Creates the configured bootstrap tags that do not exist yet, once the node is ready.
+async fn bootstrap_tags(raft: RaftNode, config: Arc<Config>) {
+    for b in &config.bootstrap_tags {
+        loop {
+            if !raft.wait_ready(Duration::from_secs(5)).await {
+                continue;
+            }
+            if raft.state().tag(&b.tag).is_some() {
+                break;
+            }
+            let op = Op::CreateTag {
+                tag: b.tag.clone(),
+                step: b.step,
+                start_max_id: b.max_id,
+                description: b.description.clone(),
+            };
+            match raft.propose(op).await {
+                Ok(_) => {
+                    tracing::info!(tag = %b.tag, step = b.step, "created bootstrap tag");
+                    break;
+                }
+                Err(ProposeError::Rejected(ApplyError::TagExists(_))) => break,
+                Err(e) => {
+                    tracing::warn!(tag = %b.tag, error = %e, "creating bootstrap tag failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The `leaf` command line: `serve` runs a node; the other commands talk to a node's HTTP API.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use hyper::{Method, StatusCode};
+use serde_json::json;
+
+use crate::client::Client;
+use crate::config::{Config, Overrides};
+
+#[derive(Parser, Debug)]
+#[command(name = "leaf", version, about = "Raft-replicated distributed ID service (a successor to Meituan's Leaf)")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a node. With no arguments: a one-node cluster on 127.0.0.1:8080, data in ./leaf-data.
+    Serve(ServeArgs),
+    /// Create, list, show or update tags (admin API).
+    Tag {
+        #[command(subcommand)]
+        cmd: TagCmd,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Get IDs.
+    Get {
+        #[command(subcommand)]
+        cmd: GetCmd,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Print the node's health; exit 0 when ready, 1 when not or unreachable.
+    Health {
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// TOML configuration file.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// This node's Raft ID.
+    #[arg(long)]
+    node_id: Option<u64>,
+    /// Data directory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// HTTP listen address (port 0 picks a free one).
+    #[arg(long)]
+    http_addr: Option<SocketAddr>,
+}
+
+#[derive(Args, Debug)]
+struct ConnArgs {
+    /// Base URL of a node.
+    #[arg(long, global = true, env = "LEAF_URL", default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// Admin bearer token.
+    #[arg(long, global = true, env = "LEAF_ADMIN_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum TagCmd {
+    /// Create a tag.
+    Create {
+        tag: String,
+        /// Stored step (segment size and floor of the dynamic step).
+        #[arg(long)]
+        step: i64,
+        /// First ID to hand out (default 1).
+        #[arg(long)]
+        max_id: Option<i64>,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// List all tags.
+    List,
+    /// Show one tag.
+    Show { tag: String },
+    /// Change a tag's step and/or description.
+    Update {
+        tag: String,
+        #[arg(long)]
+        step: Option<i64>,
+        #[arg(long)]
+        description: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum GetCmd {
+    /// Segment-mode IDs for a tag.
+    Segment {
+        tag: String,
+        /// How many IDs (1–100,000), one per line.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
+}
+
+/// Entry point of the `leaf` binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+        other => {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            rt.block_on(client_command(other))
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn,sled=warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    init_tracing();
+    let overrides = Overrides { node_id: args.node_id, data_dir: args.data_dir, http_addr: args.http_addr };
+    let config = match Config::load(args.config.as_deref(), &overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("leaf").build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        if config.admin_token.is_none() && !config.http_addr.ip().is_loopback() {
+            tracing::warn!("no admin_token: admin endpoints answer only on loopback connections");
+        }
+        let node = match crate::start(config).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(error = %e, "failed to start");
+                return ExitCode::FAILURE;
+            }
+        };
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        node.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn client_command(cmd: Command) -> ExitCode {
+    let (client, method, path, body) = match cmd {
+        Command::Serve(_) => return ExitCode::FAILURE,
+        Command::Health { conn } => (Client::new(&conn.url, conn.token), Method::GET, "/health".to_string(), None),
+        Command::Get { cmd: GetCmd::Segment { tag, count }, conn } => {
+            let path = if count == 1 {
+                format!("/api/segment/get/{tag}")
+            } else {
+                format!("/api/segment/get/{tag}?count={count}")
+            };
+            (Client::new(&conn.url, conn.token), Method::GET, path, None)
+        }
+        Command::Tag { cmd, conn } => {
+            let client = Client::new(&conn.url, conn.token);
+            match cmd {
+                TagCmd::Create { tag, step, max_id, description } => (
+                    client,
+                    Method::POST,
+                    "/admin/tags".to_string(),
+                    Some(json!({"tag": tag, "step": step, "max_id": max_id, "description": description})),
+                ),
+                TagCmd::List => (client, Method::GET, "/admin/tags".to_string(), None),
+                TagCmd::Show { tag } => (client, Method::GET, format!("/admin/tags/{tag}"), None),
+                TagCmd::Update { tag, step, description } => (
+                    client,
+                    Method::PATCH,
+                    format!("/admin/tags/{tag}"),
+                    Some(json!({"step": step, "description": description})),
+                ),
+            }
+        }
+    };
+    match client.request(method, &path, body.as_ref()).await {
+        Ok((status, bytes)) => {
+            let text = String::from_utf8_lossy(&bytes);
+            if status.is_success() {
+                println!("{text}");
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("error: HTTP {}: {text}", status.as_u16());
+                if status == StatusCode::SERVICE_UNAVAILABLE {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Polls `url/health` until it answers ready or `timeout` passes.
+pub async fn wait_healthy(url: &str, timeout: Duration) -> bool {
+    let client = Client::new(url, None);
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if let Ok((StatusCode::OK, _)) = client.get("/health").await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}

@@ -1,0 +1,338 @@
+//! The one configuration of a `leaf` node.
+//!
+//! Sources, later ones winning: the defaults written on each field below (embedded, so
+//! `leaf serve` needs no file), a TOML file (`--config`), environment variables `LEAF_*`
+//! (nested keys with `__`, e.g. `LEAF_SEGMENT__MAX_STEP=500000`), then command-line flags.
+//! [`Config::validate`] rejects nonsense before anything starts.
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use leaf_api::tag::{validate_max_id, validate_step, validate_tag, MAX_STEP};
+use serde::{Deserialize, Serialize};
+
+/// Top-level keys that environment variables may set; other `LEAF_*` variables (such as the
+/// CLI's `LEAF_URL`) are ignored by the server.
+const ENV_KEYS: &[&str] =
+    &["node_id", "data_dir", "http_addr", "admin_token", "bootstrap_tags", "segment", "raft", "http"];
+
+/// Configuration of one node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Raft ID of this node, unique in its cluster and never reused (a worker's identity in
+    /// later modes). Default `1`.
+    pub node_id: u64,
+    /// Directory of the Raft log, state machine and snapshots; reused on restart. Default
+    /// `./leaf-data`.
+    pub data_dir: PathBuf,
+    /// Listener for the public API, monitor and admin endpoints. Port 0 picks a free port (tests).
+    /// Default `127.0.0.1:8080`.
+    pub http_addr: SocketAddr,
+    /// Bearer token required by `/admin/*`. Default none: admin endpoints then answer only on
+    /// loopback connections, so a node bound to a public address cannot be administered
+    /// anonymously. At least 16 characters when set.
+    pub admin_token: Option<String>,
+    /// Tags created when the cluster has a leader and they do not exist yet (a developer
+    /// convenience, like Leaf's sample row). Default: `leaf-segment-test`, step 2000, max_id 1.
+    /// Set to `[]` in production.
+    pub bootstrap_tags: Vec<BootstrapTag>,
+    pub segment: SegmentConfig,
+    pub raft: RaftConfig,
+    pub http: HttpConfig,
+}
+
+/// A tag to create at first start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BootstrapTag {
+    pub tag: String,
+    pub step: i64,
+    /// First ID handed out. Default `1` (Leaf's column default).
+    #[serde(default = "one")]
+    pub max_id: i64,
+    #[serde(default)]
+    pub description: String,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// Segment-mode behaviour of every tag on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SegmentConfig {
+    /// Cap of the dynamic step when it doubles (Leaf's `MAX_STEP`). A tag whose stored step is
+    /// larger uses its stored step. Default `1000000`.
+    pub max_step: i64,
+    /// How long a request waits for a committed segment when both buffers are empty, before a
+    /// 503 `segments_not_ready`. Default `2000` ms.
+    pub wait_timeout_ms: u64,
+    /// A refill sooner than this after the previous one doubles the step (Leaf: 15 min).
+    /// Default `900` s.
+    pub double_below_secs: u64,
+    /// A refill this long or longer after the previous one halves the step, never below the
+    /// stored step (Leaf: 30 min). Default `1800` s.
+    pub halve_after_secs: u64,
+}
+
+/// Raft timing, snapshots and proposals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RaftConfig {
+    /// Leader heartbeat interval. Default `100` ms.
+    pub heartbeat_ms: u64,
+    /// Election timeout range; a follower that hears no leader for a random time in it starts
+    /// an election. Defaults `400`–`800` ms.
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// Build a snapshot after this many applied entries, then purge the log behind it.
+    /// Default `10000`.
+    pub snapshot_every: u64,
+    /// Entries kept behind a snapshot so slightly lagging followers catch up from the log.
+    /// Default `1000`.
+    pub keep_logs_after_snapshot: u64,
+    /// How long a proposal (segment allocation, tag change) may take before it fails with 503.
+    /// Default `5000` ms.
+    pub propose_timeout_ms: u64,
+}
+
+/// HTTP limits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Largest accepted request body; larger ones get 413. Default `65536` bytes.
+    pub max_body_bytes: usize,
+    /// A client that has not sent a complete request head within this time is disconnected.
+    /// Default `10000` ms.
+    pub header_read_timeout_ms: u64,
+    /// On shutdown, how long in-flight requests may take to finish. Default `10000` ms.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            node_id: 1,
+            data_dir: PathBuf::from("./leaf-data"),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin_token: None,
+            bootstrap_tags: vec![BootstrapTag {
+                tag: "leaf-segment-test".into(),
+                step: 2000,
+                max_id: 1,
+                description: "Test leaf Segment Mode Get Id".into(),
+            }],
+            segment: SegmentConfig::default(),
+            raft: RaftConfig::default(),
+            http: HttpConfig::default(),
+        }
+    }
+}
+
+impl Default for SegmentConfig {
+    fn default() -> Self {
+        SegmentConfig { max_step: 1_000_000, wait_timeout_ms: 2000, double_below_secs: 900, halve_after_secs: 1800 }
+    }
+}
+
+impl Default for RaftConfig {
+    fn default() -> Self {
+        RaftConfig {
+            heartbeat_ms: 100,
+            election_timeout_min_ms: 400,
+            election_timeout_max_ms: 800,
+            snapshot_every: 10_000,
+            keep_logs_after_snapshot: 1000,
+            propose_timeout_ms: 5000,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig { max_body_bytes: 64 * 1024, header_read_timeout_ms: 10_000, shutdown_grace_ms: 10_000 }
+    }
+}
+
+/// Command-line overrides; `None` leaves the lower layers' value.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_addr: Option<SocketAddr>,
+}
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {0} does not exist")]
+    MissingFile(PathBuf),
+    #[error("config: {0}")]
+    Parse(#[from] Box<figment::Error>),
+    #[error("invalid configuration:\n  - {}", .0.join("\n  - "))]
+    Invalid(Vec<String>),
+}
+
+impl Config {
+    /// Merges defaults, `file`, the environment and `overrides`, then validates.
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        Self::load_with_env(file, overrides, Env::prefixed("LEAF_"))
+    }
+
+    fn load_with_env(file: Option<&Path>, overrides: &Overrides, env: Env) -> Result<Config, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ConfigError::MissingFile(path.to_path_buf()));
+            }
+            fig = fig.merge(Toml::file(path));
+        }
+        let env = env.split("__").filter(|k| {
+            let k = k.as_str().to_ascii_lowercase();
+            let top = k.split("__").next().and_then(|s| s.split('.').next()).unwrap_or("");
+            ENV_KEYS.contains(&top)
+        });
+        fig = fig.merge(env).merge(Serialized::defaults(overrides));
+        let config: Config = fig.extract().map_err(Box::new)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every field; reports all problems at once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut errs = Vec::new();
+        if self.node_id == 0 {
+            errs.push("node_id must be at least 1".to_string());
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            errs.push("data_dir must not be empty".to_string());
+        }
+        if let Some(t) = &self.admin_token {
+            if t.len() < 16 || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                errs.push("admin_token must be at least 16 characters without whitespace".to_string());
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for b in &self.bootstrap_tags {
+            for r in [validate_tag(&b.tag), validate_step(b.step), validate_max_id(b.max_id)] {
+                if let Err(e) = r {
+                    errs.push(format!("bootstrap tag {:?}: {e}", b.tag));
+                }
+            }
+            if !seen.insert(&b.tag) {
+                errs.push(format!("bootstrap tag {:?} is listed twice", b.tag));
+            }
+        }
+        let s = &self.segment;
+        if !(1..=MAX_STEP).contains(&s.max_step) {
+            errs.push(format!("segment.max_step must be from 1 to {MAX_STEP}"));
+        }
+        if !(1..=60_000).contains(&s.wait_timeout_ms) {
+            errs.push("segment.wait_timeout_ms must be from 1 to 60000".to_string());
+        }
+        if s.double_below_secs > s.halve_after_secs {
+            errs.push("segment.double_below_secs must not exceed segment.halve_after_secs".to_string());
+        }
+        let r = &self.raft;
+        if !(10..=10_000).contains(&r.heartbeat_ms) {
+            errs.push("raft.heartbeat_ms must be from 10 to 10000".to_string());
+        }
+        if r.election_timeout_min_ms <= r.heartbeat_ms {
+            errs.push("raft.election_timeout_min_ms must exceed raft.heartbeat_ms".to_string());
+        }
+        if r.election_timeout_max_ms <= r.election_timeout_min_ms {
+            errs.push("raft.election_timeout_max_ms must exceed raft.election_timeout_min_ms".to_string());
+        }
+        if r.snapshot_every == 0 {
+            errs.push("raft.snapshot_every must be at least 1".to_string());
+        }
+        if !(100..=600_000).contains(&r.propose_timeout_ms) {
+            errs.push("raft.propose_timeout_ms must be from 100 to 600000".to_string());
+        }
+        let h = &self.http;
+        if !(1024..=16 * 1024 * 1024).contains(&h.max_body_bytes) {
+            errs.push("http.max_body_bytes must be from 1024 to 16777216".to_string());
+        }
+        if !(100..=600_000).contains(&h.header_read_timeout_ms) {
+            errs.push("http.header_read_timeout_ms must be from 100 to 600000".to_string());
+        }
+        if h.shutdown_grace_ms > 600_000 {
+            errs.push("http.shutdown_grace_ms must be at most 600000".to_string());
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(errs))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env() -> Env {
+        Env::prefixed("LEAF_TEST_UNSET_PREFIX_")
+    }
+
+    #[test]
+    fn defaults_are_valid_and_documented_values() {
+        let c = Config::load_with_env(None, &Overrides::default(), no_env()).unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.http_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.data_dir, PathBuf::from("./leaf-data"));
+        assert_eq!(c.bootstrap_tags[0].tag, "leaf-segment-test");
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure signature
+    fn file_then_env_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leaf.toml");
+        std::fs::write(
+            &path,
+            "node_id = 3\nhttp_addr = \"127.0.0.1:0\"\nbootstrap_tags = []\n[segment]\nmax_step = 5000\n",
+        )
+        .unwrap();
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("LEAF_SEGMENT__WAIT_TIMEOUT_MS", "250");
+            jail.set_env("LEAF_NODE_ID", "4");
+            jail.set_env("LEAF_URL", "http://ignored");
+            let over = Overrides { data_dir: Some("/tmp/x".into()), ..Default::default() };
+            let c = Config::load_with_env(Some(&path), &over, Env::prefixed("LEAF_")).unwrap();
+            assert_eq!(c.node_id, 4);
+            assert_eq!(c.segment.max_step, 5000);
+            assert_eq!(c.segment.wait_timeout_ms, 250);
+            assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+            assert!(c.bootstrap_tags.is_empty());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn typos_and_nonsense_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leaf.toml");
+        std::fs::write(&path, "node_idd = 3\n").unwrap();
+        assert!(matches!(
+            Config::load_with_env(Some(&path), &Overrides::default(), no_env()),
+            Err(ConfigError::Parse(_))
+        ));
+        assert!(matches!(
+            Config::load_with_env(Some(&dir.path().join("missing.toml")), &Overrides::default(), no_env()),
+            Err(ConfigError::MissingFile(_))
+        ));
+        let mut c = Config { node_id: 0, admin_token: Some("short".into()), ..Config::default() };
+        c.segment.max_step = 0;
+        c.raft.election_timeout_max_ms = 10;
+        c.bootstrap_tags.push(c.bootstrap_tags[0].clone());
+        let Err(ConfigError::Invalid(errs)) = c.validate() else { panic!("accepted") };
+        assert_eq!(errs.len(), 5, "{errs:?}");
+    }
+}

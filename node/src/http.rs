@@ -1,0 +1,442 @@
+//! The HTTP edge: routing, request parsing, admin authentication, and the one place where
+//! errors become HTTP statuses.
+//!
+//! | path | method | what |
+//! |---|---|---|
+//! | `/api/segment/get/{tag}` | GET | one ID as decimal text (Leaf-compatible); `?count=N` (1–100,000) returns N IDs separated by `\n`, no trailing newline |
+//! | `/health` | GET | readiness JSON; 200 ready, 503 not |
+//! | `/metrics` | GET | Prometheus text |
+//! | `/cache` | GET | per-tag buffers on this node (Leaf's `/cache`) |
+//! | `/db` | GET | tags as stored (Leaf's `/db`) |
+//! | `/admin/tags` | GET, POST | list / create tags |
+//! | `/admin/tags/{tag}` | GET, PATCH | show / update a tag |
+//! | `/admin/allocations` | GET | committed segments this node received (`?tag=`) |
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use leaf_api::tag::{parse_count, validate_max_id, validate_step, validate_tag};
+use leaf_api::types::{CreateTagRequest, Health, TagInfo, UpdateTagRequest};
+use leaf_api::{ErrorBody, ErrorCode};
+use leaf_raft_store::{Applied, ApplyError, Op, TagRecord};
+use serde::{de::DeserializeOwned, Serialize};
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::raft::{ProposeError, RaftNode};
+use crate::tags::{AllocError, Tags, TakeError};
+
+type Resp = Response<Full<Bytes>>;
+
+/// A failed request, before it becomes a response.
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    allow: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into(), allow: None }
+    }
+
+    fn method(allow: &'static str) -> Self {
+        ApiError { allow: Some(allow), ..Self::new(ErrorCode::MethodNotAllowed, format!("allowed: {allow}")) }
+    }
+}
+
+/// The HTTP status of each error code.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    use ErrorCode::*;
+    match code {
+        InvalidTag | InvalidCount | InvalidRequest => StatusCode::BAD_REQUEST,
+        PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Unauthorized => StatusCode::UNAUTHORIZED,
+        Forbidden => StatusCode::FORBIDDEN,
+        TagNotFound | NotFound => StatusCode::NOT_FOUND,
+        MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        TagExists | TagExhausted => StatusCode::CONFLICT,
+        SegmentsNotReady | NotReady | Unavailable | ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+impl From<ProposeError> for ApiError {
+    fn from(e: ProposeError) -> Self {
+        let code = match &e {
+            ProposeError::Rejected(ApplyError::TagExists(_)) => ErrorCode::TagExists,
+            ProposeError::Rejected(ApplyError::TagNotFound(_)) => ErrorCode::TagNotFound,
+            ProposeError::Rejected(ApplyError::TagExhausted { .. }) => ErrorCode::TagExhausted,
+            ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
+            ProposeError::NotLeader { .. } | ProposeError::Timeout(_) => ErrorCode::Unavailable,
+            ProposeError::Fatal(_) => ErrorCode::ShuttingDown,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<TakeError> for ApiError {
+    fn from(e: TakeError) -> Self {
+        let code = match &e {
+            TakeError::NotReady { .. } => ErrorCode::SegmentsNotReady,
+            TakeError::Alloc(AllocError::TagNotFound(_)) => ErrorCode::TagNotFound,
+            TakeError::Alloc(AllocError::TagExhausted(_)) => ErrorCode::TagExhausted,
+            TakeError::Alloc(AllocError::Unavailable(_)) => ErrorCode::Unavailable,
+            TakeError::Alloc(AllocError::ShuttingDown) => ErrorCode::ShuttingDown,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+/// Everything a request handler needs.
+pub struct App {
+    pub config: Arc<Config>,
+    pub raft: RaftNode,
+    pub tags: Tags,
+    pub metrics: Arc<Metrics>,
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+fn json<T: Serialize>(status: StatusCode, value: &T) -> Resp {
+    let body = serde_json::to_vec(value).unwrap_or_else(|e| format!("{{\"serialize_error\":\"{e}\"}}").into_bytes());
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn tag_info(tag: String, r: TagRecord) -> TagInfo {
+    TagInfo {
+        tag,
+        max_id: r.max_id,
+        step: r.step,
+        description: r.description,
+        created_ms: r.created_ms,
+        updated_ms: r.updated_ms,
+    }
+}
+
+fn query_param<'a>(req: &'a Request<Incoming>, name: &str) -> Option<std::borrow::Cow<'a, str>> {
+    let q = req.uri().query()?;
+    form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+/// Where a request came in: used to keep token-less admin on loopback.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
+}
+
+impl App {
+    /// Answers one request; never fails and never panics on bad input.
+    pub async fn handle(&self, req: Request<Incoming>, conn: ConnInfo) -> Resp {
+        match self.route(req, conn).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.metrics.error(e.code);
+                let mut r = json(status_of(e.code), &ErrorBody::new(e.code, e.message));
+                if let Some(allow) = e.allow {
+                    r.headers_mut().insert(ALLOW, HeaderValue::from_static(allow));
+                }
+                r
+            }
+        }
+    }
+
+    async fn route(&self, req: Request<Incoming>, conn: ConnInfo) -> Result<Resp, ApiError> {
+        let path = req.uri().path().to_string();
+        if let Some(tag) = path.strip_prefix("/api/segment/get/") {
+            if req.method() != Method::GET {
+                return Err(ApiError::method("GET"));
+            }
+            let count = match query_param(&req, "count") {
+                Some(raw) => {
+                    Some(parse_count(&raw).map_err(|e| ApiError::new(ErrorCode::InvalidCount, e.to_string()))?)
+                }
+                None => None,
+            };
+            return self.segment_get(tag, count).await;
+        }
+        if path == "/admin" || path.starts_with("/admin/") {
+            self.authorize(&req, conn)?;
+            return self.admin(req, &path).await;
+        }
+        let get_only = |req: &Request<Incoming>| {
+            if req.method() == Method::GET {
+                Ok(())
+            } else {
+                Err(ApiError::method("GET"))
+            }
+        };
+        match path.as_str() {
+            "/health" => {
+                get_only(&req)?;
+                let h = self.health();
+                let status = if h.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+                Ok(json(status, &h))
+            }
+            "/metrics" => {
+                get_only(&req)?;
+                let body = self.metrics.render(&self.raft.status(), self.raft.state().tag_count());
+                let mut r = text(StatusCode::OK, body);
+                r.headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+                Ok(r)
+            }
+            "/cache" => {
+                get_only(&req)?;
+                let mut entries = Vec::new();
+                for h in self.tags.loaded() {
+                    if let Some(e) = h.inspect().await {
+                        entries.push(e);
+                    }
+                }
+                Ok(json(StatusCode::OK, &entries))
+            }
+            "/db" => {
+                get_only(&req)?;
+                Ok(json(StatusCode::OK, &self.tag_list()))
+            }
+            _ => Err(ApiError::new(ErrorCode::NotFound, format!("no endpoint {path}"))),
+        }
+    }
+
+    pub fn health(&self) -> Health {
+        let s = self.raft.status();
+        Health {
+            ready: s.not_ready.is_none(),
+            node_id: s.node_id,
+            leader_id: s.leader_id,
+            term: s.term,
+            last_applied_index: s.last_applied_index,
+            reason: s.not_ready,
+        }
+    }
+
+    fn tag_list(&self) -> Vec<TagInfo> {
+        self.raft.state().tags().into_iter().map(|(t, r)| tag_info(t, r)).collect()
+    }
+
+    async fn segment_get(&self, tag: &str, count: Option<u32>) -> Result<Resp, ApiError> {
+        validate_tag(tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+        let Some(handle) = self.tags.get(tag) else {
+            if let Some(why) = self.raft.status().not_ready {
+                return Err(ApiError::new(ErrorCode::NotReady, format!("node not ready: {why}")));
+            }
+            return Err(ApiError::new(ErrorCode::TagNotFound, format!("tag {tag:?} does not exist")));
+        };
+        match count {
+            None => {
+                let mut id = 0;
+                handle.take(1, |first, _| id = first).await?;
+                Ok(text(StatusCode::OK, Bytes::copy_from_slice(itoa::Buffer::new().format(id).as_bytes())))
+            }
+            Some(n) => {
+                let mut out = Vec::with_capacity(n as usize * 20);
+                let mut fmt = itoa::Buffer::new();
+                handle
+                    .take(n as u64, |first, c| {
+                        for id in first..first + c as i64 {
+                            if !out.is_empty() {
+                                out.push(b'\n');
+                            }
+                            out.extend_from_slice(fmt.format(id).as_bytes());
+                        }
+                    })
+                    .await?;
+                Ok(text(StatusCode::OK, out))
+            }
+        }
+    }
+
+    /// Admin needs the bearer token when one is configured, and a loopback connection when not.
+    fn authorize(&self, req: &Request<Incoming>, conn: ConnInfo) -> Result<(), ApiError> {
+        match &self.config.admin_token {
+            Some(token) => {
+                let given = req
+                    .headers()
+                    .get(AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .unwrap_or("");
+                if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+                    Ok(())
+                } else {
+                    Err(ApiError::new(
+                        ErrorCode::Unauthorized,
+                        "admin endpoints need 'Authorization: Bearer <admin_token>'",
+                    ))
+                }
+            }
+            None if conn.local.ip().is_loopback() && conn.peer.ip().is_loopback() => Ok(()),
+            None => Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "no admin_token is configured, so admin endpoints answer only on loopback connections",
+            )),
+        }
+    }
+
+    async fn admin(&self, req: Request<Incoming>, path: &str) -> Result<Resp, ApiError> {
+        let method = req.method().clone();
+        if path == "/admin/tags" {
+            return match method {
+                Method::GET => Ok(json(StatusCode::OK, &self.tag_list())),
+                Method::POST => {
+                    let body: CreateTagRequest = self.read_json(req).await?;
+                    self.create_tag(body).await
+                }
+                _ => Err(ApiError::method("GET, POST")),
+            };
+        }
+        if path == "/admin/allocations" {
+            if method != Method::GET {
+                return Err(ApiError::method("GET"));
+            }
+            let tag = query_param(&req, "tag").map(|t| t.into_owned());
+            return Ok(json(StatusCode::OK, &self.raft.allocations(tag.as_deref())));
+        }
+        if let Some(tag) = path.strip_prefix("/admin/tags/") {
+            validate_tag(tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+            return match method {
+                Method::GET => match self.raft.state().tag(tag) {
+                    Some(r) => Ok(json(StatusCode::OK, &tag_info(tag.to_string(), r))),
+                    None => Err(ApiError::new(ErrorCode::TagNotFound, format!("tag {tag:?} does not exist"))),
+                },
+                Method::PATCH => {
+                    let body: UpdateTagRequest = self.read_json(req).await?;
+                    self.update_tag(tag, body).await
+                }
+                _ => Err(ApiError::method("GET, PATCH")),
+            };
+        }
+        Err(ApiError::new(ErrorCode::NotFound, format!("no endpoint {path}")))
+    }
+
+    async fn create_tag(&self, body: CreateTagRequest) -> Result<Resp, ApiError> {
+        let bad = |e: leaf_api::tag::ValidationError| ApiError::new(ErrorCode::InvalidRequest, e.to_string());
+        validate_tag(&body.tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+        validate_step(body.step).map_err(bad)?;
+        let max_id = body.max_id.unwrap_or(1);
+        validate_max_id(max_id).map_err(bad)?;
+        let description = body.description.unwrap_or_default();
+        check_description(&description)?;
+        let op = Op::CreateTag { tag: body.tag, step: body.step, start_max_id: max_id, description };
+        match self.raft.propose(op).await? {
+            (Applied::Tag { tag, record }, _) => Ok(json(StatusCode::CREATED, &tag_info(tag, record))),
+            (other, _) => Err(ApiError::new(ErrorCode::Unavailable, format!("unexpected result {other:?}"))),
+        }
+    }
+
+    async fn update_tag(&self, tag: &str, body: UpdateTagRequest) -> Result<Resp, ApiError> {
+        if body.step.is_none() && body.description.is_none() {
+            return Err(ApiError::new(ErrorCode::InvalidRequest, "nothing to update: give step and/or description"));
+        }
+        if let Some(step) = body.step {
+            validate_step(step).map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
+        }
+        if let Some(d) = &body.description {
+            check_description(d)?;
+        }
+        let op = Op::UpdateTag { tag: tag.to_string(), step: body.step, description: body.description };
+        match self.raft.propose(op).await? {
+            (Applied::Tag { tag, record }, _) => Ok(json(StatusCode::OK, &tag_info(tag, record))),
+            (other, _) => Err(ApiError::new(ErrorCode::Unavailable, format!("unexpected result {other:?}"))),
+        }
+    }
+
+    async fn read_json<T: DeserializeOwned>(&self, req: Request<Incoming>) -> Result<T, ApiError> {
+        let max = self.config.http.max_body_bytes;
+        let too_large = || ApiError::new(ErrorCode::PayloadTooLarge, format!("request body exceeds {max} bytes"));
+        if let Some(len) = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) {
+            if len > max as u64 {
+                return Err(too_large());
+            }
+        }
+        let body = match Limited::new(req.into_body(), max).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
+            Err(e) => return Err(ApiError::new(ErrorCode::InvalidRequest, format!("reading body: {e}"))),
+        };
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("invalid JSON body: {e}")))
+    }
+}
+
+/// Descriptions are free text for people, bounded so the replicated state stays small.
+fn check_description(d: &str) -> Result<(), ApiError> {
+    if d.len() > 1024 {
+        return Err(ApiError::new(ErrorCode::InvalidRequest, "description is longer than 1024 bytes"));
+    }
+    Ok(())
+}
+
+/// Serves `listener` until `shutdown` turns true, then lets in-flight requests finish for up to
+/// `http.shutdown_grace_ms`.
+pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let local = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(error = %e, "listener has no local address");
+            return;
+        }
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(app.config.http.header_read_timeout_ms))
+        .keep_alive(true);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let conn_local = stream.local_addr().unwrap_or(local);
+                let info = ConnInfo { local: conn_local, peer };
+                let app = app.clone();
+                let svc = hyper::service::service_fn(move |req| {
+                    let app = app.clone();
+                    async move { Ok::<_, Infallible>(app.handle(req, info).await) }
+                });
+                let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    let grace = Duration::from_millis(app.config.http.shutdown_grace_ms);
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!(?grace, "in-flight requests did not finish within the shutdown grace period");
+    }
+}

@@ -1,0 +1,139 @@
+//! Prometheus metrics (`GET /metrics`).
+//!
+//! Hot-path counters are plain atomics handed out once per tag ([`Metrics::ids_counter`]), so
+//! counting an ID never takes a lock or hashes a label set.
+use std::sync::atomic::AtomicU64;
+
+use leaf_api::ErrorCode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::raft::RaftStatus;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IdLabels {
+    mode: String,
+    tag: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TagLabels {
+    tag: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabels {
+    code: String,
+}
+
+/// All metrics of one node.
+pub struct Metrics {
+    registry: Registry,
+    ids: Family<IdLabels, Counter>,
+    refills: Family<TagLabels, Counter>,
+    refill_failures: Family<TagLabels, Counter>,
+    refill_seconds: Histogram,
+    errors: Family<CodeLabels, Counter>,
+    raft_term: Gauge,
+    raft_leader: Gauge,
+    raft_is_leader: Gauge,
+    raft_last_log: Gauge,
+    raft_applied: Gauge,
+    raft_snapshot: Gauge,
+    tags: Gauge,
+    ready: Gauge<f64, AtomicU64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("leaf");
+        let m = Metrics {
+            ids: Family::default(),
+            refills: Family::default(),
+            refill_failures: Family::default(),
+            refill_seconds: Histogram::new(exponential_buckets(0.0002, 2.0, 16)),
+            errors: Family::default(),
+            raft_term: Gauge::default(),
+            raft_leader: Gauge::default(),
+            raft_is_leader: Gauge::default(),
+            raft_last_log: Gauge::default(),
+            raft_applied: Gauge::default(),
+            raft_snapshot: Gauge::default(),
+            tags: Gauge::default(),
+            ready: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register("ids_served", "IDs handed out, by mode and tag", m.ids.clone());
+        registry.register("segment_refills", "Committed segment allocations, by tag", m.refills.clone());
+        registry.register("segment_refill_failures", "Failed segment allocations, by tag", m.refill_failures.clone());
+        registry.register(
+            "segment_refill_seconds",
+            "Segment allocation latency (Raft commit)",
+            m.refill_seconds.clone(),
+        );
+        registry.register("errors", "Error responses, by code", m.errors.clone());
+        registry.register("raft_term", "Current Raft term", m.raft_term.clone());
+        registry.register("raft_leader_id", "Node ID of the known leader (0 when none)", m.raft_leader.clone());
+        registry.register("raft_is_leader", "1 when this node is the leader", m.raft_is_leader.clone());
+        registry.register("raft_last_log_index", "Index of the last log entry", m.raft_last_log.clone());
+        registry.register(
+            "raft_applied_index",
+            "Index of the last applied entry (commit index)",
+            m.raft_applied.clone(),
+        );
+        registry.register("raft_snapshot_index", "Index covered by the current snapshot", m.raft_snapshot.clone());
+        registry.register("tags", "Tags in the replicated state", m.tags.clone());
+        registry.register("ready", "1 when the node is ready to serve", m.ready.clone());
+        for code in ErrorCode::ALL {
+            let _ = m.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() });
+        }
+        Metrics { registry, ..m }
+    }
+
+    /// The counter of IDs served for `(mode, tag)`; keep it and increment it lock-free.
+    pub fn ids_counter(&self, mode: &str, tag: &str) -> Counter {
+        self.ids.get_or_create(&IdLabels { mode: mode.to_string(), tag: tag.to_string() }).clone()
+    }
+
+    /// Counters of successful and failed refills for `tag`.
+    pub fn refill_counters(&self, tag: &str) -> (Counter, Counter) {
+        let l = TagLabels { tag: tag.to_string() };
+        (self.refills.get_or_create(&l).clone(), self.refill_failures.get_or_create(&l).clone())
+    }
+
+    pub fn observe_refill(&self, seconds: f64) {
+        self.refill_seconds.observe(seconds);
+    }
+
+    pub fn error(&self, code: ErrorCode) {
+        self.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() }).inc();
+    }
+
+    /// Renders the text exposition format, refreshing the Raft gauges from `status`.
+    pub fn render(&self, status: &RaftStatus, tags: usize) -> String {
+        let g = |v: Option<u64>| v.unwrap_or(0) as i64;
+        self.raft_term.set(status.term as i64);
+        self.raft_leader.set(g(status.leader_id));
+        self.raft_is_leader.set(status.is_leader as i64);
+        self.raft_last_log.set(g(status.last_log_index));
+        self.raft_applied.set(g(status.last_applied_index));
+        self.raft_snapshot.set(g(status.snapshot_index));
+        self.tags.set(tags as i64);
+        self.ready.set(if status.not_ready.is_none() { 1.0 } else { 0.0 });
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "encode metrics");
+        }
+        out
+    }
+}

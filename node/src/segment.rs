@@ -1,0 +1,302 @@
+//! The lock-free double buffer of one tag: the per-ID hot path.
+//!
+//! A [`Segment`] is a committed range `[start, end)` with an atomic cursor; taking IDs is one
+//! `fetch_add`. A [`DoubleBuffer`] publishes the current and the next segment as one immutable
+//! [`Buffers`] value through `ArcSwap`, so readers never lock: switching to the next segment is
+//! a compare-and-swap of that value, and only the tag's actor installs new segments.
+//!
+//! Rules the actor and the request path share:
+//! - Only the actor installs segments ([`DoubleBuffer::install`]), one refill at a time.
+//! - The request path switches `next` to `current` once `current` is exhausted.
+//! - The request path asks for a refill (returns `want_refill`) at most once per refill: when
+//!   more than 10% of `current` is used and there is no `next` (Leaf's preload rule), or when
+//!   both buffers are empty. The actor clears the request flag when the refill ends.
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use leaf_api::types::SegmentView;
+
+/// One committed range of IDs.
+#[derive(Debug)]
+pub struct Segment {
+    start: i64,
+    end: i64,
+    /// IDs handed out so far (may run past `len` by the amounts of racing takers).
+    taken: AtomicU64,
+}
+
+impl Segment {
+    /// A segment over `[start, end)`; `end > start` is guaranteed by the state machine.
+    pub fn new(start: i64, end: i64) -> Self {
+        debug_assert!(end > start);
+        Segment { start, end, taken: AtomicU64::new(0) }
+    }
+
+    fn len(&self) -> u64 {
+        (self.end - self.start) as u64
+    }
+
+    /// Takes up to `n` IDs: `(first, count, used_after)`, or `None` when exhausted.
+    #[inline]
+    fn take(&self, n: u64) -> Option<(i64, u64, u64)> {
+        let len = self.len();
+        // Check first so `taken` stays near `len` and can never wrap around.
+        if self.taken.load(Ordering::Relaxed) >= len {
+            return None;
+        }
+        let off = self.taken.fetch_add(n, Ordering::Relaxed);
+        if off >= len {
+            return None;
+        }
+        let got = n.min(len - off);
+        // off < len <= i64::MAX - start, so this cannot overflow.
+        Some((self.start + off as i64, got, off + got))
+    }
+
+    pub fn is_exhausted(&self) -> bool {
+        self.taken.load(Ordering::Relaxed) >= self.len()
+    }
+
+    /// The monitor's view of this segment.
+    pub fn view(&self) -> SegmentView {
+        let used = self.taken.load(Ordering::Relaxed).min(self.len());
+        SegmentView {
+            start: self.start,
+            position: self.start + used as i64,
+            end: self.end,
+            step: self.end - self.start,
+        }
+    }
+}
+
+/// The two buffers as one immutable value.
+#[derive(Debug, Default)]
+pub struct Buffers {
+    pub current: Option<Arc<Segment>>,
+    pub next: Option<Arc<Segment>>,
+}
+
+/// What a take produced besides the IDs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TakeOutcome {
+    /// IDs still missing (0 when the request was served in full).
+    pub missing: u64,
+    /// The caller must ask the actor for a refill (this call won the request flag).
+    pub want_refill: bool,
+}
+
+/// A tag's double buffer.
+#[derive(Debug, Default)]
+pub struct DoubleBuffer {
+    bufs: ArcSwap<Buffers>,
+    refill_requested: AtomicBool,
+}
+
+impl DoubleBuffer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes up to `n` IDs, calling `sink(first, count)` for each contiguous run, in increasing
+    /// order. Never blocks and never locks.
+    #[inline]
+    pub fn take(&self, n: u64, mut sink: impl FnMut(i64, u64)) -> TakeOutcome {
+        let mut missing = n;
+        let mut refill = false;
+        loop {
+            let g = self.bufs.load();
+            if let Some(cur) = &g.current {
+                if let Some((first, got, used)) = cur.take(missing) {
+                    sink(first, got);
+                    missing -= got;
+                    // Leaf's preload rule: more than 10% used and no next segment yet.
+                    if g.next.is_none() && used.saturating_mul(10) > cur.len() {
+                        refill = true;
+                    }
+                    if missing == 0 {
+                        break;
+                    }
+                }
+                if let Some(next) = &g.next {
+                    // Current is exhausted: promote next. If another thread won, reload.
+                    let promoted = Arc::new(Buffers { current: Some(next.clone()), next: None });
+                    self.bufs.compare_and_swap(&*g, promoted);
+                    continue;
+                }
+            }
+            refill = true;
+            break;
+        }
+        let want_refill = refill && self.request_refill();
+        TakeOutcome { missing, want_refill }
+    }
+
+    /// Sets the refill flag; true if this call set it.
+    fn request_refill(&self) -> bool {
+        !self.refill_requested.load(Ordering::Relaxed) && !self.refill_requested.swap(true, Ordering::AcqRel)
+    }
+
+    /// Marks the refill as finished (actor only), so the next trigger asks again.
+    pub fn refill_done(&self) {
+        self.refill_requested.store(false, Ordering::Release);
+    }
+
+    pub fn refill_requested(&self) -> bool {
+        self.refill_requested.load(Ordering::Relaxed)
+    }
+
+    /// Installs a newly committed segment (actor only): as `next` while `current` still has
+    /// IDs, otherwise as `current` (promoting a waiting `next` first). Returns false if both
+    /// buffers were full and the segment was dropped (its IDs are skipped, never reused).
+    pub fn install(&self, seg: Segment) -> bool {
+        let seg = Arc::new(seg);
+        let mut stored = true;
+        self.bufs.rcu(|b| {
+            stored = true;
+            let live = b.current.as_ref().filter(|c| !c.is_exhausted());
+            match (live, &b.next) {
+                (Some(c), None) => Buffers { current: Some(c.clone()), next: Some(seg.clone()) },
+                (Some(c), Some(n)) => {
+                    stored = false;
+                    Buffers { current: Some(c.clone()), next: Some(n.clone()) }
+                }
+                (None, Some(n)) => Buffers { current: Some(n.clone()), next: Some(seg.clone()) },
+                (None, None) => Buffers { current: Some(seg.clone()), next: None },
+            }
+        });
+        stored
+    }
+
+    /// True when a request could be served without waiting for the actor.
+    pub fn has_ids(&self) -> bool {
+        let g = self.bufs.load();
+        g.current.as_ref().is_some_and(|c| !c.is_exhausted()) || g.next.is_some()
+    }
+
+    /// True when no `next` segment is loaded.
+    pub fn next_missing(&self) -> bool {
+        self.bufs.load().next.is_none()
+    }
+
+    /// Current and next segment, for the monitor.
+    pub fn views(&self) -> (Option<SegmentView>, Option<SegmentView>) {
+        let g = self.bufs.load();
+        (g.current.as_ref().map(|s| s.view()), g.next.as_ref().map(|s| s.view()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn collect(buf: &DoubleBuffer, n: u64) -> (Vec<i64>, TakeOutcome) {
+        let mut ids = Vec::new();
+        let out = buf.take(n, |first, count| ids.extend((0..count as i64).map(|i| first + i)));
+        (ids, out)
+    }
+
+    #[test]
+    fn empty_buffer_asks_for_a_refill_once() {
+        let b = DoubleBuffer::new();
+        let (ids, out) = collect(&b, 1);
+        assert!(ids.is_empty());
+        assert_eq!(out, TakeOutcome { missing: 1, want_refill: true });
+        assert_eq!(collect(&b, 1).1, TakeOutcome { missing: 1, want_refill: false });
+        b.refill_done();
+        assert!(collect(&b, 1).1.want_refill);
+    }
+
+    #[test]
+    fn preload_after_ten_percent_and_switch_on_exhaustion() {
+        let b = DoubleBuffer::new();
+        assert!(b.install(Segment::new(100, 200)));
+        // 10 of 100 used: exactly 10%, not more — no preload yet.
+        let (ids, out) = collect(&b, 10);
+        assert_eq!(ids, (100..110).collect::<Vec<_>>());
+        assert!(!out.want_refill);
+        let (_, out) = collect(&b, 1);
+        assert!(out.want_refill, "11% used must trigger the preload");
+        assert!(b.install(Segment::new(500, 510)));
+        b.refill_done();
+        // The batch crosses from current into next, in order.
+        let (ids, out) = collect(&b, 95);
+        let mut want: Vec<i64> = (111..200).collect();
+        want.extend(500..506);
+        assert_eq!(ids, want);
+        assert_eq!(out.missing, 0);
+        assert!(out.want_refill, "60% of the promoted segment used and no next");
+        let (ids, out) = collect(&b, 10);
+        assert_eq!(ids, (506..510).collect::<Vec<_>>());
+        assert_eq!(out.missing, 6);
+        assert!(!b.has_ids());
+    }
+
+    #[test]
+    fn install_into_empty_goes_to_current_and_a_third_is_refused() {
+        let b = DoubleBuffer::new();
+        assert!(b.install(Segment::new(0, 5)));
+        assert!(b.install(Segment::new(5, 10)));
+        assert!(!b.install(Segment::new(10, 15)));
+        let (ids, _) = collect(&b, 20);
+        assert_eq!(ids, (0..10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn segment_at_the_top_of_the_range_never_overflows() {
+        let b = DoubleBuffer::new();
+        b.install(Segment::new(i64::MAX - 3, i64::MAX));
+        let (ids, out) = collect(&b, 100_000);
+        assert_eq!(ids, vec![i64::MAX - 3, i64::MAX - 2, i64::MAX - 1]);
+        assert_eq!(out.missing, 100_000 - 3);
+        for _ in 0..1000 {
+            assert!(collect(&b, 100_000).0.is_empty());
+        }
+    }
+
+    #[test]
+    fn concurrent_takers_get_unique_ids_across_switches() {
+        let b = Arc::new(DoubleBuffer::new());
+        let stop = Arc::new(AtomicBool::new(false));
+        // A refiller standing in for the actor: installs 10-ID segments on request.
+        let refiller = {
+            let (b, stop) = (b.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut next = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    if b.refill_requested() {
+                        if b.next_missing() && b.install(Segment::new(next, next + 10)) {
+                            next += 10;
+                        }
+                        b.refill_done();
+                    }
+                    std::thread::yield_now();
+                }
+                next
+            })
+        };
+        let takers: Vec<_> = (0..4)
+            .map(|t| {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    while got.len() < 20_000 {
+                        let n = 1 + (got.len() as u64 + t) % 7;
+                        let before = got.len();
+                        b.take(n, |f, c| got.extend((0..c as i64).map(|i| f + i)));
+                        assert!(got[before..].windows(2).all(|w| w[0] < w[1]), "a batch is not increasing");
+                        std::thread::yield_now();
+                    }
+                    got
+                })
+            })
+            .collect();
+        let all: Vec<i64> = takers.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        stop.store(true, Ordering::Relaxed);
+        let allocated = refiller.join().unwrap();
+        let set: HashSet<i64> = all.iter().copied().collect();
+        assert_eq!(set.len(), all.len(), "duplicate IDs handed out");
+        assert!(all.iter().all(|&id| (0..allocated).contains(&id)), "an ID outside every installed segment");
+    }
+}
