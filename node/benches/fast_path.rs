@@ -1,1 +1,88 @@
-fn main() {}
+//! In-process segment fast path: IDs per second taken from a tag's double buffer, with one and
+//! two threads contending on the same tag. Segments are refilled by a helper thread standing in
+//! for the tag actor, so switches between segments are part of what is measured.
+//!
+//! Baseline, measured in the same run: a bare shared `AtomicI64::fetch_add`, the floor for any
+//! counter shared between threads. `BENCHMARKS.md` reports the take path as a ratio to it.
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use leaf_node::segment::{DoubleBuffer, Segment};
+
+const STEP: i64 = 1_000_000;
+
+/// Installs the next segment whenever the buffer asks, like the actor does.
+fn refiller(buf: Arc<DoubleBuffer>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut next = 1;
+        while !stop.load(Ordering::Relaxed) {
+            if buf.refill_requested() {
+                if buf.next_missing() && buf.install(Segment::new(next, next + STEP)) {
+                    next += STEP;
+                }
+                buf.refill_done();
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    })
+}
+
+fn take_one(buf: &DoubleBuffer) -> i64 {
+    let mut id = 0;
+    while buf.take(1, |f, _| id = f).missing != 0 {
+        std::hint::spin_loop();
+    }
+    id
+}
+
+/// Runs `per_thread(iters / threads)` on `threads` threads; returns the wall time.
+fn parallel(threads: usize, iters: u64, work: impl Fn(u64) + Sync) -> Duration {
+    let per = iters / threads as u64;
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let work = &work;
+            s.spawn(move || work(per));
+        }
+    });
+    start.elapsed()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("segment_take");
+    g.throughput(Throughput::Elements(1));
+    for threads in [1usize, 2] {
+        g.bench_function(format!("baseline_atomic_{threads}_thread"), |b| {
+            let counter = AtomicI64::new(0);
+            b.iter_custom(|iters| {
+                parallel(threads, iters, |n| {
+                    for _ in 0..n {
+                        std::hint::black_box(counter.fetch_add(1, Ordering::Relaxed));
+                    }
+                })
+            });
+        });
+        g.bench_function(format!("{threads}_thread"), |b| {
+            let buf = Arc::new(DoubleBuffer::new());
+            buf.install(Segment::new(0, STEP));
+            let stop = Arc::new(AtomicBool::new(false));
+            let r = refiller(buf.clone(), stop.clone());
+            // Wall time for `iters` IDs across all threads: throughput is aggregate.
+            b.iter_custom(|iters| {
+                parallel(threads, iters, |n| {
+                    for _ in 0..n {
+                        std::hint::black_box(take_one(&buf));
+                    }
+                })
+            });
+            stop.store(true, Ordering::Relaxed);
+            r.join().unwrap();
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -316,6 +316,15 @@ mod tests {
     }
 
     #[test]
+    fn the_example_file_documents_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leaf.toml");
+        std::fs::write(&path, include_str!("../../deploy/leaf.example.toml")).unwrap();
+        let c = Config::load_with_env(Some(&path), &Overrides::default(), no_env()).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
     fn typos_and_nonsense_are_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("leaf.toml");

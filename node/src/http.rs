@@ -104,6 +104,8 @@ pub struct App {
     pub raft: RaftNode,
     pub tags: Tags,
     pub metrics: Arc<Metrics>,
+    /// Set once the configured bootstrap tags exist; the node is not ready before.
+    pub bootstrapped: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
@@ -161,7 +163,9 @@ impl App {
     }
 
     async fn route(&self, req: Request<Incoming>, conn: ConnInfo) -> Result<Resp, ApiError> {
-        let path = req.uri().path().to_string();
+        // Uri clones share their bytes: no allocation on the hot path.
+        let uri = req.uri().clone();
+        let path = uri.path();
         if let Some(tag) = path.strip_prefix("/api/segment/get/") {
             if req.method() != Method::GET {
                 return Err(ApiError::method("GET"));
@@ -176,7 +180,7 @@ impl App {
         }
         if path == "/admin" || path.starts_with("/admin/") {
             self.authorize(&req, conn)?;
-            return self.admin(req, &path).await;
+            return self.admin(req, path).await;
         }
         let get_only = |req: &Request<Incoming>| {
             if req.method() == Method::GET {
@@ -185,7 +189,7 @@ impl App {
                 Err(ApiError::method("GET"))
             }
         };
-        match path.as_str() {
+        match path {
             "/health" => {
                 get_only(&req)?;
                 let h = self.health();
@@ -219,7 +223,10 @@ impl App {
     }
 
     pub fn health(&self) -> Health {
-        let s = self.raft.status();
+        let mut s = self.raft.status();
+        if s.not_ready.is_none() && !self.bootstrapped.load(std::sync::atomic::Ordering::Acquire) {
+            s.not_ready = Some("creating bootstrap tags".to_string());
+        }
         Health {
             ready: s.not_ready.is_none(),
             node_id: s.node_id,
@@ -266,31 +273,9 @@ impl App {
         }
     }
 
-    /// Admin needs the bearer token when one is configured, and a loopback connection when not.
     fn authorize(&self, req: &Request<Incoming>, conn: ConnInfo) -> Result<(), ApiError> {
-        match &self.config.admin_token {
-            Some(token) => {
-                let given = req
-                    .headers()
-                    .get(AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
-                    .unwrap_or("");
-                if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-                    Ok(())
-                } else {
-                    Err(ApiError::new(
-                        ErrorCode::Unauthorized,
-                        "admin endpoints need 'Authorization: Bearer <admin_token>'",
-                    ))
-                }
-            }
-            None if conn.local.ip().is_loopback() && conn.peer.ip().is_loopback() => Ok(()),
-            None => Err(ApiError::new(
-                ErrorCode::Forbidden,
-                "no admin_token is configured, so admin endpoints answer only on loopback connections",
-            )),
-        }
+        let header = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+        check_admin(self.config.admin_token.as_deref(), header, conn)
     }
 
     async fn admin(&self, req: Request<Incoming>, path: &str) -> Result<Resp, ApiError> {
@@ -379,6 +364,29 @@ impl App {
     }
 }
 
+/// Admin needs the bearer token when one is configured, and a loopback connection when not.
+/// The token is compared in constant time.
+pub fn check_admin(token: Option<&str>, authorization: Option<&str>, conn: ConnInfo) -> Result<(), ApiError> {
+    match token {
+        Some(token) => {
+            let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+            if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+                Ok(())
+            } else {
+                Err(ApiError::new(
+                    ErrorCode::Unauthorized,
+                    "admin endpoints need 'Authorization: Bearer <admin_token>'",
+                ))
+            }
+        }
+        None if conn.local.ip().is_loopback() && conn.peer.ip().is_loopback() => Ok(()),
+        None => Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "no admin_token is configured, so admin endpoints answer only on loopback connections",
+        )),
+    }
+}
+
 /// Descriptions are free text for people, bounded so the replicated state stays small.
 fn check_description(d: &str) -> Result<(), ApiError> {
     if d.len() > 1024 {
@@ -438,5 +446,54 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
     let grace = Duration::from_millis(app.config.http.shutdown_grace_ms);
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!(?grace, "in-flight requests did not finish within the shutdown grace period");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(local: &str, peer: &str) -> ConnInfo {
+        ConnInfo { local: local.parse().unwrap(), peer: peer.parse().unwrap() }
+    }
+
+    #[test]
+    fn admin_without_token_only_on_loopback() {
+        let lo = conn("127.0.0.1:8080", "127.0.0.1:5000");
+        assert!(check_admin(None, None, lo).is_ok());
+        let public = conn("10.1.2.3:8080", "10.1.2.4:5000");
+        assert_eq!(check_admin(None, None, public).unwrap_err().code, ErrorCode::Forbidden);
+        // A token-less node bound to 0.0.0.0 still refuses remote peers.
+        let mixed = conn("10.1.2.3:8080", "127.0.0.1:5000");
+        assert_eq!(check_admin(None, Some("Bearer x"), mixed).unwrap_err().code, ErrorCode::Forbidden);
+    }
+
+    #[test]
+    fn admin_with_token_needs_the_exact_bearer() {
+        let tok = Some("0123456789abcdef");
+        let public = conn("10.1.2.3:8080", "10.1.2.4:5000");
+        assert!(check_admin(tok, Some("Bearer 0123456789abcdef"), public).is_ok());
+        for bad in [
+            None,
+            Some(""),
+            Some("Bearer "),
+            Some("Bearer 0123456789abcde"),
+            Some("Bearer 0123456789abcdeff"),
+            Some("0123456789abcdef"),
+            Some("Basic 0123456789abcdef"),
+        ] {
+            assert_eq!(check_admin(tok, bad, public).unwrap_err().code, ErrorCode::Unauthorized, "{bad:?}");
+        }
+        // The token is required on loopback too.
+        let lo = conn("127.0.0.1:8080", "127.0.0.1:5000");
+        assert_eq!(check_admin(tok, None, lo).unwrap_err().code, ErrorCode::Unauthorized);
+    }
+
+    #[test]
+    fn every_code_has_a_4xx_or_503_status() {
+        for code in ErrorCode::ALL {
+            let s = status_of(code);
+            assert!(s.is_client_error() || s == StatusCode::SERVICE_UNAVAILABLE, "{code}: {s}");
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! - [`metrics`]: Prometheus metrics.
 //! - [`client`], [`cli`]: the command-line interface over the HTTP API.
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +57,7 @@ pub struct NodeHandle {
     bootstrap: JoinHandle<()>,
     raft: RaftNode,
     actors: Option<ActorSystem>,
+    bootstrapped: Arc<AtomicBool>,
 }
 
 impl NodeHandle {
@@ -68,9 +70,20 @@ impl NodeHandle {
         &self.raft
     }
 
-    /// Waits until the node is ready to serve (leader known, log applied).
+    /// Waits until the node is ready to serve (leader known, log applied, bootstrap tags
+    /// created).
     pub async fn wait_ready(&self, timeout: Duration) -> bool {
-        self.raft.wait_ready(timeout).await
+        let deadline = tokio::time::Instant::now() + timeout;
+        if !self.raft.wait_ready(timeout).await {
+            return false;
+        }
+        while !self.bootstrapped.load(Ordering::Acquire) {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
     }
 
     /// Graceful shutdown: stop accepting, let in-flight requests finish, stop Raft (its storage
@@ -131,16 +144,18 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let state = raft.state().clone();
     let lookup: TagLookup = Arc::new(move |tag| state.tag(tag).map(|r| r.step));
     let tags = Tags::new(&actors, allocator, lookup, config.segment.clone(), metrics.clone());
-    let app = Arc::new(App { config: config.clone(), raft: raft.clone(), tags, metrics });
+    let bootstrapped = Arc::new(AtomicBool::new(false));
+    let app =
+        Arc::new(App { config: config.clone(), raft: raft.clone(), tags, metrics, bootstrapped: bootstrapped.clone() });
     let (shutdown, rx) = watch::channel(false);
     let server = tokio::spawn(http::serve(listener, app, rx));
-    let bootstrap = tokio::spawn(bootstrap_tags(raft.clone(), config.clone()));
+    let bootstrap = tokio::spawn(bootstrap_tags(raft.clone(), config.clone(), bootstrapped.clone()));
     tracing::info!(node_id = config.node_id, %http_addr, data_dir = %config.data_dir.display(), "leaf node started");
-    Ok(NodeHandle { http_addr, shutdown, server, bootstrap, raft, actors: Some(actors) })
+    Ok(NodeHandle { http_addr, shutdown, server, bootstrap, raft, actors: Some(actors), bootstrapped })
 }
 
 /// Creates the configured bootstrap tags that do not exist yet, once the node is ready.
-async fn bootstrap_tags(raft: RaftNode, config: Arc<Config>) {
+async fn bootstrap_tags(raft: RaftNode, config: Arc<Config>, done: Arc<AtomicBool>) {
     for b in &config.bootstrap_tags {
         loop {
             if !raft.wait_ready(Duration::from_secs(5)).await {
@@ -168,4 +183,5 @@ async fn bootstrap_tags(raft: RaftNode, config: Arc<Config>) {
             }
         }
     }
+    done.store(true, Ordering::Release);
 }

@@ -45,6 +45,8 @@ pub enum RaftStartError {
     DataDir { path: String, source: std::io::Error },
     #[error(transparent)]
     Store(#[from] leaf_raft_store::OpenError),
+    #[error("data dir {0} is in use by another process (its sled lock was not released within 10 s)")]
+    Locked(String),
     #[error("raft config: {0}")]
     Config(String),
     #[error("raft: {0}")]
@@ -83,6 +85,27 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+/// Opens the store, waiting up to 10 s for a previous owner (a process still exiting, or a
+/// node restarted in-process) to release the data dir's lock.
+async fn open_when_unlocked(
+    dir: &std::path::Path,
+) -> Result<(LogStore, leaf_raft_store::StateMachineStore), RaftStartError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match open(dir, &StoreOptions::default()) {
+            Err(leaf_raft_store::OpenError::Sled { source, .. })
+                if source.to_string().contains("could not acquire lock") =>
+            {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(RaftStartError::Locked(dir.display().to_string()));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
 impl RaftNode {
     /// Opens the store under `config.data_dir`, starts Raft and, on a blank data dir,
     /// initialises a one-member cluster.
@@ -90,7 +113,7 @@ impl RaftNode {
         let dir = config.data_dir.join("raft");
         std::fs::create_dir_all(&dir)
             .map_err(|source| RaftStartError::DataDir { path: dir.display().to_string(), source })?;
-        let (log, sm) = open(&dir, &StoreOptions::default())?;
+        let (log, sm) = open_when_unlocked(&dir).await?;
         let state = sm.reader();
         let r = &config.raft;
         let raft_config = openraft::Config {

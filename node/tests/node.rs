@@ -1,0 +1,463 @@
+//! Integration tests of one `leaf` node over real HTTP: uniqueness under concurrency, restarts
+//! (graceful and `kill -9`), every error status, admin authentication, exhaustion, snapshots
+//! and the CLI.
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hyper::{Method, StatusCode};
+use leaf_api::types::{AllocationView, CacheEntry, Health, TagInfo};
+use leaf_api::{ErrorBody, ErrorCode};
+use leaf_cluster_tests::checker::check_segment_ids;
+use leaf_node::client::Client;
+use leaf_node::config::{BootstrapTag, Config};
+use leaf_node::NodeHandle;
+use serde_json::json;
+use tempfile::TempDir;
+
+const TOKEN: &str = "test-admin-token-0123456789";
+
+fn config(dir: &TempDir) -> Config {
+    Config { data_dir: dir.path().to_path_buf(), http_addr: "127.0.0.1:0".parse().unwrap(), ..Config::default() }
+}
+
+async fn start(cfg: Config) -> (NodeHandle, Client) {
+    let token = cfg.admin_token.clone();
+    let node = leaf_node::start(cfg).await.expect("node starts");
+    assert!(node.wait_ready(Duration::from_secs(10)).await, "node not ready");
+    let client = Client::new(&format!("http://{}", node.http_addr()), token);
+    (node, client)
+}
+
+async fn create_tag(c: &Client, tag: &str, step: i64, max_id: Option<i64>) {
+    let (s, b) = c
+        .request(Method::POST, "/admin/tags", Some(&json!({"tag": tag, "step": step, "max_id": max_id})))
+        .await
+        .unwrap();
+    assert_eq!(s, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
+}
+
+async fn get_ids(c: &Client, tag: &str, count: Option<u32>) -> Vec<i64> {
+    let path = match count {
+        Some(n) => format!("/api/segment/get/{tag}?count={n}"),
+        None => format!("/api/segment/get/{tag}"),
+    };
+    let (s, b) = c.get(&path).await.unwrap();
+    let text = String::from_utf8(b.to_vec()).unwrap();
+    assert_eq!(s, StatusCode::OK, "{path}: {text}");
+    text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect()
+}
+
+async fn error_of(c: &Client, method: Method, path: &str, body: Option<serde_json::Value>) -> (StatusCode, ErrorBody) {
+    let (s, b) = c.request(method, path, body.as_ref()).await.unwrap();
+    let e: ErrorBody = serde_json::from_slice(&b).unwrap_or_else(|_| panic!("{path}: not an error body: {b:?}"));
+    (s, e)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_get_unique_ids_inside_committed_allocations() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    create_tag(&c, "orders", 100, None).await;
+    const CLIENTS: usize = 8;
+    const PER_CLIENT: usize = 50_000;
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::with_capacity(PER_CLIENT);
+                let mut n = 0u32;
+                while got.len() < PER_CLIENT {
+                    // Mostly single IDs (Leaf's call), with batches of varying size mixed in.
+                    n += 1;
+                    let batch = if n.is_multiple_of(10) { Some(1 + (n * 7 + i as u32) % 50) } else { None };
+                    let ids = get_ids(&c, "orders", batch).await;
+                    assert!(ids.windows(2).all(|w| w[0] < w[1]), "a batch is not increasing");
+                    got.extend(ids);
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    assert!(all.len() >= CLIENTS * PER_CLIENT);
+
+    let (s, b) = c.get("/admin/allocations?tag=orders").await.unwrap();
+    assert_eq!(s, StatusCode::OK);
+    let allocs: Vec<AllocationView> = serde_json::from_slice(&b).unwrap();
+    assert!(allocs.len() > 10, "a step of 100 must refill often ({} allocations)", allocs.len());
+    let report = check_segment_ids(&all, &allocs);
+    assert!(report.is_valid(), "checker: {report:?}");
+    // The stored max_id covers everything handed out.
+    let (_, b) = c.get("/admin/tags/orders").await.unwrap();
+    let info: TagInfo = serde_json::from_slice(&b).unwrap();
+    assert!(all.iter().all(|&id| id < info.max_id));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_after_a_graceful_restart_are_greater() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    create_tag(&c, "t", 1000, None).await;
+    let mut before = get_ids(&c, "t", Some(10)).await;
+    before.extend(get_ids(&c, "leaf-segment-test", None).await);
+    node.shutdown().await;
+
+    let (node, c) = start(config(&dir)).await;
+    let after_t = get_ids(&c, "t", None).await[0];
+    let after_test = get_ids(&c, "leaf-segment-test", None).await[0];
+    assert!(after_t > before[..10].iter().copied().max().unwrap());
+    assert!(after_test > before[10]);
+    // Unused IDs of the discarded buffer are skipped: the next segment starts at the old max_id.
+    assert_eq!(after_t, 1001);
+    node.shutdown().await;
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn spawn_leaf(dir: &TempDir, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_leaf"))
+        .args(["serve", "--data-dir"])
+        .arg(dir.path())
+        .args(["--http-addr", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn leaf")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_after_kill_9_or_sigterm_are_greater_than_every_id_before() {
+    let dir = TempDir::new().unwrap();
+    let mut max_seen = 0;
+    for round in 0..3 {
+        let port = free_port();
+        let mut child = spawn_leaf(&dir, port);
+        let url = format!("http://127.0.0.1:{port}");
+        assert!(leaf_node::cli::wait_healthy(&url, Duration::from_secs(15)).await, "round {round}: not healthy");
+        let c = Client::new(&url, None);
+        if round == 0 {
+            create_tag(&c, "k", 50, None).await;
+        }
+        // Wait for the bootstrap tag too, then take IDs from both while refills happen.
+        let mut ids = Vec::new();
+        for i in 0..300 {
+            ids.extend(get_ids(&c, "k", if i % 3 == 0 { Some(7) } else { None }).await);
+        }
+        let first = *ids.iter().min().unwrap();
+        assert!(first > max_seen, "round {round}: ID {first} is not above {max_seen}, issued before the crash");
+        max_seen = *ids.iter().max().unwrap();
+        if round == 1 {
+            // Graceful: SIGTERM finishes in-flight work and exits 0.
+            // SAFETY: kill(2) on our own child's PID.
+            assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+            let status = child.wait().unwrap();
+            assert_eq!(status.code(), Some(0), "round {round}: SIGTERM exit {status:?}");
+        } else {
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_statuses_and_codes() {
+    let dir = TempDir::new().unwrap();
+    let cfg =
+        Config { http: leaf_node::config::HttpConfig { max_body_bytes: 2048, ..Default::default() }, ..config(&dir) };
+    let (node, c) = start(cfg).await;
+    let cases: Vec<(Method, String, Option<serde_json::Value>, StatusCode, ErrorCode)> = vec![
+        (Method::GET, "/api/segment/get/nope".into(), None, StatusCode::NOT_FOUND, ErrorCode::TagNotFound),
+        (Method::GET, "/api/segment/get/bad%20tag".into(), None, StatusCode::BAD_REQUEST, ErrorCode::InvalidTag),
+        (Method::GET, "/api/segment/get/".into(), None, StatusCode::BAD_REQUEST, ErrorCode::InvalidTag),
+        (Method::GET, "/api/segment/get/a/b".into(), None, StatusCode::BAD_REQUEST, ErrorCode::InvalidTag),
+        (
+            Method::GET,
+            format!("/api/segment/get/{}", "x".repeat(129)),
+            None,
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidTag,
+        ),
+        (
+            Method::GET,
+            "/api/segment/get/leaf-segment-test?count=0".into(),
+            None,
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidCount,
+        ),
+        (
+            Method::GET,
+            "/api/segment/get/leaf-segment-test?count=100001".into(),
+            None,
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidCount,
+        ),
+        (
+            Method::GET,
+            "/api/segment/get/leaf-segment-test?count=ten".into(),
+            None,
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidCount,
+        ),
+        (
+            Method::POST,
+            "/api/segment/get/leaf-segment-test".into(),
+            None,
+            StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::MethodNotAllowed,
+        ),
+        (Method::DELETE, "/admin/tags".into(), None, StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed),
+        (Method::POST, "/health".into(), None, StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed),
+        (Method::GET, "/nothing/here".into(), None, StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        (Method::GET, "/admin/nothing".into(), None, StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        (Method::GET, "/admin/tags/nope".into(), None, StatusCode::NOT_FOUND, ErrorCode::TagNotFound),
+        (
+            Method::POST,
+            "/admin/tags".into(),
+            Some(json!({"tag": "leaf-segment-test", "step": 5})),
+            StatusCode::CONFLICT,
+            ErrorCode::TagExists,
+        ),
+        (
+            Method::POST,
+            "/admin/tags".into(),
+            Some(json!({"tag": "bad tag", "step": 5})),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidTag,
+        ),
+        (
+            Method::POST,
+            "/admin/tags".into(),
+            Some(json!({"tag": "s0", "step": 0})),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+        (
+            Method::POST,
+            "/admin/tags".into(),
+            Some(json!({"tag": "s1", "step": 5, "max_id": -1})),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+        (
+            Method::POST,
+            "/admin/tags".into(),
+            Some(json!({"tag": "s2", "step": 5, "bogus": 1})),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+        (
+            Method::POST,
+            "/admin/tags".into(),
+            Some(json!({"tag": "s3"})),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+        (
+            Method::POST,
+            "/admin/tags".into(),
+            Some(json!({"tag": "s4", "step": 5, "description": "d".repeat(1500)})),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+        (
+            Method::POST,
+            "/admin/tags".into(),
+            Some(json!({"tag": "s5", "step": 5, "description": "d".repeat(4000)})),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::PayloadTooLarge,
+        ),
+        (
+            Method::PATCH,
+            "/admin/tags/leaf-segment-test".into(),
+            Some(json!({})),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+        (
+            Method::PATCH,
+            "/admin/tags/leaf-segment-test".into(),
+            Some(json!({"step": -3})),
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+        ),
+        (
+            Method::PATCH,
+            "/admin/tags/nope".into(),
+            Some(json!({"step": 3})),
+            StatusCode::NOT_FOUND,
+            ErrorCode::TagNotFound,
+        ),
+    ];
+    for (method, path, body, status, code) in cases {
+        let (s, e) = error_of(&c, method.clone(), &path, body).await;
+        assert_eq!((s, e.code), (status, code), "{method} {path}: {}", e.message);
+        assert_eq!(e.leaf_code, code.leaf_code());
+        assert!(!e.message.is_empty());
+    }
+    // Malformed JSON (not representable as a serde_json::Value) through a raw request.
+    let (s, e) = raw_post(node.http_addr(), "/admin/tags", "{not json").await;
+    assert_eq!((s, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
+    // 405 names the allowed methods.
+    let (s, _) = c.request(Method::PUT, "/admin/tags", None).await.unwrap();
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    // Nothing above changed the stored tags.
+    let (_, b) = c.get("/db").await.unwrap();
+    let tags: Vec<TagInfo> = serde_json::from_slice(&b).unwrap();
+    assert_eq!(tags.iter().map(|t| t.tag.as_str()).collect::<Vec<_>>(), ["leaf-segment-test"]);
+    node.shutdown().await;
+}
+
+async fn raw_post(addr: SocketAddr, path: &str, body: &'static str) -> (StatusCode, ErrorBody) {
+    use http_body_util::{BodyExt, Full};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::post(path).header("host", "x").body(Full::new(bytes::Bytes::from(body))).unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status();
+    let b = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&b).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_requires_the_token_when_configured() {
+    let dir = TempDir::new().unwrap();
+    let cfg = Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
+    let (node, good) = start(cfg).await;
+    let base = format!("http://{}", node.http_addr());
+    for c in [Client::new(&base, None), Client::new(&base, Some("wrong-token-0123456789".into()))] {
+        let (s, e) = error_of(&c, Method::POST, "/admin/tags", Some(json!({"tag": "a", "step": 5}))).await;
+        assert_eq!((s, e.code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized));
+        let (s, _) = c.get("/admin/tags").await.unwrap();
+        assert_eq!(s, StatusCode::UNAUTHORIZED);
+        // The public API needs no token.
+        assert_eq!(get_ids(&c, "leaf-segment-test", None).await.len(), 1);
+    }
+    create_tag(&good, "a", 5, None).await;
+    let (s, b) =
+        good.request(Method::PATCH, "/admin/tags/a", Some(&json!({"step": 9, "description": "x"}))).await.unwrap();
+    assert_eq!(s, StatusCode::OK);
+    let info: TagInfo = serde_json::from_slice(&b).unwrap();
+    assert_eq!((info.step, info.description.as_str()), (9, "x"));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_tag_gives_a_clear_error_and_never_wraps() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    create_tag(&c, "edge", 100, Some(i64::MAX - 150)).await;
+    let ids = get_ids(&c, "edge", Some(100)).await;
+    assert_eq!(ids.first(), Some(&(i64::MAX - 150)));
+    // The next segment would cross i64::MAX.
+    let (s, e) = error_of(&c, Method::GET, "/api/segment/get/edge?count=100", None).await;
+    assert_eq!((s, e.code), (StatusCode::CONFLICT, ErrorCode::TagExhausted), "{}", e.message);
+    assert!(e.message.contains("exhausted"), "{}", e.message);
+    let (_, b) = c.get("/admin/tags/edge").await.unwrap();
+    let info: TagInfo = serde_json::from_slice(&b).unwrap();
+    // The failed allocations changed nothing: max_id is where the last committed segment ended.
+    assert_eq!(info.max_id, i64::MAX - 50);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_batches_monitor_and_health() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    create_tag(&c, "b", 10, None).await;
+    let ids = get_ids(&c, "b", Some(100_000)).await;
+    assert_eq!(ids.len(), 100_000);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let single = get_ids(&c, "b", None).await[0];
+    assert!(single > ids[99_999]);
+
+    let (s, b) = c.get("/health").await.unwrap();
+    let h: Health = serde_json::from_slice(&b).unwrap();
+    assert_eq!((s, h.ready, h.leader_id, h.reason), (StatusCode::OK, true, Some(1), None));
+    let (_, b) = c.get("/cache").await.unwrap();
+    let cache: Vec<CacheEntry> = serde_json::from_slice(&b).unwrap();
+    let e = cache.iter().find(|e| e.tag == "b").expect("b is loaded");
+    assert!(e.initialised);
+    let cur = e.current.as_ref().unwrap();
+    assert!(cur.start <= single && single < cur.position && cur.position <= cur.end);
+    let (_, b) = c.get("/metrics").await.unwrap();
+    let m = String::from_utf8(b.to_vec()).unwrap();
+    assert!(m.contains("leaf_ids_served_total{mode=\"segment\",tag=\"b\"} 100001"), "{m}");
+    assert!(m.contains("leaf_raft_is_leader 1"));
+    assert!(m.contains("leaf_errors_total{code=\"tag_not_found\"}"));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_purge_the_log_and_restart_from_them() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = config(&dir);
+    cfg.raft.snapshot_every = 50;
+    cfg.raft.keep_logs_after_snapshot = 10;
+    cfg.segment.max_step = 1; // every refill is one Raft entry for one ID
+    cfg.bootstrap_tags = vec![BootstrapTag { tag: "one".into(), step: 1, max_id: 1, description: String::new() }];
+    let (node, c) = start(cfg.clone()).await;
+    let mut last = 0;
+    for _ in 0..400 {
+        let id = get_ids(&c, "one", None).await[0];
+        assert!(id > last);
+        last = id;
+    }
+    let status = node.raft().status();
+    assert!(status.snapshot_index.unwrap_or(0) >= 300, "no snapshot: {status:?}");
+    assert!(status.purged_index.is_some(), "log not purged: {status:?}");
+    assert!(node.raft().log_len() < 150, "log holds {} entries", node.raft().log_len());
+    node.shutdown().await;
+
+    let (node, c) = start(cfg).await;
+    let id = get_ids(&c, "one", None).await[0];
+    assert!(id > last, "{id} after restart is not above {last}");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_commands_work_against_a_node() {
+    let dir = TempDir::new().unwrap();
+    let (node, _c) = start(Config { admin_token: Some(TOKEN.into()), ..config(&dir) }).await;
+    let url = format!("http://{}", node.http_addr());
+    let leaf_url = url.clone();
+    let leaf = move |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_leaf"))
+            .args(args)
+            .args(["--url", &leaf_url])
+            .env("LEAF_ADMIN_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let log = [
+            leaf(&["health"]),
+            leaf(&["tag", "create", "cli", "--step", "10", "--description", "from the CLI"]),
+            leaf(&["tag", "create", "cli", "--step", "10"]),
+            leaf(&["tag", "update", "cli", "--step", "20"]),
+            leaf(&["get", "segment", "cli", "--count", "3"]),
+            leaf(&["tag", "show", "cli"]),
+            leaf(&["get", "segment", "missing"]),
+        ];
+        (log.iter().map(|l| l.0).collect::<Vec<_>>(), log.into_iter().map(|l| l.1).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, [Some(0), Some(0), Some(2), Some(0), Some(0), Some(0), Some(2)], "{out:?}");
+    assert!(out[0].contains("\"ready\":true"));
+    assert_eq!(out[4].trim(), "1\n2\n3");
+    assert!(out[5].contains("\"step\":20"));
+    node.shutdown().await;
+    // An unreachable node: health exits 1.
+    let out = Command::new(env!("CARGO_BIN_EXE_leaf")).args(["health", "--url", &url]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
