@@ -159,6 +159,8 @@ async fn bootstrap_tags(raft: RaftNode, config: Arc<Config>, done: Arc<AtomicBoo
     for b in &config.bootstrap_tags {
         loop {
             if !raft.wait_ready(Duration::from_secs(5)).await {
+                // Also covers a stopped Raft, whose status never changes again: no hot loop.
+                tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
             if raft.state().tag(&b.tag).is_some() {

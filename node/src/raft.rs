@@ -204,9 +204,10 @@ impl RaftNode {
         } else if m.current_leader.is_none() {
             Some("no raft leader".to_string())
         } else if applied.unwrap_or(0) < self.startup_index {
+            // Only the log present at startup gates readiness: entries appended later are
+            // applied within a commit round trip, and gating on them would flap `/health`
+            // on every segment allocation.
             Some(format!("applying the log: {} of {}", applied.unwrap_or(0), self.startup_index))
-        } else if m.state == ServerState::Leader && applied < m.last_log_index {
-            Some("leader has not applied its log yet".to_string())
         } else {
             None
         };

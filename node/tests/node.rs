@@ -405,12 +405,31 @@ async fn snapshots_purge_the_log_and_restart_from_them() {
     cfg.segment.max_step = 1; // every refill is one Raft entry for one ID
     cfg.bootstrap_tags = vec![BootstrapTag { tag: "one".into(), step: 1, max_id: 1, description: String::new() }];
     let (node, c) = start(cfg.clone()).await;
+    // A health checker polls while every request commits a Raft entry: readiness must not flap.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let checker = {
+        let (c, stop) = (c.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut polls, mut not_ok) = (0, 0);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                polls += 1;
+                if c.get("/health").await.unwrap().0 != StatusCode::OK {
+                    not_ok += 1;
+                }
+            }
+            (polls, not_ok)
+        })
+    };
     let mut last = 0;
     for _ in 0..400 {
         let id = get_ids(&c, "one", None).await[0];
         assert!(id > last);
         last = id;
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (polls, not_ok) = checker.await.unwrap();
+    assert!(polls > 50, "the health checker barely ran ({polls} polls)");
+    assert_eq!(not_ok, 0, "/health was not 200 in {not_ok} of {polls} polls during refills");
     let status = node.raft().status();
     assert!(status.snapshot_index.unwrap_or(0) >= 300, "no snapshot: {status:?}");
     assert!(status.purged_index.is_some(), "log not purged: {status:?}");
