@@ -38,8 +38,11 @@ pub struct Config {
     /// convenience, like Leaf's sample row). Default: `leaf-segment-test`, step 2000, max_id 1.
     /// Set to `[]` in production.
     pub bootstrap_tags: Vec<BootstrapTag>,
+    /// Segment-mode behaviour (`[segment]`); defaults on each field of [`SegmentConfig`].
     pub segment: SegmentConfig,
+    /// Raft timing and snapshots (`[raft]`); defaults on each field of [`RaftConfig`].
     pub raft: RaftConfig,
+    /// HTTP limits (`[http]`); defaults on each field of [`HttpConfig`].
     pub http: HttpConfig,
 }
 
@@ -47,11 +50,14 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BootstrapTag {
+    /// Tag name, 1–128 characters of `[A-Za-z0-9_.:-]`. Required.
     pub tag: String,
+    /// Stored step, 1..=1,000,000,000. Required.
     pub step: i64,
     /// First ID handed out. Default `1` (Leaf's column default).
     #[serde(default = "one")]
     pub max_id: i64,
+    /// Free text for people. Default empty.
     #[serde(default)]
     pub description: String,
 }
@@ -84,9 +90,10 @@ pub struct SegmentConfig {
 pub struct RaftConfig {
     /// Leader heartbeat interval. Default `100` ms.
     pub heartbeat_ms: u64,
-    /// Election timeout range; a follower that hears no leader for a random time in it starts
-    /// an election. Defaults `400`–`800` ms.
+    /// Lower end of the election timeout: a follower that hears no leader for a random time
+    /// between min and max starts an election. Default `400` ms.
     pub election_timeout_min_ms: u64,
+    /// Upper end of the election timeout. Default `800` ms.
     pub election_timeout_max_ms: u64,
     /// Build a snapshot after this many applied entries, then purge the log behind it.
     /// Default `10000`.
