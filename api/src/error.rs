@@ -42,6 +42,12 @@ pub enum ErrorCode {
     Unavailable,
     /// The node is shutting down or its storage failed.
     ShuttingDown,
+    /// The node ID is already a member of the cluster.
+    MemberExists,
+    /// The node ID belonged to a member that was removed; node IDs are never reused.
+    NodeIdRetired,
+    /// The node ID is not a member of the cluster.
+    MemberNotFound,
 }
 
 impl ErrorCode {
@@ -72,11 +78,14 @@ impl ErrorCode {
             ErrorCode::NotReady => "not_ready",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::MemberExists => "member_exists",
+            ErrorCode::NodeIdRetired => "node_id_retired",
+            ErrorCode::MemberNotFound => "member_not_found",
         }
     }
 
     /// Every code, for metrics that pre-register one series per code.
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::InvalidTag,
         ErrorCode::InvalidCount,
         ErrorCode::InvalidRequest,
@@ -92,6 +101,9 @@ impl ErrorCode {
         ErrorCode::NotReady,
         ErrorCode::Unavailable,
         ErrorCode::ShuttingDown,
+        ErrorCode::MemberExists,
+        ErrorCode::NodeIdRetired,
+        ErrorCode::MemberNotFound,
     ];
 }
 

@@ -88,3 +88,67 @@ pub struct Health {
     /// Why the node is not ready, when it is not.
     pub reason: Option<String>,
 }
+
+/// `POST /admin/cluster/learners`: add a node that replicates the log and serves IDs but does
+/// not vote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddLearnerRequest {
+    /// A node ID never used in this cluster before.
+    pub node_id: u64,
+    /// `host:port` where the other nodes reach the new node's HTTP listener.
+    pub addr: String,
+}
+
+/// The reply of a membership change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MembershipChange {
+    /// Raft log index of the committed membership entry.
+    pub log_index: u64,
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+}
+
+/// A member of the Raft group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberView {
+    pub node_id: u64,
+    /// `host:port` of the member's HTTP listener.
+    pub addr: String,
+    /// `voter` or `learner`.
+    pub role: String,
+}
+
+/// How far the leader has replicated its log to one member (leader only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicationView {
+    pub node_id: u64,
+    /// Highest log index known to be stored on that member.
+    pub matched_index: Option<u64>,
+    /// Entries the member is behind the leader's last log index.
+    pub lag: u64,
+}
+
+/// `GET /cluster/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    /// The node that answered.
+    pub node_id: u64,
+    pub leader_id: Option<u64>,
+    /// `leader`, `follower`, `candidate`, `learner` or `shutdown`.
+    pub state: String,
+    pub term: u64,
+    pub last_log_index: Option<u64>,
+    /// Highest log index known committed (on the leader: the quorum-acknowledged index; on
+    /// others: what they applied).
+    pub committed_index: Option<u64>,
+    pub last_applied_index: Option<u64>,
+    pub snapshot_index: Option<u64>,
+    pub purged_index: Option<u64>,
+    /// Members of the current membership, voters first.
+    pub members: Vec<MemberView>,
+    /// Per-member replication progress; present only on the leader.
+    pub replication: Option<Vec<ReplicationView>>,
+    /// This node's readiness, as on `/health`.
+    pub health: Health,
+}

@@ -2,6 +2,9 @@
 //!
 //! Layout:
 //! - [`checker`]: verifies what clients received against what the cluster committed —
-//!   uniqueness per tag and "every ID lies inside a committed allocation". Used by the node's
-//!   integration tests now and by the multi-process cluster and chaos runs.
+//!   uniqueness per tag and "every ID lies inside a committed allocation".
+//! - [`cluster`]: a local cluster of real `leaf` processes on loopback (start, SIGTERM,
+//!   `kill -9`, restart, membership), used by `tests/cluster.rs` and the benchmark tool.
+//! - `src/bin/leaf-test-node.rs`: the `leaf` CLI under a name this package's tests can spawn.
 pub mod checker;
+pub mod cluster;

@@ -41,6 +41,30 @@ enum Command {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// Inspect or change the cluster's membership (admin API of any node).
+    Cluster {
+        #[command(subcommand)]
+        cmd: ClusterCmd,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ClusterCmd {
+    /// Membership, leader, term, log indexes and replication as the node sees them.
+    Status,
+    /// Add a node as a learner: it replicates the log and serves IDs but does not vote. Start
+    /// it first with the same cluster_secret and a node ID never used before.
+    AddLearner {
+        node_id: u64,
+        /// `host:port` where the other nodes reach the new node.
+        addr: String,
+    },
+    /// Make a caught-up learner a voter.
+    Promote { node_id: u64 },
+    /// Remove a voter or learner; its ID is never reused.
+    Remove { node_id: u64 },
 }
 
 #[derive(Args, Debug)]
@@ -57,12 +81,15 @@ struct ServeArgs {
     /// HTTP listen address (port 0 picks a free one).
     #[arg(long)]
     http_addr: Option<SocketAddr>,
+    /// Initial members of a multi-node cluster, the same on every node: "1=host:port,2=host:port,3=host:port".
+    #[arg(long)]
+    peers: Option<crate::config::Peers>,
 }
 
 #[derive(Args, Debug)]
 struct ConnArgs {
     /// Base URL of a node.
-    #[arg(long, global = true, env = "LEAF_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(long, visible_alias = "node", global = true, env = "LEAF_URL", default_value = "http://127.0.0.1:8080")]
     url: String,
     /// Admin bearer token.
     #[arg(long, global = true, env = "LEAF_ADMIN_TOKEN", hide_env_values = true)]
@@ -130,13 +157,20 @@ fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn,sled=warn"));
     // Logs go to stderr so stdout stays clean for output a script reads.
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr).try_init();
+    // Colours only on a terminal: redirected logs stay plain text.
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
     init_tracing();
-    let overrides = Overrides { node_id: args.node_id, data_dir: args.data_dir, http_addr: args.http_addr };
+    let overrides =
+        Overrides { node_id: args.node_id, data_dir: args.data_dir, http_addr: args.http_addr, peers: args.peers };
     let config = match Config::load(args.config.as_deref(), &overrides) {
         Ok(c) => c,
         Err(e) => {
@@ -202,6 +236,24 @@ async fn client_command(cmd: Command) -> ExitCode {
                 format!("/api/segment/get/{tag}?count={count}")
             };
             (Client::new(&conn.url, conn.token), Method::GET, path, None)
+        }
+        Command::Cluster { cmd, conn } => {
+            let client = Client::new(&conn.url, conn.token);
+            match cmd {
+                ClusterCmd::Status => (client, Method::GET, "/cluster/status".to_string(), None),
+                ClusterCmd::AddLearner { node_id, addr } => (
+                    client,
+                    Method::POST,
+                    "/admin/cluster/learners".to_string(),
+                    Some(json!({"node_id": node_id, "addr": addr})),
+                ),
+                ClusterCmd::Promote { node_id } => {
+                    (client, Method::POST, format!("/admin/cluster/nodes/{node_id}/promote"), None)
+                }
+                ClusterCmd::Remove { node_id } => {
+                    (client, Method::DELETE, format!("/admin/cluster/nodes/{node_id}"), None)
+                }
+            }
         }
         Command::Tag { cmd, conn } => {
             let client = Client::new(&conn.url, conn.token);

@@ -14,8 +14,19 @@ use serde::{Deserialize, Serialize};
 
 /// Top-level keys that environment variables may set; other `LEAF_*` variables (such as the
 /// CLI's `LEAF_URL`) are ignored by the server.
-const ENV_KEYS: &[&str] =
-    &["node_id", "data_dir", "http_addr", "admin_token", "bootstrap_tags", "segment", "raft", "http"];
+const ENV_KEYS: &[&str] = &[
+    "node_id",
+    "data_dir",
+    "http_addr",
+    "advertise_addr",
+    "admin_token",
+    "cluster_secret",
+    "peers",
+    "bootstrap_tags",
+    "segment",
+    "raft",
+    "http",
+];
 
 /// Configuration of one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,10 +41,26 @@ pub struct Config {
     /// Listener for the public API, monitor and admin endpoints. Port 0 picks a free port (tests).
     /// Default `127.0.0.1:8080`.
     pub http_addr: SocketAddr,
+    /// `host:port` at which the other nodes reach this node, recorded in the Raft membership
+    /// when this node initialises a new one-node cluster (a node listed in `peers` is reached at
+    /// its listed address). Default: the bound `http_addr`, which is right for loopback and
+    /// wrong for `0.0.0.0`.
+    pub advertise_addr: Option<String>,
     /// Bearer token required by `/admin/*`. Default none: admin endpoints then answer only on
     /// loopback connections, so a node bound to a public address cannot be administered
     /// anonymously. At least 16 characters when set.
     pub admin_token: Option<String>,
+    /// Shared secret of the cluster-internal endpoints (`/internal/*`: Raft RPC, forwarded
+    /// proposals, read index), sent by peers in the `x-leaf-cluster-secret` header. Required
+    /// (at least 16 characters) when `peers` is set; without it the internal endpoints refuse
+    /// every request, so a node cannot join or be joined. Default none.
+    pub cluster_secret: Option<String>,
+    /// The initial members of a multi-node cluster, `"1=host:port,2=host:port,3=host:port"`,
+    /// identical on every node. A node listed here with a blank data dir initialises the
+    /// cluster with exactly these members (doing so on several nodes at once is safe); a node
+    /// not listed waits to be added as a learner. Ignored once the data dir holds a cluster.
+    /// Default empty: a one-node cluster of this node.
+    pub peers: Peers,
     /// Tags created when the cluster has a leader and they do not exist yet (a developer
     /// convenience, like Leaf's sample row). Default: `leaf-segment-test`, step 2000, max_id 1.
     /// Set to `[]` in production.
@@ -125,7 +152,10 @@ impl Default for Config {
             node_id: 1,
             data_dir: PathBuf::from("./leaf-data"),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            advertise_addr: None,
             admin_token: None,
+            cluster_secret: None,
+            peers: Peers::default(),
             bootstrap_tags: vec![BootstrapTag {
                 tag: "leaf-segment-test".into(),
                 step: 2000,
@@ -173,6 +203,73 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_addr: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<Peers>,
+}
+
+/// Initial cluster members: node ID → `host:port`. Written as `"1=host:port,2=host:port"` in
+/// the file, the environment (`LEAF_PEERS`) and on the command line (`--peers`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Peers(pub std::collections::BTreeMap<u64, String>);
+
+impl Peers {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::str::FromStr for Peers {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut map = std::collections::BTreeMap::new();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (id, addr) =
+                item.split_once('=').ok_or_else(|| format!("peer {item:?} is not of the form ID=host:port"))?;
+            let id: u64 = id.trim().parse().map_err(|_| format!("peer {item:?}: {id:?} is not a node ID"))?;
+            if id == 0 {
+                return Err(format!("peer {item:?}: node IDs start at 1"));
+            }
+            let addr = addr.trim();
+            check_host_port(addr).map_err(|e| format!("peer {item:?}: {e}"))?;
+            if map.insert(id, addr.to_string()).is_some() {
+                return Err(format!("node {id} is listed twice in peers"));
+            }
+        }
+        Ok(Peers(map))
+    }
+}
+
+impl TryFrom<String> for Peers {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Peers> for String {
+    fn from(p: Peers) -> String {
+        p.0.iter().map(|(id, addr)| format!("{id}={addr}")).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// Checks `host:port` (a DNS name, IPv4 or bracketed IPv6 host, and a non-zero port).
+pub fn check_host_port(addr: &str) -> Result<(), String> {
+    let (host, port) = addr.rsplit_once(':').ok_or_else(|| format!("{addr:?} is not host:port"))?;
+    let port: u16 = port.parse().map_err(|_| format!("{addr:?} has no valid port"))?;
+    if port == 0 {
+        return Err(format!("{addr:?}: port 0 cannot be dialled"));
+    }
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let ok = !bare.is_empty()
+        && bare.len() <= 253
+        && bare.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'));
+    if !ok {
+        return Err(format!("{addr:?} has no valid host"));
+    }
+    Ok(())
 }
 
 /// Why the configuration cannot be used.
@@ -220,9 +317,22 @@ impl Config {
         if self.data_dir.as_os_str().is_empty() {
             errs.push("data_dir must not be empty".to_string());
         }
-        if let Some(t) = &self.admin_token {
-            if t.len() < 16 || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                errs.push("admin_token must be at least 16 characters without whitespace".to_string());
+        let secret_ok = |t: &str| t.len() >= 16 && !t.chars().any(|c| c.is_whitespace() || c.is_control());
+        if self.admin_token.as_deref().is_some_and(|t| !secret_ok(t)) {
+            errs.push("admin_token must be at least 16 characters without whitespace".to_string());
+        }
+        match self.cluster_secret.as_deref() {
+            Some(t) if !secret_ok(t) => {
+                errs.push("cluster_secret must be at least 16 characters without whitespace".to_string())
+            }
+            None if !self.peers.is_empty() => {
+                errs.push("cluster_secret is required when peers are set (it authenticates Raft traffic)".to_string())
+            }
+            _ => {}
+        }
+        if let Some(a) = &self.advertise_addr {
+            if let Err(e) = check_host_port(a) {
+                errs.push(format!("advertise_addr: {e}"));
             }
         }
         let mut seen = std::collections::HashSet::new();
@@ -311,13 +421,19 @@ mod tests {
             jail.set_env("LEAF_SEGMENT__WAIT_TIMEOUT_MS", "250");
             jail.set_env("LEAF_NODE_ID", "4");
             jail.set_env("LEAF_URL", "http://ignored");
-            let over = Overrides { data_dir: Some("/tmp/x".into()), ..Default::default() };
+            jail.set_env("LEAF_CLUSTER_SECRET", "0123456789abcdef");
+            jail.set_env("LEAF_PEERS", "1=a:1,2=b:2");
+            let peers = "1=127.0.0.1:8081, 2=leaf2:8080,3=[::1]:8083".parse().unwrap();
+            let over = Overrides { data_dir: Some("/tmp/x".into()), peers: Some(peers), ..Default::default() };
             let c = Config::load_with_env(Some(&path), &over, Env::prefixed("LEAF_")).unwrap();
             assert_eq!(c.node_id, 4);
             assert_eq!(c.segment.max_step, 5000);
             assert_eq!(c.segment.wait_timeout_ms, 250);
             assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
             assert!(c.bootstrap_tags.is_empty());
+            assert_eq!(c.peers.0.len(), 3);
+            assert_eq!(c.peers.0[&2], "leaf2:8080");
+            assert_eq!(c.cluster_secret.as_deref(), Some("0123456789abcdef"));
             Ok(())
         });
     }
@@ -350,5 +466,21 @@ mod tests {
         c.bootstrap_tags.push(c.bootstrap_tags[0].clone());
         let Err(ConfigError::Invalid(errs)) = c.validate() else { panic!("accepted") };
         assert_eq!(errs.len(), 5, "{errs:?}");
+    }
+
+    #[test]
+    fn peers_syntax_and_the_secret_they_need() {
+        for bad in ["1", "x=a:1", "0=a:1", "1=a", "1=a:0", "1=a:1,1=b:2", "1=:80", "1=a b:80"] {
+            assert!(bad.parse::<Peers>().is_err(), "{bad:?} accepted");
+        }
+        let p: Peers = "2=b:2,1=a:1".parse().unwrap();
+        assert_eq!(String::from(p.clone()), "1=a:1,2=b:2");
+        let c = Config { peers: p, ..Config::default() };
+        let Err(ConfigError::Invalid(errs)) = c.validate() else { panic!("accepted without a secret") };
+        assert!(errs[0].contains("cluster_secret"), "{errs:?}");
+        let c = Config { cluster_secret: Some("0123456789abcdef".into()), ..c };
+        c.validate().unwrap();
+        let c = Config { advertise_addr: Some("nohost".into()), ..c };
+        assert!(c.validate().is_err());
     }
 }

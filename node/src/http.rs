@@ -11,6 +11,11 @@
 //! | `/admin/tags` | GET, POST | list / create tags |
 //! | `/admin/tags/{tag}` | GET, PATCH | show / update a tag |
 //! | `/admin/allocations` | GET | committed segments this node received (`?tag=`) |
+//! | `/cluster/status` | GET | membership, leader, term, log indexes, replication, health |
+//! | `/admin/cluster/learners` | POST | add a learner `{"node_id": 4, "addr": "host:port"}` |
+//! | `/admin/cluster/nodes/{id}/promote` | POST | make a learner a voter |
+//! | `/admin/cluster/nodes/{id}` | DELETE | remove a member |
+//! | `/internal/...` | POST | cluster-internal RPC (bincode), authenticated by the cluster secret |
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,7 +28,7 @@ use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_T
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use leaf_api::tag::{parse_count, validate_max_id, validate_step, validate_tag};
-use leaf_api::types::{CreateTagRequest, Health, TagInfo, UpdateTagRequest};
+use leaf_api::types::{AddLearnerRequest, CreateTagRequest, Health, TagInfo, UpdateTagRequest};
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_raft_store::{Applied, ApplyError, Op, TagRecord};
 use serde::{de::DeserializeOwned, Serialize};
@@ -33,7 +38,9 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::raft::{ProposeError, RaftNode};
+use crate::raft::network::{MAX_RPC_BODY, SECRET_HEADER};
+use crate::raft::service::{self, ServiceError};
+use crate::raft::{MemberErrorKind, ProposeError, RaftNode};
 use crate::tags::{AllocError, Tags, TakeError};
 
 type Resp = Response<Full<Bytes>>;
@@ -66,7 +73,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         Forbidden => StatusCode::FORBIDDEN,
         TagNotFound | NotFound => StatusCode::NOT_FOUND,
         MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-        TagExists | TagExhausted => StatusCode::CONFLICT,
+        TagExists | TagExhausted | MemberExists | NodeIdRetired => StatusCode::CONFLICT,
+        MemberNotFound => StatusCode::NOT_FOUND,
         SegmentsNotReady | NotReady | Unavailable | ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
@@ -78,7 +86,15 @@ impl From<ProposeError> for ApiError {
             ProposeError::Rejected(ApplyError::TagNotFound(_)) => ErrorCode::TagNotFound,
             ProposeError::Rejected(ApplyError::TagExhausted { .. }) => ErrorCode::TagExhausted,
             ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
-            ProposeError::NotLeader { .. } | ProposeError::Timeout(_) => ErrorCode::Unavailable,
+            ProposeError::Member { kind, .. } => match kind {
+                MemberErrorKind::Exists => ErrorCode::MemberExists,
+                MemberErrorKind::Retired => ErrorCode::NodeIdRetired,
+                MemberErrorKind::NotFound => ErrorCode::MemberNotFound,
+                MemberErrorKind::Invalid => ErrorCode::InvalidRequest,
+            },
+            ProposeError::NotLeader { .. } | ProposeError::Timeout(_) | ProposeError::Unavailable(_) => {
+                ErrorCode::Unavailable
+            }
             ProposeError::Fatal(_) => ErrorCode::ShuttingDown,
         };
         ApiError::new(code, e.to_string())
@@ -182,6 +198,9 @@ impl App {
             self.authorize(&req, conn)?;
             return self.admin(req, path).await;
         }
+        if service::is_internal(path) {
+            return self.internal(req, path).await;
+        }
         let get_only = |req: &Request<Incoming>| {
             if req.method() == Method::GET {
                 Ok(())
@@ -218,6 +237,10 @@ impl App {
                 get_only(&req)?;
                 Ok(json(StatusCode::OK, &self.tag_list()))
             }
+            "/cluster/status" => {
+                get_only(&req)?;
+                Ok(json(StatusCode::OK, &self.raft.cluster_status(self.health())))
+            }
             _ => Err(ApiError::new(ErrorCode::NotFound, format!("no endpoint {path}"))),
         }
     }
@@ -243,11 +266,12 @@ impl App {
 
     async fn segment_get(&self, tag: &str, count: Option<u32>) -> Result<Resp, ApiError> {
         validate_tag(tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
-        let Some(handle) = self.tags.get(tag) else {
-            if let Some(why) = self.raft.status().not_ready {
-                return Err(ApiError::new(ErrorCode::NotReady, format!("node not ready: {why}")));
+        let handle = match self.tags.get(tag) {
+            Some(h) => h,
+            None => {
+                self.confirm_tags(tag).await?;
+                self.tags.get(tag).ok_or_else(|| tag_not_found(tag))?
             }
-            return Err(ApiError::new(ErrorCode::TagNotFound, format!("tag {tag:?} does not exist")));
         };
         match count {
             None => {
@@ -270,6 +294,36 @@ impl App {
                     .await?;
                 Ok(text(StatusCode::OK, out))
             }
+        }
+    }
+
+    /// A tag unknown here may have just been created through another node: wait until this
+    /// node has applied everything committed so far (a read index, no log write), so a tag
+    /// created anywhere is usable everywhere at once.
+    async fn confirm_tags(&self, tag: &str) -> Result<(), ApiError> {
+        self.raft
+            .read_barrier()
+            .await
+            .map_err(|e| ApiError::new(ErrorCode::NotReady, format!("cannot confirm whether tag {tag:?} exists: {e}")))
+    }
+
+    /// `/internal/*`: peers only. The secret is checked before the body is even read.
+    async fn internal(&self, req: Request<Incoming>, path: &str) -> Result<Resp, ApiError> {
+        let given = req.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
+        check_cluster_secret(self.config.cluster_secret.as_deref(), given)?;
+        if req.method() != Method::POST {
+            return Err(ApiError::method("POST"));
+        }
+        let body = read_body(req, MAX_RPC_BODY).await?;
+        match service::handle(&self.raft, path, &body).await {
+            Ok(bytes) => {
+                let mut r = Response::new(Full::new(Bytes::from(bytes)));
+                r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+                Ok(r)
+            }
+            Err(e @ ServiceError::NotFound(_)) => Err(ApiError::new(ErrorCode::NotFound, e.to_string())),
+            Err(e @ ServiceError::BadRequest(_)) => Err(ApiError::new(ErrorCode::InvalidRequest, e.to_string())),
+            Err(e @ ServiceError::Encode(_)) => Err(ApiError::new(ErrorCode::Unavailable, e.to_string())),
         }
     }
 
@@ -297,13 +351,42 @@ impl App {
             let tag = query_param(&req, "tag").map(|t| t.into_owned());
             return Ok(json(StatusCode::OK, &self.raft.allocations(tag.as_deref())));
         }
+        if path == "/admin/cluster/learners" {
+            if method != Method::POST {
+                return Err(ApiError::method("POST"));
+            }
+            let body: AddLearnerRequest = self.read_json(req).await?;
+            let change = self.raft.add_learner(body.node_id, body.addr).await?;
+            return Ok(json(StatusCode::OK, &change));
+        }
+        if let Some(rest) = path.strip_prefix("/admin/cluster/nodes/") {
+            let (id, action) = rest.split_once('/').unwrap_or((rest, ""));
+            let id: u64 = id
+                .parse()
+                .ok()
+                .filter(|id| *id > 0)
+                .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, format!("{id:?} is not a node ID")))?;
+            let change = match (action, &method) {
+                ("promote", &Method::POST) => self.raft.promote(id).await?,
+                ("promote", _) => return Err(ApiError::method("POST")),
+                ("", &Method::DELETE) => self.raft.remove(id).await?,
+                ("", _) => return Err(ApiError::method("DELETE")),
+                _ => return Err(ApiError::new(ErrorCode::NotFound, format!("no endpoint {path}"))),
+            };
+            return Ok(json(StatusCode::OK, &change));
+        }
         if let Some(tag) = path.strip_prefix("/admin/tags/") {
             validate_tag(tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
             return match method {
-                Method::GET => match self.raft.state().tag(tag) {
-                    Some(r) => Ok(json(StatusCode::OK, &tag_info(tag.to_string(), r))),
-                    None => Err(ApiError::new(ErrorCode::TagNotFound, format!("tag {tag:?} does not exist"))),
-                },
+                Method::GET => {
+                    if self.raft.state().tag(tag).is_none() {
+                        self.confirm_tags(tag).await?;
+                    }
+                    match self.raft.state().tag(tag) {
+                        Some(r) => Ok(json(StatusCode::OK, &tag_info(tag.to_string(), r))),
+                        None => Err(tag_not_found(tag)),
+                    }
+                }
                 Method::PATCH => {
                     let body: UpdateTagRequest = self.read_json(req).await?;
                     self.update_tag(tag, body).await
@@ -347,20 +430,46 @@ impl App {
     }
 
     async fn read_json<T: DeserializeOwned>(&self, req: Request<Incoming>) -> Result<T, ApiError> {
-        let max = self.config.http.max_body_bytes;
-        let too_large = || ApiError::new(ErrorCode::PayloadTooLarge, format!("request body exceeds {max} bytes"));
-        if let Some(len) = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) {
-            if len > max as u64 {
-                return Err(too_large());
-            }
-        }
-        let body = match Limited::new(req.into_body(), max).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
-            Err(e) => return Err(ApiError::new(ErrorCode::InvalidRequest, format!("reading body: {e}"))),
-        };
+        let body = read_body(req, self.config.http.max_body_bytes).await?;
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("invalid JSON body: {e}")))
+    }
+}
+
+fn tag_not_found(tag: &str) -> ApiError {
+    ApiError::new(ErrorCode::TagNotFound, format!("tag {tag:?} does not exist"))
+}
+
+/// Reads a whole body of at most `max` bytes (413 beyond, checked up front when the length is
+/// declared).
+async fn read_body(req: Request<Incoming>, max: usize) -> Result<Bytes, ApiError> {
+    let too_large = || ApiError::new(ErrorCode::PayloadTooLarge, format!("request body exceeds {max} bytes"));
+    if let Some(len) = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) {
+        if len > max as u64 {
+            return Err(too_large());
+        }
+    }
+    match Limited::new(req.into_body(), max).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
+        Err(e) => Err(ApiError::new(ErrorCode::InvalidRequest, format!("reading body: {e}"))),
+    }
+}
+
+/// Internal endpoints need the configured cluster secret, compared in constant time; a node
+/// without one refuses them all.
+pub fn check_cluster_secret(secret: Option<&str>, given: Option<&[u8]>) -> Result<(), ApiError> {
+    let ok = match secret {
+        Some(secret) => bool::from(given.unwrap_or_default().ct_eq(secret.as_bytes())),
+        None => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            format!("internal endpoints need the cluster secret in {SECRET_HEADER}"),
+        ))
     }
 }
 

@@ -5,7 +5,8 @@
 //!
 //! Layout:
 //! - [`config`]: the one documented `Config` (defaults → TOML → `LEAF_*` env → flags).
-//! - [`raft`]: openraft wiring, proposals, status (the only module naming openraft types).
+//! - [`raft`]: openraft wiring, peer RPC, routing to the leader, membership, status (the only
+//!   module tree naming openraft types).
 //! - [`segment`]: the lock-free double buffer (the per-ID hot path).
 //! - [`tags`]: per-tag actix actors that own refills, and the tag registry.
 //! - [`http`]: hyper server, routing, errors → statuses, admin auth.
@@ -133,11 +134,12 @@ impl Allocator for RaftAllocator {
 pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     config.validate()?;
     let config = Arc::new(config);
-    let raft = RaftNode::start(&config).await?;
     let listener = tokio::net::TcpListener::bind(config.http_addr)
         .await
         .map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
     let http_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
+    let advertise = config.advertise_addr.clone().unwrap_or_else(|| http_addr.to_string());
+    let raft = RaftNode::start(&config, &advertise).await?;
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
     let metrics = Arc::new(Metrics::new());
     let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });

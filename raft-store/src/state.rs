@@ -2,7 +2,7 @@
 //!
 //! [`apply`] touches no clock, disk or network: the same log yields the same state on every
 //! node. Times come from the command, stamped by the proposer.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag, ValidationError};
 use serde::{Deserialize, Serialize};
@@ -103,6 +103,25 @@ pub type ApplyResult = Result<Applied, ApplyError>;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
     pub tags: BTreeMap<String, TagRecord>,
+    /// Every node ID that has ever been in a membership, so a removed node's ID is never given
+    /// to another node (its old log, votes and allocations must stay unambiguous).
+    pub members_ever: BTreeSet<u64>,
+}
+
+impl State {
+    /// Whether `node_id` was a member once and is not in `current` any more.
+    pub fn is_retired(&self, node_id: u64, current: impl IntoIterator<Item = u64>) -> bool {
+        self.members_ever.contains(&node_id) && !current.into_iter().any(|id| id == node_id)
+    }
+}
+
+/// Records the node IDs of an applied membership entry; returns whether any was new.
+pub fn record_members(state: &mut State, node_ids: impl IntoIterator<Item = u64>) -> bool {
+    let mut changed = false;
+    for id in node_ids {
+        changed |= state.members_ever.insert(id);
+    }
+    changed
 }
 
 /// Applies `cmd` to `state`. On error the state is unchanged.
@@ -230,6 +249,17 @@ mod tests {
         assert_eq!((r.created_ms, r.updated_ms), (1_700_000_000_000, 1_800_000_000_000));
         let a = apply(&mut s, &alloc("t", 7)).unwrap();
         assert_eq!(a, Applied::Segment(Allocation { start: 1, end: 8, stored_step: 20 }));
+    }
+
+    #[test]
+    fn members_ever_remembers_removed_nodes() {
+        let mut s = State::default();
+        assert!(record_members(&mut s, [1, 2, 3]));
+        assert!(!record_members(&mut s, [1, 2, 3]));
+        assert!(record_members(&mut s, [1, 2, 4]));
+        assert!(s.is_retired(3, [1, 2, 4]));
+        assert!(!s.is_retired(4, [1, 2, 4]));
+        assert!(!s.is_retired(9, [1, 2, 4]), "never a member");
     }
 
     #[test]

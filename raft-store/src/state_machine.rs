@@ -1,7 +1,8 @@
 //! The state machine on sled, with snapshots.
 //!
 //! Tree `sm`: `t/<tag>` → [`TagRecord`], `m/applied` → last applied log ID, `m/membership` →
-//! last applied membership. Each `apply` call writes what it changed in one atomic sled batch.
+//! last applied membership, `m/members_ever` → every node ID ever in a membership. Each
+//! `apply` call writes what it changed in one atomic sled batch.
 //! The batch is not flushed on its own: the log entries it came from are already on disk, and
 //! sled flushes are database-wide, so the next append, vote or purge makes it durable; if a
 //! crash loses it, the last applied ID on disk is older and openraft re-applies the committed
@@ -17,11 +18,12 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{apply, Applied, ApplyResult, State, TagRecord};
+use crate::state::{apply, record_members, Applied, ApplyResult, State, TagRecord};
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
 
 const KEY_APPLIED: &[u8] = b"m/applied";
 const KEY_MEMBERSHIP: &[u8] = b"m/membership";
+const KEY_MEMBERS_EVER: &[u8] = b"m/members_ever";
 const TAG_PREFIX: &[u8] = b"t/";
 const KEY_SNAPSHOT: &[u8] = b"current";
 
@@ -65,6 +67,13 @@ impl StateReader {
     pub fn last_applied(&self) -> Option<LogId> {
         self.read().last_applied
     }
+
+    /// Whether `node_id` was a member once and was removed (node IDs are never reused).
+    pub fn is_retired_node(&self, node_id: u64) -> bool {
+        let d = self.read();
+        let current = d.membership.membership().nodes().map(|(id, _)| *id);
+        d.state.is_retired(node_id, current)
+    }
 }
 
 /// The openraft state machine. Cheap to clone; clones share state (the snapshot builder is a
@@ -105,6 +114,9 @@ impl StateMachineStore {
         }
         if let Some(v) = sm.get(KEY_MEMBERSHIP).map_err(sm_read_err)? {
             data.membership = codec::decode(&v).map_err(sm_read_err)?;
+        }
+        if let Some(v) = sm.get(KEY_MEMBERS_EVER).map_err(sm_read_err)? {
+            data.state.members_ever = codec::decode(&v).map_err(sm_read_err)?;
         }
         for item in sm.scan_prefix(TAG_PREFIX) {
             let (k, v) = item.map_err(sm_read_err)?;
@@ -150,6 +162,7 @@ impl StateMachineStore {
         }
         batch.insert(KEY_APPLIED, codec::encode(&new.last_applied).map_err(sm_write_err)?);
         batch.insert(KEY_MEMBERSHIP, codec::encode(&new.membership).map_err(sm_write_err)?);
+        batch.insert(KEY_MEMBERS_EVER, codec::encode(&new.state.members_ever).map_err(sm_write_err)?);
         self.sm.apply_batch(batch).map_err(sm_write_err)?;
         *self.write() = new;
         Ok(())
@@ -205,6 +218,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                     r
                 }
                 EntryPayload::Membership(m) => {
+                    record_members(&mut d.state, m.nodes().map(|(id, _)| *id));
                     d.membership = StoredMembership::new(Some(entry.log_id), m);
                     membership_changed = true;
                     Ok(Applied::Nothing)
@@ -221,6 +235,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
         if membership_changed {
             batch.insert(KEY_MEMBERSHIP, codec::encode(&d.membership).map_err(sm_write_err)?);
+            batch.insert(KEY_MEMBERS_EVER, codec::encode(&d.state.members_ever).map_err(sm_write_err)?);
         }
         drop(d);
         self.sm.apply_batch(batch).map_err(sm_write_err)?;

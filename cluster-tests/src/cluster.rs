@@ -1,0 +1,258 @@
+//! A local cluster of real `leaf` processes on loopback, for tests and the benchmark tool.
+//!
+//! Each node gets its own data dir, TOML config and log file under one temporary directory;
+//! nodes are started, stopped with SIGTERM, killed with SIGKILL and restarted on the same data.
+//! When a test panics while a [`Cluster`] is alive, the tail of every node's log is printed.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use hyper::StatusCode;
+use leaf_api::types::ClusterStatus;
+use leaf_node::client::Client;
+use tempfile::TempDir;
+
+/// Cluster secret of every test cluster.
+pub const SECRET: &str = "cluster-secret-for-tests-0123456789";
+/// Admin token of every test cluster.
+pub const TOKEN: &str = "admin-token-for-tests-0123456789";
+
+/// How to run the nodes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The `leaf` binary.
+    pub bin: PathBuf,
+    /// Extra TOML appended to every node's config (e.g. a `[raft]` or `[segment]` table).
+    pub extra_toml: String,
+    /// `RUST_LOG` of the nodes.
+    pub log_filter: String,
+}
+
+impl Options {
+    pub fn new(bin: impl Into<PathBuf>) -> Self {
+        Options { bin: bin.into(), extra_toml: String::new(), log_filter: "info,openraft=warn".into() }
+    }
+}
+
+/// One node process.
+pub struct NodeProc {
+    pub id: u64,
+    pub port: u16,
+    child: Option<Child>,
+}
+
+/// A running local cluster. Dropping it kills every node.
+pub struct Cluster {
+    dir: TempDir,
+    opts: Options,
+    /// The `--peers` string every node got.
+    pub peers: String,
+    nodes: BTreeMap<u64, NodeProc>,
+}
+
+/// A free loopback port (bound and released; the tiny race is acceptable in tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+}
+
+impl Cluster {
+    /// Starts nodes `1..=n` as the initial members. Does not wait for a leader.
+    pub fn start(n: u64, opts: Options) -> anyhow::Result<Cluster> {
+        let dir = tempfile::Builder::new().prefix("leaf-cluster-").tempdir()?;
+        let ports: BTreeMap<u64, u16> = (1..=n).map(|id| (id, free_port())).collect();
+        let peers = ports.iter().map(|(id, p)| format!("{id}=127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+        let mut cluster = Cluster { dir, opts, peers, nodes: BTreeMap::new() };
+        for (id, port) in ports {
+            cluster.nodes.insert(id, NodeProc { id, port, child: None });
+            cluster.spawn(id)?;
+        }
+        Ok(cluster)
+    }
+
+    /// Starts a node that is not among the initial peers (it waits to be added as a learner).
+    pub fn start_extra(&mut self, id: u64) -> anyhow::Result<u16> {
+        if self.nodes.contains_key(&id) {
+            bail!("node {id} exists");
+        }
+        let port = free_port();
+        self.nodes.insert(id, NodeProc { id, port, child: None });
+        self.spawn(id)?;
+        Ok(port)
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// Nodes whose process is running.
+    pub fn running(&self) -> Vec<u64> {
+        self.nodes.values().filter(|n| n.child.is_some()).map(|n| n.id).collect()
+    }
+
+    pub fn port(&self, id: u64) -> u16 {
+        self.nodes[&id].port
+    }
+
+    pub fn addr(&self, id: u64) -> String {
+        format!("127.0.0.1:{}", self.port(id))
+    }
+
+    pub fn url(&self, id: u64) -> String {
+        format!("http://{}", self.addr(id))
+    }
+
+    /// An admin client of node `id`.
+    pub fn client(&self, id: u64) -> Client {
+        Client::new(&self.url(id), Some(TOKEN.to_string()))
+    }
+
+    fn log_path(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("node{id}.log"))
+    }
+
+    /// (Re)starts node `id` on its data dir and port.
+    pub fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
+        let port = self.port(id);
+        let data = self.dir.path().join(format!("node{id}"));
+        let config = self.dir.path().join(format!("node{id}.toml"));
+        let toml = format!(
+            "node_id = {id}\nhttp_addr = \"127.0.0.1:{port}\"\ndata_dir = {data:?}\npeers = {peers:?}\n\
+             cluster_secret = {SECRET:?}\nadmin_token = {TOKEN:?}\nbootstrap_tags = []\n{extra}\n",
+            data = data.display().to_string(),
+            peers = self.peers,
+            extra = self.opts.extra_toml,
+        );
+        std::fs::write(&config, toml)?;
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(id))?;
+        let child = Command::new(&self.opts.bin)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", &self.opts.log_filter)
+            .env_remove("LEAF_ADMIN_TOKEN")
+            .env_remove("LEAF_CLUSTER_SECRET")
+            .env_remove("LEAF_PEERS")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("spawn {}", self.opts.bin.display()))?;
+        self.nodes.get_mut(&id).ok_or_else(|| anyhow!("no node {id}"))?.child = Some(child);
+        Ok(())
+    }
+
+    /// `kill -9` node `id`.
+    pub fn kill(&mut self, id: u64) {
+        if let Some(mut child) = self.nodes.get_mut(&id).and_then(|n| n.child.take()) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Freezes node `id` (SIGSTOP): it keeps its sockets but answers nothing, like a node in
+    /// a long GC pause or a partition that drops no connections.
+    pub fn pause(&self, id: u64) {
+        self.signal(id, libc::SIGSTOP);
+    }
+
+    /// Resumes a paused node (SIGCONT).
+    pub fn resume(&self, id: u64) {
+        self.signal(id, libc::SIGCONT);
+    }
+
+    fn signal(&self, id: u64, sig: libc::c_int) {
+        if let Some(child) = self.nodes.get(&id).and_then(|n| n.child.as_ref()) {
+            // SAFETY: kill(2) on a child we own and have not reaped.
+            unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        }
+    }
+
+    /// SIGTERM node `id` and wait for it to exit; returns whether it exited with status 0.
+    pub fn stop(&mut self, id: u64) -> bool {
+        let Some(mut child) = self.nodes.get_mut(&id).and_then(|n| n.child.take()) else { return false };
+        // SAFETY: kill(2) on a child we own and have not reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return status.success(),
+                Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// `GET /cluster/status` of node `id`.
+    pub async fn status(&self, id: u64) -> anyhow::Result<ClusterStatus> {
+        let (s, b) = self.client(id).get("/cluster/status").await?;
+        if s != StatusCode::OK {
+            bail!("node {id}: /cluster/status answered {s}");
+        }
+        Ok(serde_json::from_slice(&b)?)
+    }
+
+    /// Waits until every node in `ids` is ready and they agree on one leader among them;
+    /// returns the leader.
+    pub async fn wait_leader_among(&self, ids: &[u64], timeout: Duration) -> anyhow::Result<u64> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut last = String::new();
+        loop {
+            let mut leaders = Vec::new();
+            for &id in ids {
+                match self.status(id).await {
+                    Ok(s) if s.health.ready => leaders.push(s.leader_id),
+                    Ok(s) => last = format!("node {id} not ready: {:?}", s.health.reason),
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            if leaders.len() == ids.len() {
+                if let Some(Some(l)) = leaders.first() {
+                    if leaders.iter().all(|x| *x == Some(*l)) && ids.contains(l) {
+                        return Ok(*l);
+                    }
+                }
+                last = format!("leaders disagree: {leaders:?}");
+            }
+            if tokio::time::Instant::now() >= deadline {
+                bail!("no common leader within {timeout:?}: {last}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// [`Cluster::wait_leader_among`] over all running nodes.
+    pub async fn wait_leader(&self, timeout: Duration) -> anyhow::Result<u64> {
+        self.wait_leader_among(&self.running(), timeout).await
+    }
+
+    /// The last `lines` lines of node `id`'s log.
+    pub fn log_tail(&self, id: u64, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let ids = self.ids();
+        for id in &ids {
+            self.kill(*id);
+        }
+        if std::thread::panicking() {
+            for id in ids {
+                eprintln!("----- node {id} log (last 40 lines) -----\n{}", self.log_tail(id, 40));
+            }
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! Multi-process cluster tests: real `leaf` processes on loopback forming 3- and 5-node Raft
+//! groups. Formation, uniqueness across nodes, read-index visibility of new tags, forwarding,
+//! `kill -9` of the leader under load, learners catching up from a snapshot, promotion,
+//! removal, and the internal endpoints' authentication.
+//!
+//! The tests run one at a time (a shared lock): several clusters at once on a 2-core machine
+//! would test the scheduler more than leaf.
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::{Method, StatusCode};
+use leaf_api::types::{AllocationView, ClusterStatus, MembershipChange};
+use leaf_api::{ErrorBody, ErrorCode};
+use leaf_cluster_tests::checker::check_segment_ids;
+use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
+use leaf_node::client::Client;
+use serde_json::json;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const FORM: Duration = Duration::from_secs(30);
+
+fn bin() -> String {
+    std::env::var("LEAF_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_leaf-test-node").to_string())
+}
+
+fn options() -> Options {
+    Options::new(bin())
+}
+
+async fn create_tag(c: &Client, tag: &str, step: i64) {
+    let (s, b) = c.request(Method::POST, "/admin/tags", Some(&json!({"tag": tag, "step": step}))).await.unwrap();
+    assert_eq!(s, StatusCode::CREATED, "create {tag}: {}", String::from_utf8_lossy(&b));
+}
+
+async fn get_ids(c: &Client, tag: &str, count: Option<u32>) -> Result<Vec<i64>, String> {
+    let path = match count {
+        Some(n) => format!("/api/segment/get/{tag}?count={n}"),
+        None => format!("/api/segment/get/{tag}"),
+    };
+    let (s, b) = c.get(&path).await.map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&b).into_owned();
+    if s != StatusCode::OK {
+        return Err(format!("{path}: HTTP {s}: {text}"));
+    }
+    Ok(text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect())
+}
+
+async fn allocations(c: &Client, tag: &str) -> Vec<AllocationView> {
+    let (s, b) = c.get(&format!("/admin/allocations?tag={tag}")).await.unwrap();
+    assert_eq!(s, StatusCode::OK);
+    serde_json::from_slice(&b).unwrap()
+}
+
+async fn error_of(c: &Client, method: Method, path: &str, body: Option<serde_json::Value>) -> (StatusCode, ErrorBody) {
+    let (s, b) = c.request(method, path, body.as_ref()).await.unwrap();
+    let e = serde_json::from_slice(&b).unwrap_or_else(|_| panic!("{path}: not an error body: {b:?}"));
+    (s, e)
+}
+
+/// `clients` tasks per node, each fetching `per_client` IDs (mostly single, some batches).
+async fn load(cluster: &Cluster, nodes: &[u64], tag: &str, clients: usize, per_client: usize) -> Vec<i64> {
+    let mut tasks = Vec::new();
+    for &id in nodes {
+        for k in 0..clients {
+            let c = cluster.client(id);
+            let tag = tag.to_string();
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::with_capacity(per_client);
+                let mut n = 0u32;
+                while got.len() < per_client {
+                    n += 1;
+                    let batch = if n.is_multiple_of(16) { Some(1 + (n + k as u32) % 40) } else { None };
+                    got.extend(get_ids(&c, &tag, batch).await.unwrap_or_else(|e| panic!("node {id}: {e}")));
+                }
+                got
+            }));
+        }
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+async fn all_allocations(cluster: &Cluster, nodes: &[u64], tag: &str) -> Vec<AllocationView> {
+    let mut all = Vec::new();
+    for &id in nodes {
+        all.extend(allocations(&cluster.client(id), tag).await);
+    }
+    all
+}
+
+async fn post_internal(url: &str, path: &str, secret: Option<&str>, body: &'static [u8]) -> StatusCode {
+    use http_body_util::Full;
+    use hyper_util::client::legacy::Client as H;
+    let client: H<_, Full<bytes::Bytes>> = H::builder(hyper_util::rt::TokioExecutor::new())
+        .build(hyper_util::client::legacy::connect::HttpConnector::new());
+    let mut req = hyper::Request::post(format!("{url}{path}"));
+    if let Some(s) = secret {
+        req = req.header("x-leaf-cluster-secret", s);
+    }
+    let resp = client.request(req.body(Full::new(bytes::Bytes::from_static(body))).unwrap()).await.unwrap();
+    resp.status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoints() {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start(3, options()).unwrap();
+    let leader = cluster.wait_leader(FORM).await.unwrap();
+
+    // Status on every node names the same members, leader and this node.
+    for id in cluster.ids() {
+        let s = cluster.status(id).await.unwrap();
+        assert_eq!(s.node_id, id);
+        assert_eq!(s.leader_id, Some(leader));
+        let members: Vec<(u64, String, String)> =
+            s.members.iter().map(|m| (m.node_id, m.role.clone(), m.addr.clone())).collect();
+        let expected: Vec<_> = (1..=3).map(|i| (i, "voter".to_string(), cluster.addr(i))).collect();
+        assert_eq!(members, expected);
+        assert_eq!(s.state == "leader", id == leader, "{s:?}");
+        assert_eq!(s.replication.is_some(), id == leader);
+        assert!(s.health.ready);
+    }
+
+    // A tag created through node 1 (forwarded if node 1 is a follower) works on node 3 at once:
+    // node 3 confirms unknown tags with a read index.
+    create_tag(&cluster.client(1), "orders", 50).await;
+    let first = get_ids(&cluster.client(3), "orders", None).await.unwrap();
+    assert_eq!(first.len(), 1);
+    // The same when the node lags: frozen while the tag commits, it still answers 200 right
+    // after it wakes (without the read index it would answer 404 from its stale state).
+    let follower = if leader == 1 { 2 } else { 1 };
+    for round in 0..3 {
+        let tag = format!("fresh-{round}");
+        cluster.pause(follower);
+        create_tag(&cluster.client(leader), &tag, 10).await;
+        cluster.resume(follower);
+        let path = if round == 0 { format!("/admin/tags/{tag}") } else { format!("/api/segment/get/{tag}") };
+        let (s, b) = cluster.client(follower).get(&path).await.unwrap();
+        assert_eq!(s, StatusCode::OK, "{path} on the lagging node: {}", String::from_utf8_lossy(&b));
+    }
+    create_tag(&cluster.client(3), "payments", 1000).await;
+    get_ids(&cluster.client(2), "payments", Some(10)).await.unwrap();
+    let (s, e) =
+        error_of(&cluster.client(2), Method::POST, "/admin/tags", Some(json!({"tag": "orders", "step": 5}))).await;
+    assert_eq!((s, e.code), (StatusCode::CONFLICT, ErrorCode::TagExists));
+
+    // Concurrent clients on every node: unique IDs, each inside a committed allocation.
+    let mut ids = load(&cluster, &[1, 2, 3], "orders", 3, 3000).await;
+    ids.extend(first);
+    let allocs = all_allocations(&cluster, &[1, 2, 3], "orders").await;
+    let by_node: BTreeMap<u64, usize> = {
+        let mut m = BTreeMap::new();
+        for id in 1..=3 {
+            m.insert(id, allocations(&cluster.client(id), "orders").await.len());
+        }
+        m
+    };
+    assert!(by_node.values().all(|&n| n > 0), "every node allocated segments: {by_node:?}");
+    let report = check_segment_ids(&ids, &allocs);
+    assert!(report.is_valid(), "checker: {report:?}");
+    assert!(report.ids > 9 * 3000);
+
+    // A flood of unknown tags on a follower answers 404 and writes nothing to the Raft log.
+    let before = cluster.status(leader).await.unwrap().last_log_index;
+    for i in 0..200 {
+        let (s, e) =
+            error_of(&cluster.client(follower), Method::GET, &format!("/api/segment/get/nope-{i}"), None).await;
+        assert_eq!((s, e.code), (StatusCode::NOT_FOUND, ErrorCode::TagNotFound));
+    }
+    assert_eq!(cluster.status(leader).await.unwrap().last_log_index, before);
+
+    // Internal endpoints: no secret or a wrong one is 401 before anything reaches Raft; a
+    // malformed body with the right secret is 400; only POST.
+    let url = cluster.url(follower);
+    for path in ["/internal/raft/vote", "/internal/raft/append", "/internal/raft/snapshot", "/internal/forward"] {
+        assert_eq!(post_internal(&url, path, None, b"x").await, StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(
+            post_internal(&url, path, Some("wrong-secret-0123456789abcd"), b"x").await,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(post_internal(&url, path, Some(&SECRET[..SECRET.len() - 1]), b"x").await, StatusCode::UNAUTHORIZED);
+        assert_eq!(post_internal(&url, path, Some(SECRET), b"\x01garbage").await, StatusCode::BAD_REQUEST, "{path}");
+    }
+    assert_eq!(post_internal(&url, "/internal/nope", Some(SECRET), b"").await, StatusCode::NOT_FOUND);
+    let (s, _) = cluster.client(follower).get("/internal/raft/vote").await.unwrap();
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "GET without the secret");
+    // The term did not move: nothing the refused requests carried reached Raft.
+    let s = cluster.status(follower).await.unwrap();
+    assert_eq!(s.leader_id, Some(leader));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start(5, options()).unwrap();
+    cluster.wait_leader(FORM).await.unwrap();
+    create_tag(&cluster.client(5), "five", 20).await;
+    let ids = load(&cluster, &[1, 2, 3, 4, 5], "five", 2, 1500).await;
+    let allocs = all_allocations(&cluster, &[1, 2, 3, 4, 5], "five").await;
+    let report = check_segment_ids(&ids, &allocs);
+    assert!(report.is_valid(), "checker: {report:?}");
+    assert!(report.ids >= 5 * 2 * 1500);
+    let s = cluster.status(1).await.unwrap();
+    assert_eq!(s.members.iter().filter(|m| m.role == "voter").count(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted_node_catches_up() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = Cluster::start(3, options()).unwrap();
+    let leader = cluster.wait_leader(FORM).await.unwrap();
+    create_tag(&cluster.client(1), "hot", 5000).await;
+    for id in 1..=3 {
+        get_ids(&cluster.client(id), "hot", None).await.unwrap();
+    }
+
+    // Load on every node; the requests to the survivors must all succeed.
+    let killed = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let survivor_failures = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for id in 1..=3u64 {
+        for _ in 0..2 {
+            let c = cluster.client(id);
+            let (killed, stop, failures) = (killed.clone(), stop.clone(), survivor_failures.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut errors = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    if id == leader && killed.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    match get_ids(&c, "hot", None).await {
+                        Ok(ids) => got.extend(ids),
+                        Err(e) if id != leader => {
+                            failures.fetch_add(1, Ordering::Relaxed);
+                            errors.push(e);
+                        }
+                        Err(_) => {}
+                    }
+                    tokio::time::sleep(Duration::from_micros(500)).await;
+                }
+                (id, got, errors)
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cluster.kill(leader);
+    killed.store(true, Ordering::Relaxed);
+    let survivors: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
+    let new_leader = cluster.wait_leader_among(&survivors, FORM).await.unwrap();
+    assert_ne!(new_leader, leader);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut before_restart = Vec::new();
+    let mut per_node: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut errors = Vec::new();
+    for t in tasks {
+        let (id, got, errs) = t.await.unwrap();
+        *per_node.entry(id).or_default() += got.len();
+        before_restart.extend(got);
+        errors.extend(errs);
+    }
+    assert_eq!(survivor_failures.load(Ordering::Relaxed), 0, "survivors failed requests: {errors:?}");
+    assert!(survivors.iter().all(|id| per_node[id] > 100), "survivors kept serving: {per_node:?}");
+
+    // Survivors' IDs lie inside their committed allocations (the killed node's journal died
+    // with it, so its IDs are checked for uniqueness only).
+    let survivor_allocs = all_allocations(&cluster, &survivors, "hot").await;
+    let report = check_segment_ids(&before_restart, &survivor_allocs);
+    assert!(report.duplicates.is_empty() && report.overlapping.is_empty(), "checker: {report:?}");
+
+    // The killed node restarts on its data, catches up and serves IDs above all issued before.
+    cluster.spawn(leader).unwrap();
+    cluster.wait_leader(FORM).await.unwrap();
+    let max_before = *before_restart.iter().max().unwrap();
+    let after = get_ids(&cluster.client(leader), "hot", Some(100)).await.unwrap();
+    assert!(after.iter().all(|&id| id > max_before), "restarted node served an old ID: {} <= {max_before}", after[0]);
+    let mut all = before_restart;
+    all.extend(after.iter().copied());
+    let report = check_segment_ids(&all, &[]);
+    assert!(report.duplicates.is_empty(), "duplicates: {:?}", report.duplicates);
+    let report = check_segment_ids(&after, &allocations(&cluster.client(leader), "hot").await);
+    assert!(report.is_valid(), "restarted node: {report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_are_removed() {
+    let _serial = SERIAL.lock().await;
+    let mut opts = options();
+    // Snapshot often and keep almost no log behind it, so a new node cannot catch up from the log.
+    opts.extra_toml = "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\n".into();
+    let mut cluster = Cluster::start(3, opts).unwrap();
+    let leader = cluster.wait_leader(FORM).await.unwrap();
+    for i in 0..60 {
+        create_tag(&cluster.client(1 + i % 3), &format!("tag-{i}"), 10).await;
+    }
+    let taken = get_ids(&cluster.client(2), "tag-7", Some(25)).await.unwrap();
+    let leader_status = cluster.status(leader).await.unwrap();
+    assert!(leader_status.purged_index.unwrap_or(0) > 10, "the log was purged: {leader_status:?}");
+
+    // Node 4 starts outside the membership and waits; it is not ready until added.
+    let port = cluster.start_extra(4).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let s = cluster.status(4).await.unwrap();
+    assert!(!s.health.ready && s.members.is_empty(), "{s:?}");
+
+    // Added through a follower (forwarded to the leader).
+    let follower = if leader == 1 { 2 } else { 1 };
+    let (st, b) = cluster
+        .client(follower)
+        .request(
+            Method::POST,
+            "/admin/cluster/learners",
+            Some(&json!({"node_id": 4, "addr": format!("127.0.0.1:{port}")})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let change: MembershipChange = serde_json::from_slice(&b).unwrap();
+    assert_eq!(change.learners, vec![4]);
+
+    // It catches up from a snapshot: it holds every tag although the log behind them is gone.
+    let deadline = tokio::time::Instant::now() + FORM;
+    let s4 = loop {
+        let s = cluster.status(4).await.unwrap();
+        let l = cluster.status(leader).await.unwrap();
+        if s.health.ready && s.last_applied_index >= l.committed_index {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "learner did not catch up: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(s4.state, "learner");
+    assert!(s4.snapshot_index.is_some(), "caught up without a snapshot: {s4:?}");
+    let (_, b) = cluster.client(4).get("/db").await.unwrap();
+    let tags: Vec<serde_json::Value> = serde_json::from_slice(&b).unwrap();
+    assert_eq!(tags.len(), 60);
+
+    // The learner serves IDs, unique against those handed out before.
+    let from_learner = get_ids(&cluster.client(4), "tag-7", Some(25)).await.unwrap();
+    let mut all = taken.clone();
+    all.extend(&from_learner);
+    let report = check_segment_ids(&all, &all_allocations(&cluster, &[1, 2, 3, 4], "tag-7").await);
+    assert!(report.is_valid(), "checker: {report:?}");
+
+    // Promote it to voter (CLI, against a follower).
+    let out = std::process::Command::new(bin())
+        .args(["cluster", "promote", "4", "--node", &cluster.url(follower), "--token"])
+        .arg(leaf_cluster_tests::cluster::TOKEN)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = cluster.status(leader).await.unwrap();
+    assert_eq!(s.members.iter().filter(|m| m.role == "voter").count(), 4, "{s:?}");
+
+    // Remove a follower that is not node 4; stop it; the rest keep working.
+    let removed = (1..=3).find(|&id| id != leader && id != follower).unwrap();
+    let (st, b) =
+        cluster.client(leader).request(Method::DELETE, &format!("/admin/cluster/nodes/{removed}"), None).await.unwrap();
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let change: MembershipChange = serde_json::from_slice(&b).unwrap();
+    assert!(!change.voters.contains(&removed) && !change.learners.contains(&removed), "{change:?}");
+    assert!(cluster.stop(removed), "removed node exits cleanly");
+    let rest: Vec<u64> = [1, 2, 3, 4].into_iter().filter(|&id| id != removed).collect();
+    cluster.wait_leader_among(&rest, FORM).await.unwrap();
+    create_tag(&cluster.client(4), "after-removal", 10).await;
+    for &id in &rest {
+        get_ids(&cluster.client(id), "after-removal", None).await.unwrap();
+    }
+    let s: ClusterStatus = cluster.status(4).await.unwrap();
+    assert!(s.members.iter().all(|m| m.node_id != removed), "{s:?}");
+
+    // Node IDs are never reused; membership errors have clear statuses.
+    let c = cluster.client(4);
+    let body = json!({"node_id": removed, "addr": "127.0.0.1:1"});
+    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/learners", Some(body)).await;
+    assert_eq!((st, e.code), (StatusCode::CONFLICT, ErrorCode::NodeIdRetired), "{}", e.message);
+    let body = json!({"node_id": 4, "addr": "127.0.0.1:1"});
+    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/learners", Some(body)).await;
+    assert_eq!((st, e.code), (StatusCode::CONFLICT, ErrorCode::MemberExists));
+    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/nodes/99/promote", None).await;
+    assert_eq!((st, e.code), (StatusCode::NOT_FOUND, ErrorCode::MemberNotFound));
+    let (st, e) = error_of(&c, Method::DELETE, "/admin/cluster/nodes/99", None).await;
+    assert_eq!((st, e.code), (StatusCode::NOT_FOUND, ErrorCode::MemberNotFound));
+    let (st, e) = error_of(&c, Method::DELETE, "/admin/cluster/nodes/abc", None).await;
+    assert_eq!((st, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
+    let body = json!({"node_id": 9, "addr": "no port"});
+    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/learners", Some(body)).await;
+    assert_eq!((st, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
+    let (st, e) = error_of(&Client::new(&cluster.url(4), None), Method::DELETE, "/admin/cluster/nodes/1", None).await;
+    assert_eq!((st, e.code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized));
+}

@@ -1,0 +1,673 @@
+//! The node's Raft group member: the only module tree of the node that names openraft types.
+//!
+//! [`RaftNode`] opens the sled store, starts openraft, forms the cluster on first start (a
+//! one-node cluster, or the configured `peers`), routes proposals, membership changes and
+//! read-index requests to the leader, and reports status.
+//!
+//! Layout:
+//! - this file: start-up, routing to the leader ([`RaftNode::propose`], [`RaftNode::read_barrier`],
+//!   membership changes) and what the leader executes ([`RaftNode::execute`]);
+//! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
+//! - [`service`]: the internal endpoints' handlers.
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use leaf_api::types::{AllocationView, ClusterStatus, Health, MemberView, MembershipChange, ReplicationView};
+use leaf_raft_store::types::{NodeId, Raft};
+use leaf_raft_store::{open, Applied, ApplyError, Command, LogStore, Op, StateReader, StoreOptions};
+use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers, ServerState, SnapshotPolicy};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::config::{check_host_port, Config};
+
+pub mod network;
+pub mod service;
+
+use network::{NetworkFactory, PeerClient, PATH_FORWARD, SNAPSHOT_CHUNK_BYTES};
+
+/// Committed allocations this node received, newest last (bounded).
+const JOURNAL_CAP: usize = 100_000;
+/// How many entries a learner may lag behind the leader and still be promoted to voter.
+const CATCH_UP_SLACK: u64 = 100;
+
+/// Why a request to the leader (proposal, membership change, read index) did not succeed.
+/// Travels between nodes, so a follower reports the leader's answer as its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum ProposeError {
+    /// Committed, and the state machine rejected it (same answer on every node).
+    #[error(transparent)]
+    Rejected(#[from] ApplyError),
+    /// A membership change that cannot be made as asked.
+    #[error("{message}")]
+    Member { kind: MemberErrorKind, message: String },
+    #[error("this node is not the Raft leader (leader: {leader:?})")]
+    NotLeader { leader: Option<NodeId> },
+    #[error("not done within {0:?}")]
+    Timeout(Duration),
+    /// The leader could not be reached or could not finish; retrying later may succeed.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("raft stopped: {0}")]
+    Fatal(String),
+}
+
+/// Kinds of refused membership changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemberErrorKind {
+    /// The node ID is already a member.
+    Exists,
+    /// The node ID was a member once; IDs are never reused.
+    Retired,
+    /// No member has this ID.
+    NotFound,
+    /// The request is malformed or would leave no voters.
+    Invalid,
+}
+
+fn member_err(kind: MemberErrorKind, message: impl Into<String>) -> ProposeError {
+    ProposeError::Member { kind, message: message.into() }
+}
+
+/// A request that only the leader can execute; followers forward it over [`PATH_FORWARD`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Forward {
+    Propose(Op),
+    /// The log index a linearizable read must wait for (leadership confirmed by a quorum).
+    ReadIndex,
+    AddLearner {
+        node_id: NodeId,
+        addr: String,
+    },
+    Promote {
+        node_id: NodeId,
+    },
+    Remove {
+        node_id: NodeId,
+    },
+}
+
+/// The leader's answer to a [`Forward`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Forwarded {
+    Proposed { applied: Applied, log_index: u64 },
+    ReadIndex(Option<u64>),
+    Membership(MembershipChange),
+}
+
+/// Why the Raft member could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RaftStartError {
+    #[error("create data dir {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Store(#[from] leaf_raft_store::OpenError),
+    #[error("data dir {0} is in use by another process (its sled lock was not released within 10 s)")]
+    Locked(String),
+    #[error("raft config: {0}")]
+    Config(String),
+    #[error("raft: {0}")]
+    Raft(String),
+}
+
+/// A point-in-time view of this member, for `/health`, `/metrics` and status pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftStatus {
+    pub node_id: NodeId,
+    pub leader_id: Option<NodeId>,
+    pub is_leader: bool,
+    pub term: u64,
+    pub last_log_index: Option<u64>,
+    pub last_applied_index: Option<u64>,
+    pub snapshot_index: Option<u64>,
+    pub purged_index: Option<u64>,
+    /// `None` when ready, otherwise why not.
+    pub not_ready: Option<String>,
+}
+
+/// This node's membership in its Raft group.
+#[derive(Clone)]
+pub struct RaftNode {
+    raft: Raft,
+    node_id: NodeId,
+    state: StateReader,
+    log: LogStore,
+    peers: PeerClient,
+    propose_timeout: Duration,
+    /// Log index this node had at start; it is not ready before applying up to it.
+    startup_index: u64,
+    journal: Arc<Mutex<VecDeque<AllocationView>>>,
+}
+
+/// A Raft write error as the caller sees it.
+fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> ProposeError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ProposeError::NotLeader { leader: f.leader_id },
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => match c {
+            ChangeMembershipError::InProgress(_) => ProposeError::Unavailable(c.to_string()),
+            ChangeMembershipError::EmptyMembership(_) => member_err(MemberErrorKind::Invalid, c.to_string()),
+            ChangeMembershipError::LearnerNotFound(_) => member_err(MemberErrorKind::NotFound, c.to_string()),
+        },
+        RaftError::Fatal(f) => ProposeError::Fatal(f.to_string()),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Opens the store, waiting up to 10 s for a previous owner (a process still exiting, or a
+/// node restarted in-process) to release the data dir's lock.
+async fn open_when_unlocked(
+    dir: &std::path::Path,
+) -> Result<(LogStore, leaf_raft_store::StateMachineStore), RaftStartError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match open(dir, &StoreOptions::default()) {
+            Err(leaf_raft_store::OpenError::Sled { source, .. })
+                if source.to_string().contains("could not acquire lock") =>
+            {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(RaftStartError::Locked(dir.display().to_string()));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
+impl RaftNode {
+    /// Opens the store under `config.data_dir` and starts Raft. On a blank data dir it forms
+    /// the cluster: with no `peers`, a one-member cluster reachable at `advertise`; when listed
+    /// in `peers`, the cluster of exactly those members (every listed node does the same with
+    /// the same list, which openraft makes safe); otherwise it waits to be added as a learner.
+    pub async fn start(config: &Config, advertise: &str) -> Result<RaftNode, RaftStartError> {
+        let dir = config.data_dir.join("raft");
+        std::fs::create_dir_all(&dir)
+            .map_err(|source| RaftStartError::DataDir { path: dir.display().to_string(), source })?;
+        let (log, sm) = open_when_unlocked(&dir).await?;
+        let state = sm.reader();
+        let r = &config.raft;
+        let raft_config = openraft::Config {
+            cluster_name: "leaf".into(),
+            heartbeat_interval: r.heartbeat_ms,
+            election_timeout_min: r.election_timeout_min_ms,
+            election_timeout_max: r.election_timeout_max_ms,
+            // Per snapshot chunk, including the receiver's fsync of the last one.
+            install_snapshot_timeout: 5000,
+            snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(r.snapshot_every),
+            max_in_snapshot_log_to_keep: r.keep_logs_after_snapshot,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| RaftStartError::Config(e.to_string()))?;
+        let mut log_for_state = log.clone();
+        let startup_index = {
+            use openraft::storage::RaftLogStorage;
+            let s = log_for_state.get_log_state().await.map_err(|e| RaftStartError::Raft(e.to_string()))?;
+            s.last_log_id.map_or(0, |l| l.index)
+        };
+        let peers = PeerClient::new(config.cluster_secret.as_deref());
+        let network = NetworkFactory { node_id: config.node_id, client: peers.clone() };
+        let raft = Raft::new(config.node_id, Arc::new(raft_config), network, log.clone(), sm)
+            .await
+            .map_err(|e| RaftStartError::Raft(e.to_string()))?;
+        let initialized = raft.is_initialized().await.map_err(|e| RaftStartError::Raft(e.to_string()))?;
+        if !initialized {
+            let members: Option<BTreeMap<NodeId, BasicNode>> = if config.peers.is_empty() {
+                tracing::info!(node_id = config.node_id, advertise, "initialising a new one-node cluster");
+                Some(BTreeMap::from([(config.node_id, BasicNode::new(advertise))]))
+            } else if config.peers.0.contains_key(&config.node_id) {
+                tracing::info!(node_id = config.node_id, peers = ?config.peers.0, "initialising the cluster from peers");
+                Some(config.peers.0.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect())
+            } else {
+                tracing::info!(
+                    node_id = config.node_id,
+                    "not among the initial peers: waiting to be added with `leaf cluster add-learner`"
+                );
+                None
+            };
+            if let Some(members) = members {
+                if let Err(e) = raft.initialize(members).await {
+                    // Another listed node got there first and already replicated to us.
+                    tracing::info!(error = %e, "cluster initialisation not needed");
+                }
+            }
+        }
+        Ok(RaftNode {
+            raft,
+            node_id: config.node_id,
+            state,
+            log,
+            peers,
+            propose_timeout: Duration::from_millis(r.propose_timeout_ms),
+            startup_index,
+            journal: Arc::default(),
+        })
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// The applied state (tags) on this node.
+    pub fn state(&self) -> &StateReader {
+        &self.state
+    }
+
+    /// When a request arriving now must be done by.
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.propose_timeout
+    }
+
+    /// Commits `op` through the leader (this node or, forwarded, another) and returns its
+    /// result and log index. The leader stamps its clock into the command. Retried across
+    /// leader changes until `raft.propose_timeout_ms`.
+    pub async fn propose(&self, op: Op) -> Result<(Applied, u64), ProposeError> {
+        // A repeated allocation only wastes a range and a repeated update is idempotent; a
+        // repeated create would turn a success into `tag_exists`, so it is not retried when
+        // the first attempt may have been delivered.
+        let retry_unknown = !matches!(op, Op::CreateTag { .. });
+        let tag = op.tag().to_string();
+        match self.on_leader(Forward::Propose(op), retry_unknown).await? {
+            Forwarded::Proposed { applied, log_index } => {
+                if let Applied::Segment(a) = &applied {
+                    let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+                    if j.len() == JOURNAL_CAP {
+                        j.pop_front();
+                    }
+                    j.push_back(AllocationView { tag, start: a.start, end: a.end, log_index });
+                }
+                Ok((applied, log_index))
+            }
+            other => Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Waits until this node has applied everything committed before the call (a
+    /// linearizable read barrier through the leader's read index): a tag created on any node
+    /// is visible here afterwards. Writes nothing to the log.
+    pub async fn read_barrier(&self) -> Result<(), ProposeError> {
+        let deadline = self.deadline();
+        let index = match self.on_leader(Forward::ReadIndex, true).await? {
+            Forwarded::ReadIndex(i) => i,
+            other => return Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
+        };
+        let wait = deadline.saturating_duration_since(Instant::now());
+        self.raft
+            .wait(Some(wait))
+            .applied_index_at_least(index, "read index")
+            .await
+            .map_err(|_| ProposeError::Timeout(self.propose_timeout))?;
+        Ok(())
+    }
+
+    /// Adds `node_id` at `addr` as a learner: it receives the log (or a snapshot) and serves
+    /// IDs, but does not vote.
+    pub async fn add_learner(&self, node_id: NodeId, addr: String) -> Result<MembershipChange, ProposeError> {
+        self.membership(Forward::AddLearner { node_id, addr }).await
+    }
+
+    /// Makes the learner `node_id` a voter.
+    pub async fn promote(&self, node_id: NodeId) -> Result<MembershipChange, ProposeError> {
+        self.membership(Forward::Promote { node_id }).await
+    }
+
+    /// Removes `node_id` (voter or learner) from the cluster; its ID is never reused.
+    pub async fn remove(&self, node_id: NodeId) -> Result<MembershipChange, ProposeError> {
+        self.membership(Forward::Remove { node_id }).await
+    }
+
+    async fn membership(&self, req: Forward) -> Result<MembershipChange, ProposeError> {
+        // Membership changes are idempotent at the leader (re-adding the same learner or
+        // promoting a voter is a no-op), so an uncertain first attempt may be retried.
+        match self.on_leader(req, true).await? {
+            Forwarded::Membership(m) => Ok(m),
+            other => Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Runs `req` on the current leader, retrying across leader changes and unreachable
+    /// leaders until the deadline. A request that may have reached the leader is retried only
+    /// when `retry_unknown`.
+    async fn on_leader(&self, req: Forward, retry_unknown: bool) -> Result<Forwarded, ProposeError> {
+        let deadline = self.deadline();
+        let mut last: Option<ProposeError>;
+        loop {
+            let (leader, addr) = {
+                let m = self.raft.metrics();
+                let m = m.borrow();
+                let leader = m.current_leader;
+                let addr = leader.and_then(|l| m.membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
+                (leader, addr)
+            };
+            match (leader, addr) {
+                (Some(l), _) if l == self.node_id => match self.execute(req.clone(), deadline).await {
+                    Err(e @ ProposeError::NotLeader { .. }) => last = Some(e),
+                    other => return other,
+                },
+                (Some(l), Some(addr)) => {
+                    let wait = deadline.saturating_duration_since(Instant::now());
+                    let answer = self.peers.call::<_, Result<Forwarded, ProposeError>>(&addr, PATH_FORWARD, &req, wait);
+                    match answer.await {
+                        Ok(Err(e @ ProposeError::NotLeader { .. })) => last = Some(e),
+                        Ok(result) => return result,
+                        Err(e) if e.surely_not_delivered() || retry_unknown => {
+                            tracing::debug!(leader = l, error = %e, "forwarding to the leader failed; retrying");
+                            last = Some(ProposeError::Unavailable(format!("leader {l}: {e}")));
+                        }
+                        Err(e) => {
+                            return Err(ProposeError::Unavailable(format!(
+                                "leader {l} may or may not have done it: {e}"
+                            )))
+                        }
+                    }
+                }
+                (Some(l), None) => last = Some(ProposeError::Unavailable(format!("leader {l} has no address"))),
+                (None, _) => last = Some(ProposeError::Unavailable("no raft leader".into())),
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(match last {
+                    Some(ProposeError::Unavailable(why)) => {
+                        ProposeError::Unavailable(format!("gave up after {:?}: {why}", self.propose_timeout))
+                    }
+                    _ => ProposeError::Timeout(self.propose_timeout),
+                });
+            }
+            // Elections take a few hundred milliseconds; poll the leader at a modest pace.
+            tokio::time::sleep((deadline - now).min(Duration::from_millis(50))).await;
+        }
+    }
+
+    /// Executes `req` on this node, which must be the leader ([`ProposeError::NotLeader`]
+    /// otherwise; never forwarded again). Peers' forwarded requests land here.
+    pub(crate) async fn execute(&self, req: Forward, deadline: Instant) -> Result<Forwarded, ProposeError> {
+        let budget = deadline.saturating_duration_since(Instant::now());
+        let timeout = ProposeError::Timeout(self.propose_timeout);
+        match req {
+            Forward::Propose(op) => {
+                let cmd = Command { at_ms: now_ms(), op };
+                let resp = match tokio::time::timeout(budget, self.raft.client_write(cmd)).await {
+                    Err(_) => return Err(timeout),
+                    Ok(r) => r.map_err(write_error)?,
+                };
+                Ok(Forwarded::Proposed { applied: resp.data?, log_index: resp.log_id.index })
+            }
+            Forward::ReadIndex => {
+                let (read, _applied) = match tokio::time::timeout(budget, self.raft.get_read_log_id()).await {
+                    Err(_) => return Err(timeout),
+                    Ok(r) => r.map_err(|e| match e {
+                        RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => {
+                            ProposeError::NotLeader { leader: f.leader_id }
+                        }
+                        RaftError::APIError(e @ CheckIsLeaderError::QuorumNotEnough(_)) => {
+                            ProposeError::Unavailable(e.to_string())
+                        }
+                        RaftError::Fatal(f) => ProposeError::Fatal(f.to_string()),
+                    })?,
+                };
+                Ok(Forwarded::ReadIndex(read.map(|l| l.index)))
+            }
+            Forward::AddLearner { node_id, addr } => {
+                if !self.peers.has_secret() {
+                    return Err(member_err(
+                        MemberErrorKind::Invalid,
+                        "the leader has no cluster_secret, so it cannot replicate to other nodes",
+                    ));
+                }
+                check_host_port(&addr).map_err(|e| member_err(MemberErrorKind::Invalid, e))?;
+                if node_id == 0 {
+                    return Err(member_err(MemberErrorKind::Invalid, "node IDs start at 1"));
+                }
+                let existing = self.members().get(&node_id).cloned();
+                match existing {
+                    Some((role, a)) if role == "learner" && a == addr => {
+                        return Ok(Forwarded::Membership(self.membership_now()))
+                    }
+                    Some((role, a)) => {
+                        return Err(member_err(
+                            MemberErrorKind::Exists,
+                            format!("node {node_id} is already a {role} at {a}"),
+                        ))
+                    }
+                    None if self.state.is_retired_node(node_id) => {
+                        return Err(member_err(
+                            MemberErrorKind::Retired,
+                            format!("node {node_id} was removed; node IDs are never reused, pick a new one"),
+                        ))
+                    }
+                    None => {}
+                }
+                let change = self.raft.add_learner(node_id, BasicNode::new(addr), false);
+                self.commit_membership(change, budget).await
+            }
+            Forward::Promote { node_id } => {
+                match self.members().get(&node_id).map(|(role, _)| role.as_str()) {
+                    None => {
+                        return Err(member_err(MemberErrorKind::NotFound, format!("node {node_id} is not a member")))
+                    }
+                    Some("voter") => return Ok(Forwarded::Membership(self.membership_now())),
+                    _ => {}
+                }
+                self.check_caught_up(node_id)?;
+                let change = self.raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([node_id])), false);
+                self.commit_membership(change, budget).await
+            }
+            Forward::Remove { node_id } => {
+                let change = match self.members().get(&node_id).map(|(role, _)| role.as_str()) {
+                    None => {
+                        return Err(member_err(MemberErrorKind::NotFound, format!("node {node_id} is not a member")))
+                    }
+                    Some("voter") => ChangeMembers::RemoveVoters(BTreeSet::from([node_id])),
+                    Some(_) => ChangeMembers::RemoveNodes(BTreeSet::from([node_id])),
+                };
+                let change = self.raft.change_membership(change, false);
+                self.commit_membership(change, budget).await
+            }
+        }
+    }
+
+    async fn commit_membership(
+        &self,
+        change: impl std::future::Future<
+            Output = Result<
+                openraft::raft::ClientWriteResponse<leaf_raft_store::TypeConfig>,
+                RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+            >,
+        >,
+        budget: Duration,
+    ) -> Result<Forwarded, ProposeError> {
+        let resp = match tokio::time::timeout(budget, change).await {
+            Err(_) => return Err(ProposeError::Timeout(self.propose_timeout)),
+            Ok(r) => r.map_err(write_error)?,
+        };
+        let mut m = self.membership_now();
+        m.log_index = resp.log_id.index;
+        if let Some(new) = resp.membership {
+            m.voters = new.voter_ids().collect();
+            m.learners = new.learner_ids().collect();
+        }
+        Ok(Forwarded::Membership(m))
+    }
+
+    /// A voter may only be added once it holds nearly the whole log; otherwise the new
+    /// quorum would need a node that cannot yet acknowledge anything.
+    fn check_caught_up(&self, node_id: NodeId) -> Result<(), ProposeError> {
+        let m = self.raft.metrics().borrow().clone();
+        let last = m.last_log_index.unwrap_or(0);
+        let matched = m.replication.as_ref().and_then(|r| r.get(&node_id).cloned()).flatten().map(|l| l.index);
+        match matched {
+            Some(i) if last.saturating_sub(i) <= CATCH_UP_SLACK => Ok(()),
+            _ => Err(ProposeError::Unavailable(format!(
+                "learner {node_id} has not caught up yet (it holds the log up to {matched:?} of {last}); retry once \
+                 `leaf cluster status` shows its lag near 0"
+            ))),
+        }
+    }
+
+    /// Current members: ID → (`voter` | `learner`, address).
+    fn members(&self) -> BTreeMap<NodeId, (String, String)> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        membership
+            .nodes()
+            .map(|(id, n)| {
+                let role = if voters.contains(id) { "voter" } else { "learner" };
+                (*id, (role.to_string(), n.addr.clone()))
+            })
+            .collect()
+    }
+
+    fn membership_now(&self) -> MembershipChange {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let membership = m.membership_config.membership();
+        MembershipChange {
+            log_index: m.membership_config.log_id().map_or(0, |l| l.index),
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+        }
+    }
+
+    /// Committed allocations received by this node since it started (newest last, at most
+    /// 100,000), optionally for one tag.
+    pub fn allocations(&self, tag: Option<&str>) -> Vec<AllocationView> {
+        let j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        j.iter().filter(|a| tag.is_none_or(|t| a.tag == t)).cloned().collect()
+    }
+
+    pub fn status(&self) -> RaftStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let applied = m.last_applied.map(|l| l.index);
+        let not_ready = if let Err(e) = &m.running_state {
+            Some(format!("raft stopped: {e}"))
+        } else if m.membership_config.membership().get_node(&self.node_id).is_none() {
+            Some("not a member of the cluster (waiting to be added, or removed)".to_string())
+        } else if m.current_leader.is_none() {
+            Some("no raft leader".to_string())
+        } else if applied.unwrap_or(0) < self.startup_index {
+            // Only the log present at startup gates readiness: entries appended later are
+            // applied within a commit round trip, and gating on them would flap `/health`
+            // on every segment allocation.
+            Some(format!("applying the log: {} of {}", applied.unwrap_or(0), self.startup_index))
+        } else {
+            None
+        };
+        RaftStatus {
+            node_id: self.node_id,
+            leader_id: m.current_leader,
+            is_leader: m.state == ServerState::Leader,
+            term: m.current_term,
+            last_log_index: m.last_log_index,
+            last_applied_index: applied,
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
+            not_ready,
+        }
+    }
+
+    /// The membership, progress and replication view of `GET /cluster/status`; `health` is
+    /// the node's readiness as the HTTP layer computed it.
+    pub fn cluster_status(&self, health: Health) -> ClusterStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let mut members: Vec<MemberView> = membership
+            .nodes()
+            .map(|(id, n)| MemberView {
+                node_id: *id,
+                addr: n.addr.clone(),
+                role: if voters.contains(id) { "voter" } else { "learner" }.to_string(),
+            })
+            .collect();
+        members.sort_by_key(|v| (v.role != "voter", v.node_id));
+        let last = m.last_log_index.unwrap_or(0);
+        let replication = m.replication.as_ref().map(|r| {
+            r.iter()
+                .map(|(id, matched)| {
+                    let matched_index = matched.map(|l| l.index);
+                    ReplicationView {
+                        node_id: *id,
+                        matched_index,
+                        lag: last.saturating_sub(matched_index.unwrap_or(0)),
+                    }
+                })
+                .collect::<Vec<_>>()
+        });
+        // On the leader: the highest index stored on a majority of voters. Elsewhere the node
+        // only knows what it applied.
+        let committed_index = match &m.replication {
+            Some(r) if m.state == ServerState::Leader => {
+                let mut acked: Vec<u64> =
+                    voters
+                        .iter()
+                        .map(|id| {
+                            if *id == self.node_id {
+                                last
+                            } else {
+                                r.get(id).copied().flatten().map_or(0, |l| l.index)
+                            }
+                        })
+                        .collect();
+                acked.sort_unstable_by(|a, b| b.cmp(a));
+                acked.get(acked.len() / 2).copied()
+            }
+            _ => m.last_applied.map(|l| l.index),
+        };
+        let state = match m.state {
+            ServerState::Leader => "leader",
+            ServerState::Follower => "follower",
+            ServerState::Candidate => "candidate",
+            ServerState::Learner => "learner",
+            ServerState::Shutdown => "shutdown",
+        };
+        ClusterStatus {
+            node_id: self.node_id,
+            leader_id: m.current_leader,
+            state: state.to_string(),
+            term: m.current_term,
+            last_log_index: m.last_log_index,
+            committed_index,
+            last_applied_index: m.last_applied.map(|l| l.index),
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
+            members,
+            replication,
+            health,
+        }
+    }
+
+    /// Waits until the node is ready or `timeout` passes; returns readiness.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rx = self.raft.metrics();
+        loop {
+            if self.status().not_ready.is_none() {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return self.status().not_ready.is_none(),
+            }
+        }
+    }
+
+    /// Entries currently in the log (not yet purged behind a snapshot).
+    pub fn log_len(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Stops Raft; storage is flushed by then.
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Cluster-internal RPC, server side: decodes a peer's bincode request, hands it to Raft and
+//! encodes the answer. The HTTP edge has already checked the cluster secret and the body size.
+use leaf_api::codec;
+use leaf_raft_store::types::NodeId;
+use leaf_raft_store::TypeConfig;
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
+
+use super::network::{PATH_APPEND, PATH_FORWARD, PATH_SNAPSHOT, PATH_VOTE};
+use super::{Forward, Forwarded, ProposeError, RaftNode};
+
+/// Why an internal request was not handled.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("no internal endpoint {0}")]
+    NotFound(String),
+    #[error("malformed request body: {0}")]
+    BadRequest(String),
+    #[error("cannot encode the answer: {0}")]
+    Encode(String),
+}
+
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ServiceError> {
+    codec::decode(body).map_err(|e| ServiceError::BadRequest(e.to_string()))
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, ServiceError> {
+    codec::encode(value).map_err(|e| ServiceError::Encode(e.to_string()))
+}
+
+/// Whether `path` names an internal endpoint (so the edge applies the cluster secret).
+pub fn is_internal(path: &str) -> bool {
+    path == "/internal" || path.starts_with("/internal/")
+}
+
+/// Handles one authenticated internal request.
+pub async fn handle(node: &RaftNode, path: &str, body: &[u8]) -> Result<Vec<u8>, ServiceError> {
+    match path {
+        PATH_APPEND => {
+            let req: AppendEntriesRequest<TypeConfig> = decode(body)?;
+            let r: Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> = node.raft.append_entries(req).await;
+            encode(&r)
+        }
+        PATH_VOTE => {
+            let req: VoteRequest<NodeId> = decode(body)?;
+            let r: Result<VoteResponse<NodeId>, RaftError<NodeId>> = node.raft.vote(req).await;
+            encode(&r)
+        }
+        PATH_SNAPSHOT => {
+            let req: InstallSnapshotRequest<TypeConfig> = decode(body)?;
+            let r: Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> =
+                node.raft.install_snapshot(req).await;
+            encode(&r)
+        }
+        PATH_FORWARD => {
+            let req: Forward = decode(body)?;
+            let r: Result<Forwarded, ProposeError> = node.execute(req, node.deadline()).await;
+            encode(&r)
+        }
+        other => Err(ServiceError::NotFound(other.to_string())),
+    }
+}
