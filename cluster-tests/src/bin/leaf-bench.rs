@@ -1,0 +1,201 @@
+//! `leaf-bench`: latency of Raft writes on a local loopback cluster of real `leaf` processes.
+//!
+//! Starts an N-node cluster (default 3) from the `leaf` binary next to this one (or `--bin`,
+//! or `LEAF_BIN`), waits for a leader and measures, one after another in the same run:
+//! - baseline: `GET /health` on the leader — an HTTP round trip on the same stack, no Raft;
+//! - a segment allocation proposed at the leader over the internal RPC (append, fsync,
+//!   replicate to a quorum that fsyncs, apply), sequentially and with concurrent proposers;
+//! - a tag update sent to a follower's admin API, which forwards it to the leader.
+//!
+//! Prints a Markdown table of p50/p90/p99/max and each p50 as a ratio to the baseline's.
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use hyper::{Method, StatusCode};
+use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
+use leaf_node::raft::network::{PeerClient, PATH_FORWARD};
+use leaf_node::raft::{Forward, Forwarded, ProposeError};
+use leaf_raft_store::Op;
+use serde_json::json;
+
+#[derive(Parser, Debug)]
+#[command(about = "Raft write latency on a local leaf cluster")]
+struct Args {
+    /// Cluster size.
+    #[arg(long, default_value_t = 3)]
+    nodes: u64,
+    /// Samples per sequential measurement.
+    #[arg(long, default_value_t = 2000)]
+    samples: usize,
+    /// Concurrent proposers in the concurrent measurement.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// The `leaf` binary (default: `leaf` next to this program, or LEAF_BIN).
+    #[arg(long, env = "LEAF_BIN")]
+    bin: Option<std::path::PathBuf>,
+}
+
+fn default_bin() -> anyhow::Result<std::path::PathBuf> {
+    let me = std::env::current_exe()?;
+    let dir = me.parent().context("no parent dir")?;
+    for name in ["leaf", "leaf-test-node"] {
+        let p = dir.join(name);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!("no leaf binary next to {}; build with `cargo build --release --bins` or pass --bin", me.display())
+}
+
+struct Stats {
+    name: String,
+    samples: Vec<Duration>,
+    wall: Duration,
+}
+
+impl Stats {
+    fn pct(&self, p: f64) -> Duration {
+        let mut s = self.samples.clone();
+        s.sort();
+        let i = ((s.len() as f64 - 1.0) * p).round() as usize;
+        s[i]
+    }
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+async fn sequential<F, Fut>(name: &str, n: usize, mut op: F) -> anyhow::Result<Stats>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    // Warm connections and caches.
+    for i in 0..n.min(50) {
+        op(i).await?;
+    }
+    let start = Instant::now();
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        op(i).await?;
+        samples.push(t.elapsed());
+    }
+    Ok(Stats { name: name.to_string(), samples, wall: start.elapsed() })
+}
+
+async fn allocate(peers: &PeerClient, addr: &str, leader: u64) -> anyhow::Result<()> {
+    let op = Op::AllocateSegment { tag: "bench".into(), step: 1000, node_id: leader };
+    let r: Result<Forwarded, ProposeError> =
+        peers.call(addr, PATH_FORWARD, &Forward::Propose(op), Duration::from_secs(10)).await?;
+    match r? {
+        Forwarded::Proposed { .. } => Ok(()),
+        other => bail!("unexpected answer {other:?}"),
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let bin = match args.bin {
+        Some(b) => b,
+        None => default_bin()?,
+    };
+    let mut opts = Options::new(&bin);
+    opts.log_filter = "warn".into();
+    let cluster = Cluster::start(args.nodes, opts)?;
+    let leader = cluster.wait_leader(Duration::from_secs(30)).await?;
+    let follower = cluster.ids().into_iter().find(|&id| id != leader).context("no follower")?;
+    let admin = cluster.client(leader);
+    let (s, b) = admin.request(Method::POST, "/admin/tags", Some(&json!({"tag": "bench", "step": 1000}))).await?;
+    if s != StatusCode::CREATED {
+        bail!("create tag: {s} {}", String::from_utf8_lossy(&b));
+    }
+    eprintln!("cluster of {} up (leader {leader}), binary {}", args.nodes, bin.display());
+    let peers = PeerClient::new(Some(SECRET));
+    let leader_addr = cluster.addr(leader);
+    let mut results = Vec::new();
+
+    let health = cluster.client(leader);
+    results.push(
+        sequential("baseline: GET /health on the leader (no Raft)", args.samples, |_| {
+            let c = health.clone();
+            async move {
+                let (s, _) = c.get("/health").await?;
+                if s != StatusCode::OK {
+                    bail!("health {s}");
+                }
+                Ok(())
+            }
+        })
+        .await?,
+    );
+    results.push(
+        sequential("segment allocation at the leader, 1 proposer", args.samples, |_| {
+            let (peers, addr) = (peers.clone(), leader_addr.clone());
+            async move { allocate(&peers, &addr, leader).await }
+        })
+        .await?,
+    );
+    {
+        let per = args.samples.div_ceil(args.concurrency);
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..args.concurrency)
+            .map(|_| {
+                let (peers, addr) = (peers.clone(), leader_addr.clone());
+                tokio::spawn(async move {
+                    let mut s = Vec::with_capacity(per);
+                    for _ in 0..per {
+                        let t = Instant::now();
+                        allocate(&peers, &addr, leader).await?;
+                        s.push(t.elapsed());
+                    }
+                    anyhow::Ok(s)
+                })
+            })
+            .collect();
+        let mut samples = Vec::new();
+        for t in tasks {
+            samples.extend(t.await??);
+        }
+        let name = format!("segment allocation at the leader, {} concurrent proposers", args.concurrency);
+        results.push(Stats { name, samples, wall: start.elapsed() });
+    }
+    let via = cluster.client(follower);
+    results.push(
+        sequential("tag update sent to a follower (forwarded to the leader)", args.samples / 4, |i| {
+            let c = via.clone();
+            async move {
+                let body = json!({"description": format!("bench {i}")});
+                let (s, b) = c.request(Method::PATCH, "/admin/tags/bench", Some(&body)).await?;
+                if s != StatusCode::OK {
+                    bail!("update: {s} {}", String::from_utf8_lossy(&b));
+                }
+                Ok(())
+            }
+        })
+        .await?,
+    );
+
+    let base = results[0].pct(0.5).as_secs_f64();
+    println!("| measurement | samples | p50 | p90 | p99 | max | ops/s | p50 ÷ baseline p50 |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in &results {
+        let ops = r.samples.len() as f64 / r.wall.as_secs_f64();
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {:.0} | {:.1} |",
+            r.name,
+            r.samples.len(),
+            us(r.pct(0.5)),
+            us(r.pct(0.9)),
+            us(r.pct(0.99)),
+            us(r.pct(1.0)),
+            ops,
+            r.pct(0.5).as_secs_f64() / base
+        );
+    }
+    drop(cluster);
+    Ok(())
+}

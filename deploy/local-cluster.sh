@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# A local leaf cluster on 127.0.0.1 for development and failover experiments.
+#
+#   deploy/local-cluster.sh up [3|5]   build (release) and start N nodes, wait for a leader
+#   deploy/local-cluster.sh status     print the cluster status as node 1.. sees it
+#   deploy/local-cluster.sh down       stop every node (SIGTERM); data is kept
+#   deploy/local-cluster.sh clean      stop and delete the data, token and secret
+#
+# Node i serves its public API on 127.0.0.1:$((8080 + i)) (8081..808N) and keeps its data in
+# .local-cluster/node<i>/ at the repository root, with its log in .local-cluster/node<i>.log.
+# The admin token and cluster secret are generated once and kept in .local-cluster/admin_token
+# and .local-cluster/cluster_secret, so `up` after `down` restarts the same cluster.
+# Environment: LEAF_LOCAL_BASE_PORT (default 8080), RUST_LOG (default info,openraft=warn).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DIR="$ROOT/.local-cluster"
+BIN="$ROOT/target/release/leaf"
+BASE_PORT="${LEAF_LOCAL_BASE_PORT:-8080}"
+
+die() { echo "local-cluster: $*" >&2; exit 1; }
+
+random_hex() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
+node_count() {
+    [[ -f "$DIR/nodes" ]] && cat "$DIR/nodes" || echo 0
+}
+
+running_pid() { # prints the pid of node $1 if it is running
+    local f="$DIR/node$1.pid"
+    [[ -f "$f" ]] || return 1
+    local pid
+    pid="$(cat "$f")"
+    kill -0 "$pid" 2>/dev/null || return 1
+    echo "$pid"
+}
+
+url() { echo "http://127.0.0.1:$((BASE_PORT + $1))"; }
+
+up() {
+    local n="${1:-3}"
+    [[ "$n" == 3 || "$n" == 5 ]] || die "cluster size must be 3 or 5, not $n"
+    local existing
+    existing="$(node_count)"
+    if [[ "$existing" != 0 && "$existing" != "$n" ]]; then
+        die "$DIR holds a $existing-node cluster; run '$0 up $existing', or '$0 clean' first"
+    fi
+    for i in $(seq 1 "$n"); do
+        if pid="$(running_pid "$i")"; then die "node $i is already running (pid $pid); run '$0 down' first"; fi
+    done
+    echo "building leaf (release)..." >&2
+    (cd "$ROOT" && cargo build --release --quiet --bin leaf)
+    mkdir -p "$DIR"
+    [[ -s "$DIR/admin_token" ]] || random_hex > "$DIR/admin_token"
+    [[ -s "$DIR/cluster_secret" ]] || random_hex > "$DIR/cluster_secret"
+    chmod 600 "$DIR/admin_token" "$DIR/cluster_secret"
+    echo "$n" > "$DIR/nodes"
+    local peers=""
+    for i in $(seq 1 "$n"); do peers+="${peers:+,}$i=127.0.0.1:$((BASE_PORT + i))"; done
+    for i in $(seq 1 "$n"); do
+        LEAF_ADMIN_TOKEN="$(cat "$DIR/admin_token")" LEAF_CLUSTER_SECRET="$(cat "$DIR/cluster_secret")" \
+            RUST_LOG="${RUST_LOG:-info,openraft=warn}" \
+            nohup "$BIN" serve --node-id "$i" --http-addr "127.0.0.1:$((BASE_PORT + i))" \
+            --data-dir "$DIR/node$i" --peers "$peers" >>"$DIR/node$i.log" 2>&1 &
+        echo $! > "$DIR/node$i.pid"
+    done
+    echo "waiting for a leader..." >&2
+    local deadline=$((SECONDS + 60))
+    while :; do
+        local ready=0
+        for i in $(seq 1 "$n"); do
+            running_pid "$i" >/dev/null || die "node $i exited; see $DIR/node$i.log"
+            "$BIN" health --url "$(url "$i")" >/dev/null 2>&1 && ready=$((ready + 1))
+        done
+        [[ "$ready" == "$n" ]] && break
+        (( SECONDS < deadline )) || die "not all nodes ready within 60 s; see $DIR/node*.log"
+        sleep 0.2
+    done
+    echo "leaf cluster of $n nodes is up:"
+    for i in $(seq 1 "$n"); do echo "  node $i  $(url "$i")"; done
+    echo "admin token: $(cat "$DIR/admin_token")   (also in $DIR/admin_token)"
+    echo "try:  curl $(url 1)/api/segment/get/leaf-segment-test"
+    echo "      $BIN cluster status --node $(url 1)"
+}
+
+down() {
+    local n pids=()
+    n="$(node_count)"
+    for i in $(seq 1 "$(( n > 0 ? n : 5 ))"); do
+        if pid="$(running_pid "$i")"; then kill -TERM "$pid"; pids+=("$i:$pid"); fi
+    done
+    for entry in "${pids[@]+"${pids[@]}"}"; do
+        local i="${entry%%:*}" pid="${entry##*:}" deadline=$((SECONDS + 15))
+        while kill -0 "$pid" 2>/dev/null; do
+            if (( SECONDS >= deadline )); then kill -9 "$pid" 2>/dev/null || true; break; fi
+            sleep 0.1
+        done
+        echo "node $i stopped"
+    done
+    rm -f "$DIR"/node*.pid
+    [[ ${#pids[@]} -gt 0 ]] || echo "no node was running"
+}
+
+status() {
+    local n
+    n="$(node_count)"
+    [[ "$n" != 0 ]] || die "no local cluster in $DIR; run '$0 up 3'"
+    for i in $(seq 1 "$n"); do
+        if pid="$(running_pid "$i")"; then echo "node $i  $(url "$i")  running (pid $pid)"; else echo "node $i  $(url "$i")  stopped"; fi
+    done
+    for i in $(seq 1 "$n"); do
+        local out
+        if running_pid "$i" >/dev/null && out="$("$BIN" cluster status --node "$(url "$i")")"; then
+            if command -v python3 >/dev/null; then python3 -m json.tool <<<"$out"; else echo "$out"; fi
+            return 0
+        fi
+    done
+    die "no running node answered"
+}
+
+case "${1:-}" in
+    up) up "${2:-3}" ;;
+    down) down ;;
+    status) status ;;
+    clean) down; rm -rf "$DIR"; echo "removed $DIR" ;;
+    *) echo "usage: $0 up [3|5] | status | down | clean" >&2; exit 2 ;;
+esac
