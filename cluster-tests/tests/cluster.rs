@@ -254,6 +254,9 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
     cluster.kill(leader);
     killed.store(true, Ordering::Relaxed);
     let survivors: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
+    // A write sent while there is no leader is retried by the node until the new leader commits
+    // it; the client sees one success.
+    create_tag(&cluster.client(survivors[0]), "created-during-election", 10).await;
     let new_leader = cluster.wait_leader_among(&survivors, FORM).await.unwrap();
     assert_ne!(new_leader, leader);
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -396,4 +399,37 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     assert_eq!((st, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
     let (st, e) = error_of(&Client::new(&cluster.url(4), None), Method::DELETE, "/admin/cluster/nodes/1", None).await;
     assert_eq!((st, e.code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_quorum_buffered_ids_are_served_and_writes_fail_with_a_clear_503() {
+    let _serial = SERIAL.lock().await;
+    let mut opts = options();
+    opts.extra_toml = "[raft]\npropose_timeout_ms = 1500\n".into();
+    let mut cluster = Cluster::start(3, opts).unwrap();
+    cluster.wait_leader(FORM).await.unwrap();
+    create_tag(&cluster.client(1), "q", 100_000).await;
+    let before = get_ids(&cluster.client(1), "q", Some(10)).await.unwrap();
+    cluster.kill(2);
+    cluster.kill(3);
+
+    // Node 1 keeps serving from its committed buffers...
+    let during = get_ids(&cluster.client(1), "q", Some(1000)).await.unwrap();
+    assert!(during[0] > *before.last().unwrap());
+    // ...while a write fails with 503 `unavailable` after the bounded retry, not a hang.
+    let started = std::time::Instant::now();
+    let (st, e) =
+        error_of(&cluster.client(1), Method::POST, "/admin/tags", Some(json!({"tag": "no-quorum", "step": 1}))).await;
+    assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
+    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
+    // An unknown tag cannot be confirmed absent without the leader: 503, not a wrong 404.
+    let (st, e) = error_of(&cluster.client(1), Method::GET, "/api/segment/get/unknown", None).await;
+    assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::NotReady), "{}", e.message);
+
+    // With a quorum back, writes work again and IDs keep increasing.
+    cluster.spawn(2).unwrap();
+    cluster.wait_leader_among(&[1, 2], FORM).await.unwrap();
+    create_tag(&cluster.client(1), "quorum-back", 10).await;
+    let after = get_ids(&cluster.client(2), "q", None).await.unwrap();
+    assert!(after[0] > *during.last().unwrap());
 }
