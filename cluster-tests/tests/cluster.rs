@@ -94,7 +94,7 @@ async fn all_allocations(cluster: &Cluster, nodes: &[u64], tag: &str) -> Vec<All
     all
 }
 
-async fn post_internal(url: &str, path: &str, secret: Option<&str>, body: &'static [u8]) -> StatusCode {
+async fn post_internal(url: &str, path: &str, secret: Option<&str>, body: impl Into<bytes::Bytes>) -> StatusCode {
     use http_body_util::Full;
     use hyper_util::client::legacy::Client as H;
     let client: H<_, Full<bytes::Bytes>> = H::builder(hyper_util::rt::TokioExecutor::new())
@@ -103,7 +103,7 @@ async fn post_internal(url: &str, path: &str, secret: Option<&str>, body: &'stat
     if let Some(s) = secret {
         req = req.header("x-leaf-cluster-secret", s);
     }
-    let resp = client.request(req.body(Full::new(bytes::Bytes::from_static(body))).unwrap()).await.unwrap();
+    let resp = client.request(req.body(Full::new(body.into())).unwrap()).await.unwrap();
     resp.status()
 }
 
@@ -135,7 +135,7 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
     // The same when the node lags: frozen while the tag commits, it still answers 200 right
     // after it wakes (without the read index it would answer 404 from its stale state).
     let follower = if leader == 1 { 2 } else { 1 };
-    for round in 0..3 {
+    for round in 0..5 {
         let tag = format!("fresh-{round}");
         cluster.pause(follower);
         create_tag(&cluster.client(leader), &tag, 10).await;
@@ -164,10 +164,19 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
     assert!(by_node.values().all(|&n| n > 0), "every node allocated segments: {by_node:?}");
     let report = check_segment_ids(&ids, &allocs);
     assert!(report.is_valid(), "checker: {report:?}");
-    assert!(report.ids > 9 * 3000);
 
-    // A flood of unknown tags on a follower answers 404 and writes nothing to the Raft log.
-    let before = cluster.status(leader).await.unwrap().last_log_index;
+    // A flood of unknown tags on a follower answers 404 and writes nothing to the Raft log
+    // (first let in-flight preload refills land).
+    let mut before = cluster.status(leader).await.unwrap().last_log_index;
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = cluster.status(leader).await.unwrap().last_log_index;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
+    let term = cluster.status(follower).await.unwrap().term;
     for i in 0..200 {
         let (s, e) =
             error_of(&cluster.client(follower), Method::GET, &format!("/api/segment/get/nope-{i}"), None).await;
@@ -179,20 +188,20 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
     // malformed body with the right secret is 400; only POST.
     let url = cluster.url(follower);
     for path in ["/internal/raft/vote", "/internal/raft/append", "/internal/raft/snapshot", "/internal/forward"] {
-        assert_eq!(post_internal(&url, path, None, b"x").await, StatusCode::UNAUTHORIZED, "{path}");
-        assert_eq!(
-            post_internal(&url, path, Some("wrong-secret-0123456789abcd"), b"x").await,
-            StatusCode::UNAUTHORIZED
-        );
-        assert_eq!(post_internal(&url, path, Some(&SECRET[..SECRET.len() - 1]), b"x").await, StatusCode::UNAUTHORIZED);
-        assert_eq!(post_internal(&url, path, Some(SECRET), b"\x01garbage").await, StatusCode::BAD_REQUEST, "{path}");
+        for secret in [None, Some("wrong-secret-0123456789abcd"), Some(&SECRET[..SECRET.len() - 1])] {
+            assert_eq!(post_internal(&url, path, secret, &b"x"[..]).await, StatusCode::UNAUTHORIZED, "{path}");
+        }
+        assert_eq!(post_internal(&url, path, Some(SECRET), &b"\x01garbage"[..]).await, StatusCode::BAD_REQUEST);
+        // A well-formed envelope (version, checksum) around the wrong payload.
+        let wrong = leaf_api::codec::encode(&vec![u64::MAX; 3]).unwrap();
+        assert_eq!(post_internal(&url, path, Some(SECRET), wrong).await, StatusCode::BAD_REQUEST, "{path}");
     }
-    assert_eq!(post_internal(&url, "/internal/nope", Some(SECRET), b"").await, StatusCode::NOT_FOUND);
+    assert_eq!(post_internal(&url, "/internal/nope", Some(SECRET), &b""[..]).await, StatusCode::NOT_FOUND);
     let (s, _) = cluster.client(follower).get("/internal/raft/vote").await.unwrap();
     assert_eq!(s, StatusCode::UNAUTHORIZED, "GET without the secret");
-    // The term did not move: nothing the refused requests carried reached Raft.
+    // Neither the term nor the leader moved: nothing the refused requests carried reached Raft.
     let s = cluster.status(follower).await.unwrap();
-    assert_eq!(s.leader_id, Some(leader));
+    assert_eq!((s.term, s.leader_id), (term, Some(leader)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,7 +214,6 @@ async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
     let allocs = all_allocations(&cluster, &[1, 2, 3, 4, 5], "five").await;
     let report = check_segment_ids(&ids, &allocs);
     assert!(report.is_valid(), "checker: {report:?}");
-    assert!(report.ids >= 5 * 2 * 1500);
     let s = cluster.status(1).await.unwrap();
     assert_eq!(s.members.iter().filter(|m| m.role == "voter").count(), 5);
 }
@@ -305,13 +313,26 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
         create_tag(&cluster.client(1 + i % 3), &format!("tag-{i}"), 10).await;
     }
     let taken = get_ids(&cluster.client(2), "tag-7", Some(25)).await.unwrap();
-    let leader_status = cluster.status(leader).await.unwrap();
-    assert!(leader_status.purged_index.unwrap_or(0) > 10, "the log was purged: {leader_status:?}");
+    // Snapshots are built and the log purged in the background.
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let s = cluster.status(leader).await.unwrap();
+        if s.purged_index.unwrap_or(0) > 10 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the leader never purged its log: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // Node 4 starts outside the membership and waits; it is not ready until added.
     let port = cluster.start_extra(4).unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let s = cluster.status(4).await.unwrap();
+    let s = loop {
+        match cluster.status(4).await {
+            Ok(s) => break s,
+            Err(_) if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("node 4 never answered: {e}"),
+        }
+    };
     assert!(!s.health.ready && s.members.is_empty(), "{s:?}");
 
     // Added through a follower (forwarded to the leader).

@@ -41,6 +41,12 @@ impl Client {
         }
     }
 
+    /// Replaces the per-request timeout (default 30 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// Sends a request; returns the status and body (any status).
     pub async fn request(
         &self,

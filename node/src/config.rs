@@ -115,12 +115,14 @@ pub struct SegmentConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RaftConfig {
-    /// Leader heartbeat interval. Default `100` ms.
+    /// Leader heartbeat interval. openraft also uses it as the timeout of every append-entries
+    /// and read-index round trip, so it must exceed a follower's worst fsync plus network
+    /// time; too small and a slow disk looks like a dead follower. Default `250` ms.
     pub heartbeat_ms: u64,
     /// Lower end of the election timeout: a follower that hears no leader for a random time
-    /// between min and max starts an election. Default `400` ms.
+    /// between min and max starts an election. Default `1000` ms.
     pub election_timeout_min_ms: u64,
-    /// Upper end of the election timeout. Default `800` ms.
+    /// Upper end of the election timeout. Default `2000` ms.
     pub election_timeout_max_ms: u64,
     /// Build a snapshot after this many applied entries, then purge the log behind it.
     /// Default `10000`.
@@ -178,9 +180,9 @@ impl Default for SegmentConfig {
 impl Default for RaftConfig {
     fn default() -> Self {
         RaftConfig {
-            heartbeat_ms: 100,
-            election_timeout_min_ms: 400,
-            election_timeout_max_ms: 800,
+            heartbeat_ms: 250,
+            election_timeout_min_ms: 1000,
+            election_timeout_max_ms: 2000,
             snapshot_every: 10_000,
             keep_logs_after_snapshot: 1000,
             propose_timeout_ms: 5000,
@@ -262,10 +264,14 @@ pub fn check_host_port(addr: &str) -> Result<(), String> {
     if port == 0 {
         return Err(format!("{addr:?}: port 0 cannot be dialled"));
     }
-    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    // An IPv6 host must be bracketed; a DNS name or IPv4 address has no colon.
+    let (bare, colon_ok) = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => (v6, true),
+        None => (host, false),
+    };
     let ok = !bare.is_empty()
         && bare.len() <= 253
-        && bare.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'));
+        && bare.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') || (colon_ok && c == ':'));
     if !ok {
         return Err(format!("{addr:?} has no valid host"));
     }
@@ -317,13 +323,14 @@ impl Config {
         if self.data_dir.as_os_str().is_empty() {
             errs.push("data_dir must not be empty".to_string());
         }
-        let secret_ok = |t: &str| t.len() >= 16 && !t.chars().any(|c| c.is_whitespace() || c.is_control());
+        // Visible ASCII: both travel in HTTP headers.
+        let secret_ok = |t: &str| t.len() >= 16 && t.bytes().all(|b| b.is_ascii_graphic());
         if self.admin_token.as_deref().is_some_and(|t| !secret_ok(t)) {
-            errs.push("admin_token must be at least 16 characters without whitespace".to_string());
+            errs.push("admin_token must be at least 16 visible ASCII characters".to_string());
         }
         match self.cluster_secret.as_deref() {
             Some(t) if !secret_ok(t) => {
-                errs.push("cluster_secret must be at least 16 characters without whitespace".to_string())
+                errs.push("cluster_secret must be at least 16 visible ASCII characters".to_string())
             }
             None if !self.peers.is_empty() => {
                 errs.push("cluster_secret is required when peers are set (it authenticates Raft traffic)".to_string())
@@ -470,7 +477,7 @@ mod tests {
 
     #[test]
     fn peers_syntax_and_the_secret_they_need() {
-        for bad in ["1", "x=a:1", "0=a:1", "1=a", "1=a:0", "1=a:1,1=b:2", "1=:80", "1=a b:80"] {
+        for bad in ["1", "x=a:1", "0=a:1", "1=a", "1=a:0", "1=a:1,1=b:2", "1=:80", "1=a b:80", "1=::1:80", "1=a:b:80"] {
             assert!(bad.parse::<Peers>().is_err(), "{bad:?} accepted");
         }
         let p: Peers = "2=b:2,1=a:1".parse().unwrap();

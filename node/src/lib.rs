@@ -56,6 +56,7 @@ pub struct NodeHandle {
     shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
     bootstrap: JoinHandle<()>,
+    form: JoinHandle<()>,
     raft: RaftNode,
     actors: Option<ActorSystem>,
     bootstrapped: Arc<AtomicBool>,
@@ -92,6 +93,7 @@ impl NodeHandle {
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
         let _ = (&mut self.server).await;
+        self.form.abort();
         self.bootstrap.abort();
         let _ = (&mut self.bootstrap).await;
         self.raft.shutdown().await;
@@ -139,7 +141,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         .map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
     let http_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
     let advertise = config.advertise_addr.clone().unwrap_or_else(|| http_addr.to_string());
-    let raft = RaftNode::start(&config, &advertise).await?;
+    let raft = RaftNode::start(&config).await?;
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
     let metrics = Arc::new(Metrics::new());
     let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });
@@ -151,9 +153,11 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         Arc::new(App { config: config.clone(), raft: raft.clone(), tags, metrics, bootstrapped: bootstrapped.clone() });
     let (shutdown, rx) = watch::channel(false);
     let server = tokio::spawn(http::serve(listener, app, rx));
+    // After the listener answers: forming a cluster asks the peers' `/cluster/status`.
+    let form = tokio::spawn(raft.clone().form_cluster(config.peers.0.clone(), advertise));
     let bootstrap = tokio::spawn(bootstrap_tags(raft.clone(), config.clone(), bootstrapped.clone()));
     tracing::info!(node_id = config.node_id, %http_addr, data_dir = %config.data_dir.display(), "leaf node started");
-    Ok(NodeHandle { http_addr, shutdown, server, bootstrap, raft, actors: Some(actors), bootstrapped })
+    Ok(NodeHandle { http_addr, shutdown, server, bootstrap, form, raft, actors: Some(actors), bootstrapped })
 }
 
 /// Creates the configured bootstrap tags that do not exist yet, once the node is ready.

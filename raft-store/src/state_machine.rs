@@ -35,6 +35,30 @@ pub struct SmData {
     pub state: State,
 }
 
+/// [`SmData`] as snapshots of the first release stored it, before `State::members_ever`.
+#[derive(Deserialize)]
+struct SmDataV1 {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    tags: std::collections::BTreeMap<String, TagRecord>,
+}
+
+/// Decodes snapshot data of this release or of the first one (whose `State` held only tags;
+/// the nodes of its membership are the best record of past members it has).
+fn decode_sm_data(bytes: &[u8]) -> Result<SmData, codec::CodecError> {
+    match codec::decode::<SmData>(bytes) {
+        Ok(d) => Ok(d),
+        Err(e) => match codec::decode::<SmDataV1>(bytes) {
+            Ok(old) => {
+                let mut state = State { tags: old.tags, ..State::default() };
+                record_members(&mut state, old.membership.membership().nodes().map(|(id, _)| *id));
+                Ok(SmData { last_applied: old.last_applied, membership: old.membership, state })
+            }
+            Err(_) => Err(e),
+        },
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct StoredSnapshot {
     meta: SnapshotMeta,
@@ -127,7 +151,7 @@ impl StateMachineStore {
         if let Some(stored) = store.stored_snapshot()? {
             if stored.meta.last_log_id > store.reader().last_applied() {
                 tracing::warn!(snapshot = %stored.meta.snapshot_id, "state machine is older than its snapshot; restoring");
-                let restored: SmData = codec::decode(&stored.data).map_err(sm_read_err)?;
+                let restored = decode_sm_data(&stored.data).map_err(sm_read_err)?;
                 store.replace(restored)?;
             }
         }
@@ -256,8 +280,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let bytes = snapshot.into_inner();
-        let new: SmData =
-            codec::decode(&bytes).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        let new = decode_sm_data(&bytes).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         if new.last_applied != meta.last_log_id {
             let e = std::io::Error::other(format!(
                 "snapshot data is at {:?} but its meta says {:?}",
@@ -278,5 +301,32 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
         Ok(self.stored_snapshot()?.map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_of_the_first_release_still_decode() {
+        #[derive(Serialize)]
+        struct V1 {
+            last_applied: Option<LogId>,
+            membership: StoredMembership,
+            tags: std::collections::BTreeMap<String, TagRecord>,
+        }
+        let nodes = std::collections::BTreeMap::from([(1, openraft::BasicNode::new("a:1"))]);
+        let membership = StoredMembership::new(None, openraft::Membership::new(vec![[1].into()], nodes));
+        let record = TagRecord { max_id: 7, step: 2, description: String::new(), created_ms: 1, updated_ms: 2 };
+        let old = V1 { last_applied: None, membership, tags: [("t".to_string(), record.clone())].into() };
+        let bytes = codec::encode(&old).unwrap();
+        let d = decode_sm_data(&bytes).unwrap();
+        assert_eq!(d.state.tags["t"], record);
+        assert!(d.state.members_ever.contains(&1));
+        // And the current layout round-trips.
+        let again = decode_sm_data(&codec::encode(&d).unwrap()).unwrap();
+        assert_eq!(again, d);
+        assert!(decode_sm_data(b"garbage").is_err());
     }
 }

@@ -136,6 +136,8 @@ pub struct RaftNode {
     log: LogStore,
     peers: PeerClient,
     propose_timeout: Duration,
+    /// Longest single forwarding attempt (twice the longest election timeout, at least 2 s).
+    attempt_timeout: Duration,
     /// Log index this node had at start; it is not ready before applying up to it.
     startup_index: u64,
     journal: Arc<Mutex<VecDeque<AllocationView>>>,
@@ -180,11 +182,9 @@ async fn open_when_unlocked(
 }
 
 impl RaftNode {
-    /// Opens the store under `config.data_dir` and starts Raft. On a blank data dir it forms
-    /// the cluster: with no `peers`, a one-member cluster reachable at `advertise`; when listed
-    /// in `peers`, the cluster of exactly those members (every listed node does the same with
-    /// the same list, which openraft makes safe); otherwise it waits to be added as a learner.
-    pub async fn start(config: &Config, advertise: &str) -> Result<RaftNode, RaftStartError> {
+    /// Opens the store under `config.data_dir` and starts Raft. Forming a new cluster is
+    /// [`RaftNode::form_cluster`]'s job, once the HTTP listener answers peers.
+    pub async fn start(config: &Config) -> Result<RaftNode, RaftStartError> {
         let dir = config.data_dir.join("raft");
         std::fs::create_dir_all(&dir)
             .map_err(|source| RaftStartError::DataDir { path: dir.display().to_string(), source })?;
@@ -216,28 +216,6 @@ impl RaftNode {
         let raft = Raft::new(config.node_id, Arc::new(raft_config), network, log.clone(), sm)
             .await
             .map_err(|e| RaftStartError::Raft(e.to_string()))?;
-        let initialized = raft.is_initialized().await.map_err(|e| RaftStartError::Raft(e.to_string()))?;
-        if !initialized {
-            let members: Option<BTreeMap<NodeId, BasicNode>> = if config.peers.is_empty() {
-                tracing::info!(node_id = config.node_id, advertise, "initialising a new one-node cluster");
-                Some(BTreeMap::from([(config.node_id, BasicNode::new(advertise))]))
-            } else if config.peers.0.contains_key(&config.node_id) {
-                tracing::info!(node_id = config.node_id, peers = ?config.peers.0, "initialising the cluster from peers");
-                Some(config.peers.0.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect())
-            } else {
-                tracing::info!(
-                    node_id = config.node_id,
-                    "not among the initial peers: waiting to be added with `leaf cluster add-learner`"
-                );
-                None
-            };
-            if let Some(members) = members {
-                if let Err(e) = raft.initialize(members).await {
-                    // Another listed node got there first and already replicated to us.
-                    tracing::info!(error = %e, "cluster initialisation not needed");
-                }
-            }
-        }
         Ok(RaftNode {
             raft,
             node_id: config.node_id,
@@ -245,6 +223,7 @@ impl RaftNode {
             log,
             peers,
             propose_timeout: Duration::from_millis(r.propose_timeout_ms),
+            attempt_timeout: Duration::from_millis((2 * r.election_timeout_max_ms).max(2000)),
             startup_index,
             journal: Arc::default(),
         })
@@ -252,6 +231,75 @@ impl RaftNode {
 
     pub fn node_id(&self) -> NodeId {
         self.node_id
+    }
+
+    /// Forms the cluster if this node's data dir is blank (run in the background; returns when
+    /// done or when there is nothing to do):
+    /// - no `peers`: a one-member cluster of this node, reachable at `advertise`;
+    /// - not listed in `peers`: nothing; the node waits to be added as a learner;
+    /// - listed: once a majority of the listed nodes (this one included) answer and none of
+    ///   them holds a cluster, initialise with exactly the listed members. Several nodes doing
+    ///   so at once with the same list is safe (openraft writes the same entry at index 0). If
+    ///   any peer already holds a cluster, this node does not initialise: it is late, and the
+    ///   leader replicates to it.
+    pub async fn form_cluster(self, peers: BTreeMap<NodeId, String>, advertise: String) {
+        let initialized = |raft: &Raft| {
+            let raft = raft.clone();
+            async move { raft.is_initialized().await.unwrap_or(true) }
+        };
+        if initialized(&self.raft).await {
+            return;
+        }
+        let members: BTreeMap<NodeId, BasicNode> = if peers.is_empty() {
+            tracing::info!(node_id = self.node_id, advertise, "initialising a new one-node cluster");
+            BTreeMap::from([(self.node_id, BasicNode::new(advertise))])
+        } else if !peers.contains_key(&self.node_id) {
+            tracing::info!(
+                node_id = self.node_id,
+                "not among the initial peers: waiting to be added with `leaf cluster add-learner`"
+            );
+            return;
+        } else {
+            let majority = peers.len() / 2 + 1;
+            let mut waited = 0u32;
+            loop {
+                if initialized(&self.raft).await {
+                    return;
+                }
+                let mut blank = 1;
+                for (id, addr) in peers.iter().filter(|(id, _)| **id != self.node_id) {
+                    let client = crate::client::Client::new(&format!("http://{addr}"), None)
+                        .with_timeout(Duration::from_secs(1));
+                    let Ok((hyper::StatusCode::OK, body)) = client.get("/cluster/status").await else { continue };
+                    match serde_json::from_slice::<ClusterStatus>(&body) {
+                        Ok(s) if !s.members.is_empty() => {
+                            tracing::info!(
+                                node_id = self.node_id,
+                                peer = id,
+                                "a peer already holds the cluster: not initialising; waiting for its leader"
+                            );
+                            return;
+                        }
+                        Ok(_) => blank += 1,
+                        Err(_) => {}
+                    }
+                }
+                if blank >= majority {
+                    break;
+                }
+                if waited.is_multiple_of(20) {
+                    tracing::info!(answered = blank, majority, "waiting for a majority of peers to form the cluster");
+                }
+                waited += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            tracing::info!(node_id = self.node_id, ?peers, "initialising the cluster from peers");
+            peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect()
+        };
+        if let Err(e) = self.raft.initialize(members).await {
+            // Another listed node initialised at the same moment and already replicated to us.
+            tracing::info!(error = %e, "cluster initialisation not needed");
+        }
     }
 
     /// The applied state (tags) on this node.
@@ -348,13 +396,18 @@ impl RaftNode {
             match (leader, addr) {
                 (Some(l), _) if l == self.node_id => match self.execute(req.clone(), deadline).await {
                     Err(e @ ProposeError::NotLeader { .. }) => last = Some(e),
+                    // No quorum yet, a membership change in progress, a learner catching up.
+                    Err(e @ ProposeError::Unavailable(_)) if retry_unknown => last = Some(e),
                     other => return other,
                 },
                 (Some(l), Some(addr)) => {
-                    let wait = deadline.saturating_duration_since(Instant::now());
+                    // One attempt may not eat the whole budget: a hung leader is replaced by an
+                    // election well within `attempt_timeout`, and the new one must get a try.
+                    let wait = deadline.saturating_duration_since(Instant::now()).min(self.attempt_timeout);
                     let answer = self.peers.call::<_, Result<Forwarded, ProposeError>>(&addr, PATH_FORWARD, &req, wait);
                     match answer.await {
                         Ok(Err(e @ ProposeError::NotLeader { .. })) => last = Some(e),
+                        Ok(Err(e @ ProposeError::Unavailable(_))) if retry_unknown => last = Some(e),
                         Ok(result) => return result,
                         Err(e) if e.surely_not_delivered() || retry_unknown => {
                             tracing::debug!(leader = l, error = %e, "forwarding to the leader failed; retrying");
@@ -460,6 +513,10 @@ impl RaftNode {
             }
             Forward::Remove { node_id } => {
                 let change = match self.members().get(&node_id).map(|(role, _)| role.as_str()) {
+                    // Already removed (a retried request whose first attempt succeeded).
+                    None if self.state.is_retired_node(node_id) => {
+                        return Ok(Forwarded::Membership(self.membership_now()))
+                    }
                     None => {
                         return Err(member_err(MemberErrorKind::NotFound, format!("node {node_id} is not a member")))
                     }

@@ -63,7 +63,8 @@ impl CallError {
     pub fn surely_not_delivered(&self) -> bool {
         match self {
             CallError::NoSecret | CallError::Unreachable { .. } => true,
-            CallError::Refused { status, .. } => *status != StatusCode::INTERNAL_SERVER_ERROR.as_u16(),
+            // Refusals before any handling: bad secret, bad path or method, bad or large body.
+            CallError::Refused { status, .. } => matches!(status, 400 | 401 | 404 | 405 | 413),
             CallError::Timeout { .. } | CallError::Transport { .. } | CallError::Decode { .. } => false,
         }
     }
@@ -194,9 +195,12 @@ impl PeerConnection {
         match self.client.call::<Q, Result<A, E>>(&self.addr, path, req, ttl).await {
             Ok(Ok(a)) => Ok(a),
             Ok(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
+            // A peer that refuses our secret or does not know the endpoint (misconfiguration,
+            // version skew) will not change its mind soon: let openraft back off.
             Err(e @ (CallError::Unreachable { .. } | CallError::NoSecret)) => {
                 Err(RPCError::Unreachable(Unreachable::new(&e)))
             }
+            Err(e @ CallError::Refused { status: 401 | 404, .. }) => Err(RPCError::Unreachable(Unreachable::new(&e))),
             Err(CallError::Timeout { .. }) => {
                 Err(RPCError::Timeout(Timeout { action, id: self.from, target: self.target, timeout: ttl }))
             }
