@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A local leaf cluster on 127.0.0.1 for development and failover experiments.
 #
-#   deploy/local-cluster.sh up [3|5]   build (release) and start N nodes, wait for a leader
+#   deploy/local-cluster.sh up [3|5]   build (release), start every node of N that is not running
+#                                      (so it also restarts a killed node), wait until all are ready
 #   deploy/local-cluster.sh status     print the cluster status as node 1.. sees it
 #   deploy/local-cluster.sh down       stop every node (SIGTERM); data is kept
 #   deploy/local-cluster.sh clean      stop and delete the data, token and secret
@@ -10,28 +11,36 @@
 # .local-cluster/node<i>/ at the repository root, with its log in .local-cluster/node<i>.log.
 # The admin token and cluster secret are generated once and kept in .local-cluster/admin_token
 # and .local-cluster/cluster_secret, so `up` after `down` restarts the same cluster.
-# Environment: LEAF_LOCAL_BASE_PORT (default 8080), RUST_LOG (default info,openraft=warn).
+# Environment: LEAF_LOCAL_BASE_PORT (default 8080; remembered by `up`), CARGO_TARGET_DIR,
+# RUST_LOG (default info,openraft=warn).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$ROOT/.local-cluster"
-BIN="$ROOT/target/release/leaf"
-BASE_PORT="${LEAF_LOCAL_BASE_PORT:-8080}"
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/leaf"
+if [[ -s "$DIR/base_port" ]]; then BASE_PORT="$(cat "$DIR/base_port")"; else BASE_PORT="${LEAF_LOCAL_BASE_PORT:-8080}"; fi
+[[ "$BASE_PORT" =~ ^[0-9]+$ ]] || { echo "local-cluster: bad base port $BASE_PORT" >&2; exit 1; }
 
 die() { echo "local-cluster: $*" >&2; exit 1; }
 
 random_hex() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
 node_count() {
-    [[ -f "$DIR/nodes" ]] && cat "$DIR/nodes" || echo 0
+    local n=0
+    [[ -f "$DIR/nodes" ]] && n="$(cat "$DIR/nodes")"
+    [[ "$n" == 3 || "$n" == 5 ]] && echo "$n" || echo 0
 }
 
-running_pid() { # prints the pid of node $1 if it is running
-    local f="$DIR/node$1.pid"
+running_pid() { # prints the pid of node $1 if that pid is still a leaf process
+    local f="$DIR/node$1.pid" pid
     [[ -f "$f" ]] || return 1
-    local pid
     pid="$(cat "$f")"
-    kill -0 "$pid" 2>/dev/null || return 1
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    # A stale pid file (after kill -9) may name a pid the system has reused for another
+    # program, or a zombie nobody has reaped yet.
+    local info
+    info="$(ps -p "$pid" -o stat=,comm= 2>/dev/null)" || return 1
+    [[ "$info" =~ ^[[:space:]]*[^Z[:space:]][^[:space:]]*[[:space:]]+leaf$ ]] || return 1
     echo "$pid"
 }
 
@@ -45,9 +54,6 @@ up() {
     if [[ "$existing" != 0 && "$existing" != "$n" ]]; then
         die "$DIR holds a $existing-node cluster; run '$0 up $existing', or '$0 clean' first"
     fi
-    for i in $(seq 1 "$n"); do
-        if pid="$(running_pid "$i")"; then die "node $i is already running (pid $pid); run '$0 down' first"; fi
-    done
     echo "building leaf (release)..." >&2
     (cd "$ROOT" && cargo build --release --quiet --bin leaf)
     mkdir -p "$DIR"
@@ -55,27 +61,33 @@ up() {
     [[ -s "$DIR/cluster_secret" ]] || random_hex > "$DIR/cluster_secret"
     chmod 600 "$DIR/admin_token" "$DIR/cluster_secret"
     echo "$n" > "$DIR/nodes"
-    local peers=""
+    echo "$BASE_PORT" > "$DIR/base_port"
+    local peers="" started=()
     for i in $(seq 1 "$n"); do peers+="${peers:+,}$i=127.0.0.1:$((BASE_PORT + i))"; done
     for i in $(seq 1 "$n"); do
+        if pid="$(running_pid "$i")"; then echo "node $i is already running (pid $pid)" >&2; continue; fi
         LEAF_ADMIN_TOKEN="$(cat "$DIR/admin_token")" LEAF_CLUSTER_SECRET="$(cat "$DIR/cluster_secret")" \
             RUST_LOG="${RUST_LOG:-info,openraft=warn}" \
             nohup "$BIN" serve --node-id "$i" --http-addr "127.0.0.1:$((BASE_PORT + i))" \
             --data-dir "$DIR/node$i" --peers "$peers" >>"$DIR/node$i.log" 2>&1 &
         echo $! > "$DIR/node$i.pid"
+        started+=("$i")
     done
-    echo "waiting for a leader..." >&2
+    # If the wait below fails, do not leave half a cluster running behind the user's back.
+    trap 'echo "local-cluster: stopping the nodes this run started" >&2; for i in "${started[@]+"${started[@]}"}"; do stop_node "$i"; done' ERR
+    echo "waiting until every node is ready..." >&2
     local deadline=$((SECONDS + 60))
     while :; do
         local ready=0
         for i in $(seq 1 "$n"); do
-            running_pid "$i" >/dev/null || die "node $i exited; see $DIR/node$i.log"
-            "$BIN" health --url "$(url "$i")" >/dev/null 2>&1 && ready=$((ready + 1))
+            running_pid "$i" >/dev/null || { echo "node $i exited; see $DIR/node$i.log" >&2; false; }
+            if "$BIN" health --url "$(url "$i")" >/dev/null 2>&1; then ready=$((ready + 1)); fi
         done
         [[ "$ready" == "$n" ]] && break
-        (( SECONDS < deadline )) || die "not all nodes ready within 60 s; see $DIR/node*.log"
+        (( SECONDS < deadline )) || { echo "not all nodes ready within 60 s; see $DIR/node*.log" >&2; false; }
         sleep 0.2
     done
+    trap - ERR
     echo "leaf cluster of $n nodes is up:"
     for i in $(seq 1 "$n"); do echo "  node $i  $(url "$i")"; done
     echo "admin token: $(cat "$DIR/admin_token")   (also in $DIR/admin_token)"
@@ -83,22 +95,27 @@ up() {
     echo "      $BIN cluster status --node $(url 1)"
 }
 
+stop_node() { # SIGTERM node $1, SIGKILL after 15 s
+    local pid
+    pid="$(running_pid "$1")" || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 15))
+    while kill -0 "$pid" 2>/dev/null; do
+        if (( SECONDS >= deadline )); then kill -9 "$pid" 2>/dev/null || true; break; fi
+        sleep 0.1
+    done
+    rm -f "$DIR/node$1.pid"
+    echo "node $1 stopped"
+}
+
 down() {
-    local n pids=()
+    local n any=0
     n="$(node_count)"
     for i in $(seq 1 "$(( n > 0 ? n : 5 ))"); do
-        if pid="$(running_pid "$i")"; then kill -TERM "$pid"; pids+=("$i:$pid"); fi
-    done
-    for entry in "${pids[@]+"${pids[@]}"}"; do
-        local i="${entry%%:*}" pid="${entry##*:}" deadline=$((SECONDS + 15))
-        while kill -0 "$pid" 2>/dev/null; do
-            if (( SECONDS >= deadline )); then kill -9 "$pid" 2>/dev/null || true; break; fi
-            sleep 0.1
-        done
-        echo "node $i stopped"
+        if running_pid "$i" >/dev/null; then any=1; stop_node "$i"; fi
     done
     rm -f "$DIR"/node*.pid
-    [[ ${#pids[@]} -gt 0 ]] || echo "no node was running"
+    [[ "$any" == 1 ]] || echo "no node was running"
 }
 
 status() {
