@@ -252,6 +252,13 @@ impl RaftNode {
         }
         let members: BTreeMap<NodeId, BasicNode> = if peers.is_empty() {
             tracing::info!(node_id = self.node_id, advertise, "initialising a new one-node cluster");
+            if advertise.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_unspecified()) {
+                tracing::warn!(
+                    advertise,
+                    "recording an undialable address for this node; set advertise_addr before the first start \
+                     if other nodes will ever join this cluster"
+                );
+            }
             BTreeMap::from([(self.node_id, BasicNode::new(advertise))])
         } else if !peers.contains_key(&self.node_id) {
             tracing::info!(
