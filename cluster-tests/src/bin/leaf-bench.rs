@@ -15,7 +15,7 @@ use clap::Parser;
 use hyper::{Method, StatusCode};
 use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
 use leaf_node::raft::network::{PeerClient, PATH_FORWARD};
-use leaf_node::raft::{Forward, Forwarded, ProposeError};
+use leaf_node::raft::{Forward, ForwardRequest, Forwarded, ProposeError};
 use leaf_raft_store::Op;
 use serde_json::json;
 
@@ -88,8 +88,8 @@ where
 
 async fn allocate(peers: &PeerClient, addr: &str, leader: u64) -> anyhow::Result<()> {
     let op = Op::AllocateSegment { tag: "bench".into(), step: 1000, node_id: leader };
-    let r: Result<Forwarded, ProposeError> =
-        peers.call(addr, PATH_FORWARD, &Forward::Propose(op), Duration::from_secs(10)).await?;
+    let req = ForwardRequest { budget_ms: 10_000, req: Forward::Propose(op) };
+    let r: Result<Forwarded, ProposeError> = peers.call(addr, PATH_FORWARD, &req, Duration::from_secs(10)).await?;
     match r? {
         Forwarded::Proposed { .. } => Ok(()),
         other => bail!("unexpected answer {other:?}"),

@@ -89,6 +89,15 @@ pub enum Forward {
     },
 }
 
+/// A [`Forward`] on the wire, with how long the sender will wait for the answer: the leader
+/// gives up when the sender has, instead of finishing work whose result nobody receives while
+/// the sender already retries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForwardRequest {
+    pub budget_ms: u64,
+    pub req: Forward,
+}
+
 /// The leader's answer to a [`Forward`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Forwarded {
@@ -319,6 +328,11 @@ impl RaftNode {
         Instant::now() + self.propose_timeout
     }
 
+    /// When a forwarded request must be done by: the sender's budget, at most ours.
+    pub(crate) fn deadline_within(&self, budget: Duration) -> Instant {
+        Instant::now() + budget.min(self.propose_timeout)
+    }
+
     /// Commits `op` through the leader (this node or, forwarded, another) and returns its
     /// result and log index. The leader stamps its clock into the command. Retried across
     /// leader changes until `raft.propose_timeout_ms`.
@@ -411,7 +425,9 @@ impl RaftNode {
                     // One attempt may not eat the whole budget: a hung leader is replaced by an
                     // election well within `attempt_timeout`, and the new one must get a try.
                     let wait = deadline.saturating_duration_since(Instant::now()).min(self.attempt_timeout);
-                    let answer = self.peers.call::<_, Result<Forwarded, ProposeError>>(&addr, PATH_FORWARD, &req, wait);
+                    let wire = ForwardRequest { budget_ms: wait.as_millis() as u64, req: req.clone() };
+                    let answer =
+                        self.peers.call::<_, Result<Forwarded, ProposeError>>(&addr, PATH_FORWARD, &wire, wait);
                     match answer.await {
                         Ok(Err(e @ ProposeError::NotLeader { .. })) => last = Some(e),
                         Ok(Err(e @ ProposeError::Unavailable(_))) if retry_unknown => last = Some(e),

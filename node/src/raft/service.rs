@@ -10,7 +10,7 @@ use openraft::raft::{
 };
 
 use super::network::{PATH_APPEND, PATH_FORWARD, PATH_SNAPSHOT, PATH_VOTE};
-use super::{Forward, Forwarded, ProposeError, RaftNode};
+use super::{ForwardRequest, Forwarded, ProposeError, RaftNode};
 
 /// Why an internal request was not handled.
 #[derive(Debug, thiserror::Error)]
@@ -56,8 +56,9 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8]) -> Result<Vec<u8>,
             encode(&r)
         }
         PATH_FORWARD => {
-            let req: Forward = decode(body)?;
-            let r: Result<Forwarded, ProposeError> = node.execute(req, node.deadline()).await;
+            let wire: ForwardRequest = decode(body)?;
+            let deadline = node.deadline_within(std::time::Duration::from_millis(wire.budget_ms));
+            let r: Result<Forwarded, ProposeError> = node.execute(wire.req, deadline).await;
             encode(&r)
         }
         other => Err(ServiceError::NotFound(other.to_string())),
