@@ -26,8 +26,15 @@ fn bin() -> String {
     std::env::var("LEAF_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_leaf-test-node").to_string())
 }
 
-fn options() -> Options {
-    Options::new(bin())
+/// Starts an `n`-node cluster with `extra_toml` in every node's config, once the previous
+/// test's cluster is gone, and waits for its leader.
+async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuard<'static, ()>, Cluster, u64) {
+    let serial = SERIAL.lock().await;
+    let mut opts = Options::new(bin());
+    opts.extra_toml = extra_toml.to_string();
+    let cluster = Cluster::start(n, opts).unwrap();
+    let leader = cluster.wait_leader(FORM).await.unwrap();
+    (serial, cluster, leader)
 }
 
 async fn create_tag(c: &Client, tag: &str, step: i64) {
@@ -109,9 +116,7 @@ async fn post_internal(url: &str, path: &str, secret: Option<&str>, body: impl I
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoints() {
-    let _serial = SERIAL.lock().await;
-    let cluster = Cluster::start(3, options()).unwrap();
-    let leader = cluster.wait_leader(FORM).await.unwrap();
+    let (_serial, cluster, leader) = cluster(3, "").await;
 
     // Status on every node names the same members, leader and this node.
     for id in cluster.ids() {
@@ -206,9 +211,7 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
-    let _serial = SERIAL.lock().await;
-    let cluster = Cluster::start(5, options()).unwrap();
-    cluster.wait_leader(FORM).await.unwrap();
+    let (_serial, cluster, _) = cluster(5, "").await;
     create_tag(&cluster.client(5), "five", 20).await;
     let ids = load(&cluster, &[1, 2, 3, 4, 5], "five", 2, 1500).await;
     let allocs = all_allocations(&cluster, &[1, 2, 3, 4, 5], "five").await;
@@ -220,9 +223,7 @@ async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted_node_catches_up() {
-    let _serial = SERIAL.lock().await;
-    let mut cluster = Cluster::start(3, options()).unwrap();
-    let leader = cluster.wait_leader(FORM).await.unwrap();
+    let (_serial, mut cluster, leader) = cluster(3, "").await;
     create_tag(&cluster.client(1), "hot", 5000).await;
     for id in 1..=3 {
         get_ids(&cluster.client(id), "hot", None).await.unwrap();
@@ -303,12 +304,10 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_are_removed() {
-    let _serial = SERIAL.lock().await;
-    let mut opts = options();
-    // Snapshot often and keep almost no log behind it, so a new node cannot catch up from the log.
-    opts.extra_toml = "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\n".into();
-    let mut cluster = Cluster::start(3, opts).unwrap();
-    let leader = cluster.wait_leader(FORM).await.unwrap();
+    // Snapshot often and keep almost no log behind it, so a new node cannot catch up from the
+    // log; a short propose timeout keeps the refused promotion below quick.
+    let (_serial, mut cluster, leader) =
+        cluster(3, "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\npropose_timeout_ms = 2000\n").await;
     for i in 0..60 {
         create_tag(&cluster.client(1 + i % 3), &format!("tag-{i}"), 10).await;
     }
@@ -420,15 +419,26 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     assert_eq!((st, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
     let (st, e) = error_of(&Client::new(&cluster.url(4), None), Method::DELETE, "/admin/cluster/nodes/1", None).await;
     assert_eq!((st, e.code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized));
+
+    // A learner that never answers is not made a voter (503 after the bounded retry), and a
+    // learner can be removed.
+    let dead = format!("127.0.0.1:{}", leaf_cluster_tests::cluster::free_port());
+    let (st, b) =
+        c.request(Method::POST, "/admin/cluster/learners", Some(&json!({"node_id": 5, "addr": dead}))).await.unwrap();
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/nodes/5/promote", None).await;
+    assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
+    let s = cluster.status(4).await.unwrap();
+    assert!(s.members.iter().any(|m| m.node_id == 5 && m.role == "learner"), "{s:?}");
+    let (st, b) = c.request(Method::DELETE, "/admin/cluster/nodes/5", None).await.unwrap();
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let change: MembershipChange = serde_json::from_slice(&b).unwrap();
+    assert!(change.learners.is_empty() && !change.voters.contains(&5), "{change:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_quorum_buffered_ids_are_served_and_writes_fail_with_a_clear_503() {
-    let _serial = SERIAL.lock().await;
-    let mut opts = options();
-    opts.extra_toml = "[raft]\npropose_timeout_ms = 1500\n".into();
-    let mut cluster = Cluster::start(3, opts).unwrap();
-    cluster.wait_leader(FORM).await.unwrap();
+    let (_serial, mut cluster, _) = cluster(3, "[raft]\npropose_timeout_ms = 1500\n").await;
     create_tag(&cluster.client(1), "q", 100_000).await;
     let before = get_ids(&cluster.client(1), "q", Some(10)).await.unwrap();
     cluster.kill(2);
@@ -453,4 +463,38 @@ async fn without_a_quorum_buffered_ids_are_served_and_writes_fail_with_a_clear_5
     create_tag(&cluster.client(1), "quorum-back", 10).await;
     let after = get_ids(&cluster.client(2), "q", None).await.unwrap();
     assert!(after[0] > *during.last().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_forwarded_to_a_hung_leader_moves_on_to_the_next_leader() {
+    // The propose budget (10 s) is well above one forwarding attempt (2 × 2 s election timeout):
+    // without the per-attempt cap the whole budget would wait on the frozen leader.
+    let (_serial, cluster, leader) = cluster(3, "[raft]\npropose_timeout_ms = 10000\n").await;
+    create_tag(&cluster.client(leader), "hang", 5).await;
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    // The frozen leader's kernel still accepts connections, so the forward hangs rather than
+    // failing fast. An update may be retried after an uncertain attempt: it succeeds through
+    // the next leader.
+    cluster.pause(leader);
+    let update = json!({"description": "after the hang"});
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(30),
+        cluster.client(follower).request(Method::PATCH, "/admin/tags/hang", Some(&update)),
+    )
+    .await;
+    cluster.resume(leader);
+    let (st, b) = outcome.expect("the client's own timeout").unwrap();
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let new_leader = cluster.status(follower).await.unwrap().leader_id.unwrap();
+    assert_ne!(new_leader, leader);
+
+    // A create is not retried once it may have been delivered (a retry could turn its success
+    // into `tag_exists`): the client gets an honest 503 saying the outcome is unknown.
+    let other = (1..=3).find(|&id| id != new_leader && id != leader).unwrap();
+    cluster.pause(new_leader);
+    let body = json!({"tag": "during-hang", "step": 5});
+    let (st, e) = error_of(&cluster.client(other), Method::POST, "/admin/tags", Some(body)).await;
+    cluster.resume(new_leader);
+    assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
+    assert!(e.message.contains("may or may not"), "{}", e.message);
 }

@@ -30,6 +30,8 @@ use network::{NetworkFactory, PeerClient, PATH_FORWARD, SNAPSHOT_CHUNK_BYTES};
 
 /// Committed allocations this node received, newest last (bounded).
 const JOURNAL_CAP: usize = 100_000;
+/// A forwarding attempt with less time than this left is not started.
+const MIN_ATTEMPT: Duration = Duration::from_millis(100);
 /// How many entries a learner may lag behind the leader and still be promoted to voter.
 const CATCH_UP_SLACK: u64 = 100;
 
@@ -446,8 +448,14 @@ impl RaftNode {
                 (Some(l), None) => last = Some(ProposeError::Unavailable(format!("leader {l} has no address"))),
                 (None, _) => last = Some(ProposeError::Unavailable("no raft leader".into())),
             }
+            // Elections take a few hundred milliseconds; poll the leader at a modest pace. No
+            // attempt starts with almost no budget left: it could only time out and would hide
+            // why the earlier ones failed.
             let now = Instant::now();
-            if now >= deadline {
+            if now < deadline {
+                tokio::time::sleep((deadline - now).min(Duration::from_millis(50))).await;
+            }
+            if Instant::now() + MIN_ATTEMPT >= deadline {
                 return Err(match last {
                     Some(ProposeError::Unavailable(why)) => {
                         ProposeError::Unavailable(format!("gave up after {:?}: {why}", self.propose_timeout))
@@ -455,8 +463,6 @@ impl RaftNode {
                     _ => ProposeError::Timeout(self.propose_timeout),
                 });
             }
-            // Elections take a few hundred milliseconds; poll the leader at a modest pace.
-            tokio::time::sleep((deadline - now).min(Duration::from_millis(50))).await;
         }
     }
 
