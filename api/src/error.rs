@@ -3,7 +3,8 @@
 //! Every failed request answers with an [`ErrorBody`] as JSON:
 //! `{"code": "tag_not_found", "message": "...", "leaf_code": -2}`. `code` is stable and meant for
 //! programs; `message` is for people; `leaf_code` is the result code Leaf's `SegmentIDGenImpl`
-//! would have returned for the same condition (-2 key does not exist, -3 segments not ready),
+//! would have returned for the same condition (-2 key does not exist, -3 segments not ready or
+//! the clock moved back),
 //! or `null` where Leaf has none. The HTTP status of each code is chosen at the HTTP edge.
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,15 @@ pub enum ErrorCode {
     NodeIdRetired,
     /// The node ID is not a member of the cluster.
     MemberNotFound,
+    /// This node does not issue snowflake IDs now: no worker ID or lease yet, its clock failed
+    /// the startup check, or its lease could not be renewed (the reason is in the message and
+    /// in `/health`).
+    SnowflakeUnavailable,
+    /// The clock moved back further than the configured tolerance, or did not catch up after
+    /// waiting (Leaf -3).
+    ClockMovedBackwards,
+    /// All 1024 snowflake worker IDs are held by other nodes.
+    WorkerIdsExhausted,
 }
 
 impl ErrorCode {
@@ -55,7 +65,10 @@ impl ErrorCode {
     pub fn leaf_code(self) -> Option<i64> {
         match self {
             ErrorCode::TagNotFound => Some(-2),
-            ErrorCode::SegmentsNotReady | ErrorCode::NotReady | ErrorCode::Unavailable => Some(-3),
+            ErrorCode::SegmentsNotReady
+            | ErrorCode::NotReady
+            | ErrorCode::Unavailable
+            | ErrorCode::ClockMovedBackwards => Some(-3),
             _ => None,
         }
     }
@@ -81,11 +94,14 @@ impl ErrorCode {
             ErrorCode::MemberExists => "member_exists",
             ErrorCode::NodeIdRetired => "node_id_retired",
             ErrorCode::MemberNotFound => "member_not_found",
+            ErrorCode::SnowflakeUnavailable => "snowflake_unavailable",
+            ErrorCode::ClockMovedBackwards => "clock_moved_backwards",
+            ErrorCode::WorkerIdsExhausted => "worker_ids_exhausted",
         }
     }
 
     /// Every code, for metrics that pre-register one series per code.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::InvalidTag,
         ErrorCode::InvalidCount,
         ErrorCode::InvalidRequest,
@@ -104,6 +120,9 @@ impl ErrorCode {
         ErrorCode::MemberExists,
         ErrorCode::NodeIdRetired,
         ErrorCode::MemberNotFound,
+        ErrorCode::SnowflakeUnavailable,
+        ErrorCode::ClockMovedBackwards,
+        ErrorCode::WorkerIdsExhausted,
     ];
 }
 

@@ -87,6 +87,61 @@ pub struct Health {
     pub last_applied_index: Option<u64>,
     /// Why the node is not ready, when it is not.
     pub reason: Option<String>,
+    /// Snowflake mode on this node; independent of `ready` (segment mode).
+    pub snowflake: SnowflakeHealth,
+}
+
+/// Whether this node issues snowflake IDs, and why not.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SnowflakeHealth {
+    /// `serving`, `starting` (registering, or waiting for the clock to pass the high-water
+    /// mark), `off` (refused: see `reason`) or `disabled` (by configuration).
+    pub state: String,
+    pub worker_id: Option<u16>,
+    /// Why the node is not serving, when it is not.
+    pub reason: Option<String>,
+    /// No ID has been or will be issued with a timestamp above this (Unix ms) before it is
+    /// raised again; fsynced locally before any ID uses it.
+    pub high_water_ms: Option<i64>,
+    /// Time left on the worker lease (by this node's monotonic clock).
+    pub lease_remaining_ms: Option<u64>,
+    /// Average RTT-compensated offset of the peers' clocks from this node's at startup
+    /// (positive: the peers are ahead); `None` when no peer answered.
+    pub peer_clock_offset_ms: Option<i64>,
+}
+
+/// A decoded snowflake ID (`/api/snowflake/decode/{id}`, `/decodeSnowflakeId`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnowflakeDecoded {
+    pub id: i64,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp_ms: i64,
+    /// The same instant in ISO-8601 (UTC, milliseconds).
+    pub timestamp: String,
+    pub worker_id: u16,
+    pub sequence: u16,
+}
+
+/// A worker ID in use, as replicated (`/cluster/status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerView {
+    pub worker_id: u16,
+    pub node_id: u64,
+    /// No ID of this worker has a timestamp above this (Unix ms), as far as the log knows.
+    pub high_water_ms: i64,
+    /// Leader time at which the lease runs out unless renewed.
+    pub lease_expires_ms: i64,
+    /// The node that held the ID before it was recycled.
+    pub previous_node_id: Option<u64>,
+}
+
+/// `POST /admin/fault/clock` (only with `--enable-fault-injection`): skew this node's clock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockFault {
+    /// Added to the system clock from now on (negative: the clock moves back). Replaces any
+    /// earlier offset; `0` removes the fault.
+    pub offset_ms: i64,
 }
 
 /// `POST /admin/cluster/learners`: add a node that replicates the log and serves IDs but does
@@ -151,4 +206,6 @@ pub struct ClusterStatus {
     pub replication: Option<Vec<ReplicationView>>,
     /// This node's readiness, as on `/health`.
     pub health: Health,
+    /// Snowflake worker IDs in use, as this node has applied them.
+    pub workers: Vec<WorkerView>,
 }

@@ -84,6 +84,9 @@ struct ServeArgs {
     /// Initial members of a multi-node cluster, the same on every node: "1=host:port,2=host:port,3=host:port".
     #[arg(long)]
     peers: Option<crate::config::Peers>,
+    /// Expose `POST /admin/fault/clock` to skew this node's clock (chaos tests only).
+    #[arg(long)]
+    enable_fault_injection: bool,
 }
 
 #[derive(Args, Debug)]
@@ -133,6 +136,16 @@ enum GetCmd {
         #[arg(long, default_value_t = 1)]
         count: u32,
     },
+    /// Snowflake IDs (the key is only for auditing).
+    Snowflake {
+        #[arg(default_value = "leaf-snowflake")]
+        key: String,
+        /// How many IDs (1–100,000), one per line.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
+    /// Decode a snowflake ID: timestamp, worker ID, sequence.
+    Decode { id: String },
 }
 
 /// Entry point of the `leaf` binary.
@@ -169,8 +182,13 @@ fn init_tracing() {
 
 fn serve(args: ServeArgs) -> ExitCode {
     init_tracing();
-    let overrides =
-        Overrides { node_id: args.node_id, data_dir: args.data_dir, http_addr: args.http_addr, peers: args.peers };
+    let overrides = Overrides {
+        node_id: args.node_id,
+        data_dir: args.data_dir,
+        http_addr: args.http_addr,
+        peers: args.peers,
+        fault: args.enable_fault_injection.then_some(crate::config::FaultOverrides { enabled: true }),
+    };
     let config = match Config::load(args.config.as_deref(), &overrides) {
         Ok(c) => c,
         Err(e) => {
@@ -236,6 +254,17 @@ async fn client_command(cmd: Command) -> ExitCode {
                 format!("/api/segment/get/{tag}?count={count}")
             };
             (Client::new(&conn.url, conn.token), Method::GET, path, None)
+        }
+        Command::Get { cmd: GetCmd::Snowflake { key, count }, conn } => {
+            let path = if count == 1 {
+                format!("/api/snowflake/get/{key}")
+            } else {
+                format!("/api/snowflake/get/{key}?count={count}")
+            };
+            (Client::new(&conn.url, conn.token), Method::GET, path, None)
+        }
+        Command::Get { cmd: GetCmd::Decode { id }, conn } => {
+            (Client::new(&conn.url, conn.token), Method::GET, format!("/api/snowflake/decode/{id}"), None)
         }
         Command::Cluster { cmd, conn } => {
             let client = Client::new(&conn.url, conn.token);

@@ -4,7 +4,10 @@
 //! | path | method | what |
 //! |---|---|---|
 //! | `/api/segment/get/{tag}` | GET | one ID as decimal text (Leaf-compatible); `?count=N` (1–100,000) returns N IDs separated by `\n`, no trailing newline |
-//! | `/health` | GET | readiness JSON; 200 ready, 503 not |
+//! | `/api/snowflake/get/{key}` | GET | one snowflake ID as decimal text (Leaf-compatible; the key is validated like a tag and counted in metrics); `?count=N` (1–100,000) returns N IDs separated by `\n` |
+//! | `/api/snowflake/decode/{id}` | GET | timestamp (ms and ISO-8601), worker ID and sequence of an ID |
+//! | `/decodeSnowflakeId?snowflakeId=N` | GET | the same, at Leaf's monitor path |
+//! | `/health` | GET | readiness JSON; 200 ready, 503 not (snowflake state is reported, not gated on) |
 //! | `/metrics` | GET | Prometheus text |
 //! | `/cache` | GET | per-tag buffers on this node (Leaf's `/cache`) |
 //! | `/db` | GET | tags as stored (Leaf's `/db`) |
@@ -15,6 +18,7 @@
 //! | `/admin/cluster/learners` | POST | add a learner `{"node_id": 4, "addr": "host:port"}` |
 //! | `/admin/cluster/nodes/{id}/promote` | POST | make a learner a voter |
 //! | `/admin/cluster/nodes/{id}` | DELETE | remove a member |
+//! | `/admin/fault/clock` | POST | skew this node's clock `{"offset_ms": N}` (only with fault injection enabled) |
 //! | `/internal/...` | POST | cluster-internal RPC (bincode), authenticated by the cluster secret |
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -28,7 +32,9 @@ use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_T
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use leaf_api::tag::{parse_count, validate_max_id, validate_step, validate_tag};
-use leaf_api::types::{AddLearnerRequest, CreateTagRequest, Health, TagInfo, UpdateTagRequest};
+use leaf_api::types::{
+    AddLearnerRequest, ClockFault, CreateTagRequest, Health, SnowflakeDecoded, TagInfo, UpdateTagRequest,
+};
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_raft_store::{Applied, ApplyError, Op, TagRecord};
 use serde::{de::DeserializeOwned, Serialize};
@@ -36,11 +42,13 @@ use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::clock::SystemClock;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::raft::network::{MAX_RPC_BODY, SECRET_HEADER};
 use crate::raft::service::{self, ServiceError};
 use crate::raft::{MemberErrorKind, ProposeError, RaftNode};
+use crate::snowflake::{Snowflake, SnowflakeError};
 use crate::tags::{AllocError, Tags, TakeError};
 
 type Resp = Response<Full<Bytes>>;
@@ -75,7 +83,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         TagExists | TagExhausted | MemberExists | NodeIdRetired => StatusCode::CONFLICT,
         MemberNotFound => StatusCode::NOT_FOUND,
-        SegmentsNotReady | NotReady | Unavailable | ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        SegmentsNotReady | NotReady | Unavailable | ShuttingDown | SnowflakeUnavailable | ClockMovedBackwards
+        | WorkerIdsExhausted => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
@@ -86,6 +95,11 @@ impl From<ProposeError> for ApiError {
             ProposeError::Rejected(ApplyError::TagNotFound(_)) => ErrorCode::TagNotFound,
             ProposeError::Rejected(ApplyError::TagExhausted { .. }) => ErrorCode::TagExhausted,
             ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
+            // Worker registration is the snowflake actor's business; no request proposes it.
+            ProposeError::Rejected(ApplyError::NotAMember(_) | ApplyError::WorkerLost { .. }) => {
+                ErrorCode::SnowflakeUnavailable
+            }
+            ProposeError::Rejected(ApplyError::WorkersExhausted) => ErrorCode::WorkerIdsExhausted,
             ProposeError::Member { kind, .. } => match kind {
                 MemberErrorKind::Exists => ErrorCode::MemberExists,
                 MemberErrorKind::Retired => ErrorCode::NodeIdRetired,
@@ -114,11 +128,25 @@ impl From<TakeError> for ApiError {
     }
 }
 
+impl From<SnowflakeError> for ApiError {
+    fn from(e: SnowflakeError) -> Self {
+        let code = match &e {
+            SnowflakeError::NotServing(_) | SnowflakeError::OutOfRange => ErrorCode::SnowflakeUnavailable,
+            SnowflakeError::ClockBackwards { .. } | SnowflakeError::ClockStalled(_) => ErrorCode::ClockMovedBackwards,
+            SnowflakeError::Exhausted(_) => ErrorCode::WorkerIdsExhausted,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
 /// Everything a request handler needs.
 pub struct App {
     pub config: Arc<Config>,
     pub raft: RaftNode,
     pub tags: Tags,
+    pub snowflake: Snowflake,
+    /// The node's clock, skewed by `POST /admin/fault/clock` when fault injection is on.
+    pub clock: Arc<SystemClock>,
     pub metrics: Arc<Metrics>,
     /// Set once the configured bootstrap tags exist; the node is not ready before.
     pub bootstrapped: Arc<std::sync::atomic::AtomicBool>,
@@ -155,6 +183,35 @@ fn query_param<'a>(req: &'a Request<Incoming>, name: &str) -> Option<std::borrow
     form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v)
 }
 
+/// The optional `count` query parameter of the ID endpoints (1–100,000).
+fn count_param(req: &Request<Incoming>) -> Result<Option<u32>, ApiError> {
+    match query_param(req, "count") {
+        Some(raw) => Ok(Some(parse_count(&raw).map_err(|e| ApiError::new(ErrorCode::InvalidCount, e.to_string()))?)),
+        None => Ok(None),
+    }
+}
+
+/// Collects runs of consecutive IDs as decimal lines separated by `\n` (no trailing newline).
+struct IdLines {
+    out: Vec<u8>,
+    fmt: itoa::Buffer,
+}
+
+impl IdLines {
+    fn with_capacity(n: u32) -> Self {
+        IdLines { out: Vec::with_capacity(n as usize * 20), fmt: itoa::Buffer::new() }
+    }
+
+    fn push_run(&mut self, first: i64, count: u64) {
+        for id in first..first + count as i64 {
+            if !self.out.is_empty() {
+                self.out.push(b'\n');
+            }
+            self.out.extend_from_slice(self.fmt.format(id).as_bytes());
+        }
+    }
+}
+
 /// Where a request came in: used to keep token-less admin on loopback.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnInfo {
@@ -186,13 +243,27 @@ impl App {
             if req.method() != Method::GET {
                 return Err(ApiError::method("GET"));
             }
-            let count = match query_param(&req, "count") {
-                Some(raw) => {
-                    Some(parse_count(&raw).map_err(|e| ApiError::new(ErrorCode::InvalidCount, e.to_string()))?)
-                }
-                None => None,
-            };
-            return self.segment_get(tag, count).await;
+            return self.segment_get(tag, count_param(&req)?).await;
+        }
+        if let Some(key) = path.strip_prefix("/api/snowflake/get/") {
+            if req.method() != Method::GET {
+                return Err(ApiError::method("GET"));
+            }
+            return self.snowflake_get(key, count_param(&req)?).await;
+        }
+        if let Some(id) = path.strip_prefix("/api/snowflake/decode/") {
+            if req.method() != Method::GET {
+                return Err(ApiError::method("GET"));
+            }
+            return self.snowflake_decode(id);
+        }
+        if path == "/decodeSnowflakeId" {
+            if req.method() != Method::GET {
+                return Err(ApiError::method("GET"));
+            }
+            let id = query_param(&req, "snowflakeId")
+                .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, "missing query parameter snowflakeId"))?;
+            return self.snowflake_decode(&id);
         }
         if path == "/admin" || path.starts_with("/admin/") {
             self.authorize(&req, conn)?;
@@ -257,6 +328,7 @@ impl App {
             term: s.term,
             last_applied_index: s.last_applied_index,
             reason: s.not_ready,
+            snowflake: self.snowflake.health(),
         }
     }
 
@@ -280,21 +352,37 @@ impl App {
                 Ok(text(StatusCode::OK, Bytes::copy_from_slice(itoa::Buffer::new().format(id).as_bytes())))
             }
             Some(n) => {
-                let mut out = Vec::with_capacity(n as usize * 20);
-                let mut fmt = itoa::Buffer::new();
-                handle
-                    .take(n as u64, |first, c| {
-                        for id in first..first + c as i64 {
-                            if !out.is_empty() {
-                                out.push(b'\n');
-                            }
-                            out.extend_from_slice(fmt.format(id).as_bytes());
-                        }
-                    })
-                    .await?;
-                Ok(text(StatusCode::OK, out))
+                let mut lines = IdLines::with_capacity(n);
+                handle.take(n as u64, |first, c| lines.push_run(first, c)).await?;
+                Ok(text(StatusCode::OK, lines.out))
             }
         }
+    }
+
+    async fn snowflake_get(&self, key: &str, count: Option<u32>) -> Result<Resp, ApiError> {
+        validate_tag(key).map_err(|e| ApiError::new(ErrorCode::InvalidTag, format!("snowflake key: {e}")))?;
+        let n = count.unwrap_or(1);
+        let mut lines = IdLines::with_capacity(n);
+        self.snowflake.take(n as u64, |first, c| lines.push_run(first, c)).await?;
+        self.metrics.snowflake_served(key, n as u64);
+        Ok(text(StatusCode::OK, lines.out))
+    }
+
+    fn snowflake_decode(&self, raw: &str) -> Result<Resp, ApiError> {
+        let bad = || ApiError::new(ErrorCode::InvalidRequest, format!("{raw:?} is not a snowflake ID (0..2^63)"));
+        let id: i64 = raw.parse().map_err(|_| bad())?;
+        let parts = self.snowflake.layout().decode(id).ok_or_else(bad)?;
+        let timestamp = chrono::DateTime::from_timestamp_millis(parts.timestamp_ms)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            .unwrap_or_default();
+        let body = SnowflakeDecoded {
+            id,
+            timestamp_ms: parts.timestamp_ms,
+            timestamp,
+            worker_id: parts.worker_id,
+            sequence: parts.sequence,
+        };
+        Ok(json(StatusCode::OK, &body))
     }
 
     /// A tag unknown here may have just been created through another node: wait until this
@@ -350,6 +438,25 @@ impl App {
             }
             let tag = query_param(&req, "tag").map(|t| t.into_owned());
             return Ok(json(StatusCode::OK, &self.raft.allocations(tag.as_deref())));
+        }
+        if path == "/admin/fault/clock" {
+            if !self.config.fault.enabled {
+                return Err(ApiError::new(
+                    ErrorCode::NotFound,
+                    "fault injection is disabled (start the node with --enable-fault-injection)",
+                ));
+            }
+            if method != Method::POST {
+                return Err(ApiError::method("POST"));
+            }
+            let body: ClockFault = self.read_json(req).await?;
+            if body.offset_ms.unsigned_abs() > 365 * 24 * 3_600_000 {
+                return Err(ApiError::new(ErrorCode::InvalidRequest, "offset_ms must be within a year"));
+            }
+            let before = self.clock.offset_ms();
+            self.clock.set_offset_ms(body.offset_ms);
+            tracing::warn!(before, offset_ms = body.offset_ms, "FAULT INJECTED: clock offset changed");
+            return Ok(json(StatusCode::OK, &body));
         }
         if path == "/admin/cluster/learners" {
             if method != Method::POST {

@@ -5,10 +5,13 @@
 //!
 //! Layout:
 //! - [`config`]: the one documented `Config` (defaults → TOML → `LEAF_*` env → flags).
+//! - [`clock`]: the wall clock every time-of-day read goes through (fault injection skews it).
 //! - [`raft`]: openraft wiring, peer RPC, routing to the leader, membership, status (the only
 //!   module tree naming openraft types).
 //! - [`segment`]: the lock-free double buffer (the per-ID hot path).
 //! - [`tags`]: per-tag actix actors that own refills, and the tag registry.
+//! - [`snowflake`]: the lock-free snowflake generator and the worker actor (registration and
+//!   lease through Raft, durable time window, clock checks).
 //! - [`http`]: hyper server, routing, errors → statuses, admin auth.
 //! - [`metrics`]: Prometheus metrics.
 //! - [`client`], [`cli`]: the command-line interface over the HTTP API.
@@ -23,18 +26,22 @@ use tokio::task::JoinHandle;
 
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod raft;
 pub mod segment;
+pub mod snowflake;
 pub mod tags;
 
 pub use config::Config;
 
+use crate::clock::SystemClock;
 use crate::http::App;
 use crate::metrics::Metrics;
 use crate::raft::{ProposeError, RaftNode, RaftStartError};
+use crate::snowflake::Snowflake;
 use crate::tags::{ActorSystem, AllocError, Allocator, BoxFuture, TagLookup, Tags};
 
 /// Why a node could not start.
@@ -141,16 +148,36 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         .map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
     let http_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.http_addr, source })?;
     let advertise = config.advertise_addr.clone().unwrap_or_else(|| http_addr.to_string());
-    let raft = RaftNode::start(&config).await?;
+    let clock = Arc::new(SystemClock::new(config.fault.clock_offset_ms));
+    if config.fault.enabled {
+        tracing::warn!(
+            clock_offset_ms = config.fault.clock_offset_ms,
+            "FAULT INJECTION IS ENABLED: POST /admin/fault/clock can skew this node's clock. Never in production"
+        );
+    }
+    let raft = RaftNode::start(&config, clock.clone()).await?;
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
     let metrics = Arc::new(Metrics::new());
     let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });
     let state = raft.state().clone();
     let lookup: TagLookup = Arc::new(move |tag| state.tag(tag).map(|r| r.step));
     let tags = Tags::new(&actors, allocator, lookup, config.segment.clone(), metrics.clone());
+    let snowflake = if config.snowflake.enabled {
+        let rt = tokio::runtime::Handle::current();
+        Snowflake::start(&config.snowflake, &config.data_dir, raft.clone(), rt, actors.arbiter())
+    } else {
+        Snowflake::disabled(&config.snowflake, clock.clone())
+    };
     let bootstrapped = Arc::new(AtomicBool::new(false));
-    let app =
-        Arc::new(App { config: config.clone(), raft: raft.clone(), tags, metrics, bootstrapped: bootstrapped.clone() });
+    let app = Arc::new(App {
+        config: config.clone(),
+        raft: raft.clone(),
+        tags,
+        snowflake,
+        clock,
+        metrics,
+        bootstrapped: bootstrapped.clone(),
+    });
     let (shutdown, rx) = watch::channel(false);
     let server = tokio::spawn(http::serve(listener, app, rx));
     // After the listener answers: forming a cluster asks the peers' `/cluster/status`.

@@ -46,7 +46,14 @@ pub struct Metrics {
     raft_snapshot: Gauge,
     tags: Gauge,
     ready: Gauge<f64, AtomicU64>,
+    /// Snowflake keys seen so far, to bound the label set.
+    snowflake_keys: std::sync::RwLock<std::collections::HashMap<String, Counter>>,
 }
+
+/// Distinct snowflake keys counted under their own label; later ones count as `_other`, so
+/// clients inventing keys cannot grow `/metrics` without bound.
+const MAX_SNOWFLAKE_KEYS: usize = 1000;
+const OTHER_KEYS: &str = "_other";
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -71,6 +78,7 @@ impl Metrics {
             raft_snapshot: Gauge::default(),
             tags: Gauge::default(),
             ready: Gauge::default(),
+            snowflake_keys: Default::default(),
             registry: Registry::default(),
         };
         registry.register("ids_served", "IDs handed out, by mode and tag", m.ids.clone());
@@ -103,6 +111,22 @@ impl Metrics {
     /// The counter of IDs served for `(mode, tag)`; keep it and increment it lock-free.
     pub fn ids_counter(&self, mode: &str, tag: &str) -> Counter {
         self.ids.get_or_create(&IdLabels { mode: mode.to_string(), tag: tag.to_string() }).clone()
+    }
+
+    /// Counts `n` snowflake IDs served for `key`.
+    pub fn snowflake_served(&self, key: &str, n: u64) {
+        {
+            let read = self.snowflake_keys.read().unwrap_or_else(|e| e.into_inner());
+            let full = read.len() >= MAX_SNOWFLAKE_KEYS;
+            if let Some(c) = read.get(key).or_else(|| if full { read.get(OTHER_KEYS) } else { None }) {
+                c.inc_by(n);
+                return;
+            }
+        }
+        let mut write = self.snowflake_keys.write().unwrap_or_else(|e| e.into_inner());
+        let label = if write.len() < MAX_SNOWFLAKE_KEYS { key } else { OTHER_KEYS };
+        let counter = write.entry(label.to_string()).or_insert_with(|| self.ids_counter("snowflake", label));
+        counter.inc_by(n);
     }
 
     /// Counters of successful and failed refills for `tag`.

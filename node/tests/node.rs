@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use hyper::{Method, StatusCode};
-use leaf_api::types::{AllocationView, CacheEntry, Health, TagInfo};
+use leaf_api::types::{AllocationView, CacheEntry, Health, SnowflakeDecoded, TagInfo};
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_node::client::Client;
@@ -46,6 +46,35 @@ async fn get_ids(c: &Client, tag: &str, count: Option<u32>) -> Vec<i64> {
     let text = String::from_utf8(b.to_vec()).unwrap();
     assert_eq!(s, StatusCode::OK, "{path}: {text}");
     text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect()
+}
+
+async fn snowflake_ids(c: &Client, count: Option<u32>) -> Vec<i64> {
+    let path = match count {
+        Some(n) => format!("/api/snowflake/get/audit-key?count={n}"),
+        None => "/api/snowflake/get/audit-key".to_string(),
+    };
+    let (s, b) = c.get(&path).await.unwrap();
+    let text = String::from_utf8(b.to_vec()).unwrap();
+    assert_eq!(s, StatusCode::OK, "{path}: {text}");
+    text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect()
+}
+
+async fn health(c: &Client) -> Health {
+    let (_, b) = c.get("/health").await.unwrap();
+    serde_json::from_slice(&b).unwrap()
+}
+
+/// Waits until snowflake mode reaches `state` (`serving`, `off`, ...); returns the health.
+async fn wait_snowflake(c: &Client, state: &str, timeout: Duration) -> Health {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let h = health(c).await;
+        if h.snowflake.state == state {
+            return h;
+        }
+        assert!(std::time::Instant::now() < deadline, "snowflake never reached {state}: {:?}", h.snowflake);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn error_of(c: &Client, method: Method, path: &str, body: Option<serde_json::Value>) -> (StatusCode, ErrorBody) {
@@ -137,6 +166,7 @@ fn spawn_leaf(dir: &TempDir, port: u16) -> Child {
 async fn ids_after_kill_9_or_sigterm_are_greater_than_every_id_before() {
     let dir = TempDir::new().unwrap();
     let mut max_seen = 0;
+    let (mut max_snowflake, mut worker_seen) = (0i64, None);
     for round in 0..3 {
         let port = free_port();
         let mut child = spawn_leaf(&dir, port);
@@ -146,6 +176,17 @@ async fn ids_after_kill_9_or_sigterm_are_greater_than_every_id_before() {
         if round == 0 {
             create_tag(&c, "k", 50, None).await;
         }
+        // Snowflake: right after a crash the clock is inside the old time window; the node
+        // waits for it to pass the durable high-water mark (Leaf #216) and keeps its worker
+        // ID although it listens on another port now.
+        let h = wait_snowflake(&c, "serving", Duration::from_secs(15)).await;
+        let worker = *worker_seen.get_or_insert(h.snowflake.worker_id.unwrap());
+        assert_eq!(h.snowflake.worker_id, Some(worker), "round {round}: worker ID changed");
+        let mut sf = snowflake_ids(&c, None).await;
+        sf.extend(snowflake_ids(&c, Some(5000)).await);
+        assert!(sf[0] > max_snowflake, "round {round}: snowflake ID {} is not above {max_snowflake}", sf[0]);
+        assert!(sf.windows(2).all(|w| w[0] < w[1]));
+        max_snowflake = *sf.last().unwrap();
         // Wait for the bootstrap tag too, then take IDs from both while refills happen.
         let mut ids = Vec::new();
         for i in 0..300 {
@@ -479,4 +520,170 @@ async fn cli_commands_work_against_a_node() {
     // An unreachable node: health exits 1.
     let out = Command::new(env!("CARGO_BIN_EXE_leaf")).args(["health", "--url", &url]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
+}
+
+fn fault_config(dir: &TempDir) -> Config {
+    let mut cfg = config(dir);
+    cfg.fault.enabled = true;
+    cfg
+}
+
+async fn set_clock_offset(c: &Client, offset_ms: i64) {
+    let (s, b) = c.request(Method::POST, "/admin/fault/clock", Some(&json!({ "offset_ms": offset_ms }))).await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snowflake_ids_are_unique_decodable_and_leaf_compatible() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let h = wait_snowflake(&c, "serving", Duration::from_secs(10)).await;
+    let worker = h.snowflake.worker_id.unwrap();
+    assert!(h.snowflake.high_water_ms.unwrap() > chrono_now_ms(), "the window runs ahead of the clock");
+    // Leaf's wire form: 200, text/plain, the decimal ID and nothing else.
+    let (s, b) = c.get("/api/snowflake/get/any.key-1").await.unwrap();
+    assert_eq!(s, StatusCode::OK);
+    let one: i64 = std::str::from_utf8(&b).unwrap().parse().unwrap();
+    assert!(one > 0);
+    // A batch larger than one millisecond's 4,096 sequence numbers moves on to later
+    // milliseconds; every ID is unique and increasing.
+    let ids = snowflake_ids(&c, Some(100_000)).await;
+    assert_eq!(ids.len(), 100_000);
+    assert!(ids[0] > one && ids.windows(2).all(|w| w[0] < w[1]), "not strictly increasing");
+    let mut per_ms = std::collections::BTreeMap::<i64, usize>::new();
+    for id in &ids {
+        *per_ms.entry(id >> 22).or_default() += 1;
+        assert_eq!((id >> 12) & 0x3ff, worker as i64);
+    }
+    assert!(per_ms.len() >= 25 && per_ms.values().all(|n| *n <= 4096), "{} ms", per_ms.len());
+    // Decode round-trips, at our path and at Leaf's.
+    for id in [one, ids[0], ids[99_999]] {
+        for path in [format!("/api/snowflake/decode/{id}"), format!("/decodeSnowflakeId?snowflakeId={id}")] {
+            let (s, b) = c.get(&path).await.unwrap();
+            assert_eq!(s, StatusCode::OK);
+            let d: SnowflakeDecoded = serde_json::from_slice(&b).unwrap();
+            let rebuilt =
+                ((d.timestamp_ms - 1_288_834_974_657) << 22) | ((d.worker_id as i64) << 12) | d.sequence as i64;
+            assert_eq!(rebuilt, id, "{d:?}");
+            assert_eq!(d.worker_id, worker);
+            assert!((d.timestamp_ms - chrono_now_ms()).abs() < 60_000, "{d:?}");
+            assert_eq!(d.timestamp.len(), "2026-11-21T19:34:54.425Z".len(), "{d:?}");
+            assert!(d.timestamp.ends_with('Z') && d.timestamp.contains('T'), "{d:?}");
+        }
+    }
+    // Bad input: 400s with codes, never a 500.
+    for (path, code) in [
+        ("/api/snowflake/get/bad%20key", ErrorCode::InvalidTag),
+        ("/api/snowflake/get/k?count=0", ErrorCode::InvalidCount),
+        ("/api/snowflake/get/k?count=100001", ErrorCode::InvalidCount),
+        ("/api/snowflake/decode/abc", ErrorCode::InvalidRequest),
+        ("/api/snowflake/decode/-5", ErrorCode::InvalidRequest),
+        ("/api/snowflake/decode/9223372036854775808", ErrorCode::InvalidRequest),
+        ("/decodeSnowflakeId", ErrorCode::InvalidRequest),
+        ("/decodeSnowflakeId?snowflakeId=x", ErrorCode::InvalidRequest),
+    ] {
+        let (s, e) = error_of(&c, Method::GET, path, None).await;
+        assert_eq!((s, e.code), (StatusCode::BAD_REQUEST, code), "{path}: {}", e.message);
+    }
+    let (s, e) = error_of(&c, Method::POST, "/api/snowflake/get/k", None).await;
+    assert_eq!((s, e.code), (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed));
+    // Fault injection is off unless enabled.
+    let (s, e) = error_of(&c, Method::POST, "/admin/fault/clock", Some(json!({"offset_ms": -50}))).await;
+    assert_eq!((s, e.code), (StatusCode::NOT_FOUND, ErrorCode::NotFound), "{}", e.message);
+    // The key is counted in metrics.
+    let (_, m) = c.get("/metrics").await.unwrap();
+    let m = String::from_utf8(m.to_vec()).unwrap();
+    assert!(m.contains("leaf_ids_served_total{mode=\"snowflake\",tag=\"audit-key\"} 100000"), "{m}");
+    node.shutdown().await;
+}
+
+fn chrono_now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_clock_rollback_waits_when_small_and_errors_when_large() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = fault_config(&dir);
+    cfg.admin_token = Some(TOKEN.into());
+    let (node, c) = start(cfg).await;
+    wait_snowflake(&c, "serving", Duration::from_secs(10)).await;
+    // Pin the last ID ahead of the real clock so the rollbacks below are exact.
+    set_clock_offset(&c, 1000).await;
+    let before = snowflake_ids(&c, None).await[0];
+    // 3 ms back: the node waits twice the gap and issues a larger ID, as Leaf does.
+    set_clock_offset(&c, 997).await;
+    let started = std::time::Instant::now();
+    let after = snowflake_ids(&c, None).await[0];
+    assert!(after > before, "{after} <= {before}");
+    assert!(started.elapsed() >= Duration::from_millis(2), "it did not wait");
+    // 50 ms back: beyond the 5 ms tolerance, a 503 with Leaf's -3, never an ID.
+    set_clock_offset(&c, 950).await;
+    let (s, e) = error_of(&c, Method::GET, "/api/snowflake/get/k?count=10", None).await;
+    assert_eq!((s, e.code, e.leaf_code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ClockMovedBackwards, Some(-3)));
+    assert!(e.message.contains("moved back"), "{}", e.message);
+    // Once the clock has caught up, IDs resume above every earlier one.
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let resumed = snowflake_ids(&c, Some(10)).await;
+    assert!(resumed[0] > after);
+    // The fault endpoint is admin-only and validates its body.
+    let anon = Client::new(&format!("http://{}", node.http_addr()), None);
+    let (s, _) = error_of(&anon, Method::POST, "/admin/fault/clock", Some(json!({"offset_ms": 1}))).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _) = error_of(&c, Method::POST, "/admin/fault/clock", Some(json!({"offset": 1}))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id() {
+    let dir = TempDir::new().unwrap();
+    // Issue IDs 2 s in the future, then come back with the true clock.
+    let mut cfg = fault_config(&dir);
+    cfg.fault.clock_offset_ms = 2000;
+    let (node, c) = start(cfg).await;
+    wait_snowflake(&c, "serving", Duration::from_secs(10)).await;
+    let before = snowflake_ids(&c, Some(1000)).await;
+    let max_before = *before.last().unwrap();
+    let hw = health(&c).await.snowflake.high_water_ms.unwrap();
+    node.shutdown().await;
+
+    // Behind by more than max_startup_wait_ms: snowflake stays off with a clear reason, and
+    // segment mode is unaffected.
+    let mut cfg = config(&dir);
+    cfg.snowflake.max_startup_wait_ms = 100;
+    let (node, c) = start(cfg).await;
+    let h = wait_snowflake(&c, "off", Duration::from_secs(10)).await;
+    let reason = h.snowflake.reason.unwrap();
+    assert!(reason.contains("behind the time high-water mark"), "{reason}");
+    let (s, e) = error_of(&c, Method::GET, "/api/snowflake/get/k", None).await;
+    assert_eq!((s, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::SnowflakeUnavailable));
+    assert!(e.message.contains("high-water mark"), "{}", e.message);
+    assert!(h.ready, "segment mode stays ready");
+    get_ids(&c, "leaf-segment-test", Some(3)).await;
+    node.shutdown().await;
+
+    // Behind by less than max_startup_wait_ms: the node waits for the clock to pass the mark.
+    let mut cfg = config(&dir);
+    cfg.snowflake.max_startup_wait_ms = 10_000;
+    let (node, c) = start(cfg).await;
+    let h = wait_snowflake(&c, "serving", Duration::from_secs(15)).await;
+    assert!(chrono_now_ms() > hw, "served before the clock passed the mark");
+    let after = snowflake_ids(&c, Some(1000)).await;
+    assert!(after[0] > max_before, "{} <= {max_before}", after[0]);
+    assert!(after[0] >> 22 > (hw - 1_288_834_974_657), "the first timestamp is above the high-water mark");
+    assert_eq!(h.snowflake.worker_id, Some(0));
+    node.shutdown().await;
+
+    // A damaged state file keeps snowflake off instead of forgetting the mark (Leaf #97).
+    let path = dir.path().join(leaf_node::snowflake::STATE_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    std::fs::write(&path, bytes).unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let h = wait_snowflake(&c, "off", Duration::from_secs(10)).await;
+    assert!(h.snowflake.reason.unwrap().contains("state file is unreadable"));
+    get_ids(&c, "leaf-segment-test", None).await;
+    node.shutdown().await;
 }

@@ -22,7 +22,10 @@ pub mod state_machine;
 pub mod types;
 
 pub use log_store::LogStore;
-pub use state::{apply, Allocation, Applied, ApplyError, ApplyResult, Command, Op, State, TagRecord};
+pub use state::{
+    apply, Allocation, Applied, ApplyError, ApplyResult, Command, Op, State, TagRecord, WorkerGrant, WorkerRecord,
+    WORKER_IDS,
+};
 pub use state_machine::{StateMachineStore, StateReader};
 pub use types::TypeConfig;
 

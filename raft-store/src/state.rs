@@ -35,15 +35,84 @@ pub enum Op {
         step: i64,
         node_id: u64,
     },
+    /// Give `node_id` a snowflake worker ID (its own again if it holds one) on a lease of
+    /// `lease_ms` from the command's time.
+    RegisterWorker {
+        node_id: u64,
+        lease_ms: i64,
+    },
+    /// Extend the lease of `worker_id`, held by `node_id`, and raise its time high-water mark.
+    RenewWorker {
+        node_id: u64,
+        worker_id: u16,
+        high_water_ms: i64,
+        lease_ms: i64,
+    },
 }
 
 impl Op {
-    /// The tag the operation is about.
-    pub fn tag(&self) -> &str {
+    /// The tag the operation is about, if it is a segment-mode operation.
+    pub fn tag(&self) -> Option<&str> {
         match self {
-            Op::CreateTag { tag, .. } | Op::UpdateTag { tag, .. } | Op::AllocateSegment { tag, .. } => tag,
+            Op::CreateTag { tag, .. } | Op::UpdateTag { tag, .. } | Op::AllocateSegment { tag, .. } => Some(tag),
+            Op::RegisterWorker { .. } | Op::RenewWorker { .. } => None,
         }
     }
+
+    /// The worker ID the operation changes, if it is known before applying.
+    pub fn worker_id(&self) -> Option<u16> {
+        match self {
+            Op::RenewWorker { worker_id, .. } => Some(*worker_id),
+            _ => None,
+        }
+    }
+}
+
+/// Number of snowflake worker IDs (10 bits).
+pub const WORKER_IDS: u16 = 1024;
+/// Bounds of a worker lease: at least a second, at most an hour.
+pub const MIN_LEASE_MS: i64 = 1_000;
+pub const MAX_LEASE_MS: i64 = 3_600_000;
+
+/// A snowflake worker ID as held by a node.
+///
+/// Fencing: the holder stops issuing IDs when its lease runs out by its own monotonic clock,
+/// measured from *before* it proposed the renewal, so it stops no later than
+/// `lease_expires_ms` (stamped later, by the leader). The ID is given to another node only
+/// once its holder has left the membership (it can no longer renew) and the leader's clock is
+/// past `lease_expires_ms + lease_ms`: the extra lease length absorbs clock differences
+/// between leaders and the old holder up to the lease TTL. The new holder starts strictly
+/// after `high_water_ms`, which is then at least the time of the handover.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerRecord {
+    pub node_id: u64,
+    /// No ID of this worker ID has a timestamp above this (Unix ms) as far as the log knows;
+    /// a new holder starts strictly after it.
+    pub high_water_ms: i64,
+    /// Leader time (Unix ms) at which the lease runs out unless renewed.
+    pub lease_expires_ms: i64,
+    /// The lease length of the last registration or renewal.
+    pub lease_ms: i64,
+    /// When the current holder got the ID.
+    pub since_ms: i64,
+    /// The node that held the ID before, if it was recycled.
+    pub previous_node_id: Option<u64>,
+}
+
+impl WorkerRecord {
+    /// Whether the ID may go to another node at leader time `at_ms`.
+    pub fn reclaimable(&self, at_ms: i64, members: &BTreeSet<u64>) -> bool {
+        !members.contains(&self.node_id) && at_ms > self.lease_expires_ms.saturating_add(self.lease_ms)
+    }
+}
+
+/// A worker ID given to (or kept by) a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerGrant {
+    pub worker_id: u16,
+    /// The holder must only issue timestamps strictly above this (Unix ms).
+    pub not_before_ms: i64,
+    pub lease_expires_ms: i64,
 }
 
 /// A tag as stored.
@@ -75,6 +144,7 @@ pub enum Applied {
         record: TagRecord,
     },
     Segment(Allocation),
+    Worker(WorkerGrant),
 }
 
 /// Why a command was rejected. Rejection is deterministic: every node rejects the same entry.
@@ -88,6 +158,12 @@ pub enum ApplyError {
     TagExhausted { tag: String, max_id: i64, step: i64 },
     #[error("invalid command: {0}")]
     Invalid(String),
+    #[error("node {0} is not a member of the cluster, so it cannot hold a worker ID")]
+    NotAMember(u64),
+    #[error("all {WORKER_IDS} worker IDs are held by other nodes (an ID is recycled only after its node left the cluster and its lease expired)")]
+    WorkersExhausted,
+    #[error("worker ID {worker_id} is not held by node {node_id} any more")]
+    WorkerLost { worker_id: u16, node_id: u64 },
 }
 
 impl From<ValidationError> for ApplyError {
@@ -106,6 +182,10 @@ pub struct State {
     /// Every node ID that has ever been in a membership, so a removed node's ID is never given
     /// to another node (its old log, votes and allocations must stay unambiguous).
     pub members_ever: BTreeSet<u64>,
+    /// The node IDs of the current membership (voters and learners).
+    pub members: BTreeSet<u64>,
+    /// Snowflake worker IDs in use, by worker ID.
+    pub workers: BTreeMap<u16, WorkerRecord>,
 }
 
 impl State {
@@ -115,13 +195,81 @@ impl State {
     }
 }
 
-/// Records the node IDs of an applied membership entry; returns whether any was new.
+/// Records the node IDs of an applied membership entry as the current members; returns
+/// whether any was new.
 pub fn record_members(state: &mut State, node_ids: impl IntoIterator<Item = u64>) -> bool {
+    state.members = node_ids.into_iter().collect();
     let mut changed = false;
-    for id in node_ids {
-        changed |= state.members_ever.insert(id);
+    for id in &state.members {
+        changed |= state.members_ever.insert(*id);
     }
     changed
+}
+
+fn check_lease(lease_ms: i64) -> Result<(), ApplyError> {
+    if (MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
+        Ok(())
+    } else {
+        Err(ApplyError::Invalid(format!("lease of {lease_ms} ms is outside {MIN_LEASE_MS}..={MAX_LEASE_MS}")))
+    }
+}
+
+fn register_worker(state: &mut State, at_ms: i64, node_id: u64, lease_ms: i64) -> ApplyResult {
+    check_lease(lease_ms)?;
+    if !state.members.contains(&node_id) {
+        return Err(ApplyError::NotAMember(node_id));
+    }
+    let lease_expires_ms = at_ms.saturating_add(lease_ms);
+    if let Some((id, rec)) = state.workers.iter_mut().find(|(_, r)| r.node_id == node_id) {
+        rec.lease_expires_ms = rec.lease_expires_ms.max(lease_expires_ms);
+        rec.lease_ms = lease_ms;
+        return Ok(Applied::Worker(WorkerGrant {
+            worker_id: *id,
+            not_before_ms: rec.high_water_ms,
+            lease_expires_ms: rec.lease_expires_ms,
+        }));
+    }
+    let members = &state.members;
+    let free = (0..WORKER_IDS).find(|id| state.workers.get(id).is_none_or(|r| r.reclaimable(at_ms, members)));
+    let worker_id = free.ok_or(ApplyError::WorkersExhausted)?;
+    let previous = state.workers.get(&worker_id);
+    // A recycled ID starts after everything its previous holder may have issued: its recorded
+    // high-water mark, and the handover time (the old lease ended before it).
+    let high_water_ms = previous.map_or(i64::MIN, |r| r.high_water_ms.max(at_ms));
+    let record = WorkerRecord {
+        node_id,
+        high_water_ms,
+        lease_expires_ms,
+        lease_ms,
+        since_ms: at_ms,
+        previous_node_id: previous.map(|r| r.node_id),
+    };
+    state.workers.insert(worker_id, record);
+    Ok(Applied::Worker(WorkerGrant { worker_id, not_before_ms: high_water_ms, lease_expires_ms }))
+}
+
+fn renew_worker(
+    state: &mut State,
+    at_ms: i64,
+    node_id: u64,
+    worker_id: u16,
+    high_water_ms: i64,
+    lease_ms: i64,
+) -> ApplyResult {
+    check_lease(lease_ms)?;
+    let member = state.members.contains(&node_id);
+    let rec = match state.workers.get_mut(&worker_id) {
+        Some(r) if r.node_id == node_id && member => r,
+        _ => return Err(ApplyError::WorkerLost { worker_id, node_id }),
+    };
+    rec.lease_expires_ms = rec.lease_expires_ms.max(at_ms.saturating_add(lease_ms));
+    rec.lease_ms = lease_ms;
+    rec.high_water_ms = rec.high_water_ms.max(high_water_ms);
+    Ok(Applied::Worker(WorkerGrant {
+        worker_id,
+        not_before_ms: rec.high_water_ms,
+        lease_expires_ms: rec.lease_expires_ms,
+    }))
 }
 
 /// Applies `cmd` to `state`. On error the state is unchanged.
@@ -170,6 +318,10 @@ pub fn apply(state: &mut State, cmd: &Command) -> ApplyResult {
             record.max_id = end;
             record.updated_ms = cmd.at_ms;
             Ok(Applied::Segment(Allocation { start, end, stored_step: record.step }))
+        }
+        Op::RegisterWorker { node_id, lease_ms } => register_worker(state, cmd.at_ms, *node_id, *lease_ms),
+        Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
+            renew_worker(state, cmd.at_ms, *node_id, *worker_id, *high_water_ms, *lease_ms)
         }
     }
 }
@@ -274,5 +426,98 @@ mod tests {
         let upd = cmd(Op::UpdateTag { tag: "t".into(), step: Some(0), description: None });
         assert!(matches!(apply(&mut s, &upd), Err(ApplyError::Invalid(_))));
         assert_eq!(s.tags["t"].max_id, 1);
+    }
+
+    fn at(at_ms: i64, op: Op) -> Command {
+        Command { at_ms, op }
+    }
+
+    fn grant(r: ApplyResult) -> WorkerGrant {
+        match r {
+            Ok(Applied::Worker(g)) => g,
+            other => panic!("expected a worker grant, got {other:?}"),
+        }
+    }
+
+    fn register(s: &mut State, at_ms: i64, node_id: u64) -> ApplyResult {
+        apply(s, &at(at_ms, Op::RegisterWorker { node_id, lease_ms: 10_000 }))
+    }
+
+    #[test]
+    fn workers_get_the_lowest_free_id_and_keep_it() {
+        let mut s = State::default();
+        record_members(&mut s, [1, 2, 3]);
+        assert_eq!(grant(register(&mut s, 1000, 2)).worker_id, 0);
+        assert_eq!(grant(register(&mut s, 1000, 1)).worker_id, 1);
+        assert_eq!(grant(register(&mut s, 1000, 3)).worker_id, 2);
+        // Re-registering (a restart) gives the same ID back, with the recorded high-water mark.
+        let renew = Op::RenewWorker { node_id: 1, worker_id: 1, high_water_ms: 5000, lease_ms: 10_000 };
+        assert_eq!(grant(apply(&mut s, &at(2000, renew))).not_before_ms, 5000);
+        let again = grant(register(&mut s, 3000, 1));
+        assert_eq!((again.worker_id, again.not_before_ms, again.lease_expires_ms), (1, 5000, 13_000));
+        assert_eq!(register(&mut s, 3000, 9), Err(ApplyError::NotAMember(9)));
+        assert!(matches!(
+            apply(&mut s, &at(0, Op::RegisterWorker { node_id: 1, lease_ms: 5 })),
+            Err(ApplyError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn an_id_is_recycled_only_after_its_node_left_and_its_lease_and_grace_ran_out() {
+        let mut s = State::default();
+        record_members(&mut s, [1, 2]);
+        assert_eq!(grant(register(&mut s, 0, 1)).worker_id, 0);
+        let renew = |hw| Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: hw, lease_ms: 10_000 };
+        apply(&mut s, &at(1000, renew(4000))).unwrap();
+        // Lease runs to 11,000; grace to 21,000.
+        record_members(&mut s, [2, 3]);
+        // Node 1 left, but the lease plus grace has not run out: node 3 gets a new ID.
+        assert_eq!(grant(register(&mut s, 21_000, 3)).worker_id, 1);
+        record_members(&mut s, [2, 4]);
+        // Node 1 still a member? No. Lease + grace over: ID 0 is recycled, starting after the
+        // handover time (which is past the old high-water mark).
+        let g = grant(register(&mut s, 21_001, 4));
+        assert_eq!((g.worker_id, g.not_before_ms), (0, 21_001));
+        assert_eq!(s.workers[&0].previous_node_id, Some(1));
+        // The old holder is fenced: its renewals fail.
+        assert_eq!(apply(&mut s, &at(21_002, renew(30_000))), Err(ApplyError::WorkerLost { worker_id: 0, node_id: 1 }));
+        assert_eq!(s.workers[&0].node_id, 4);
+    }
+
+    #[test]
+    fn a_member_keeps_its_id_however_late_it_renews() {
+        let mut s = State::default();
+        record_members(&mut s, [1, 2]);
+        grant(register(&mut s, 0, 1));
+        // Node 1 is silent far beyond its lease but is still a member: nobody else gets ID 0.
+        assert_eq!(grant(register(&mut s, 1_000_000, 2)).worker_id, 1);
+        let renew = Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: 7, lease_ms: 10_000 };
+        assert!(apply(&mut s, &at(1_000_001, renew)).is_ok());
+        // A removed node cannot renew even if nobody took its ID yet.
+        record_members(&mut s, [2]);
+        let renew = Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: 8, lease_ms: 10_000 };
+        assert!(matches!(apply(&mut s, &at(1_000_002, renew)), Err(ApplyError::WorkerLost { .. })));
+    }
+
+    #[test]
+    fn high_water_marks_only_rise() {
+        let mut s = State::default();
+        record_members(&mut s, [1]);
+        grant(register(&mut s, 0, 1));
+        let renew = |hw| Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: hw, lease_ms: 10_000 };
+        apply(&mut s, &at(1, renew(500))).unwrap();
+        assert_eq!(grant(apply(&mut s, &at(2, renew(100)))).not_before_ms, 500);
+    }
+
+    #[test]
+    fn exhaustion_is_an_error() {
+        let mut s = State::default();
+        record_members(&mut s, 1..=1025);
+        for n in 1..=1024u64 {
+            assert_eq!(grant(register(&mut s, 0, n)).worker_id, (n - 1) as u16);
+        }
+        let before = s.clone();
+        assert_eq!(register(&mut s, 0, 1025), Err(ApplyError::WorkersExhausted));
+        assert_eq!(s, before);
     }
 }

@@ -1,7 +1,8 @@
 //! The state machine on sled, with snapshots.
 //!
-//! Tree `sm`: `t/<tag>` → [`TagRecord`], `m/applied` → last applied log ID, `m/membership` →
-//! last applied membership, `m/members_ever` → every node ID ever in a membership. Each
+//! Tree `sm`: `t/<tag>` → [`TagRecord`], `w/<worker id, 2 bytes BE>` → [`WorkerRecord`],
+//! `m/applied` → last applied log ID, `m/membership` → last applied membership (the current
+//! members are derived from it), `m/members_ever` → every node ID ever in a membership. Each
 //! `apply` call writes what it changed in one atomic sled batch.
 //! The batch is not flushed on its own: the log entries it came from are already on disk, and
 //! sled flushes are database-wide, so the next append, vote or purge makes it durable; if a
@@ -18,13 +19,14 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{apply, record_members, Applied, ApplyResult, State, TagRecord};
+use crate::state::{apply, record_members, Applied, ApplyResult, State, TagRecord, WorkerRecord};
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
 
 const KEY_APPLIED: &[u8] = b"m/applied";
 const KEY_MEMBERSHIP: &[u8] = b"m/membership";
 const KEY_MEMBERS_EVER: &[u8] = b"m/members_ever";
 const TAG_PREFIX: &[u8] = b"t/";
+const WORKER_PREFIX: &[u8] = b"w/";
 const KEY_SNAPSHOT: &[u8] = b"current";
 
 /// Everything the state machine holds, as kept in memory.
@@ -43,20 +45,44 @@ struct SmDataV1 {
     tags: std::collections::BTreeMap<String, TagRecord>,
 }
 
-/// Decodes snapshot data of this release or of the first one (whose `State` held only tags;
-/// the nodes of its membership are the best record of past members it has).
+/// [`SmData`] as the second release stored it, before snowflake workers.
+#[derive(Deserialize)]
+struct SmDataV2 {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: StateV2,
+}
+
+#[derive(Deserialize)]
+struct StateV2 {
+    tags: std::collections::BTreeMap<String, TagRecord>,
+    members_ever: std::collections::BTreeSet<u64>,
+}
+
+fn member_ids(m: &StoredMembership) -> impl Iterator<Item = u64> + '_ {
+    m.membership().nodes().map(|(id, _)| *id)
+}
+
+/// Decodes snapshot data of this release or of an earlier one (the first held only tags, and
+/// the nodes of its membership are the best record of past members it has; the second had no
+/// workers). Each layout is tried newest first; the codec refuses short and trailing bytes, so
+/// a record never decodes as the wrong layout.
 fn decode_sm_data(bytes: &[u8]) -> Result<SmData, codec::CodecError> {
-    match codec::decode::<SmData>(bytes) {
-        Ok(d) => Ok(d),
-        Err(e) => match codec::decode::<SmDataV1>(bytes) {
-            Ok(old) => {
-                let mut state = State { tags: old.tags, ..State::default() };
-                record_members(&mut state, old.membership.membership().nodes().map(|(id, _)| *id));
-                Ok(SmData { last_applied: old.last_applied, membership: old.membership, state })
-            }
-            Err(_) => Err(e),
-        },
+    let e = match codec::decode::<SmData>(bytes) {
+        Ok(d) => return Ok(d),
+        Err(e) => e,
+    };
+    if let Ok(old) = codec::decode::<SmDataV2>(bytes) {
+        let mut state = State { tags: old.state.tags, members_ever: old.state.members_ever, ..State::default() };
+        record_members(&mut state, member_ids(&old.membership));
+        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
     }
+    if let Ok(old) = codec::decode::<SmDataV1>(bytes) {
+        let mut state = State { tags: old.tags, ..State::default() };
+        record_members(&mut state, member_ids(&old.membership));
+        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
+    }
+    Err(e)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -82,6 +108,11 @@ impl StateReader {
 
     pub fn tags(&self) -> Vec<(String, TagRecord)> {
         self.read().state.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// Snowflake worker IDs in use.
+    pub fn workers(&self) -> Vec<(u16, WorkerRecord)> {
+        self.read().state.workers.iter().map(|(k, v)| (*k, v.clone())).collect()
     }
 
     pub fn tag_count(&self) -> usize {
@@ -128,6 +159,12 @@ fn tag_key(tag: &str) -> Vec<u8> {
     k
 }
 
+fn worker_key(id: u16) -> Vec<u8> {
+    let mut k = WORKER_PREFIX.to_vec();
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
 impl StateMachineStore {
     pub(crate) fn open(db: &sled::Db) -> Result<Self, StorageError> {
         let sm = db.open_tree("sm").map_err(sm_read_err)?;
@@ -139,6 +176,7 @@ impl StateMachineStore {
         if let Some(v) = sm.get(KEY_MEMBERSHIP).map_err(sm_read_err)? {
             data.membership = codec::decode(&v).map_err(sm_read_err)?;
         }
+        data.state.members = member_ids(&data.membership).collect();
         if let Some(v) = sm.get(KEY_MEMBERS_EVER).map_err(sm_read_err)? {
             data.state.members_ever = codec::decode(&v).map_err(sm_read_err)?;
         }
@@ -146,6 +184,13 @@ impl StateMachineStore {
             let (k, v) = item.map_err(sm_read_err)?;
             let tag = String::from_utf8(k[TAG_PREFIX.len()..].to_vec()).map_err(sm_read_err)?;
             data.state.tags.insert(tag, codec::decode(&v).map_err(sm_read_err)?);
+        }
+        for item in sm.scan_prefix(WORKER_PREFIX) {
+            let (k, v) = item.map_err(sm_read_err)?;
+            let id: [u8; 2] = k[WORKER_PREFIX.len()..]
+                .try_into()
+                .map_err(|_| sm_read_err(std::io::Error::other(format!("malformed worker key {:?}", k.as_ref()))))?;
+            data.state.workers.insert(u16::from_be_bytes(id), codec::decode(&v).map_err(sm_read_err)?);
         }
         let store = StateMachineStore { db: db.clone(), sm, snap, data: Arc::new(RwLock::new(data)) };
         if let Some(stored) = store.stored_snapshot()? {
@@ -183,6 +228,9 @@ impl StateMachineStore {
         }
         for (tag, record) in &new.state.tags {
             batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?);
+        }
+        for (id, record) in &new.state.workers {
+            batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?);
         }
         batch.insert(KEY_APPLIED, codec::encode(&new.last_applied).map_err(sm_write_err)?);
         batch.insert(KEY_MEMBERSHIP, codec::encode(&new.membership).map_err(sm_write_err)?);
@@ -228,6 +276,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     {
         let mut results = Vec::new();
         let mut touched = std::collections::BTreeSet::new();
+        let mut touched_workers = std::collections::BTreeSet::new();
         let mut membership_changed = false;
         let mut d = self.write();
         for entry in entries {
@@ -236,8 +285,16 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 EntryPayload::Blank => Ok(Applied::Nothing),
                 EntryPayload::Normal(cmd) => {
                     let r = apply(&mut d.state, &cmd);
-                    if r.is_ok() {
-                        touched.insert(cmd.op.tag().to_string());
+                    match &r {
+                        Ok(Applied::Worker(g)) => {
+                            touched_workers.insert(g.worker_id);
+                        }
+                        Ok(_) => {
+                            if let Some(tag) = cmd.op.tag() {
+                                touched.insert(tag.to_string());
+                            }
+                        }
+                        Err(_) => {}
                     }
                     r
                 }
@@ -254,6 +311,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         for tag in &touched {
             if let Some(record) = d.state.tags.get(tag) {
                 batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?);
+            }
+        }
+        for id in &touched_workers {
+            if let Some(record) = d.state.workers.get(id) {
+                batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?);
             }
         }
         batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
@@ -324,6 +386,29 @@ mod tests {
         let d = decode_sm_data(&bytes).unwrap();
         assert_eq!(d.state.tags["t"], record);
         assert!(d.state.members_ever.contains(&1));
+        assert!(d.state.members.contains(&1));
+        // The second release's layout: tags and members_ever, no workers.
+        #[derive(Serialize)]
+        struct V2State {
+            tags: std::collections::BTreeMap<String, TagRecord>,
+            members_ever: std::collections::BTreeSet<u64>,
+        }
+        #[derive(Serialize)]
+        struct V2 {
+            last_applied: Option<LogId>,
+            membership: StoredMembership,
+            state: V2State,
+        }
+        let v2 = V2 {
+            last_applied: None,
+            membership: old.membership.clone(),
+            state: V2State { tags: old.tags.clone(), members_ever: [1, 7].into() },
+        };
+        let d2 = decode_sm_data(&codec::encode(&v2).unwrap()).unwrap();
+        assert_eq!(d2.state.members_ever, [1, 7].into());
+        assert_eq!(d2.state.members, [1].into());
+        assert_eq!(d2.state.tags["t"], record);
+        assert!(d2.state.workers.is_empty());
         // And the current layout round-trips.
         let again = decode_sm_data(&codec::encode(&d).unwrap()).unwrap();
         assert_eq!(again, d);

@@ -80,6 +80,40 @@ fn snapshot_survives_reopen_and_installs_elsewhere() {
 }
 
 #[test]
+fn workers_survive_reopen_and_snapshots() {
+    rt().block_on(async {
+        let dir = TempDir::new().unwrap();
+        let (_log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let nodes = std::collections::BTreeMap::from([
+            (1, openraft::BasicNode::new("a:1")),
+            (2, openraft::BasicNode::new("b:1")),
+        ]);
+        let membership = openraft::Membership::new(vec![[1, 2].into()], nodes);
+        let first = Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), 1),
+            payload: EntryPayload::Membership(membership),
+        };
+        let register = |i, node_id| entry(1, i, Op::RegisterWorker { node_id, lease_ms: 10_000 });
+        let renew = entry(1, 4, Op::RenewWorker { node_id: 2, worker_id: 0, high_water_ms: 42, lease_ms: 10_000 });
+        let r = sm.apply(vec![first, register(2, 2), register(3, 1), renew]).await.unwrap();
+        assert!(matches!(r[3], Ok(Applied::Worker(g)) if g.worker_id == 0 && g.not_before_ms == 42), "{r:?}");
+        let before = sm.reader().workers();
+        assert_eq!(before.iter().map(|(id, w)| (*id, w.node_id)).collect::<Vec<_>>(), vec![(0, 2), (1, 1)]);
+        let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        drop((_log, sm));
+        let (_log, sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        assert_eq!(sm.reader().workers(), before);
+        let other = TempDir::new().unwrap();
+        let (_l2, mut sm2) = open(other.path(), &StoreOptions::default()).unwrap();
+        sm2.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
+        assert_eq!(sm2.reader().workers(), before);
+        // Current members came with the snapshot: node 1 re-registers and keeps its ID.
+        let r = sm2.apply(vec![register(5, 1)]).await.unwrap();
+        assert!(matches!(r[0], Ok(Applied::Worker(g)) if g.worker_id == 1), "{r:?}");
+    });
+}
+
+#[test]
 fn purge_and_truncate_leave_no_holes() {
     rt().block_on(async {
         let dir = TempDir::new().unwrap();

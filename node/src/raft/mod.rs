@@ -11,9 +11,11 @@
 //! - [`service`]: the internal endpoints' handlers.
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use leaf_api::types::{AllocationView, ClusterStatus, Health, MemberView, MembershipChange, ReplicationView};
+use leaf_api::types::{
+    AllocationView, ClusterStatus, Health, MemberView, MembershipChange, ReplicationView, WorkerView,
+};
 use leaf_raft_store::types::{NodeId, Raft};
 use leaf_raft_store::{open, Applied, ApplyError, Command, LogStore, Op, StateReader, StoreOptions};
 use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
@@ -21,12 +23,13 @@ use openraft::{BasicNode, ChangeMembers, ServerState, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use crate::clock::Clock;
 use crate::config::{check_host_port, Config};
 
 pub mod network;
 pub mod service;
 
-use network::{NetworkFactory, PeerClient, PATH_FORWARD, SNAPSHOT_CHUNK_BYTES};
+use network::{NetworkFactory, PeerClient, PATH_FORWARD, PATH_TIME, SNAPSHOT_CHUNK_BYTES};
 
 /// Committed allocations this node received, newest last (bounded).
 const JOURNAL_CAP: usize = 100_000;
@@ -152,6 +155,8 @@ pub struct RaftNode {
     /// Log index this node had at start; it is not ready before applying up to it.
     startup_index: u64,
     journal: Arc<Mutex<VecDeque<AllocationView>>>,
+    /// The node's wall clock: the leader stamps it into every command.
+    clock: Arc<dyn Clock>,
 }
 
 /// A Raft write error as the caller sees it.
@@ -165,10 +170,6 @@ fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Pro
         },
         RaftError::Fatal(f) => ProposeError::Fatal(f.to_string()),
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// Opens the store, waiting up to 10 s for a previous owner (a process still exiting, or a
@@ -195,7 +196,7 @@ async fn open_when_unlocked(
 impl RaftNode {
     /// Opens the store under `config.data_dir` and starts Raft. Forming a new cluster is
     /// [`RaftNode::form_cluster`]'s job, once the HTTP listener answers peers.
-    pub async fn start(config: &Config) -> Result<RaftNode, RaftStartError> {
+    pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<RaftNode, RaftStartError> {
         let dir = config.data_dir.join("raft");
         std::fs::create_dir_all(&dir)
             .map_err(|source| RaftStartError::DataDir { path: dir.display().to_string(), source })?;
@@ -237,6 +238,7 @@ impl RaftNode {
             attempt_timeout: Duration::from_millis((2 * r.election_timeout_max_ms).max(2000)),
             startup_index,
             journal: Arc::default(),
+            clock,
         })
     }
 
@@ -343,7 +345,7 @@ impl RaftNode {
         // repeated create would turn a success into `tag_exists`, so it is not retried when
         // the first attempt may have been delivered.
         let retry_unknown = !matches!(op, Op::CreateTag { .. });
-        let tag = op.tag().to_string();
+        let tag = op.tag().unwrap_or_default().to_string();
         match self.on_leader(Forward::Propose(op), retry_unknown).await? {
             Forwarded::Proposed { applied, log_index } => {
                 if let Applied::Segment(a) = &applied {
@@ -473,7 +475,7 @@ impl RaftNode {
         let timeout = ProposeError::Timeout(self.propose_timeout);
         match req {
             Forward::Propose(op) => {
-                let cmd = Command { at_ms: now_ms(), op };
+                let cmd = Command { at_ms: self.clock.now_ms(), op };
                 let resp = match tokio::time::timeout(budget, self.raft.client_write(cmd)).await {
                     Err(_) => return Err(timeout),
                     Ok(r) => r.map_err(write_error)?,
@@ -727,6 +729,18 @@ impl RaftNode {
             members,
             replication,
             health,
+            workers: self
+                .state
+                .workers()
+                .into_iter()
+                .map(|(worker_id, w)| WorkerView {
+                    worker_id,
+                    node_id: w.node_id,
+                    high_water_ms: w.high_water_ms,
+                    lease_expires_ms: w.lease_expires_ms,
+                    previous_node_id: w.previous_node_id,
+                })
+                .collect(),
         }
     }
 
@@ -743,6 +757,28 @@ impl RaftNode {
                 _ => return self.status().not_ready.is_none(),
             }
         }
+    }
+
+    /// This node's wall clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Whether this node knows a membership (it has formed or joined a cluster).
+    pub fn has_membership(&self) -> bool {
+        self.raft.metrics().borrow().membership_config.membership().nodes().next().is_some()
+    }
+
+    /// The other members and their addresses.
+    pub fn peer_addrs(&self) -> Vec<(NodeId, String)> {
+        self.members().into_iter().filter(|(id, _)| *id != self.node_id).map(|(id, (_, addr))| (id, addr)).collect()
+    }
+
+    /// Reads a peer's clock: `(local ms before, peer ms, local ms after)`.
+    pub async fn peer_time(&self, addr: &str, timeout: Duration) -> Result<(i64, i64, i64), network::CallError> {
+        let before = self.clock.now_ms();
+        let peer: i64 = self.peers.call(addr, PATH_TIME, &(), timeout).await?;
+        Ok((before, peer, self.clock.now_ms()))
     }
 
     /// Entries currently in the log (not yet purged behind a snapshot).

@@ -39,6 +39,8 @@ pub const PATH_APPEND: &str = "/internal/raft/append";
 pub const PATH_VOTE: &str = "/internal/raft/vote";
 pub const PATH_SNAPSHOT: &str = "/internal/raft/snapshot";
 pub const PATH_FORWARD: &str = "/internal/forward";
+/// A peer's wall clock (the snowflake startup clock check).
+pub const PATH_TIME: &str = "/internal/time";
 
 /// Why an internal call produced no decodable answer.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -9,7 +9,7 @@ use openraft::raft::{
     VoteResponse,
 };
 
-use super::network::{PATH_APPEND, PATH_FORWARD, PATH_SNAPSHOT, PATH_VOTE};
+use super::network::{PATH_APPEND, PATH_FORWARD, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
 use super::{ForwardRequest, Forwarded, ProposeError, RaftNode};
 
 /// Why an internal request was not handled.
@@ -60,6 +60,10 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8]) -> Result<Vec<u8>,
             let deadline = node.deadline_within(std::time::Duration::from_millis(wire.budget_ms));
             let r: Result<Forwarded, ProposeError> = node.execute(wire.req, deadline).await;
             encode(&r)
+        }
+        PATH_TIME => {
+            let () = decode(body)?;
+            encode(&node.clock.now_ms())
         }
         other => Err(ServiceError::NotFound(other.to_string())),
     }

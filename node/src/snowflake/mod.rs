@@ -1,0 +1,760 @@
+//! Snowflake mode: a worker ID registered through Raft, a durable time window, and the clock
+//! checks that keep a node from ever issuing an ID twice.
+//!
+//! Layout:
+//! - [`generator`]: the bit layout and the lock-free generator (the per-ID hot path);
+//! - this file: [`Snowflake`], the request path's handle (waits on short stalls, turns the
+//!   rest into errors), and the worker actor that owns everything slow: the startup peer clock
+//!   check, registration and lease renewal through Raft, raising the durable high-water mark,
+//!   and the local cache file.
+//!
+//! # Guarantees and how they are kept
+//! - **Worker IDs** come from the Raft log (`RegisterWorker`), keyed by node ID, so a node
+//!   that restarts at another address gets its own ID back. The lowest free ID of 0..1023 is
+//!   given; exhaustion is an error.
+//! - **Time window** (PD's TSO): before an ID with timestamp `t` is issued, a high-water mark
+//!   `>= t` is fsynced to `<data_dir>/snowflake.state` and then proposed through Raft
+//!   (`RenewWorker`). The mark runs `time_window_ms` ahead of the clock and is raised when half
+//!   of the window is left. After a restart the node never issues at or below the larger of the
+//!   local and the Raft mark: it waits when the clock is at most `max_startup_wait_ms` behind,
+//!   and otherwise stays off with the reason in `/health`. A damaged state file keeps
+//!   snowflake off instead of forgetting the mark (Leaf #97 bypassed the check via its cache).
+//! - **Lease**: every renewal extends the worker's lease by `lease_ttl_ms`, measured locally
+//!   from before the proposal on the monotonic clock; a node that cannot renew in time stops
+//!   issuing. The state machine gives an ID to another node only after its holder left the
+//!   membership and `2 × lease_ttl_ms` passed since its last renewal, and the new holder starts
+//!   above the old high-water mark and the handover time.
+//! - **Weak dependency**: the state file also keeps the worker ID and the lease end, so a node
+//!   restarting while the quorum is unreachable serves under its old ID until that lease ends.
+//! - **Clock checks**: at start, RTT-compensated offsets against every reachable peer; if the
+//!   average exceeds `max_peer_offset_ms`, snowflake stays off (segment mode is unaffected).
+//!   At runtime a clock that moved back by at most `max_backward_ms` waits twice the gap;
+//!   further is a 503 `clock_moved_backwards`, never a duplicate.
+pub mod generator;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use leaf_api::codec;
+use leaf_api::types::SnowflakeHealth;
+use leaf_raft_store::{Applied, ApplyError, Op, WorkerGrant};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::clock::Clock;
+use crate::config::SnowflakeConfig;
+use crate::raft::{ProposeError, RaftNode};
+use generator::{Generator, Layout, Stall};
+
+/// Name of the state file in the data dir.
+pub const STATE_FILE: &str = "snowflake.state";
+/// How long a request may wait for the clock to reach the next millisecond.
+const NEXT_MS_LIMIT: Duration = Duration::from_secs(1);
+/// How long a request may wait for the high-water mark to be raised.
+const WINDOW_WAIT: Duration = Duration::from_secs(2);
+/// Pause between failed registrations.
+const REGISTER_RETRY: Duration = Duration::from_secs(1);
+/// Timeout of one peer's answer in the startup clock check.
+const PEER_TIME_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why a request got no (or not all) snowflake IDs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnowflakeError {
+    #[error("snowflake service is off on this node: {0}")]
+    NotServing(String),
+    #[error("the clock moved back by {by_ms} ms (tolerance {tolerance_ms} ms); refusing to issue IDs")]
+    ClockBackwards { by_ms: i64, tolerance_ms: u64 },
+    #[error("the clock did not reach the next millisecond within {0:?}")]
+    ClockStalled(Duration),
+    #[error("the clock is outside the ID layout's range (epoch to 69 years after it)")]
+    OutOfRange,
+    #[error("{0}")]
+    Exhausted(String),
+}
+
+/// What the state file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateFile {
+    pub node_id: u64,
+    pub worker_id: u16,
+    /// No ID of this worker was issued above this Unix millisecond.
+    pub high_water_ms: i64,
+    /// Leader time at which the worker lease ends unless renewed.
+    pub lease_expires_ms: i64,
+}
+
+impl StateFile {
+    /// Reads the state file; `Ok(None)` when there is none (a new node).
+    pub fn load(path: &Path) -> Result<Option<StateFile>, String> {
+        match std::fs::read(path) {
+            Ok(bytes) => codec::decode(&bytes).map(Some).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// Writes the state file atomically and durably: a temporary file, fsync, rename, fsync
+    /// of the directory.
+    pub fn store(&self, path: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        let bytes = codec::encode(self).map_err(std::io::Error::other)?;
+        let tmp = path.with_extension("tmp");
+        {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+/// The request path's handle on snowflake mode.
+#[derive(Clone)]
+pub struct Snowflake {
+    gen: Arc<Generator>,
+    actor: Option<Addr<WorkerActor>>,
+    status: Arc<Mutex<Status>>,
+    max_backward_ms: u64,
+}
+
+/// What the actor reports for `/health`.
+#[derive(Debug, Clone, Default)]
+struct Status {
+    state: &'static str,
+    reason: Option<String>,
+    peer_offset_ms: Option<i64>,
+}
+
+impl Snowflake {
+    /// Snowflake mode turned off by configuration: every request is refused.
+    pub fn disabled(cfg: &SnowflakeConfig, clock: Arc<dyn Clock>) -> Snowflake {
+        let status =
+            Status { state: "disabled", reason: Some("snowflake.enabled is false".into()), ..Default::default() };
+        Snowflake {
+            gen: Arc::new(Generator::new(Layout { epoch_ms: cfg.epoch_ms }, clock, cfg.sequence_random_start)),
+            actor: None,
+            status: Arc::new(Mutex::new(status)),
+            max_backward_ms: cfg.max_backward_ms,
+        }
+    }
+
+    /// Starts the worker actor on `arbiter`; it registers through `raft` in the background.
+    pub fn start(
+        cfg: &SnowflakeConfig,
+        data_dir: &Path,
+        raft: RaftNode,
+        rt: tokio::runtime::Handle,
+        arbiter: &actix::ArbiterHandle,
+    ) -> Snowflake {
+        let clock = raft.clock().clone();
+        let gen = Arc::new(Generator::new(Layout { epoch_ms: cfg.epoch_ms }, clock, cfg.sequence_random_start));
+        let status = Arc::new(Mutex::new(Status { state: "starting", ..Default::default() }));
+        let actor = WorkerActor {
+            gen: gen.clone(),
+            raft,
+            rt,
+            cfg: cfg.clone(),
+            path: data_dir.join(STATE_FILE),
+            status: status.clone(),
+            file: None,
+            checked: false,
+            checking: false,
+            off: None,
+            assigned: None,
+            started: false,
+            registered: false,
+            registering: false,
+            next_register: Instant::now(),
+            renewing: false,
+            persisting: false,
+            waiters: Vec::new(),
+        };
+        let addr = WorkerActor::start_in_arbiter(arbiter, |_| actor);
+        Snowflake { gen, actor: Some(addr), status, max_backward_ms: cfg.max_backward_ms }
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.gen.layout()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Status> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn not_serving(&self) -> SnowflakeError {
+        let s = self.lock();
+        if s.state == "serving" && !self.gen.serving() {
+            return SnowflakeError::NotServing(
+                "the worker lease ran out: it could not be renewed through Raft in time".into(),
+            );
+        }
+        let why = s.reason.clone().unwrap_or_else(|| format!("snowflake is {}", s.state));
+        if s.state == "exhausted" {
+            SnowflakeError::Exhausted(why)
+        } else {
+            SnowflakeError::NotServing(why)
+        }
+    }
+
+    /// Takes `n` IDs, calling `sink(first, count)` for each run of consecutive IDs. Lock-free
+    /// while the clock moves forward inside the window; waits for the next millisecond, for a
+    /// small clock rollback, or for the window to be raised.
+    pub async fn take(&self, n: u64, mut sink: impl FnMut(i64, u64) + Send) -> Result<(), SnowflakeError> {
+        let mut left = n;
+        let mut waited_back = false;
+        let mut stalled_since: Option<Instant> = None;
+        while left > 0 {
+            match self.gen.try_take(left, &mut sink) {
+                Ok(k) => {
+                    left -= k;
+                    waited_back = false;
+                    stalled_since = None;
+                }
+                Err(Stall::NextMs) => {
+                    let since = *stalled_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > NEXT_MS_LIMIT {
+                        return Err(SnowflakeError::ClockStalled(NEXT_MS_LIMIT));
+                    }
+                    // Less than a millisecond to go: let other tasks run, then look again.
+                    tokio::task::yield_now().await;
+                }
+                Err(Stall::Backwards { by_ms }) => {
+                    if waited_back || by_ms > self.max_backward_ms as i64 {
+                        return Err(SnowflakeError::ClockBackwards { by_ms, tolerance_ms: self.max_backward_ms });
+                    }
+                    // Leaf: wait twice the offset, then try once more.
+                    waited_back = true;
+                    tokio::time::sleep(Duration::from_millis(2 * by_ms as u64)).await;
+                }
+                Err(Stall::Window) => self.raise_window().await?,
+                Err(Stall::NotServing) => return Err(self.not_serving()),
+                Err(Stall::OutOfRange) => return Err(SnowflakeError::OutOfRange),
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the actor to raise the high-water mark now and waits until it is durable.
+    async fn raise_window(&self) -> Result<(), SnowflakeError> {
+        let Some(actor) = &self.actor else { return Err(self.not_serving()) };
+        let rx = match tokio::time::timeout(WINDOW_WAIT, actor.send(RaiseWindow)).await {
+            Ok(Ok(rx)) => rx,
+            _ => return Err(SnowflakeError::NotServing("the worker actor is not answering".into())),
+        };
+        match tokio::time::timeout(WINDOW_WAIT, rx).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(why))) => Err(SnowflakeError::NotServing(why)),
+            _ => Err(SnowflakeError::NotServing(format!(
+                "the time high-water mark could not be made durable within {WINDOW_WAIT:?}"
+            ))),
+        }
+    }
+
+    /// The `/health` view.
+    pub fn health(&self) -> SnowflakeHealth {
+        let s = self.lock().clone();
+        let serving = self.gen.serving();
+        let (state, reason) = match (s.state, serving) {
+            ("serving", true) => ("serving", s.reason),
+            ("serving", false) => {
+                ("off", Some("the worker lease ran out: it could not be renewed through Raft".into()))
+            }
+            ("exhausted", _) => ("off", s.reason),
+            (st, _) => (st, s.reason),
+        };
+        SnowflakeHealth {
+            state: state.to_string(),
+            worker_id: self.gen.worker_id(),
+            reason,
+            high_water_ms: self.gen.worker_id().map(|_| self.gen.limit_ms()),
+            lease_remaining_ms: self.gen.lease_remaining_ms(),
+            peer_clock_offset_ms: s.peer_offset_ms,
+        }
+    }
+}
+
+/// Raise the high-water mark now (a request reached it); answered once it is durable.
+#[derive(Message)]
+#[rtype(result = "oneshot::Receiver<Result<(), String>>")]
+struct RaiseWindow;
+
+/// A worker ID this node holds or is about to serve under.
+#[derive(Debug, Clone, Copy)]
+struct Assigned {
+    worker_id: u16,
+    /// Issue strictly above this Unix millisecond.
+    floor_ms: i64,
+    /// Leader time of the lease end (kept in the state file).
+    lease_expires_ms: i64,
+    /// Lease end on the monotonic clock.
+    lease_until: Instant,
+}
+
+/// Owns registration, renewal, the window and the state file.
+struct WorkerActor {
+    gen: Arc<Generator>,
+    raft: RaftNode,
+    rt: tokio::runtime::Handle,
+    cfg: SnowflakeConfig,
+    path: PathBuf,
+    status: Arc<Mutex<Status>>,
+    /// What the state file holds (as loaded or last written).
+    file: Option<StateFile>,
+    checked: bool,
+    checking: bool,
+    /// Why snowflake stays off until a restart.
+    off: Option<String>,
+    assigned: Option<Assigned>,
+    started: bool,
+    /// The Raft log confirmed `assigned` since start.
+    registered: bool,
+    registering: bool,
+    next_register: Instant,
+    renewing: bool,
+    persisting: bool,
+    waiters: Vec<oneshot::Sender<Result<(), String>>>,
+}
+
+impl Actor for WorkerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        match StateFile::load(&self.path) {
+            Ok(Some(f)) if f.node_id != self.raft.node_id() => self.turn_off(format!(
+                "{} belongs to node {}, not to this node {}; refusing to guess its time high-water mark",
+                self.path.display(),
+                f.node_id,
+                self.raft.node_id()
+            )),
+            Ok(f) => self.file = f,
+            Err(e) => self.turn_off(format!(
+                "the snowflake state file is unreadable ({e}); without its time high-water mark this node could \
+                 repeat IDs. Restore it or, once the clock is surely past every ID this node issued, delete it"
+            )),
+        }
+        let tick = Duration::from_millis((self.cfg.time_window_ms / 6).max(20));
+        ctx.run_interval(tick, |act, ctx| act.tick(ctx));
+        self.tick(ctx);
+    }
+
+    fn stopping(&mut self, _: &mut Context<Self>) -> Running {
+        self.gen.stop();
+        Running::Stop
+    }
+}
+
+impl WorkerActor {
+    fn set_status(&self, state: &'static str, reason: Option<String>) {
+        let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        s.state = state;
+        s.reason = reason;
+    }
+
+    fn turn_off(&mut self, reason: String) {
+        tracing::error!(reason = %reason, "snowflake service is OFF on this node");
+        self.gen.stop();
+        self.started = false;
+        self.set_status("off", Some(reason.clone()));
+        self.off = Some(reason);
+        for w in self.waiters.drain(..) {
+            let _ = w.send(Err("snowflake service is off".into()));
+        }
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self.off.is_some() {
+            return;
+        }
+        if !self.checked {
+            self.check_clock(ctx);
+            return;
+        }
+        if !self.registered && !self.registering && Instant::now() >= self.next_register {
+            self.register(ctx);
+        }
+        if !self.started {
+            self.try_start(ctx);
+            return;
+        }
+        let now = self.gen.clock().now_ms();
+        let half = self.cfg.time_window_ms as i64 / 2;
+        if self.gen.limit_ms() - now < half {
+            self.persist(ctx);
+        } else if self.registered && self.gen.lease_remaining_ms().unwrap_or(0) < self.cfg.lease_ttl_ms / 2 {
+            self.renew(ctx, self.gen.limit_ms());
+        }
+    }
+
+    /// The startup peer clock check; runs once the node knows its membership.
+    fn check_clock(&mut self, ctx: &mut Context<Self>) {
+        if self.checking || !self.raft.has_membership() {
+            if !self.checking {
+                self.set_status("starting", Some("waiting for the cluster membership (clock check)".into()));
+            }
+            return;
+        }
+        self.checking = true;
+        let raft = self.raft.clone();
+        let task = self.rt.spawn(async move {
+            let calls = raft.peer_addrs().into_iter().map(|(id, addr)| {
+                let raft = raft.clone();
+                async move { (id, raft.peer_time(&addr, PEER_TIME_TIMEOUT).await) }
+            });
+            futures::future::join_all(calls).await
+        });
+        ctx.spawn(async move { task.await.unwrap_or_default() }.into_actor(self).map(|answers, act, ctx| {
+            act.checking = false;
+            let mut offsets = Vec::new();
+            for (id, r) in answers {
+                match r {
+                    // The peer read its clock about halfway through the round trip.
+                    Ok((before, peer, after)) => {
+                        let offset = peer - (before + (after - before) / 2);
+                        tracing::info!(peer = id, offset_ms = offset, rtt_ms = after - before, "peer clock");
+                        offsets.push(offset);
+                    }
+                    Err(e) => tracing::info!(peer = id, error = %e, "peer clock unknown (unreachable)"),
+                }
+            }
+            let avg = (!offsets.is_empty()).then(|| offsets.iter().sum::<i64>() / offsets.len() as i64);
+            act.status.lock().unwrap_or_else(|e| e.into_inner()).peer_offset_ms = avg;
+            match avg {
+                Some(avg) if avg.unsigned_abs() > act.cfg.max_peer_offset_ms => {
+                    act.turn_off(format!(
+                        "this node's clock is {} ms {} the average of {} reachable peer(s), beyond \
+                         snowflake.max_peer_offset_ms = {}; fix the clock (NTP) and restart the node",
+                        avg.unsigned_abs(),
+                        if avg > 0 { "behind" } else { "ahead of" },
+                        offsets.len(),
+                        act.cfg.max_peer_offset_ms
+                    ));
+                }
+                _ => {
+                    if avg.is_none() {
+                        tracing::warn!("no peer answered the clock check; relying on the high-water marks alone");
+                    }
+                    act.checked = true;
+                    act.use_state_file();
+                    act.tick(ctx);
+                }
+            }
+        }));
+    }
+
+    /// Weak dependency: a lease in the state file that has not run out lets the node serve
+    /// under its old worker ID before (or without) reaching the quorum.
+    fn use_state_file(&mut self) {
+        let Some(f) = self.file else { return };
+        let now = self.gen.clock().now_ms();
+        let left = f.lease_expires_ms.saturating_sub(now);
+        if left <= 0 {
+            return;
+        }
+        tracing::info!(worker_id = f.worker_id, lease_left_ms = left, "using the worker ID from the state file");
+        self.assigned = Some(Assigned {
+            worker_id: f.worker_id,
+            floor_ms: f.high_water_ms,
+            lease_expires_ms: f.lease_expires_ms,
+            lease_until: Instant::now() + Duration::from_millis(left as u64),
+        });
+    }
+
+    fn register(&mut self, ctx: &mut Context<Self>) {
+        self.registering = true;
+        let raft = self.raft.clone();
+        let op = Op::RegisterWorker { node_id: raft.node_id(), lease_ms: self.cfg.lease_ttl_ms as i64 };
+        let sent = Instant::now();
+        let task = self.rt.spawn(async move { raft.propose(op).await });
+        ctx.spawn(task.into_actor(self).map(move |res, act, ctx| {
+            act.registering = false;
+            let res = res.unwrap_or_else(|e| Err(ProposeError::Fatal(e.to_string())));
+            match res {
+                Ok((Applied::Worker(g), _)) => act.registered_as(g, sent),
+                Ok((other, _)) => tracing::error!(?other, "unexpected answer to a worker registration"),
+                Err(ProposeError::Rejected(ApplyError::WorkersExhausted)) => {
+                    let why = ApplyError::WorkersExhausted.to_string();
+                    if !act.started {
+                        act.set_status("exhausted", Some(why));
+                    }
+                    act.next_register = Instant::now() + 10 * REGISTER_RETRY;
+                }
+                Err(e) => {
+                    if !act.started {
+                        act.set_status("starting", Some(format!("registering a worker ID through Raft: {e}")));
+                    }
+                    tracing::debug!(error = %e, "worker registration failed; retrying");
+                    act.next_register = Instant::now() + REGISTER_RETRY;
+                }
+            }
+            act.tick(ctx);
+        }));
+    }
+
+    fn registered_as(&mut self, g: WorkerGrant, sent: Instant) {
+        let lease_until = sent + Duration::from_millis(self.cfg.lease_ttl_ms);
+        self.registered = true;
+        match self.assigned {
+            Some(a) if a.worker_id == g.worker_id => {
+                let a = self.assigned.insert(Assigned {
+                    floor_ms: a.floor_ms.max(g.not_before_ms),
+                    lease_expires_ms: g.lease_expires_ms,
+                    lease_until: a.lease_until.max(lease_until),
+                    ..a
+                });
+                self.gen.extend_lease(a.lease_until);
+            }
+            other => {
+                if let Some(old) = other {
+                    tracing::warn!(old = old.worker_id, new = g.worker_id, "the Raft log gave another worker ID");
+                    self.gen.stop();
+                    self.started = false;
+                }
+                // The state file's mark covers this node's IDs of that worker ID only.
+                let local = self.file.filter(|f| f.worker_id == g.worker_id).map_or(i64::MIN, |f| f.high_water_ms);
+                self.assigned = Some(Assigned {
+                    worker_id: g.worker_id,
+                    floor_ms: g.not_before_ms.max(local),
+                    lease_expires_ms: g.lease_expires_ms,
+                    lease_until,
+                });
+                tracing::info!(worker_id = g.worker_id, "registered snowflake worker ID through Raft");
+            }
+        }
+    }
+
+    /// Starts issuing once the clock is past the floor, after making the first window durable.
+    fn try_start(&mut self, ctx: &mut Context<Self>) {
+        let Some(a) = self.assigned else { return };
+        if self.persisting {
+            return;
+        }
+        let now = self.gen.clock().now_ms();
+        if now <= a.floor_ms {
+            let gap = a.floor_ms - now;
+            if gap as u64 > self.cfg.max_startup_wait_ms {
+                self.turn_off(format!(
+                    "the clock is {gap} ms behind the time high-water mark of worker ID {} (the node may have \
+                     issued IDs up to {} ms); more than snowflake.max_startup_wait_ms = {}. Fix the clock and \
+                     restart the node",
+                    a.worker_id, a.floor_ms, self.cfg.max_startup_wait_ms
+                ));
+                return;
+            }
+            self.set_status(
+                "starting",
+                Some(format!(
+                    "waiting {gap} ms for the clock to pass the high-water mark of worker ID {}",
+                    a.worker_id
+                )),
+            );
+            ctx.run_later(Duration::from_millis(gap as u64 + 1), |act, ctx| act.tick(ctx));
+            return;
+        }
+        self.persist(ctx);
+    }
+
+    /// Raises the high-water mark to now + window: fsync first, then let the generator use it,
+    /// then propose it through Raft (renewing the lease).
+    fn persist(&mut self, ctx: &mut Context<Self>) {
+        let Some(a) = self.assigned else { return };
+        if self.persisting {
+            return;
+        }
+        self.persisting = true;
+        let now = self.gen.clock().now_ms();
+        let hw = now.max(a.floor_ms).saturating_add(self.cfg.time_window_ms as i64).max(self.gen.limit_ms());
+        let record = StateFile {
+            node_id: self.raft.node_id(),
+            worker_id: a.worker_id,
+            high_water_ms: hw,
+            lease_expires_ms: a.lease_expires_ms,
+        };
+        let path = self.path.clone();
+        let task = self.rt.spawn_blocking(move || record.store(&path));
+        ctx.spawn(task.into_actor(self).map(move |res, act, ctx| {
+            act.persisting = false;
+            let res = match res {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = res {
+                tracing::error!(error = %e, "cannot fsync the snowflake state file");
+                let why = format!("cannot make the time high-water mark durable: {e}");
+                for w in act.waiters.drain(..) {
+                    let _ = w.send(Err(why.clone()));
+                }
+                return;
+            }
+            act.file = Some(record);
+            // The worker may have changed (or snowflake turned off) while the file was written.
+            if act.off.is_some() || act.assigned.map(|a| a.worker_id) != Some(record.worker_id) {
+                return;
+            }
+            if act.started {
+                act.gen.raise_limit(hw);
+            } else if let Some(a) = act.assigned {
+                act.gen.start(a.worker_id, a.floor_ms, hw, a.lease_until);
+                act.started = true;
+                act.set_status("serving", None);
+                tracing::info!(worker_id = a.worker_id, floor_ms = a.floor_ms, "snowflake service started");
+            }
+            for w in act.waiters.drain(..) {
+                let _ = w.send(Ok(()));
+            }
+            act.renew(ctx, hw);
+        }));
+    }
+
+    /// Proposes the high-water mark through Raft and extends the lease.
+    fn renew(&mut self, ctx: &mut Context<Self>, hw: i64) {
+        let Some(a) = self.assigned else { return };
+        if self.renewing || !self.registered {
+            return;
+        }
+        self.renewing = true;
+        let raft = self.raft.clone();
+        let op = Op::RenewWorker {
+            node_id: raft.node_id(),
+            worker_id: a.worker_id,
+            high_water_ms: hw,
+            lease_ms: self.cfg.lease_ttl_ms as i64,
+        };
+        let sent = Instant::now();
+        let task = self.rt.spawn(async move { raft.propose(op).await });
+        ctx.spawn(task.into_actor(self).map(move |res, act, _ctx| {
+            act.renewing = false;
+            let res = res.unwrap_or_else(|e| Err(ProposeError::Fatal(e.to_string())));
+            match res {
+                Ok((Applied::Worker(g), _)) if Some(g.worker_id) == act.assigned.map(|a| a.worker_id) => {
+                    let until = sent + Duration::from_millis(act.cfg.lease_ttl_ms);
+                    if let Some(a) = &mut act.assigned {
+                        a.lease_until = a.lease_until.max(until);
+                        a.lease_expires_ms = g.lease_expires_ms;
+                    }
+                    act.gen.extend_lease(until);
+                    if act.started {
+                        act.set_status("serving", None);
+                    }
+                }
+                Err(ProposeError::Rejected(e @ ApplyError::WorkerLost { .. })) => {
+                    tracing::error!(error = %e, "snowflake worker ID lost; stopping and registering again");
+                    act.gen.stop();
+                    act.started = false;
+                    act.assigned = None;
+                    act.registered = false;
+                    act.set_status("starting", Some(format!("{e} (removed from the cluster?)")));
+                }
+                Ok((other, _)) => tracing::error!(?other, "unexpected answer to a lease renewal"),
+                Err(e) => tracing::warn!(error = %e, "cannot renew the worker lease through Raft"),
+            }
+        }));
+    }
+}
+
+impl Handler<RaiseWindow> for WorkerActor {
+    type Result = MessageResult<RaiseWindow>;
+
+    fn handle(&mut self, _: RaiseWindow, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        if let Some(why) = &self.off {
+            let _ = tx.send(Err(why.clone()));
+        } else if !self.started {
+            let _ = tx.send(Err("snowflake service is not started".into()));
+        } else if self.gen.limit_ms() >= self.gen.clock().now_ms() {
+            let _ = tx.send(Ok(()));
+        } else {
+            self.waiters.push(tx);
+            self.persist(ctx);
+        }
+        MessageResult(rx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn serving(clock: Arc<ManualClock>) -> Snowflake {
+        let gen = Arc::new(Generator::new(Layout { epoch_ms: 1_288_834_974_657 }, clock, 0));
+        gen.start(5, NOW - 1, NOW + 3000, Instant::now() + Duration::from_secs(60));
+        let status = Arc::new(Mutex::new(Status { state: "serving", ..Default::default() }));
+        Snowflake { gen, actor: None, status, max_backward_ms: 5 }
+    }
+
+    async fn one(sf: &Snowflake) -> Result<i64, SnowflakeError> {
+        let mut id = 0;
+        sf.take(1, |f, _| id = f).await.map(|_| id)
+    }
+
+    #[tokio::test]
+    async fn small_rollback_waits_twice_the_gap_large_one_errors() {
+        let clock = Arc::new(ManualClock::new(NOW));
+        let sf = serving(clock.clone());
+        let first = one(&sf).await.unwrap();
+        clock.set(NOW - 3);
+        // The clock catches up while the request sleeps its 6 ms.
+        let c2 = clock.clone();
+        let bump = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            c2.set(NOW + 1);
+        });
+        let started = Instant::now();
+        let second = one(&sf).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(6), "waited {:?}", started.elapsed());
+        assert!(second > first);
+        bump.await.unwrap();
+        // Still behind after the wait: an error, not an ID.
+        clock.set(NOW - 2);
+        assert_eq!(one(&sf).await, Err(SnowflakeError::ClockBackwards { by_ms: 3, tolerance_ms: 5 }));
+        clock.set(NOW - 49);
+        let started = Instant::now();
+        assert_eq!(one(&sf).await, Err(SnowflakeError::ClockBackwards { by_ms: 50, tolerance_ms: 5 }));
+        assert!(started.elapsed() < Duration::from_millis(50), "a large rollback must not wait");
+    }
+
+    #[tokio::test]
+    async fn a_stopped_clock_does_not_spin_forever() {
+        let clock = Arc::new(ManualClock::new(NOW));
+        let sf = serving(clock);
+        // 4,096 IDs fill the millisecond; the clock never moves, so the next one gives up.
+        let started = Instant::now();
+        let r = sf.take(4097, |_, _| {}).await;
+        assert_eq!(r, Err(SnowflakeError::ClockStalled(NEXT_MS_LIMIT)));
+        assert!(started.elapsed() < NEXT_MS_LIMIT * 3);
+    }
+
+    #[tokio::test]
+    async fn a_stopped_generator_refuses_with_the_reason() {
+        let clock = Arc::new(ManualClock::new(NOW));
+        let sf = serving(clock);
+        sf.gen.stop();
+        sf.status.lock().unwrap().state = "off";
+        sf.status.lock().unwrap().reason = Some("clock check failed".into());
+        assert_eq!(one(&sf).await, Err(SnowflakeError::NotServing("clock check failed".into())));
+        assert_eq!(sf.health().state, "off");
+    }
+
+    #[test]
+    fn state_file_round_trips_and_detects_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        assert_eq!(StateFile::load(&path), Ok(None));
+        let f = StateFile { node_id: 3, worker_id: 9, high_water_ms: 1_700_000_000_000, lease_expires_ms: 5 };
+        f.store(&path).unwrap();
+        assert_eq!(StateFile::load(&path), Ok(Some(f)));
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(StateFile::load(&path).is_err());
+    }
+}
