@@ -40,6 +40,8 @@ impl Options {
 pub struct NodeProc {
     pub id: u64,
     pub port: u16,
+    /// Extra environment of this node's process (e.g. `LEAF_FAULT__CLOCK_OFFSET_MS`).
+    env: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -65,7 +67,7 @@ impl Cluster {
         let peers = ports.iter().map(|(id, p)| format!("{id}=127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
         let mut cluster = Cluster { dir, opts, peers, nodes: BTreeMap::new() };
         for (id, port) in ports {
-            cluster.nodes.insert(id, NodeProc { id, port, child: None });
+            cluster.nodes.insert(id, NodeProc { id, port, env: Vec::new(), child: None });
             cluster.spawn(id)?;
         }
         Ok(cluster)
@@ -77,7 +79,7 @@ impl Cluster {
             bail!("node {id} exists");
         }
         let port = free_port();
-        self.nodes.insert(id, NodeProc { id, port, child: None });
+        self.nodes.insert(id, NodeProc { id, port, env: Vec::new(), child: None });
         self.spawn(id)?;
         Ok(port)
     }
@@ -130,7 +132,9 @@ impl Cluster {
         );
         std::fs::write(&config, toml)?;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(id))?;
+        let env = self.nodes.get(&id).map(|n| n.env.clone()).unwrap_or_default();
         let child = Command::new(&self.opts.bin)
+            .envs(env)
             .arg("serve")
             .arg("--config")
             .arg(&config)
@@ -145,6 +149,13 @@ impl Cluster {
             .with_context(|| format!("spawn {}", self.opts.bin.display()))?;
         self.nodes.get_mut(&id).ok_or_else(|| anyhow!("no node {id}"))?.child = Some(child);
         Ok(())
+    }
+
+    /// Sets the extra environment of node `id` for its next (re)start; empty clears it.
+    pub fn set_env(&mut self, id: u64, env: &[(&str, &str)]) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        }
     }
 
     /// `kill -9` node `id`.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::{Method, StatusCode};
-use leaf_api::types::{AllocationView, ClusterStatus, MembershipChange};
+use leaf_api::types::{AllocationView, ClusterStatus, Health, MembershipChange, SnowflakeHealth};
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
@@ -211,7 +211,7 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
-    let (_serial, cluster, _) = cluster(5, "").await;
+    let (_serial, mut cluster, _) = cluster(5, "").await;
     create_tag(&cluster.client(5), "five", 20).await;
     let ids = load(&cluster, &[1, 2, 3, 4, 5], "five", 2, 1500).await;
     let allocs = all_allocations(&cluster, &[1, 2, 3, 4, 5], "five").await;
@@ -219,6 +219,182 @@ async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
     assert!(report.is_valid(), "checker: {report:?}");
     let s = cluster.status(1).await.unwrap();
     assert_eq!(s.members.iter().filter(|m| m.role == "voter").count(), 5);
+
+    // Snowflake: five distinct worker IDs, registered through the log (every node sees the
+    // same table), and IDs unique across all nodes.
+    let mut workers = BTreeMap::new();
+    for id in 1..=5 {
+        workers.insert(id, wait_snowflake(&cluster, id, "serving").await.worker_id.unwrap());
+    }
+    let distinct: std::collections::BTreeSet<u16> = workers.values().copied().collect();
+    assert_eq!(distinct.len(), 5, "{workers:?}");
+    assert!(distinct.iter().all(|w| *w < 5), "the lowest free IDs are given: {workers:?}");
+    let table: BTreeMap<u64, u16> =
+        cluster.status(2).await.unwrap().workers.iter().map(|w| (w.node_id, w.worker_id)).collect();
+    assert_eq!(table, workers);
+    let mut all = snowflake_load(&cluster, &[1, 2, 3, 4, 5], 10, 500).await;
+    // Stable across a crash: node 3 comes back with its worker ID and larger IDs.
+    let before_crash = all.iter().copied().filter(|id| (id >> 12) & 0x3ff == workers[&3] as i64).max().unwrap();
+    cluster.kill(3);
+    cluster.spawn(3).unwrap();
+    let h = wait_snowflake(&cluster, 3, "serving").await;
+    assert_eq!(h.worker_id, Some(workers[&3]), "worker ID changed across a restart");
+    let after = snowflake_get(&cluster.client(3), 100).await.unwrap();
+    assert!(after[0] > before_crash, "{} <= {before_crash}", after[0]);
+    all.extend(after);
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicate snowflake IDs across nodes");
+}
+
+async fn snowflake_health(cluster: &Cluster, id: u64) -> Option<SnowflakeHealth> {
+    let (_, b) = cluster.client(id).get("/health").await.ok()?;
+    serde_json::from_slice::<Health>(&b).ok().map(|h| h.snowflake)
+}
+
+/// Waits until node `id`'s snowflake mode is in `state`.
+async fn wait_snowflake(cluster: &Cluster, id: u64, state: &str) -> SnowflakeHealth {
+    let deadline = std::time::Instant::now() + FORM;
+    loop {
+        let h = snowflake_health(cluster, id).await;
+        if let Some(h) = h.as_ref().filter(|h| h.state == state) {
+            return h.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "node {id}: snowflake never {state}: {h:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn snowflake_get(c: &Client, count: u32) -> Result<Vec<i64>, (StatusCode, String)> {
+    let (s, b) =
+        c.get(&format!("/api/snowflake/get/test?count={count}")).await.map_err(|e| (StatusCode::OK, e.to_string()))?;
+    let text = String::from_utf8_lossy(&b).into_owned();
+    if s != StatusCode::OK {
+        return Err((s, text));
+    }
+    Ok(text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect())
+}
+
+/// `rounds` batches of `batch` snowflake IDs from each node, concurrently.
+async fn snowflake_load(cluster: &Cluster, nodes: &[u64], rounds: usize, batch: u32) -> Vec<i64> {
+    let tasks: Vec<_> = nodes
+        .iter()
+        .map(|&id| {
+            let c = cluster.client(id);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..rounds {
+                    got.extend(snowflake_get(&c, batch).await.unwrap_or_else(|e| panic!("node {id}: {e:?}")));
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
+    // Short leases so the test sees expiry: 2 s lease, recyclable 4 s after the last renewal.
+    let (_serial, mut cluster, _) = cluster(3, "[snowflake]\nlease_ttl_ms = 2000\ntime_window_ms = 500\n").await;
+    for id in 1..=3 {
+        wait_snowflake(&cluster, id, "serving").await;
+    }
+    let w3 = wait_snowflake(&cluster, 3, "serving").await.worker_id.unwrap();
+    let old_ids = snowflake_get(&cluster.client(3), 1000).await.unwrap();
+    // Node 3 is cut off (frozen: it keeps its sockets, answers nothing, renews nothing) and
+    // removed from the cluster by the others.
+    cluster.pause(3);
+    let leader = cluster.wait_leader_among(&[1, 2], FORM).await.unwrap();
+    let (s, b) = cluster.client(leader).request(Method::DELETE, "/admin/cluster/nodes/3", None).await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    // A new node joins before the lease and its grace ran out: it gets a fresh worker ID.
+    cluster.start_extra(4).unwrap();
+    let add = json!({"node_id": 4, "addr": cluster.addr(4)});
+    let (s, b) = cluster.client(1).request(Method::POST, "/admin/cluster/learners", Some(&add)).await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let w4 = wait_snowflake(&cluster, 4, "serving").await.worker_id.unwrap();
+    assert_ne!(w4, w3, "recycled before the old lease (plus grace) ran out");
+    // Once it has, the next new node gets node 3's worker ID, starting above its high-water mark.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let hw3 = cluster.status(1).await.unwrap().workers.iter().find(|w| w.worker_id == w3).unwrap().high_water_ms;
+    cluster.start_extra(5).unwrap();
+    let add = json!({"node_id": 5, "addr": cluster.addr(5)});
+    let (s, b) = cluster.client(2).request(Method::POST, "/admin/cluster/learners", Some(&add)).await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let h5 = wait_snowflake(&cluster, 5, "serving").await;
+    assert_eq!(h5.worker_id, Some(w3), "node 3's worker ID is recycled");
+    let status = cluster.status(5).await.unwrap();
+    let rec = status.workers.iter().find(|w| w.worker_id == w3).unwrap();
+    assert_eq!((rec.node_id, rec.previous_node_id), (5, Some(3)));
+    let new_ids = snowflake_get(&cluster.client(5), 1000).await.unwrap();
+    let epoch = 1_288_834_974_657;
+    assert!(new_ids.iter().all(|id| (id >> 22) + epoch > hw3), "an ID at or below the old holder's mark");
+    assert!(new_ids[0] > *old_ids.iter().max().unwrap());
+    // The old holder wakes up: its lease is over, so it issues nothing under the recycled ID.
+    cluster.resume(3);
+    for _ in 0..20 {
+        match snowflake_get(&cluster.client(3), 1).await {
+            Ok(ids) => panic!("the fenced node issued {ids:?} under a recycled worker ID"),
+            Err((s, body)) => assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let h3 = snowflake_health(&cluster, 3).await.unwrap();
+    assert_ne!(h3.state, "serving", "{h3:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skewed_clock_keeps_snowflake_off_and_a_node_restarts_from_its_state_file_without_a_quorum() {
+    let (_serial, mut cluster, _) = cluster(3, "").await;
+    for id in 1..=3 {
+        wait_snowflake(&cluster, id, "serving").await;
+    }
+    let w3 = wait_snowflake(&cluster, 3, "serving").await.worker_id;
+    // Node 3 restarts with its clock 5 s ahead of its peers: snowflake stays off with the
+    // reason; segment mode is unaffected.
+    assert!(cluster.stop(3));
+    cluster.set_env(3, &[("LEAF_FAULT__ENABLED", "true"), ("LEAF_FAULT__CLOCK_OFFSET_MS", "5000")]);
+    cluster.spawn(3).unwrap();
+    let h = wait_snowflake(&cluster, 3, "off").await;
+    let offset = h.peer_clock_offset_ms.unwrap();
+    assert!((-6000..=-4000).contains(&offset), "{h:?}");
+    assert!(h.reason.as_deref().unwrap().contains("max_peer_offset_ms"), "{h:?}");
+    let (s, b) = cluster.client(3).get("/api/snowflake/get/x").await.unwrap();
+    let e: ErrorBody = serde_json::from_slice(&b).unwrap();
+    assert_eq!((s, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::SnowflakeUnavailable));
+    let status = cluster.status(3).await.unwrap();
+    assert_eq!(status.health.snowflake.state, "off", "reported in /cluster/status too");
+    create_tag(&cluster.client(3), "still-works", 10).await;
+    get_ids(&cluster.client(3), "still-works", Some(5)).await.unwrap();
+
+    // With the clock fixed it serves again under the same worker ID.
+    assert!(cluster.stop(3));
+    cluster.set_env(3, &[]);
+    cluster.spawn(3).unwrap();
+    assert_eq!(wait_snowflake(&cluster, 3, "serving").await.worker_id, w3);
+    let before = snowflake_get(&cluster.client(3), 100).await.unwrap();
+
+    // Leaf's weak dependency: with the quorum gone, node 3 restarts and serves snowflake IDs
+    // under its worker ID from the state file (its lease has not run out).
+    cluster.kill(1);
+    cluster.kill(2);
+    assert!(cluster.stop(3));
+    cluster.spawn(3).unwrap();
+    let h = wait_snowflake(&cluster, 3, "serving").await;
+    assert_eq!(h.worker_id, w3);
+    let after = snowflake_get(&cluster.client(3), 100).await.unwrap();
+    assert!(after[0] > *before.last().unwrap());
+    // The Raft log really is out of reach: a write fails.
+    let (s, e) = error_of(&cluster.client(3), Method::POST, "/admin/tags", Some(json!({"tag": "t", "step": 1}))).await;
+    assert_eq!((s, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
+    let h = wait_snowflake(&cluster, 3, "serving").await;
+    assert!(h.lease_remaining_ms.unwrap() > 0, "{h:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
