@@ -2,6 +2,8 @@
 //! two threads contending on the same tag. Segments are refilled by a helper thread standing in
 //! for the tag actor, so switches between segments are part of what is measured.
 //!
+//! Also the snowflake generator (`bench_snowflake`), against the layout's limit.
+//!
 //! Baseline, measured in the same run: a bare shared `AtomicI64::fetch_add`, the floor for any
 //! counter shared between threads. `BENCHMARKS.md` reports the take path as a ratio to it.
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -84,5 +86,59 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// Snowflake generation in-process. Against the real clock the generator is held to the
+/// layout's 4,096 IDs per millisecond per worker (4.096 M/s), so that is the baseline of these
+/// rows; the manual-clock rows advance the clock after every full millisecond instead of
+/// waiting for it, which measures the CPU cost of one ID (the headroom above the limit).
+fn bench_snowflake(c: &mut Criterion) {
+    use leaf_node::clock::{Clock, ManualClock, SystemClock};
+    use leaf_node::snowflake::generator::{Generator, Layout, Stall};
+    let layout = Layout { epoch_ms: 1_288_834_974_657 };
+    let mut g = c.benchmark_group("snowflake");
+    g.throughput(Throughput::Elements(1));
+    let far = Instant::now() + Duration::from_secs(3600);
+    for (name, batch) in [("real_clock_1_id_per_call", 1u64), ("real_clock_4096_ids_per_call", 4096)] {
+        g.bench_function(name, |b| {
+            let clock: Arc<dyn Clock> = Arc::new(SystemClock::new(0));
+            let gen = Generator::new(layout, clock.clone(), 100);
+            gen.start(1, clock.now_ms() - 1, i64::MAX, far);
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                let mut left = iters;
+                while left > 0 {
+                    match gen.try_take(left.min(batch), &mut |f, _| {
+                        std::hint::black_box(f);
+                    }) {
+                        Ok(k) => left -= k,
+                        Err(Stall::NextMs) => std::hint::spin_loop(),
+                        Err(e) => panic!("{e:?}"),
+                    }
+                }
+                start.elapsed()
+            });
+        });
+    }
+    g.bench_function("manual_clock_1_id_per_call", |b| {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let gen = Generator::new(layout, clock.clone(), 100);
+        gen.start(1, 1_699_999_999_999, i64::MAX, far);
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            let mut left = iters;
+            while left > 0 {
+                match gen.try_take(1, &mut |f, _| {
+                    std::hint::black_box(f);
+                }) {
+                    Ok(k) => left -= k,
+                    Err(Stall::NextMs) => clock.advance(1),
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            start.elapsed()
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_snowflake);
 criterion_main!(benches);

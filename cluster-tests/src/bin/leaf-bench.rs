@@ -5,7 +5,9 @@
 //! - baseline: `GET /health` on the leader — an HTTP round trip on the same stack, no Raft;
 //! - a segment allocation proposed at the leader over the internal RPC (append, fsync,
 //!   replicate to a quorum that fsyncs, apply), sequentially and with concurrent proposers;
-//! - a tag update sent to a follower's admin API, which forwards it to the leader.
+//! - a tag update sent to a follower's admin API, which forwards it to the leader;
+//! - snowflake IDs from a follower: one per request, and batches of 100,000 (`?count=`), with
+//!   the IDs per second each achieves (the layout's limit is 4,096 per ms per worker).
 //!
 //! Prints a Markdown table of p50/p90/p99/max and each p50 as a ratio to the baseline's.
 use std::time::{Duration, Instant};
@@ -180,11 +182,31 @@ async fn main() -> anyhow::Result<()> {
         .await?,
     );
 
+    let snowflake = |count: u32| {
+        let c = via.clone();
+        move |_| {
+            let c = c.clone();
+            async move {
+                let (s, b) = c.get(&format!("/api/snowflake/get/bench?count={count}")).await?;
+                if s != StatusCode::OK {
+                    bail!("snowflake: {s} {}", String::from_utf8_lossy(&b));
+                }
+                Ok(())
+            }
+        }
+    };
+    results.push(sequential("snowflake: 1 ID per request from a follower", samples, snowflake(1)).await?);
+    let batches = (samples / 40).max(4);
+    results.push(sequential("snowflake: 100,000 IDs per request from a follower", batches, snowflake(100_000)).await?);
+
     let base = results[0].pct(0.5).as_secs_f64();
     println!("| measurement | samples | p50 | p90 | p99 | max | ops/s | p50 ÷ baseline p50 |");
     println!("|---|---|---|---|---|---|---|---|");
     for r in &results {
         let ops = r.samples.len() as f64 / r.wall.as_secs_f64();
+        if r.name.contains("100,000") {
+            eprintln!("{}: {:.2} M IDs/s (layout limit 4.096 M/s per worker)", r.name, ops * 0.1);
+        }
         println!(
             "| {} | {} | {} | {} | {} | {} | {:.0} | {:.1} |",
             r.name,
