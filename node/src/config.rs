@@ -596,6 +596,32 @@ mod tests {
     }
 
     #[test]
+    fn snowflake_and_fault_nonsense_is_rejected() {
+        let mut c = Config::default();
+        c.snowflake.epoch_ms = -1;
+        c.snowflake.sequence_random_start = 4096;
+        c.snowflake.time_window_ms = 10;
+        c.snowflake.max_backward_ms = 5000;
+        c.snowflake.max_startup_wait_ms = 1_000_000;
+        c.snowflake.lease_ttl_ms = 500;
+        c.snowflake.max_peer_offset_ms = 0;
+        c.fault.clock_offset_ms = 10;
+        let Err(ConfigError::Invalid(errs)) = c.validate() else { panic!("accepted") };
+        assert_eq!(errs.len(), 8, "{errs:?}");
+        let mut c = Config::default();
+        c.snowflake.epoch_ms = i64::MAX;
+        c.snowflake.lease_ttl_ms = 5000;
+        c.fault.enabled = true;
+        c.fault.clock_offset_ms = -i64::MAX;
+        let Err(ConfigError::Invalid(errs)) = c.validate() else { panic!("accepted") };
+        assert_eq!(errs.len(), 3, "{errs:?}");
+        let mut c = Config::default();
+        c.fault.enabled = true;
+        c.fault.clock_offset_ms = 5000;
+        c.validate().unwrap();
+    }
+
+    #[test]
     fn peers_syntax_and_the_secret_they_need() {
         for bad in ["1", "x=a:1", "0=a:1", "1=a", "1=a:0", "1=a:1,1=b:2", "1=:80", "1=a b:80", "1=::1:80", "1=a:b:80"] {
             assert!(bad.parse::<Peers>().is_err(), "{bad:?} accepted");
