@@ -66,14 +66,31 @@ pub struct CacheEntry {
     pub last_error: Option<String>,
 }
 
-/// A committed allocation received by this node (`GET /admin/allocations`).
+/// A committed allocation: `[start, end)` of `tag`, reserved for node `node_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocationView {
     pub tag: String,
+    /// The node the range was committed to (the only node that may hand out its IDs).
+    pub node_id: u64,
     pub start: i64,
     pub end: i64,
     /// Raft log index of the committing entry.
     pub log_index: u64,
+    /// Leader time of the committing entry (ms since the Unix epoch).
+    pub at_ms: i64,
+}
+
+/// `GET /admin/allocations`: the answering node's journal of committed allocations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationJournal {
+    /// The node that answered.
+    pub node_id: u64,
+    /// Every allocation committed at this log index or later is listed (subject to the
+    /// filters); earlier ones may be missing (trimmed, or inside a snapshot this node
+    /// installed). `0` means complete since the cluster began.
+    pub complete_from_index: u64,
+    /// Oldest first.
+    pub allocations: Vec<AllocationView>,
 }
 
 /// `GET /health`.

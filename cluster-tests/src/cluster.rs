@@ -36,10 +36,31 @@ impl Options {
     }
 }
 
+/// How to start one node.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    pub id: u64,
+    /// Port of its public (and internal) HTTP listener on 127.0.0.1.
+    pub port: u16,
+    /// The address its peers dial for it (its listener, or a proxy in front of it).
+    pub peer_addr: String,
+    /// Extra environment of its process (e.g. `LEAF_RAFT__SOURCE_IP`).
+    pub env: Vec<(String, String)>,
+}
+
+impl NodeSpec {
+    /// A node on a fresh loopback port that peers dial directly.
+    pub fn direct(id: u64) -> NodeSpec {
+        let port = free_port();
+        NodeSpec { id, port, peer_addr: format!("127.0.0.1:{port}"), env: Vec::new() }
+    }
+}
+
 /// One node process.
 pub struct NodeProc {
     pub id: u64,
     pub port: u16,
+    peer_addr: String,
     /// Extra environment of this node's process (e.g. `LEAF_FAULT__CLOCK_OFFSET_MS`).
     env: Vec<(String, String)>,
     child: Option<Child>,
@@ -54,6 +75,20 @@ pub struct Cluster {
     nodes: BTreeMap<u64, NodeProc>,
 }
 
+/// The `leaf` binary next to the running program (`leaf`, or the tests' `leaf-test-node`),
+/// for the tools in this package.
+pub fn default_bin() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    let dir = me.parent().context("no parent dir")?;
+    for name in ["leaf", "leaf-test-node"] {
+        let p = dir.join(name);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!("no leaf binary next to {}; build with `cargo build --release --bins` or pass --bin", me.display())
+}
+
 /// A free loopback port (bound and released; the tiny race is acceptable in tests).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
@@ -62,26 +97,42 @@ pub fn free_port() -> u16 {
 impl Cluster {
     /// Starts nodes `1..=n` as the initial members. Does not wait for a leader.
     pub fn start(n: u64, opts: Options) -> anyhow::Result<Cluster> {
+        Cluster::start_specs((1..=n).map(NodeSpec::direct).collect(), opts)
+    }
+
+    /// Starts the given nodes as the initial members (their `peer_addr`s form `peers`).
+    pub fn start_specs(specs: Vec<NodeSpec>, opts: Options) -> anyhow::Result<Cluster> {
         let dir = tempfile::Builder::new().prefix("leaf-cluster-").tempdir()?;
-        let ports: BTreeMap<u64, u16> = (1..=n).map(|id| (id, free_port())).collect();
-        let peers = ports.iter().map(|(id, p)| format!("{id}=127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+        let peers = specs.iter().map(|s| format!("{}={}", s.id, s.peer_addr)).collect::<Vec<_>>().join(",");
         let mut cluster = Cluster { dir, opts, peers, nodes: BTreeMap::new() };
-        for (id, port) in ports {
-            cluster.nodes.insert(id, NodeProc { id, port, env: Vec::new(), child: None });
-            cluster.spawn(id)?;
+        for spec in specs {
+            cluster.add_node(spec)?;
         }
         Ok(cluster)
     }
 
     /// Starts a node that is not among the initial peers (it waits to be added as a learner).
     pub fn start_extra(&mut self, id: u64) -> anyhow::Result<u16> {
-        if self.nodes.contains_key(&id) {
-            bail!("node {id} exists");
-        }
-        let port = free_port();
-        self.nodes.insert(id, NodeProc { id, port, env: Vec::new(), child: None });
-        self.spawn(id)?;
+        let spec = NodeSpec::direct(id);
+        let port = spec.port;
+        self.add_node(spec)?;
         Ok(port)
+    }
+
+    /// Starts the node `spec` describes; unless it is among the initial peers it waits to be
+    /// added as a learner.
+    pub fn add_node(&mut self, spec: NodeSpec) -> anyhow::Result<()> {
+        if self.nodes.contains_key(&spec.id) {
+            bail!("node {} exists", spec.id);
+        }
+        let NodeSpec { id, port, peer_addr, env } = spec;
+        self.nodes.insert(id, NodeProc { id, port, peer_addr, env, child: None });
+        self.spawn(id)
+    }
+
+    /// The address peers dial for node `id`.
+    pub fn peer_addr(&self, id: u64) -> Option<String> {
+        self.nodes.get(&id).map(|n| n.peer_addr.clone())
     }
 
     pub fn dir(&self) -> &Path {
@@ -114,7 +165,8 @@ impl Cluster {
         Client::new(&self.url(id), Some(TOKEN.to_string()))
     }
 
-    fn log_path(&self, id: u64) -> PathBuf {
+    /// Node `id`'s log file (stdout and stderr of every run of it).
+    pub fn log_path(&self, id: u64) -> PathBuf {
         self.dir.path().join(format!("node{id}.log"))
     }
 

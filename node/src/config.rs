@@ -194,6 +194,10 @@ pub struct RaftConfig {
     /// How long a proposal (segment allocation, tag change) may take before it fails with 503.
     /// Default `5000` ms.
     pub propose_timeout_ms: u64,
+    /// Local IP address that connections to peers leave from. Set it on a host with several
+    /// addresses so firewall rules, or the chaos harness's per-link proxies, can tell which node
+    /// a connection comes from. Default unset: the OS picks.
+    pub source_ip: Option<std::net::IpAddr>,
 }
 
 /// HTTP limits.
@@ -264,6 +268,7 @@ impl Default for RaftConfig {
             snapshot_every: 10_000,
             keep_logs_after_snapshot: 1000,
             propose_timeout_ms: 5000,
+            source_ip: None,
         }
     }
 }

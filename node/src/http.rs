@@ -13,7 +13,7 @@
 //! | `/db` | GET | tags as stored (Leaf's `/db`) |
 //! | `/admin/tags` | GET, POST | list / create tags |
 //! | `/admin/tags/{tag}` | GET, PATCH | show / update a tag |
-//! | `/admin/allocations` | GET | committed segments this node received (`?tag=`) |
+//! | `/admin/allocations` | GET | the journal of committed segments and the node each went to (`?tag=`, `?node=`) |
 //! | `/cluster/status` | GET | membership, leader, term, log indexes, replication, health |
 //! | `/admin/cluster/learners` | POST | add a learner `{"node_id": 4, "addr": "host:port"}` |
 //! | `/admin/cluster/nodes/{id}/promote` | POST | make a learner a voter |
@@ -437,7 +437,17 @@ impl App {
                 return Err(ApiError::method("GET"));
             }
             let tag = query_param(&req, "tag").map(|t| t.into_owned());
-            return Ok(json(StatusCode::OK, &self.raft.allocations(tag.as_deref())));
+            let node = match query_param(&req, "node") {
+                Some(raw) => Some(raw.parse::<u64>().map_err(|_| {
+                    ApiError::new(ErrorCode::InvalidRequest, format!("node must be a node ID, not {raw:?}"))
+                })?),
+                None => None,
+            };
+            let journal = self
+                .raft
+                .allocations(tag.as_deref(), node)
+                .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("allocation journal unreadable: {e}")))?;
+            return Ok(json(StatusCode::OK, &journal));
         }
         if path == "/admin/fault/clock" {
             if !self.config.fault.enabled {

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use hyper::{Method, StatusCode};
-use leaf_api::types::{AllocationView, CacheEntry, Health, SnowflakeDecoded, TagInfo};
+use leaf_api::types::{AllocationJournal, CacheEntry, Health, SnowflakeDecoded, TagInfo};
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_node::client::Client;
@@ -116,10 +116,19 @@ async fn concurrent_clients_get_unique_ids_inside_committed_allocations() {
 
     let (s, b) = c.get("/admin/allocations?tag=orders").await.unwrap();
     assert_eq!(s, StatusCode::OK);
-    let allocs: Vec<AllocationView> = serde_json::from_slice(&b).unwrap();
+    let journal: AllocationJournal = serde_json::from_slice(&b).unwrap();
+    assert_eq!(journal.complete_from_index, 0);
+    assert!(journal.allocations.iter().all(|a| a.node_id == 1 && a.tag == "orders"));
+    let allocs = journal.allocations;
     assert!(allocs.len() > 10, "a step of 100 must refill often ({} allocations)", allocs.len());
     let report = check_segment_ids(&all, &allocs);
     assert!(report.is_valid(), "checker: {report:?}");
+    // Filtered by node: nothing was committed to node 2. A malformed node is a 400.
+    let (s, b) = c.get("/admin/allocations?tag=orders&node=2").await.unwrap();
+    assert_eq!(s, StatusCode::OK);
+    assert!(serde_json::from_slice::<AllocationJournal>(&b).unwrap().allocations.is_empty());
+    let (s, _) = c.get("/admin/allocations?node=two").await.unwrap();
+    assert_eq!(s, StatusCode::BAD_REQUEST);
     // The stored max_id covers everything handed out.
     let (_, b) = c.get("/admin/tags/orders").await.unwrap();
     let info: TagInfo = serde_json::from_slice(&b).unwrap();

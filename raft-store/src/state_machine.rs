@@ -9,6 +9,9 @@
 //! crash loses it, the last applied ID on disk is older and openraft re-applies the committed
 //! entries, which yields the same state because [`apply`] is deterministic.
 //!
+//! Trees `journal` and `journal_meta`: the [`Journal`] of committed allocations (an audit
+//! record outside the replicated state; a snapshot install marks a gap in it).
+//!
 //! Tree `snapshot`: the current snapshot (meta and data). Building or installing one flushes.
 //! On open, a snapshot newer than the state in `sm` (a crash mid-install) replaces it.
 use std::io::Cursor;
@@ -19,7 +22,8 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{apply, record_members, Applied, ApplyResult, State, TagRecord, WorkerRecord};
+use crate::journal::{Journal, JournalRecord};
+use crate::state::{apply, record_members, Applied, ApplyResult, Op, State, TagRecord, WorkerRecord};
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
 
 const KEY_APPLIED: &[u8] = b"m/applied";
@@ -139,6 +143,7 @@ pub struct StateMachineStore {
     sm: sled::Tree,
     snap: sled::Tree,
     data: Arc<RwLock<SmData>>,
+    journal: Journal,
 }
 
 fn sm_read_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
@@ -166,7 +171,7 @@ fn worker_key(id: u16) -> Vec<u8> {
 }
 
 impl StateMachineStore {
-    pub(crate) fn open(db: &sled::Db) -> Result<Self, StorageError> {
+    pub(crate) fn open(db: &sled::Db, journal_cap: usize) -> Result<Self, StorageError> {
         let sm = db.open_tree("sm").map_err(sm_read_err)?;
         let snap = db.open_tree("snapshot").map_err(sm_read_err)?;
         let mut data = SmData::default();
@@ -192,15 +197,22 @@ impl StateMachineStore {
                 .map_err(|_| sm_read_err(std::io::Error::other(format!("malformed worker key {:?}", k.as_ref()))))?;
             data.state.workers.insert(u16::from_be_bytes(id), codec::decode(&v).map_err(sm_read_err)?);
         }
-        let store = StateMachineStore { db: db.clone(), sm, snap, data: Arc::new(RwLock::new(data)) };
+        let journal = Journal::open(db, journal_cap).map_err(sm_read_err)?;
+        let store = StateMachineStore { db: db.clone(), sm, snap, data: Arc::new(RwLock::new(data)), journal };
         if let Some(stored) = store.stored_snapshot()? {
             if stored.meta.last_log_id > store.reader().last_applied() {
                 tracing::warn!(snapshot = %stored.meta.snapshot_id, "state machine is older than its snapshot; restoring");
                 let restored = decode_sm_data(&stored.data).map_err(sm_read_err)?;
                 store.replace(restored)?;
+                store.journal.mark_gap(stored.meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
             }
         }
         Ok(store)
+    }
+
+    /// The journal of committed allocations.
+    pub fn journal(&self) -> Journal {
+        self.journal.clone()
     }
 
     /// A read-only handle on the applied state.
@@ -278,6 +290,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let mut touched = std::collections::BTreeSet::new();
         let mut touched_workers = std::collections::BTreeSet::new();
         let mut membership_changed = false;
+        let mut journal = Vec::new();
         let mut d = self.write();
         for entry in entries {
             d.last_applied = Some(entry.log_id);
@@ -285,6 +298,16 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 EntryPayload::Blank => Ok(Applied::Nothing),
                 EntryPayload::Normal(cmd) => {
                     let r = apply(&mut d.state, &cmd);
+                    if let (Ok(Applied::Segment(a)), Op::AllocateSegment { tag, node_id, .. }) = (&r, &cmd.op) {
+                        let record = JournalRecord {
+                            tag: tag.clone(),
+                            node_id: *node_id,
+                            start: a.start,
+                            end: a.end,
+                            at_ms: cmd.at_ms,
+                        };
+                        journal.push((entry.log_id.index, record));
+                    }
                     match &r {
                         Ok(Applied::Worker(g)) => {
                             touched_workers.insert(g.worker_id);
@@ -324,6 +347,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             batch.insert(KEY_MEMBERS_EVER, codec::encode(&d.state.members_ever).map_err(sm_write_err)?);
         }
         drop(d);
+        if !journal.is_empty() {
+            self.journal.record(&journal).map_err(sm_write_err)?;
+        }
         self.sm.apply_batch(batch).map_err(sm_write_err)?;
         Ok(results)
     }
@@ -356,6 +382,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(meta), e))?;
         self.db.flush_async().await.map_err(|e| snap_write_err(Some(meta), e))?;
         self.replace(new)?;
+        self.journal.mark_gap(meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
         self.db.flush_async().await.map_err(sm_write_err)?;
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
         Ok(())

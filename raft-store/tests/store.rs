@@ -113,6 +113,44 @@ fn workers_survive_reopen_and_snapshots() {
     });
 }
 
+/// The allocation journal records every committed allocation with its node, survives reopen,
+/// ignores failed allocations, and a store that installs a snapshot marks what it lacks.
+#[test]
+fn the_allocation_journal_records_committed_allocations_and_marks_snapshot_gaps() {
+    rt().block_on(async {
+        let dir = TempDir::new().unwrap();
+        let (_log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let other_node = Op::AllocateSegment { tag: "t".into(), step: 5, node_id: 2 };
+        let unknown_tag = Op::AllocateSegment { tag: "nope".into(), step: 5, node_id: 2 };
+        let entries = vec![
+            entry(1, 1, create_op()),
+            entry(1, 2, alloc_op(10)),
+            entry(1, 3, other_node),
+            entry(1, 4, unknown_tag),
+        ];
+        sm.apply(entries).await.unwrap();
+        let dump = sm.journal().dump(None, None).unwrap();
+        assert_eq!(dump.complete_from_index, 0);
+        let got: Vec<(u64, u64, i64, i64, i64)> =
+            dump.records.iter().map(|(i, r)| (*i, r.node_id, r.start, r.end, r.at_ms)).collect();
+        assert_eq!(got, vec![(2, 1, 1, 11, 1_700_000_000_002), (3, 2, 11, 16, 1_700_000_000_003)]);
+        let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        drop((_log, sm));
+
+        let (_log, sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        assert_eq!(sm.journal().dump(Some("t"), Some(2)).unwrap().records.len(), 1, "journal survives reopen");
+
+        // A node that catches up from the snapshot has no record of those allocations.
+        let other = TempDir::new().unwrap();
+        let (_l2, mut sm2) = open(other.path(), &StoreOptions::default()).unwrap();
+        sm2.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
+        sm2.apply(vec![entry(1, 5, alloc_op(10))]).await.unwrap();
+        let dump = sm2.journal().dump(None, None).unwrap();
+        assert_eq!(dump.complete_from_index, 5);
+        assert_eq!(dump.records.iter().map(|(i, r)| (*i, r.start)).collect::<Vec<_>>(), vec![(5, 16)]);
+    });
+}
+
 #[test]
 fn purge_and_truncate_leave_no_holes() {
     rt().block_on(async {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Parser;
 use hyper::{Method, StatusCode};
-use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
+use leaf_cluster_tests::cluster::{default_bin, Cluster, Options, SECRET};
 use leaf_node::raft::network::{PeerClient, PATH_FORWARD};
 use leaf_node::raft::{Forward, ForwardRequest, Forwarded, ProposeError};
 use leaf_raft_store::Op;
@@ -36,18 +36,6 @@ struct Args {
     /// The `leaf` binary (default: `leaf` next to this program, or LEAF_BIN).
     #[arg(long, env = "LEAF_BIN")]
     bin: Option<std::path::PathBuf>,
-}
-
-fn default_bin() -> anyhow::Result<std::path::PathBuf> {
-    let me = std::env::current_exe()?;
-    let dir = me.parent().context("no parent dir")?;
-    for name in ["leaf", "leaf-test-node"] {
-        let p = dir.join(name);
-        if p.is_file() {
-            return Ok(p);
-        }
-    }
-    bail!("no leaf binary next to {}; build with `cargo build --release --bins` or pass --bin", me.display())
 }
 
 struct Stats {
@@ -117,7 +105,7 @@ async fn main() -> anyhow::Result<()> {
         bail!("create tag: {s} {}", String::from_utf8_lossy(&b));
     }
     eprintln!("cluster of {} up (leader {leader}), binary {}", args.nodes, bin.display());
-    let peers = PeerClient::new(Some(SECRET));
+    let peers = PeerClient::new(Some(SECRET), None);
     let leader_addr = cluster.addr(leader);
     let mut results = Vec::new();
 

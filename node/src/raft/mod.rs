@@ -9,15 +9,15 @@
 //!   membership changes) and what the leader executes ([`RaftNode::execute`]);
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
 //! - [`service`]: the internal endpoints' handlers.
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use leaf_api::types::{
-    AllocationView, ClusterStatus, Health, MemberView, MembershipChange, ReplicationView, WorkerView,
+    AllocationJournal, AllocationView, ClusterStatus, Health, MemberView, MembershipChange, ReplicationView, WorkerView,
 };
 use leaf_raft_store::types::{NodeId, Raft};
-use leaf_raft_store::{open, Applied, ApplyError, Command, LogStore, Op, StateReader, StoreOptions};
+use leaf_raft_store::{open, Applied, ApplyError, Command, Journal, LogStore, Op, StateReader, StoreOptions};
 use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, ServerState, SnapshotPolicy};
 use serde::{Deserialize, Serialize};
@@ -31,8 +31,6 @@ pub mod service;
 
 use network::{NetworkFactory, PeerClient, PATH_FORWARD, PATH_TIME, SNAPSHOT_CHUNK_BYTES};
 
-/// Committed allocations this node received, newest last (bounded).
-const JOURNAL_CAP: usize = 100_000;
 /// A forwarding attempt with less time than this left is not started.
 const MIN_ATTEMPT: Duration = Duration::from_millis(100);
 /// How many entries a learner may lag behind the leader and still be promoted to voter.
@@ -154,7 +152,8 @@ pub struct RaftNode {
     attempt_timeout: Duration,
     /// Log index this node had at start; it is not ready before applying up to it.
     startup_index: u64,
-    journal: Arc<Mutex<VecDeque<AllocationView>>>,
+    /// Every committed allocation and its node, as this node applied them (audit record).
+    journal: Journal,
     /// The node's wall clock: the leader stamps it into every command.
     clock: Arc<dyn Clock>,
 }
@@ -202,6 +201,7 @@ impl RaftNode {
             .map_err(|source| RaftStartError::DataDir { path: dir.display().to_string(), source })?;
         let (log, sm) = open_when_unlocked(&dir).await?;
         let state = sm.reader();
+        let journal = sm.journal();
         let r = &config.raft;
         let raft_config = openraft::Config {
             cluster_name: "leaf".into(),
@@ -223,7 +223,7 @@ impl RaftNode {
             let s = log_for_state.get_log_state().await.map_err(|e| RaftStartError::Raft(e.to_string()))?;
             s.last_log_id.map_or(0, |l| l.index)
         };
-        let peers = PeerClient::new(config.cluster_secret.as_deref());
+        let peers = PeerClient::new(config.cluster_secret.as_deref(), config.raft.source_ip);
         let network = NetworkFactory { node_id: config.node_id, client: peers.clone() };
         let raft = Raft::new(config.node_id, Arc::new(raft_config), network, log.clone(), sm)
             .await
@@ -237,7 +237,7 @@ impl RaftNode {
             propose_timeout: Duration::from_millis(r.propose_timeout_ms),
             attempt_timeout: Duration::from_millis((2 * r.election_timeout_max_ms).max(2000)),
             startup_index,
-            journal: Arc::default(),
+            journal,
             clock,
         })
     }
@@ -345,18 +345,8 @@ impl RaftNode {
         // repeated create would turn a success into `tag_exists`, so it is not retried when
         // the first attempt may have been delivered.
         let retry_unknown = !matches!(op, Op::CreateTag { .. });
-        let tag = op.tag().unwrap_or_default().to_string();
         match self.on_leader(Forward::Propose(op), retry_unknown).await? {
-            Forwarded::Proposed { applied, log_index } => {
-                if let Applied::Segment(a) = &applied {
-                    let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
-                    if j.len() == JOURNAL_CAP {
-                        j.pop_front();
-                    }
-                    j.push_back(AllocationView { tag, start: a.start, end: a.end, log_index });
-                }
-                Ok((applied, log_index))
-            }
+            Forwarded::Proposed { applied, log_index } => Ok((applied, log_index)),
             other => Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
         }
     }
@@ -624,11 +614,26 @@ impl RaftNode {
         }
     }
 
-    /// Committed allocations received by this node since it started (newest last, at most
-    /// 100,000), optionally for one tag.
-    pub fn allocations(&self, tag: Option<&str>) -> Vec<AllocationView> {
-        let j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
-        j.iter().filter(|a| tag.is_none_or(|t| a.tag == t)).cloned().collect()
+    /// The committed allocations this node has applied (all nodes', see
+    /// [`AllocationJournal::complete_from_index`]), optionally one tag's and/or one node's.
+    pub fn allocations(&self, tag: Option<&str>, node_id: Option<NodeId>) -> Result<AllocationJournal, String> {
+        let dump = self.journal.dump(tag, node_id).map_err(|e| e.to_string())?;
+        Ok(AllocationJournal {
+            node_id: self.node_id,
+            complete_from_index: dump.complete_from_index,
+            allocations: dump
+                .records
+                .into_iter()
+                .map(|(log_index, r)| AllocationView {
+                    tag: r.tag,
+                    node_id: r.node_id,
+                    start: r.start,
+                    end: r.end,
+                    log_index,
+                    at_ms: r.at_ms,
+                })
+                .collect(),
+        })
     }
 
     pub fn status(&self) -> RaftStatus {

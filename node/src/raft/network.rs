@@ -80,9 +80,11 @@ pub struct PeerClient {
 }
 
 impl PeerClient {
-    pub fn new(secret: Option<&str>) -> Self {
+    /// `source_ip`: the local address peer connections leave from (`raft.source_ip`).
+    pub fn new(secret: Option<&str>, source_ip: Option<std::net::IpAddr>) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        connector.set_local_address(source_ip);
         // A peer that does not accept within a second is down for Raft's purposes; openraft
         // then backs off instead of piling up connection attempts.
         connector.set_connect_timeout(Some(Duration::from_secs(1)));

@@ -1,0 +1,192 @@
+//! The allocation journal: every committed segment allocation and the node it was committed to,
+//! as this node applied them, newest `cap` kept.
+//!
+//! It is an audit record for checkers (`GET /admin/allocations`), not replicated state: it is
+//! not in snapshots and nothing in [`crate::state::apply`] reads it. Every node writes the
+//! allocations it applies, so a node that never installed a snapshot holds all of them since
+//! the cluster began (up to `cap`); [`JournalDump::complete_from_index`] says from which log
+//! index on a node's journal is known to be complete.
+//!
+//! Tree `journal`: `<log index, 8 bytes BE>` → [`JournalRecord`]; tree `journal_meta`:
+//! `complete_from` → the first log index from which the journal is complete. Records are
+//! written in the same `apply` call as the state they describe, before the state batch, so
+//! a crash between the two re-applies the entry and rewrites the same key.
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use leaf_api::codec;
+use serde::{Deserialize, Serialize};
+
+const KEY_COMPLETE_FROM: &[u8] = b"complete_from";
+
+/// One committed allocation: `[start, end)` of `tag`, reserved for `node_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalRecord {
+    pub tag: String,
+    pub node_id: u64,
+    pub start: i64,
+    pub end: i64,
+    /// Leader time of the committing entry.
+    pub at_ms: i64,
+}
+
+/// What a node's journal holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalDump {
+    /// Every allocation committed at this log index or later is in `records` (unless
+    /// filtered out). Allocations before it may be missing: trimmed past `cap`, or inside a
+    /// snapshot this node installed instead of applying the entries.
+    pub complete_from_index: u64,
+    /// `(log index, record)`, oldest first.
+    pub records: Vec<(u64, JournalRecord)>,
+}
+
+/// Why the journal could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("journal storage: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("journal record: {0}")]
+    Codec(#[from] codec::CodecError),
+    #[error("malformed journal key {0:?}")]
+    Key(Vec<u8>),
+}
+
+/// Handle on the journal trees. Cheap to clone.
+#[derive(Clone)]
+pub struct Journal {
+    records: sled::Tree,
+    meta: sled::Tree,
+    cap: usize,
+    len: Arc<AtomicUsize>,
+}
+
+fn index_of(key: &[u8]) -> Result<u64, JournalError> {
+    let bytes: [u8; 8] = key.try_into().map_err(|_| JournalError::Key(key.to_vec()))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+impl Journal {
+    /// Opens the journal in `db`, keeping at most `cap` records (at least 1).
+    pub fn open(db: &sled::Db, cap: usize) -> Result<Journal, JournalError> {
+        let records = db.open_tree("journal")?;
+        let meta = db.open_tree("journal_meta")?;
+        let len = Arc::new(AtomicUsize::new(records.len()));
+        let journal = Journal { records, meta, cap: cap.max(1), len };
+        journal.trim()?;
+        Ok(journal)
+    }
+
+    /// Records allocations committed at the given log indexes.
+    pub fn record(&self, entries: &[(u64, JournalRecord)]) -> Result<(), JournalError> {
+        for (index, record) in entries {
+            if self.records.insert(index.to_be_bytes(), codec::encode(record)?)?.is_none() {
+                self.len.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.trim()
+    }
+
+    /// Notes that allocations up to `index` may be missing (a snapshot was installed there).
+    pub fn mark_gap(&self, index: u64) -> Result<(), JournalError> {
+        self.raise_complete_from(index.saturating_add(1))
+    }
+
+    fn complete_from(&self) -> Result<u64, JournalError> {
+        match self.meta.get(KEY_COMPLETE_FROM)? {
+            Some(v) => Ok(codec::decode(&v)?),
+            None => Ok(0),
+        }
+    }
+
+    fn raise_complete_from(&self, index: u64) -> Result<(), JournalError> {
+        if index > self.complete_from()? {
+            self.meta.insert(KEY_COMPLETE_FROM, codec::encode(&index)?)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the oldest records beyond `cap`.
+    fn trim(&self) -> Result<(), JournalError> {
+        let mut dropped = None;
+        while self.len.load(Ordering::Relaxed) > self.cap {
+            match self.records.pop_min()? {
+                Some((k, _)) => {
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    dropped = Some(index_of(&k)?);
+                }
+                None => {
+                    self.len.store(0, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }
+        match dropped {
+            Some(i) => self.raise_complete_from(i.saturating_add(1)),
+            None => Ok(()),
+        }
+    }
+
+    /// The records, optionally only one tag's and/or one node's.
+    pub fn dump(&self, tag: Option<&str>, node_id: Option<u64>) -> Result<JournalDump, JournalError> {
+        let complete_from_index = self.complete_from()?;
+        let mut records = Vec::new();
+        for item in self.records.iter() {
+            let (k, v) = item?;
+            let record: JournalRecord = codec::decode(&v)?;
+            if tag.is_none_or(|t| t == record.tag) && node_id.is_none_or(|n| n == record.node_id) {
+                records.push((index_of(&k)?, record));
+            }
+        }
+        Ok(JournalDump { complete_from_index, records })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(tag: &str, node_id: u64, start: i64) -> JournalRecord {
+        JournalRecord { tag: tag.into(), node_id, start, end: start + 10, at_ms: 7 }
+    }
+
+    fn db() -> (tempfile::TempDir, sled::Db) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        (dir, db)
+    }
+
+    #[test]
+    fn records_filter_and_stay_complete_from_the_start() {
+        let (_d, db) = db();
+        let j = Journal::open(&db, 100).unwrap();
+        j.record(&[(3, rec("a", 1, 1)), (5, rec("b", 2, 1)), (9, rec("a", 2, 11))]).unwrap();
+        let all = j.dump(None, None).unwrap();
+        assert_eq!(all.complete_from_index, 0);
+        assert_eq!(all.records.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![3, 5, 9]);
+        assert_eq!(j.dump(Some("a"), None).unwrap().records.len(), 2);
+        assert_eq!(j.dump(Some("a"), Some(2)).unwrap().records, vec![(9, rec("a", 2, 11))]);
+        // Re-applying an entry (crash between journal and state) does not count twice.
+        j.record(&[(9, rec("a", 2, 11))]).unwrap();
+        assert_eq!(j.len.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn trimming_and_snapshots_move_the_completeness_mark() {
+        let (_d, db) = db();
+        let j = Journal::open(&db, 2).unwrap();
+        j.record(&[(1, rec("a", 1, 1)), (2, rec("a", 1, 11)), (4, rec("a", 1, 21))]).unwrap();
+        let d = j.dump(None, None).unwrap();
+        assert_eq!(d.records.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![2, 4]);
+        assert_eq!(d.complete_from_index, 2, "index 1 was trimmed");
+        j.mark_gap(10).unwrap();
+        assert_eq!(j.dump(None, None).unwrap().complete_from_index, 11);
+        j.mark_gap(5).unwrap();
+        assert_eq!(j.dump(None, None).unwrap().complete_from_index, 11, "the mark never goes back");
+        drop(j);
+        // Reopening with a smaller cap trims; the mark survives.
+        let j = Journal::open(&db, 1).unwrap();
+        let d = j.dump(None, None).unwrap();
+        assert_eq!((d.complete_from_index, d.records.len()), (11, 1));
+    }
+}
