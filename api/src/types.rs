@@ -89,6 +89,8 @@ pub struct AllocationJournal {
     /// filters); earlier ones may be missing (trimmed, or inside a snapshot this node
     /// installed). `0` means complete since the cluster began.
     pub complete_from_index: u64,
+    /// ...up to this log index: every allocation this node had applied when it answered.
+    pub complete_through_index: u64,
     /// Oldest first.
     pub allocations: Vec<AllocationView>,
 }

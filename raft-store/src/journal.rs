@@ -11,7 +11,7 @@
 //! `complete_from` → the first log index from which the journal is complete. Records are
 //! written in the same `apply` call as the state they describe, before the state batch, so
 //! a crash between the two re-applies the entry and rewrites the same key.
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use leaf_api::codec;
@@ -37,6 +37,8 @@ pub struct JournalDump {
     /// filtered out). Allocations before it may be missing: trimmed past `cap`, or inside a
     /// snapshot this node installed instead of applying the entries.
     pub complete_from_index: u64,
+    /// ...and up to this log index (everything this node had applied when the dump began).
+    pub complete_through_index: u64,
     /// `(log index, record)`, oldest first.
     pub records: Vec<(u64, JournalRecord)>,
 }
@@ -59,6 +61,8 @@ pub struct Journal {
     meta: sled::Tree,
     cap: usize,
     len: Arc<AtomicUsize>,
+    /// Highest applied log index whose allocations are recorded.
+    through: Arc<AtomicU64>,
 }
 
 fn index_of(key: &[u8]) -> Result<u64, JournalError> {
@@ -67,12 +71,14 @@ fn index_of(key: &[u8]) -> Result<u64, JournalError> {
 }
 
 impl Journal {
-    /// Opens the journal in `db`, keeping at most `cap` records (at least 1).
-    pub fn open(db: &sled::Db, cap: usize) -> Result<Journal, JournalError> {
+    /// Opens the journal in `db`, keeping at most `cap` records (at least 1). `applied` is the
+    /// state machine's last applied index: its allocations were recorded before it was saved.
+    pub fn open(db: &sled::Db, cap: usize, applied: u64) -> Result<Journal, JournalError> {
         let records = db.open_tree("journal")?;
         let meta = db.open_tree("journal_meta")?;
         let len = Arc::new(AtomicUsize::new(records.len()));
-        let journal = Journal { records, meta, cap: cap.max(1), len };
+        let through = Arc::new(AtomicU64::new(applied));
+        let journal = Journal { records, meta, cap: cap.max(1), len, through };
         journal.trim()?;
         Ok(journal)
     }
@@ -87,8 +93,17 @@ impl Journal {
         self.trim()
     }
 
+    /// Notes that every allocation up to `index` has been recorded (call after [`record`]ing
+    /// an applied batch, with its last index).
+    ///
+    /// [`record`]: Journal::record
+    pub fn applied_through(&self, index: u64) {
+        self.through.fetch_max(index, Ordering::Release);
+    }
+
     /// Notes that allocations up to `index` may be missing (a snapshot was installed there).
     pub fn mark_gap(&self, index: u64) -> Result<(), JournalError> {
+        self.applied_through(index);
         self.raise_complete_from(index.saturating_add(1))
     }
 
@@ -129,6 +144,8 @@ impl Journal {
 
     /// The records, optionally only one tag's and/or one node's.
     pub fn dump(&self, tag: Option<&str>, node_id: Option<u64>) -> Result<JournalDump, JournalError> {
+        // Read first: everything up to it is in the tree by the time we iterate.
+        let complete_through_index = self.through.load(Ordering::Acquire);
         let complete_from_index = self.complete_from()?;
         let mut records = Vec::new();
         for item in self.records.iter() {
@@ -138,7 +155,7 @@ impl Journal {
                 records.push((index_of(&k)?, record));
             }
         }
-        Ok(JournalDump { complete_from_index, records })
+        Ok(JournalDump { complete_from_index, complete_through_index, records })
     }
 }
 
@@ -159,10 +176,11 @@ mod tests {
     #[test]
     fn records_filter_and_stay_complete_from_the_start() {
         let (_d, db) = db();
-        let j = Journal::open(&db, 100).unwrap();
+        let j = Journal::open(&db, 100, 0).unwrap();
         j.record(&[(3, rec("a", 1, 1)), (5, rec("b", 2, 1)), (9, rec("a", 2, 11))]).unwrap();
+        j.applied_through(10);
         let all = j.dump(None, None).unwrap();
-        assert_eq!(all.complete_from_index, 0);
+        assert_eq!((all.complete_from_index, all.complete_through_index), (0, 10));
         assert_eq!(all.records.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![3, 5, 9]);
         assert_eq!(j.dump(Some("a"), None).unwrap().records.len(), 2);
         assert_eq!(j.dump(Some("a"), Some(2)).unwrap().records, vec![(9, rec("a", 2, 11))]);
@@ -174,19 +192,20 @@ mod tests {
     #[test]
     fn trimming_and_snapshots_move_the_completeness_mark() {
         let (_d, db) = db();
-        let j = Journal::open(&db, 2).unwrap();
+        let j = Journal::open(&db, 2, 0).unwrap();
         j.record(&[(1, rec("a", 1, 1)), (2, rec("a", 1, 11)), (4, rec("a", 1, 21))]).unwrap();
         let d = j.dump(None, None).unwrap();
         assert_eq!(d.records.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![2, 4]);
         assert_eq!(d.complete_from_index, 2, "index 1 was trimmed");
         j.mark_gap(10).unwrap();
-        assert_eq!(j.dump(None, None).unwrap().complete_from_index, 11);
+        let d = j.dump(None, None).unwrap();
+        assert_eq!((d.complete_from_index, d.complete_through_index), (11, 10), "nothing known to be complete");
         j.mark_gap(5).unwrap();
         assert_eq!(j.dump(None, None).unwrap().complete_from_index, 11, "the mark never goes back");
         drop(j);
         // Reopening with a smaller cap trims; the mark survives.
-        let j = Journal::open(&db, 1).unwrap();
+        let j = Journal::open(&db, 1, 11).unwrap();
         let d = j.dump(None, None).unwrap();
-        assert_eq!((d.complete_from_index, d.records.len()), (11, 1));
+        assert_eq!((d.complete_from_index, d.complete_through_index, d.records.len()), (11, 11, 1));
     }
 }

@@ -197,7 +197,8 @@ impl StateMachineStore {
                 .map_err(|_| sm_read_err(std::io::Error::other(format!("malformed worker key {:?}", k.as_ref()))))?;
             data.state.workers.insert(u16::from_be_bytes(id), codec::decode(&v).map_err(sm_read_err)?);
         }
-        let journal = Journal::open(db, journal_cap).map_err(sm_read_err)?;
+        let applied = data.last_applied.map_or(0, |l| l.index);
+        let journal = Journal::open(db, journal_cap, applied).map_err(sm_read_err)?;
         let store = StateMachineStore { db: db.clone(), sm, snap, data: Arc::new(RwLock::new(data)), journal };
         if let Some(stored) = store.stored_snapshot()? {
             if stored.meta.last_log_id > store.reader().last_applied() {
@@ -346,10 +347,12 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             batch.insert(KEY_MEMBERSHIP, codec::encode(&d.membership).map_err(sm_write_err)?);
             batch.insert(KEY_MEMBERS_EVER, codec::encode(&d.state.members_ever).map_err(sm_write_err)?);
         }
+        let last_index = d.last_applied.map_or(0, |l| l.index);
         drop(d);
         if !journal.is_empty() {
             self.journal.record(&journal).map_err(sm_write_err)?;
         }
+        self.journal.applied_through(last_index);
         self.sm.apply_batch(batch).map_err(sm_write_err)?;
         Ok(results)
     }

@@ -621,6 +621,7 @@ impl RaftNode {
         Ok(AllocationJournal {
             node_id: self.node_id,
             complete_from_index: dump.complete_from_index,
+            complete_through_index: dump.complete_through_index,
             allocations: dump
                 .records
                 .into_iter()
