@@ -1,10 +1,12 @@
 //! Cluster and chaos testing of leaf.
 //!
 //! Layout:
+//! - [`chaos`]: the chaos harness (`leaf-chaos`): seeded faults, recorded history, checker.
 //! - [`checker`]: verifies what clients received against what the cluster committed —
 //!   uniqueness per tag and "every ID lies inside a committed allocation".
 //! - [`cluster`]: a local cluster of real `leaf` processes on loopback (start, SIGTERM,
 //!   `kill -9`, restart, membership), used by `tests/cluster.rs` and the benchmark tool.
 //! - `src/bin/leaf-test-node.rs`: the `leaf` CLI under a name this package's tests can spawn.
+pub mod chaos;
 pub mod checker;
 pub mod cluster;

@@ -701,3 +701,115 @@ async fn a_write_forwarded_to_a_hung_leader_moves_on_to_the_next_leader() {
     assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
     assert!(e.message.contains("may or may not"), "{}", e.message);
 }
+
+/// The CI chaos run: 3 nodes, 75 s, every fault kind, a fixed seed (override with
+/// `LEAF_CHAOS_SEED`). The harness runs as its own process, as a user runs it, and must find
+/// the history valid (exit 0) with every fault kind injected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_chaos_run_with_every_fault_kind_passes_the_checker() {
+    let _serial = SERIAL.lock().await;
+    let seed = std::env::var("LEAF_CHAOS_SEED").unwrap_or_else(|_| "20261121".to_string());
+    let out = tempfile::Builder::new().prefix("leaf-chaos-ci-").tempdir().unwrap();
+    println!("chaos seed {seed}, output in {}", out.path().display());
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_leaf-chaos"))
+        .args(["--nodes", "3", "--duration", "75s", "--seed", &seed, "--bin", &bin()])
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("results.json")).unwrap()).unwrap();
+    if run.status.code() != Some(0) {
+        // Keep the evidence: history, results and node logs.
+        let kept = out.keep();
+        panic!("chaos run with seed {seed} failed ({:?}); evidence in {}", run.status, kept.display());
+    }
+    assert_eq!(results["valid"], "true");
+    for kind in ["kill", "pause", "partition", "clock", "restart", "membership"] {
+        assert!(
+            results["faults"][kind].as_u64().unwrap_or(0) >= 1,
+            "no {kind} fault was injected: {}",
+            results["faults"]
+        );
+    }
+    assert!(results["operations"]["ok"].as_u64().unwrap() > 5000, "too little traffic: {}", results["operations"]);
+    assert!(stdout.contains(&format!("seed {seed}")), "the run must print its seed");
+}
+
+fn planted_op(op: u64, node: u64, mode: &str, at_ms: u64, ids: &[i64]) -> [serde_json::Value; 2] {
+    let tag = if mode == "segment" { json!("t") } else { serde_json::Value::Null };
+    let base = json!({"op": op, "process": op, "mode": mode, "node": node, "count": ids.len()});
+    let mut inv = base.clone();
+    inv["type"] = json!("invoke");
+    inv["time_ns"] = json!(at_ms * 1_000_000);
+    let mut ok = base;
+    ok["type"] = json!("ok");
+    ok["time_ns"] = json!((at_ms + 1) * 1_000_000);
+    ok["status"] = json!(200);
+    ok["ids"] = json!(ids);
+    if !tag.is_null() {
+        inv["tag"] = tag.clone();
+        ok["tag"] = tag;
+    }
+    [inv, ok]
+}
+
+/// `leaf-chaos check DIR` on hand-made histories: a clean one passes (exit 0); one with a
+/// planted duplicate, an order violation and an ID outside its node's allocation is reported
+/// item by item and exits 1.
+#[test]
+fn the_checker_reports_planted_violations_and_exits_1() {
+    let write = |events: &[serde_json::Value]| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut lines = vec![json!({"type": "meta", "seed": 5, "nodes": 2, "wall_start_ms": 1_800_000_000_000i64,
+            "epoch_ms": 1_288_834_974_657i64, "faults": [], "warmup_ms": 0, "faults_ms": 0, "after_ms": 0})];
+        lines.push(json!({"type": "phase", "time_ns": 0, "phase": "warmup"}));
+        lines.extend(events.iter().cloned());
+        let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        std::fs::write(dir.path().join("history.jsonl"), text.join("\n")).unwrap();
+        // Node 1 owns [1, 100), node 2 owns [100, 200).
+        let journal = json!([{"node_id": 1, "complete_from_index": 0, "complete_through_index": 4, "allocations": [
+            {"tag": "t", "node_id": 1, "start": 1, "end": 100, "log_index": 3, "at_ms": 0},
+            {"tag": "t", "node_id": 2, "start": 100, "end": 200, "log_index": 4, "at_ms": 0}]}]);
+        std::fs::write(dir.path().join("allocations.json"), journal.to_string()).unwrap();
+        dir
+    };
+    let check = |dir: &tempfile::TempDir| {
+        let out =
+            std::process::Command::new(env!("CARGO_BIN_EXE_leaf-chaos")).arg("check").arg(dir.path()).output().unwrap();
+        let results: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string(), results)
+    };
+    let mut clean = Vec::new();
+    clean.extend(planted_op(1, 1, "segment", 10, &[1, 2]));
+    clean.extend(planted_op(2, 2, "segment", 10, &[100]));
+    clean.extend(planted_op(3, 1, "segment", 20, &[5, 6]));
+    let (code, stdout, results) = check(&write(&clean));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(results["valid"], "true");
+
+    let mut bad = clean.clone();
+    // Duplicate: node 2 hands out 100 again, to a concurrent request (so no order is promised
+    // between the two and only the duplicate is reported).
+    bad.extend(planted_op(4, 2, "segment", 10, &[100]));
+    // Order violation: node 1 gave 6 at 20 ms, then 4 to a request invoked at 40 ms.
+    bad.extend(planted_op(5, 1, "segment", 40, &[4]));
+    // Outside its allocation: node 1 hands out 150, which was committed to node 2.
+    bad.extend(planted_op(6, 1, "segment", 50, &[150]));
+    let (code, stdout, results) = check(&write(&bad));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(results["valid"], "false");
+    assert!(stdout.contains("duplicates 1  order violations 1  outside allocations 1"), "{stdout}");
+    let dup = &results["duplicates"][0];
+    assert_eq!(
+        (dup["id"].as_i64(), dup["first"]["op"].as_u64(), dup["second"]["op"].as_u64()),
+        (Some(100), Some(2), Some(4))
+    );
+    let order = &results["order_violations"][0];
+    assert_eq!((order["earlier"]["op"].as_u64(), order["later"]["op"].as_u64()), (Some(3), Some(5)));
+    assert_eq!(results["outside_allocations"][0]["id"], 150);
+}

@@ -1,0 +1,867 @@
+//! The checker: reads a history and the nodes' allocation journals and decides whether the
+//! run kept leaf's promises.
+//!
+//! - Uniqueness: no ID twice among `ok` results, per tag for segments and globally for
+//!   snowflake; each duplicate is reported with both operations.
+//! - Order: per (tag or snowflake, node), an operation invoked after another completed got
+//!   larger IDs (trend-increasing per node, across restarts).
+//! - Snowflake IDs decode to the serving node's worker ID and to a timestamp inside the
+//!   operation's window, widened by the clock offsets injected into that node meanwhile.
+//! - Every `ok` segment ID lies in an allocation committed to the serving node.
+//! - Availability per phase: ok ratio, QPS and the longest gap between successes per node.
+//!
+//! The verdict is `true` (exit 0), `false` (a violation, exit 1) or `unknown` (exit 2: no
+//! violation found, but something could not be verified, e.g. the journals have a gap that an
+//! unexplained ID falls into, or the recovery bound was not met).
+use std::collections::{BTreeMap, HashMap};
+
+use leaf_api::types::{AllocationJournal, AllocationView};
+use serde::{Deserialize, Serialize};
+
+use super::history::{Event, Meta, Mode, OpEvent, Phase};
+
+/// Slack for comparing a snowflake timestamp with the harness's clock (same machine).
+const TIME_TOLERANCE_MS: i64 = 50;
+/// A clock change is recorded before the request that makes it; it lands within this.
+const CLOCK_CHANGE_SLACK_NS: u64 = 2_000_000_000;
+/// Largest number of examples listed per kind of violation.
+const EXAMPLES: usize = 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    True,
+    False,
+    Unknown,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::True => 0,
+            Verdict::False => 1,
+            Verdict::Unknown => 2,
+        }
+    }
+}
+
+/// One operation, as cited in a violation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpRef {
+    pub op: u64,
+    pub process: u32,
+    pub node: u64,
+    pub invoke_ns: u64,
+    pub complete_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Duplicate {
+    pub key: String,
+    pub id: i64,
+    pub first: OpRef,
+    pub second: OpRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderViolation {
+    pub key: String,
+    pub node: u64,
+    /// Completed before `later` was invoked...
+    pub earlier: OpRef,
+    pub earlier_max_id: i64,
+    /// ...yet got an ID not above `earlier`'s.
+    pub later: OpRef,
+    pub later_min_id: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BadId {
+    pub key: String,
+    pub id: i64,
+    pub op: OpRef,
+    pub reason: String,
+}
+
+/// Counts for one tag, or for snowflake.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyStats {
+    /// IDs asked for by every invoked operation.
+    pub attempted: u64,
+    /// IDs in `ok` results.
+    pub acknowledged: u64,
+    pub duplicated: u64,
+    pub min_id: Option<i64>,
+    pub max_id: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStats {
+    pub seconds: f64,
+    pub invoked: u64,
+    pub ok: u64,
+    pub fail: u64,
+    pub info: u64,
+    pub ok_ratio: f64,
+    /// Successful operations per second.
+    pub ok_per_sec: f64,
+    /// Longest time without a success, per node, between the first and the last request the
+    /// node was sent in the phase.
+    pub longest_gap_ms: BTreeMap<u64, u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Operations {
+    pub invoked: u64,
+    pub ok: u64,
+    pub fail: u64,
+    pub info: u64,
+    /// Invoked and never completed (the history was cut short).
+    pub open: u64,
+}
+
+/// How the recovery phase went (`recovery.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recovery {
+    /// Every node served every kind of ID within the bound after the heal, and the final
+    /// request of every kind on every node succeeded.
+    pub ok: bool,
+    /// From the heal until every node served.
+    pub seconds: f64,
+    pub bound_seconds: f64,
+    pub notes: Vec<String>,
+}
+
+/// `results.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub valid: Verdict,
+    pub seed: u64,
+    pub nodes: u64,
+    pub operations: Operations,
+    /// Faults started, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Failed harness actions (a fault that could not be injected or healed as planned).
+    pub fault_errors: Vec<String>,
+    pub keys: BTreeMap<String, KeyStats>,
+    pub duplicates: Vec<Duplicate>,
+    pub duplicate_count: u64,
+    pub order_violations: Vec<OrderViolation>,
+    pub order_violation_count: u64,
+    /// Segment IDs outside every allocation committed to the serving node, when the journals
+    /// are complete (violations).
+    pub outside_allocations: Vec<BadId>,
+    pub outside_allocation_count: u64,
+    /// Segment IDs outside the known allocations where the journals have a gap (unknown).
+    pub unverifiable_ids: u64,
+    /// Snowflake IDs with the wrong worker ID or a timestamp outside the operation's window.
+    pub snowflake_violations: Vec<BadId>,
+    pub snowflake_violation_count: u64,
+    /// Snowflake IDs from nodes whose worker ID was never recorded (not checkable).
+    pub snowflake_unattributed: u64,
+    /// Journal entries two nodes disagree on.
+    pub journal_conflicts: Vec<String>,
+    /// Log index ranges no journal covers (allocations there are unknown to the checker).
+    pub journal_gaps: Vec<(u64, u64)>,
+    /// Highest log index the journals reach.
+    pub journal_through: u64,
+    pub availability: BTreeMap<String, PhaseStats>,
+    pub recovery: Option<Recovery>,
+    pub problems: Vec<String>,
+}
+
+struct Op {
+    inv: OpEvent,
+    done: Option<(String, OpEvent)>,
+}
+
+impl Op {
+    fn reference(&self) -> OpRef {
+        OpRef {
+            op: self.inv.op,
+            process: self.inv.process,
+            node: self.inv.node,
+            invoke_ns: self.inv.time_ns,
+            complete_ns: self.done.as_ref().map_or(u64::MAX, |(_, e)| e.time_ns),
+        }
+    }
+
+    fn key(&self) -> String {
+        match self.inv.mode {
+            Mode::Segment => format!("segment:{}", self.inv.tag.as_deref().unwrap_or("")),
+            Mode::Snowflake => "snowflake".to_string(),
+        }
+    }
+
+    fn ok_ids(&self) -> Option<&[i64]> {
+        match &self.done {
+            Some((t, e)) if t == "ok" => Some(&e.ids),
+            _ => None,
+        }
+    }
+}
+
+/// Checks a run. `recovery` is how the harness's recovery phase went, if it ran one.
+pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<Recovery>) -> Results {
+    let mut meta: Option<Meta> = None;
+    let mut ops: Vec<Op> = Vec::new();
+    let mut by_op: HashMap<u64, usize> = HashMap::new();
+    let mut phases: Vec<(u64, Phase)> = Vec::new();
+    let mut faults: BTreeMap<String, u64> = BTreeMap::new();
+    let mut fault_errors = Vec::new();
+    let mut clocks: BTreeMap<u64, Vec<(u64, i64)>> = BTreeMap::new();
+    let mut workers: BTreeMap<u64, Vec<u16>> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for e in events {
+        match e {
+            Event::Meta(m) => meta = Some(m.clone()),
+            Event::Phase { time_ns, phase } => phases.push((*time_ns, *phase)),
+            Event::Invoke(o) => {
+                by_op.insert(o.op, ops.len());
+                ops.push(Op { inv: o.clone(), done: None });
+            }
+            Event::Ok(o) | Event::Fail(o) | Event::Info(o) => {
+                let t = match e {
+                    Event::Ok(_) => "ok",
+                    Event::Fail(_) => "fail",
+                    _ => "info",
+                };
+                match by_op.get(&o.op) {
+                    Some(&i) if ops[i].done.is_none() => ops[i].done = Some((t.to_string(), o.clone())),
+                    _ => problems.push(format!("completion of op {} without a pending invocation", o.op)),
+                }
+            }
+            Event::Fault { kind, action, detail, time_ns, .. } => {
+                if action == "start" {
+                    *faults.entry(kind.clone()).or_default() += 1;
+                } else if action == "error" {
+                    fault_errors.push(format!("{kind} at {:.1}s: {detail}", *time_ns as f64 / 1e9));
+                }
+            }
+            Event::Clock { time_ns, node, offset_ms } => clocks.entry(*node).or_default().push((*time_ns, *offset_ms)),
+            Event::Worker { node, worker_id, .. } => {
+                let w = workers.entry(*node).or_default();
+                if !w.contains(worker_id) {
+                    w.push(*worker_id);
+                }
+            }
+        }
+    }
+    let meta = meta.unwrap_or_else(|| {
+        problems.push("history has no meta line".into());
+        Meta {
+            seed: 0,
+            nodes: 0,
+            wall_start_ms: 0,
+            epoch_ms: 0,
+            faults: vec![],
+            warmup_ms: 0,
+            faults_ms: 0,
+            after_ms: 0,
+        }
+    });
+
+    let mut operations = Operations::default();
+    for op in &ops {
+        operations.invoked += 1;
+        match op.done.as_ref().map(|(t, _)| t.as_str()) {
+            Some("ok") => operations.ok += 1,
+            Some("fail") => operations.fail += 1,
+            Some(_) => operations.info += 1,
+            None => operations.open += 1,
+        }
+    }
+
+    let mut results = Results {
+        valid: Verdict::True,
+        seed: meta.seed,
+        nodes: meta.nodes,
+        operations,
+        faults,
+        fault_errors,
+        keys: BTreeMap::new(),
+        duplicates: Vec::new(),
+        duplicate_count: 0,
+        order_violations: Vec::new(),
+        order_violation_count: 0,
+        outside_allocations: Vec::new(),
+        outside_allocation_count: 0,
+        unverifiable_ids: 0,
+        snowflake_violations: Vec::new(),
+        snowflake_violation_count: 0,
+        snowflake_unattributed: 0,
+        journal_conflicts: Vec::new(),
+        journal_gaps: Vec::new(),
+        journal_through: 0,
+        availability: BTreeMap::new(),
+        recovery,
+        problems,
+    };
+    uniqueness(&ops, &mut results);
+    order(&ops, &mut results);
+    allocations(&ops, journals, &mut results);
+    snowflake(&ops, &meta, &clocks, &workers, &mut results);
+    results.availability = availability(&ops, &phases);
+
+    let violated = results.duplicate_count > 0
+        || results.order_violation_count > 0
+        || results.outside_allocation_count > 0
+        || results.snowflake_violation_count > 0
+        || !results.journal_conflicts.is_empty();
+    let unsure = results.unverifiable_ids > 0
+        || results.recovery.as_ref().is_some_and(|r| !r.ok)
+        || !results.problems.is_empty()
+        || results.operations.ok == 0;
+    results.valid = if violated {
+        Verdict::False
+    } else if unsure {
+        Verdict::Unknown
+    } else {
+        Verdict::True
+    };
+    results
+}
+
+fn uniqueness(ops: &[Op], r: &mut Results) {
+    let mut seen: HashMap<(String, i64), usize> = HashMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        let key = op.key();
+        let stats = r.keys.entry(key.clone()).or_default();
+        stats.attempted += u64::from(op.inv.count);
+        let Some(ids) = op.ok_ids() else { continue };
+        stats.acknowledged += ids.len() as u64;
+        for &id in ids {
+            stats.min_id = Some(stats.min_id.map_or(id, |m| m.min(id)));
+            stats.max_id = Some(stats.max_id.map_or(id, |m| m.max(id)));
+            if let Some(&first) = seen.get(&(key.clone(), id)) {
+                stats.duplicated += 1;
+                r.duplicate_count += 1;
+                if r.duplicates.len() < EXAMPLES {
+                    r.duplicates.push(Duplicate {
+                        key: key.clone(),
+                        id,
+                        first: ops[first].reference(),
+                        second: op.reference(),
+                    });
+                }
+            } else {
+                seen.insert((key.clone(), id), i);
+            }
+        }
+    }
+}
+
+fn order(ops: &[Op], r: &mut Results) {
+    // Per (key, node): the ok operations, by completion time.
+    let mut groups: BTreeMap<(String, u64), Vec<&Op>> = BTreeMap::new();
+    for op in ops {
+        if op.ok_ids().is_some_and(|ids| !ids.is_empty()) {
+            groups.entry((op.key(), op.inv.node)).or_default().push(op);
+        }
+    }
+    for ((key, node), mut group) in groups {
+        group.sort_by_key(|o| o.reference().complete_ns);
+        // prefix[i]: the op with the largest ID among the first i+1 completions.
+        let mut prefix: Vec<(u64, i64, usize)> = Vec::with_capacity(group.len());
+        for (i, o) in group.iter().enumerate() {
+            let max = o.ok_ids().and_then(|ids| ids.iter().max().copied()).unwrap_or(i64::MIN);
+            let best = match prefix.last() {
+                Some(&(_, m, j)) if m >= max => (o.reference().complete_ns, m, j),
+                _ => (o.reference().complete_ns, max, i),
+            };
+            prefix.push(best);
+        }
+        for later in &group {
+            let min = later.ok_ids().and_then(|ids| ids.iter().min().copied()).unwrap_or(i64::MAX);
+            // Operations that completed before `later` was invoked.
+            let n = prefix.partition_point(|(done, _, _)| *done < later.inv.time_ns);
+            if n == 0 {
+                continue;
+            }
+            let (_, max, j) = prefix[n - 1];
+            if max >= min {
+                r.order_violation_count += 1;
+                if r.order_violations.len() < EXAMPLES {
+                    r.order_violations.push(OrderViolation {
+                        key: key.clone(),
+                        node,
+                        earlier: group[j].reference(),
+                        earlier_max_id: max,
+                        later: later.reference(),
+                        later_min_id: min,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn allocations(ops: &[Op], journals: &[AllocationJournal], r: &mut Results) {
+    let mut merged: BTreeMap<u64, AllocationView> = BTreeMap::new();
+    for j in journals {
+        for a in &j.allocations {
+            if let Some(prev) = merged.get(&a.log_index) {
+                if prev != a && r.journal_conflicts.len() < EXAMPLES {
+                    r.journal_conflicts
+                        .push(format!("log index {}: {prev:?} vs {a:?} (node {})", a.log_index, j.node_id));
+                }
+            } else {
+                merged.insert(a.log_index, a.clone());
+            }
+        }
+    }
+    (r.journal_gaps, r.journal_through) = coverage(journals);
+    let complete = r.journal_gaps.is_empty() && !journals.is_empty();
+    // Per (tag, node): allocations sorted by start.
+    let mut by_owner: HashMap<(&str, u64), Vec<(i64, i64)>> = HashMap::new();
+    for a in merged.values() {
+        by_owner.entry((a.tag.as_str(), a.node_id)).or_default().push((a.start, a.end));
+    }
+    for v in by_owner.values_mut() {
+        v.sort_unstable();
+    }
+    for op in ops {
+        let (Mode::Segment, Some(tag), Some(ids)) = (op.inv.mode, op.inv.tag.as_deref(), op.ok_ids()) else {
+            continue;
+        };
+        let owned = by_owner.get(&(tag, op.inv.node)).map(Vec::as_slice).unwrap_or(&[]);
+        for &id in ids {
+            let i = owned.partition_point(|(start, _)| *start <= id);
+            if i > 0 && id < owned[i - 1].1 {
+                continue;
+            }
+            if complete {
+                r.outside_allocation_count += 1;
+                if r.outside_allocations.len() < EXAMPLES {
+                    r.outside_allocations.push(BadId {
+                        key: op.key(),
+                        id,
+                        op: op.reference(),
+                        reason: format!("in no allocation committed to node {}", op.inv.node),
+                    });
+                }
+            } else {
+                r.unverifiable_ids += 1;
+            }
+        }
+    }
+}
+
+/// The log index ranges in `1..=through` that no journal covers, and `through`, the highest
+/// index any journal reaches. Journal `j` covers `[j.complete_from_index, j.complete_through_index]`.
+fn coverage(journals: &[AllocationJournal]) -> (Vec<(u64, u64)>, u64) {
+    let mut spans: Vec<(u64, u64)> = journals
+        .iter()
+        .map(|j| (j.complete_from_index.max(1), j.complete_through_index))
+        .filter(|(from, through)| from <= through)
+        .collect();
+    spans.sort_unstable();
+    let through = journals.iter().map(|j| j.complete_through_index).max().unwrap_or(0);
+    let mut gaps = Vec::new();
+    let mut reached = 0u64;
+    for (from, to) in spans {
+        if from > reached + 1 {
+            gaps.push((reached + 1, from - 1));
+        }
+        reached = reached.max(to);
+    }
+    if reached < through {
+        gaps.push((reached + 1, through));
+    }
+    (gaps, through)
+}
+
+/// Offsets node `node`'s clock may have had at some time in `[from_ns, to_ns]`.
+fn offsets(clocks: &BTreeMap<u64, Vec<(u64, i64)>>, node: u64, from_ns: u64, to_ns: u64) -> (i64, i64) {
+    let Some(changes) = clocks.get(&node) else { return (0, 0) };
+    let settled = from_ns.saturating_sub(CLOCK_CHANGE_SLACK_NS);
+    let mut lo = 0i64;
+    let mut hi = 0i64;
+    let mut before = 0i64;
+    for &(t, off) in changes {
+        if t <= settled {
+            before = off;
+        } else if t <= to_ns {
+            lo = lo.min(off);
+            hi = hi.max(off);
+        }
+    }
+    (lo.min(before), hi.max(before))
+}
+
+fn snowflake(
+    ops: &[Op],
+    meta: &Meta,
+    clocks: &BTreeMap<u64, Vec<(u64, i64)>>,
+    workers: &BTreeMap<u64, Vec<u16>>,
+    r: &mut Results,
+) {
+    let bad = |r: &mut Results, op: &Op, id: i64, reason: String| {
+        r.snowflake_violation_count += 1;
+        if r.snowflake_violations.len() < EXAMPLES {
+            r.snowflake_violations.push(BadId { key: op.key(), id, op: op.reference(), reason });
+        }
+    };
+    for op in ops {
+        let (Mode::Snowflake, Some(ids), Some((_, done))) = (op.inv.mode, op.ok_ids(), op.done.as_ref()) else {
+            continue;
+        };
+        let (lo, hi) = offsets(clocks, op.inv.node, op.inv.time_ns, done.time_ns);
+        let wall = |ns: u64| meta.wall_start_ms + (ns / 1_000_000) as i64;
+        let earliest = wall(op.inv.time_ns) + lo - TIME_TOLERANCE_MS;
+        let latest = wall(done.time_ns) + hi + TIME_TOLERANCE_MS;
+        let owned = workers.get(&op.inv.node);
+        for &id in ids {
+            if id < 0 {
+                bad(r, op, id, "negative ID".into());
+                continue;
+            }
+            let ts = (id >> 22) + meta.epoch_ms;
+            let worker = ((id >> 12) & 0x3ff) as u16;
+            match owned {
+                None => r.snowflake_unattributed += 1,
+                Some(w) if !w.contains(&worker) => {
+                    bad(r, op, id, format!("worker ID {worker}, but node {} holds {w:?}", op.inv.node))
+                }
+                Some(_) => {}
+            }
+            if ts < earliest || ts > latest {
+                bad(
+                    r,
+                    op,
+                    id,
+                    format!(
+                        "timestamp {ts} outside the operation's window [{earliest}, {latest}] \
+                         (clock offsets {lo}..{hi} ms)"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn availability(ops: &[Op], phases: &[(u64, Phase)]) -> BTreeMap<String, PhaseStats> {
+    let mut out = BTreeMap::new();
+    for (i, &(start, phase)) in phases.iter().enumerate() {
+        if phase == Phase::Done {
+            continue;
+        }
+        let end = phases.get(i + 1).map_or(u64::MAX, |(t, _)| *t);
+        let mut s = PhaseStats::default();
+        // Per node: successes, and the span in which it was sent requests.
+        let mut oks: BTreeMap<u64, (Vec<u64>, u64, u64)> = BTreeMap::new();
+        let mut last_ns = start;
+        for op in ops.iter().filter(|o| o.inv.time_ns >= start && o.inv.time_ns < end) {
+            s.invoked += 1;
+            let done_ns = op.done.as_ref().map_or(op.inv.time_ns, |(_, e)| e.time_ns);
+            last_ns = last_ns.max(done_ns);
+            let node = oks.entry(op.inv.node).or_insert((Vec::new(), op.inv.time_ns, done_ns));
+            node.1 = node.1.min(op.inv.time_ns);
+            node.2 = node.2.max(done_ns);
+            match op.done.as_ref().map(|(t, _)| t.as_str()) {
+                Some("ok") => {
+                    s.ok += 1;
+                    node.0.push(done_ns);
+                }
+                Some("fail") => s.fail += 1,
+                _ => s.info += 1,
+            }
+        }
+        let end = if end == u64::MAX { last_ns } else { end };
+        s.seconds = end.saturating_sub(start) as f64 / 1e9;
+        s.ok_ratio = if s.invoked > 0 { s.ok as f64 / s.invoked as f64 } else { 0.0 };
+        s.ok_per_sec = if s.seconds > 0.0 { s.ok as f64 / s.seconds } else { 0.0 };
+        // A node added or removed during the phase is measured from its first request to
+        // its last, not across the whole phase.
+        for (node, (mut times, first, last)) in oks {
+            times.sort_unstable();
+            let mut prev = first;
+            let mut gap = 0;
+            for t in times.iter().copied().chain(std::iter::once(last)) {
+                gap = gap.max(t.saturating_sub(prev));
+                prev = prev.max(t);
+            }
+            s.longest_gap_ms.insert(node, gap / 1_000_000);
+        }
+        out.insert(phase.name().to_string(), s);
+    }
+    out
+}
+
+/// The summary table printed at the end of a run (and by `leaf-chaos check`).
+pub fn summary(r: &Results) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let o = &r.operations;
+    let _ = writeln!(s, "seed {}  nodes {}  verdict {:?}", r.seed, r.nodes, r.valid);
+    let _ = writeln!(
+        s,
+        "operations: {} invoked, {} ok, {} fail, {} info, {} open",
+        o.invoked, o.ok, o.fail, o.info, o.open
+    );
+    let faults: Vec<String> = r.faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    let _ = writeln!(s, "faults: {}", if faults.is_empty() { "none".into() } else { faults.join(", ") });
+    if !r.fault_errors.is_empty() {
+        let _ = writeln!(s, "fault actions that failed: {}", r.fault_errors.len());
+    }
+    let _ =
+        writeln!(s, "\n| key | attempted | acknowledged | duplicated | min | max |\n|---|---:|---:|---:|---:|---:|");
+    for (k, v) in &r.keys {
+        let _ = writeln!(
+            s,
+            "| {k} | {} | {} | {} | {} | {} |",
+            v.attempted,
+            v.acknowledged,
+            v.duplicated,
+            v.min_id.map_or("-".into(), |x| x.to_string()),
+            v.max_id.map_or("-".into(), |x| x.to_string())
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nduplicates {}  order violations {}  outside allocations {}  snowflake violations {}  \
+         unverifiable {}  journal conflicts {}  journal gaps {:?} (through log index {})",
+        r.duplicate_count,
+        r.order_violation_count,
+        r.outside_allocation_count,
+        r.snowflake_violation_count,
+        r.unverifiable_ids,
+        r.journal_conflicts.len(),
+        r.journal_gaps,
+        r.journal_through
+    );
+    let _ =
+        writeln!(s, "\n| phase | seconds | invoked | ok | fail | info | ok ratio | ok/s | longest gap per node (ms) |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    let mut phases: Vec<(&String, &PhaseStats)> = r.availability.iter().collect();
+    let rank = |n: &str| ["warmup", "faults", "recovery", "after"].iter().position(|p| *p == n).unwrap_or(9);
+    phases.sort_by_key(|(n, _)| rank(n));
+    for (name, p) in phases {
+        let gaps: Vec<String> = p.longest_gap_ms.iter().map(|(n, g)| format!("n{n}:{g}")).collect();
+        let _ = writeln!(
+            s,
+            "| {name} | {:.1} | {} | {} | {} | {} | {:.3} | {:.0} | {} |",
+            p.seconds,
+            p.invoked,
+            p.ok,
+            p.fail,
+            p.info,
+            p.ok_ratio,
+            p.ok_per_sec,
+            gaps.join(" ")
+        );
+    }
+    if let Some(rec) = &r.recovery {
+        let _ = writeln!(
+            s,
+            "\nrecovery: {} ({:.1} s after the heal, bound {:.0} s)",
+            if rec.ok { "every node served every kind of ID" } else { "FAILED" },
+            rec.seconds,
+            rec.bound_seconds
+        );
+        for n in &rec.notes {
+            let _ = writeln!(s, "  {n}");
+        }
+    }
+    for p in &r.problems {
+        let _ = writeln!(s, "problem: {p}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn meta() -> Event {
+        Event::Meta(Meta {
+            seed: 1,
+            nodes: 2,
+            wall_start_ms: 1_800_000_000_000,
+            epoch_ms: 1_288_834_974_657,
+            faults: vec![],
+            warmup_ms: 0,
+            faults_ms: 0,
+            after_ms: 0,
+        })
+    }
+
+    fn op(n: u64, node: u64, mode: Mode, at_ms: u64, ids: Vec<i64>) -> [Event; 2] {
+        let inv = OpEvent {
+            op: n,
+            process: n as u32,
+            time_ns: at_ms * 1_000_000,
+            mode,
+            tag: (mode == Mode::Segment).then(|| "t".to_string()),
+            node,
+            count: ids.len() as u32,
+            status: None,
+            ids: vec![],
+            error: None,
+        };
+        let ok = OpEvent { time_ns: (at_ms + 1) * 1_000_000, status: Some(200), ids, ..inv.clone() };
+        [Event::Invoke(inv), Event::Ok(ok)]
+    }
+
+    fn journal(allocs: &[(u64, i64, i64)]) -> AllocationJournal {
+        AllocationJournal {
+            node_id: 1,
+            complete_from_index: 0,
+            complete_through_index: allocs.len() as u64,
+            allocations: allocs
+                .iter()
+                .enumerate()
+                .map(|(i, &(node_id, start, end))| AllocationView {
+                    tag: "t".into(),
+                    node_id,
+                    start,
+                    end,
+                    log_index: i as u64 + 1,
+                    at_ms: 0,
+                })
+                .collect(),
+        }
+    }
+
+    fn ok() -> Option<Recovery> {
+        Some(Recovery { ok: true, seconds: 1.0, bound_seconds: 60.0, notes: vec![] })
+    }
+
+    fn failed() -> Option<Recovery> {
+        Some(Recovery { ok: false, seconds: 60.0, bound_seconds: 60.0, notes: vec!["node 2 did not serve".into()] })
+    }
+
+    fn snowflake_id(wall_ms: i64, worker: i64, seq: i64) -> i64 {
+        ((wall_ms - 1_288_834_974_657) << 22) | (worker << 12) | seq
+    }
+
+    fn clean() -> Vec<Event> {
+        let mut h = vec![meta(), Event::Phase { time_ns: 0, phase: Phase::Warmup }];
+        h.push(Event::Worker { time_ns: 0, node: 1, worker_id: 0 });
+        h.push(Event::Worker { time_ns: 0, node: 2, worker_id: 1 });
+        h.extend(op(1, 1, Mode::Segment, 10, vec![1, 2]));
+        h.extend(op(2, 2, Mode::Segment, 10, vec![11]));
+        h.extend(op(3, 1, Mode::Segment, 20, vec![3]));
+        h.extend(op(4, 1, Mode::Snowflake, 30, vec![snowflake_id(1_800_000_000_030, 0, 5)]));
+        h.extend(op(5, 2, Mode::Snowflake, 40, vec![snowflake_id(1_800_000_000_040, 1, 0)]));
+        h
+    }
+
+    fn allocs() -> Vec<AllocationJournal> {
+        vec![journal(&[(1, 1, 10), (2, 10, 20)])]
+    }
+
+    #[test]
+    fn a_clean_history_is_valid() {
+        let r = check(&clean(), &allocs(), ok());
+        assert_eq!(r.valid, Verdict::True, "{}", summary(&r));
+        assert_eq!(r.operations.ok, 5);
+        assert_eq!(r.keys["segment:t"].acknowledged, 4);
+        assert_eq!(r.availability["warmup"].ok, 5);
+    }
+
+    #[test]
+    fn a_planted_duplicate_is_reported_with_both_operations() {
+        let mut h = clean();
+        h.extend(op(6, 2, Mode::Segment, 50, vec![12, 2]));
+        let r = check(&h, &[journal(&[(1, 1, 10), (2, 10, 20), (2, 2, 3)])], ok());
+        assert_eq!(r.valid, Verdict::False);
+        assert_eq!(r.duplicate_count, 1);
+        assert_eq!((r.duplicates[0].id, r.duplicates[0].first.op, r.duplicates[0].second.op), (2, 1, 6));
+    }
+
+    #[test]
+    fn a_planted_order_violation_is_reported() {
+        let mut h = clean();
+        // Node 1 handed out 3 at 20 ms; at 60 ms it hands out 4 then, invoked later, 2.5 → use
+        // an ID below 3 that is unique: none left in [1,10) below 3, so take a fresh range.
+        h.extend(op(6, 1, Mode::Segment, 60, vec![5]));
+        h.extend(op(7, 1, Mode::Segment, 70, vec![4]));
+        let r = check(&h, &allocs(), ok());
+        assert_eq!(r.valid, Verdict::False, "{}", summary(&r));
+        assert_eq!(r.order_violation_count, 1);
+        let v = &r.order_violations[0];
+        assert_eq!((v.earlier.op, v.later.op, v.earlier_max_id, v.later_min_id), (6, 7, 5, 4));
+        // Overlapping operations promise nothing: the same pair, concurrent, is fine.
+        let mut h = clean();
+        let [i6, mut o6] = op(6, 1, Mode::Segment, 60, vec![5]);
+        let [i7, o7] = op(7, 1, Mode::Segment, 60, vec![4]);
+        if let Event::Ok(e) = &mut o6 {
+            e.time_ns += 5_000_000;
+        }
+        h.extend([i6, i7, o7, o6]);
+        assert_eq!(check(&h, &allocs(), ok()).valid, Verdict::True);
+    }
+
+    #[test]
+    fn an_id_outside_its_allocation_is_reported() {
+        let mut h = clean();
+        // 15 is committed, but to node 2, not node 1.
+        h.extend(op(6, 1, Mode::Segment, 60, vec![15]));
+        let r = check(&h, &allocs(), ok());
+        assert_eq!(r.valid, Verdict::False);
+        assert_eq!(r.outside_allocation_count, 1);
+        assert_eq!(r.outside_allocations[0].id, 15);
+        // With a gap in every journal it is unknown, not a violation.
+        let mut gappy = allocs();
+        gappy[0].complete_from_index = 5;
+        let r = check(&h, &gappy, ok());
+        assert_eq!((r.valid, r.unverifiable_ids), (Verdict::Unknown, 1));
+    }
+
+    #[test]
+    fn journals_together_must_cover_the_log() {
+        let j = |from, through| AllocationJournal {
+            node_id: 1,
+            complete_from_index: from,
+            complete_through_index: through,
+            allocations: vec![],
+        };
+        assert_eq!(coverage(&[j(0, 10)]), (vec![], 10));
+        // A node removed at 10 and one that installed a snapshot at 6: together complete.
+        assert_eq!(coverage(&[j(7, 30), j(0, 10)]), (vec![], 30));
+        assert_eq!(coverage(&[j(12, 30), j(0, 10)]), (vec![(11, 11)], 30));
+        assert_eq!(coverage(&[j(12, 30)]), (vec![(1, 11)], 30));
+        assert_eq!(coverage(&[j(0, 10), j(11, 5)]), (vec![], 10), "an empty span covers nothing");
+    }
+
+    #[test]
+    fn snowflake_ids_must_carry_the_nodes_worker_id_and_a_timestamp_in_the_window() {
+        let mut h = clean();
+        h.extend(op(6, 1, Mode::Snowflake, 60, vec![snowflake_id(1_800_000_000_060, 1, 9)]));
+        let r = check(&h, &allocs(), ok());
+        assert_eq!((r.valid, r.snowflake_violation_count), (Verdict::False, 1), "{}", summary(&r));
+        assert!(r.snowflake_violations[0].reason.contains("worker ID 1"));
+
+        let late = snowflake_id(1_800_000_000_060 + 500, 0, 9);
+        let mut h = clean();
+        h.extend(op(6, 1, Mode::Snowflake, 60, vec![late]));
+        assert_eq!(check(&h, &allocs(), ok()).snowflake_violation_count, 1);
+        // The same ID is fine while node 1's clock was skewed 500 ms ahead.
+        let mut h = clean();
+        h.push(Event::Clock { time_ns: 55_000_000, node: 1, offset_ms: 500 });
+        h.extend(op(6, 1, Mode::Snowflake, 60, vec![late]));
+        assert_eq!(check(&h, &allocs(), ok()).valid, Verdict::True);
+    }
+
+    #[test]
+    fn a_failed_recovery_or_an_incomplete_history_is_unknown() {
+        assert_eq!(check(&clean(), &allocs(), failed()).valid, Verdict::Unknown);
+        let mut h = clean();
+        h.push(Event::Fail(OpEvent {
+            op: 99,
+            process: 0,
+            time_ns: 0,
+            mode: Mode::Segment,
+            tag: None,
+            node: 1,
+            count: 1,
+            status: Some(503),
+            ids: vec![],
+            error: None,
+        }));
+        let r = check(&h, &allocs(), ok());
+        assert_eq!(r.valid, Verdict::Unknown);
+        assert!(r.problems[0].contains("op 99"));
+    }
+}

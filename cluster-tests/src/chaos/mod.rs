@@ -1,0 +1,17 @@
+//! Jepsen-style chaos runs against a local cluster of real `leaf` processes.
+//!
+//! Layout:
+//! - [`schedule`]: the seeded fault schedule (a seed replays the same schedule).
+//! - [`proxy`]: per-link TCP proxies in front of every node's Raft address, for network
+//!   partitions without root.
+//! - [`history`]: the JSONL history of operations, faults and clock changes.
+//! - [`run`]: one run — cluster, clients, faults, recovery, journal dump.
+//! - [`check`]: the checker over a history and the allocation journals.
+//!
+//! The binary is `src/bin/leaf-chaos.rs`; the README's "Chaos testing" section explains the
+//! flags and what to do with a failing seed.
+pub mod check;
+pub mod history;
+pub mod proxy;
+pub mod run;
+pub mod schedule;

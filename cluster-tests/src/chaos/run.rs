@@ -1,0 +1,734 @@
+//! One chaos run: a cluster of real `leaf` processes behind per-link proxies, concurrent
+//! clients recording a history, the seeded fault schedule, recovery, and the checker.
+//!
+//! Phases: `warmup` (no faults), `faults` (the schedule), `recovery` (heal everything; every
+//! node must serve segment and snowflake IDs again within the bound), `after` (no faults),
+//! then a final request of every kind on every node, the allocation journals are dumped and
+//! the checker runs.
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use hyper::{Method, StatusCode};
+use leaf_api::error::ErrorBody;
+use leaf_api::types::{AllocationJournal, ClusterStatus};
+use leaf_node::client::Client;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::check::{self, Recovery, Results};
+use super::history::{Event, History, Meta, Mode, OpEvent, Phase, HARNESS_PROCESS};
+use super::proxy::{self, Proxies};
+use super::schedule::{self, ClockMode, FaultKind, PlannedFault, Shape, Target};
+use crate::cluster::{free_port, Cluster, NodeSpec, Options, TOKEN};
+
+/// Segment tags of the workload: (tag, step). The small step refills every few requests.
+pub const TAGS: [(&str, i64); 3] = [("chaos-a", 1000), ("chaos-b", 100), ("chaos-small", 5)];
+/// Snowflake key of the workload.
+pub const SNOWFLAKE_KEY: &str = "chaos";
+/// Default snowflake epoch of the nodes (`snowflake.epoch_ms`).
+const EPOCH_MS: i64 = 1_288_834_974_657;
+
+/// Node configuration of a chaos run: fault injection on, the dynamic step capped so the
+/// small tag keeps refilling, and snapshots often enough that restarted and new nodes catch
+/// up from them.
+const NODE_TOML: &str = "[fault]\nenabled = true\n[segment]\nmax_step = 50\n\
+                         [raft]\nsnapshot_every = 1000\nkeep_logs_after_snapshot = 500\n";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub nodes: u64,
+    /// Warmup + fault phase + after phase (recovery comes on top).
+    pub duration: Duration,
+    pub seed: u64,
+    pub faults: Vec<FaultKind>,
+    /// Concurrent client workers (one outstanding request each).
+    pub clients: u32,
+    /// Target operations per second over all clients.
+    pub rate: u32,
+    /// Where history, results and logs go.
+    pub out: PathBuf,
+    /// The `leaf` binary.
+    pub bin: PathBuf,
+    /// How long every node may take to serve again after everything is healed.
+    pub recovery_bound: Duration,
+    /// Per-request timeout of the clients.
+    pub request_timeout: Duration,
+}
+
+/// The phase lengths of a run of `duration`: warmup, faults, after.
+pub fn phases(duration: Duration) -> (Duration, Duration, Duration) {
+    let edge = (duration / 10).clamp(Duration::from_secs(5), Duration::from_secs(15));
+    let faults = duration.saturating_sub(2 * edge).max(Duration::from_secs(10));
+    (edge, faults, edge)
+}
+
+/// The nodes the clients send requests to, with a client each.
+type Targets = Arc<RwLock<BTreeMap<u64, Client>>>;
+
+/// Issues one operation and records its invocation and completion.
+struct Ops {
+    history: Arc<History>,
+    next: AtomicU64,
+}
+
+enum Outcome {
+    Ok,
+    Fail(String),
+}
+
+impl Ops {
+    async fn run(
+        &self,
+        process: u32,
+        node: u64,
+        client: &Client,
+        mode: Mode,
+        tag: Option<&str>,
+        count: u32,
+    ) -> Outcome {
+        let op = self.next.fetch_add(1, Ordering::Relaxed);
+        let inv = OpEvent {
+            op,
+            process,
+            time_ns: self.history.now_ns(),
+            mode,
+            tag: tag.map(str::to_string),
+            node,
+            count,
+            status: None,
+            ids: Vec::new(),
+            error: None,
+        };
+        self.history.write(&Event::Invoke(inv.clone()));
+        let mut path = match (mode, tag) {
+            (Mode::Segment, Some(t)) => format!("/api/segment/get/{t}"),
+            _ => format!("/api/snowflake/get/{SNOWFLAKE_KEY}"),
+        };
+        if count > 1 {
+            path.push_str(&format!("?count={count}"));
+        }
+        let res = client.get(&path).await;
+        let time_ns = self.history.now_ns();
+        let (event, outcome) = match res {
+            Ok((StatusCode::OK, body)) => {
+                let text = String::from_utf8_lossy(&body);
+                match text.split('\n').map(str::parse::<i64>).collect::<Result<Vec<_>, _>>() {
+                    Ok(ids) => (Event::Ok(OpEvent { time_ns, status: Some(200), ids, ..inv }), Outcome::Ok),
+                    Err(_) => {
+                        let error = format!("unparseable body {:?}", text.chars().take(80).collect::<String>());
+                        (
+                            Event::Info(OpEvent { time_ns, status: Some(200), error: Some(error.clone()), ..inv }),
+                            Outcome::Fail(error),
+                        )
+                    }
+                }
+            }
+            Ok((status, body)) => {
+                let error = match serde_json::from_slice::<ErrorBody>(&body) {
+                    Ok(e) => format!("{}: {}", e.code.as_str(), e.message),
+                    Err(_) => String::from_utf8_lossy(&body).chars().take(200).collect(),
+                };
+                (
+                    Event::Fail(OpEvent { time_ns, status: Some(status.as_u16()), error: Some(error.clone()), ..inv }),
+                    Outcome::Fail(format!("{status} {error}")),
+                )
+            }
+            Err(e) => {
+                let error = e.to_string();
+                (Event::Info(OpEvent { time_ns, error: Some(error.clone()), ..inv }), Outcome::Fail(error))
+            }
+        };
+        self.history.write(&event);
+        outcome
+    }
+}
+
+/// A client worker: one outstanding request at a time, to a random node, paced to its share
+/// of the rate.
+async fn worker(process: u32, seed: u64, period: Duration, ops: Arc<Ops>, targets: Targets, stop: Arc<AtomicBool>) {
+    let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(process) << 32));
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        let pick = {
+            let t = targets.read().unwrap_or_else(|e| e.into_inner());
+            let nodes: Vec<(&u64, &Client)> = t.iter().collect();
+            nodes.choose(&mut rng).map(|(id, c)| (**id, (*c).clone()))
+        };
+        if let Some((node, client)) = pick {
+            let batch = rng.gen_bool(0.2);
+            if rng.gen_bool(0.6) {
+                let (tag, _) = TAGS[rng.gen_range(0..TAGS.len())];
+                let count = if batch { rng.gen_range(2..=50) } else { 1 };
+                ops.run(process, node, &client, Mode::Segment, Some(tag), count).await;
+            } else {
+                let count = if batch { rng.gen_range(2..=100) } else { 1 };
+                ops.run(process, node, &client, Mode::Snowflake, None, count).await;
+            }
+        }
+        let jitter = period.mul_f64(rng.gen_range(0.5..1.5));
+        tokio::time::sleep(jitter.saturating_sub(started.elapsed())).await;
+    }
+}
+
+/// The harness's side of a run: the cluster, its proxies and the bookkeeping of faults.
+struct Harness {
+    cluster: Cluster,
+    proxies: Proxies,
+    history: Arc<History>,
+    ops: Arc<Ops>,
+    targets: Targets,
+    /// Current voters, in the harness's view.
+    members: Vec<u64>,
+    next_id: u64,
+    workers_seen: BTreeSet<(u64, u16)>,
+    request_timeout: Duration,
+    /// Allocation journals of removed nodes, taken just before they were stopped: with them,
+    /// the journals still cover the whole log after every original node has been replaced.
+    removed_journals: Vec<AllocationJournal>,
+}
+
+impl Harness {
+    fn admin(&self, id: u64) -> Client {
+        Client::new(&self.cluster.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(2))
+    }
+
+    fn fault(&self, kind: &str, action: &str, nodes: &[u64], detail: impl Into<String>) {
+        let detail = detail.into();
+        println!("[{:7.1}s] {kind} {action} {nodes:?} {detail}", self.history.now_ns() as f64 / 1e9);
+        self.history.write(&Event::Fault {
+            time_ns: self.history.now_ns(),
+            kind: kind.to_string(),
+            action: action.to_string(),
+            nodes: nodes.to_vec(),
+            detail,
+        });
+    }
+
+    fn phase(&self, phase: Phase) {
+        println!("[{:7.1}s] phase {}", self.history.now_ns() as f64 / 1e9, phase.name());
+        self.history.write(&Event::Phase { time_ns: self.history.now_ns(), phase });
+    }
+
+    async fn status(&self, id: u64) -> Option<ClusterStatus> {
+        match self.admin(id).get("/cluster/status").await {
+            Ok((StatusCode::OK, b)) => serde_json::from_slice(&b).ok(),
+            _ => None,
+        }
+    }
+
+    /// The leader most running members agree on, if any.
+    async fn leader(&self) -> Option<u64> {
+        let mut votes: BTreeMap<u64, usize> = BTreeMap::new();
+        for &id in &self.members {
+            if let Some(l) = self.status(id).await.and_then(|s| s.leader_id) {
+                *votes.entry(l).or_default() += 1;
+            }
+        }
+        votes.into_iter().filter(|(l, _)| self.members.contains(l)).max_by_key(|(_, n)| *n).map(|(l, _)| l)
+    }
+
+    /// Records the worker ID of every node that reports one.
+    async fn record_workers(&mut self) {
+        for &id in &self.members.clone() {
+            let Some(s) = self.status(id).await else { continue };
+            for w in s.workers {
+                if self.workers_seen.insert((w.node_id, w.worker_id)) {
+                    self.history.write(&Event::Worker {
+                        time_ns: self.history.now_ns(),
+                        node: w.node_id,
+                        worker_id: w.worker_id,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The nodes a role names now.
+    async fn resolve(&self, target: Target, rng: &mut StdRng) -> Vec<u64> {
+        let n = self.members.len();
+        let mut shuffled = self.members.clone();
+        shuffled.shuffle(rng);
+        let leader = self.leader().await;
+        match target {
+            Target::Leader => vec![leader.unwrap_or(shuffled[0])],
+            Target::Follower => {
+                vec![shuffled.iter().copied().find(|id| Some(*id) != leader).unwrap_or(shuffled[0])]
+            }
+            Target::Minority => shuffled[..((n - 1) / 2).max(1)].to_vec(),
+            Target::Majority => shuffled[..n / 2 + 1].to_vec(),
+            Target::All => shuffled,
+        }
+    }
+
+    fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
+        // A restarted node's injected clock offset is gone.
+        self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: id, offset_ms: 0 });
+        self.cluster.spawn(id)
+    }
+
+    async fn set_clock(&self, id: u64, offset_ms: i64) {
+        self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: id, offset_ms });
+        let res =
+            self.admin(id).request(Method::POST, "/admin/fault/clock", Some(&json!({ "offset_ms": offset_ms }))).await;
+        if !matches!(res, Ok((StatusCode::OK, _))) {
+            self.fault("clock", "error", &[id], format!("setting offset {offset_ms} ms failed: {res:?}"));
+        }
+    }
+
+    /// Waits until node `id` reports ready.
+    async fn wait_ready(&self, id: u64, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            if self.status(id).await.is_some_and(|s| s.health.ready) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    /// Runs one planned fault to completion (injected, held, healed).
+    async fn inject(&mut self, f: &PlannedFault) -> anyhow::Result<()> {
+        if self.members.len() < 3 {
+            bail!("only {} members left; not injecting", self.members.len());
+        }
+        let mut rng = StdRng::seed_from_u64(f.pick);
+        let hold = Duration::from_millis(f.hold_ms);
+        let kind = f.kind.name();
+        match f.kind {
+            FaultKind::Kill => {
+                let nodes = self.resolve(f.target, &mut rng).await;
+                for &id in &nodes {
+                    self.cluster.kill(id);
+                }
+                self.fault(kind, "start", &nodes, format!("kill -9 {:?} for {} ms", f.target, f.hold_ms));
+                tokio::time::sleep(hold).await;
+                for &id in &nodes {
+                    self.spawn(id)?;
+                }
+                self.fault(kind, "heal", &nodes, "restarted");
+            }
+            FaultKind::Pause => {
+                let nodes = self.resolve(f.target, &mut rng).await;
+                for &id in &nodes {
+                    self.cluster.pause(id);
+                }
+                self.fault(kind, "start", &nodes, format!("SIGSTOP {:?} for {} ms", f.target, f.hold_ms));
+                tokio::time::sleep(hold).await;
+                for &id in &nodes {
+                    self.cluster.resume(id);
+                }
+                self.fault(kind, "heal", &nodes, "SIGCONT");
+            }
+            FaultKind::Partition => {
+                let mut order = self.members.clone();
+                order.shuffle(&mut rng);
+                let shape = f.shape.unwrap_or(Shape::Halves);
+                let (links, detail) = match shape {
+                    Shape::Halves => {
+                        let k = ((order.len() - 1) / 2).max(1);
+                        let (a, b) = order.split_at(k);
+                        (proxy::split(&[a.to_vec(), b.to_vec()]), format!("halves {a:?} | {b:?}"))
+                    }
+                    Shape::IsolateLeader => {
+                        let leader = self.leader().await.unwrap_or(order[0]);
+                        let rest: Vec<u64> = order.iter().copied().filter(|id| *id != leader).collect();
+                        (proxy::split(&[vec![leader], rest.clone()]), format!("isolate leader {leader} | {rest:?}"))
+                    }
+                    Shape::Ring => (proxy::ring(&order), format!("ring {order:?}")),
+                };
+                self.proxies.set_blocked(links);
+                self.fault(kind, "start", &order, format!("{detail} for {} ms", f.hold_ms));
+                tokio::time::sleep(hold).await;
+                self.proxies.heal();
+                self.fault(kind, "heal", &order, "all links open");
+            }
+            FaultKind::Clock => {
+                let nodes = self.resolve(f.target, &mut rng).await;
+                match f.clock.unwrap_or(ClockMode::Skew { offset_ms: 100 }) {
+                    ClockMode::Skew { offset_ms } => {
+                        self.fault(kind, "start", &nodes, format!("skew {offset_ms} ms for {} ms", f.hold_ms));
+                        for &id in &nodes {
+                            self.set_clock(id, offset_ms).await;
+                        }
+                        tokio::time::sleep(hold).await;
+                    }
+                    ClockMode::Strobe { offset_ms, period_ms } => {
+                        self.fault(
+                            kind,
+                            "start",
+                            &nodes,
+                            format!("strobe 0 <-> {offset_ms} ms every {period_ms} ms for {} ms", f.hold_ms),
+                        );
+                        let end = Instant::now() + hold;
+                        let mut on = true;
+                        while Instant::now() < end {
+                            for &id in &nodes {
+                                self.set_clock(id, if on { offset_ms } else { 0 }).await;
+                            }
+                            on = !on;
+                            tokio::time::sleep(Duration::from_millis(period_ms)).await;
+                        }
+                    }
+                }
+                for &id in &nodes {
+                    self.set_clock(id, 0).await;
+                }
+                self.fault(kind, "heal", &nodes, "offset 0");
+            }
+            FaultKind::Restart => {
+                let mut order = self.members.clone();
+                order.shuffle(&mut rng);
+                self.fault(kind, "start", &order, "rolling restart (SIGTERM, start, wait until ready)");
+                for &id in &order {
+                    let clean = tokio::task::block_in_place(|| self.cluster.stop(id));
+                    self.spawn(id)?;
+                    let ready = self.wait_ready(id, Duration::from_secs(30)).await;
+                    self.fault(kind, "step", &[id], format!("restarted (clean exit {clean}, ready {ready})"));
+                    if !ready {
+                        self.fault(kind, "error", &[id], "not ready 30 s after restart");
+                    }
+                }
+                self.fault(kind, "heal", &order, "every node restarted");
+            }
+            FaultKind::Membership => {
+                if let Some(&old) = self.resolve(f.target, &mut rng).await.first() {
+                    self.replace(old).await?;
+                }
+            }
+        }
+        self.record_workers().await;
+        Ok(())
+    }
+
+    /// Sends an admin request to the members in turn until one answers with one of `done`,
+    /// for up to 30 s.
+    async fn admin_until(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+        done: &[u16],
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            for &id in &self.members {
+                let c =
+                    Client::new(&self.cluster.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(12));
+                match c.request(method.clone(), path, body.as_ref()).await {
+                    Ok((s, _)) if done.contains(&s.as_u16()) => return Ok(()),
+                    Ok((s, b)) => last = format!("node {id}: {s} {}", String::from_utf8_lossy(&b)),
+                    Err(e) => last = format!("node {id}: {e}"),
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err(last)
+    }
+
+    /// Replaces member `old` by a fresh node ID: start it, add it as learner, promote it,
+    /// remove `old`, stop `old`.
+    async fn replace(&mut self, old: u64) -> anyhow::Result<()> {
+        let new = self.next_id;
+        self.next_id += 1;
+        let port = free_port();
+        let proxy_addr = self.proxies.add(new, ([127, 0, 0, 1], port).into()).await?;
+        let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(new)?.to_string())];
+        self.cluster.add_node(NodeSpec { id: new, port, peer_addr: proxy_addr.to_string(), env })?;
+        self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: new, offset_ms: 0 });
+        self.fault("membership", "start", &[old, new], format!("replace node {old} by new node {new}"));
+        let add = json!({ "node_id": new, "addr": proxy_addr.to_string() });
+        let steps = async {
+            self.admin_until(Method::POST, "/admin/cluster/learners", Some(add), &[200, 409])
+                .await
+                .map_err(|e| format!("add learner: {e}"))?;
+            self.admin_until(Method::POST, &format!("/admin/cluster/nodes/{new}/promote"), None, &[200])
+                .await
+                .map_err(|e| format!("promote: {e}"))?;
+            Ok::<(), String>(())
+        };
+        if let Err(e) = steps.await {
+            self.fault("membership", "error", &[new], format!("{e}; removing the new node again"));
+            let _ = self.admin_until(Method::DELETE, &format!("/admin/cluster/nodes/{new}"), None, &[200, 404]).await;
+            tokio::task::block_in_place(|| self.cluster.stop(new));
+            return Ok(());
+        }
+        self.members.push(new);
+        self.targets.write().unwrap_or_else(|e| e.into_inner()).insert(new, self.client(new));
+        self.record_workers().await;
+        if let Err(e) =
+            self.admin_until(Method::DELETE, &format!("/admin/cluster/nodes/{old}"), None, &[200, 404]).await
+        {
+            self.fault("membership", "error", &[old], format!("remove: {e}; node {old} stays"));
+            return Ok(());
+        }
+        self.members.retain(|id| *id != old);
+        self.targets.write().unwrap_or_else(|e| e.into_inner()).remove(&old);
+        match self.journal(old).await {
+            Ok(j) => self.removed_journals.push(j),
+            Err(e) => self.fault("membership", "error", &[old], format!("journal of the removed node: {e:#}")),
+        }
+        tokio::task::block_in_place(|| self.cluster.stop(old));
+        self.fault("membership", "heal", &[old, new], format!("node {new} is a voter, node {old} removed and stopped"));
+        Ok(())
+    }
+
+    fn client(&self, id: u64) -> Client {
+        Client::new(&self.cluster.url(id), None).with_timeout(self.request_timeout)
+    }
+
+    /// Heals everything: links, paused and dead nodes, clock offsets.
+    async fn heal_all(&mut self) -> anyhow::Result<()> {
+        self.proxies.heal();
+        let running = self.cluster.running();
+        for id in self.members.clone() {
+            if running.contains(&id) {
+                self.cluster.resume(id);
+            } else {
+                self.spawn(id)?;
+            }
+        }
+        for id in self.members.clone() {
+            if running.contains(&id) {
+                self.set_clock(id, 0).await;
+            }
+        }
+        self.fault("heal", "heal", &self.members.clone(), "all links open, all nodes running, clocks at offset 0");
+        Ok(())
+    }
+
+    /// One request of every kind on every member, each retried until it succeeds or
+    /// `bound` has passed since the call. Returns the failures.
+    async fn serve_everywhere(&self, bound: Duration) -> Vec<String> {
+        let deadline = Instant::now() + bound;
+        let mut failures = Vec::new();
+        for &id in &self.members {
+            let client = self.client(id);
+            let kinds = TAGS.iter().map(|(t, _)| (Mode::Segment, Some(*t))).chain([(Mode::Snowflake, None)]);
+            for (mode, tag) in kinds {
+                loop {
+                    match self.ops.run(HARNESS_PROCESS, id, &client, mode, tag, 1).await {
+                        Outcome::Ok => break,
+                        Outcome::Fail(e) if Instant::now() >= deadline => {
+                            failures.push(format!("node {id} {mode:?} {}: {e}", tag.unwrap_or(SNOWFLAKE_KEY)));
+                            break;
+                        }
+                        Outcome::Fail(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+            }
+        }
+        failures
+    }
+
+    /// Waits (up to 15 s) until every member has applied what the leader committed, then
+    /// dumps every member's allocation journal.
+    async fn journals(&self) -> anyhow::Result<Vec<AllocationJournal>> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            let mut statuses = Vec::new();
+            for &id in &self.members {
+                statuses.extend(self.status(id).await);
+            }
+            let committed = statuses.iter().filter_map(|s| s.committed_index).max().unwrap_or(0);
+            if statuses.len() == self.members.len() && statuses.iter().all(|s| s.last_applied_index >= Some(committed))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut out = self.removed_journals.clone();
+        for &id in &self.members {
+            out.push(self.journal(id).await?);
+        }
+        Ok(out)
+    }
+
+    /// Node `id`'s allocation journal.
+    async fn journal(&self, id: u64) -> anyhow::Result<AllocationJournal> {
+        let c = Client::new(&self.cluster.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(30));
+        match c.get("/admin/allocations").await {
+            Ok((StatusCode::OK, b)) => serde_json::from_slice(&b).context("allocation journal"),
+            other => bail!("node {id}: /admin/allocations: {other:?}"),
+        }
+    }
+}
+
+/// Runs a chaos run and checks it; writes `history.jsonl`, `schedule.json`,
+/// `allocations.json`, `recovery.json`, `results.json` and `logs/` into `cfg.out`.
+pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
+    if !(3..=9).contains(&cfg.nodes) {
+        bail!("--nodes must be 3 to 9");
+    }
+    std::fs::create_dir_all(&cfg.out).with_context(|| format!("create {}", cfg.out.display()))?;
+    let (warmup, faults_len, after) = phases(cfg.duration);
+    let plan = schedule::plan(cfg.seed, &cfg.faults, faults_len.as_millis() as u64);
+    std::fs::write(cfg.out.join("schedule.json"), serde_json::to_string_pretty(&plan)?)?;
+    println!(
+        "leaf-chaos: seed {} · {} nodes · {} faults planned ({}) · out {}",
+        cfg.seed,
+        cfg.nodes,
+        plan.len(),
+        cfg.faults.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
+        cfg.out.display()
+    );
+    println!("replay with: --seed {} --nodes {} --duration {}s", cfg.seed, cfg.nodes, cfg.duration.as_secs());
+
+    let history = Arc::new(History::create(&cfg.out.join("history.jsonl"))?);
+    history.write(&Event::Meta(Meta {
+        seed: cfg.seed,
+        nodes: cfg.nodes,
+        wall_start_ms: history.wall_start_ms(),
+        epoch_ms: EPOCH_MS,
+        faults: cfg.faults.iter().map(|k| k.name().to_string()).collect(),
+        warmup_ms: warmup.as_millis() as u64,
+        faults_ms: faults_len.as_millis() as u64,
+        after_ms: after.as_millis() as u64,
+    }));
+
+    let proxies = Proxies::default();
+    let mut specs = Vec::new();
+    for id in 1..=cfg.nodes {
+        let port = free_port();
+        let front = proxies.add(id, ([127, 0, 0, 1], port).into()).await?;
+        let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(id)?.to_string())];
+        specs.push(NodeSpec { id, port, peer_addr: front.to_string(), env });
+    }
+    let mut opts = Options::new(&cfg.bin);
+    opts.extra_toml = NODE_TOML.to_string();
+    let cluster = Cluster::start_specs(specs, opts)?;
+    let ops = Arc::new(Ops { history: history.clone(), next: AtomicU64::new(0) });
+    let mut h = Harness {
+        cluster,
+        proxies,
+        history: history.clone(),
+        ops: ops.clone(),
+        targets: Targets::default(),
+        members: (1..=cfg.nodes).collect(),
+        next_id: cfg.nodes + 1,
+        workers_seen: BTreeSet::new(),
+        request_timeout: cfg.request_timeout,
+        removed_journals: Vec::new(),
+    };
+    let result = drive(&mut h, &cfg, &plan, (warmup, faults_len, after)).await;
+    for id in h.cluster.ids() {
+        tokio::task::block_in_place(|| h.cluster.stop(id));
+    }
+    let logs = cfg.out.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    for id in h.cluster.ids() {
+        let _ = std::fs::copy(h.cluster.log_path(id), logs.join(format!("node{id}.log")));
+    }
+    history.flush()?;
+    let (journals, recovery) = result?;
+    std::fs::write(cfg.out.join("allocations.json"), serde_json::to_vec(&journals)?)?;
+    std::fs::write(cfg.out.join("recovery.json"), serde_json::to_vec_pretty(&recovery)?)?;
+    check_dir(&cfg.out)
+}
+
+async fn drive(
+    h: &mut Harness,
+    cfg: &RunConfig,
+    plan: &[PlannedFault],
+    (warmup, faults_len, after): (Duration, Duration, Duration),
+) -> anyhow::Result<(Vec<AllocationJournal>, Recovery)> {
+    let leader = h.cluster.wait_leader(Duration::from_secs(60)).await?;
+    for (tag, step) in TAGS {
+        let body = json!({ "tag": tag, "step": step });
+        let res = h
+            .admin(leader)
+            .with_timeout(Duration::from_secs(10))
+            .request(Method::POST, "/admin/tags", Some(&body))
+            .await;
+        if !matches!(res, Ok((StatusCode::OK | StatusCode::CREATED, _))) {
+            bail!("creating tag {tag} failed: {res:?}");
+        }
+    }
+    let failures = h.serve_everywhere(Duration::from_secs(30)).await;
+    if !failures.is_empty() {
+        bail!("the cluster did not start serving: {failures:?}");
+    }
+    h.record_workers().await;
+    for &id in &h.members {
+        let c = h.client(id);
+        h.targets.write().unwrap_or_else(|e| e.into_inner()).insert(id, c);
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let period = Duration::from_secs_f64(f64::from(cfg.clients) / f64::from(cfg.rate.max(1)));
+    let clients: Vec<_> = (0..cfg.clients)
+        .map(|p| tokio::spawn(worker(p, cfg.seed, period, h.ops.clone(), h.targets.clone(), stop.clone())))
+        .collect();
+
+    h.phase(Phase::Warmup);
+    tokio::time::sleep(warmup).await;
+
+    h.phase(Phase::Faults);
+    let start = Instant::now();
+    for f in plan {
+        let at = start + Duration::from_millis(f.at_ms);
+        tokio::time::sleep_until(at).await;
+        if start.elapsed() >= faults_len {
+            break;
+        }
+        if let Err(e) = h.inject(f).await {
+            h.fault(f.kind.name(), "error", &[], e.to_string());
+        }
+    }
+    tokio::time::sleep_until(start + faults_len).await;
+
+    h.phase(Phase::Recovery);
+    let rec_start = Instant::now();
+    h.heal_all().await?;
+    let failures = h.serve_everywhere(cfg.recovery_bound).await;
+    let recovery_secs = rec_start.elapsed().as_secs_f64();
+    println!("[{:7.1}s] recovered in {recovery_secs:.1} s; failures: {failures:?}", h.history.now_ns() as f64 / 1e9);
+    h.record_workers().await;
+
+    h.phase(Phase::After);
+    tokio::time::sleep(after).await;
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        let _ = c.await;
+    }
+    // The final request of every kind on every node must succeed at once (within one
+    // request timeout).
+    let finals = h.serve_everywhere(Duration::ZERO).await;
+    h.record_workers().await;
+    h.phase(Phase::Done);
+    let journals = h.journals().await?;
+    let mut notes = failures.iter().map(|f| format!("recovery: {f}")).collect::<Vec<_>>();
+    notes.extend(finals.iter().map(|f| format!("final request: {f}")));
+    let recovery = Recovery {
+        ok: failures.is_empty() && finals.is_empty(),
+        seconds: recovery_secs,
+        bound_seconds: cfg.recovery_bound.as_secs_f64(),
+        notes,
+    };
+    Ok((journals, recovery))
+}
+
+/// Checks the run in `dir` (history, journals, recovery) and writes `results.json`.
+pub fn check_dir(dir: &std::path::Path) -> anyhow::Result<Results> {
+    let events = super::history::read(&dir.join("history.jsonl"))?;
+    let journals: Vec<AllocationJournal> = serde_json::from_slice(
+        &std::fs::read(dir.join("allocations.json"))
+            .with_context(|| format!("read {}/allocations.json", dir.display()))?,
+    )?;
+    let recovery = match std::fs::read(dir.join("recovery.json")) {
+        Ok(b) => Some(serde_json::from_slice(&b)?),
+        Err(_) => None,
+    };
+    let results = check::check(&events, &journals, recovery);
+    std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(&results)?)?;
+    Ok(results)
+}

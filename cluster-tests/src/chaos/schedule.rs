@@ -1,0 +1,211 @@
+//! The seeded fault schedule: which fault, when, against which kind of target, for how long.
+//!
+//! The schedule is a pure function of the seed, the fault kinds and the fault phase's length,
+//! so a seed replays the same schedule. Targets are roles ("the leader", "a minority"); which
+//! node a role names is resolved when the fault starts, with a random number also drawn here.
+use std::fmt;
+use std::str::FromStr;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+/// The kinds of fault (`--faults`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// `kill -9`, then restart on the same data dir.
+    Kill,
+    /// SIGSTOP, then SIGCONT.
+    Pause,
+    /// Cut Raft traffic between groups of nodes.
+    Partition,
+    /// Skew or strobe a node's clock through the fault-injection endpoint.
+    Clock,
+    /// Rolling restart (SIGTERM, start, wait until ready) of every node in turn.
+    Restart,
+    /// Replace a node: add a fresh node ID as learner, promote it, remove the old one.
+    Membership,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 6] = [
+        FaultKind::Kill,
+        FaultKind::Pause,
+        FaultKind::Partition,
+        FaultKind::Clock,
+        FaultKind::Restart,
+        FaultKind::Membership,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Pause => "pause",
+            FaultKind::Partition => "partition",
+            FaultKind::Clock => "clock",
+            FaultKind::Restart => "restart",
+            FaultKind::Membership => "membership",
+        }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FaultKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s.trim())
+            .ok_or_else(|| format!("unknown fault {s:?}; known: {}", FaultKind::ALL.map(|k| k.name()).join(",")))
+    }
+}
+
+/// Which nodes a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Leader,
+    /// One follower.
+    Follower,
+    /// (n-1)/2 nodes, leader possibly among them.
+    Minority,
+    /// n/2+1 nodes: the rest cannot form a quorum.
+    Majority,
+    /// Every node (rolling restart).
+    All,
+}
+
+/// How a partition cuts the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// A random minority against the rest.
+    Halves,
+    /// The leader alone against the rest.
+    IsolateLeader,
+    /// Every node sees a majority, no two the same one (a bridge with 3 or 4 nodes).
+    Ring,
+}
+
+/// What a clock fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockMode {
+    /// Hold an offset for the fault's duration.
+    Skew { offset_ms: i64 },
+    /// Flip between the offset and 0 every `period_ms`.
+    Strobe { offset_ms: i64, period_ms: u64 },
+}
+
+/// One planned fault.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedFault {
+    /// Start, in ms after the fault phase began.
+    pub at_ms: u64,
+    pub kind: FaultKind,
+    pub target: Target,
+    /// How long the fault holds before it is healed (kill, pause, partition, clock).
+    pub hold_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Shape>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockMode>,
+    /// Drawn now, used to pick the concrete nodes when the fault starts.
+    pub pick: u64,
+}
+
+/// Largest clock offset injected. It stays below `snowflake.max_peer_offset_ms` (1 s) so a
+/// node restarting while a peer is skewed still passes its startup clock check, and below
+/// `snowflake.max_startup_wait_ms` (5 s) so a node restarted behind its high-water mark waits
+/// instead of refusing: every node must serve again after recovery.
+pub const MAX_OFFSET_MS: i64 = 800;
+
+/// The schedule of a fault phase of `phase_ms`: one fault every few seconds, each enabled
+/// kind once (in a seeded order) before any repeats, so a short run covers all of them.
+pub fn plan(seed: u64, kinds: &[FaultKind], phase_ms: u64) -> Vec<PlannedFault> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    if kinds.is_empty() {
+        return out;
+    }
+    let mut first_round = kinds.to_vec();
+    first_round.shuffle(&mut rng);
+    let mut at = 1000;
+    let mut i = 0;
+    while at + 2000 < phase_ms {
+        let kind = match first_round.get(i) {
+            Some(k) => *k,
+            None => kinds[rng.gen_range(0..kinds.len())],
+        };
+        i += 1;
+        let hold_ms = rng.gen_range(1000..=4000);
+        let role = [Target::Leader, Target::Follower, Target::Minority, Target::Majority];
+        let (target, shape, clock) = match kind {
+            FaultKind::Kill | FaultKind::Pause => (role[rng.gen_range(0..4)], None, None),
+            FaultKind::Partition => {
+                let shape = [Shape::Halves, Shape::IsolateLeader, Shape::Ring][rng.gen_range(0..3)];
+                (Target::All, Some(shape), None)
+            }
+            FaultKind::Clock => {
+                let sign = if rng.gen_bool(0.5) { 1 } else { -1 };
+                let offset_ms = sign * rng.gen_range(50..=MAX_OFFSET_MS);
+                let mode = if rng.gen_bool(0.5) {
+                    ClockMode::Skew { offset_ms }
+                } else {
+                    ClockMode::Strobe { offset_ms, period_ms: rng.gen_range(50..=250) }
+                };
+                (role[rng.gen_range(0..3)], None, Some(mode))
+            }
+            FaultKind::Restart => (Target::All, None, None),
+            FaultKind::Membership => (role[rng.gen_range(0..2)], None, None),
+        };
+        let pick = rng.gen();
+        out.push(PlannedFault { at_ms: at, kind, target, hold_ms, shape, clock, pick });
+        // Restarts and replacements take their own time; the gap after them is a guess that
+        // the runner stretches when they run long.
+        let busy = match kind {
+            FaultKind::Restart => 12_000,
+            FaultKind::Membership => 6_000,
+            _ => hold_ms,
+        };
+        at += busy + rng.gen_range(1500..=4000);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_replays_the_same_schedule() {
+        let a = plan(42, &FaultKind::ALL, 120_000);
+        assert_eq!(a, plan(42, &FaultKind::ALL, 120_000));
+        assert_ne!(a, plan(43, &FaultKind::ALL, 120_000));
+        // Every kind appears, starts are increasing and inside the phase.
+        for k in FaultKind::ALL {
+            assert!(a.iter().any(|f| f.kind == k), "{k} missing");
+        }
+        assert!(a.windows(2).all(|w| w[0].at_ms < w[1].at_ms));
+        assert!(a.iter().all(|f| f.at_ms + 2000 < 120_000));
+        assert!(plan(1, &[], 60_000).is_empty());
+        let only = plan(7, &[FaultKind::Pause], 30_000);
+        assert!(!only.is_empty() && only.iter().all(|f| f.kind == FaultKind::Pause));
+        assert!(a.iter().filter_map(|f| f.clock).all(|c| match c {
+            ClockMode::Skew { offset_ms } | ClockMode::Strobe { offset_ms, .. } => offset_ms.abs() <= MAX_OFFSET_MS,
+        }));
+    }
+
+    #[test]
+    fn fault_names_parse() {
+        assert_eq!("kill".parse::<FaultKind>(), Ok(FaultKind::Kill));
+        assert!("nuke".parse::<FaultKind>().unwrap_err().contains("known: kill,pause"));
+    }
+}
