@@ -143,9 +143,23 @@ impl Cluster {
         self.nodes.keys().copied().collect()
     }
 
-    /// Nodes whose process is running.
+    /// Nodes whose process is running (started and not stopped or killed by the harness).
     pub fn running(&self) -> Vec<u64> {
         self.nodes.values().filter(|n| n.child.is_some()).map(|n| n.id).collect()
+    }
+
+    /// Whether node `id`'s process is alive; a process that exited on its own is reaped and
+    /// counts as not running from then on.
+    pub fn alive(&mut self, id: u64) -> bool {
+        let Some(node) = self.nodes.get_mut(&id) else { return false };
+        match node.child.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(None)) => true,
+            Some(_) => {
+                node.child = None;
+                false
+            }
+            None => false,
+        }
     }
 
     pub fn port(&self, id: u64) -> u16 {

@@ -73,9 +73,15 @@ fn index_of(key: &[u8]) -> Result<u64, JournalError> {
 impl Journal {
     /// Opens the journal in `db`, keeping at most `cap` records (at least 1). `applied` is the
     /// state machine's last applied index: its allocations were recorded before it was saved.
+    /// A journal created on a store that has already applied entries (written by a release
+    /// without the journal) is complete only after them.
     pub fn open(db: &sled::Db, cap: usize, applied: u64) -> Result<Journal, JournalError> {
         let records = db.open_tree("journal")?;
         let meta = db.open_tree("journal_meta")?;
+        if meta.get(KEY_COMPLETE_FROM)?.is_none() {
+            let from = if applied == 0 { 0 } else { applied + 1 };
+            meta.insert(KEY_COMPLETE_FROM, codec::encode(&from)?)?;
+        }
         let len = Arc::new(AtomicUsize::new(records.len()));
         let through = Arc::new(AtomicU64::new(applied));
         let journal = Journal { records, meta, cap: cap.max(1), len, through };
@@ -103,8 +109,10 @@ impl Journal {
 
     /// Notes that allocations up to `index` may be missing (a snapshot was installed there).
     pub fn mark_gap(&self, index: u64) -> Result<(), JournalError> {
+        // The mark first: a concurrent dump must never see the new `through` with the old mark.
+        self.raise_complete_from(index.saturating_add(1))?;
         self.applied_through(index);
-        self.raise_complete_from(index.saturating_add(1))
+        Ok(())
     }
 
     fn complete_from(&self) -> Result<u64, JournalError> {
@@ -121,32 +129,27 @@ impl Journal {
         Ok(())
     }
 
-    /// Drops the oldest records beyond `cap`.
+    /// Drops the oldest records beyond `cap`. The completeness mark is raised before each
+    /// record goes, so a dump that misses a record also sees the raised mark.
     fn trim(&self) -> Result<(), JournalError> {
-        let mut dropped = None;
         while self.len.load(Ordering::Relaxed) > self.cap {
-            match self.records.pop_min()? {
-                Some((k, _)) => {
-                    self.len.fetch_sub(1, Ordering::Relaxed);
-                    dropped = Some(index_of(&k)?);
-                }
-                None => {
-                    self.len.store(0, Ordering::Relaxed);
-                    break;
-                }
+            let Some((k, _)) = self.records.first()? else {
+                self.len.store(0, Ordering::Relaxed);
+                break;
+            };
+            self.raise_complete_from(index_of(&k)?.saturating_add(1))?;
+            if self.records.remove(&k)?.is_some() {
+                self.len.fetch_sub(1, Ordering::Relaxed);
             }
         }
-        match dropped {
-            Some(i) => self.raise_complete_from(i.saturating_add(1)),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// The records, optionally only one tag's and/or one node's.
     pub fn dump(&self, tag: Option<&str>, node_id: Option<u64>) -> Result<JournalDump, JournalError> {
-        // Read first: everything up to it is in the tree by the time we iterate.
+        // `through` before the walk (everything up to it is in the tree by then), the mark
+        // after it (any record trimmed under the walk has raised it by then).
         let complete_through_index = self.through.load(Ordering::Acquire);
-        let complete_from_index = self.complete_from()?;
         let mut records = Vec::new();
         for item in self.records.iter() {
             let (k, v) = item?;
@@ -155,6 +158,7 @@ impl Journal {
                 records.push((index_of(&k)?, record));
             }
         }
+        let complete_from_index = self.complete_from()?;
         Ok(JournalDump { complete_from_index, complete_through_index, records })
     }
 }
@@ -207,5 +211,17 @@ mod tests {
         let j = Journal::open(&db, 1, 11).unwrap();
         let d = j.dump(None, None).unwrap();
         assert_eq!((d.complete_from_index, d.complete_through_index, d.records.len()), (11, 11, 1));
+    }
+
+    #[test]
+    fn a_journal_new_to_a_store_that_applied_entries_claims_nothing_before_them() {
+        let (_d, db) = db();
+        let j = Journal::open(&db, 10, 40).unwrap();
+        let d = j.dump(None, None).unwrap();
+        assert_eq!((d.complete_from_index, d.complete_through_index), (41, 40));
+        drop(j);
+        // Reopened later, the mark stays where it was set.
+        let j = Journal::open(&db, 10, 45).unwrap();
+        assert_eq!(j.dump(None, None).unwrap().complete_from_index, 41);
     }
 }

@@ -379,13 +379,15 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             ));
             return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
         }
+        // Mark the journal's gap first, flushed with the snapshot: the journal never claims
+        // records that the restored state skipped, whenever a crash interrupts this.
+        self.journal.mark_gap(meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
         // Save the snapshot first: if we crash while rewriting `sm`, open() restores from it.
         let stored = StoredSnapshot { meta: meta.clone(), data: bytes };
         let enc = codec::encode(&stored).map_err(|e| snap_write_err(Some(meta), e))?;
         self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(meta), e))?;
         self.db.flush_async().await.map_err(|e| snap_write_err(Some(meta), e))?;
         self.replace(new)?;
-        self.journal.mark_gap(meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
         self.db.flush_async().await.map_err(sm_write_err)?;
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
         Ok(())

@@ -157,7 +157,8 @@ pub struct Results {
     /// Snowflake IDs with the wrong worker ID or a timestamp outside the operation's window.
     pub snowflake_violations: Vec<BadId>,
     pub snowflake_violation_count: u64,
-    /// Snowflake IDs from nodes whose worker ID was never recorded (not checkable).
+    /// Snowflake IDs from nodes whose worker ID was never recorded (not checkable: the
+    /// verdict is at best unknown).
     pub snowflake_unattributed: u64,
     /// Journal entries two nodes disagree on.
     pub journal_conflicts: Vec<String>,
@@ -247,6 +248,9 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
             }
         }
     }
+    for changes in clocks.values_mut() {
+        changes.sort_by_key(|(t, _)| *t);
+    }
     let meta = meta.unwrap_or_else(|| {
         problems.push("history has no meta line".into());
         Meta {
@@ -309,6 +313,7 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
         || results.snowflake_violation_count > 0
         || !results.journal_conflicts.is_empty();
     let unsure = results.unverifiable_ids > 0
+        || results.snowflake_unattributed > 0
         || results.recovery.as_ref().is_some_and(|r| !r.ok)
         || !results.problems.is_empty()
         || results.operations.ok == 0;
@@ -475,18 +480,17 @@ fn coverage(journals: &[AllocationJournal]) -> (Vec<(u64, u64)>, u64) {
 fn offsets(clocks: &BTreeMap<u64, Vec<(u64, i64)>>, node: u64, from_ns: u64, to_ns: u64) -> (i64, i64) {
     let Some(changes) = clocks.get(&node) else { return (0, 0) };
     let settled = from_ns.saturating_sub(CLOCK_CHANGE_SLACK_NS);
-    let mut lo = 0i64;
-    let mut hi = 0i64;
-    let mut before = 0i64;
-    for &(t, off) in changes {
-        if t <= settled {
-            before = off;
-        } else if t <= to_ns {
-            lo = lo.min(off);
-            hi = hi.max(off);
-        }
+    // The offset in force before the window (changes are recorded before they are sent, so
+    // one recorded within the slack may not have landed yet)...
+    let before = changes.iter().take_while(|(t, _)| *t <= settled).last().map_or(0, |(_, off)| *off);
+    // ...and every offset set during it.
+    let mut lo = before;
+    let mut hi = before;
+    for &(_, off) in changes.iter().filter(|(t, _)| *t > settled && *t <= to_ns) {
+        lo = lo.min(off);
+        hi = hi.max(off);
     }
-    (lo.min(before), hi.max(before))
+    (lo, hi)
 }
 
 fn snowflake(
@@ -842,6 +846,20 @@ mod tests {
         h.push(Event::Clock { time_ns: 55_000_000, node: 1, offset_ms: 500 });
         h.extend(op(6, 1, Mode::Snowflake, 60, vec![late]));
         assert_eq!(check(&h, &allocs(), ok()).valid, Verdict::True);
+        // A node skewed +500 ms long before the operation must show it: an unskewed
+        // timestamp means the skew was lost.
+        let mut h = clean();
+        h.insert(2, Event::Clock { time_ns: 1_000_000_000, node: 1, offset_ms: 500 });
+        h.extend(op(6, 1, Mode::Snowflake, 3_000, vec![snowflake_id(1_800_000_003_000, 0, 9)]));
+        h.extend(op(7, 1, Mode::Snowflake, 3_100, vec![snowflake_id(1_800_000_003_600, 0, 9)]));
+        let r = check(&h, &allocs(), ok());
+        assert_eq!(r.snowflake_violation_count, 1, "{}", summary(&r));
+        assert_eq!(r.snowflake_violations[0].op.op, 6);
+        // IDs of a node whose worker ID was never recorded cannot be checked: unknown.
+        let mut h = clean();
+        h.extend(op(6, 3, Mode::Snowflake, 60, vec![snowflake_id(1_800_000_000_060, 7, 9)]));
+        let r = check(&h, &allocs(), ok());
+        assert_eq!((r.valid, r.snowflake_unattributed), (Verdict::Unknown, 1));
     }
 
     #[test]

@@ -178,6 +178,15 @@ async fn worker(process: u32, seed: u64, period: Duration, ops: Arc<Ops>, target
     }
 }
 
+/// Sets the flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The harness's side of a run: the cluster, its proxies and the bookkeeping of faults.
 struct Harness {
     cluster: Cluster,
@@ -193,6 +202,8 @@ struct Harness {
     /// Allocation journals of removed nodes, taken just before they were stopped: with them,
     /// the journals still cover the whole log after every original node has been replaced.
     removed_journals: Vec<AllocationJournal>,
+    /// Clock offset of each node as last set (a restart resets it to 0).
+    offsets: BTreeMap<u64, i64>,
 }
 
 impl Harness {
@@ -271,14 +282,21 @@ impl Harness {
     fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
         // A restarted node's injected clock offset is gone.
         self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: id, offset_ms: 0 });
+        self.offsets.insert(id, 0);
         self.cluster.spawn(id)
     }
 
-    async fn set_clock(&self, id: u64, offset_ms: i64) {
+    /// Sets node `id`'s clock offset. The change is recorded before it is sent (it may land
+    /// any time until the answer); if it fails, the previous offset is recorded again.
+    async fn set_clock(&mut self, id: u64, offset_ms: i64) {
         self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: id, offset_ms });
-        let res =
-            self.admin(id).request(Method::POST, "/admin/fault/clock", Some(&json!({ "offset_ms": offset_ms }))).await;
-        if !matches!(res, Ok((StatusCode::OK, _))) {
+        let body = json!({ "offset_ms": offset_ms });
+        let res = self.admin(id).request(Method::POST, "/admin/fault/clock", Some(&body)).await;
+        if matches!(res, Ok((StatusCode::OK, _))) {
+            self.offsets.insert(id, offset_ms);
+        } else {
+            let previous = self.offsets.get(&id).copied().unwrap_or(0);
+            self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: id, offset_ms: previous });
             self.fault("clock", "error", &[id], format!("setting offset {offset_ms} ms failed: {res:?}"));
         }
     }
@@ -458,8 +476,18 @@ impl Harness {
         };
         if let Err(e) = steps.await {
             self.fault("membership", "error", &[new], format!("{e}; removing the new node again"));
-            let _ = self.admin_until(Method::DELETE, &format!("/admin/cluster/nodes/{new}"), None, &[200, 404]).await;
-            tokio::task::block_in_place(|| self.cluster.stop(new));
+            match self.admin_until(Method::DELETE, &format!("/admin/cluster/nodes/{new}"), None, &[200, 404]).await {
+                Ok(()) => {
+                    tokio::task::block_in_place(|| self.cluster.stop(new));
+                }
+                Err(e) => {
+                    // It may be a voter by now: keep it running and treat it as a member, so
+                    // the heal restarts it and the final checks include it.
+                    self.fault("membership", "error", &[new], format!("removing it failed too ({e}); it stays"));
+                    self.members.push(new);
+                    self.targets.write().unwrap_or_else(|e| e.into_inner()).insert(new, self.client(new));
+                }
+            }
             return Ok(());
         }
         self.members.push(new);
@@ -489,17 +517,15 @@ impl Harness {
     /// Heals everything: links, paused and dead nodes, clock offsets.
     async fn heal_all(&mut self) -> anyhow::Result<()> {
         self.proxies.heal();
-        let running = self.cluster.running();
         for id in self.members.clone() {
-            if running.contains(&id) {
+            if self.cluster.alive(id) {
                 self.cluster.resume(id);
+                if self.offsets.get(&id).is_some_and(|o| *o != 0) {
+                    self.set_clock(id, 0).await;
+                }
             } else {
+                self.fault("heal", "step", &[id], "not running (exited or killed): restarting");
                 self.spawn(id)?;
-            }
-        }
-        for id in self.members.clone() {
-            if running.contains(&id) {
-                self.set_clock(id, 0).await;
             }
         }
         self.fault("heal", "heal", &self.members.clone(), "all links open, all nodes running, clocks at offset 0");
@@ -531,26 +557,41 @@ impl Harness {
     }
 
     /// Waits (up to 15 s) until every member has applied what the leader committed, then
-    /// dumps every member's allocation journal.
-    async fn journals(&self) -> anyhow::Result<Vec<AllocationJournal>> {
+    /// dumps every member's allocation journal. Returns the journals (with those of removed
+    /// nodes) and what went wrong: a node that did not catch up or did not answer leaves the
+    /// checker unable to verify everything.
+    async fn journals(&self) -> (Vec<AllocationJournal>, Vec<String>) {
+        let mut problems = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
+        loop {
             let mut statuses = Vec::new();
             for &id in &self.members {
                 statuses.extend(self.status(id).await);
             }
             let committed = statuses.iter().filter_map(|s| s.committed_index).max().unwrap_or(0);
-            if statuses.len() == self.members.len() && statuses.iter().all(|s| s.last_applied_index >= Some(committed))
-            {
+            let behind: Vec<u64> =
+                statuses.iter().filter(|s| s.last_applied_index < Some(committed)).map(|s| s.node_id).collect();
+            if statuses.len() == self.members.len() && behind.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                problems.push(format!(
+                    "journals: {} of {} members answered, {behind:?} had not applied index {committed} after 15 s",
+                    statuses.len(),
+                    self.members.len()
+                ));
                 break;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let mut out = self.removed_journals.clone();
         for &id in &self.members {
-            out.push(self.journal(id).await?);
+            match self.journal(id).await {
+                Ok(j) => out.push(j),
+                Err(e) => problems.push(format!("journals: {e:#}")),
+            }
         }
-        Ok(out)
+        (out, problems)
     }
 
     /// Node `id`'s allocation journal.
@@ -618,6 +659,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         workers_seen: BTreeSet::new(),
         request_timeout: cfg.request_timeout,
         removed_journals: Vec::new(),
+        offsets: BTreeMap::new(),
     };
     let result = drive(&mut h, &cfg, &plan, (warmup, faults_len, after)).await;
     for id in h.cluster.ids() {
@@ -664,6 +706,8 @@ async fn drive(
     }
 
     let stop = Arc::new(AtomicBool::new(false));
+    // However `drive` ends, the clients stop.
+    let _stop_clients = StopOnDrop(stop.clone());
     let period = Duration::from_secs_f64(f64::from(cfg.clients) / f64::from(cfg.rate.max(1)));
     let clients: Vec<_> = (0..cfg.clients)
         .map(|p| tokio::spawn(worker(p, cfg.seed, period, h.ops.clone(), h.targets.clone(), stop.clone())))
@@ -705,11 +749,12 @@ async fn drive(
     let finals = h.serve_everywhere(Duration::ZERO).await;
     h.record_workers().await;
     h.phase(Phase::Done);
-    let journals = h.journals().await?;
+    let (journals, journal_problems) = h.journals().await;
     let mut notes = failures.iter().map(|f| format!("recovery: {f}")).collect::<Vec<_>>();
     notes.extend(finals.iter().map(|f| format!("final request: {f}")));
+    notes.extend(journal_problems.iter().cloned());
     let recovery = Recovery {
-        ok: failures.is_empty() && finals.is_empty(),
+        ok: failures.is_empty() && finals.is_empty() && journal_problems.is_empty(),
         seconds: recovery_secs,
         bound_seconds: cfg.recovery_bound.as_secs_f64(),
         notes,
