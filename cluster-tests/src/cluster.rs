@@ -76,14 +76,27 @@ pub struct Cluster {
 }
 
 /// The `leaf` binary next to the running program (`leaf`, or the tests' `leaf-test-node`),
-/// for the tools in this package.
+/// for the tools in this package. Started by `cargo run` (which sets `CARGO`) before `leaf` was
+/// built, it builds `leaf` with the same profile first.
 pub fn default_bin() -> anyhow::Result<PathBuf> {
     let me = std::env::current_exe()?;
     let dir = me.parent().context("no parent dir")?;
-    for name in ["leaf", "leaf-test-node"] {
-        let p = dir.join(name);
-        if p.is_file() {
-            return Ok(p);
+    let find = || ["leaf", "leaf-test-node"].iter().map(|name| dir.join(name)).find(|p| p.is_file());
+    if let Some(p) = find() {
+        return Ok(p);
+    }
+    if let Ok(cargo) = std::env::var("CARGO") {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let mut build = Command::new(cargo);
+        build.args(["build", "-p", "leaf-node", "--bin", "leaf", "--manifest-path"]).arg(&manifest);
+        if dir.ends_with("release") {
+            build.arg("--release");
+        }
+        eprintln!("no leaf binary next to {}; building it: {build:?}", me.display());
+        if build.status().is_ok_and(|s| s.success()) {
+            if let Some(p) = find() {
+                return Ok(p);
+            }
         }
     }
     bail!("no leaf binary next to {}; build with `cargo build --release --bins` or pass --bin", me.display())
