@@ -108,6 +108,11 @@ pub struct PhaseStats {
     /// Longest time without a success, per node, between the first and the last request the
     /// node was sent in the phase.
     pub longest_gap_ms: BTreeMap<u64, u64>,
+    /// The longest such gap of any node counting only segment requests...
+    pub longest_segment_gap_ms: u64,
+    /// ...and only snowflake requests (an outage of one mode hides behind the other's
+    /// successes in the per-node figure).
+    pub longest_snowflake_gap_ms: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -544,6 +549,9 @@ fn snowflake(
     }
 }
 
+/// Completion times of successes, and the first invocation and last completion, in ns.
+type Span = (Vec<u64>, u64, u64);
+
 fn availability(ops: &[Op], phases: &[(u64, Phase)]) -> BTreeMap<String, PhaseStats> {
     let mut out = BTreeMap::new();
     for (i, &(start, phase)) in phases.iter().enumerate() {
@@ -552,23 +560,35 @@ fn availability(ops: &[Op], phases: &[(u64, Phase)]) -> BTreeMap<String, PhaseSt
         }
         let end = phases.get(i + 1).map_or(u64::MAX, |(t, _)| *t);
         let mut s = PhaseStats::default();
-        // Per node: successes, and the span in which it was sent requests.
-        let mut oks: BTreeMap<u64, (Vec<u64>, u64, u64)> = BTreeMap::new();
+        // Per node, and per node and mode: successes, and the span in which it was sent
+        // requests.
+        let mut oks: BTreeMap<(u64, Option<Mode>), Span> = BTreeMap::new();
         let mut last_ns = start;
         for op in ops.iter().filter(|o| o.inv.time_ns >= start && o.inv.time_ns < end) {
             s.invoked += 1;
             let done_ns = op.done.as_ref().map_or(op.inv.time_ns, |(_, e)| e.time_ns);
             last_ns = last_ns.max(done_ns);
-            let node = oks.entry(op.inv.node).or_insert((Vec::new(), op.inv.time_ns, done_ns));
-            node.1 = node.1.min(op.inv.time_ns);
-            node.2 = node.2.max(done_ns);
-            match op.done.as_ref().map(|(t, _)| t.as_str()) {
+            let ok = match op.done.as_ref().map(|(t, _)| t.as_str()) {
                 Some("ok") => {
                     s.ok += 1;
-                    node.0.push(done_ns);
+                    true
                 }
-                Some("fail") => s.fail += 1,
-                _ => s.info += 1,
+                Some("fail") => {
+                    s.fail += 1;
+                    false
+                }
+                _ => {
+                    s.info += 1;
+                    false
+                }
+            };
+            for key in [(op.inv.node, None), (op.inv.node, Some(op.inv.mode))] {
+                let span = oks.entry(key).or_insert((Vec::new(), op.inv.time_ns, done_ns));
+                span.1 = span.1.min(op.inv.time_ns);
+                span.2 = span.2.max(done_ns);
+                if ok {
+                    span.0.push(done_ns);
+                }
             }
         }
         let end = if end == u64::MAX { last_ns } else { end };
@@ -577,7 +597,7 @@ fn availability(ops: &[Op], phases: &[(u64, Phase)]) -> BTreeMap<String, PhaseSt
         s.ok_per_sec = if s.seconds > 0.0 { s.ok as f64 / s.seconds } else { 0.0 };
         // A node added or removed during the phase is measured from its first request to
         // its last, not across the whole phase.
-        for (node, (mut times, first, last)) in oks {
+        for ((node, mode), (mut times, first, last)) in oks {
             times.sort_unstable();
             let mut prev = first;
             let mut gap = 0;
@@ -585,7 +605,14 @@ fn availability(ops: &[Op], phases: &[(u64, Phase)]) -> BTreeMap<String, PhaseSt
                 gap = gap.max(t.saturating_sub(prev));
                 prev = prev.max(t);
             }
-            s.longest_gap_ms.insert(node, gap / 1_000_000);
+            let gap_ms = gap / 1_000_000;
+            match mode {
+                None => {
+                    s.longest_gap_ms.insert(node, gap_ms);
+                }
+                Some(Mode::Segment) => s.longest_segment_gap_ms = s.longest_segment_gap_ms.max(gap_ms),
+                Some(Mode::Snowflake) => s.longest_snowflake_gap_ms = s.longest_snowflake_gap_ms.max(gap_ms),
+            }
         }
         out.insert(phase.name().to_string(), s);
     }
@@ -634,9 +661,12 @@ pub fn summary(r: &Results) -> String {
         r.journal_gaps,
         r.journal_through
     );
-    let _ =
-        writeln!(s, "\n| phase | seconds | invoked | ok | fail | info | ok ratio | ok/s | longest gap per node (ms) |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(
+        s,
+        "\n| phase | seconds | invoked | ok | fail | info | ok ratio | ok/s | longest gap per node (ms) \
+         | worst segment / snowflake gap (ms) |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
     let mut phases: Vec<(&String, &PhaseStats)> = r.availability.iter().collect();
     let rank = |n: &str| ["warmup", "faults", "recovery", "after"].iter().position(|p| *p == n).unwrap_or(9);
     phases.sort_by_key(|(n, _)| rank(n));
@@ -644,7 +674,7 @@ pub fn summary(r: &Results) -> String {
         let gaps: Vec<String> = p.longest_gap_ms.iter().map(|(n, g)| format!("n{n}:{g}")).collect();
         let _ = writeln!(
             s,
-            "| {name} | {:.1} | {} | {} | {} | {} | {:.3} | {:.0} | {} |",
+            "| {name} | {:.1} | {} | {} | {} | {} | {:.3} | {:.0} | {} | {} / {} |",
             p.seconds,
             p.invoked,
             p.ok,
@@ -652,7 +682,9 @@ pub fn summary(r: &Results) -> String {
             p.info,
             p.ok_ratio,
             p.ok_per_sec,
-            gaps.join(" ")
+            gaps.join(" "),
+            p.longest_segment_gap_ms,
+            p.longest_snowflake_gap_ms
         );
     }
     if let Some(rec) = &r.recovery {
@@ -762,6 +794,9 @@ mod tests {
         assert_eq!(r.operations.ok, 5);
         assert_eq!(r.keys["segment:t"].acknowledged, 4);
         assert_eq!(r.availability["warmup"].ok, 5);
+        // Node 1: segment successes at 11 and 21 ms, snowflake at 31 ms; its span is 10..31.
+        let w = &r.availability["warmup"];
+        assert_eq!((w.longest_gap_ms[&1], w.longest_segment_gap_ms, w.longest_snowflake_gap_ms), (10, 10, 1));
     }
 
     #[test]
