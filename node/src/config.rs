@@ -470,6 +470,14 @@ impl Config {
         if !(100..=600_000).contains(&r.propose_timeout_ms) {
             errs.push("raft.propose_timeout_ms must be from 100 to 600000".to_string());
         }
+        if let Some(ip) = r.source_ip {
+            let broadcast = matches!(ip, std::net::IpAddr::V4(v4) if v4.is_broadcast());
+            if ip.is_unspecified() || ip.is_multicast() || broadcast {
+                errs.push(format!(
+                    "raft.source_ip {ip} is not a unicast address of this host (leave it unset to let the OS pick)"
+                ));
+            }
+        }
         let h = &self.http;
         if !(1024..=16 * 1024 * 1024).contains(&h.max_body_bytes) {
             errs.push("http.max_body_bytes must be from 1024 to 16777216".to_string());
@@ -640,5 +648,18 @@ mod tests {
         c.validate().unwrap();
         let c = Config { advertise_addr: Some("nohost".into()), ..c };
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn source_ip_must_be_a_unicast_address() {
+        for bad in ["0.0.0.0", "::", "224.0.0.1", "255.255.255.255", "ff02::1"] {
+            let mut c = Config::default();
+            c.raft.source_ip = Some(bad.parse().unwrap());
+            let Err(ConfigError::Invalid(errs)) = c.validate() else { panic!("{bad} accepted") };
+            assert!(errs.iter().any(|e| e.contains("raft.source_ip")), "{errs:?}");
+        }
+        let mut c = Config::default();
+        c.raft.source_ip = Some("127.0.0.12".parse().unwrap());
+        c.validate().unwrap();
     }
 }

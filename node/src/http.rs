@@ -437,6 +437,9 @@ impl App {
                 return Err(ApiError::method("GET"));
             }
             let tag = query_param(&req, "tag").map(|t| t.into_owned());
+            if let Some(t) = &tag {
+                validate_tag(t).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+            }
             let node = match query_param(&req, "node") {
                 Some(raw) => Some(raw.parse::<u64>().map_err(|_| {
                     ApiError::new(ErrorCode::InvalidRequest, format!("node must be a node ID, not {raw:?}"))

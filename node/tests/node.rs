@@ -129,6 +129,9 @@ async fn concurrent_clients_get_unique_ids_inside_committed_allocations() {
     assert!(serde_json::from_slice::<AllocationJournal>(&b).unwrap().allocations.is_empty());
     let (s, _) = c.get("/admin/allocations?node=two").await.unwrap();
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, b) = c.get("/admin/allocations?tag=no%20spaces").await.unwrap();
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{}", String::from_utf8_lossy(&b));
+    assert!(String::from_utf8_lossy(&b).contains("invalid_tag"));
     // The stored max_id covers everything handed out.
     let (_, b) = c.get("/admin/tags/orders").await.unwrap();
     let info: TagInfo = serde_json::from_slice(&b).unwrap();
@@ -695,4 +698,21 @@ async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id()
     assert!(h.snowflake.reason.unwrap().contains("state file is unreadable"));
     get_ids(&c, "leaf-segment-test", None).await;
     node.shutdown().await;
+}
+
+/// A `raft.source_ip` that is not an address of this host stops the node at start with a clear
+/// error, instead of leaving every peer silently unreachable.
+#[tokio::test]
+async fn a_source_ip_not_on_this_host_is_refused_at_start() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = config(&dir);
+    cfg.raft.source_ip = Some("192.0.2.1".parse().unwrap());
+    match leaf_node::start(cfg).await {
+        Ok(_) => panic!("a node started with a foreign source_ip"),
+        Err(e) => assert!(e.to_string().contains("raft.source_ip 192.0.2.1"), "{e}"),
+    }
+    let mut cfg = config(&dir);
+    cfg.raft.source_ip = Some("127.0.0.12".parse().unwrap());
+    let (_node, c) = start(cfg).await;
+    assert_eq!(get_ids(&c, "leaf-segment-test", None).await.len(), 1);
 }

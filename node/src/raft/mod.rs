@@ -223,6 +223,12 @@ impl RaftNode {
             let s = log_for_state.get_log_state().await.map_err(|e| RaftStartError::Raft(e.to_string()))?;
             s.last_log_id.map_or(0, |l| l.index)
         };
+        if let Some(ip) = config.raft.source_ip {
+            // Fail at start, not with every peer silently unreachable later.
+            std::net::TcpListener::bind((ip, 0)).map_err(|e| {
+                RaftStartError::Config(format!("raft.source_ip {ip} is not an address of this host: {e}"))
+            })?;
+        }
         let peers = PeerClient::new(config.cluster_secret.as_deref(), config.raft.source_ip);
         let network = NetworkFactory { node_id: config.node_id, client: peers.clone() };
         let raft = Raft::new(config.node_id, Arc::new(raft_config), network, log.clone(), sm)
