@@ -736,6 +736,8 @@ async fn a_seeded_chaos_run_with_every_fault_kind_passes_the_checker() {
         );
     }
     assert!(results["operations"]["ok"].as_u64().unwrap() > 5000, "too little traffic: {}", results["operations"]);
+    // The partitions bit: Raft connections were blackholed or cut (with this seed's shapes).
+    assert!(results["partition_connections_cut"].as_u64().unwrap() > 0, "partitions cut nothing");
     assert!(stdout.contains(&format!("seed {seed}")), "the run must print its seed");
 }
 

@@ -27,6 +27,14 @@ const CLOCK_CHANGE_SLACK_NS: u64 = 2_000_000_000;
 /// Largest number of examples listed per kind of violation.
 const EXAMPLES: usize = 20;
 
+/// Counts a violation and keeps it as an example while fewer than [`EXAMPLES`] are kept.
+fn tally<T>(count: &mut u64, examples: &mut Vec<T>, example: impl FnOnce() -> T) {
+    *count += 1;
+    if examples.len() < EXAMPLES {
+        examples.push(example());
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -146,6 +154,9 @@ pub struct Results {
     pub operations: Operations,
     /// Faults started, by kind.
     pub faults: BTreeMap<String, u64>,
+    /// Connections the proxies blackholed or cut during partitions (0 with partitions means
+    /// they did not bite: e.g. nodes not sending from their own source address).
+    pub partition_connections_cut: u64,
     /// Failed harness actions (a fault that could not be injected or healed as planned).
     pub fault_errors: Vec<String>,
     pub keys: BTreeMap<String, KeyStats>,
@@ -218,6 +229,7 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
     let mut clocks: BTreeMap<u64, Vec<(u64, i64)>> = BTreeMap::new();
     let mut workers: BTreeMap<u64, Vec<u16>> = BTreeMap::new();
     let mut problems = Vec::new();
+    let mut partition_cut = 0u64;
     for e in events {
         match e {
             Event::Meta(m) => meta = Some(m.clone()),
@@ -237,7 +249,8 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
                     _ => problems.push(format!("completion of op {} without a pending invocation", o.op)),
                 }
             }
-            Event::Fault { kind, action, detail, time_ns, .. } => {
+            Event::Fault { kind, action, detail, time_ns, cut, .. } => {
+                partition_cut += cut.unwrap_or(0);
                 if action == "start" {
                     *faults.entry(kind.clone()).or_default() += 1;
                 } else if action == "error" {
@@ -287,6 +300,7 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
         nodes: meta.nodes,
         operations,
         faults,
+        partition_connections_cut: partition_cut,
         fault_errors,
         keys: BTreeMap::new(),
         duplicates: Vec::new(),
@@ -345,15 +359,12 @@ fn uniqueness(ops: &[Op], r: &mut Results) {
             stats.max_id = Some(stats.max_id.map_or(id, |m| m.max(id)));
             if let Some(&first) = seen.get(&(key.clone(), id)) {
                 stats.duplicated += 1;
-                r.duplicate_count += 1;
-                if r.duplicates.len() < EXAMPLES {
-                    r.duplicates.push(Duplicate {
-                        key: key.clone(),
-                        id,
-                        first: ops[first].reference(),
-                        second: op.reference(),
-                    });
-                }
+                tally(&mut r.duplicate_count, &mut r.duplicates, || Duplicate {
+                    key: key.clone(),
+                    id,
+                    first: ops[first].reference(),
+                    second: op.reference(),
+                });
             } else {
                 seen.insert((key.clone(), id), i);
             }
@@ -390,17 +401,14 @@ fn order(ops: &[Op], r: &mut Results) {
             }
             let (_, max, j) = prefix[n - 1];
             if max >= min {
-                r.order_violation_count += 1;
-                if r.order_violations.len() < EXAMPLES {
-                    r.order_violations.push(OrderViolation {
-                        key: key.clone(),
-                        node,
-                        earlier: group[j].reference(),
-                        earlier_max_id: max,
-                        later: later.reference(),
-                        later_min_id: min,
-                    });
-                }
+                tally(&mut r.order_violation_count, &mut r.order_violations, || OrderViolation {
+                    key: key.clone(),
+                    node,
+                    earlier: group[j].reference(),
+                    earlier_max_id: max,
+                    later: later.reference(),
+                    later_min_id: min,
+                });
             }
         }
     }
@@ -441,15 +449,12 @@ fn allocations(ops: &[Op], journals: &[AllocationJournal], r: &mut Results) {
                 continue;
             }
             if complete {
-                r.outside_allocation_count += 1;
-                if r.outside_allocations.len() < EXAMPLES {
-                    r.outside_allocations.push(BadId {
-                        key: op.key(),
-                        id,
-                        op: op.reference(),
-                        reason: format!("in no allocation committed to node {}", op.inv.node),
-                    });
-                }
+                tally(&mut r.outside_allocation_count, &mut r.outside_allocations, || BadId {
+                    key: op.key(),
+                    id,
+                    op: op.reference(),
+                    reason: format!("in no allocation committed to node {}", op.inv.node),
+                });
             } else {
                 r.unverifiable_ids += 1;
             }
@@ -506,10 +511,12 @@ fn snowflake(
     r: &mut Results,
 ) {
     let bad = |r: &mut Results, op: &Op, id: i64, reason: String| {
-        r.snowflake_violation_count += 1;
-        if r.snowflake_violations.len() < EXAMPLES {
-            r.snowflake_violations.push(BadId { key: op.key(), id, op: op.reference(), reason });
-        }
+        tally(&mut r.snowflake_violation_count, &mut r.snowflake_violations, || BadId {
+            key: op.key(),
+            id,
+            op: op.reference(),
+            reason,
+        });
     };
     for op in ops {
         let (Mode::Snowflake, Some(ids), Some((_, done))) = (op.inv.mode, op.ok_ids(), op.done.as_ref()) else {
@@ -632,6 +639,9 @@ pub fn summary(r: &Results) -> String {
     );
     let faults: Vec<String> = r.faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
     let _ = writeln!(s, "faults: {}", if faults.is_empty() { "none".into() } else { faults.join(", ") });
+    if r.faults.contains_key("partition") {
+        let _ = writeln!(s, "partitions blackholed or cut {} connections", r.partition_connections_cut);
+    }
     if !r.fault_errors.is_empty() {
         let _ = writeln!(s, "fault actions that failed: {}", r.fault_errors.len());
     }

@@ -105,6 +105,9 @@ pub enum Event {
         action: String,
         nodes: Vec<u64>,
         detail: String,
+        /// On a partition's heal: connections the proxies blackholed or cut while it held.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut: Option<u64>,
     },
     /// Node `node`'s clock offset is about to become `offset_ms` (recorded before the change
     /// is sent; a restart resets it to 0).

@@ -44,6 +44,8 @@ struct State {
 pub struct Proxies {
     state: Arc<Mutex<State>>,
     next_conn: Arc<AtomicU64>,
+    /// Connections blackholed on, or cut from, a blocked link: proof a partition bit.
+    cut: Arc<AtomicU64>,
 }
 
 impl Proxies {
@@ -74,6 +76,9 @@ impl Proxies {
         let from = st.sources.get(&peer.ip()).copied().unwrap_or(0);
         let link = (from, to);
         let blocked = st.blocked.contains(&link);
+        if blocked {
+            self.cut.fetch_add(1, Ordering::Relaxed);
+        }
         let n = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let proxies = self.clone();
         let task = tokio::spawn(async move {
@@ -99,11 +104,19 @@ impl Proxies {
         st.blocked = links;
         for link in changed {
             if let Some(conns) = st.conns.remove(&link) {
+                if st.blocked.contains(&link) {
+                    self.cut.fetch_add(conns.len() as u64, Ordering::Relaxed);
+                }
                 for (_, c) in conns {
                     c.abort();
                 }
             }
         }
+    }
+
+    /// Connections blackholed on, or cut from, blocked links so far.
+    pub fn cut_connections(&self) -> u64 {
+        self.cut.load(Ordering::Relaxed)
     }
 
     /// Unblocks every link.
@@ -220,9 +233,13 @@ mod tests {
         };
         assert!(roundtrip(from1().await).await, "open link forwards");
         let kept = from1().await;
+        assert_eq!(proxies.cut_connections(), 0);
         proxies.set_blocked(BTreeSet::from([(1, 2)]));
         assert!(!roundtrip(kept).await, "an open connection is cut when its link is blocked");
         assert!(!roundtrip(from1().await).await, "a new connection on a blocked link hangs");
+        // The kept connection was cut and the new one blackholed (the first one may still have
+        // been open too when the link was blocked).
+        assert!(proxies.cut_connections() >= 2, "{}", proxies.cut_connections());
         // Other sources pass.
         assert!(roundtrip(TcpStream::connect(front).await.unwrap()).await);
         proxies.heal();

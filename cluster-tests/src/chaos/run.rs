@@ -212,7 +212,10 @@ impl Harness {
     }
 
     fn fault(&self, kind: &str, action: &str, nodes: &[u64], detail: impl Into<String>) {
-        let detail = detail.into();
+        self.record_fault(kind, action, nodes, detail.into(), None);
+    }
+
+    fn record_fault(&self, kind: &str, action: &str, nodes: &[u64], detail: String, cut: Option<u64>) {
         println!("[{:7.1}s] {kind} {action} {nodes:?} {detail}", self.history.now_ns() as f64 / 1e9);
         self.history.write(&Event::Fault {
             time_ns: self.history.now_ns(),
@@ -220,6 +223,7 @@ impl Harness {
             action: action.to_string(),
             nodes: nodes.to_vec(),
             detail,
+            cut,
         });
     }
 
@@ -363,11 +367,14 @@ impl Harness {
                     }
                     Shape::Ring => (proxy::ring(&order), format!("ring {order:?}")),
                 };
+                let cut_before = self.proxies.cut_connections();
                 self.proxies.set_blocked(links);
                 self.fault(kind, "start", &order, format!("{detail} for {} ms", f.hold_ms));
                 tokio::time::sleep(hold).await;
                 self.proxies.heal();
-                self.fault(kind, "heal", &order, "all links open");
+                let cut = self.proxies.cut_connections() - cut_before;
+                let detail = format!("all links open; {cut} connections were blackholed or cut");
+                self.record_fault(kind, "heal", &order, detail, Some(cut));
             }
             FaultKind::Clock => {
                 let nodes = self.resolve(f.target, &mut rng).await;
