@@ -313,8 +313,11 @@ async fn snowflake_load(cluster: &Cluster, nodes: &[u64], rounds: usize, batch: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
-    // Short leases so the test sees expiry: 2 s lease, recyclable 4 s after the last renewal.
-    let (_serial, mut cluster, _) = cluster(3, "[snowflake]\nlease_ttl_ms = 2000\ntime_window_ms = 500\n").await;
+    // Short leases so the test sees expiry: 4 s lease, recyclable 8 s after the last renewal.
+    // (With 2 s / 4 s, electing a new leader after freezing node 3 plus starting and adding node
+    // 4 took longer than the grace once on a loaded machine, and node 4 then rightly got the
+    // recycled ID.)
+    let (_serial, mut cluster, _) = cluster(3, "[snowflake]\nlease_ttl_ms = 4000\ntime_window_ms = 500\n").await;
     for id in 1..=3 {
         wait_snowflake(&cluster, id, "serving").await;
     }
@@ -334,7 +337,7 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     let w4 = wait_snowflake(&cluster, 4, "serving").await.worker_id.unwrap();
     assert_ne!(w4, w3, "recycled before the old lease (plus grace) ran out");
     // Once it has, the next new node gets node 3's worker ID, starting above its high-water mark.
-    tokio::time::sleep(Duration::from_millis(4500)).await;
+    tokio::time::sleep(Duration::from_millis(8500)).await;
     let hw3 = cluster.status(1).await.unwrap().workers.iter().find(|w| w.worker_id == w3).unwrap().high_water_ms;
     cluster.start_extra(5).unwrap();
     let add = json!({"node_id": 5, "addr": cluster.addr(5)});
