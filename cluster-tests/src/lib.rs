@@ -6,7 +6,10 @@
 //!   uniqueness per tag and "every ID lies inside a committed allocation".
 //! - [`cluster`]: a local cluster of real `leaf` processes on loopback (start, SIGTERM,
 //!   `kill -9`, restart, membership), used by `tests/cluster.rs` and the benchmark tool.
+//! - [`docker`]: the same as a docker-compose project of the `deploy/` files (image, compose,
+//!   container faults), used by the Docker deployment test and `leaf-chaos --docker`.
 //! - `src/bin/leaf-test-node.rs`: the `leaf` CLI under a name this package's tests can spawn.
 pub mod chaos;
 pub mod checker;
 pub mod cluster;
+pub mod docker;

@@ -818,3 +818,6 @@ fn the_checker_reports_planted_violations_and_exits_1() {
     assert_eq!((order["earlier"]["op"].as_u64(), order["later"]["op"].as_u64()), (Some(3), Some(5)));
     assert_eq!(results["outside_allocations"][0]["id"], 150);
 }
+
+#[path = "cluster/docker.rs"]
+mod docker;

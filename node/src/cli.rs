@@ -36,8 +36,12 @@ enum Command {
         #[command(flatten)]
         conn: ConnArgs,
     },
-    /// Print the node's health; exit 0 when ready, 1 when not or unreachable.
+    /// Print the node's health; exit 0 when ready, 1 when not ready, unreachable or slower
+    /// than 3 s (for container healthchecks: the image has no curl).
     Health {
+        /// Print nothing when healthy (failures still go to stderr).
+        #[arg(long, short)]
+        quiet: bool,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -75,6 +79,10 @@ struct ServeArgs {
     /// This node's Raft ID.
     #[arg(long)]
     node_id: Option<u64>,
+    /// Take the node ID from a hostname ending in `-<ordinal>` (a Kubernetes StatefulSet pod
+    /// such as `leaf-0`): the ordinal plus one, since node IDs start at 1.
+    #[arg(long, conflicts_with = "node_id")]
+    node_id_from_hostname: bool,
     /// Data directory.
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -182,8 +190,18 @@ fn init_tracing() {
 
 fn serve(args: ServeArgs) -> ExitCode {
     init_tracing();
+    let mut node_id = args.node_id;
+    if args.node_id_from_hostname {
+        match hostname().and_then(|h| node_id_from_hostname(&h)) {
+            Ok(id) => node_id = Some(id),
+            Err(e) => {
+                eprintln!("error: --node-id-from-hostname: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let overrides = Overrides {
-        node_id: args.node_id,
+        node_id,
         data_dir: args.data_dir,
         http_addr: args.http_addr,
         peers: args.peers,
@@ -221,6 +239,50 @@ fn serve(args: ServeArgs) -> ExitCode {
     })
 }
 
+/// This host's name: the kernel's (`/proc/sys/kernel/hostname`), else `$HOSTNAME`.
+fn hostname() -> Result<String, String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()));
+    name.ok_or_else(|| "cannot read the hostname".to_string())
+}
+
+/// `leaf-2` → node 3: the StatefulSet ordinal after the last `-`, plus one.
+fn node_id_from_hostname(host: &str) -> Result<u64, String> {
+    // A fully qualified name's first label is the pod's name.
+    let first = host.split('.').next().unwrap_or(host);
+    let ordinal = first
+        .rsplit_once('-')
+        .map(|(_, n)| n)
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| format!("hostname {host:?} does not end in -<ordinal>"))?;
+    let ordinal: u64 = ordinal.parse().map_err(|_| format!("ordinal of {host:?} is too large"))?;
+    ordinal.checked_add(1).ok_or_else(|| format!("ordinal of {host:?} is too large"))
+}
+
+/// `leaf health`: exit 0 only on a 200 from `/health` within 3 s.
+async fn health(conn: ConnArgs, quiet: bool) -> ExitCode {
+    let client = Client::new(&conn.url, conn.token).with_timeout(Duration::from_secs(3));
+    match client.get("/health").await {
+        Ok((StatusCode::OK, body)) => {
+            if !quiet {
+                println!("{}", String::from_utf8_lossy(&body));
+            }
+            ExitCode::SUCCESS
+        }
+        Ok((status, body)) => {
+            eprintln!("not ready: HTTP {}: {}", status.as_u16(), String::from_utf8_lossy(&body));
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("unreachable: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 async fn wait_for_signal() {
     #[cfg(unix)]
     {
@@ -246,7 +308,7 @@ async fn wait_for_signal() {
 async fn client_command(cmd: Command) -> ExitCode {
     let (client, method, path, body) = match cmd {
         Command::Serve(_) => return ExitCode::FAILURE,
-        Command::Health { conn } => (Client::new(&conn.url, conn.token), Method::GET, "/health".to_string(), None),
+        Command::Health { conn, quiet } => return health(conn, quiet).await,
         Command::Get { cmd: GetCmd::Segment { tag, count }, conn } => {
             let path = if count == 1 {
                 format!("/api/segment/get/{tag}")
@@ -337,4 +399,20 @@ pub async fn wait_healthy(url: &str, timeout: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::node_id_from_hostname;
+
+    #[test]
+    fn node_ids_come_from_statefulset_ordinals() {
+        assert_eq!(node_id_from_hostname("leaf-0"), Ok(1));
+        assert_eq!(node_id_from_hostname("leaf-4"), Ok(5));
+        assert_eq!(node_id_from_hostname("my-leaf-12.leaf-peers.default.svc.cluster.local"), Ok(13));
+        for bad in ["leaf", "leaf-", "leaf-x", "leaf-1a", "", "leaf-99999999999999999999", "leaf-18446744073709551615"]
+        {
+            assert!(node_id_from_hostname(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -602,7 +602,9 @@ impl WorkerActor {
                 act.gen.start(a.worker_id, a.floor_ms, hw, a.lease_until);
                 act.started = true;
                 act.set_status("serving", None);
-                tracing::info!(worker_id = a.worker_id, floor_ms = a.floor_ms, "snowflake service started");
+                // A first start has no floor (i64::MIN); log it as absent rather than as a number.
+                let floor_ms = (a.floor_ms > i64::MIN).then_some(a.floor_ms);
+                tracing::info!(worker_id = a.worker_id, ?floor_ms, "snowflake service started");
             }
             for w in act.waiters.drain(..) {
                 let _ = w.send(Ok(()));

@@ -1,0 +1,274 @@
+//! A leaf cluster as a docker-compose project: the compose files in `deploy/`, driven through
+//! the `docker` and `docker-compose` command-line tools (no Docker API client), so what the
+//! tests exercise is exactly what an operator runs.
+//!
+//! Each [`Compose`] is its own project (its own containers, network and named volumes) with
+//! free host ports and fresh secrets; dropping it runs `down -v`, which removes all of them.
+//! Container faults map to Docker verbs: `docker kill` (SIGKILL) and `docker start`,
+//! `docker stop` (SIGTERM), `docker pause`/`unpause` (cgroup freezer) and
+//! `docker network disconnect`/`connect` (the node loses every link, to peers and clients).
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::cluster::{free_port, SECRET, TOKEN};
+
+/// The repository's `deploy/` directory.
+pub fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("deploy")
+}
+
+/// The compose file of an `n`-node cluster in `deploy/`, if there is one.
+pub fn compose_file(n: u64) -> Option<PathBuf> {
+    match n {
+        3 => Some(deploy_dir().join("docker-compose.yml")),
+        5 => Some(deploy_dir().join("docker-compose.5.yml")),
+        _ => None,
+    }
+}
+
+/// Why Docker cannot be used here, or `None` when the engine and docker-compose both answer.
+pub fn unavailable() -> Option<String> {
+    match Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]).output() {
+        Err(e) => return Some(format!("docker is not installed ({e})")),
+        Ok(o) if !o.status.success() => {
+            return Some(format!("the Docker engine is not reachable: {}", String::from_utf8_lossy(&o.stderr).trim()))
+        }
+        Ok(_) => {}
+    }
+    match Command::new("docker-compose").arg("version").output() {
+        Err(e) => Some(format!("docker-compose is not installed ({e})")),
+        Ok(o) if !o.status.success() => Some("docker-compose does not run".to_string()),
+        Ok(_) => None,
+    }
+}
+
+/// Builds the image with `deploy/build-image.sh` (static binary, FROM scratch).
+pub fn build_image(image: &str) -> anyhow::Result<()> {
+    let script = deploy_dir().join("build-image.sh");
+    let status = Command::new(&script).arg(image).status().with_context(|| format!("run {}", script.display()))?;
+    if !status.success() {
+        bail!("{} failed: {status}", script.display());
+    }
+    Ok(())
+}
+
+/// Whether `image` exists in the local engine.
+pub fn image_exists(image: &str) -> bool {
+    Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success())
+}
+
+/// Runs a command; returns its stdout, or an error with its stderr.
+fn run(cmd: &mut Command) -> anyhow::Result<String> {
+    let out: Output = cmd.output().with_context(|| format!("run {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// One compose project of `nodes` nodes (services `leaf1`..`leafN`).
+pub struct Compose {
+    project: String,
+    files: Vec<PathBuf>,
+    image: String,
+    nodes: u64,
+    ports: BTreeMap<u64, u16>,
+    /// Container IDs by node, filled by [`Compose::up`].
+    containers: BTreeMap<u64, String>,
+    down: bool,
+}
+
+impl Compose {
+    /// A project named `project` (lowercase letters and digits) from `files`, with a free
+    /// host port per node. Nothing runs until [`Compose::up`].
+    pub fn new(project: &str, files: Vec<PathBuf>, nodes: u64, image: &str) -> anyhow::Result<Compose> {
+        if project.is_empty() || !project.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+            bail!("compose project name {project:?} must be lowercase letters and digits");
+        }
+        let ports = (1..=nodes).map(|id| (id, free_port())).collect();
+        Ok(Compose {
+            project: project.to_string(),
+            files,
+            image: image.to_string(),
+            nodes,
+            ports,
+            containers: BTreeMap::new(),
+            down: false,
+        })
+    }
+
+    /// The project name (containers, network and volumes are labelled with it).
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+
+    /// `docker-compose -p PROJECT -f FILE...` with the environment the compose files read:
+    /// secrets (the tests' own), image and host ports.
+    fn compose(&self) -> Command {
+        let mut cmd = Command::new("docker-compose");
+        cmd.args(["--ansi", "never", "-p"]).arg(&self.project);
+        for f in &self.files {
+            cmd.arg("-f").arg(f);
+        }
+        cmd.env("LEAF_CLUSTER_SECRET", SECRET).env("LEAF_ADMIN_TOKEN", TOKEN).env("LEAF_IMAGE", &self.image);
+        cmd.env("LEAF_PUBLISH_ADDR", "127.0.0.1");
+        for (id, port) in &self.ports {
+            cmd.env(format!("LEAF{id}_PORT"), port.to_string());
+        }
+        cmd
+    }
+
+    /// `docker-compose up -d`, then records each node's container.
+    pub fn up(&mut self) -> anyhow::Result<()> {
+        run(self.compose().args(["up", "-d", "--no-build"]))?;
+        for id in 1..=self.nodes {
+            let cid = run(self.compose().args(["ps", "-q", &format!("leaf{id}")]))?;
+            if cid.is_empty() {
+                bail!("no container for service leaf{id}");
+            }
+            self.containers.insert(id, cid);
+        }
+        Ok(())
+    }
+
+    /// Node IDs 1..=N.
+    pub fn ids(&self) -> Vec<u64> {
+        (1..=self.nodes).collect()
+    }
+
+    /// Base URL of node `id`'s published port.
+    pub fn url(&self, id: u64) -> String {
+        format!("http://127.0.0.1:{}", self.ports.get(&id).copied().unwrap_or(0))
+    }
+
+    /// Node `id`'s container ID.
+    pub fn container(&self, id: u64) -> anyhow::Result<&str> {
+        self.containers.get(&id).map(String::as_str).with_context(|| format!("no container for node {id}"))
+    }
+
+    fn docker(&self, args: &[&str], id: u64) -> anyhow::Result<String> {
+        let cid = self.container(id)?.to_string();
+        run(Command::new("docker").args(args).arg(cid))
+    }
+
+    /// SIGKILL (`docker kill`).
+    pub fn kill(&self, id: u64) -> anyhow::Result<()> {
+        self.docker(&["kill"], id).map(drop)
+    }
+
+    /// `docker start` (a no-op on a running container).
+    pub fn start(&self, id: u64) -> anyhow::Result<()> {
+        self.docker(&["start"], id).map(drop)
+    }
+
+    /// SIGTERM, then SIGKILL after `grace` (`docker stop`). True if it exited by itself.
+    pub fn stop(&self, id: u64, grace: Duration) -> anyhow::Result<bool> {
+        let secs = grace.as_secs().max(1).to_string();
+        self.docker(&["stop", "-t", &secs], id)?;
+        Ok(self.docker(&["inspect", "-f", "{{.State.ExitCode}}"], id)? == "0")
+    }
+
+    /// Freezes every process of the container (`docker pause`).
+    pub fn pause(&self, id: u64) -> anyhow::Result<()> {
+        self.docker(&["pause"], id).map(drop)
+    }
+
+    /// Thaws it (`docker unpause`).
+    pub fn unpause(&self, id: u64) -> anyhow::Result<()> {
+        self.docker(&["unpause"], id).map(drop)
+    }
+
+    /// The compose network's name.
+    pub fn network(&self) -> String {
+        format!("{}_leaf", self.project)
+    }
+
+    /// Detaches the container from the cluster network: no peer and no client reaches it.
+    pub fn disconnect(&self, id: u64) -> anyhow::Result<()> {
+        let net = self.network();
+        self.docker(&["network", "disconnect", &net], id).map(drop)
+    }
+
+    /// Attaches it again (same name; peers resolve it anew).
+    pub fn connect(&self, id: u64) -> anyhow::Result<()> {
+        let net = self.network();
+        self.docker(&["network", "connect", &net], id).map(drop)
+    }
+
+    /// (running, paused, attached to the cluster network) of node `id`'s container.
+    pub fn state(&self, id: u64) -> anyhow::Result<(bool, bool, bool)> {
+        let net = self.network();
+        let fmt = format!("{{{{.State.Running}}}} {{{{.State.Paused}}}} {{{{if index .NetworkSettings.Networks \"{net}\"}}}}true{{{{else}}}}false{{{{end}}}}");
+        let out = self.docker(&["inspect", "-f", &fmt], id)?;
+        let f: Vec<bool> = out.split_whitespace().map(|w| w == "true").collect();
+        match f[..] {
+            [running, paused, attached] => Ok((running, paused, attached)),
+            _ => bail!("unexpected docker inspect output {out:?}"),
+        }
+    }
+
+    /// The container's health as Docker's healthcheck reports it (`healthy`, `starting`, ...).
+    pub fn health(&self, id: u64) -> anyhow::Result<String> {
+        self.docker(&["inspect", "-f", "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}"], id)
+    }
+
+    /// Waits until Docker reports every node healthy (its own healthcheck, `leaf health`).
+    pub fn wait_healthy(&self, ids: &[u64], timeout: Duration) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        loop {
+            let mut states = Vec::new();
+            for &id in ids {
+                states.push((id, self.health(id)?));
+            }
+            if states.iter().all(|(_, s)| s == "healthy") {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() > timeout {
+                bail!("not healthy after {timeout:?}: {states:?}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The container's output (the node's log).
+    pub fn logs(&self, id: u64) -> anyhow::Result<String> {
+        let cid = self.container(id)?;
+        let out = Command::new("docker").args(["logs", "--timestamps", cid]).output().context("docker logs")?;
+        Ok(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    }
+
+    /// `docker-compose down -v --remove-orphans`: containers, network and volumes go.
+    pub fn down(&mut self) -> anyhow::Result<()> {
+        self.down = true;
+        run(self.compose().args(["down", "--volumes", "--remove-orphans", "--timeout", "5"])).map(drop)
+    }
+
+    /// Containers, networks and volumes still labelled with this project.
+    pub fn leftovers(&self) -> anyhow::Result<Vec<String>> {
+        let label = format!("label=com.docker.compose.project={}", self.project);
+        let mut out = Vec::new();
+        for (kind, args) in [
+            ("container", vec!["ps", "-a", "-q", "--filter", &label]),
+            ("network", vec!["network", "ls", "-q", "--filter", &label]),
+            ("volume", vec!["volume", "ls", "-q", "--filter", &label]),
+        ] {
+            let listed = run(Command::new("docker").args(&args))?;
+            out.extend(listed.lines().filter(|l| !l.is_empty()).map(|l| format!("{kind} {l}")));
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Compose {
+    fn drop(&mut self) {
+        if !self.down {
+            if let Err(e) = self.down() {
+                eprintln!("docker-compose down of {} failed: {e:#}", self.project);
+            }
+        }
+    }
+}
