@@ -5,14 +5,19 @@
 //! `leaf-chaos check DIR` re-checks a finished run. Exit status: 0 valid, 1 a violation was
 //! found, 2 unknown (nothing violated, but not everything could be verified or the cluster did
 //! not recover in time), 3 the harness itself failed.
+//!
+//! `leaf-chaos --docker --nodes 5 --duration 6m` runs the same against the containers of
+//! `deploy/docker-compose.5.yml` (`docker kill`/`start`, `pause`/`unpause`,
+//! `network disconnect`/`connect`), building the image first if it is missing.
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use leaf_cluster_tests::chaos::check::summary;
-use leaf_cluster_tests::chaos::run::{check_dir, run, RunConfig};
+use leaf_cluster_tests::chaos::run::{check_dir, run, DockerTarget, RunConfig};
 use leaf_cluster_tests::chaos::schedule::FaultKind;
 use leaf_cluster_tests::cluster::default_bin;
+use leaf_cluster_tests::docker;
 
 #[derive(Parser, Debug)]
 #[command(about = "Chaos runs against a local leaf cluster, with a recorded history and a checker")]
@@ -29,9 +34,20 @@ struct Args {
     /// Seed of the fault schedule and the workload (default: from the clock; always printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Fault kinds, comma-separated: kill,pause,partition,clock,restart,membership.
-    #[arg(long, default_value = "kill,pause,partition,clock,restart,membership", value_delimiter = ',', value_parser = parse_faults)]
+    /// Fault kinds, comma-separated: kill,pause,partition,clock,restart,membership (default:
+    /// all; with --docker all but membership).
+    #[arg(long, value_delimiter = ',', value_parser = parse_faults)]
     faults: Vec<FaultKind>,
+    /// Run against a docker-compose cluster of the `deploy/` files instead of local processes.
+    #[arg(long)]
+    docker: bool,
+    /// With --docker: the compose file (default: deploy/docker-compose.yml for 3 nodes,
+    /// deploy/docker-compose.5.yml for 5).
+    #[arg(long, requires = "docker")]
+    compose: Option<PathBuf>,
+    /// With --docker: the image to run (built with deploy/build-image.sh if missing).
+    #[arg(long, env = "LEAF_IMAGE", default_value = "leaf:latest")]
+    image: String,
     /// Concurrent client workers, one outstanding request each.
     #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=512))]
     clients: u32,
@@ -72,6 +88,23 @@ fn parse_faults(s: &str) -> Result<FaultKind, String> {
     s.parse()
 }
 
+/// The compose file and image of a --docker run; builds the image if it is missing.
+fn docker_target(args: &Args) -> anyhow::Result<DockerTarget> {
+    if let Some(why) = docker::unavailable() {
+        anyhow::bail!("--docker: {why}");
+    }
+    let compose_file = match (&args.compose, docker::compose_file(args.nodes)) {
+        (Some(f), _) => f.clone(),
+        (None, Some(f)) => f,
+        (None, None) => anyhow::bail!("deploy/ has compose files for 3 and 5 nodes; pass --compose for {}", args.nodes),
+    };
+    if !docker::image_exists(&args.image) {
+        println!("leaf-chaos: image {} not found; building it with deploy/build-image.sh", args.image);
+        docker::build_image(&args.image)?;
+    }
+    Ok(DockerTarget { compose_file, image: args.image.clone() })
+}
+
 fn main() {
     let code = match real_main() {
         Ok(code) => code,
@@ -92,7 +125,14 @@ fn real_main() -> anyhow::Result<i32> {
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
             });
             let mut faults = args.faults.clone();
+            if faults.is_empty() {
+                faults = FaultKind::ALL.to_vec();
+                if args.docker {
+                    faults.retain(|k| *k != FaultKind::Membership);
+                }
+            }
             faults.dedup();
+            let docker = if args.docker { Some(docker_target(&args)?) } else { None };
             let out = args.out.clone().unwrap_or_else(|| {
                 let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
                 PathBuf::from(format!("chaos-runs/{seed}-{now}"))
@@ -105,10 +145,12 @@ fn real_main() -> anyhow::Result<i32> {
                 clients: args.clients,
                 rate: args.rate,
                 out,
-                bin: match args.bin {
-                    Some(b) => b,
-                    None => default_bin()?,
+                bin: match (args.bin, &docker) {
+                    (Some(b), _) => b,
+                    (None, Some(_)) => PathBuf::new(),
+                    (None, None) => default_bin()?,
                 },
+                docker,
                 recovery_bound: args.recovery_bound,
                 request_timeout: Duration::from_secs(3),
             };

@@ -154,8 +154,9 @@ pub struct Results {
     pub operations: Operations,
     /// Faults started, by kind.
     pub faults: BTreeMap<String, u64>,
-    /// Connections the proxies blackholed or cut during partitions (0 with partitions means
-    /// they did not bite: e.g. nodes not sending from their own source address).
+    /// Connections the proxies blackholed or cut during partitions, or (Docker) containers
+    /// confirmed detached from the network; 0 with partitions means they did not bite (e.g.
+    /// nodes not sending from their own source address).
     pub partition_connections_cut: u64,
     /// Failed harness actions (a fault that could not be injected or healed as planned).
     pub fault_errors: Vec<String>,
@@ -640,7 +641,11 @@ pub fn summary(r: &Results) -> String {
     let faults: Vec<String> = r.faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
     let _ = writeln!(s, "faults: {}", if faults.is_empty() { "none".into() } else { faults.join(", ") });
     if r.faults.contains_key("partition") {
-        let _ = writeln!(s, "partitions blackholed or cut {} connections", r.partition_connections_cut);
+        let _ = writeln!(
+            s,
+            "partitions bit {} times (connections blackholed or cut; containers detached)",
+            r.partition_connections_cut
+        );
     }
     if !r.fault_errors.is_empty() {
         let _ = writeln!(s, "fault actions that failed: {}", r.fault_errors.len());

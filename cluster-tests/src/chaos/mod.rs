@@ -1,9 +1,11 @@
-//! Jepsen-style chaos runs against a local cluster of real `leaf` processes.
+//! Jepsen-style chaos runs against a local cluster of real `leaf` processes, or against the
+//! containers of the `deploy/` docker-compose cluster.
 //!
 //! Layout:
 //! - [`schedule`]: the seeded fault schedule (a seed replays the same schedule).
 //! - [`proxy`]: per-link TCP proxies in front of every node's Raft address, for network
 //!   partitions without root.
+//! - [`nodes`]: what faults act on — local processes and proxies, or compose containers.
 //! - [`history`]: the JSONL history of operations, faults and clock changes.
 //! - [`run`]: one run — cluster, clients, faults, recovery, journal dump.
 //! - [`check`]: the checker over a history and the allocation journals.
@@ -12,6 +14,7 @@
 //! flags and what to do with a failing seed.
 pub mod check;
 pub mod history;
+pub mod nodes;
 pub mod proxy;
 pub mod run;
 pub mod schedule;

@@ -1,5 +1,6 @@
-//! One chaos run: a cluster of real `leaf` processes behind per-link proxies, concurrent
-//! clients recording a history, the seeded fault schedule, recovery, and the checker.
+//! One chaos run: a cluster of real `leaf` processes behind per-link proxies (or the
+//! containers of a docker-compose project, see [`super::nodes`]), concurrent clients recording
+//! a history, the seeded fault schedule, recovery, and the checker.
 //!
 //! Phases: `warmup` (no faults), `faults` (the schedule), `recovery` (heal everything; every
 //! node must serve segment and snowflake IDs again within the bound), `after` (no faults),
@@ -24,9 +25,11 @@ use tokio::time::Instant;
 
 use super::check::{self, Recovery, Results};
 use super::history::{Event, History, Meta, Mode, OpEvent, Phase, HARNESS_PROCESS};
+use super::nodes::Nodes;
 use super::proxy::{self, Proxies};
 use super::schedule::{self, ClockMode, FaultKind, PlannedFault, Shape, Target};
 use crate::cluster::{free_port, Cluster, NodeSpec, Options, TOKEN};
+use crate::docker::Compose;
 
 /// Segment tags of the workload: (tag, step). The small step refills every few requests.
 pub const TAGS: [(&str, i64); 3] = [("chaos-a", 1000), ("chaos-b", 100), ("chaos-small", 5)];
@@ -40,6 +43,36 @@ const EPOCH_MS: i64 = 1_288_834_974_657;
 /// up from them.
 const NODE_TOML: &str = "[fault]\nenabled = true\n[segment]\nmax_step = 50\n\
                          [raft]\nsnapshot_every = 1000\nkeep_logs_after_snapshot = 500\n";
+
+/// The same settings for containers, as environment variables.
+const NODE_ENV: [(&str, &str); 4] = [
+    ("LEAF_FAULT__ENABLED", "true"),
+    ("LEAF_SEGMENT__MAX_STEP", "50"),
+    ("LEAF_RAFT__SNAPSHOT_EVERY", "1000"),
+    ("LEAF_RAFT__KEEP_LOGS_AFTER_SNAPSHOT", "500"),
+];
+
+/// The compose override of a chaos run: [`NODE_ENV`] on every service, and no restart
+/// policy, so a killed container stays down until the harness starts it.
+fn compose_override(nodes: u64) -> String {
+    let mut s = String::from("version: \"3.8\"\nservices:\n");
+    for id in 1..=nodes {
+        s.push_str(&format!("  leaf{id}:\n    restart: \"no\"\n    environment:\n"));
+        for (k, v) in NODE_ENV {
+            s.push_str(&format!("      {k}: \"{v}\"\n"));
+        }
+    }
+    s
+}
+
+/// A run against a docker-compose cluster instead of local processes.
+#[derive(Debug, Clone)]
+pub struct DockerTarget {
+    /// The compose file (`deploy/docker-compose.yml` or `deploy/docker-compose.5.yml`).
+    pub compose_file: PathBuf,
+    /// The image the services run.
+    pub image: String,
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -55,8 +88,10 @@ pub struct RunConfig {
     pub rate: u32,
     /// Where history, results and logs go.
     pub out: PathBuf,
-    /// The `leaf` binary.
+    /// The `leaf` binary (local runs).
     pub bin: PathBuf,
+    /// Run against this docker-compose cluster instead of local processes.
+    pub docker: Option<DockerTarget>,
     /// How long every node may take to serve again after everything is healed.
     pub recovery_bound: Duration,
     /// Per-request timeout of the clients.
@@ -187,10 +222,9 @@ impl Drop for StopOnDrop {
     }
 }
 
-/// The harness's side of a run: the cluster, its proxies and the bookkeeping of faults.
+/// The harness's side of a run: the nodes and the bookkeeping of faults.
 struct Harness {
-    cluster: Cluster,
-    proxies: Proxies,
+    nodes: Nodes,
     history: Arc<History>,
     ops: Arc<Ops>,
     targets: Targets,
@@ -208,7 +242,7 @@ struct Harness {
 
 impl Harness {
     fn admin(&self, id: u64) -> Client {
-        Client::new(&self.cluster.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(2))
+        Client::new(&self.nodes.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(2))
     }
 
     fn fault(&self, kind: &str, action: &str, nodes: &[u64], detail: impl Into<String>) {
@@ -250,6 +284,20 @@ impl Harness {
         votes.into_iter().filter(|(l, _)| self.members.contains(l)).max_by_key(|(_, n)| *n).map(|(l, _)| l)
     }
 
+    /// Waits until most members agree on a leader.
+    async fn wait_leader(&self, bound: Duration) -> anyhow::Result<u64> {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(leader) = self.leader().await {
+                return Ok(leader);
+            }
+            if Instant::now() >= deadline {
+                bail!("no leader after {bound:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Records the worker ID of every node that reports one.
     async fn record_workers(&mut self) {
         for &id in &self.members.clone() {
@@ -287,7 +335,17 @@ impl Harness {
         // A restarted node's injected clock offset is gone.
         self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: id, offset_ms: 0 });
         self.offsets.insert(id, 0);
-        self.cluster.spawn(id)
+        self.nodes.start(id)
+    }
+
+    /// Applies a container or process fault to each of `nodes`; a failure is recorded and the
+    /// remaining nodes still get theirs.
+    fn each(&mut self, kind: &str, nodes: &[u64], f: fn(&mut Nodes, u64) -> anyhow::Result<()>) {
+        for &id in nodes {
+            if let Err(e) = f(&mut self.nodes, id) {
+                self.fault(kind, "error", &[id], format!("{e:#}"));
+            }
+        }
     }
 
     /// Sets node `id`'s clock offset. The change is recorded before it is sent (it may land
@@ -328,9 +386,7 @@ impl Harness {
         match f.kind {
             FaultKind::Kill => {
                 let nodes = self.resolve(f.target, &mut rng).await;
-                for &id in &nodes {
-                    self.cluster.kill(id);
-                }
+                self.each(kind, &nodes, Nodes::kill);
                 self.fault(kind, "start", &nodes, format!("kill -9 {:?} for {} ms", f.target, f.hold_ms));
                 tokio::time::sleep(hold).await;
                 for &id in &nodes {
@@ -340,40 +396,28 @@ impl Harness {
             }
             FaultKind::Pause => {
                 let nodes = self.resolve(f.target, &mut rng).await;
-                for &id in &nodes {
-                    self.cluster.pause(id);
-                }
+                self.each(kind, &nodes, |n, id| n.pause(id));
                 self.fault(kind, "start", &nodes, format!("SIGSTOP {:?} for {} ms", f.target, f.hold_ms));
                 tokio::time::sleep(hold).await;
-                for &id in &nodes {
-                    self.cluster.resume(id);
-                }
+                self.each(kind, &nodes, |n, id| n.resume(id));
                 self.fault(kind, "heal", &nodes, "SIGCONT");
             }
             FaultKind::Partition => {
                 let mut order = self.members.clone();
                 order.shuffle(&mut rng);
                 let shape = f.shape.unwrap_or(Shape::Halves);
-                let (links, detail) = match shape {
-                    Shape::Halves => {
-                        let k = ((order.len() - 1) / 2).max(1);
-                        let (a, b) = order.split_at(k);
-                        (proxy::split(&[a.to_vec(), b.to_vec()]), format!("halves {a:?} | {b:?}"))
-                    }
-                    Shape::IsolateLeader => {
-                        let leader = self.leader().await.unwrap_or(order[0]);
-                        let rest: Vec<u64> = order.iter().copied().filter(|id| *id != leader).collect();
-                        (proxy::split(&[vec![leader], rest.clone()]), format!("isolate leader {leader} | {rest:?}"))
-                    }
-                    Shape::Ring => (proxy::ring(&order), format!("ring {order:?}")),
+                let leader = if shape == Shape::IsolateLeader { self.leader().await } else { None };
+                let detail = match self.nodes.partition(&order, shape, leader) {
+                    Ok(d) => d,
+                    Err(e) => format!("partial: {e:#}"),
                 };
-                let cut_before = self.proxies.cut_connections();
-                self.proxies.set_blocked(links);
                 self.fault(kind, "start", &order, format!("{detail} for {} ms", f.hold_ms));
                 tokio::time::sleep(hold).await;
-                self.proxies.heal();
-                let cut = self.proxies.cut_connections() - cut_before;
-                let detail = format!("all links open; {cut} connections were blackholed or cut");
+                let cut = self.nodes.heal_links()?;
+                let detail = match self.nodes {
+                    Nodes::Local { .. } => format!("all links open; {cut} connections were blackholed or cut"),
+                    Nodes::Docker { .. } => format!("all connected again; {cut} containers were detached"),
+                };
                 self.record_fault(kind, "heal", &order, detail, Some(cut));
             }
             FaultKind::Clock => {
@@ -414,7 +458,7 @@ impl Harness {
                 order.shuffle(&mut rng);
                 self.fault(kind, "start", &order, "rolling restart (SIGTERM, start, wait until ready)");
                 for &id in &order {
-                    let clean = tokio::task::block_in_place(|| self.cluster.stop(id));
+                    let clean = self.nodes.stop(id)?;
                     self.spawn(id)?;
                     let ready = self.wait_ready(id, Duration::from_secs(30)).await;
                     self.fault(kind, "step", &[id], format!("restarted (clean exit {clean}, ready {ready})"));
@@ -425,6 +469,9 @@ impl Harness {
                 self.fault(kind, "heal", &order, "every node restarted");
             }
             FaultKind::Membership => {
+                if !self.nodes.supports(FaultKind::Membership) {
+                    bail!("membership faults are not supported against containers");
+                }
                 if let Some(&old) = self.resolve(f.target, &mut rng).await.first() {
                     self.replace(old).await?;
                 }
@@ -447,8 +494,7 @@ impl Harness {
         let mut last = String::new();
         while Instant::now() < deadline {
             for &id in &self.members {
-                let c =
-                    Client::new(&self.cluster.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(12));
+                let c = Client::new(&self.nodes.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(12));
                 match c.request(method.clone(), path, body.as_ref()).await {
                     Ok((s, _)) if done.contains(&s.as_u16()) => return Ok(()),
                     Ok((s, b)) => last = format!("node {id}: {s} {}", String::from_utf8_lossy(&b)),
@@ -463,12 +509,15 @@ impl Harness {
     /// Replaces member `old` by a fresh node ID: start it, add it as learner, promote it,
     /// remove `old`, stop `old`.
     async fn replace(&mut self, old: u64) -> anyhow::Result<()> {
+        let Nodes::Local { cluster, proxies, .. } = &mut self.nodes else {
+            bail!("replacing a node needs local processes");
+        };
         let new = self.next_id;
         self.next_id += 1;
         let port = free_port();
-        let proxy_addr = self.proxies.add(new, ([127, 0, 0, 1], port).into()).await?;
+        let proxy_addr = proxies.add(new, ([127, 0, 0, 1], port).into()).await?;
         let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(new)?.to_string())];
-        self.cluster.add_node(NodeSpec { id: new, port, peer_addr: proxy_addr.to_string(), env })?;
+        cluster.add_node(NodeSpec { id: new, port, peer_addr: proxy_addr.to_string(), env })?;
         self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: new, offset_ms: 0 });
         self.fault("membership", "start", &[old, new], format!("replace node {old} by new node {new}"));
         let add = json!({ "node_id": new, "addr": proxy_addr.to_string() });
@@ -485,7 +534,7 @@ impl Harness {
             self.fault("membership", "error", &[new], format!("{e}; removing the new node again"));
             match self.admin_until(Method::DELETE, &format!("/admin/cluster/nodes/{new}"), None, &[200, 404]).await {
                 Ok(()) => {
-                    tokio::task::block_in_place(|| self.cluster.stop(new));
+                    self.nodes.stop(new)?;
                 }
                 Err(e) => {
                     // It may be a voter by now: keep it running and treat it as a member, so
@@ -512,21 +561,20 @@ impl Harness {
             Ok(j) => self.removed_journals.push(j),
             Err(e) => self.fault("membership", "error", &[old], format!("journal of the removed node: {e:#}")),
         }
-        tokio::task::block_in_place(|| self.cluster.stop(old));
+        self.nodes.stop(old)?;
         self.fault("membership", "heal", &[old, new], format!("node {new} is a voter, node {old} removed and stopped"));
         Ok(())
     }
 
     fn client(&self, id: u64) -> Client {
-        Client::new(&self.cluster.url(id), None).with_timeout(self.request_timeout)
+        Client::new(&self.nodes.url(id), None).with_timeout(self.request_timeout)
     }
 
     /// Heals everything: links, paused and dead nodes, clock offsets.
     async fn heal_all(&mut self) -> anyhow::Result<()> {
-        self.proxies.heal();
+        self.nodes.heal_links()?;
         for id in self.members.clone() {
-            if self.cluster.alive(id) {
-                self.cluster.resume(id);
+            if self.nodes.alive_and_thawed(id)? {
                 if self.offsets.get(&id).is_some_and(|o| *o != 0) {
                     self.set_clock(id, 0).await;
                 }
@@ -603,7 +651,7 @@ impl Harness {
 
     /// Node `id`'s allocation journal.
     async fn journal(&self, id: u64) -> anyhow::Result<AllocationJournal> {
-        let c = Client::new(&self.cluster.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(30));
+        let c = Client::new(&self.nodes.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(30));
         match c.get("/admin/allocations").await {
             Ok((StatusCode::OK, b)) => serde_json::from_slice(&b).context("allocation journal"),
             other => bail!("node {id}: /admin/allocations: {other:?}"),
@@ -616,6 +664,9 @@ impl Harness {
 pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
     if !(3..=9).contains(&cfg.nodes) {
         bail!("--nodes must be 3 to 9");
+    }
+    if cfg.docker.is_some() && cfg.faults.contains(&FaultKind::Membership) {
+        bail!("membership faults need local processes; leave `membership` out of --faults with --docker");
     }
     std::fs::create_dir_all(&cfg.out).with_context(|| format!("create {}", cfg.out.display()))?;
     let (warmup, faults_len, after) = phases(cfg.duration);
@@ -643,21 +694,35 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         after_ms: after.as_millis() as u64,
     }));
 
-    let proxies = Proxies::default();
-    let mut specs = Vec::new();
-    for id in 1..=cfg.nodes {
-        let port = free_port();
-        let front = proxies.add(id, ([127, 0, 0, 1], port).into()).await?;
-        let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(id)?.to_string())];
-        specs.push(NodeSpec { id, port, peer_addr: front.to_string(), env });
-    }
-    let mut opts = Options::new(&cfg.bin);
-    opts.extra_toml = NODE_TOML.to_string();
-    let cluster = Cluster::start_specs(specs, opts)?;
+    let nodes = match &cfg.docker {
+        None => {
+            let proxies = Proxies::default();
+            let mut specs = Vec::new();
+            for id in 1..=cfg.nodes {
+                let port = free_port();
+                let front = proxies.add(id, ([127, 0, 0, 1], port).into()).await?;
+                let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(id)?.to_string())];
+                specs.push(NodeSpec { id, port, peer_addr: front.to_string(), env });
+            }
+            let mut opts = Options::new(&cfg.bin);
+            opts.extra_toml = NODE_TOML.to_string();
+            let cluster = Cluster::start_specs(specs, opts)?;
+            Nodes::Local { cluster, proxies, cut_at_start: 0 }
+        }
+        Some(d) => {
+            // The deploy/ compose file as is, plus the chaos settings in an override file.
+            let chaos = cfg.out.join("compose.chaos.yml");
+            std::fs::write(&chaos, compose_override(cfg.nodes))?;
+            let project = format!("leafchaos{}", std::process::id());
+            let mut compose = Compose::new(&project, vec![d.compose_file.clone(), chaos], cfg.nodes, &d.image)?;
+            println!("docker-compose project {project}: {} + compose.chaos.yml", d.compose_file.display());
+            tokio::task::block_in_place(|| compose.up())?;
+            Nodes::Docker { compose, detached: BTreeSet::new(), verified: 0 }
+        }
+    };
     let ops = Arc::new(Ops { history: history.clone(), next: AtomicU64::new(0) });
     let mut h = Harness {
-        cluster,
-        proxies,
+        nodes,
         history: history.clone(),
         ops: ops.clone(),
         targets: Targets::default(),
@@ -669,16 +734,10 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         offsets: BTreeMap::new(),
     };
     let result = drive(&mut h, &cfg, &plan, (warmup, faults_len, after)).await;
-    for id in h.cluster.ids() {
-        tokio::task::block_in_place(|| h.cluster.stop(id));
-    }
-    let logs = cfg.out.join("logs");
-    std::fs::create_dir_all(&logs)?;
-    for id in h.cluster.ids() {
-        let _ = std::fs::copy(h.cluster.log_path(id), logs.join(format!("node{id}.log")));
-    }
+    let finished = h.nodes.finish(&cfg.out);
     history.flush()?;
     let (journals, recovery) = result?;
+    finished?;
     std::fs::write(cfg.out.join("allocations.json"), serde_json::to_vec(&journals)?)?;
     std::fs::write(cfg.out.join("recovery.json"), serde_json::to_vec_pretty(&recovery)?)?;
     check_dir(&cfg.out)
@@ -690,7 +749,7 @@ async fn drive(
     plan: &[PlannedFault],
     (warmup, faults_len, after): (Duration, Duration, Duration),
 ) -> anyhow::Result<(Vec<AllocationJournal>, Recovery)> {
-    let leader = h.cluster.wait_leader(Duration::from_secs(60)).await?;
+    let leader = h.wait_leader(Duration::from_secs(90)).await?;
     for (tag, step) in TAGS {
         let body = json!({ "tag": tag, "step": step });
         let res = h
