@@ -70,14 +70,17 @@ fn run(cmd: &mut Command) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// One compose project of `nodes` nodes (services `leaf1`..`leafN`).
+/// One compose project of `nodes` services `leaf1`..`leafN`. Methods name a service by its
+/// number `i` (`leaf<i>`), which is also its node ID unless `LEAF<i>_NODE_ID` says otherwise.
 pub struct Compose {
     project: String,
     files: Vec<PathBuf>,
     image: String,
     nodes: u64,
     ports: BTreeMap<u64, u16>,
-    /// Container IDs by node, filled by [`Compose::up`].
+    /// Extra variables for the compose files (`LEAF2_NODE_ID=6`).
+    env: BTreeMap<String, String>,
+    /// Container IDs by service, filled by [`Compose::up`] and [`Compose::up_only`].
     containers: BTreeMap<u64, String>,
     down: bool,
 }
@@ -96,6 +99,7 @@ impl Compose {
             image: image.to_string(),
             nodes,
             ports,
+            env: BTreeMap::new(),
             containers: BTreeMap::new(),
             down: false,
         })
@@ -119,20 +123,46 @@ impl Compose {
         for (id, port) in &self.ports {
             cmd.env(format!("LEAF{id}_PORT"), port.to_string());
         }
+        cmd.envs(&self.env);
         cmd
     }
 
-    /// `docker-compose up -d`, then records each node's container.
+    /// Sets a variable the compose files read, for later commands (`LEAF2_NODE_ID`, `6`).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.insert(key.to_string(), value.to_string());
+    }
+
+    /// `docker-compose up -d` of every service, then records each one's container.
     pub fn up(&mut self) -> anyhow::Result<()> {
-        run(self.compose().args(["up", "-d", "--no-build"]))?;
-        for id in 1..=self.nodes {
-            let cid = run(self.compose().args(["ps", "-q", &format!("leaf{id}")]))?;
+        let all: Vec<u64> = (1..=self.nodes).collect();
+        self.up_only(&all)
+    }
+
+    /// `docker-compose up -d leaf<i>...` of these services only.
+    pub fn up_only(&mut self, services: &[u64]) -> anyhow::Result<()> {
+        let names: Vec<String> = services.iter().map(|i| format!("leaf{i}")).collect();
+        run(self.compose().args(["up", "-d", "--no-build"]).args(&names))?;
+        for (&i, name) in services.iter().zip(&names) {
+            let cid = run(self.compose().args(["ps", "-q", name]))?;
             if cid.is_empty() {
-                bail!("no container for service leaf{id}");
+                bail!("no container for service {name}");
             }
-            self.containers.insert(id, cid);
+            self.containers.insert(i, cid);
         }
         Ok(())
+    }
+
+    /// `docker-compose exec -T leaf<i> ARGS...`: runs the binary inside the container, with
+    /// the container's environment (its admin token). Returns stdout.
+    pub fn exec(&self, service: u64, args: &[&str]) -> anyhow::Result<String> {
+        run(self.compose().args(["exec", "-T", &format!("leaf{service}")]).args(args))
+    }
+
+    /// Removes the service's container and its named volume: a node lost with its data.
+    pub fn destroy(&mut self, service: u64) -> anyhow::Result<()> {
+        run(self.compose().args(["rm", "-s", "-f", &format!("leaf{service}")]))?;
+        self.containers.remove(&service);
+        run(Command::new("docker").args(["volume", "rm", &format!("{}_leaf{service}-data", self.project)])).map(drop)
     }
 
     /// Node IDs 1..=N.

@@ -821,3 +821,6 @@ fn the_checker_reports_planted_violations_and_exits_1() {
 
 #[path = "cluster/docker.rs"]
 mod docker;
+
+#[path = "cluster/disk_full.rs"]
+mod disk_full;

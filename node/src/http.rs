@@ -106,10 +106,11 @@ impl From<ProposeError> for ApiError {
                 MemberErrorKind::NotFound => ErrorCode::MemberNotFound,
                 MemberErrorKind::Invalid => ErrorCode::InvalidRequest,
             },
-            ProposeError::NotLeader { .. } | ProposeError::Timeout(_) | ProposeError::Unavailable(_) => {
-                ErrorCode::Unavailable
-            }
-            ProposeError::Fatal(_) => ErrorCode::ShuttingDown,
+            // Fatal: Raft stopped (a storage error such as a full disk); the message says why.
+            ProposeError::NotLeader { .. }
+            | ProposeError::Timeout(_)
+            | ProposeError::Unavailable(_)
+            | ProposeError::Fatal(_) => ErrorCode::Unavailable,
         };
         ApiError::new(code, e.to_string())
     }

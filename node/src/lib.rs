@@ -132,7 +132,8 @@ impl Allocator for RaftAllocator {
                 Ok(Err(e @ ProposeError::Rejected(ApplyError::TagExhausted { .. }))) => {
                     Err(AllocError::TagExhausted(e.to_string()))
                 }
-                Ok(Err(ProposeError::Fatal(_))) => Err(AllocError::ShuttingDown),
+                // A stopped Raft (a storage error such as a full disk, or shutdown) is reported
+                // with its reason, not as a plain shutdown: the operator needs to see which.
                 Ok(Err(e)) => Err(AllocError::Unavailable(e.to_string())),
             }
         })

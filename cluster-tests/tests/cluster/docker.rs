@@ -1,5 +1,6 @@
 //! The deployment as an operator runs it: the FROM-scratch image from `deploy/build-image.sh`
-//! and the 3-node `deploy/docker-compose.yml`, driven with docker and docker-compose.
+//! and the 3-node `deploy/docker-compose.yml`, driven with docker and docker-compose, then
+//! grown to 5 nodes and a lost node replaced with the commands of `deploy/README.md`.
 //!
 //! Runs when a Docker engine and docker-compose answer; otherwise it prints why and passes
 //! (set `LEAF_REQUIRE_DOCKER=1` to make a missing engine a failure instead).
@@ -34,6 +35,11 @@ fn image_files(image: &str) -> Vec<String> {
     files
 }
 
+/// `leaf ARGS...` inside service `leaf<service>`'s container (`docker-compose exec`).
+async fn cli(compose: &Compose, service: u64, args: Vec<&str>) -> Result<String, String> {
+    block_in_place(|| compose.exec(service, &args)).map_err(|e| format!("{e:#}"))
+}
+
 /// Retries `f` until it succeeds or `within` passes; returns the value.
 async fn until_ok<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
 where
@@ -51,7 +57,7 @@ where
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_compose_cluster_serves_unique_ids_and_survives_killing_the_leaders_container() {
+async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_container_grows_to_5_and_replaces_a_node() {
     if let Some(why) = docker::unavailable() {
         assert!(std::env::var_os("LEAF_REQUIRE_DOCKER").is_none(), "LEAF_REQUIRE_DOCKER is set: {why}");
         println!("SKIPPED the Docker deployment test: {why}");
@@ -70,13 +76,16 @@ async fn the_compose_cluster_serves_unique_ids_and_survives_killing_the_leaders_
     assert!(inspect("{{json .Config.Volumes}}").contains("/data"));
 
     let project = format!("leafci{}", std::process::id());
-    let file = docker::compose_file(3).unwrap();
-    let mut compose = Compose::new(&project, vec![file], 3, IMAGE).unwrap();
-    block_in_place(|| compose.up()).unwrap();
+    // The 3-node file, plus nodes 4 and 5 for later (started only when the cluster grows).
+    let files = vec![docker::compose_file(3).unwrap(), docker::deploy_dir().join("docker-compose.add-4-5.yml")];
+    let mut compose = Compose::new(&project, files, 5, IMAGE).unwrap();
+    block_in_place(|| compose.up_only(&[1, 2, 3])).unwrap();
     let took = block_in_place(|| compose.wait_healthy(&[1, 2, 3], Duration::from_secs(90))).unwrap();
     println!("3 containers healthy {took:?} after `docker-compose up`");
 
-    let client = |id: u64| Client::new(&compose.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(5));
+    let urls: BTreeMap<u64, String> = (1..=5).map(|i| (i, compose.url(i))).collect();
+    let client =
+        |service: u64| Client::new(&urls[&service], Some(TOKEN.to_string())).with_timeout(Duration::from_secs(5));
     create_tag(&client(1), "docker-ci", 100).await;
 
     // Every node serves; batches of 150 cross segment boundaries.
@@ -159,14 +168,65 @@ async fn the_compose_cluster_serves_unique_ids_and_survives_killing_the_leaders_
     let after = status(leader).await.unwrap();
     assert_eq!(worker_of(&after, leader), Some(leader_worker), "the restarted node lost its worker ID");
 
+    // Scale 3 -> 5 (deploy/README.md): start leaf4 and leaf5, add them as learners, promote.
+    block_in_place(|| compose.up_only(&[4, 5])).unwrap();
+    for (node, addr) in [("4", "leaf4:8080"), ("5", "leaf5:8080")] {
+        until_ok("add-learner", Duration::from_secs(30), || {
+            cli(&compose, 1, vec!["/leaf", "cluster", "add-learner", node, addr])
+        })
+        .await;
+        until_ok("promote", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "promote", node]))
+            .await;
+    }
+    block_in_place(|| compose.wait_healthy(&[1, 2, 3, 4, 5], Duration::from_secs(90))).unwrap();
+    let voters = |s: &ClusterStatus| {
+        let mut v: Vec<u64> = s.members.iter().filter(|m| m.role == "voter").map(|m| m.node_id).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(voters(&status(1).await.unwrap()), [1, 2, 3, 4, 5]);
+    for service in [4, 5] {
+        let c = client(service);
+        segment.extend(
+            until_ok("segment IDs from a new node", Duration::from_secs(30), || get_ids(&c, "docker-ci", Some(150)))
+                .await,
+        );
+    }
+
+    // Replace node 2, lost with its volume, by node 6 under the same service and address.
+    until_ok("remove 2", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "remove", "2"])).await;
+    block_in_place(|| compose.destroy(2)).unwrap();
+    compose.set_env("LEAF2_NODE_ID", "6");
+    block_in_place(|| compose.up_only(&[2])).unwrap();
+    until_ok("add-learner 6", Duration::from_secs(30), || {
+        cli(&compose, 1, vec!["/leaf", "cluster", "add-learner", "6", "leaf2:8080"])
+    })
+    .await;
+    until_ok("promote 6", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "promote", "6"])).await;
+    block_in_place(|| compose.wait_healthy(&[2], Duration::from_secs(90))).unwrap();
+    let (s, b) = client(2).get("/health").await.unwrap();
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(serde_json::from_slice::<Health>(&b).unwrap().node_id, 6, "service leaf2 is node 6 now");
+    assert_eq!(voters(&status(1).await.unwrap()), [1, 3, 4, 5, 6]);
+    let c = client(2);
+    segment.extend(
+        until_ok("segment IDs from node 6", Duration::from_secs(30), || get_ids(&c, "docker-ci", Some(150))).await,
+    );
+    snowflake.extend(
+        until_ok("snowflake IDs from node 6", Duration::from_secs(30), || async {
+            snowflake_get(&c, 100).await.map_err(|(s, e)| format!("{s} {e}"))
+        })
+        .await,
+    );
+
     // Unique, and every segment ID inside an allocation committed through Raft.
-    let allocations = journal(&client(new_leader), "docker-ci").await.allocations;
+    let allocations = journal(&client(1), "docker-ci").await.allocations;
     let report = leaf_cluster_tests::checker::check_segment_ids(&segment, &allocations);
     assert!(report.is_valid(), "{report:?}");
-    assert_eq!(segment.len(), 3 * 150 + 20 * 2 * 50 + 150);
+    assert_eq!(segment.len(), 3 * 150 + 20 * 2 * 50 + 150 + 2 * 150 + 150);
     let unique: HashSet<i64> = snowflake.iter().copied().collect();
     assert_eq!(unique.len(), snowflake.len(), "duplicate snowflake IDs");
-    assert_eq!(snowflake.len(), 3 * 100 + 20 * 2 * 50 + 100);
+    assert_eq!(snowflake.len(), 3 * 100 + 20 * 2 * 50 + 100 + 100);
 
     // Down: nothing of the project is left.
     block_in_place(|| compose.down()).unwrap();

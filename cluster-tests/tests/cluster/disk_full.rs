@@ -1,0 +1,199 @@
+//! A node whose disk fills up: writes stop with clear 503s (never a 500, never an
+//! acknowledgement that was not fsynced), buffered IDs keep flowing, and after space is freed
+//! and the node is killed and restarted, every acknowledged tag is there and every ID is above
+//! those handed out before.
+//!
+//! Needs root (it mounts a 16 MiB ext4 image on a loop device); otherwise it prints why and
+//! passes.
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use leaf_cluster_tests::cluster::{free_port, TOKEN};
+
+use super::*;
+
+/// A loop-mounted ext4 file system, unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount() -> Result<SmallDisk, String> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("not root (mounting a small file system needs it)".to_string());
+        }
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let img = dir.path().join("disk.img");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).map_err(|e| e.to_string())?;
+        std::fs::File::create(&img).and_then(|f| f.set_len(16 << 20)).map_err(|e| e.to_string())?;
+        let run = |cmd: &mut Command| match cmd.output() {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&o.stderr).trim())),
+            Err(e) => Err(format!("{cmd:?}: {e}")),
+        };
+        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img))?;
+        run(Command::new("mount").args(["-o", "loop"]).arg(&img).arg(&mnt))?;
+        Ok(SmallDisk { dir })
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+
+    /// Writes a filler file until the file system refuses (ENOSPC).
+    fn fill(&self) -> u64 {
+        let mut f = std::fs::File::create(self.path().join("filler")).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        let mut written = 0u64;
+        loop {
+            match f.write(&chunk) {
+                Ok(0) => break,
+                Ok(n) => written += n as u64,
+                Err(e) => {
+                    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+                    break;
+                }
+            }
+        }
+        let _ = f.sync_all();
+        written
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.path().join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.path()).status();
+    }
+}
+
+fn start_node(data: &Path, port: u16, log: &Path) -> Child {
+    Command::new(bin())
+        .args(["serve", "--node-id", "1", "--http-addr", &format!("127.0.0.1:{port}")])
+        .arg("--data-dir")
+        .arg(data)
+        .env("LEAF_ADMIN_TOKEN", TOKEN)
+        .env("LEAF_BOOTSTRAP_TAGS", "[]")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+async fn wait_ready(c: &Client) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if matches!(c.get("/health").await, Ok((StatusCode::OK, _))) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("node not ready after 30 s");
+}
+
+/// Ten snowflake IDs, once the node serves them (it registers its worker after start).
+async fn flakes_within(c: &Client, bound: Duration) -> Vec<i64> {
+    let deadline = Instant::now() + bound;
+    loop {
+        match snowflake_get(c, 10).await {
+            Ok(ids) => return ids,
+            Err(e) => assert!(Instant::now() < deadline, "no snowflake IDs within {bound:?}: {e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above_those_before() {
+    let disk = match SmallDisk::mount() {
+        Ok(d) => d,
+        Err(why) => {
+            println!("SKIPPED the disk-full test: {why}");
+            return;
+        }
+    };
+    let _serial = SERIAL.lock().await;
+    let data = disk.path().join("data");
+    let log = disk.dir.path().join("node.log");
+    let port = free_port();
+    let mut node = start_node(&data, port, &log);
+    let c =
+        Client::new(&format!("http://127.0.0.1:{port}"), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(10));
+    wait_ready(&c).await;
+    create_tag(&c, "df", 10).await;
+    let mut served = get_ids(&c, "df", Some(5)).await.unwrap();
+    let mut flakes = flakes_within(&c, Duration::from_secs(10)).await;
+
+    let filled = disk.fill();
+    assert!(filled > 0);
+
+    // Writes: acknowledged (201, fsynced before the disk filled up) or refused with 503.
+    let mut acked = Vec::new();
+    let mut refused = 0;
+    for i in 0..40 {
+        let tag = format!("df-full-{i}");
+        let body = json!({"tag": tag, "step": 1, "description": "x".repeat(200)});
+        let (s, b) = c.request(Method::POST, "/admin/tags", Some(&body)).await.unwrap();
+        match s {
+            StatusCode::CREATED => acked.push(tag),
+            StatusCode::SERVICE_UNAVAILABLE => refused += 1,
+            other => panic!("creating a tag on a full disk: HTTP {other}: {}", String::from_utf8_lossy(&b)),
+        }
+    }
+    assert!(refused > 0, "a full disk refused no write");
+    let (s, b) = c.get("/health").await.unwrap();
+    let health: Health = serde_json::from_slice(&b).unwrap();
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE);
+    let reason = health.reason.unwrap_or_default();
+    assert!(reason.contains("raft stopped") && reason.contains("No space left"), "{reason}");
+
+    // Buffered IDs keep coming until the buffers run dry; then a 503 `unavailable` that says why.
+    let error = loop {
+        match get_ids(&c, "df", Some(3)).await {
+            Ok(ids) => served.extend(ids),
+            Err(e) => break e,
+        }
+        assert!(served.len() < 1000, "IDs kept coming without segment allocations");
+    };
+    assert!(error.contains("503") && error.contains("unavailable") && error.contains("No space left"), "{error}");
+    // Snowflake stops once its high-water mark can no longer be made durable (within the window).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let error = loop {
+        match snowflake_get(&c, 10).await {
+            Ok(ids) => flakes.extend(ids),
+            Err((s, e)) => break (s, e),
+        }
+        assert!(Instant::now() < deadline, "snowflake kept serving on a full disk");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(error.0, StatusCode::SERVICE_UNAVAILABLE, "{}", error.1);
+
+    // Free space, crash, restart: acknowledged writes survived, IDs continue above.
+    disk.free();
+    node.kill().unwrap();
+    node.wait().unwrap();
+    let mut node = start_node(&data, port, &log);
+    wait_ready(&c).await;
+    for tag in &acked {
+        let (s, _) = c.get(&format!("/admin/tags/{tag}")).await.unwrap();
+        assert_eq!(s, StatusCode::OK, "acknowledged tag {tag} is gone");
+    }
+    let max_before = *served.iter().max().unwrap();
+    let after = get_ids(&c, "df", Some(25)).await.unwrap();
+    assert!(after.iter().all(|id| *id > max_before), "IDs at or below {max_before} after the restart: {after:?}");
+    let flake_max = *flakes.iter().max().unwrap();
+    let flakes_after = flakes_within(&c, Duration::from_secs(10)).await;
+    assert!(flakes_after.iter().all(|id| *id > flake_max));
+    served.extend(after);
+    let unique: std::collections::HashSet<i64> = served.iter().copied().collect();
+    assert_eq!(unique.len(), served.len(), "duplicate segment IDs");
+    node.kill().unwrap();
+    node.wait().unwrap();
+}
