@@ -17,18 +17,23 @@ PROJECT="leafbench$$"
 
 "$ROOT/deploy/build-image.sh" "$IMAGE" >/dev/null
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-# Polls $1/health every 10 ms until it answers 200; prints the ms since $2.
+# Polls $1/health every 10 ms until it answers 200 (at most 60 s); prints the ms since $2.
 ready_after() {
-    until [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1/health")" == 200 ]]; do sleep 0.01; done
+    until [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1/health")" == 200 ]]; do
+        (( $(now_ms) - $2 < 60000 )) || { echo "bench-cold-start: $1 not ready after 60 s" >&2; exit 1; }
+        sleep 0.01
+    done
     echo $(( $(now_ms) - $2 ))
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 DATA="$(mktemp -d)"
+# An empty --env-file: an operator's deploy/.env must not change the measured cluster.
+: > "$DATA/empty.env"
 cleanup() {
     docker rm -f "${PROJECT}single" >/dev/null 2>&1 || true
-    LEAF_CLUSTER_SECRET=x LEAF_ADMIN_TOKEN=x docker-compose -p "$PROJECT" -f "$ROOT/deploy/docker-compose.yml" \
-        down -v --remove-orphans >/dev/null 2>&1 || true
+    LEAF_CLUSTER_SECRET=x LEAF_ADMIN_TOKEN=x docker-compose --env-file "$DATA/empty.env" -p "$PROJECT" \
+        -f "$ROOT/deploy/docker-compose.yml" down -v --remove-orphans >/dev/null 2>&1 || true
     rm -rf "$DATA"
 }
 trap cleanup EXIT
@@ -52,12 +57,15 @@ for ((i = 0; i < ROUNDS; i++)); do
     # The 3-node compose cluster: up -d -> every node ready; -> Docker reports all healthy.
     export LEAF_CLUSTER_SECRET="bench-secret-0123456789abcdef" LEAF_ADMIN_TOKEN="bench-token-0123456789abcdef"
     export LEAF1_PORT=$((PORT + 1)) LEAF2_PORT=$((PORT + 2)) LEAF3_PORT=$((PORT + 3)) LEAF_IMAGE="$IMAGE"
-    C="docker-compose -p $PROJECT -f $ROOT/deploy/docker-compose.yml"
+    C="docker-compose --env-file $DATA/empty.env -p $PROJECT -f $ROOT/deploy/docker-compose.yml"
     t0="$(now_ms)"
     $C up -d >/dev/null 2>&1
     for n in 1 2 3; do last="$(ready_after "http://127.0.0.1:$((PORT + n))" "$t0")"; done
     cluster+=("$last")
-    until [[ "$($C ps | grep -c '(healthy)')" == 3 ]]; do sleep 0.05; done
+    until [[ "$($C ps | grep -c '(healthy)')" == 3 ]]; do
+        (( $(now_ms) - t0 < 90000 )) || { echo "bench-cold-start: not healthy after 90 s" >&2; exit 1; }
+        sleep 0.05
+    done
     healthy+=("$(( $(now_ms) - t0 ))")
     $C down -v >/dev/null 2>&1
 done

@@ -22,9 +22,15 @@ echo "build-image: compiling a static leaf for $TARGET (release)..." >&2
 (cd "$ROOT" && RUSTFLAGS='-C target-feature=+crt-static' \
     cargo build --release --locked --quiet --target "$TARGET" --bin leaf)
 
-# A FROM scratch image has no dynamic loader: refuse a binary that needs one.
-if command -v readelf >/dev/null && readelf -l "$BIN" | grep -q 'Requesting program interpreter'; then
-    die "$BIN is dynamically linked"
+# A FROM scratch image has no dynamic loader: refuse a binary that needs one. (The headers are
+# captured first: `readelf | grep -q` under pipefail can fail with SIGPIPE and skip the check.)
+if command -v readelf >/dev/null; then
+    headers="$(readelf -l "$BIN")"
+    if grep -q 'Requesting program interpreter' <<<"$headers"; then
+        die "$BIN is dynamically linked"
+    fi
+else
+    echo "build-image: readelf not found; not checking that the binary is static" >&2
 fi
 
 CTX="$(mktemp -d)"

@@ -61,11 +61,21 @@ pub fn image_exists(image: &str) -> bool {
     Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success())
 }
 
+/// The program and arguments of `cmd`, without its environment (which holds the secrets).
+fn shown(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
 /// Runs a command; returns its stdout, or an error with its stderr.
 fn run(cmd: &mut Command) -> anyhow::Result<String> {
-    let out: Output = cmd.output().with_context(|| format!("run {cmd:?}"))?;
+    let out: Output = cmd.output().with_context(|| format!("run `{}`", shown(cmd)))?;
     if !out.status.success() {
-        bail!("{cmd:?} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+        bail!("`{}` failed ({}): {}", shown(cmd), out.status, String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
@@ -82,6 +92,9 @@ pub struct Compose {
     env: BTreeMap<String, String>,
     /// Container IDs by service, filled by [`Compose::up`] and [`Compose::up_only`].
     containers: BTreeMap<u64, String>,
+    /// An empty file passed as `--env-file`, so an operator's `deploy/.env` (secrets,
+    /// `LEAF2_NODE_ID=6`, ...) never leaks into this project; everything it needs is set here.
+    env_file: tempfile::NamedTempFile,
     down: bool,
 }
 
@@ -101,6 +114,7 @@ impl Compose {
             ports,
             env: BTreeMap::new(),
             containers: BTreeMap::new(),
+            env_file: tempfile::NamedTempFile::new().context("create an empty env file")?,
             down: false,
         })
     }
@@ -114,7 +128,7 @@ impl Compose {
     /// secrets (the tests' own), image and host ports.
     fn compose(&self) -> Command {
         let mut cmd = Command::new("docker-compose");
-        cmd.args(["--ansi", "never", "-p"]).arg(&self.project);
+        cmd.args(["--ansi", "never", "--env-file"]).arg(self.env_file.path()).arg("-p").arg(&self.project);
         for f in &self.files {
             cmd.arg("-f").arg(f);
         }
@@ -273,8 +287,22 @@ impl Compose {
 
     /// `docker-compose down -v --remove-orphans`: containers, network and volumes go.
     pub fn down(&mut self) -> anyhow::Result<()> {
+        run(self.compose().args(["down", "--volumes", "--remove-orphans", "--timeout", "5"]))?;
         self.down = true;
-        run(self.compose().args(["down", "--volumes", "--remove-orphans", "--timeout", "5"])).map(drop)
+        Ok(())
+    }
+
+    /// Whether a node that is attached to the network (`from`) fails to reach service
+    /// `target` by name: `leaf health` run inside `from`'s container reports it unreachable.
+    /// This is the peers' view of a partition, not only Docker's.
+    pub fn unreachable_from(&self, from: u64, target: u64) -> anyhow::Result<bool> {
+        let cid = self.container(from)?;
+        let url = format!("http://leaf{target}:8080");
+        let out = Command::new("docker")
+            .args(["exec", cid, "/leaf", "health", "--quiet", "--url", &url])
+            .output()
+            .context("docker exec")?;
+        Ok(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("unreachable"))
     }
 
     /// Containers, networks and volumes still labelled with this project.

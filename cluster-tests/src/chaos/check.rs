@@ -154,8 +154,8 @@ pub struct Results {
     pub operations: Operations,
     /// Faults started, by kind.
     pub faults: BTreeMap<String, u64>,
-    /// Connections the proxies blackholed or cut during partitions, or (Docker) containers
-    /// confirmed detached from the network; 0 with partitions means they did not bite (e.g.
+    /// Connections the proxies blackholed or cut during partitions, or (Docker) cut-off
+    /// containers that a node still on the network could not reach; 0 with partitions means they did not bite (e.g.
     /// nodes not sending from their own source address).
     pub partition_connections_cut: u64,
     /// Failed harness actions (a fault that could not be injected or healed as planned).
@@ -643,7 +643,7 @@ pub fn summary(r: &Results) -> String {
     if r.faults.contains_key("partition") {
         let _ = writeln!(
             s,
-            "partitions bit {} times (connections blackholed or cut; containers detached)",
+            "partitions bit {} times (connections the proxies blackholed or cut; cut-off containers a connected peer could not reach)",
             r.partition_connections_cut
         );
     }

@@ -33,7 +33,7 @@ pub enum Nodes {
         compose: Compose,
         /// Containers currently detached from the cluster network.
         detached: BTreeSet<u64>,
-        /// Containers of the current partition that Docker confirmed detached.
+        /// Containers of the current partition that a connected peer could not reach.
         verified: u64,
     },
 }
@@ -165,12 +165,25 @@ impl Nodes {
                     }
                 };
                 *verified = 0;
-                for id in cut {
+                for &id in &cut {
                     block_in_place(|| compose.disconnect(id))?;
                     detached.insert(id);
-                    if !block_in_place(|| compose.state(id))?.2 {
-                        *verified += 1;
-                    }
+                }
+                // Proof that it bites: a node still on the network cannot reach the cut ones.
+                if let Some(&peer) = order.iter().find(|id| !cut.contains(id)) {
+                    *verified = block_in_place(|| -> anyhow::Result<u64> {
+                        let mut n = 0;
+                        for &id in &cut {
+                            for _ in 0..5 {
+                                if compose.unreachable_from(peer, id)? {
+                                    n += 1;
+                                    break;
+                                }
+                                std::thread::sleep(Duration::from_millis(200));
+                            }
+                        }
+                        Ok(n)
+                    })?;
                 }
                 Ok(format!("{detail}: docker network disconnect"))
             }
@@ -178,7 +191,8 @@ impl Nodes {
     }
 
     /// Ends any partition. Returns proof that it bit: how many connections the local proxies
-    /// blackholed or cut during it, or how many containers Docker showed detached.
+    /// blackholed or cut during it, or how many cut-off containers a connected peer could not
+    /// reach.
     pub fn heal_links(&mut self) -> anyhow::Result<u64> {
         match self {
             Nodes::Local { proxies, cut_at_start, .. } => {

@@ -339,11 +339,23 @@ impl Harness {
     }
 
     /// Applies a container or process fault to each of `nodes`; a failure is recorded and the
-    /// remaining nodes still get theirs.
-    fn each(&mut self, kind: &str, nodes: &[u64], f: fn(&mut Nodes, u64) -> anyhow::Result<()>) {
+    /// remaining nodes still get theirs. Returns the nodes it was applied to.
+    fn each(&mut self, kind: &str, nodes: &[u64], f: fn(&mut Nodes, u64) -> anyhow::Result<()>) -> Vec<u64> {
+        let mut done = Vec::new();
         for &id in nodes {
-            if let Err(e) = f(&mut self.nodes, id) {
-                self.fault(kind, "error", &[id], format!("{e:#}"));
+            match f(&mut self.nodes, id) {
+                Ok(()) => done.push(id),
+                Err(e) => self.fault(kind, "error", &[id], format!("{e:#}")),
+            }
+        }
+        done
+    }
+
+    /// Restarts each of `nodes`; a failure is recorded and the others are still restarted.
+    fn spawn_each(&mut self, kind: &str, nodes: &[u64]) {
+        for &id in nodes {
+            if let Err(e) = self.spawn(id) {
+                self.fault(kind, "error", &[id], format!("restart failed: {e:#}"));
             }
         }
     }
@@ -386,17 +398,22 @@ impl Harness {
         match f.kind {
             FaultKind::Kill => {
                 let nodes = self.resolve(f.target, &mut rng).await;
-                self.each(kind, &nodes, Nodes::kill);
+                // Only the nodes the fault reached are recorded as faulted.
+                let nodes = self.each(kind, &nodes, Nodes::kill);
+                if nodes.is_empty() {
+                    return Ok(());
+                }
                 self.fault(kind, "start", &nodes, format!("kill -9 {:?} for {} ms", f.target, f.hold_ms));
                 tokio::time::sleep(hold).await;
-                for &id in &nodes {
-                    self.spawn(id)?;
-                }
+                self.spawn_each(kind, &nodes);
                 self.fault(kind, "heal", &nodes, "restarted");
             }
             FaultKind::Pause => {
                 let nodes = self.resolve(f.target, &mut rng).await;
-                self.each(kind, &nodes, |n, id| n.pause(id));
+                let nodes = self.each(kind, &nodes, |n, id| n.pause(id));
+                if nodes.is_empty() {
+                    return Ok(());
+                }
                 self.fault(kind, "start", &nodes, format!("SIGSTOP {:?} for {} ms", f.target, f.hold_ms));
                 tokio::time::sleep(hold).await;
                 self.each(kind, &nodes, |n, id| n.resume(id));
@@ -409,14 +426,21 @@ impl Harness {
                 let leader = if shape == Shape::IsolateLeader { self.leader().await } else { None };
                 let detail = match self.nodes.partition(&order, shape, leader) {
                     Ok(d) => d,
-                    Err(e) => format!("partial: {e:#}"),
+                    Err(e) => {
+                        // Not recorded as a partition: undo whatever part of it was made.
+                        self.fault(kind, "error", &order, format!("partition failed: {e:#}"));
+                        self.nodes.heal_links()?;
+                        return Ok(());
+                    }
                 };
                 self.fault(kind, "start", &order, format!("{detail} for {} ms", f.hold_ms));
                 tokio::time::sleep(hold).await;
                 let cut = self.nodes.heal_links()?;
                 let detail = match self.nodes {
                     Nodes::Local { .. } => format!("all links open; {cut} connections were blackholed or cut"),
-                    Nodes::Docker { .. } => format!("all connected again; {cut} containers were detached"),
+                    Nodes::Docker { .. } => {
+                        format!("all connected again; a connected peer could not reach {cut} of the cut-off containers")
+                    }
                 };
                 self.record_fault(kind, "heal", &order, detail, Some(cut));
             }
@@ -458,8 +482,14 @@ impl Harness {
                 order.shuffle(&mut rng);
                 self.fault(kind, "start", &order, "rolling restart (SIGTERM, start, wait until ready)");
                 for &id in &order {
-                    let clean = self.nodes.stop(id)?;
-                    self.spawn(id)?;
+                    let clean = match self.nodes.stop(id) {
+                        Ok(clean) => clean,
+                        Err(e) => {
+                            self.fault(kind, "error", &[id], format!("stop failed: {e:#}"));
+                            false
+                        }
+                    };
+                    self.spawn_each(kind, &[id]);
                     let ready = self.wait_ready(id, Duration::from_secs(30)).await;
                     self.fault(kind, "step", &[id], format!("restarted (clean exit {clean}, ready {ready})"));
                     if !ready {
@@ -580,7 +610,7 @@ impl Harness {
                 }
             } else {
                 self.fault("heal", "step", &[id], "not running (exited or killed): restarting");
-                self.spawn(id)?;
+                self.spawn_each("heal", &[id]);
             }
         }
         self.fault("heal", "heal", &self.members.clone(), "all links open, all nodes running, clocks at offset 0");
