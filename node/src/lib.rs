@@ -157,6 +157,11 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         );
     }
     let raft = RaftNode::start(&config, clock.clone()).await?;
+    // Before the listener accepts Raft traffic: a node that lost its data must not rejoin.
+    if let Err(e) = raft.refuse_if_forgotten(&config.peers.0).await {
+        raft.shutdown().await;
+        return Err(e.into());
+    }
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
     let metrics = Arc::new(Metrics::new());
     let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });

@@ -88,6 +88,21 @@ fn parse_faults(s: &str) -> Result<FaultKind, String> {
     s.parse()
 }
 
+/// Waits for SIGINT or SIGTERM; returns its name.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => "interrupted",
+            _ = term.recv() => "terminated",
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            "interrupted"
+        }
+    }
+}
+
 /// The compose file and image of a --docker run; builds the image if it is missing.
 fn docker_target(args: &Args) -> anyhow::Result<DockerTarget> {
     if let Some(why) = docker::unavailable() {
@@ -156,7 +171,14 @@ fn real_main() -> anyhow::Result<i32> {
             };
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let out = cfg.out.clone();
-            let results = rt.block_on(run(cfg))?;
+            // Ctrl-C or SIGTERM drops the run, which stops its nodes (a compose project is
+            // taken down with its volumes) instead of leaving them behind.
+            let results = rt.block_on(async {
+                tokio::select! {
+                    r = run(cfg) => r,
+                    s = interrupted() => Err(anyhow::anyhow!("{s}: stopped; the cluster was torn down")),
+                }
+            })?;
             println!("history, results.json and node logs: {}", out.display());
             results
         }

@@ -122,6 +122,15 @@ pub enum RaftStartError {
     Config(String),
     #[error("raft: {0}")]
     Raft(String),
+    /// The data dir is blank, yet the cluster shows this node ID took part in it: the node
+    /// lost its data and would rejoin having forgotten its votes and log.
+    #[error(
+        "the data dir is empty, but node {node_id} already took part in this cluster ({evidence}, as node \
+         {peer} sees it): it lost its data. Starting it again under the same ID could break Raft's \
+         guarantees (it forgot its votes and log). Remove node {node_id} from the cluster and start this \
+         node under a new, never used node ID (deploy/README.md, \"Replace a failed node\")"
+    )]
+    Forgotten { node_id: NodeId, peer: NodeId, evidence: String },
 }
 
 /// A point-in-time view of this member, for `/health`, `/metrics` and status pages.
@@ -250,6 +259,50 @@ impl RaftNode {
 
     pub fn node_id(&self) -> NodeId {
         self.node_id
+    }
+
+    /// Refuses to start with a blank data dir under an ID the cluster already knows as a
+    /// participant: a member of the peers' membership that registered a snowflake worker
+    /// (only a node with applied state does) or that acknowledged log entries to the leader.
+    /// A blank node that was merely listed (first formation) or added but never caught up
+    /// passes. Best effort: peers that do not answer within ~3 s are not consulted, so it
+    /// cannot catch a node that returns blank while the rest of the cluster is down too.
+    pub async fn refuse_if_forgotten(&self, peers: &BTreeMap<NodeId, String>) -> Result<(), RaftStartError> {
+        let m = self.raft.metrics().borrow().clone();
+        if peers.is_empty() || m.last_log_index.is_some() || self.raft.is_initialized().await.unwrap_or(true) {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            let mut answered = false;
+            for (&peer, addr) in peers.iter().filter(|(id, _)| **id != self.node_id) {
+                let client =
+                    crate::client::Client::new(&format!("http://{addr}"), None).with_timeout(Duration::from_secs(1));
+                let Ok((hyper::StatusCode::OK, body)) = client.get("/cluster/status").await else { continue };
+                let Ok(s) = serde_json::from_slice::<ClusterStatus>(&body) else { continue };
+                answered = true;
+                if !s.members.iter().any(|m| m.node_id == self.node_id) {
+                    continue;
+                }
+                let evidence = if let Some(w) = s.workers.iter().find(|w| w.node_id == self.node_id) {
+                    format!("it registered snowflake worker ID {}", w.worker_id)
+                } else if let Some(r) = s
+                    .replication
+                    .iter()
+                    .flatten()
+                    .find(|r| r.node_id == self.node_id && r.matched_index.unwrap_or(0) > 0)
+                {
+                    format!("it acknowledged the log up to index {}", r.matched_index.unwrap_or(0))
+                } else {
+                    continue;
+                };
+                return Err(RaftStartError::Forgotten { node_id: self.node_id, peer, evidence });
+            }
+            if answered || tokio::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// Forms the cluster if this node's data dir is blank (run in the background; returns when
