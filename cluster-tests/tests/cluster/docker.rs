@@ -200,7 +200,22 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
         );
     }
 
-    // Replace node 2, lost with its volume, by node 6 under the same service and address.
+    // Node 2 loses its volume. Started again under its old ID, it refuses to rejoin (the
+    // restart policy keeps retrying; it keeps refusing).
+    block_in_place(|| compose.destroy(2)).unwrap();
+    block_in_place(|| compose.up_only(&[2])).unwrap();
+    until_ok("node 2 refusing to start on an empty volume", Duration::from_secs(30), || async {
+        let logs = block_in_place(|| compose.logs(2)).map_err(|e| e.to_string())?;
+        if logs.contains("the data dir is empty, but node 2 already took part") {
+            Ok(())
+        } else {
+            Err(logs)
+        }
+    })
+    .await;
+    assert!(client(2).get("/health").await.is_err(), "node 2 serves on an empty volume");
+
+    // Replace it by node 6 under the same service and address (deploy/README.md).
     until_ok("remove 2", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "remove", "2"])).await;
     block_in_place(|| compose.destroy(2)).unwrap();
     compose.set_env("LEAF2_NODE_ID", "6");
