@@ -45,6 +45,9 @@ enum Command {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// HTTP load generator: N keep-alive connections, closed loop or a fixed rate, latency
+    /// percentiles (hdrhistogram, coordinated omission corrected).
+    Bench(crate::bench::BenchArgs),
     /// Inspect or change the cluster's membership (admin API of any node).
     Cluster {
         #[command(subcommand)]
@@ -161,6 +164,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Bench(args) => bench(args),
         other => {
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,
@@ -170,6 +174,41 @@ pub fn main() -> ExitCode {
                 }
             };
             rt.block_on(client_command(other))
+        }
+    }
+}
+
+fn bench(args: crate::bench::BenchArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads as usize)
+        .enable_all()
+        .thread_name("leaf-bench")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(crate::bench::run(&args)) {
+        Ok(report) if args.json => match serde_json::to_string_pretty(&report) {
+            Ok(j) => {
+                println!("{j}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Ok(report) => {
+            println!("{}", crate::bench::render(&report));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
         }
     }
 }
@@ -307,7 +346,7 @@ async fn wait_for_signal() {
 
 async fn client_command(cmd: Command) -> ExitCode {
     let (client, method, path, body) = match cmd {
-        Command::Serve(_) => return ExitCode::FAILURE,
+        Command::Serve(_) | Command::Bench(_) => return ExitCode::FAILURE,
         Command::Health { conn, quiet } => return health(conn, quiet).await,
         Command::Get { cmd: GetCmd::Segment { tag, count }, conn } => {
             let path = if count == 1 {

@@ -15,6 +15,7 @@
 //! - [`http`]: hyper server, routing, errors → statuses, admin auth.
 //! - [`metrics`]: Prometheus metrics.
 //! - [`client`], [`cli`]: the command-line interface over the HTTP API.
+//! - [`bench`]: `leaf bench`, the HTTP load generator (hdrhistogram, open or closed loop).
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use leaf_raft_store::{Allocation, Applied, ApplyError, Op};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod clock;

@@ -18,6 +18,8 @@ use leaf_cluster_tests::chaos::run::{check_dir, run, DockerTarget, RunConfig};
 use leaf_cluster_tests::chaos::schedule::FaultKind;
 use leaf_cluster_tests::cluster::default_bin;
 use leaf_cluster_tests::docker;
+// Overflow-checked `90s` / `10m` / `1500ms` parsing, shared with `leaf bench`.
+use leaf_node::bench::parse_duration;
 
 #[derive(Parser, Debug)]
 #[command(about = "Chaos runs against a local leaf cluster, with a recorded history and a checker")]
@@ -69,19 +71,6 @@ struct Args {
 enum Command {
     /// Re-check a finished run's directory (history.jsonl, allocations.json, recovery.json).
     Check { dir: PathBuf },
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 90s, 10m or 1500ms"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "" | "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        _ => Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
-    }
 }
 
 fn parse_faults(s: &str) -> Result<FaultKind, String> {
