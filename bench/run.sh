@@ -76,15 +76,28 @@ admin() { # url method path [json]
     curl -s -f -o /dev/null -X "$2" -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
         ${4:+-d "$4"} "$1$3" || die "$2 $1$3 failed"
 }
-# measure NAME RUN ARGS...: one `leaf bench` run, its JSON report tagged and kept.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# measure NAME RUN PID ARGS...: one `leaf bench` run against the server process PID, its JSON
+# report tagged and kept, with the server's CPU time per request (user + system, from
+# /proc/PID/stat over the whole run, warmup included): a steadier figure than throughput on a
+# machine the generator shares.
 measure() {
-    local name="$1" run="$2"; shift 2
-    local out
+    local name="$1" run="$2" pid="$3"; shift 3
+    local out c0 c1
+    c0="$(cpu_ticks "$pid")"
     out="$("$LEAF" bench --json --warmup 1s -d "$DURATION" "$@")" || die "leaf bench $name failed"
-    python3 -c 'import json,sys; r=json.loads(sys.argv[3]); r["name"]=sys.argv[1]; r["run"]=int(sys.argv[2]); print(json.dumps(r))' \
-        "$name" "$run" "$out" >> "$RESULTS"
+    c1="$(cpu_ticks "$pid")"
+    python3 -c 'import json,os,sys
+r=json.loads(sys.argv[3]); r["name"]=sys.argv[1]; r["run"]=int(sys.argv[2])
+ticks=int(sys.argv[5])-int(sys.argv[4]); hz=os.sysconf("SC_CLK_TCK"); total=r["requests_per_sec"]*(r["seconds"]+1.0)
+r["server_cpu_us_per_request"]=ticks/hz*1e6/total if total else None
+print(json.dumps(r))' "$name" "$run" "$out" "$c0" "$c1" >> "$RESULTS"
     echo "bench: run $run $name: $(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); l=r["latency_us"]
 print("%.0f req/s, %.0f IDs/s, p99.9 %.0f us, errors %d" % (r["requests_per_sec"], r["ids_per_sec"], l["p99_9"], r["errors"] + r["failures"]))' "$out")" >&2
+}
+# waits URL TAG: requests of TAG that found both buffers empty and waited for a refill so far.
+waits() {
+    curl -s "$1/metrics" | awk -v t="leaf_segment_waits_total{tag=\"$2\"}" '$1 == t { print $2; found=1 } END { if (!found) print 0 }'
 }
 extra() { # name value: a single figure for the table
     python3 -c 'import json,sys; print(json.dumps({"name":sys.argv[1],"value":float(sys.argv[2]),"run":0}))' "$1" "$2" >> "$RESULTS"
@@ -102,45 +115,52 @@ stop_node() { kill "$1" 2>/dev/null || true; while kill -0 "$1" 2>/dev/null; do 
 # The ceiling.
 CPORT="$(free_port)"
 "$CEILING" "127.0.0.1:$CPORT" >/dev/null 2>&1 &
-echo $! >> "$PIDFILE"
+CPID=$!
+echo "$CPID" >> "$PIDFILE"
 wait_ready_plain() { until curl -s -o /dev/null --max-time 1 "$1"; do sleep 0.02; done; }
 wait_ready_plain "http://127.0.0.1:$CPORT/"
 
 # One node: a large-step tag, a small-step tag pinned by max_step, and snowflake.
 P1="$(free_port)"
-start_node 1 "$P1" "$WORK/single" "" LEAF_SEGMENT__MAX_STEP=1000000 >/dev/null
+N1PID="$(start_node 1 "$P1" "$WORK/single" "" LEAF_SEGMENT__MAX_STEP=1000000)"
 N1="http://127.0.0.1:$P1"
 wait_ready "$N1"
 admin "$N1" POST /admin/tags '{"tag":"bench-large","step":1000000}'
 
 for run in $(seq 1 "$RUNS"); do
-    measure ceiling "$run" --url "http://127.0.0.1:$CPORT" --path / -c "$CONNS"
+    measure ceiling "$run" "$CPID" --url "http://127.0.0.1:$CPORT" --path / -c "$CONNS"
     CEIL_QPS="$(python3 -c 'import json,sys
 rows=[json.loads(l) for l in open(sys.argv[1])]
 print(int([r for r in rows if r["name"]=="ceiling"][-1]["requests_per_sec"]))' "$RESULTS")"
     HALF=$(( CEIL_QPS / 2 ))
     # Small step: a refill every ~10 ms at half the ceiling's rate (dynamic step pinned).
     SMALL=$(( HALF / 100 > 10 ? HALF / 100 : 10 ))
-    measure ceiling_half "$run" --url "http://127.0.0.1:$CPORT" --path / -c "$CONNS" --rate "$HALF"
-    measure segment "$run" --url "$N1" --path /api/segment/get/bench-large -c "$CONNS"
-    measure snowflake "$run" --url "$N1" --path /api/snowflake/get/bench -c "$CONNS"
-    measure segment_half "$run" --url "$N1" --path /api/segment/get/bench-large -c "$CONNS" --rate "$HALF"
+    measure ceiling_half "$run" "$CPID" --url "http://127.0.0.1:$CPORT" --path / -c "$CONNS" --rate "$HALF"
+    measure segment "$run" "$N1PID" --url "$N1" --path /api/segment/get/bench-large -c "$CONNS"
+    measure snowflake "$run" "$N1PID" --url "$N1" --path /api/snowflake/get/bench -c "$CONNS"
+    w0="$(waits "$N1" bench-large)"
+    measure segment_half "$run" "$N1PID" --url "$N1" --path /api/segment/get/bench-large -c "$CONNS" --rate "$HALF"
+    extra "waits_large_run$run" $(( $(waits "$N1" bench-large) - w0 ))
     # The small-step node: its own data dir and max_step, so the dynamic step cannot grow.
     PS="$(free_port)"
     SPID="$(start_node 1 "$PS" "$WORK/small-$run" "" LEAF_SEGMENT__MAX_STEP="$SMALL")"
     wait_ready "http://127.0.0.1:$PS"
     admin "http://127.0.0.1:$PS" POST /admin/tags "{\"tag\":\"bench-small\",\"step\":$SMALL}"
-    measure segment_half_small_step "$run" --url "http://127.0.0.1:$PS" --path /api/segment/get/bench-small -c "$CONNS" --rate "$HALF"
+    curl -s -f -o /dev/null "http://127.0.0.1:$PS/api/segment/get/bench-small" || die "bench-small does not serve"
+    w0="$(waits "http://127.0.0.1:$PS" bench-small)"
+    measure segment_half_small_step "$run" "$SPID" --url "http://127.0.0.1:$PS" --path /api/segment/get/bench-small -c "$CONNS" --rate "$HALF"
+    extra "waits_small_run$run" $(( $(waits "http://127.0.0.1:$PS" bench-small) - w0 ))
     stop_node "$SPID"
-    measure segment_batch_1000 "$run" --url "$N1" --path "/api/segment/get/bench-large?count=1000" -c "$CONNS"
-    measure snowflake_batch_100000 "$run" --url "$N1" --path "/api/snowflake/get/bench?count=100000" -c 2
+    measure segment_batch_1000 "$run" "$N1PID" --url "$N1" --path "/api/segment/get/bench-large?count=1000" -c "$CONNS"
+    measure snowflake_batch_100000 "$run" "$N1PID" --url "$N1" --path "/api/snowflake/get/bench?count=100000" -c 2
 done
 
 # A 3-node cluster; load on one follower.
 CP=() PEERS=""
 for i in 1 2 3; do CP+=("$(free_port)"); done
 PEERS="1=127.0.0.1:${CP[0]},2=127.0.0.1:${CP[1]},3=127.0.0.1:${CP[2]}"
-for i in 1 2 3; do start_node "$i" "${CP[$((i-1))]}" "$WORK/cluster$i" "$PEERS" LEAF_SEGMENT__MAX_STEP=1000000 >/dev/null; done
+CPIDS=()
+for i in 1 2 3; do CPIDS+=("$(start_node "$i" "${CP[$((i-1))]}" "$WORK/cluster$i" "$PEERS" LEAF_SEGMENT__MAX_STEP=1000000)"); done
 for i in 1 2 3; do wait_ready "http://127.0.0.1:${CP[$((i-1))]}" 60; done
 LEADER="$(curl -s "http://127.0.0.1:${CP[0]}/cluster/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader_id"])')"
 FOLLOWER=1; [[ "$LEADER" == 1 ]] && FOLLOWER=2
@@ -148,8 +168,8 @@ FURL="http://127.0.0.1:${CP[$((FOLLOWER-1))]}"
 admin "http://127.0.0.1:${CP[$((LEADER-1))]}" POST /admin/tags '{"tag":"bench-large","step":1000000}'
 wait_ready "$FURL"
 for run in $(seq 1 "$RUNS"); do
-    measure cluster_segment "$run" --url "$FURL" --path /api/segment/get/bench-large -c "$CONNS"
-    measure cluster_snowflake "$run" --url "$FURL" --path /api/snowflake/get/bench -c "$CONNS"
+    measure cluster_segment "$run" "${CPIDS[$((FOLLOWER-1))]}" --url "$FURL" --path /api/segment/get/bench-large -c "$CONNS"
+    measure cluster_snowflake "$run" "${CPIDS[$((FOLLOWER-1))]}" --url "$FURL" --path /api/snowflake/get/bench -c "$CONNS"
 done
 
 # Redis INCR, same connections.
@@ -199,7 +219,8 @@ echo "bench: Raft allocation latency (leaf-bench)..." >&2
 # In-process benches (criterion), short.
 echo "bench: in-process benches (criterion)..." >&2
 (cd "$ROOT" && cargo bench --quiet -p leaf-node --bench fast_path -- --warm-up-time 1 --measurement-time 3 \
-    '1_thread$|real_clock_1_id' 2>/dev/null) > "$WORK/criterion.txt" || die "criterion benches failed"
+    '1_thread$|real_clock_1_id' 2>/dev/null && cargo bench --quiet -p leaf-raft-store --bench codec -- \
+    --warm-up-time 1 --measurement-time 3 2>/dev/null) > "$WORK/criterion.txt" || die "criterion benches failed"
 
 MACHINE="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) vCPUs, $(free -g | awk '/Mem:/ {print $2}') GiB, Linux $(uname -r | cut -d- -f1), $(rustc --version | cut -d' ' -f1-2)"
 python3 "$ROOT/bench/table.py" "$RESULTS" "$WORK/leaf-bench.md" "$WORK/criterion.txt" "$MACHINE" \

@@ -36,6 +36,9 @@ pub struct Metrics {
     ids: Family<IdLabels, Counter>,
     refills: Family<TagLabels, Counter>,
     refill_failures: Family<TagLabels, Counter>,
+    /// Requests that found both buffers empty and waited for a refill: the slow path, which
+    /// preloading should keep at zero outside a tag's first request.
+    waits: Family<TagLabels, Counter>,
     refill_seconds: Histogram,
     errors: Family<CodeLabels, Counter>,
     raft_term: Gauge,
@@ -68,6 +71,7 @@ impl Metrics {
             ids: Family::default(),
             refills: Family::default(),
             refill_failures: Family::default(),
+            waits: Family::default(),
             refill_seconds: Histogram::new(exponential_buckets(0.0002, 2.0, 16)),
             errors: Family::default(),
             raft_term: Gauge::default(),
@@ -84,6 +88,11 @@ impl Metrics {
         registry.register("ids_served", "IDs handed out, by mode and tag", m.ids.clone());
         registry.register("segment_refills", "Committed segment allocations, by tag", m.refills.clone());
         registry.register("segment_refill_failures", "Failed segment allocations, by tag", m.refill_failures.clone());
+        registry.register(
+            "segment_waits",
+            "Requests that found both buffers empty and waited for a refill, by tag",
+            m.waits.clone(),
+        );
         registry.register(
             "segment_refill_seconds",
             "Segment allocation latency (Raft commit)",
@@ -133,6 +142,11 @@ impl Metrics {
     pub fn refill_counters(&self, tag: &str) -> (Counter, Counter) {
         let l = TagLabels { tag: tag.to_string() };
         (self.refills.get_or_create(&l).clone(), self.refill_failures.get_or_create(&l).clone())
+    }
+
+    /// The counter of requests of `tag` that waited for a refill.
+    pub fn wait_counter(&self, tag: &str) -> Counter {
+        self.waits.get_or_create(&TagLabels { tag: tag.to_string() }).clone()
     }
 
     pub fn observe_refill(&self, seconds: f64) {

@@ -105,6 +105,8 @@ pub struct TagHandle {
     buf: Arc<DoubleBuffer>,
     addr: Addr<TagActor>,
     served: Counter,
+    /// Requests that found both buffers empty (`leaf_segment_waits`).
+    waits: Counter,
     wait: Duration,
 }
 
@@ -129,6 +131,7 @@ impl TagHandle {
                 return Ok(());
             }
             // Both buffers are empty: `Wait` starts the refill, sized for what is missing.
+            self.waits.inc();
             missing = out.missing;
             let not_ready = || TakeError::NotReady { tag: self.tag.clone(), waited: self.wait };
             let rx = match tokio::time::timeout_at(deadline, self.addr.send(Wait { missing })).await {
@@ -390,6 +393,7 @@ impl Tags {
             buf,
             addr,
             served: i.metrics.ids_counter("segment", tag),
+            waits: i.metrics.wait_counter(tag),
             wait: Duration::from_millis(i.cfg.wait_timeout_ms),
         });
         let mut map = HashMap::clone(&i.map.load());
@@ -523,6 +527,22 @@ mod tests {
         // Once the refill lands, the same handle serves again.
         tokio::time::sleep(Duration::from_millis(600)).await;
         assert_eq!(ids(&h, 1).await.unwrap(), vec![1]);
+        actors.stop();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn preloading_keeps_requests_off_the_slow_path() {
+        // Step 100, consumed at about one ID per millisecond: each preload has ~90 ms to land.
+        let (actors, tags, alloc) = setup(FakeAllocator::new(100), SegmentConfig::default());
+        let h = tags.get("t").unwrap();
+        ids(&h, 1).await.unwrap();
+        assert_eq!(h.waits.get(), 1, "the first request has nothing buffered and waits");
+        for _ in 0..350 {
+            ids(&h, 1).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(h.waits.get(), 1, "a request waited for a refill that preloading should have made");
+        assert!(alloc.steps.lock().unwrap().len() >= 3, "the run crossed several segments");
         actors.stop();
     }
 
