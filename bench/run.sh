@@ -146,7 +146,10 @@ print(int([r for r in rows if r["name"]=="ceiling"][-1]["requests_per_sec"]))' "
     SPID="$(start_node 1 "$PS" "$WORK/small-$run" "" LEAF_SEGMENT__MAX_STEP="$SMALL")"
     wait_ready "http://127.0.0.1:$PS"
     admin "http://127.0.0.1:$PS" POST /admin/tags "{\"tag\":\"bench-small\",\"step\":$SMALL}"
-    curl -s -f -o /dev/null "http://127.0.0.1:$PS/api/segment/get/bench-small" || die "bench-small does not serve"
+    # Warm the tag at the measured rate first: a cold tag has no refill history yet, so its
+    # first segments come without a spare (and its very first request always waits).
+    "$LEAF" bench --url "http://127.0.0.1:$PS" --path /api/segment/get/bench-small -c "$CONNS" --rate "$HALF" \
+        -d 1s --warmup 0s >/dev/null || die "warming bench-small failed"
     w0="$(waits "http://127.0.0.1:$PS" bench-small)"
     measure segment_half_small_step "$run" "$SPID" --url "http://127.0.0.1:$PS" --path /api/segment/get/bench-small -c "$CONNS" --rate "$HALF"
     extra "waits_small_run$run" $(( $(waits "http://127.0.0.1:$PS" bench-small) - w0 ))
