@@ -2,7 +2,7 @@
 # The benchmark suite: every performance target of leaf, measured in one run on this machine,
 # as ratios against baselines measured in the same run (the HTTP ceiling, Redis INCR).
 #
-#   bench/run.sh [--runs N] [--duration 5s] [--connections 64] [--no-append] [--quick]
+#   bench/run.sh [--runs N] [--duration Ns] [--connections 64] [--no-append] [--quick]
 #
 # Builds release binaries, then for each of N runs (default 3; the table shows medians):
 #   - the HTTP ceiling (node/examples/http_ceiling.rs), closed loop and open loop at half its QPS;
@@ -33,6 +33,9 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench/run.sh: --runs must be a positive number" >&2; exit 2; }
+# Whole seconds: the Redis row sizes its request count from it.
+[[ "$DURATION" =~ ^[1-9][0-9]*s$ ]] || { echo "bench/run.sh: --duration must be whole seconds, like 5s" >&2; exit 2; }
+[[ "$CONNS" =~ ^[1-9][0-9]*$ ]] || { echo "bench/run.sh: --connections must be a positive number" >&2; exit 2; }
 
 die() { echo "bench/run.sh: $*" >&2; exit 1; }
 for tool in cargo curl python3; do command -v "$tool" >/dev/null || die "$tool is missing (install it and rerun)"; done

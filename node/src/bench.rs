@@ -117,6 +117,8 @@ pub enum BenchError {
     Resolve(String, String),
     #[error("path must start with '/': {0:?}")]
     Path(String),
+    #[error("--duration must be more than zero")]
+    Duration,
     #[error("histogram: {0}")]
     Histogram(String),
     #[error("no request got an answer: {0}")]
@@ -280,6 +282,9 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     if !args.path.starts_with('/') {
         return Err(BenchError::Path(args.path.clone()));
     }
+    if args.duration.is_zero() {
+        return Err(BenchError::Duration);
+    }
     let mut targets = Vec::new();
     for url in &args.urls {
         targets.push(resolve(url.trim_end_matches('/')).await?);
@@ -438,6 +443,8 @@ mod tests {
         }
         let args = BenchArgs { path: "api".into(), ..test_args() };
         assert!(matches!(run(&args).await, Err(BenchError::Path(_))));
+        let args = BenchArgs { duration: Duration::ZERO, ..test_args() };
+        assert!(matches!(run(&args).await, Err(BenchError::Duration)));
     }
 
     fn test_args() -> BenchArgs {

@@ -280,15 +280,21 @@ impl TagActor {
                 self.last_refill = Some(Instant::now());
                 self.last_error = None;
                 self.initialised = true;
-                // Segments are committed in order, so `next` (and the request path) always
-                // gets the older one first: the spare is only ever the newest.
-                // (One proposal at a time and a spare is installed before the next proposal,
-                // so there is no spare here yet.)
+                // Segments are committed in order and the request path always gets the older
+                // one first, so a spare is only ever the newest segment. A proposal starts only
+                // without a pending spare (one at a time), so this segment either fills `next`
+                // or becomes the spare.
                 let seg = Segment::new(a.start, a.end);
-                if self.buf.next_missing() || self.spare.is_some() {
+                if self.buf.next_missing() {
                     self.install(seg);
                 } else {
-                    self.spare = Some(seg);
+                    debug_assert!(self.spare.is_none(), "a spare was pending during a proposal");
+                    // Never overwrite one: the older segment stays and this one goes to the
+                    // buffers, which skip it (never reuse it) if they are full.
+                    match self.spare {
+                        None => self.spare = Some(seg),
+                        Some(_) => self.install(seg),
+                    }
                 }
                 Ok(())
             }
