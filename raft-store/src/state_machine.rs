@@ -2,12 +2,18 @@
 //!
 //! Tree `sm`: `t/<tag>` → [`TagRecord`], `w/<worker id, 2 bytes BE>` → [`WorkerRecord`],
 //! `m/applied` → last applied log ID, `m/membership` → last applied membership (the current
-//! members are derived from it), `m/members_ever` → every node ID ever in a membership. Each
-//! `apply` call writes what it changed in one atomic sled batch.
-//! The batch is not flushed on its own: the log entries it came from are already on disk, and
-//! sled flushes are database-wide, so the next append, vote or purge makes it durable; if a
-//! crash loses it, the last applied ID on disk is older and openraft re-applies the committed
-//! entries, which yields the same state because [`apply`] is deterministic.
+//! members are derived from it), `m/members_ever` → every node ID ever in a membership.
+//!
+//! The tree is a checkpoint, not a mirror: `apply` changes the state in memory and notes which
+//! keys changed, and every [`CHECKPOINT_EVERY`] entries (and whenever a snapshot is built)
+//! writes those keys with `m/applied` in one atomic sled batch. sled makes a batch atomic by
+//! writing out its log buffer before and after it, so a batch per entry cost four disk writes
+//! per segment allocation; a checkpoint costs two per [`CHECKPOINT_EVERY`] entries. Nothing
+//! is lost: the log entries are on disk before they are applied, purges stay behind the last
+//! snapshot, which is never newer than the checkpoint, and on open openraft re-applies the
+//! committed entries after `m/applied`, which yields the same state because [`apply`] is
+//! deterministic. Checkpoints are not flushed on their own; sled flushes are database-wide, so
+//! the next append, vote or purge makes them durable.
 //!
 //! Trees `journal` and `journal_meta`: the [`Journal`] of committed allocations (an audit
 //! record outside the replicated state; a snapshot install marks a gap in it).
@@ -15,7 +21,7 @@
 //! Tree `snapshot`: the current snapshot (meta and data). Building or installing one flushes.
 //! On open, a snapshot newer than the state in `sm` (a crash mid-install) replaces it.
 use std::io::Cursor;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use leaf_api::codec;
 use openraft::storage::RaftStateMachine;
@@ -32,6 +38,21 @@ const KEY_MEMBERS_EVER: &[u8] = b"m/members_ever";
 const TAG_PREFIX: &[u8] = b"t/";
 const WORKER_PREFIX: &[u8] = b"w/";
 const KEY_SNAPSHOT: &[u8] = b"current";
+
+/// Applied entries between checkpoints of the `sm` tree: the most a restart re-applies from the
+/// log beyond what a lost, unflushed checkpoint adds (applying is in memory, about a
+/// microsecond an entry).
+pub const CHECKPOINT_EVERY: u64 = 256;
+
+/// What changed in memory since the last checkpoint of the `sm` tree.
+#[derive(Debug, Default)]
+struct Dirty {
+    tags: std::collections::BTreeSet<String>,
+    workers: std::collections::BTreeSet<u16>,
+    membership: bool,
+    /// Entries applied since the last checkpoint.
+    entries: u64,
+}
 
 /// Everything the state machine holds, as kept in memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +164,9 @@ pub struct StateMachineStore {
     sm: sled::Tree,
     snap: sled::Tree,
     data: Arc<RwLock<SmData>>,
+    /// Locked before `data` wherever both are: a checkpoint then never sees a change in `data`
+    /// whose key is not yet in the set.
+    dirty: Arc<Mutex<Dirty>>,
     journal: Journal,
 }
 
@@ -199,7 +223,14 @@ impl StateMachineStore {
         }
         let applied = data.last_applied.map_or(0, |l| l.index);
         let journal = Journal::open(db, journal_cap, applied).map_err(sm_read_err)?;
-        let store = StateMachineStore { db: db.clone(), sm, snap, data: Arc::new(RwLock::new(data)), journal };
+        let store = StateMachineStore {
+            db: db.clone(),
+            sm,
+            snap,
+            data: Arc::new(RwLock::new(data)),
+            dirty: Arc::default(),
+            journal,
+        };
         if let Some(stored) = store.stored_snapshot()? {
             if stored.meta.last_log_id > store.reader().last_applied() {
                 tracing::warn!(snapshot = %stored.meta.snapshot_id, "state machine is older than its snapshot; restoring");
@@ -225,6 +256,62 @@ impl StateMachineStore {
         self.data.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn lock_dirty(&self) -> MutexGuard<'_, Dirty> {
+        // Poisoned only by a panic while noting keys; the set is still a superset of what the
+        // last completed apply changed.
+        self.dirty.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes the keys changed since the last checkpoint, from `d`, with `d`'s last applied
+    /// log ID, in one atomic batch. `d` must be the current state (or a copy taken under the
+    /// `dirty` lock).
+    fn checkpoint_from(&self, dirty: &mut Dirty, d: &SmData) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for tag in &dirty.tags {
+            match d.state.tags.get(tag) {
+                Some(record) => batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?),
+                None => batch.remove(tag_key(tag)),
+            }
+        }
+        for id in &dirty.workers {
+            match d.state.workers.get(id) {
+                Some(record) => batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?),
+                None => batch.remove(worker_key(*id)),
+            }
+        }
+        batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
+        if dirty.membership {
+            batch.insert(KEY_MEMBERSHIP, codec::encode(&d.membership).map_err(sm_write_err)?);
+            batch.insert(KEY_MEMBERS_EVER, codec::encode(&d.state.members_ever).map_err(sm_write_err)?);
+        }
+        self.sm.apply_batch(batch).map_err(sm_write_err)?;
+        *dirty = Dirty::default();
+        Ok(())
+    }
+
+    /// Writes a checkpoint of the `sm` tree now if anything changed since the last one (a
+    /// clean shutdown calls this so the next start re-applies nothing), and flushes it.
+    pub async fn checkpoint(&self) -> Result<(), StorageError> {
+        {
+            let mut dirty = self.lock_dirty();
+            if dirty.entries > 0 {
+                let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+                self.checkpoint_from(&mut dirty, &d)?;
+            }
+        }
+        crate::flush(&self.db).await.map_err(sm_write_err)?;
+        Ok(())
+    }
+
+    /// The last applied log index written to the `sm` tree (tests).
+    #[doc(hidden)]
+    pub fn checkpointed_index(&self) -> Result<u64, StorageError> {
+        match self.sm.get(KEY_APPLIED).map_err(sm_read_err)? {
+            Some(v) => Ok(codec::decode::<Option<LogId>>(&v).map_err(sm_read_err)?.map_or(0, |l| l.index)),
+            None => Ok(0),
+        }
+    }
+
     fn stored_snapshot(&self) -> Result<Option<StoredSnapshot>, StorageError> {
         match self.snap.get(KEY_SNAPSHOT).map_err(sm_read_err)? {
             Some(v) => Ok(Some(codec::decode(&v).map_err(sm_read_err)?)),
@@ -234,6 +321,7 @@ impl StateMachineStore {
 
     /// Replaces the whole state, in memory and in the `sm` tree.
     fn replace(&self, new: SmData) -> Result<(), StorageError> {
+        let mut dirty = self.lock_dirty();
         let mut batch = sled::Batch::default();
         for item in self.sm.iter() {
             let (k, _) = item.map_err(sm_write_err)?;
@@ -250,13 +338,21 @@ impl StateMachineStore {
         batch.insert(KEY_MEMBERS_EVER, codec::encode(&new.state.members_ever).map_err(sm_write_err)?);
         self.sm.apply_batch(batch).map_err(sm_write_err)?;
         *self.write() = new;
+        *dirty = Dirty::default();
         Ok(())
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let data = self.data.read().unwrap_or_else(|e| e.into_inner()).clone();
+        // Checkpoint the state the snapshot holds, so the `sm` tree is never older than the
+        // snapshot and the log purged behind it.
+        let data = {
+            let mut dirty = self.lock_dirty();
+            let data = self.data.read().unwrap_or_else(|e| e.into_inner()).clone();
+            self.checkpoint_from(&mut dirty, &data)?;
+            data
+        };
         let bytes = codec::encode(&data).map_err(|e| snap_write_err(None, e))?;
         let seq = self.db.generate_id().map_err(|e| snap_write_err(None, e))?;
         let snapshot_id = match data.last_applied {
@@ -268,7 +364,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         let stored = StoredSnapshot { meta: meta.clone(), data: bytes.clone() };
         let enc = codec::encode(&stored).map_err(|e| snap_write_err(Some(&meta), e))?;
         self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(&meta), e))?;
-        self.db.flush_async().await.map_err(|e| snap_write_err(Some(&meta), e))?;
+        crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(&meta), e))?;
         tracing::info!(snapshot = %meta.snapshot_id, bytes = bytes.len(), "built snapshot");
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
     }
@@ -288,13 +384,12 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I::IntoIter: OptionalSend,
     {
         let mut results = Vec::new();
-        let mut touched = std::collections::BTreeSet::new();
-        let mut touched_workers = std::collections::BTreeSet::new();
-        let mut membership_changed = false;
         let mut journal = Vec::new();
+        let mut dirty = self.lock_dirty();
         let mut d = self.write();
         for entry in entries {
             d.last_applied = Some(entry.log_id);
+            dirty.entries += 1;
             let result = match entry.payload {
                 EntryPayload::Blank => Ok(Applied::Nothing),
                 EntryPayload::Normal(cmd) => {
@@ -311,11 +406,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                     }
                     match &r {
                         Ok(Applied::Worker(g)) => {
-                            touched_workers.insert(g.worker_id);
+                            dirty.workers.insert(g.worker_id);
                         }
                         Ok(_) => {
                             if let Some(tag) = cmd.op.tag() {
-                                touched.insert(tag.to_string());
+                                dirty.tags.insert(tag.to_string());
                             }
                         }
                         Err(_) => {}
@@ -325,35 +420,25 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 EntryPayload::Membership(m) => {
                     record_members(&mut d.state, m.nodes().map(|(id, _)| *id));
                     d.membership = StoredMembership::new(Some(entry.log_id), m);
-                    membership_changed = true;
+                    dirty.membership = true;
                     Ok(Applied::Nothing)
                 }
             };
             results.push(result);
         }
-        let mut batch = sled::Batch::default();
-        for tag in &touched {
-            if let Some(record) = d.state.tags.get(tag) {
-                batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?);
-            }
-        }
-        for id in &touched_workers {
-            if let Some(record) = d.state.workers.get(id) {
-                batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?);
-            }
-        }
-        batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
-        if membership_changed {
-            batch.insert(KEY_MEMBERSHIP, codec::encode(&d.membership).map_err(sm_write_err)?);
-            batch.insert(KEY_MEMBERS_EVER, codec::encode(&d.state.members_ever).map_err(sm_write_err)?);
-        }
         let last_index = d.last_applied.map_or(0, |l| l.index);
         drop(d);
+        // The journal before any checkpoint that covers its records: `Journal::open` trusts
+        // the checkpointed index to have its allocations recorded.
         if !journal.is_empty() {
             self.journal.record(&journal).map_err(sm_write_err)?;
         }
         self.journal.applied_through(last_index);
-        self.sm.apply_batch(batch).map_err(sm_write_err)?;
+        if dirty.entries >= CHECKPOINT_EVERY {
+            // Readers may go on meanwhile; nothing changes `data` while `dirty` is held.
+            let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+            self.checkpoint_from(&mut dirty, &d)?;
+        }
         Ok(results)
     }
 
@@ -386,9 +471,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let stored = StoredSnapshot { meta: meta.clone(), data: bytes };
         let enc = codec::encode(&stored).map_err(|e| snap_write_err(Some(meta), e))?;
         self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(meta), e))?;
-        self.db.flush_async().await.map_err(|e| snap_write_err(Some(meta), e))?;
+        crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(meta), e))?;
         self.replace(new)?;
-        self.db.flush_async().await.map_err(sm_write_err)?;
+        crate::flush(&self.db).await.map_err(sm_write_err)?;
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
         Ok(())
     }

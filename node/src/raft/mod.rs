@@ -163,6 +163,9 @@ pub struct RaftNode {
     startup_index: u64,
     /// Every committed allocation and its node, as this node applied them (audit record).
     journal: Journal,
+    /// The state machine, for a final checkpoint at shutdown (the next start then re-applies
+    /// nothing).
+    sm: leaf_raft_store::StateMachineStore,
     /// The node's wall clock: the leader stamps it into every command.
     clock: Arc<dyn Clock>,
 }
@@ -240,6 +243,7 @@ impl RaftNode {
         }
         let peers = PeerClient::new(config.cluster_secret.as_deref(), config.raft.source_ip);
         let network = NetworkFactory { node_id: config.node_id, client: peers.clone() };
+        let sm_handle = sm.clone();
         let raft = Raft::new(config.node_id, Arc::new(raft_config), network, log.clone(), sm)
             .await
             .map_err(|e| RaftStartError::Raft(e.to_string()))?;
@@ -253,6 +257,7 @@ impl RaftNode {
             attempt_timeout: Duration::from_millis((2 * r.election_timeout_max_ms).max(2000)),
             startup_index,
             journal,
+            sm: sm_handle,
             clock,
         })
     }
@@ -851,10 +856,14 @@ impl RaftNode {
         self.log.len()
     }
 
-    /// Stops Raft; storage is flushed by then.
+    /// Stops Raft, then checkpoints the state machine; storage is flushed by then.
     pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
+        }
+        // Not needed for safety (a start re-applies from the log), only to make it instant.
+        if let Err(e) = self.sm.checkpoint().await {
+            tracing::warn!(error = %e, "final state machine checkpoint");
         }
     }
 }
