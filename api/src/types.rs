@@ -59,6 +59,9 @@ pub struct CacheEntry {
     pub next_ready: bool,
     pub current: Option<SegmentView>,
     pub next: Option<SegmentView>,
+    /// Committed segments queued after `next`, oldest first (kept by tags that refill often).
+    #[serde(default)]
+    pub spares: Vec<SegmentView>,
     /// Step the next refill will ask for (Leaf's dynamic step).
     pub dynamic_step: i64,
     pub refill_in_flight: bool,

@@ -1,17 +1,21 @@
 //! The lock-free double buffer of one tag: the per-ID hot path.
 //!
 //! A [`Segment`] is a committed range `[start, end)` with an atomic cursor; taking IDs is one
-//! `fetch_add`. A [`DoubleBuffer`] publishes the current and the next segment as one immutable
+//! `fetch_add`. A [`DoubleBuffer`] publishes the current segment and the committed segments
+//! queued after it (Leaf's `next`, and for a hot tag a few spares behind it) as one immutable
 //! [`Buffers`] value through `ArcSwap`, so readers never lock: switching to the next segment is
 //! a compare-and-swap of that value, and only the tag's actor installs new segments.
 //!
 //! Rules the actor and the request path share:
-//! - Only the actor installs segments ([`DoubleBuffer::install`]), one refill at a time.
-//! - The request path switches `next` to `current` once `current` is exhausted.
+//! - Only the actor installs segments ([`DoubleBuffer::install`]), one refill at a time, in
+//!   commit order; a segment goes to the end of the queue (or becomes `current`).
+//! - The request path moves the queue up once `current` is exhausted: queued segments need no
+//!   actor to come into use, so a busy actor thread is not on the request path either.
 //! - The request path asks for a refill (returns `want_refill`) at most once per refill: when
-//!   more than 10% of `current` is used and there is no `next` (Leaf's preload rule), or when
-//!   both buffers are empty. The actor clears the request flag when the refill ends.
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+//!   more than 10% of `current` is used and fewer segments are queued than the actor's target
+//!   depth (1 = Leaf's preload rule: no `next` yet), or when nothing is left. The actor clears
+//!   the request flag when the refill ends.
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -70,11 +74,15 @@ impl Segment {
     }
 }
 
-/// The two buffers as one immutable value.
+/// Most committed segments queued after `current`.
+pub const MAX_QUEUED: usize = 8;
+
+/// The buffers as one immutable value.
 #[derive(Debug, Default)]
 pub struct Buffers {
     pub current: Option<Arc<Segment>>,
-    pub next: Option<Arc<Segment>>,
+    /// Committed segments after `current`, oldest first: `next`, then spares.
+    pub queued: Vec<Arc<Segment>>,
 }
 
 /// What a take produced besides the IDs.
@@ -87,10 +95,18 @@ pub struct TakeOutcome {
 }
 
 /// A tag's double buffer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct DoubleBuffer {
     bufs: ArcSwap<Buffers>,
     refill_requested: AtomicBool,
+    /// Segments the actor wants queued after `current` (1 to [`MAX_QUEUED`]).
+    depth: AtomicUsize,
+}
+
+impl Default for DoubleBuffer {
+    fn default() -> Self {
+        DoubleBuffer { bufs: ArcSwap::default(), refill_requested: AtomicBool::new(false), depth: AtomicUsize::new(1) }
+    }
 }
 
 impl DoubleBuffer {
@@ -110,17 +126,18 @@ impl DoubleBuffer {
                 if let Some((first, got, used)) = cur.take(missing) {
                     sink(first, got);
                     missing -= got;
-                    // Leaf's preload rule: more than 10% used and no next segment yet.
-                    if g.next.is_none() && used.saturating_mul(10) > cur.len() {
+                    // Leaf's preload rule: more than 10% used and the queue short of its depth.
+                    let short = g.queued.len() < self.depth.load(Ordering::Relaxed);
+                    if short && used.saturating_mul(10) > cur.len() {
                         refill = true;
                     }
                     if missing == 0 {
                         break;
                     }
                 }
-                if let Some(next) = &g.next {
-                    // Current is exhausted: promote next. If another thread won, reload.
-                    let promoted = Arc::new(Buffers { current: Some(next.clone()), next: None });
+                if let Some((next, rest)) = g.queued.split_first() {
+                    // Current is exhausted: move the queue up. If another thread won, reload.
+                    let promoted = Arc::new(Buffers { current: Some(next.clone()), queued: rest.to_vec() });
                     self.bufs.compare_and_swap(&*g, promoted);
                     continue;
                 }
@@ -146,24 +163,27 @@ impl DoubleBuffer {
         self.refill_requested.load(Ordering::Relaxed)
     }
 
-    /// Installs a newly committed segment (actor only): as `next` while `current` still has
-    /// IDs, otherwise as `current` (promoting a waiting `next` first). Returns false if both
-    /// buffers were full and the segment was dropped (its IDs are skipped, never reused).
+    /// Sets how many segments the actor wants queued after `current` (actor only).
+    pub fn set_depth(&self, depth: usize) {
+        self.depth.store(depth.clamp(1, MAX_QUEUED), Ordering::Relaxed);
+    }
+
+    /// Installs a newly committed segment (actor only) after the live ones: as `current` if
+    /// nothing is live (the queue moves up first), otherwise at the end of the queue. Returns
+    /// false if [`MAX_QUEUED`] segments were queued and this one was dropped (its IDs are
+    /// skipped, never reused).
     pub fn install(&self, seg: Segment) -> bool {
         let seg = Arc::new(seg);
         let mut stored = true;
         self.bufs.rcu(|b| {
-            stored = true;
             let live = b.current.as_ref().filter(|c| !c.is_exhausted());
-            match (live, &b.next) {
-                (Some(c), None) => Buffers { current: Some(c.clone()), next: Some(seg.clone()) },
-                (Some(c), Some(n)) => {
-                    stored = false;
-                    Buffers { current: Some(c.clone()), next: Some(n.clone()) }
-                }
-                (None, Some(n)) => Buffers { current: Some(n.clone()), next: Some(seg.clone()) },
-                (None, None) => Buffers { current: Some(seg.clone()), next: None },
+            let mut all: Vec<Arc<Segment>> = live.into_iter().chain(&b.queued).cloned().collect();
+            stored = all.len() <= MAX_QUEUED;
+            if stored {
+                all.push(seg.clone());
             }
+            let mut all = all.into_iter();
+            Buffers { current: all.next(), queued: all.collect() }
         });
         stored
     }
@@ -171,18 +191,29 @@ impl DoubleBuffer {
     /// True when a request could be served without waiting for the actor.
     pub fn has_ids(&self) -> bool {
         let g = self.bufs.load();
-        g.current.as_ref().is_some_and(|c| !c.is_exhausted()) || g.next.is_some()
+        g.current.as_ref().is_some_and(|c| !c.is_exhausted()) || !g.queued.is_empty()
+    }
+
+    /// Segments queued after `current`.
+    pub fn queued(&self) -> usize {
+        self.bufs.load().queued.len()
     }
 
     /// True when no `next` segment is loaded.
     pub fn next_missing(&self) -> bool {
-        self.bufs.load().next.is_none()
+        self.queued() == 0
     }
 
-    /// Current and next segment, for the monitor.
-    pub fn views(&self) -> (Option<SegmentView>, Option<SegmentView>) {
+    /// IDs left in `current` and the queue.
+    pub fn buffered_ids(&self) -> u64 {
         let g = self.bufs.load();
-        (g.current.as_ref().map(|s| s.view()), g.next.as_ref().map(|s| s.view()))
+        g.current.iter().chain(&g.queued).map(|s| s.len() - s.taken.load(Ordering::Relaxed).min(s.len())).sum()
+    }
+
+    /// The current segment and the queue, for the monitor.
+    pub fn views(&self) -> (Option<SegmentView>, Vec<SegmentView>) {
+        let g = self.bufs.load();
+        (g.current.as_ref().map(|s| s.view()), g.queued.iter().map(|s| s.view()).collect())
     }
 }
 
@@ -234,13 +265,47 @@ mod tests {
     }
 
     #[test]
-    fn install_into_empty_goes_to_current_and_a_third_is_refused() {
+    fn installs_queue_in_order_up_to_the_limit() {
         let b = DoubleBuffer::new();
-        assert!(b.install(Segment::new(0, 5)));
-        assert!(b.install(Segment::new(5, 10)));
-        assert!(!b.install(Segment::new(10, 15)));
-        let (ids, _) = collect(&b, 20);
-        assert_eq!(ids, (0..10).collect::<Vec<_>>());
+        for i in 0..=MAX_QUEUED as i64 {
+            assert!(b.install(Segment::new(i * 5, i * 5 + 5)));
+        }
+        assert!(!b.install(Segment::new(1000, 1005)), "a queue beyond MAX_QUEUED is refused");
+        let (ids, _) = collect(&b, 1000);
+        assert_eq!(ids, (0..5 * (MAX_QUEUED as i64 + 1)).collect::<Vec<_>>());
+    }
+
+    /// The request path moves the queue up itself: with the actor silent, every queued segment
+    /// is served in order, and a short queue asks for a refill only below the actor's depth.
+    #[test]
+    fn queued_segments_come_into_use_without_the_actor() {
+        let b = DoubleBuffer::new();
+        for s in [0, 10, 20] {
+            assert!(b.install(Segment::new(s, s + 10)));
+        }
+        assert_eq!(b.buffered_ids(), 30);
+        let mut got = Vec::new();
+        for _ in 0..30 {
+            let (ids, out) = collect(&b, 1);
+            assert_eq!(out.missing, 0);
+            got.extend(ids);
+        }
+        assert_eq!(got, (0..30).collect::<Vec<_>>());
+        assert!(!b.has_ids());
+
+        let b = DoubleBuffer::new();
+        assert!(b.install(Segment::new(0, 10)));
+        assert!(b.install(Segment::new(10, 20)));
+        assert!(!collect(&b, 5).1.want_refill, "next loaded at depth 1: nothing to do");
+        b.set_depth(2);
+        assert!(collect(&b, 1).1.want_refill, "the queue is short of depth 2");
+        assert!(b.install(Segment::new(20, 30)));
+        b.refill_done();
+        assert!(!collect(&b, 1).1.want_refill);
+        let (cur, queued) = b.views();
+        assert_eq!(cur.map(|v| v.position), Some(7));
+        assert_eq!(queued.iter().map(|v| v.start).collect::<Vec<_>>(), vec![10, 20]);
+        assert_eq!(b.buffered_ids(), 23);
     }
 
     #[test]

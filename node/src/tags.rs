@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::config::SegmentConfig;
 use crate::metrics::Metrics;
-use crate::segment::{DoubleBuffer, Segment};
+use crate::segment::{DoubleBuffer, Segment, MAX_QUEUED};
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -170,8 +170,13 @@ struct Wait {
 #[rtype(result = "CacheEntry")]
 struct Inspect;
 
-/// A tag refilled again within this (or within ten commit latencies) keeps a spare segment.
-const SPARE_BELOW: Duration = Duration::from_secs(1);
+/// A tag keeps this much of its measured consumption (or ten commit latencies, if longer)
+/// committed and queued after its current segment, in segments of its step: 1 to
+/// [`MAX_QUEUED`]. A segment lasting longer gets Leaf's double buffer (depth 1).
+const QUEUE_AHEAD: Duration = Duration::from_secs(1);
+
+/// Shortest window over which a tag's consumption rate is measured.
+const RATE_WINDOW: Duration = Duration::from_millis(100);
 
 /// Owns one tag's refills and dynamic step.
 struct TagActor {
@@ -193,16 +198,17 @@ struct TagActor {
     waiters: Vec<oneshot::Sender<Result<(), AllocError>>>,
     last_error: Option<String>,
     initialised: bool,
-    /// A committed segment held back while `next` is full, installed the moment the request
-    /// path asks for a refill, without a Raft round trip. A tag that refills faster than about
-    /// once a second (or faster than ten commit latencies) keeps one, so a slow commit (an
-    /// fsync stall) has almost two
-    /// segments' time to land instead of 90% of one. Costs at most one more segment of IDs
-    /// skipped on restart.
-    spare: Option<Segment>,
-    /// Whether the last refill came within [`SPARE_BELOW`] (or ten commit latencies) of the
-    /// one before.
-    keep_spare: bool,
+    /// Segments kept queued after `current` (see [`QUEUE_AHEAD`]). A hot tag keeps spares
+    /// behind `next`, which the request path moves up without a Raft round trip or this actor,
+    /// so an fsync stall or a busy actor thread has that many segments' time instead of 90% of
+    /// one. Costs at most that many more segments of IDs skipped on restart.
+    depth: usize,
+    /// IDs installed so far; minus those still buffered, the IDs consumed.
+    installed: u64,
+    /// Start of the current rate window: when, and the IDs consumed by then.
+    rate_mark: Option<(Instant, u64)>,
+    /// IDs per second consumed over the last complete window.
+    rate: f64,
 }
 
 impl Actor for TagActor {
@@ -232,22 +238,10 @@ impl TagActor {
     }
 
     fn refill(&mut self, ctx: &mut Context<Self>) {
-        // A spare answers at once.
-        if self.buf.next_missing() {
-            if let Some(seg) = self.spare.take() {
-                self.install(seg);
-                self.buf.refill_done();
-                for w in self.waiters.drain(..) {
-                    let _ = w.send(Ok(()));
-                }
-            }
-        }
         if self.in_flight {
             return;
         }
-        let want_next = self.buf.next_missing() || !self.waiters.is_empty();
-        let want_spare = self.keep_spare && self.spare.is_none();
-        if !want_next && !want_spare {
+        if self.buf.queued() >= self.depth && self.waiters.is_empty() {
             self.buf.refill_done();
             return;
         }
@@ -258,10 +252,30 @@ impl TagActor {
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| act.finish(res, started, ctx)));
     }
 
+    /// Measures the consumption rate (over windows of at least [`RATE_WINDOW`]) and sets how
+    /// many segments to keep queued: [`QUEUE_AHEAD`] of it (or ten commit latencies).
+    fn size_queue(&mut self, commit_latency: Duration) {
+        let now = Instant::now();
+        let consumed = self.installed.saturating_sub(self.buf.buffered_ids());
+        match self.rate_mark {
+            Some((t0, c0)) if now.duration_since(t0) >= RATE_WINDOW => {
+                self.rate = consumed.saturating_sub(c0) as f64 / now.duration_since(t0).as_secs_f64();
+                self.rate_mark = Some((now, consumed));
+            }
+            Some(_) => {}
+            None => self.rate_mark = Some((now, consumed)),
+        }
+        let ahead = QUEUE_AHEAD.max(commit_latency.saturating_mul(10)).as_secs_f64();
+        let segments = (self.rate * ahead / self.dynamic_step.max(1) as f64).ceil();
+        // NaN and infinities fall to the clamp's bounds through `as`.
+        self.depth = (segments as usize).clamp(1, MAX_QUEUED);
+        self.buf.set_depth(self.depth);
+    }
+
     fn install(&self, seg: Segment) {
         let view = seg.view();
         if !self.buf.install(seg) {
-            tracing::warn!(tag = %self.tag, start = view.start, end = view.end, "both buffers full; segment skipped");
+            tracing::warn!(tag = %self.tag, start = view.start, end = view.end, "all buffers full; segment skipped");
         }
         tracing::debug!(tag = %self.tag, start = view.start, end = view.end, "segment installed");
     }
@@ -276,26 +290,14 @@ impl TagActor {
                 self.refills.inc();
                 self.stored_step = a.stored_step;
                 self.dynamic_step = self.dynamic_step.max(a.stored_step);
-                self.keep_spare = self.last_refill.is_some_and(|last| last.elapsed() < SPARE_BELOW.max(latency * 10));
                 self.last_refill = Some(Instant::now());
                 self.last_error = None;
                 self.initialised = true;
-                // Segments are committed in order and the request path always gets the older
-                // one first, so a spare is only ever the newest segment. A proposal starts only
-                // without a pending spare (one at a time), so this segment either fills `next`
-                // or becomes the spare.
-                let seg = Segment::new(a.start, a.end);
-                if self.buf.next_missing() {
-                    self.install(seg);
-                } else {
-                    debug_assert!(self.spare.is_none(), "a spare was pending during a proposal");
-                    // Never overwrite one: the older segment stays and this one goes to the
-                    // buffers, which skip it (never reuse it) if they are full.
-                    match self.spare {
-                        None => self.spare = Some(seg),
-                        Some(_) => self.install(seg),
-                    }
-                }
+                // Segments are committed in order and proposals are serial, so queueing each
+                // at the end keeps the buffers in increasing order.
+                self.installed = self.installed.saturating_add(a.end.saturating_sub(a.start).unsigned_abs());
+                self.install(Segment::new(a.start, a.end));
+                self.size_queue(latency);
                 Ok(())
             }
             Err(e) => {
@@ -310,8 +312,8 @@ impl TagActor {
         for w in self.waiters.drain(..) {
             let _ = w.send(reply.clone());
         }
-        // Top up a fast tag's spare right away.
-        if ok && self.keep_spare && self.spare.is_none() {
+        // Top up a hot tag's queue right away (a depth of 1 preloads by Leaf's rule instead).
+        if ok && self.depth > 1 && self.buf.queued() < self.depth {
             self.refill(ctx);
         }
     }
@@ -349,13 +351,16 @@ impl Handler<Inspect> for TagActor {
     type Result = MessageResult<Inspect>;
 
     fn handle(&mut self, _: Inspect, _: &mut Context<Self>) -> Self::Result {
-        let (current, next) = self.buf.views();
+        let (current, queued) = self.buf.views();
+        let next = queued.first().cloned();
+        let spares = queued.into_iter().skip(1).collect();
         MessageResult(CacheEntry {
             tag: self.tag.clone(),
             initialised: self.initialised,
             next_ready: next.is_some(),
             current,
             next,
+            spares,
             dynamic_step: self.dynamic_step,
             refill_in_flight: self.in_flight,
             last_error: self.last_error.clone(),
@@ -438,8 +443,10 @@ impl Tags {
             waiters: Vec::new(),
             last_error: None,
             initialised: false,
-            spare: None,
-            keep_spare: false,
+            depth: 1,
+            installed: 0,
+            rate_mark: None,
+            rate: 0.0,
         };
         let addr = TagActor::start_in_arbiter(&i.arbiter, move |_| actor);
         let handle = Arc::new(TagHandle {
@@ -626,6 +633,44 @@ mod tests {
         assert!(alloc.steps.lock().unwrap().len() >= 25, "the run crossed many segments");
         assert!(waits <= 2, "{waits} requests waited for a refill");
         // Still strictly increasing and unique.
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "IDs out of order");
+        actors.stop();
+    }
+
+    /// A hot tag with its queue of spares loaded, whose actor thread is then blocked for
+    /// 300 ms: the request path alone serves every buffered ID, none of them waiting.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_busy_actor_thread_does_not_reach_requests_while_the_queue_lasts() {
+        let mut fake = FakeAllocator::new(20);
+        fake.delay = Duration::from_millis(1);
+        let (actors, tags, _) = setup(fake, SegmentConfig { max_step: 20, ..SegmentConfig::default() });
+        let h = tags.get("t").unwrap();
+        let mut all = Vec::new();
+        for _ in 0..300 {
+            all.extend(ids(&h, 1).await.unwrap());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Let the refills settle: a segment lasts well under a second, so spares are queued.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while h.buf.queued() < 2 || h.buf.refill_requested() {
+            assert!(tokio::time::Instant::now() < deadline, "no spares were queued");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let waits = h.waits.get();
+        // Block the actors' thread (as a long handler or a starved thread would).
+        let blocked = Arc::new(std::sync::Barrier::new(2));
+        let b = blocked.clone();
+        assert!(actors.arbiter().spawn(async move {
+            b.wait();
+            std::thread::sleep(Duration::from_millis(300));
+        }));
+        blocked.wait();
+        let buffered = h.buf.buffered_ids();
+        assert!(buffered > 20, "more than a segment buffered: {buffered}");
+        for _ in 0..buffered {
+            all.extend(ids(&h, 1).await.unwrap());
+        }
+        assert_eq!(h.waits.get(), waits, "a request waited for the blocked actor");
         assert!(all.windows(2).all(|w| w[0] < w[1]), "IDs out of order");
         actors.stop();
     }
