@@ -27,11 +27,16 @@ die() { echo "bench/refill-cost.sh: $*" >&2; exit 1; }
 LEAF="${CARGO_TARGET_DIR:-$ROOT/target}/release/leaf"
 [[ -x "$LEAF" ]] || die "$LEAF is missing (cargo build --release --bin leaf)"
 for tool in perf curl python3; do command -v "$tool" >/dev/null || die "$tool is missing (install it and rerun)"; done
-perf stat -e context-switches true >/dev/null 2>&1 || die "perf stat cannot count here (root, or perf_event_paranoid <= 0)"
+EVENTS='context-switches,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_pwrite64,task-clock'
+perf stat -e "$EVENTS" true >/dev/null 2>&1 || die "perf stat cannot count $EVENTS here (root, or perf_event_paranoid <= 0)"
 
 WORK="$(mktemp -d)"
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; sleep 0.3; rm -rf "$WORK"; }
+cleanup() {
+    for p in ${PIDS[@]+"${PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done
+    for p in ${PIDS[@]+"${PIDS[@]}"}; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
 trap cleanup EXIT
 TOKEN="refill-cost-admin-token-0123" SECRET="refill-cost-cluster-secret-0123"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -47,10 +52,9 @@ for step in 100 1000000; do
     for _ in $(seq 1 300); do curl -sf -o /dev/null "${URL[$step]}/health" && break; sleep 0.05; done
     curl -sf -o /dev/null -X POST -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
         -d "{\"tag\":\"t\",\"step\":$step}" "${URL[$step]}/admin/tags" || die "creating the tag failed"
-    "$LEAF" bench --url "${URL[$step]}" --path /api/segment/get/t -c 16 --rate "$RATE" -d 2s --warmup 0s >/dev/null
+    "$LEAF" bench --url "${URL[$step]}" --path /api/segment/get/t -c 16 --rate "$RATE" -d 2s --warmup 0s >/dev/null \
+        || die "warming step $step failed"
 done
-
-EVENTS='context-switches,raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_pwrite64,task-clock'
 for round in 1 2; do
     for step in 100 1000000; do
         r0="$(refills "${URL[$step]}")"
@@ -58,7 +62,7 @@ for round in 1 2; do
         stat=$!
         "$LEAF" bench --url "${URL[$step]}" --path /api/segment/get/t -c 16 --rate "$RATE" -d "${SECONDS_}s" \
             --warmup 0s >/dev/null || die "leaf bench failed"
-        wait "$stat"
+        wait "$stat" || die "perf stat failed"
         r1="$(refills "${URL[$step]}")"
         printf 'round %s step %-7s refills %5d  %s\n' "$round" "$step" $((r1 - r0)) \
             "$(grep -v '^#' "$WORK/stat.csv" | grep . | awk -F, '{ sub(/^.*:/, "", $3); printf "%s=%.0f ", $3, $1 }')"

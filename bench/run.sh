@@ -4,7 +4,8 @@
 #
 #   bench/run.sh [--runs N] [--duration Ns] [--tail-duration Ns] [--connections 64] [--no-append] [--quick]
 #
-# --duration is each closed-loop run's length (default 5s); --tail-duration that of the open-loop
+# --quick is --runs 1 with 2 s runs (flags after it override). --duration is each closed-loop
+# run's length (default 5s); --tail-duration that of the open-loop
 # runs at half the ceiling's rate whose p99.9 the tail targets compare (default 20s: at ~40k
 # req/s a p99.9 then rests on ~800 samples, where a 5 s run's rests on ~200 and swings 3x).
 #
@@ -66,7 +67,10 @@ PIDFILE="$WORK/pids"
 : > "$PIDFILE"
 cleanup() {
     while read -r p; do kill "$p" 2>/dev/null || true; done < "$PIDFILE"
-    sleep 0.5
+    # Nodes checkpoint and flush on the way out; let them finish before their dirs go.
+    while read -r p; do
+        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+    done < "$PIDFILE"
     rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -237,7 +237,10 @@ impl TagActor {
         self.dynamic_step.max(wanted).min(MAX_STEP)
     }
 
-    fn refill(&mut self, ctx: &mut Context<Self>) {
+    /// Starts a refill if one is due. `top_up` (filling a hot tag's queue right after a
+    /// refill) keeps the step: only refills that consumption asked for move Leaf's dynamic
+    /// step, or a burst of top-ups would double it once per queued segment.
+    fn refill(&mut self, ctx: &mut Context<Self>, top_up: bool) {
         if self.in_flight {
             return;
         }
@@ -245,7 +248,7 @@ impl TagActor {
             self.buf.refill_done();
             return;
         }
-        let step = self.next_step();
+        let step = if top_up { self.dynamic_step.max(self.stored_step) } else { self.next_step() };
         self.in_flight = true;
         let started = Instant::now();
         let fut = self.allocator.allocate(&self.tag, step);
@@ -272,12 +275,15 @@ impl TagActor {
         self.buf.set_depth(self.depth);
     }
 
-    fn install(&self, seg: Segment) {
+    /// Installs a committed segment; false if the buffers were full and it was skipped.
+    fn install(&self, seg: Segment) -> bool {
         let view = seg.view();
         if !self.buf.install(seg) {
             tracing::warn!(tag = %self.tag, start = view.start, end = view.end, "all buffers full; segment skipped");
+            return false;
         }
         tracing::debug!(tag = %self.tag, start = view.start, end = view.end, "segment installed");
+        true
     }
 
     fn finish(&mut self, res: Result<Allocation, AllocError>, started: Instant, ctx: &mut Context<Self>) {
@@ -295,8 +301,9 @@ impl TagActor {
                 self.initialised = true;
                 // Segments are committed in order and proposals are serial, so queueing each
                 // at the end keeps the buffers in increasing order.
-                self.installed = self.installed.saturating_add(a.end.saturating_sub(a.start).unsigned_abs());
-                self.install(Segment::new(a.start, a.end));
+                if self.install(Segment::new(a.start, a.end)) {
+                    self.installed = self.installed.saturating_add(a.end.saturating_sub(a.start).unsigned_abs());
+                }
                 self.size_queue(latency);
                 Ok(())
             }
@@ -314,7 +321,7 @@ impl TagActor {
         }
         // Top up a hot tag's queue right away (a depth of 1 preloads by Leaf's rule instead).
         if ok && self.depth > 1 && self.buf.queued() < self.depth {
-            self.refill(ctx);
+            self.refill(ctx, true);
         }
     }
 }
@@ -323,7 +330,7 @@ impl Handler<Refill> for TagActor {
     type Result = ();
 
     fn handle(&mut self, _: Refill, ctx: &mut Context<Self>) {
-        self.refill(ctx);
+        self.refill(ctx, false);
     }
 }
 
@@ -336,12 +343,12 @@ impl Handler<Wait> for TagActor {
             let _ = tx.send(Ok(()));
             if self.buf.refill_requested() {
                 // The waiter set the refill flag; honour it as a preload.
-                self.refill(ctx);
+                self.refill(ctx, false);
             }
         } else {
             self.wanted = self.wanted.max(msg.missing);
             self.waiters.push(tx);
-            self.refill(ctx);
+            self.refill(ctx, false);
         }
         MessageResult(rx)
     }

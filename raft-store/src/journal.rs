@@ -9,8 +9,8 @@
 //!
 //! Tree `journal`: `<log index, 8 bytes BE>` → [`JournalRecord`]; tree `journal_meta`:
 //! `complete_from` → the first log index from which the journal is complete. Records are
-//! written in the same `apply` call as the state they describe, before the state batch, so
-//! a crash between the two re-applies the entry and rewrites the same key.
+//! written in the same `apply` call as the state they describe, before any checkpoint of that
+//! state, so a crash between the two re-applies the entry and rewrites the same key.
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 

@@ -167,6 +167,9 @@ pub struct StateMachineStore {
     /// Locked before `data` wherever both are: a checkpoint then never sees a change in `data`
     /// whose key is not yet in the set.
     dirty: Arc<Mutex<Dirty>>,
+    /// Held while writing the `snapshot` tree: a build (openraft runs it as its own task) that
+    /// finishes after a newer snapshot was installed must not replace it.
+    snap_write: Arc<Mutex<()>>,
     journal: Journal,
 }
 
@@ -229,6 +232,7 @@ impl StateMachineStore {
             snap,
             data: Arc::new(RwLock::new(data)),
             dirty: Arc::default(),
+            snap_write: Arc::default(),
             journal,
         };
         if let Some(stored) = store.stored_snapshot()? {
@@ -289,8 +293,9 @@ impl StateMachineStore {
         Ok(())
     }
 
-    /// Writes a checkpoint of the `sm` tree now if anything changed since the last one (a
-    /// clean shutdown calls this so the next start re-applies nothing), and flushes it.
+    /// Writes a checkpoint of the `sm` tree now if anything changed since the last one, and
+    /// flushes it: a clean shutdown calls this so the next start has less to re-apply. Must
+    /// run inside a tokio runtime (the flush uses its blocking pool).
     pub async fn checkpoint(&self) -> Result<(), StorageError> {
         {
             let mut dirty = self.lock_dirty();
@@ -363,7 +368,13 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             SnapshotMeta { last_log_id: data.last_applied, last_membership: data.membership.clone(), snapshot_id };
         let stored = StoredSnapshot { meta: meta.clone(), data: bytes.clone() };
         let enc = codec::encode(&stored).map_err(|e| snap_write_err(Some(&meta), e))?;
-        self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(&meta), e))?;
+        {
+            let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
+            // A snapshot installed while this one was being built is newer: keep it.
+            if self.stored_snapshot()?.is_none_or(|s| s.meta.last_log_id <= meta.last_log_id) {
+                self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(&meta), e))?;
+            }
+        }
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(&meta), e))?;
         tracing::info!(snapshot = %meta.snapshot_id, bytes = bytes.len(), "built snapshot");
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
@@ -470,7 +481,10 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         // Save the snapshot first: if we crash while rewriting `sm`, open() restores from it.
         let stored = StoredSnapshot { meta: meta.clone(), data: bytes };
         let enc = codec::encode(&stored).map_err(|e| snap_write_err(Some(meta), e))?;
-        self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(meta), e))?;
+        {
+            let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
+            self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(meta), e))?;
+        }
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(meta), e))?;
         self.replace(new)?;
         crate::flush(&self.db).await.map_err(sm_write_err)?;

@@ -163,8 +163,8 @@ pub struct RaftNode {
     startup_index: u64,
     /// Every committed allocation and its node, as this node applied them (audit record).
     journal: Journal,
-    /// The state machine, for a final checkpoint at shutdown (the next start then re-applies
-    /// nothing).
+    /// The state machine, for a final checkpoint at shutdown (the next start then has less to
+    /// re-apply).
     sm: leaf_raft_store::StateMachineStore,
     /// The node's wall clock: the leader stamps it into every command.
     clock: Arc<dyn Clock>,
@@ -858,10 +858,16 @@ impl RaftNode {
 
     /// Stops Raft, then checkpoints the state machine; storage is flushed by then.
     pub async fn shutdown(&self) {
+        // Read before stopping: a stopped Raft reports `Stopped` as its running state.
+        let healthy = self.raft.metrics().borrow().running_state.is_ok();
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
         }
-        // Not needed for safety (a start re-applies from the log), only to make it instant.
+        // Not needed for safety (a start re-applies from the log), only to shorten it. Skipped
+        // after a fatal error: an apply that failed halfway must not be recorded as applied.
+        if !healthy {
+            return;
+        }
         if let Err(e) = self.sm.checkpoint().await {
             tracing::warn!(error = %e, "final state machine checkpoint");
         }
