@@ -544,6 +544,16 @@ mod tests {
         (actors, tags, alloc)
     }
 
+    /// `n` single IDs, about one per millisecond (a paced client).
+    async fn paced(h: &TagHandle, n: usize) -> Vec<i64> {
+        let mut all = Vec::with_capacity(n);
+        for _ in 0..n {
+            all.extend(ids(h, 1).await.unwrap());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        all
+    }
+
     async fn ids(h: &TagHandle, n: u64) -> Result<Vec<i64>, TakeError> {
         let mut v = Vec::new();
         h.take(n, |f, c| v.extend((0..c as i64).map(|i| f + i))).await?;
@@ -612,10 +622,7 @@ mod tests {
         let h = tags.get("t").unwrap();
         ids(&h, 1).await.unwrap();
         assert_eq!(h.waits.get(), 1, "the first request has nothing buffered and waits");
-        for _ in 0..350 {
-            ids(&h, 1).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        paced(&h, 350).await;
         assert_eq!(h.waits.get(), 1, "a request waited for a refill that preloading should have made");
         assert!(alloc.steps.lock().unwrap().len() >= 3, "the run crossed several segments");
         actors.stop();
@@ -631,11 +638,7 @@ mod tests {
         fake.stall = Some((4, Duration::from_millis(60)));
         let (actors, tags, alloc) = setup(fake, SegmentConfig { max_step: 20, ..SegmentConfig::default() });
         let h = tags.get("t").unwrap();
-        let mut all = Vec::new();
-        for _ in 0..600 {
-            all.extend(ids(&h, 1).await.unwrap());
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        let all = paced(&h, 600).await;
         let waits = h.waits.get();
         assert!(alloc.steps.lock().unwrap().len() >= 25, "the run crossed many segments");
         assert!(waits <= 2, "{waits} requests waited for a refill");
@@ -652,11 +655,7 @@ mod tests {
         fake.delay = Duration::from_millis(1);
         let (actors, tags, _) = setup(fake, SegmentConfig { max_step: 20, ..SegmentConfig::default() });
         let h = tags.get("t").unwrap();
-        let mut all = Vec::new();
-        for _ in 0..300 {
-            all.extend(ids(&h, 1).await.unwrap());
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        let mut all = paced(&h, 300).await;
         // Let the refills settle: a segment lasts well under a second, so spares are queued.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while h.buf.queued() < 2 || h.buf.refill_requested() {

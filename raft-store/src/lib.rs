@@ -5,8 +5,9 @@
 //! - [`state`]: commands, the replicated [`State`] and the pure [`apply`] — no I/O, no clock.
 //! - [`log_store`]: `RaftLogStorage` on sled; every append, vote, truncate and purge is fsynced
 //!   before it is acknowledged.
-//! - [`state_machine`]: `RaftStateMachine` + snapshot builder on sled, and a [`StateReader`] for
-//!   the node's read paths.
+//! - [`state_machine`]: `RaftStateMachine` + snapshot builder on sled (state in memory, its
+//!   tree checkpointed every [`state_machine::CHECKPOINT_EVERY`] entries and at snapshots), and a
+//!   [`StateReader`] for the node's read paths.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.
 //!
