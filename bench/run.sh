@@ -57,7 +57,7 @@ command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null && H
 [[ $HAVE_REDIS == 1 ]] || echo "bench: redis-server/redis-benchmark not installed: the Redis row is skipped" >&2
 
 echo "bench: building release binaries..." >&2
-(cd "$ROOT" && cargo build --release --quiet --bin leaf --bin leaf-bench --example http_ceiling)
+(cd "$ROOT" && cargo build --release --quiet --workspace --bin leaf --bin leaf-bench --example http_ceiling)
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/release"
 LEAF="$TARGET/leaf" CEILING="$TARGET/examples/http_ceiling"
 

@@ -98,18 +98,36 @@ pub struct AllocationJournal {
     pub allocations: Vec<AllocationView>,
 }
 
-/// `GET /health`.
+/// `GET /health` (`?mode=segment` or `?mode=snowflake` for one mode).
+///
+/// What "ready" means, per mode:
+/// - **segment**: this node can commit a new segment now: it is a member, knows a leader that
+///   had a quorum acknowledgement within the longest election timeout (`quorum_ack_age_ms`),
+///   has applied the log it had at start, and the configured bootstrap tags exist. A node that
+///   is not segment-ready still serves the IDs it has buffered.
+/// - **snowflake**: `snowflake.state` is `serving` (a worker ID on an unexpired lease and a
+///   durable high-water mark), or snowflake is disabled by configuration.
+///
+/// `ready` is both; the endpoint answers 200 when the asked-for readiness holds, 503 otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
-    /// `true` when the node has a Raft leader and has applied its log.
+    /// Segment-ready and snowflake-ready (see above).
     pub ready: bool,
+    /// Segment mode can commit new segments on this node (see above).
+    #[serde(default)]
+    pub segment_ready: bool,
     pub node_id: u64,
     pub leader_id: Option<u64>,
     pub term: u64,
     pub last_applied_index: Option<u64>,
-    /// Why the node is not ready, when it is not.
+    /// Milliseconds since this node last confirmed that a quorum follows its leader (the
+    /// leader: its last quorum acknowledgement; a follower: the leader's, probed every
+    /// heartbeat). `None` when unknown.
+    #[serde(default)]
+    pub quorum_ack_age_ms: Option<u64>,
+    /// Why the node is not ready, when it is not (the segment reason first).
     pub reason: Option<String>,
-    /// Snowflake mode on this node; independent of `ready` (segment mode).
+    /// Snowflake mode on this node.
     pub snowflake: SnowflakeHealth,
 }
 

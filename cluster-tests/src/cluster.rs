@@ -99,7 +99,10 @@ pub fn default_bin() -> anyhow::Result<PathBuf> {
             }
         }
     }
-    bail!("no leaf binary next to {}; build with `cargo build --release --bins` or pass --bin", me.display())
+    bail!(
+        "no leaf binary next to {}; build with `cargo build --release --workspace --bins` or pass --bin",
+        me.display()
+    )
 }
 
 /// A free loopback port (bound and released; the tiny race is acceptable in tests).

@@ -21,7 +21,7 @@ fn refiller(buf: Arc<DoubleBuffer>, stop: Arc<AtomicBool>) -> std::thread::JoinH
         let mut next = 1;
         while !stop.load(Ordering::Relaxed) {
             if buf.refill_requested() {
-                if buf.next_missing() && buf.install(Segment::new(next, next + STEP)) {
+                if buf.next_missing() && Segment::new(next, next + STEP).is_some_and(|s| buf.install(s)) {
                     next += STEP;
                 }
                 buf.refill_done();
@@ -68,7 +68,7 @@ fn bench(c: &mut Criterion) {
         });
         g.bench_function(format!("{threads}_thread"), |b| {
             let buf = Arc::new(DoubleBuffer::new());
-            buf.install(Segment::new(0, STEP));
+            buf.install(Segment::new(0, STEP).expect("a valid range"));
             let stop = Arc::new(AtomicBool::new(false));
             let r = refiller(buf.clone(), stop.clone());
             // Wall time for `iters` IDs across all threads: throughput is aggregate.

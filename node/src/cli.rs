@@ -261,9 +261,6 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
-        if config.admin_token.is_none() && !config.http_addr.ip().is_loopback() {
-            tracing::warn!("no admin_token: admin endpoints answer only on loopback connections");
-        }
         let node = match crate::start(config).await {
             Ok(n) => n,
             Err(e) => {

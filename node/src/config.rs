@@ -12,6 +12,47 @@ use figment::Figment;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag, MAX_STEP};
 use serde::{Deserialize, Serialize};
 
+/// Keys holding secrets: read from the environment as raw strings (never parsed as numbers),
+/// and never shown in an error or a log line.
+const SECRET_KEYS: &[&str] = &["admin_token", "cluster_secret"];
+
+/// A secret (admin token, cluster secret). Its `Debug` and `Display` never show the value, so
+/// neither an error nor a log line can leak it; [`Secret::expose`] is the one way to read it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret's value, for comparing or sending it; never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Self {
+        Secret(s.to_string())
+    }
+}
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Secret(s)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
 /// Top-level keys that environment variables may set; other `LEAF_*` variables (such as the
 /// CLI's `LEAF_URL`) are ignored by the server.
 const ENV_KEYS: &[&str] = &[
@@ -49,14 +90,16 @@ pub struct Config {
     /// wrong for `0.0.0.0`.
     pub advertise_addr: Option<String>,
     /// Bearer token required by `/admin/*`. Default none: admin endpoints then answer only on
-    /// loopback connections, so a node bound to a public address cannot be administered
-    /// anonymously. At least 16 characters when set.
-    pub admin_token: Option<String>,
+    /// loopback connections. Required when `http_addr` is not a loopback address (a node bound
+    /// to `0.0.0.0` refuses to start without it). At least 16 visible ASCII characters; from
+    /// the environment (`LEAF_ADMIN_TOKEN`) always taken as a string, never shown in logs.
+    pub admin_token: Option<Secret>,
     /// Shared secret of the cluster-internal endpoints (`/internal/*`: Raft RPC, forwarded
     /// proposals, read index), sent by peers in the `x-leaf-cluster-secret` header. Required
     /// (at least 16 characters) when `peers` is set; without it the internal endpoints refuse
-    /// every request, so a node cannot join or be joined. Default none.
-    pub cluster_secret: Option<String>,
+    /// every request, so a node cannot join or be joined. Default none. Like `admin_token`,
+    /// taken from `LEAF_CLUSTER_SECRET` as a string and never shown.
+    pub cluster_secret: Option<Secret>,
     /// The initial members of a multi-node cluster, `"1=host:port,2=host:port,3=host:port"`,
     /// identical on every node. A node listed here with a blank data dir initialises the
     /// cluster with exactly these members (doing so on several nodes at once is safe); a node
@@ -369,6 +412,32 @@ pub fn check_host_port(addr: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `ip` is a loopback address, counting IPv4-mapped loopback (`::ffff:127.0.0.1`, as
+/// an IPv4 client appears on a `[::]` listener).
+pub fn is_loopback(ip: std::net::IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
+/// A figment error, with the value left out when it concerns a secret (a secret that failed
+/// to parse must not be printed).
+fn redact(e: figment::Error) -> ConfigError {
+    let secret = e.path.first().is_some_and(|k| SECRET_KEYS.contains(&k.to_ascii_lowercase().as_str()));
+    if secret {
+        let key = e.path.join(".");
+        return ConfigError::Invalid(vec![format!(
+            "{key} must be a string of at least 16 visible ASCII characters (value not shown: it is a secret)"
+        )]);
+    }
+    // A syntax error quotes the offending line of the file, which may hold a secret: keep the
+    // position and the reason, drop the quoted source (the lines drawn with `|`).
+    let text = e.to_string();
+    if text.contains('\n') {
+        let kept: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.contains('|')).collect();
+        return ConfigError::Syntax(kept.join(": "));
+    }
+    ConfigError::Parse(Box::new(e))
+}
+
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -376,6 +445,9 @@ pub enum ConfigError {
     MissingFile(PathBuf),
     #[error("config: {0}")]
     Parse(#[from] Box<figment::Error>),
+    /// A syntax error, without the quoted source line (it may hold a secret).
+    #[error("config: {0}")]
+    Syntax(String),
     #[error("invalid configuration:\n  - {}", .0.join("\n  - "))]
     Invalid(Vec<String>),
 }
@@ -383,10 +455,10 @@ pub enum ConfigError {
 impl Config {
     /// Merges defaults, `file`, the environment and `overrides`, then validates.
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
-        Self::load_with_env(file, overrides, Env::prefixed("LEAF_"))
+        Self::load_with_env(file, overrides, "LEAF_")
     }
 
-    fn load_with_env(file: Option<&Path>, overrides: &Overrides, env: Env) -> Result<Config, ConfigError> {
+    fn load_with_env(file: Option<&Path>, overrides: &Overrides, prefix: &str) -> Result<Config, ConfigError> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Some(path) = file {
             if !path.is_file() {
@@ -394,15 +466,33 @@ impl Config {
             }
             fig = fig.merge(Toml::file(path));
         }
-        let env = env.split("__").filter(|k| {
+        let env = Env::prefixed(prefix).split("__").filter(|k| {
             let k = k.as_str().to_ascii_lowercase();
             let top = k.split("__").next().and_then(|s| s.split('.').next()).unwrap_or("");
-            ENV_KEYS.contains(&top)
+            ENV_KEYS.contains(&top) && !SECRET_KEYS.contains(&top)
         });
-        fig = fig.merge(env).merge(Serialized::defaults(overrides));
-        let config: Config = fig.extract().map_err(Box::new)?;
+        fig = fig.merge(env);
+        // Secrets bypass figment's value parsing: `LEAF_ADMIN_TOKEN=0123...` must stay the exact
+        // string (parsed, it would become a number, and an error would print it).
+        for key in SECRET_KEYS {
+            if let Ok(v) = std::env::var(format!("{prefix}{}", key.to_ascii_uppercase())) {
+                fig = fig.merge(Serialized::default(key, v));
+            }
+        }
+        fig = fig.merge(Serialized::defaults(overrides));
+        let config: Config = fig.extract().map_err(redact)?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// The admin token's value, if one is configured.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.admin_token.as_ref().map(Secret::expose)
+    }
+
+    /// The cluster secret's value, if one is configured.
+    pub fn cluster_secret(&self) -> Option<&str> {
+        self.cluster_secret.as_ref().map(Secret::expose)
     }
 
     /// Checks every field; reports all problems at once.
@@ -416,10 +506,18 @@ impl Config {
         }
         // Visible ASCII: both travel in HTTP headers.
         let secret_ok = |t: &str| t.len() >= 16 && t.bytes().all(|b| b.is_ascii_graphic());
-        if self.admin_token.as_deref().is_some_and(|t| !secret_ok(t)) {
+        if self.admin_token().is_some_and(|t| !secret_ok(t)) {
             errs.push("admin_token must be at least 16 visible ASCII characters".to_string());
         }
-        match self.cluster_secret.as_deref() {
+        if self.admin_token.is_none() && !is_loopback(self.http_addr.ip()) {
+            errs.push(format!(
+                "admin_token is required because http_addr {} is not a loopback address: without it, anything \
+                 that reaches this node (a reverse proxy or sidecar on the host included) could change tags and \
+                 membership. Set admin_token (LEAF_ADMIN_TOKEN, e.g. `openssl rand -hex 24`) or listen on 127.0.0.1",
+                self.http_addr
+            ));
+        }
+        match self.cluster_secret() {
             Some(t) if !secret_ok(t) => {
                 errs.push("cluster_secret must be at least 16 visible ASCII characters".to_string())
             }
@@ -534,8 +632,8 @@ impl Config {
 mod tests {
     use super::*;
 
-    fn no_env() -> Env {
-        Env::prefixed("LEAF_TEST_UNSET_PREFIX_")
+    fn no_env() -> &'static str {
+        "LEAF_TEST_UNSET_PREFIX_"
     }
 
     #[test]
@@ -565,7 +663,7 @@ mod tests {
             jail.set_env("LEAF_PEERS", "1=a:1,2=b:2");
             let peers = "1=127.0.0.1:8081, 2=leaf2:8080,3=[::1]:8083".parse().unwrap();
             let over = Overrides { data_dir: Some("/tmp/x".into()), peers: Some(peers), ..Default::default() };
-            let c = Config::load_with_env(Some(&path), &over, Env::prefixed("LEAF_")).unwrap();
+            let c = Config::load_with_env(Some(&path), &over, "LEAF_").unwrap();
             assert_eq!(c.node_id, 4);
             assert_eq!(c.segment.max_step, 5000);
             assert_eq!(c.segment.wait_timeout_ms, 250);
@@ -573,7 +671,7 @@ mod tests {
             assert!(c.bootstrap_tags.is_empty());
             assert_eq!(c.peers.0.len(), 3);
             assert_eq!(c.peers.0[&2], "leaf2:8080");
-            assert_eq!(c.cluster_secret.as_deref(), Some("0123456789abcdef"));
+            assert_eq!(c.cluster_secret(), Some("0123456789abcdef"));
             Ok(())
         });
     }
@@ -661,5 +759,58 @@ mod tests {
         let mut c = Config::default();
         c.raft.source_ip = Some("127.0.0.12".parse().unwrap());
         c.validate().unwrap();
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure signature
+    fn secrets_from_env_are_exact_strings_and_never_shown() {
+        figment::Jail::expect_with(|jail| {
+            // All digits, with a leading zero: parsed as a number it would lose the zero, and the
+            // old error printed it.
+            jail.set_env("LEAF_ADMIN_TOKEN", "01234567890123456789");
+            jail.set_env("LEAF_CLUSTER_SECRET", "98765432109876543210");
+            let c = Config::load_with_env(None, &Overrides::default(), "LEAF_").unwrap();
+            assert_eq!(c.admin_token(), Some("01234567890123456789"));
+            assert_eq!(c.cluster_secret(), Some("98765432109876543210"));
+            let debug = format!("{c:?}");
+            assert!(!debug.contains("0123456789") && !debug.contains("9876543210"), "{debug}");
+            // Too short: refused without echoing the value.
+            jail.set_env("LEAF_ADMIN_TOKEN", "12345678");
+            jail.set_env("LEAF_CLUSTER_SECRET", "87654321");
+            let e = Config::load_with_env(None, &Overrides::default(), "LEAF_").unwrap_err().to_string();
+            assert!(e.contains("admin_token") && e.contains("cluster_secret"), "{e}");
+            assert!(!e.contains("12345678") && !e.contains("87654321"), "{e}");
+            Ok(())
+        });
+        // A secret of the wrong type in the file: the error names the key, not the value.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leaf.toml");
+        std::fs::write(&path, "admin_token = 1234567890123456789\n").unwrap();
+        let e = Config::load_with_env(Some(&path), &Overrides::default(), no_env()).unwrap_err().to_string();
+        assert!(e.contains("admin_token"), "{e}");
+        assert!(!e.contains("1234567890"), "{e}");
+        // Not even TOML: the error quotes no source line.
+        std::fs::write(&path, "node_id = 1\ncluster_secret = [9876543210987654321]\n").unwrap();
+        let e = Config::load_with_env(Some(&path), &Overrides::default(), no_env()).unwrap_err().to_string();
+        assert!(e.contains("line 2"), "{e}");
+        assert!(!e.contains("9876543210"), "{e}");
+    }
+
+    #[test]
+    fn a_non_loopback_listener_needs_an_admin_token() {
+        for addr in ["0.0.0.0:8080", "10.1.2.3:8080", "[::]:8080", "[2001:db8::1]:8080"] {
+            let c = Config { http_addr: addr.parse().unwrap(), ..Config::default() };
+            let Err(ConfigError::Invalid(errs)) = c.validate() else { panic!("{addr} accepted without a token") };
+            assert!(errs.iter().any(|e| e.contains("admin_token is required")), "{addr}: {errs:?}");
+            let c = Config { admin_token: Some("0123456789abcdef".into()), ..c };
+            assert!(c.validate().is_ok(), "{addr}");
+        }
+        for addr in ["127.0.0.1:8080", "127.0.0.2:0", "[::1]:8080", "[::ffff:127.0.0.1]:8080"] {
+            let c = Config { http_addr: addr.parse().unwrap(), ..Config::default() };
+            assert!(c.validate().is_ok(), "{addr}");
+        }
+        assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("::ffff:10.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("::".parse().unwrap()));
     }
 }

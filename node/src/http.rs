@@ -7,7 +7,7 @@
 //! | `/api/snowflake/get/{key}` | GET | one snowflake ID as decimal text (Leaf-compatible; the key is validated like a tag and counted in metrics); `?count=N` (1–100,000) returns N IDs separated by `\n` |
 //! | `/api/snowflake/decode/{id}` | GET | timestamp (ms and ISO-8601), worker ID and sequence of an ID |
 //! | `/decodeSnowflakeId?snowflakeId=N` | GET | the same, at Leaf's monitor path |
-//! | `/health` | GET | readiness JSON; 200 ready, 503 not (snowflake state is reported, not gated on) |
+//! | `/health` | GET | readiness JSON; 200 when ready (both modes; `?mode=segment` or `?mode=snowflake` for one), 503 not |
 //! | `/metrics` | GET | Prometheus text |
 //! | `/cache` | GET | per-tag buffers on this node (Leaf's `/cache`) |
 //! | `/db` | GET | tags as stored (Leaf's `/db`) |
@@ -43,7 +43,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::SystemClock;
-use crate::config::Config;
+use crate::config::{is_loopback, Config};
 use crate::metrics::Metrics;
 use crate::raft::network::{MAX_RPC_BODY, SECRET_HEADER};
 use crate::raft::service::{self, ServiceError};
@@ -284,7 +284,18 @@ impl App {
             "/health" => {
                 get_only(&req)?;
                 let h = self.health();
-                let status = if h.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+                let ready = match query_param(&req, "mode").as_deref() {
+                    None | Some("all") => h.ready,
+                    Some("segment") => h.segment_ready,
+                    Some("snowflake") => snowflake_ready(&h.snowflake),
+                    Some(other) => {
+                        return Err(ApiError::new(
+                            ErrorCode::InvalidRequest,
+                            format!("mode must be segment, snowflake or all, not {other:?}"),
+                        ))
+                    }
+                };
+                let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
                 Ok(json(status, &h))
             }
             "/metrics" => {
@@ -297,12 +308,7 @@ impl App {
             }
             "/cache" => {
                 get_only(&req)?;
-                let mut entries = Vec::new();
-                for h in self.tags.loaded() {
-                    if let Some(e) = h.inspect().await {
-                        entries.push(e);
-                    }
-                }
+                let entries: Vec<_> = self.tags.loaded().iter().map(|h| h.inspect()).collect();
                 Ok(json(StatusCode::OK, &entries))
             }
             "/db" => {
@@ -322,14 +328,23 @@ impl App {
         if s.not_ready.is_none() && !self.bootstrapped.load(std::sync::atomic::Ordering::Acquire) {
             s.not_ready = Some("creating bootstrap tags".to_string());
         }
+        let snowflake = self.snowflake.health();
+        let segment_ready = s.not_ready.is_none();
+        let reason = s.not_ready.or_else(|| {
+            (!snowflake_ready(&snowflake)).then(|| {
+                format!("snowflake {}: {}", snowflake.state, snowflake.reason.as_deref().unwrap_or("not serving yet"))
+            })
+        });
         Health {
-            ready: s.not_ready.is_none(),
+            ready: segment_ready && snowflake_ready(&snowflake),
+            segment_ready,
             node_id: s.node_id,
             leader_id: s.leader_id,
             term: s.term,
             last_applied_index: s.last_applied_index,
-            reason: s.not_ready,
-            snowflake: self.snowflake.health(),
+            quorum_ack_age_ms: s.quorum_ack_age_ms,
+            reason,
+            snowflake,
         }
     }
 
@@ -390,16 +405,19 @@ impl App {
     /// node has applied everything committed so far (a read index, no log write), so a tag
     /// created anywhere is usable everywhere at once.
     async fn confirm_tags(&self, tag: &str) -> Result<(), ApiError> {
-        self.raft
-            .read_barrier()
-            .await
-            .map_err(|e| ApiError::new(ErrorCode::NotReady, format!("cannot confirm whether tag {tag:?} exists: {e}")))
+        self.raft.read_barrier().await.map_err(|e| {
+            tracing::debug!(tag, error = %e, "read barrier failed");
+            ApiError::new(
+                ErrorCode::NotReady,
+                format!("cannot confirm whether tag {tag:?} exists: {}", e.public_message()),
+            )
+        })
     }
 
     /// `/internal/*`: peers only. The secret is checked before the body is even read.
     async fn internal(&self, req: Request<Incoming>, path: &str) -> Result<Resp, ApiError> {
         let given = req.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
-        check_cluster_secret(self.config.cluster_secret.as_deref(), given)?;
+        check_cluster_secret(self.config.cluster_secret(), given)?;
         if req.method() != Method::POST {
             return Err(ApiError::method("POST"));
         }
@@ -418,7 +436,7 @@ impl App {
 
     fn authorize(&self, req: &Request<Incoming>, conn: ConnInfo) -> Result<(), ApiError> {
         let header = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-        check_admin(self.config.admin_token.as_deref(), header, conn)
+        check_admin(self.config.admin_token(), header, conn)
     }
 
     async fn admin(&self, req: Request<Incoming>, path: &str) -> Result<Resp, ApiError> {
@@ -557,6 +575,11 @@ impl App {
     }
 }
 
+/// Snowflake readiness: serving, or disabled by configuration (nothing to wait for).
+fn snowflake_ready(h: &leaf_api::types::SnowflakeHealth) -> bool {
+    h.state == "serving" || h.state == "disabled"
+}
+
 fn tag_not_found(tag: &str) -> ApiError {
     ApiError::new(ErrorCode::TagNotFound, format!("tag {tag:?} does not exist"))
 }
@@ -609,7 +632,7 @@ pub fn check_admin(token: Option<&str>, authorization: Option<&str>, conn: ConnI
                 ))
             }
         }
-        None if conn.local.ip().is_loopback() && conn.peer.ip().is_loopback() => Ok(()),
+        None if is_loopback(conn.local.ip()) && is_loopback(conn.peer.ip()) => Ok(()),
         None => Err(ApiError::new(
             ErrorCode::Forbidden,
             "no admin_token is configured, so admin endpoints answer only on loopback connections",

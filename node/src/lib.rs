@@ -66,6 +66,7 @@ pub struct NodeHandle {
     server: JoinHandle<()>,
     bootstrap: JoinHandle<()>,
     form: JoinHandle<()>,
+    quorum: JoinHandle<()>,
     raft: RaftNode,
     actors: Option<ActorSystem>,
     bootstrapped: Arc<AtomicBool>,
@@ -103,6 +104,7 @@ impl NodeHandle {
         let _ = self.shutdown.send(true);
         let _ = (&mut self.server).await;
         self.form.abort();
+        self.quorum.abort();
         self.bootstrap.abort();
         let _ = (&mut self.bootstrap).await;
         self.raft.shutdown().await;
@@ -123,20 +125,26 @@ impl Allocator for RaftAllocator {
     fn allocate(&self, tag: &str, step: i64) -> BoxFuture<Result<Allocation, AllocError>> {
         let raft = self.raft.clone();
         let op = Op::AllocateSegment { tag: tag.to_string(), step, node_id: raft.node_id() };
+        let tag_name = tag.to_string();
         // The actor runs on actix's runtime; Raft's futures belong on the node's tokio runtime.
         let task = self.rt.spawn(async move { raft.propose(op).await });
         Box::pin(async move {
             match task.await {
                 Err(_) => Err(AllocError::ShuttingDown),
+                // `propose` checked the answer against the op (a non-empty range of exactly `step`).
                 Ok(Ok((Applied::Segment(a), _))) => Ok(a),
-                Ok(Ok((other, _))) => Err(AllocError::Unavailable(format!("unexpected result {other:?}"))),
+                Ok(Ok((other, _))) => Err(AllocError::Unavailable(format!("not an allocation: {other:?}"))),
                 Ok(Err(ProposeError::Rejected(ApplyError::TagNotFound(t)))) => Err(AllocError::TagNotFound(t)),
                 Ok(Err(e @ ProposeError::Rejected(ApplyError::TagExhausted { .. }))) => {
                     Err(AllocError::TagExhausted(e.to_string()))
                 }
                 // A stopped Raft (a storage error such as a full disk, or shutdown) is reported
                 // with its reason, not as a plain shutdown: the operator needs to see which.
-                Ok(Err(e)) => Err(AllocError::Unavailable(e.to_string())),
+                // Peer addresses and peer error text go to the log, not to anonymous clients.
+                Ok(Err(e)) => {
+                    tracing::warn!(tag = %tag_name, error = %e, "segment allocation failed");
+                    Err(AllocError::Unavailable(e.public_message()))
+                }
             }
         })
     }
@@ -158,14 +166,14 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
             "FAULT INJECTION IS ENABLED: POST /admin/fault/clock can skew this node's clock. Never in production"
         );
     }
-    let raft = RaftNode::start(&config, clock.clone()).await?;
+    let metrics = Arc::new(Metrics::new());
+    let raft = RaftNode::start(&config, clock.clone(), metrics.peer_answers_rejected()).await?;
     // Before the listener accepts Raft traffic: a node that lost its data must not rejoin.
     if let Err(e) = raft.refuse_if_forgotten(&config.peers.0).await {
         raft.shutdown().await;
         return Err(e.into());
     }
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
-    let metrics = Arc::new(Metrics::new());
     let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });
     let state = raft.state().clone();
     let lookup: TagLookup = Arc::new(move |tag| state.tag(tag).map(|r| r.step));
@@ -190,9 +198,10 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let server = tokio::spawn(http::serve(listener, app, rx));
     // After the listener answers: forming a cluster asks the peers' `/cluster/status`.
     let form = tokio::spawn(raft.clone().form_cluster(config.peers.0.clone(), advertise));
+    let quorum = tokio::spawn(raft.clone().watch_quorum());
     let bootstrap = tokio::spawn(bootstrap_tags(raft.clone(), config.clone(), bootstrapped.clone()));
     tracing::info!(node_id = config.node_id, %http_addr, data_dir = %config.data_dir.display(), "leaf node started");
-    Ok(NodeHandle { http_addr, shutdown, server, bootstrap, form, raft, actors: Some(actors), bootstrapped })
+    Ok(NodeHandle { http_addr, shutdown, server, bootstrap, form, quorum, raft, actors: Some(actors), bootstrapped })
 }
 
 /// Creates the configured bootstrap tags that do not exist yet, once the node is ready.

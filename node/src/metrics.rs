@@ -49,6 +49,8 @@ pub struct Metrics {
     raft_snapshot: Gauge,
     tags: Gauge,
     ready: Gauge<f64, AtomicU64>,
+    /// Leader answers refused because they did not fit the request (see `raft::answer`).
+    peer_answers_rejected: Counter,
     /// Snowflake keys seen so far, to bound the label set.
     snowflake_keys: std::sync::RwLock<std::collections::HashMap<String, Counter>>,
 }
@@ -82,6 +84,7 @@ impl Metrics {
             raft_snapshot: Gauge::default(),
             tags: Gauge::default(),
             ready: Gauge::default(),
+            peer_answers_rejected: Counter::default(),
             snowflake_keys: Default::default(),
             registry: Registry::default(),
         };
@@ -111,10 +114,20 @@ impl Metrics {
         registry.register("raft_snapshot_index", "Index covered by the current snapshot", m.raft_snapshot.clone());
         registry.register("tags", "Tags in the replicated state", m.tags.clone());
         registry.register("ready", "1 when the node is ready to serve", m.ready.clone());
+        registry.register(
+            "peer_answers_rejected",
+            "Answers of the leader refused because they did not fit the request (a broken or forged peer)",
+            m.peer_answers_rejected.clone(),
+        );
         for code in ErrorCode::ALL {
             let _ = m.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() });
         }
         Metrics { registry, ..m }
+    }
+
+    /// The counter of refused leader answers, for the Raft member to increment.
+    pub fn peer_answers_rejected(&self) -> Counter {
+        self.peer_answers_rejected.clone()
     }
 
     /// The counter of IDs served for `(mode, tag)`; keep it and increment it lock-free.
@@ -190,6 +203,7 @@ mod tests {
             last_applied_index: None,
             snapshot_index: None,
             purged_index: None,
+            quorum_ack_age_ms: Some(0),
             not_ready: None,
         };
         m.render(&status, 0)

@@ -31,10 +31,10 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// A segment over `[start, end)`; `end > start` is guaranteed by the state machine.
-    pub fn new(start: i64, end: i64) -> Self {
-        debug_assert!(end > start);
-        Segment { start, end, taken: AtomicU64::new(0) }
+    /// A segment over `[start, end)`; `None` unless `0 <= start < end` (the range crossed the
+    /// network: a release build must never serve from a range without an end).
+    pub fn new(start: i64, end: i64) -> Option<Self> {
+        (0 <= start && start < end).then(|| Segment { start, end, taken: AtomicU64::new(0) })
     }
 
     fn len(&self) -> u64 {
@@ -220,6 +220,10 @@ impl DoubleBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn seg(start: i64, end: i64) -> Segment {
+        Segment::new(start, end).expect("a valid range")
+    }
     use std::collections::HashSet;
 
     fn collect(buf: &DoubleBuffer, n: u64) -> (Vec<i64>, TakeOutcome) {
@@ -242,14 +246,14 @@ mod tests {
     #[test]
     fn preload_after_ten_percent_and_switch_on_exhaustion() {
         let b = DoubleBuffer::new();
-        assert!(b.install(Segment::new(100, 200)));
+        assert!(b.install(seg(100, 200)));
         // 10 of 100 used: exactly 10%, not more — no preload yet.
         let (ids, out) = collect(&b, 10);
         assert_eq!(ids, (100..110).collect::<Vec<_>>());
         assert!(!out.want_refill);
         let (_, out) = collect(&b, 1);
         assert!(out.want_refill, "11% used must trigger the preload");
-        assert!(b.install(Segment::new(500, 510)));
+        assert!(b.install(seg(500, 510)));
         b.refill_done();
         // The batch crosses from current into next, in order.
         let (ids, out) = collect(&b, 95);
@@ -268,9 +272,9 @@ mod tests {
     fn installs_queue_in_order_up_to_the_limit() {
         let b = DoubleBuffer::new();
         for i in 0..=MAX_QUEUED as i64 {
-            assert!(b.install(Segment::new(i * 5, i * 5 + 5)));
+            assert!(b.install(seg(i * 5, i * 5 + 5)));
         }
-        assert!(!b.install(Segment::new(1000, 1005)), "a queue beyond MAX_QUEUED is refused");
+        assert!(!b.install(seg(1000, 1005)), "a queue beyond MAX_QUEUED is refused");
         let (ids, _) = collect(&b, 1000);
         assert_eq!(ids, (0..5 * (MAX_QUEUED as i64 + 1)).collect::<Vec<_>>());
     }
@@ -281,7 +285,7 @@ mod tests {
     fn queued_segments_come_into_use_without_the_actor() {
         let b = DoubleBuffer::new();
         for s in [0, 10, 20] {
-            assert!(b.install(Segment::new(s, s + 10)));
+            assert!(b.install(seg(s, s + 10)));
         }
         assert_eq!(b.buffered_ids(), 30);
         let mut got = Vec::new();
@@ -294,12 +298,12 @@ mod tests {
         assert!(!b.has_ids());
 
         let b = DoubleBuffer::new();
-        assert!(b.install(Segment::new(0, 10)));
-        assert!(b.install(Segment::new(10, 20)));
+        assert!(b.install(seg(0, 10)));
+        assert!(b.install(seg(10, 20)));
         assert!(!collect(&b, 5).1.want_refill, "next loaded at depth 1: nothing to do");
         b.set_depth(2);
         assert!(collect(&b, 1).1.want_refill, "the queue is short of depth 2");
-        assert!(b.install(Segment::new(20, 30)));
+        assert!(b.install(seg(20, 30)));
         b.refill_done();
         assert!(!collect(&b, 1).1.want_refill);
         let (cur, queued) = b.views();
@@ -311,7 +315,7 @@ mod tests {
     #[test]
     fn segment_at_the_top_of_the_range_never_overflows() {
         let b = DoubleBuffer::new();
-        b.install(Segment::new(i64::MAX - 3, i64::MAX));
+        b.install(seg(i64::MAX - 3, i64::MAX));
         let (ids, out) = collect(&b, 100_000);
         assert_eq!(ids, vec![i64::MAX - 3, i64::MAX - 2, i64::MAX - 1]);
         assert_eq!(out.missing, 100_000 - 3);
@@ -331,7 +335,7 @@ mod tests {
                 let mut next = 0;
                 while !stop.load(Ordering::Relaxed) {
                     if b.refill_requested() {
-                        if b.next_missing() && b.install(Segment::new(next, next + 10)) {
+                        if b.next_missing() && b.install(seg(next, next + 10)) {
                             next += 10;
                         }
                         b.refill_done();

@@ -99,10 +99,20 @@ impl Drop for ActorSystem {
     }
 }
 
+/// What the actor owns that `/cache` shows, published by the actor after each change.
+#[derive(Debug, Clone, Default)]
+struct ActorView {
+    initialised: bool,
+    dynamic_step: i64,
+    refill_in_flight: bool,
+    last_error: Option<String>,
+}
+
 /// The request path's handle on one tag.
 pub struct TagHandle {
     tag: String,
     buf: Arc<DoubleBuffer>,
+    actor_view: Arc<ArcSwap<ActorView>>,
     addr: Addr<TagActor>,
     served: Counter,
     /// Requests that found both buffers empty (`leaf_segment_waits`).
@@ -148,9 +158,25 @@ impl TagHandle {
         }
     }
 
-    /// The monitor's view of this tag (asks the actor).
-    pub async fn inspect(&self) -> Option<CacheEntry> {
-        self.addr.send(Inspect).await.ok()
+    /// The monitor's view of this tag (`/cache`), from the lock-free buffer and the state the
+    /// actor publishes: it never messages the actor, so a `/cache` flood cannot delay refills
+    /// or the snowflake lease renewals that share the actor thread.
+    pub fn inspect(&self) -> CacheEntry {
+        let (current, queued) = self.buf.views();
+        let next = queued.first().cloned();
+        let spares = queued.into_iter().skip(1).collect();
+        let a = self.actor_view.load();
+        CacheEntry {
+            tag: self.tag.clone(),
+            initialised: a.initialised,
+            next_ready: next.is_some(),
+            current,
+            next,
+            spares,
+            dynamic_step: a.dynamic_step,
+            refill_in_flight: a.refill_in_flight,
+            last_error: a.last_error.clone(),
+        }
     }
 }
 
@@ -166,10 +192,6 @@ struct Wait {
     missing: u64,
 }
 
-#[derive(Message)]
-#[rtype(result = "CacheEntry")]
-struct Inspect;
-
 /// A tag keeps this much of its measured consumption (or ten commit latencies, if longer)
 /// committed and queued after its current segment, in segments of its step: 1 to
 /// [`MAX_QUEUED`]. A segment lasting longer gets Leaf's double buffer (depth 1).
@@ -182,6 +204,8 @@ const RATE_WINDOW: Duration = Duration::from_millis(100);
 struct TagActor {
     tag: String,
     buf: Arc<DoubleBuffer>,
+    /// Published for `/cache` (see [`TagHandle::inspect`]).
+    view: Arc<ArcSwap<ActorView>>,
     allocator: Arc<dyn Allocator>,
     cfg: SegmentConfig,
     metrics: Arc<Metrics>,
@@ -237,6 +261,16 @@ impl TagActor {
         self.dynamic_step.max(wanted).min(MAX_STEP)
     }
 
+    /// Publishes what `/cache` shows of this actor (a refill at most: not per ID).
+    fn publish(&self) {
+        self.view.store(Arc::new(ActorView {
+            initialised: self.initialised,
+            dynamic_step: self.dynamic_step,
+            refill_in_flight: self.in_flight,
+            last_error: self.last_error.clone(),
+        }));
+    }
+
     /// Starts a refill if one is due. `top_up` (filling a hot tag's queue right after a
     /// refill) keeps the step: only refills that consumption asked for move Leaf's dynamic
     /// step, or a burst of top-ups would double it once per queued segment.
@@ -250,6 +284,7 @@ impl TagActor {
         }
         let step = if top_up { self.dynamic_step.max(self.stored_step) } else { self.next_step() };
         self.in_flight = true;
+        self.publish();
         let started = Instant::now();
         let fut = self.allocator.allocate(&self.tag, step);
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| act.finish(res, started, ctx)));
@@ -289,8 +324,14 @@ impl TagActor {
     fn finish(&mut self, res: Result<Allocation, AllocError>, started: Instant, ctx: &mut Context<Self>) {
         self.in_flight = false;
         self.wanted = 0;
+        // The range was checked against the request already; an empty one is refused again
+        // here, as an error, rather than installed.
+        let res = res.and_then(|a| match Segment::new(a.start, a.end) {
+            Some(seg) => Ok((a, seg)),
+            None => Err(AllocError::Unavailable(format!("refused an empty segment [{}, {})", a.start, a.end))),
+        });
         let reply = match res {
-            Ok(a) => {
+            Ok((a, seg)) => {
                 let latency = started.elapsed();
                 self.metrics.observe_refill(latency.as_secs_f64());
                 self.refills.inc();
@@ -301,7 +342,7 @@ impl TagActor {
                 self.initialised = true;
                 // Segments are committed in order and proposals are serial, so queueing each
                 // at the end keeps the buffers in increasing order.
-                if self.install(Segment::new(a.start, a.end)) {
+                if self.install(seg) {
                     self.installed = self.installed.saturating_add(a.end.saturating_sub(a.start).unsigned_abs());
                 }
                 self.size_queue(latency);
@@ -315,6 +356,7 @@ impl TagActor {
             }
         };
         let ok = reply.is_ok();
+        self.publish();
         self.buf.refill_done();
         for w in self.waiters.drain(..) {
             let _ = w.send(reply.clone());
@@ -351,27 +393,6 @@ impl Handler<Wait> for TagActor {
             self.refill(ctx, false);
         }
         MessageResult(rx)
-    }
-}
-
-impl Handler<Inspect> for TagActor {
-    type Result = MessageResult<Inspect>;
-
-    fn handle(&mut self, _: Inspect, _: &mut Context<Self>) -> Self::Result {
-        let (current, queued) = self.buf.views();
-        let next = queued.first().cloned();
-        let spares = queued.into_iter().skip(1).collect();
-        MessageResult(CacheEntry {
-            tag: self.tag.clone(),
-            initialised: self.initialised,
-            next_ready: next.is_some(),
-            current,
-            next,
-            spares,
-            dynamic_step: self.dynamic_step,
-            refill_in_flight: self.in_flight,
-            last_error: self.last_error.clone(),
-        })
     }
 }
 
@@ -434,9 +455,12 @@ impl Tags {
         let i = &self.inner;
         let buf = Arc::new(DoubleBuffer::new());
         let (refills, failures) = i.metrics.refill_counters(tag);
+        let actor_view =
+            Arc::new(ArcSwap::from_pointee(ActorView { dynamic_step: stored_step, ..ActorView::default() }));
         let actor = TagActor {
             tag: tag.to_string(),
             buf: buf.clone(),
+            view: actor_view.clone(),
             allocator: i.allocator.clone(),
             cfg: i.cfg.clone(),
             metrics: i.metrics.clone(),
@@ -459,6 +483,7 @@ impl Tags {
         let handle = Arc::new(TagHandle {
             tag: tag.to_string(),
             buf,
+            actor_view,
             addr,
             served: i.metrics.ids_counter("segment", tag),
             waits: i.metrics.wait_counter(tag),
@@ -495,6 +520,8 @@ mod tests {
         delay: Duration,
         /// Every n-th allocation takes this long instead (an fsync stall).
         stall: Option<(usize, Duration)>,
+        /// Answer every allocation with `[start, start + this)` (a forged, empty range).
+        forged_len: Option<i64>,
     }
 
     impl FakeAllocator {
@@ -507,6 +534,7 @@ mod tests {
                 fail: None,
                 delay: Duration::ZERO,
                 stall: None,
+                forged_len: None,
             }
         }
     }
@@ -519,7 +547,8 @@ mod tests {
                 Some(e) => Err(e.clone()),
                 None => {
                     let start = self.next.fetch_add(step, Ordering::SeqCst);
-                    Ok(Allocation { start, end: start + step, stored_step: self.stored_step })
+                    let end = start + self.forged_len.unwrap_or(step);
+                    Ok(Allocation { start, end, stored_step: self.stored_step })
                 }
             };
             let delay = match self.stall {
@@ -589,13 +618,31 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_empty_or_inverted_range_is_refused_not_served() {
+        for forged in [0, -5] {
+            let mut fake = FakeAllocator::new(10);
+            fake.forged_len = Some(forged);
+            let cfg = SegmentConfig { wait_timeout_ms: 300, ..SegmentConfig::default() };
+            let (actors, tags, _) = setup(fake, cfg);
+            let h = tags.get("t").unwrap();
+            match ids(&h, 1).await {
+                Err(TakeError::Alloc(AllocError::Unavailable(m))) => assert!(m.contains("empty segment"), "{m}"),
+                Err(TakeError::NotReady { .. }) => {}
+                other => panic!("a forged range [1, {}) served: {other:?}", 1 + forged),
+            }
+            assert!(h.inspect().current.is_none(), "a forged range was installed");
+            actors.stop();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn refill_errors_reach_the_waiter() {
         let mut fake = FakeAllocator::new(10);
         fake.fail = Some(AllocError::TagExhausted("t is exhausted".into()));
         let (actors, tags, _) = setup(fake, SegmentConfig::default());
         let h = tags.get("t").unwrap();
         assert_eq!(ids(&h, 1).await, Err(TakeError::Alloc(AllocError::TagExhausted("t is exhausted".into()))));
-        let cache = h.inspect().await.unwrap();
+        let cache = h.inspect();
         assert!(!cache.initialised);
         assert!(cache.last_error.unwrap().contains("exhausted"));
         actors.stop();
@@ -671,6 +718,9 @@ mod tests {
             std::thread::sleep(Duration::from_millis(300));
         }));
         blocked.wait();
+        // `/cache` does not message the actor: it answers while the actor thread is blocked.
+        let view = h.inspect();
+        assert!(view.initialised && view.current.is_some() && view.next_ready, "{view:?}");
         let buffered = h.buf.buffered_ids();
         assert!(buffered > 20, "more than a segment buffered: {buffered}");
         for _ in 0..buffered {

@@ -22,7 +22,7 @@ fn config(dir: &TempDir) -> Config {
 }
 
 async fn start(cfg: Config) -> (NodeHandle, Client) {
-    let token = cfg.admin_token.clone();
+    let token = cfg.admin_token().map(str::to_string);
     let node = leaf_node::start(cfg).await.expect("node starts");
     assert!(node.wait_ready(Duration::from_secs(10)).await, "node not ready");
     let client = Client::new(&format!("http://{}", node.http_addr()), token);
@@ -715,4 +715,45 @@ async fn a_source_ip_not_on_this_host_is_refused_at_start() {
     cfg.raft.source_ip = Some("127.0.0.12".parse().unwrap());
     let (_node, c) = start(cfg).await;
     assert_eq!(get_ids(&c, "leaf-segment-test", None).await.len(), 1);
+}
+
+/// A peer with the cluster secret sends snapshot chunks that would make openraft reserve a
+/// terabyte (offset 2^40), skip ahead, or pass the size cap: each gets 400 and the node lives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_chunks_out_of_order_or_too_large_get_400_and_the_node_lives() {
+    use leaf_node::raft::network::{CallError, PeerClient, PATH_SNAPSHOT};
+    use leaf_raft_store::TypeConfig;
+    use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
+    const SECRET: &str = "snapshot-test-secret-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let (node, c) = start(Config { cluster_secret: Some(SECRET.into()), ..config(&dir) }).await;
+    let peer = PeerClient::new(Some(SECRET), None);
+    let addr = node.http_addr().to_string();
+    let chunk = |offset: u64, len: usize| InstallSnapshotRequest::<TypeConfig> {
+        vote: openraft::Vote::new(0, 9),
+        meta: openraft::SnapshotMeta { snapshot_id: "forged-1".into(), ..Default::default() },
+        offset,
+        data: vec![7; len],
+        done: false,
+    };
+    type Answer =
+        Result<InstallSnapshotResponse<u64>, openraft::error::RaftError<u64, openraft::error::InstallSnapshotError>>;
+    let send = |req: InstallSnapshotRequest<TypeConfig>| {
+        let (peer, addr) = (peer.clone(), addr.clone());
+        async move { peer.call::<_, Answer>(&addr, PATH_SNAPSHOT, &req, Duration::from_secs(5)).await }
+    };
+    for (what, req) in [
+        ("offset 2^40 first", chunk(1 << 40, 16)),
+        ("a middle chunk without its start", chunk(4096, 16)),
+        ("past the size cap", chunk(256 * 1024 * 1024 - 8, 16)),
+    ] {
+        match send(req).await {
+            Err(CallError::Refused { status: 400, .. }) => {}
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // Alive and serving.
+    assert_eq!(health(&c).await.node_id, 1);
+    assert_eq!(get_ids(&c, "leaf-segment-test", None).await.len(), 1);
+    node.shutdown().await;
 }

@@ -7,7 +7,10 @@
 //! Layout:
 //! - this file: start-up, routing to the leader ([`RaftNode::propose`], [`RaftNode::read_barrier`],
 //!   membership changes) and what the leader executes ([`RaftNode::execute`]);
+//! - [`answer`]: checks on the leader's answers before anything acts on them;
+//! - [`chunks`]: admission of snapshot chunks (in order, bounded) before openraft sees them;
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
+//! - [`quorum`]: quorum contact (the leader's last quorum acknowledgement, probed by followers);
 //! - [`service`]: the internal endpoints' handlers.
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -26,10 +29,13 @@ use tokio::time::Instant;
 use crate::clock::Clock;
 use crate::config::{check_host_port, Config};
 
+mod answer;
+mod chunks;
 pub mod network;
+mod quorum;
 pub mod service;
 
-use network::{NetworkFactory, PeerClient, PATH_FORWARD, PATH_TIME, SNAPSHOT_CHUNK_BYTES};
+use network::{NetworkFactory, PeerClient, PATH_FORWARD, PATH_PEER_STATUS, PATH_TIME, SNAPSHOT_CHUNK_BYTES};
 
 /// A forwarding attempt with less time than this left is not started.
 const MIN_ATTEMPT: Duration = Duration::from_millis(100);
@@ -55,6 +61,25 @@ pub enum ProposeError {
     Unavailable(String),
     #[error("raft stopped: {0}")]
     Fatal(String),
+}
+
+impl ProposeError {
+    /// The message for an anonymous client (the ID endpoints): the kind of failure without
+    /// peer addresses or a peer's error text, which [`RaftNode`] logs instead. State machine
+    /// rejections and this node's own stop reason are shown as they are.
+    pub fn public_message(&self) -> String {
+        match self {
+            ProposeError::Rejected(e) => e.to_string(),
+            ProposeError::Member { message, .. } => message.clone(),
+            ProposeError::NotLeader { .. } | ProposeError::Unavailable(_) => {
+                "the cluster cannot commit right now (no Raft leader with a quorum is reachable from this node); \
+                 retry later"
+                    .to_string()
+            }
+            ProposeError::Timeout(d) => format!("not committed within {d:?}; retry later"),
+            ProposeError::Fatal(e) => format!("raft stopped on this node: {e}"),
+        }
+    }
 }
 
 /// Kinds of refused membership changes.
@@ -90,6 +115,9 @@ pub enum Forward {
     Remove {
         node_id: NodeId,
     },
+    /// How long ago the leader last had a quorum acknowledgement (followers probe it, so their
+    /// `/health` is truthful when the leader lost its quorum).
+    QuorumAge,
 }
 
 /// A [`Forward`] on the wire, with how long the sender will wait for the answer: the leader
@@ -104,10 +132,34 @@ pub struct ForwardRequest {
 /// The leader's answer to a [`Forward`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Forwarded {
-    Proposed { applied: Applied, log_index: u64 },
+    Proposed {
+        applied: Applied,
+        log_index: u64,
+    },
     ReadIndex(Option<u64>),
     Membership(MembershipChange),
+    /// Milliseconds since the leader's last quorum acknowledgement (`None`: none yet).
+    QuorumAge(Option<u64>),
 }
+
+/// What a starting node asks its peers over the authenticated internal API
+/// ([`network::PATH_PEER_STATUS`]): whether they hold a cluster, and whether a node ID took part
+/// in it. Bounded and bincode, unlike the public `/cluster/status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerStatus {
+    /// Wire version of this answer; a node refuses answers of a version it does not know.
+    pub version: u16,
+    pub node_id: NodeId,
+    /// The members of the membership the peer knows (empty: it holds no cluster).
+    pub members: BTreeSet<NodeId>,
+    /// Node ID → the snowflake worker ID it registered.
+    pub workers: BTreeMap<NodeId, u16>,
+    /// Node ID → the log index the leader knows it stored (the leader only).
+    pub matched: BTreeMap<NodeId, u64>,
+}
+
+/// The [`PeerStatus`] version this release speaks.
+pub const PEER_STATUS_VERSION: u16 = 1;
 
 /// Why the Raft member could not start.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +196,10 @@ pub struct RaftStatus {
     pub last_applied_index: Option<u64>,
     pub snapshot_index: Option<u64>,
     pub purged_index: Option<u64>,
+    /// Milliseconds since this node last confirmed that a quorum follows its leader (the
+    /// leader: its last quorum acknowledgement; others: the leader's, as of the last probe).
+    /// `None` when unknown (no leader, or not confirmed yet).
+    pub quorum_ack_age_ms: Option<u64>,
     /// `None` when ready, otherwise why not.
     pub not_ready: Option<String>,
 }
@@ -168,6 +224,16 @@ pub struct RaftNode {
     sm: leaf_raft_store::StateMachineStore,
     /// The node's wall clock: the leader stamps it into every command.
     clock: Arc<dyn Clock>,
+    /// A non-leader's last confirmed quorum contact ([`quorum`]).
+    contact: Arc<quorum::Contact>,
+    /// Quorum contact older than this makes the node not ready (the longest election timeout).
+    contact_limit_ms: u64,
+    /// How often a non-leader probes the leader's quorum contact (the heartbeat interval).
+    probe_every: Duration,
+    /// Answers refused by [`answer::check`].
+    rejected_answers: prometheus_client::metrics::counter::Counter,
+    /// Which snapshot chunks may reach openraft ([`chunks`]).
+    chunks: Arc<chunks::ChunkGate>,
 }
 
 /// A Raft write error as the caller sees it.
@@ -207,7 +273,12 @@ async fn open_when_unlocked(
 impl RaftNode {
     /// Opens the store under `config.data_dir` and starts Raft. Forming a new cluster is
     /// [`RaftNode::form_cluster`]'s job, once the HTTP listener answers peers.
-    pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<RaftNode, RaftStartError> {
+    /// `rejected_answers` counts leader answers refused by the checks of [`answer`].
+    pub async fn start(
+        config: &Config,
+        clock: Arc<dyn Clock>,
+        rejected_answers: prometheus_client::metrics::counter::Counter,
+    ) -> Result<RaftNode, RaftStartError> {
         let dir = config.data_dir.join("raft");
         std::fs::create_dir_all(&dir)
             .map_err(|source| RaftStartError::DataDir { path: dir.display().to_string(), source })?;
@@ -241,7 +312,7 @@ impl RaftNode {
                 RaftStartError::Config(format!("raft.source_ip {ip} is not an address of this host: {e}"))
             })?;
         }
-        let peers = PeerClient::new(config.cluster_secret.as_deref(), config.raft.source_ip);
+        let peers = PeerClient::new(config.cluster_secret(), config.raft.source_ip);
         let network = NetworkFactory { node_id: config.node_id, client: peers.clone() };
         let sm_handle = sm.clone();
         let raft = Raft::new(config.node_id, Arc::new(raft_config), network, log.clone(), sm)
@@ -259,11 +330,22 @@ impl RaftNode {
             journal,
             sm: sm_handle,
             clock,
+            contact: quorum::Contact::new(),
+            contact_limit_ms: r.election_timeout_max_ms,
+            probe_every: Duration::from_millis(r.heartbeat_ms),
+            rejected_answers,
+            chunks: Arc::default(),
         })
     }
 
     pub fn node_id(&self) -> NodeId {
         self.node_id
+    }
+
+    /// Runs the quorum contact probe until aborted (spawn it once per node).
+    pub async fn watch_quorum(self) {
+        let every = self.probe_every;
+        quorum::run(self, every).await
     }
 
     /// Refuses to start with a blank data dir under an ID the cluster already knows as a
@@ -281,23 +363,15 @@ impl RaftNode {
         loop {
             let mut answered = false;
             for (&peer, addr) in peers.iter().filter(|(id, _)| **id != self.node_id) {
-                let client =
-                    crate::client::Client::new(&format!("http://{addr}"), None).with_timeout(Duration::from_secs(1));
-                let Ok((hyper::StatusCode::OK, body)) = client.get("/cluster/status").await else { continue };
-                let Ok(s) = serde_json::from_slice::<ClusterStatus>(&body) else { continue };
+                let Some(s) = self.peer_status(peer, addr).await else { continue };
                 answered = true;
-                if !s.members.iter().any(|m| m.node_id == self.node_id) {
+                if !s.members.contains(&self.node_id) {
                     continue;
                 }
-                let evidence = if let Some(w) = s.workers.iter().find(|w| w.node_id == self.node_id) {
-                    format!("it registered snowflake worker ID {}", w.worker_id)
-                } else if let Some(r) = s
-                    .replication
-                    .iter()
-                    .flatten()
-                    .find(|r| r.node_id == self.node_id && r.matched_index.unwrap_or(0) > 0)
-                {
-                    format!("it acknowledged the log up to index {}", r.matched_index.unwrap_or(0))
+                let evidence = if let Some(w) = s.workers.get(&self.node_id) {
+                    format!("it registered snowflake worker ID {w}")
+                } else if let Some(i) = s.matched.get(&self.node_id).filter(|i| **i > 0) {
+                    format!("it acknowledged the log up to index {i}")
                 } else {
                     continue;
                 };
@@ -352,21 +426,16 @@ impl RaftNode {
                 }
                 let mut blank = 1;
                 for (id, addr) in peers.iter().filter(|(id, _)| **id != self.node_id) {
-                    let client = crate::client::Client::new(&format!("http://{addr}"), None)
-                        .with_timeout(Duration::from_secs(1));
-                    let Ok((hyper::StatusCode::OK, body)) = client.get("/cluster/status").await else { continue };
-                    match serde_json::from_slice::<ClusterStatus>(&body) {
-                        Ok(s) if !s.members.is_empty() => {
-                            tracing::info!(
-                                node_id = self.node_id,
-                                peer = id,
-                                "a peer already holds the cluster: not initialising; waiting for its leader"
-                            );
-                            return;
-                        }
-                        Ok(_) => blank += 1,
-                        Err(_) => {}
+                    let Some(s) = self.peer_status(*id, addr).await else { continue };
+                    if !s.members.is_empty() {
+                        tracing::info!(
+                            node_id = self.node_id,
+                            peer = id,
+                            "a peer already holds the cluster: not initialising; waiting for its leader"
+                        );
+                        return;
                     }
+                    blank += 1;
                 }
                 if blank >= majority {
                     break;
@@ -384,6 +453,33 @@ impl RaftNode {
             // Another listed node initialised at the same moment and already replicated to us.
             tracing::info!(error = %e, "cluster initialisation not needed");
         }
+    }
+
+    /// Asks peer `id` at `addr` for its [`PeerStatus`] over the authenticated internal API
+    /// (bounded body, 1 s); `None` when it does not answer, or answers for another node ID or
+    /// in an unknown version (logged).
+    async fn peer_status(&self, id: NodeId, addr: &str) -> Option<PeerStatus> {
+        let timeout = Duration::from_secs(1);
+        match self.peers.call::<_, PeerStatus>(addr, PATH_PEER_STATUS, &PEER_STATUS_VERSION, timeout).await {
+            Ok(s) if s.version == PEER_STATUS_VERSION && s.node_id == id => Some(s),
+            Ok(s) => {
+                tracing::warn!(peer = id, addr, version = s.version, answered_as = s.node_id, "ignoring a peer status");
+                None
+            }
+            Err(e) => {
+                tracing::debug!(peer = id, error = %e, "peer status");
+                None
+            }
+        }
+    }
+
+    /// This node's [`PeerStatus`], for a starting peer.
+    pub(crate) fn own_peer_status(&self) -> PeerStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let members = m.membership_config.membership().nodes().map(|(id, _)| *id).collect();
+        let workers = self.state.workers().into_iter().map(|(w, r)| (r.node_id, w)).collect();
+        let matched = m.replication.iter().flatten().filter_map(|(id, l)| l.map(|l| (*id, l.index))).collect();
+        PeerStatus { version: PEER_STATUS_VERSION, node_id: self.node_id, members, workers, matched }
     }
 
     /// The applied state (tags) on this node.
@@ -462,6 +558,16 @@ impl RaftNode {
     /// leaders until the deadline. A request that may have reached the leader is retried only
     /// when `retry_unknown`.
     async fn on_leader(&self, req: Forward, retry_unknown: bool) -> Result<Forwarded, ProposeError> {
+        let answer = self.on_leader_unchecked(&req, retry_unknown).await?;
+        if let Err(why) = answer::check(&req, &answer) {
+            self.rejected_answers.inc();
+            tracing::error!(%why, ?req, ?answer, "refused the leader's answer");
+            return Err(ProposeError::Unavailable(format!("refused the leader's answer: {why}")));
+        }
+        Ok(answer)
+    }
+
+    async fn on_leader_unchecked(&self, req: &Forward, retry_unknown: bool) -> Result<Forwarded, ProposeError> {
         let deadline = self.deadline();
         let mut last: Option<ProposeError>;
         loop {
@@ -535,6 +641,13 @@ impl RaftNode {
                     Ok(r) => r.map_err(write_error)?,
                 };
                 Ok(Forwarded::Proposed { applied: resp.data?, log_index: resp.log_id.index })
+            }
+            Forward::QuorumAge => {
+                let m = self.raft.metrics().borrow().clone();
+                if m.state != ServerState::Leader {
+                    return Err(ProposeError::NotLeader { leader: m.current_leader });
+                }
+                Ok(Forwarded::QuorumAge(m.millis_since_quorum_ack))
             }
             Forward::ReadIndex => {
                 let (read, _applied) = match tokio::time::timeout(budget, self.raft.get_read_log_id()).await {
@@ -704,12 +817,19 @@ impl RaftNode {
     pub fn status(&self) -> RaftStatus {
         let m = self.raft.metrics().borrow().clone();
         let applied = m.last_applied.map(|l| l.index);
+        let quorum_ack_age_ms = match m.current_leader {
+            Some(_) if m.state == ServerState::Leader => m.millis_since_quorum_ack,
+            Some(leader) => self.contact.age_ms(leader),
+            None => None,
+        };
         let not_ready = if let Err(e) = &m.running_state {
             Some(format!("raft stopped: {e}"))
         } else if m.membership_config.membership().get_node(&self.node_id).is_none() {
             Some("not a member of the cluster (waiting to be added, or removed)".to_string())
         } else if m.current_leader.is_none() {
             Some("no raft leader".to_string())
+        } else if let Some(why) = self.quorum_problem(m.current_leader, m.state, quorum_ack_age_ms) {
+            Some(why)
         } else if applied.unwrap_or(0) < self.startup_index {
             // Only the log present at startup gates readiness: entries appended later are
             // applied within a commit round trip, and gating on them would flap `/health`
@@ -727,7 +847,23 @@ impl RaftNode {
             last_applied_index: applied,
             snapshot_index: m.snapshot.map(|l| l.index),
             purged_index: m.purged.map(|l| l.index),
+            quorum_ack_age_ms,
             not_ready,
+        }
+    }
+
+    /// Why the quorum contact is not good enough to be ready, if it is not: the leader must
+    /// have had a quorum acknowledgement within the longest election timeout (a follower: its
+    /// leader, as probed), so a node cut off from the quorum reports it within two.
+    fn quorum_problem(&self, leader: Option<NodeId>, state: ServerState, age: Option<u64>) -> Option<String> {
+        let leader = leader?;
+        let who = if state == ServerState::Leader { "this leader".to_string() } else { format!("leader {leader}") };
+        match age {
+            None => Some(format!("no quorum contact confirmed yet ({who})")),
+            Some(a) if a > self.contact_limit_ms => {
+                Some(format!("no quorum contact for {a} ms ({who}): new segments cannot be committed"))
+            }
+            Some(_) => None,
         }
     }
 

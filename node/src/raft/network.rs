@@ -41,6 +41,8 @@ pub const PATH_SNAPSHOT: &str = "/internal/raft/snapshot";
 pub const PATH_FORWARD: &str = "/internal/forward";
 /// A peer's wall clock (the snowflake startup clock check).
 pub const PATH_TIME: &str = "/internal/time";
+/// Whether a peer holds a cluster and who took part in it (a starting node asks).
+pub const PATH_PEER_STATUS: &str = "/internal/peer-status";
 
 /// Why an internal call produced no decodable answer.
 #[derive(Debug, Clone, thiserror::Error)]

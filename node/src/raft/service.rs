@@ -9,7 +9,7 @@ use openraft::raft::{
     VoteResponse,
 };
 
-use super::network::{PATH_APPEND, PATH_FORWARD, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
+use super::network::{PATH_APPEND, PATH_FORWARD, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
 use super::{ForwardRequest, Forwarded, ProposeError, RaftNode};
 
 /// Why an internal request was not handled.
@@ -51,8 +51,13 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8]) -> Result<Vec<u8>,
         }
         PATH_SNAPSHOT => {
             let req: InstallSnapshotRequest<TypeConfig> = decode(body)?;
+            let (id, offset, len, done) = (req.meta.snapshot_id.clone(), req.offset, req.data.len(), req.done);
+            node.chunks.admit(&id, offset, len).map_err(ServiceError::BadRequest)?;
             let r: Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> =
                 node.raft.install_snapshot(req).await;
+            if r.is_ok() {
+                node.chunks.accepted(&id, offset, len, done);
+            }
             encode(&r)
         }
         PATH_FORWARD => {
@@ -64,6 +69,11 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8]) -> Result<Vec<u8>,
         PATH_TIME => {
             let () = decode(body)?;
             encode(&node.clock.now_ms())
+        }
+        PATH_PEER_STATUS => {
+            // The asker's version; this node answers in its own, which the asker checks.
+            let _version: u16 = decode(body)?;
+            encode(&node.own_peer_status())
         }
         other => Err(ServiceError::NotFound(other.to_string())),
     }
