@@ -303,7 +303,7 @@ impl Cluster {
             let mut leaders = Vec::new();
             for &id in ids {
                 match self.status(id).await {
-                    Ok(s) if s.health.ready => leaders.push(s.leader_id),
+                    Ok(s) if s.health.segment_ready => leaders.push(s.leader_id),
                     Ok(s) => last = format!("node {id} not ready: {:?}", s.health.reason),
                     Err(e) => last = e.to_string(),
                 }

@@ -141,7 +141,7 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
         assert_eq!(members, expected);
         assert_eq!(s.state == "leader", id == leader, "{s:?}");
         assert_eq!(s.replication.is_some(), id == leader);
-        assert!(s.health.ready);
+        assert!(s.health.segment_ready);
     }
 
     // A tag created through node 1 (forwarded if node 1 is a follower) works on node 3 at once:
@@ -365,6 +365,67 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     assert_ne!(h3.state, "serving", "{h3:?}");
 }
 
+/// `/health` of node `id` and its status code.
+async fn health_of(cluster: &Cluster, id: u64, query: &str) -> (StatusCode, Health) {
+    let (s, b) = cluster.client(id).get(&format!("/health{query}")).await.unwrap();
+    (s, serde_json::from_slice(&b).unwrap_or_else(|_| panic!("not a health body: {b:?}")))
+}
+
+/// Both followers of a 3-node cluster die: the leader still calls itself leader (openraft 0.9
+/// does not step down), but `/health` says it has no quorum contact, with a reason, within two
+/// election timeouts; and it is ready again once a follower is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts() {
+    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (s, h) = health_of(&cluster, leader, "?mode=segment").await;
+    assert_eq!(s, StatusCode::OK, "{h:?}");
+    assert!(h.segment_ready && h.quorum_ack_age_ms.is_some_and(|a| a < 2000), "{h:?}");
+    // A follower's contact is probed from the leader.
+    let follower = cluster.ids().into_iter().find(|id| *id != leader).unwrap();
+    let (_, hf) = health_of(&cluster, follower, "?mode=segment").await;
+    assert!(hf.segment_ready && hf.quorum_ack_age_ms.is_some_and(|a| a < 2000), "{hf:?}");
+    let followers: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
+    for f in &followers {
+        cluster.kill(*f);
+    }
+    let killed = std::time::Instant::now();
+    // Default election timeouts: 1-2 s; two of the longest: 4 s.
+    let h = loop {
+        let (s, h) = health_of(&cluster, leader, "?mode=segment").await;
+        if s == StatusCode::SERVICE_UNAVAILABLE {
+            break h;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(4),
+            "still ready {:?} after losing the quorum: {h:?}",
+            killed.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!("the leader reported the lost quorum {:?} after the kill: {:?}", killed.elapsed(), h.reason);
+    assert!(!h.segment_ready && !h.ready, "{h:?}");
+    assert_eq!(h.leader_id, Some(leader), "openraft keeps the leader: {h:?}");
+    assert!(h.reason.as_deref().is_some_and(|r| r.contains("quorum")), "{h:?}");
+    assert!(h.quorum_ack_age_ms.is_some_and(|a| a > 2000), "{h:?}");
+    // The default /health (both modes) agrees.
+    assert_eq!(health_of(&cluster, leader, "").await.0, StatusCode::SERVICE_UNAVAILABLE);
+    // One follower back: a quorum again.
+    cluster.spawn(followers[0]).unwrap();
+    let deadline = std::time::Instant::now() + FORM;
+    loop {
+        let answer = cluster.client(followers[0]).get("/health?mode=segment").await;
+        if let Ok((StatusCode::OK, b)) = &answer {
+            let h: Health = serde_json::from_slice(b).unwrap();
+            if h.quorum_ack_age_ms.is_some_and(|a| a < 2000) {
+                break;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "never ready again: {answer:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster.wait_leader_among(&[leader, followers[0]], FORM).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skewed_clock_keeps_snowflake_off_and_a_node_restarts_from_its_state_file_without_a_quorum() {
     let (_serial, mut cluster, _) = cluster(3, "").await;
@@ -557,7 +618,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     let s4 = loop {
         let s = cluster.status(4).await.unwrap();
         let l = cluster.status(leader).await.unwrap();
-        if s.health.ready && s.last_applied_index >= l.committed_index {
+        if s.health.segment_ready && s.last_applied_index >= l.committed_index {
             break s;
         }
         assert!(tokio::time::Instant::now() < deadline, "learner did not catch up: {s:?}");

@@ -664,6 +664,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
         .header_read_timeout(Duration::from_millis(app.config.http.header_read_timeout_ms))
         .keep_alive(true);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(app.config.http.max_connections));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -675,6 +676,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
+                };
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    app.metrics.connection_refused();
+                    tokio::spawn(refuse_connection(stream));
+                    continue;
                 };
                 let _ = stream.set_nodelay(true);
                 let conn_local = stream.local_addr().unwrap_or(local);
@@ -690,6 +696,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                     if let Err(e) = conn.await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
+                    drop(slot);
                 });
             }
             _ = shutdown.changed() => break,
@@ -702,9 +709,37 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
     }
 }
 
+/// The answer of a connection beyond `http.max_connections`: a complete 503 response with
+/// `Retry-After`, written without reading the request, then the connection is closed.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+connection: close\r\ncontent-length: 88\r\n\r\n\
+{\"code\":\"unavailable\",\"message\":\"too many open connections to this node; retry shortly\"}";
+
+/// Answers a connection over the cap with [`BUSY`] (bounded by a second) and closes it.
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(BUSY).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_busy_answer_is_a_well_formed_503_with_a_json_error() {
+        let text = std::str::from_utf8(BUSY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "));
+        assert!(head.contains("\r\nretry-after: 1"));
+        let len: usize = head.split("content-length: ").nth(1).unwrap().parse().unwrap();
+        assert_eq!(len, body.len());
+        let e: ErrorBody = serde_json::from_str(body).unwrap();
+        assert_eq!(e.code, ErrorCode::Unavailable);
+    }
 
     fn conn(local: &str, peer: &str) -> ConnInfo {
         ConnInfo { local: local.parse().unwrap(), peer: peer.parse().unwrap() }

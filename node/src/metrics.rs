@@ -51,6 +51,8 @@ pub struct Metrics {
     ready: Gauge<f64, AtomicU64>,
     /// Leader answers refused because they did not fit the request (see `raft::answer`).
     peer_answers_rejected: Counter,
+    /// Connections answered 503 because `http.max_connections` were open.
+    connections_refused: Counter,
     /// Snowflake keys seen so far, to bound the label set.
     snowflake_keys: std::sync::RwLock<std::collections::HashMap<String, Counter>>,
 }
@@ -85,6 +87,7 @@ impl Metrics {
             tags: Gauge::default(),
             ready: Gauge::default(),
             peer_answers_rejected: Counter::default(),
+            connections_refused: Counter::default(),
             snowflake_keys: Default::default(),
             registry: Registry::default(),
         };
@@ -119,10 +122,20 @@ impl Metrics {
             "Answers of the leader refused because they did not fit the request (a broken or forged peer)",
             m.peer_answers_rejected.clone(),
         );
+        registry.register(
+            "http_connections_refused",
+            "Connections answered 503 and closed because http.max_connections were open",
+            m.connections_refused.clone(),
+        );
         for code in ErrorCode::ALL {
             let _ = m.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() });
         }
         Metrics { registry, ..m }
+    }
+
+    /// Counts a connection refused at the cap.
+    pub fn connection_refused(&self) {
+        self.connections_refused.inc();
     }
 
     /// The counter of refused leader answers, for the Raft member to increment.

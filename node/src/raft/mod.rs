@@ -9,6 +9,7 @@
 //!   membership changes) and what the leader executes ([`RaftNode::execute`]);
 //! - [`answer`]: checks on the leader's answers before anything acts on them;
 //! - [`chunks`]: admission of snapshot chunks (in order, bounded) before openraft sees them;
+//! - [`coalesce`]: read-index rounds shared by concurrent callers (unknown-tag floods);
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
 //! - [`quorum`]: quorum contact (the leader's last quorum acknowledgement, probed by followers);
 //! - [`service`]: the internal endpoints' handlers.
@@ -31,6 +32,7 @@ use crate::config::{check_host_port, Config};
 
 mod answer;
 mod chunks;
+mod coalesce;
 pub mod network;
 mod quorum;
 pub mod service;
@@ -234,6 +236,10 @@ pub struct RaftNode {
     rejected_answers: prometheus_client::metrics::counter::Counter,
     /// Which snapshot chunks may reach openraft ([`chunks`]).
     chunks: Arc<chunks::ChunkGate>,
+    /// Read-index rounds through the leader, shared by this node's callers ([`coalesce`]).
+    barriers: Arc<coalesce::Coalescer>,
+    /// The leader's own read-index (quorum) rounds, shared by every node's callers.
+    leader_reads: Arc<coalesce::Coalescer>,
 }
 
 /// A Raft write error as the caller sees it.
@@ -335,6 +341,8 @@ impl RaftNode {
             probe_every: Duration::from_millis(r.heartbeat_ms),
             rejected_answers,
             chunks: Arc::default(),
+            barriers: Arc::default(),
+            leader_reads: Arc::default(),
         })
     }
 
@@ -516,10 +524,23 @@ impl RaftNode {
     /// is visible here afterwards. Writes nothing to the log.
     pub async fn read_barrier(&self) -> Result<(), ProposeError> {
         let deadline = self.deadline();
-        let index = match self.on_leader(Forward::ReadIndex, true).await? {
-            Forwarded::ReadIndex(i) => i,
-            other => return Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
+        let me = self.clone();
+        let round = move || {
+            let me = me.clone();
+            async move {
+                match me.on_leader(Forward::ReadIndex, true).await? {
+                    Forwarded::ReadIndex(i) => Ok(i),
+                    other => Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
+                }
+            }
         };
+        let index = match tokio::time::timeout_at(deadline, self.barriers.read(round)).await {
+            Ok(r) => r?,
+            Err(_) => return Err(ProposeError::Timeout(self.propose_timeout)),
+        };
+        if self.state.last_applied().map(|l| l.index) >= index {
+            return Ok(());
+        }
         let wait = deadline.saturating_duration_since(Instant::now());
         self.raft
             .wait(Some(wait))
@@ -650,19 +671,26 @@ impl RaftNode {
                 Ok(Forwarded::QuorumAge(m.millis_since_quorum_ack))
             }
             Forward::ReadIndex => {
-                let (read, _applied) = match tokio::time::timeout(budget, self.raft.get_read_log_id()).await {
-                    Err(_) => return Err(timeout),
-                    Ok(r) => r.map_err(|e| match e {
-                        RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => {
-                            ProposeError::NotLeader { leader: f.leader_id }
-                        }
-                        RaftError::APIError(e @ CheckIsLeaderError::QuorumNotEnough(_)) => {
-                            ProposeError::Unavailable(e.to_string())
-                        }
-                        RaftError::Fatal(f) => ProposeError::Fatal(f.to_string()),
-                    })?,
+                let raft = self.raft.clone();
+                let round = move || {
+                    let raft = raft.clone();
+                    async move {
+                        let (read, _applied) = raft.get_read_log_id().await.map_err(|e| match e {
+                            RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => {
+                                ProposeError::NotLeader { leader: f.leader_id }
+                            }
+                            RaftError::APIError(e @ CheckIsLeaderError::QuorumNotEnough(_)) => {
+                                ProposeError::Unavailable(e.to_string())
+                            }
+                            RaftError::Fatal(f) => ProposeError::Fatal(f.to_string()),
+                        })?;
+                        Ok(read.map(|l| l.index))
+                    }
                 };
-                Ok(Forwarded::ReadIndex(read.map(|l| l.index)))
+                match tokio::time::timeout(budget, self.leader_reads.read(round)).await {
+                    Err(_) => Err(timeout),
+                    Ok(r) => Ok(Forwarded::ReadIndex(r?)),
+                }
             }
             Forward::AddLearner { node_id, addr } => {
                 if !self.peers.has_secret() {
