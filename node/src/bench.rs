@@ -30,7 +30,8 @@ pub struct BenchArgs {
     /// them round robin.
     #[arg(long = "url", visible_alias = "node", value_delimiter = ',', default_value = "http://127.0.0.1:8080")]
     pub urls: Vec<String>,
-    /// Path and query of every request.
+    /// Path and query of every request; `{rand}` is replaced by a random hex value per request
+    /// (e.g. `/api/segment/get/u-{rand}`: a flood of unknown tags).
     #[arg(long, default_value = "/api/segment/get/leaf-segment-test")]
     pub path: String,
     /// Concurrent keep-alive connections.
@@ -56,6 +57,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// Placeholder in `--path` replaced by a random value per request.
+const RAND: &str = "{rand}";
 
 /// Parses `90s`, `10m`, `1500ms`, `2h` or plain seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -214,7 +218,13 @@ async fn connection(
         let Some(s) = sender.as_mut() else { continue };
         let sent = Instant::now();
         let from = start_from.unwrap_or(sent);
-        let req = Request::get(shared.path.as_str())
+        // `{rand}` in the path: a fresh random value per request (e.g. a flood of unknown tags).
+        let path = if shared.path.contains(RAND) {
+            std::borrow::Cow::Owned(shared.path.replace(RAND, &format!("{:016x}", rand::random::<u64>())))
+        } else {
+            std::borrow::Cow::Borrowed(shared.path.as_str())
+        };
+        let req = Request::get(path.as_ref())
             .header(hyper::header::HOST, target.authority.as_str())
             .body(Empty::<Bytes>::new());
         let req = match req {

@@ -167,7 +167,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         );
     }
     let metrics = Arc::new(Metrics::new());
-    let raft = RaftNode::start(&config, clock.clone(), metrics.peer_answers_rejected()).await?;
+    let raft = RaftNode::start(&config, clock.clone(), metrics.raft_counters()).await?;
     // Before the listener accepts Raft traffic: a node that lost its data must not rejoin.
     if let Err(e) = raft.refuse_if_forgotten(&config.peers.0).await {
         raft.shutdown().await;

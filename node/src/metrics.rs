@@ -53,6 +53,8 @@ pub struct Metrics {
     peer_answers_rejected: Counter,
     /// Connections answered 503 because `http.max_connections` were open.
     connections_refused: Counter,
+    /// Read-index rounds this node started for its callers (shared by concurrent callers).
+    read_index_rounds: Counter,
     /// Snowflake keys seen so far, to bound the label set.
     snowflake_keys: std::sync::RwLock<std::collections::HashMap<String, Counter>>,
 }
@@ -88,6 +90,7 @@ impl Metrics {
             ready: Gauge::default(),
             peer_answers_rejected: Counter::default(),
             connections_refused: Counter::default(),
+            read_index_rounds: Counter::default(),
             snowflake_keys: Default::default(),
             registry: Registry::default(),
         };
@@ -127,6 +130,11 @@ impl Metrics {
             "Connections answered 503 and closed because http.max_connections were open",
             m.connections_refused.clone(),
         );
+        registry.register(
+            "read_index_rounds",
+            "Read-index rounds through the leader (unknown tags), each shared by every caller waiting for it",
+            m.read_index_rounds.clone(),
+        );
         for code in ErrorCode::ALL {
             let _ = m.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() });
         }
@@ -138,9 +146,12 @@ impl Metrics {
         self.connections_refused.inc();
     }
 
-    /// The counter of refused leader answers, for the Raft member to increment.
-    pub fn peer_answers_rejected(&self) -> Counter {
-        self.peer_answers_rejected.clone()
+    /// The counters the Raft member increments.
+    pub fn raft_counters(&self) -> crate::raft::RaftCounters {
+        crate::raft::RaftCounters {
+            rejected_answers: self.peer_answers_rejected.clone(),
+            read_index_rounds: self.read_index_rounds.clone(),
+        }
     }
 
     /// The counter of IDs served for `(mode, tag)`; keep it and increment it lock-free.

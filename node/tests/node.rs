@@ -809,3 +809,55 @@ async fn connections_beyond_the_cap_get_503_with_retry_after() {
     }
     node.shutdown().await;
 }
+
+/// A flood of random unknown tags shares read-index rounds (far fewer rounds than requests,
+/// `leaf_read_index_rounds_total`), every one of them is a 404, and a known tag keeps serving
+/// throughout. A tag created mid-flood is usable at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_tag_flood_shares_read_index_rounds_and_does_not_stop_known_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut flood = Vec::new();
+    for w in 0..32u64 {
+        let (c, stop) = (c.clone(), stop.clone());
+        flood.push(tokio::spawn(async move {
+            let (mut n, mut not_404) = (0u64, 0u64);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (s, _) = c.get(&format!("/api/segment/get/unknown-{w}-{n}")).await.unwrap();
+                n += 1;
+                not_404 += u64::from(s != StatusCode::NOT_FOUND);
+            }
+            (n, not_404)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut known = 0;
+    for i in 0..200 {
+        assert_eq!(get_ids(&c, "leaf-segment-test", None).await.len(), 1);
+        known += 1;
+        if i == 100 {
+            create_tag(&c, "born-mid-flood", 10, None).await;
+            assert_eq!(get_ids(&c, "born-mid-flood", Some(2)).await.len(), 2);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut requests, mut not_404) = (0, 0);
+    for f in flood {
+        let (n, bad) = f.await.unwrap();
+        requests += n;
+        not_404 += bad;
+    }
+    let (_, m) = c.get("/metrics").await.unwrap();
+    let m = String::from_utf8_lossy(&m);
+    let rounds: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("leaf_read_index_rounds_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("leaf_read_index_rounds_total in /metrics");
+    eprintln!("{requests} unknown-tag requests took {rounds} read-index rounds; {known} known-tag requests served");
+    assert_eq!(not_404, 0, "unknown tags must be 404");
+    assert!(requests > 500, "the flood barely ran: {requests}");
+    assert!(rounds * 4 < requests, "{rounds} rounds for {requests} requests: not shared");
+    node.shutdown().await;
+}

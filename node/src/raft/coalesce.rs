@@ -23,6 +23,8 @@ type Reply = Result<Option<u64>, ProposeError>;
 #[derive(Default)]
 pub(crate) struct Coalescer {
     state: Mutex<State>,
+    /// Rounds started.
+    rounds: prometheus_client::metrics::counter::Counter,
 }
 
 #[derive(Default)]
@@ -34,6 +36,11 @@ struct State {
 }
 
 impl Coalescer {
+    /// A coalescer that counts its rounds in `rounds`.
+    pub(crate) fn counting(rounds: prometheus_client::metrics::counter::Counter) -> Self {
+        Coalescer { state: Mutex::default(), rounds }
+    }
+
     /// The result of a round of `fetch` that started after this call did. `fetch` runs on a
     /// spawned task, so a caller that gives up does not cancel the round of the others.
     pub(crate) async fn read<F, Fut>(self: &Arc<Self>, fetch: F) -> Reply
@@ -60,6 +67,7 @@ impl Coalescer {
                         std::mem::take(&mut s.waiting)
                     };
                     // Everyone in `batch` arrived before this round starts.
+                    me.rounds.inc();
                     let reply = fetch().await;
                     for w in batch {
                         let _ = w.send(reply.clone());

@@ -187,6 +187,15 @@ pub enum RaftStartError {
     Forgotten { node_id: NodeId, peer: NodeId, evidence: String },
 }
 
+/// Metrics the Raft member increments.
+#[derive(Debug, Clone, Default)]
+pub struct RaftCounters {
+    /// Leader answers refused by the checks of [`answer`].
+    pub rejected_answers: prometheus_client::metrics::counter::Counter,
+    /// Read-index rounds started for this node's callers ([`coalesce`]).
+    pub read_index_rounds: prometheus_client::metrics::counter::Counter,
+}
+
 /// A point-in-time view of this member, for `/health`, `/metrics` and status pages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaftStatus {
@@ -279,11 +288,11 @@ async fn open_when_unlocked(
 impl RaftNode {
     /// Opens the store under `config.data_dir` and starts Raft. Forming a new cluster is
     /// [`RaftNode::form_cluster`]'s job, once the HTTP listener answers peers.
-    /// `rejected_answers` counts leader answers refused by the checks of [`answer`].
+    /// `counters` are the metrics this member increments.
     pub async fn start(
         config: &Config,
         clock: Arc<dyn Clock>,
-        rejected_answers: prometheus_client::metrics::counter::Counter,
+        counters: RaftCounters,
     ) -> Result<RaftNode, RaftStartError> {
         let dir = config.data_dir.join("raft");
         std::fs::create_dir_all(&dir)
@@ -339,9 +348,9 @@ impl RaftNode {
             contact: quorum::Contact::new(),
             contact_limit_ms: r.election_timeout_max_ms,
             probe_every: Duration::from_millis(r.heartbeat_ms),
-            rejected_answers,
+            rejected_answers: counters.rejected_answers,
             chunks: Arc::default(),
-            barriers: Arc::default(),
+            barriers: Arc::new(coalesce::Coalescer::counting(counters.read_index_rounds)),
             leader_reads: Arc::default(),
         })
     }
