@@ -665,6 +665,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
         .keep_alive(true);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(tokio::sync::Semaphore::new(app.config.http.max_connections));
+    let trimmer = Arc::new(crate::memory::Trimmer::default());
+    let trimming = tokio::spawn(trimmer.clone().run(Duration::from_secs(2)));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -686,6 +688,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                 let conn_local = stream.local_addr().unwrap_or(local);
                 let info = ConnInfo { local: conn_local, peer };
                 let app = app.clone();
+                let trimmer = trimmer.clone();
                 let svc = hyper::service::service_fn(move |req| {
                     let app = app.clone();
                     async move { Ok::<_, Infallible>(app.handle(req, info).await) }
@@ -697,12 +700,14 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                     drop(slot);
+                    trimmer.connection_closed();
                 });
             }
             _ = shutdown.changed() => break,
         }
     }
     drop(listener);
+    trimming.abort();
     let grace = Duration::from_millis(app.config.http.shutdown_grace_ms);
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!(?grace, "in-flight requests did not finish within the shutdown grace period");

@@ -13,6 +13,7 @@
 //! - [`snowflake`]: the lock-free snowflake generator and the worker actor (registration and
 //!   lease through Raft, durable time window, clock checks).
 //! - [`http`]: hyper server, routing, errors → statuses, admin auth.
+//! - [`memory`]: returns freed memory to the OS after connection floods.
 //! - [`metrics`]: Prometheus metrics.
 //! - [`client`], [`cli`]: the command-line interface over the HTTP API.
 //! - [`bench`]: `leaf bench`, the HTTP load generator (hdrhistogram, open or closed loop).
@@ -31,6 +32,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod http;
+pub mod memory;
 pub mod metrics;
 pub mod raft;
 pub mod segment;

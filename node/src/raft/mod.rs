@@ -584,6 +584,15 @@ impl RaftNode {
         }
     }
 
+    /// The current leader, if known, and its address, if the membership has it.
+    fn leader_and_addr(&self) -> (Option<NodeId>, Option<String>) {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let leader = m.current_leader;
+        let addr = leader.and_then(|l| m.membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
+        (leader, addr)
+    }
+
     /// Runs `req` on the current leader, retrying across leader changes and unreachable
     /// leaders until the deadline. A request that may have reached the leader is retried only
     /// when `retry_unknown`.
@@ -601,14 +610,7 @@ impl RaftNode {
         let deadline = self.deadline();
         let mut last: Option<ProposeError>;
         loop {
-            let (leader, addr) = {
-                let m = self.raft.metrics();
-                let m = m.borrow();
-                let leader = m.current_leader;
-                let addr = leader.and_then(|l| m.membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
-                (leader, addr)
-            };
-            match (leader, addr) {
+            match self.leader_and_addr() {
                 (Some(l), _) if l == self.node_id => match self.execute(req.clone(), deadline).await {
                     Err(e @ ProposeError::NotLeader { .. }) => last = Some(e),
                     // No quorum yet, a membership change in progress, a learner catching up.
@@ -1044,5 +1046,33 @@ impl RaftNode {
         if let Err(e) = self.sm.checkpoint().await {
             tracing::warn!(error = %e, "final state machine checkpoint");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_clients_never_see_peer_addresses_or_peer_error_text() {
+        let leaky = [
+            ProposeError::Unavailable(
+                "gave up after 5s: leader 2: cannot connect to 10.0.0.7:8080: Connection refused".into(),
+            ),
+            ProposeError::Unavailable(
+                "leader 3 may or may not have done it: 10.0.0.8:8080 refused the request: \
+                 HTTP 500: secret stack trace"
+                    .into(),
+            ),
+            ProposeError::NotLeader { leader: Some(2) },
+        ];
+        for e in leaky {
+            let m = e.public_message();
+            assert!(!m.contains("10.0.0.") && !m.contains("refused") && !m.contains("secret"), "{m}");
+            assert!(m.contains("retry"), "{m}");
+        }
+        // A rejection is the state machine's deterministic answer: shown as it is.
+        let r = ProposeError::Rejected(ApplyError::TagNotFound("t".into()));
+        assert_eq!(r.public_message(), r.to_string());
     }
 }

@@ -72,14 +72,7 @@ pub(crate) async fn run(node: RaftNode, interval: Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let (leader, addr) = {
-            let m = node.raft.metrics();
-            let m = m.borrow();
-            let leader = m.current_leader;
-            let addr = leader.and_then(|l| m.membership_config.membership().get_node(&l).map(|n| n.addr.clone()));
-            (leader, addr)
-        };
-        let (Some(leader), Some(addr)) = (leader, addr) else { continue };
+        let (Some(leader), Some(addr)) = node.leader_and_addr() else { continue };
         if leader == node.node_id {
             continue;
         }
