@@ -130,6 +130,10 @@ pub struct SnowflakeHealth {
     /// Average RTT-compensated offset of the peers' clocks from this node's at startup
     /// (positive: the peers are ahead); `None` when no peer answered.
     pub peer_clock_offset_ms: Option<i64>,
+    /// Peer clock samples the startup check discarded: a negative round trip, one longer than
+    /// the call's timeout, or an offset beyond a year (a broken or malicious answer).
+    #[serde(default)]
+    pub peer_clock_samples_discarded: u32,
 }
 
 /// A decoded snowflake ID (`/api/snowflake/decode/{id}`, `/decodeSnowflakeId`).

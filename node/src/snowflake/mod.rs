@@ -3,6 +3,7 @@
 //!
 //! Layout:
 //! - [`generator`]: the bit layout and the lock-free generator (the per-ID hot path);
+//! - [`clock_check`]: the startup peer clock check's checked arithmetic;
 //! - this file: [`Snowflake`], the request path's handle (waits on short stalls, turns the
 //!   rest into errors), and the worker actor that owns everything slow: the startup peer clock
 //!   check, registration and lease renewal through Raft, raising the durable high-water mark,
@@ -26,10 +27,13 @@
 //!   above the old high-water mark and the handover time.
 //! - **Weak dependency**: the state file also keeps the worker ID and the lease end, so a node
 //!   restarting while the quorum is unreachable serves under its old ID until that lease ends.
-//! - **Clock checks**: at start, RTT-compensated offsets against every reachable peer; if the
-//!   average exceeds `max_peer_offset_ms`, snowflake stays off (segment mode is unaffected).
+//! - **Clock checks**: at start, RTT-compensated offsets against every reachable peer (samples
+//!   with a negative or over-timeout round trip, or an offset beyond a year, are discarded and
+//!   counted); if the average exceeds `max_peer_offset_ms`, snowflake stays off (segment mode
+//!   is unaffected).
 //!   At runtime a clock that moved back by at most `max_backward_ms` waits twice the gap;
 //!   further is a 503 `clock_moved_backwards`, never a duplicate.
+pub mod clock_check;
 pub mod generator;
 
 use std::path::{Path, PathBuf};
@@ -56,8 +60,10 @@ const NEXT_MS_LIMIT: Duration = Duration::from_secs(1);
 const WINDOW_WAIT: Duration = Duration::from_secs(2);
 /// Pause between failed registrations.
 const REGISTER_RETRY: Duration = Duration::from_secs(1);
-/// Timeout of one peer's answer in the startup clock check.
-const PEER_TIME_TIMEOUT: Duration = Duration::from_secs(1);
+/// Timeout of one peer's answer in the startup clock check. Short: the check sits on the
+/// restart path, a peer that is down or cut off costs this much, and an answer that took
+/// longer is too uncertain (± half the round trip) to judge a 1 s threshold anyway.
+const PEER_TIME_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// Why a request got no (or not all) snowflake IDs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,6 +135,8 @@ struct Status {
     state: &'static str,
     reason: Option<String>,
     peer_offset_ms: Option<i64>,
+    /// Peer clock samples the startup check discarded as out of range.
+    peer_samples_discarded: u32,
 }
 
 impl Snowflake {
@@ -275,6 +283,7 @@ impl Snowflake {
             high_water_ms: self.gen.worker_id().map(|_| self.gen.limit_ms()),
             lease_remaining_ms: self.gen.lease_remaining_ms(),
             peer_clock_offset_ms: s.peer_offset_ms,
+            peer_clock_samples_discarded: s.peer_samples_discarded,
         }
     }
 }
@@ -410,20 +419,30 @@ impl WorkerActor {
         });
         ctx.spawn(async move { task.await.unwrap_or_default() }.into_actor(self).map(|answers, act, ctx| {
             act.checking = false;
-            let mut offsets = Vec::new();
+            let asked = answers.len();
+            let mut samples = Vec::new();
+            let mut discarded = 0u32;
             for (id, r) in answers {
                 match r {
-                    // The peer read its clock about halfway through the round trip.
-                    Ok((before, peer, after)) => {
-                        let offset = peer - (before + (after - before) / 2);
-                        tracing::info!(peer = id, offset_ms = offset, rtt_ms = after - before, "peer clock");
-                        offsets.push(offset);
-                    }
+                    Ok((before, peer, after)) => match clock_check::sample(before, peer, after, PEER_TIME_TIMEOUT) {
+                        Ok(s) => {
+                            tracing::info!(peer = id, offset_ms = s.offset_ms, rtt_ms = s.rtt_ms, "peer clock");
+                            samples.push(s);
+                        }
+                        Err(why) => {
+                            discarded = discarded.saturating_add(1);
+                            tracing::warn!(peer = id, before, peer_ms = peer, after, %why, "peer clock sample discarded");
+                        }
+                    },
                     Err(e) => tracing::info!(peer = id, error = %e, "peer clock unknown (unreachable)"),
                 }
             }
-            let avg = (!offsets.is_empty()).then(|| offsets.iter().sum::<i64>() / offsets.len() as i64);
-            act.status.lock().unwrap_or_else(|e| e.into_inner()).peer_offset_ms = avg;
+            let avg = clock_check::average_offset(&samples);
+            {
+                let mut status = act.status.lock().unwrap_or_else(|e| e.into_inner());
+                status.peer_offset_ms = avg;
+                status.peer_samples_discarded = discarded;
+            }
             match avg {
                 Some(avg) if avg.unsigned_abs() > act.cfg.max_peer_offset_ms => {
                     act.turn_off(format!(
@@ -431,13 +450,17 @@ impl WorkerActor {
                          snowflake.max_peer_offset_ms = {}; fix the clock (NTP) and restart the node",
                         avg.unsigned_abs(),
                         if avg > 0 { "behind" } else { "ahead of" },
-                        offsets.len(),
+                        samples.len(),
                         act.cfg.max_peer_offset_ms
                     ));
                 }
                 _ => {
-                    if avg.is_none() {
-                        tracing::warn!("no peer answered the clock check; relying on the high-water marks alone");
+                    if avg.is_none() && asked > 0 {
+                        tracing::warn!(
+                            peers = asked,
+                            discarded,
+                            "no usable peer clock sample; relying on the high-water marks alone"
+                        );
                     }
                     act.checked = true;
                     act.use_state_file();
