@@ -116,8 +116,8 @@ pub struct Health {
 /// Whether this node issues snowflake IDs, and why not.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SnowflakeHealth {
-    /// `serving`, `starting` (registering, or waiting for the clock to pass the high-water
-    /// mark), `off` (refused: see `reason`) or `disabled` (by configuration).
+    /// `serving`, `starting` (clock check, registering, or making the first high-water mark
+    /// durable), `off` (refused: see `reason`) or `disabled` (by configuration).
     pub state: String,
     pub worker_id: Option<u16>,
     /// Why the node is not serving, when it is not.
@@ -140,7 +140,10 @@ pub struct SnowflakeHealth {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnowflakeDecoded {
     pub id: i64,
-    /// Milliseconds since the Unix epoch.
+    /// Milliseconds since the Unix epoch. A logical time: it may be ahead of the issuing
+    /// node's clock, by at most `max(snowflake.time_window_ms, snowflake.max_startup_wait_ms +
+    /// 50)` ms, and by at most `time_window_ms` except right after a restart whose high-water
+    /// mark was more than that ahead of the clock.
     pub timestamp_ms: i64,
     /// The same instant in ISO-8601 (UTC, milliseconds).
     pub timestamp: String,
