@@ -134,8 +134,8 @@ pub struct Health {
 /// Whether this node issues snowflake IDs, and why not.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SnowflakeHealth {
-    /// `serving`, `starting` (registering, or waiting for the clock to pass the high-water
-    /// mark), `off` (refused: see `reason`) or `disabled` (by configuration).
+    /// `serving`, `starting` (clock check, registering, or making the first high-water mark
+    /// durable), `off` (refused: see `reason`) or `disabled` (by configuration).
     pub state: String,
     pub worker_id: Option<u16>,
     /// Why the node is not serving, when it is not.
@@ -148,13 +148,20 @@ pub struct SnowflakeHealth {
     /// Average RTT-compensated offset of the peers' clocks from this node's at startup
     /// (positive: the peers are ahead); `None` when no peer answered.
     pub peer_clock_offset_ms: Option<i64>,
+    /// Peer clock samples the startup check discarded: a negative round trip, one longer than
+    /// the call's timeout, or an offset beyond a year (a broken or malicious answer).
+    #[serde(default)]
+    pub peer_clock_samples_discarded: u32,
 }
 
 /// A decoded snowflake ID (`/api/snowflake/decode/{id}`, `/decodeSnowflakeId`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnowflakeDecoded {
     pub id: i64,
-    /// Milliseconds since the Unix epoch.
+    /// Milliseconds since the Unix epoch. A logical time: it may be ahead of the issuing
+    /// node's clock, by at most `max(snowflake.time_window_ms, snowflake.max_startup_wait_ms +
+    /// 50)` ms, and by at most `time_window_ms` except right after a restart whose high-water
+    /// mark was more than that ahead of the clock.
     pub timestamp_ms: i64,
     /// The same instant in ISO-8601 (UTC, milliseconds).
     pub timestamp: String,

@@ -141,16 +141,18 @@ pub struct SnowflakeConfig {
     /// How far ahead of the clock the durable high-water mark is kept (PD's TSO window): no ID
     /// is issued above a mark that is not yet fsynced, the mark is raised when less than half
     /// the window is left, and each raise is proposed through Raft. After a crash the node
-    /// starts above the mark, so a restart waits at most this long. Default `3000` ms.
+    /// issues above the mark at once (timestamps run ahead of the clock until it catches up), so
+    /// IDs can be up to this far ahead of the clock. Default `3000` ms.
     pub time_window_ms: u64,
     /// A clock that moved back at most this far waits twice the difference and retries (Leaf's
     /// 5 ms, #112); further, or still behind after waiting, the request gets 503
     /// `clock_moved_backwards`. Default `5` ms.
     pub max_backward_ms: u64,
-    /// At start, a clock behind the high-water mark by at most this waits until it passes the
-    /// mark; further behind, snowflake service stays off until the clock is fixed and the node
-    /// restarted. Above the window so a quick restart waits instead of failing. Default
-    /// `5000` ms.
+    /// At start, a high-water mark at most this far ahead of the clock is served from at once
+    /// (IDs above the mark, ahead of the clock until it catches up); further ahead, snowflake
+    /// service stays off until the clock is fixed and the node restarted. Above the window so a
+    /// quick restart serves instead of failing. IDs are never more than
+    /// `max(time_window_ms, max_startup_wait_ms + 50)` ms ahead of the clock. Default `5000` ms.
     pub max_startup_wait_ms: u64,
     /// Lease of the worker ID, renewed through Raft with every raise of the high-water mark.
     /// A node that cannot renew for this long (cut off from the quorum) stops issuing

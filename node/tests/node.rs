@@ -15,6 +15,9 @@ use leaf_node::NodeHandle;
 use serde_json::json;
 use tempfile::TempDir;
 
+#[path = "node/snowflake_restart.rs"]
+mod snowflake_restart;
+
 const TOKEN: &str = "test-admin-token-0123456789";
 
 fn config(dir: &TempDir) -> Config {
@@ -189,8 +192,8 @@ async fn ids_after_kill_9_or_sigterm_are_greater_than_every_id_before() {
             create_tag(&c, "k", 50, None).await;
         }
         // Snowflake: right after a crash the clock is inside the old time window; the node
-        // waits for it to pass the durable high-water mark (Leaf #216) and keeps its worker
-        // ID although it listens on another port now.
+        // issues above the durable high-water mark at once, ahead of the clock (Leaf #216), and
+        // keeps its worker ID although it listens on another port now.
         let h = wait_snowflake(&c, "serving", Duration::from_secs(15)).await;
         let worker = *worker_seen.get_or_insert(h.snowflake.worker_id.unwrap());
         assert_eq!(h.snowflake.worker_id, Some(worker), "round {round}: worker ID changed");
@@ -682,12 +685,13 @@ async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id()
     get_ids(&c, "leaf-segment-test", Some(3)).await;
     node.shutdown().await;
 
-    // Behind by less than max_startup_wait_ms: the node waits for the clock to pass the mark.
+    // Behind by less than max_startup_wait_ms: the node serves at once, above the mark and
+    // ahead of the clock, instead of waiting for the clock to pass the mark.
     let mut cfg = config(&dir);
     cfg.snowflake.max_startup_wait_ms = 10_000;
     let (node, c) = start(cfg).await;
     let h = wait_snowflake(&c, "serving", Duration::from_secs(15)).await;
-    assert!(chrono_now_ms() > hw, "served before the clock passed the mark");
+    assert!(chrono_now_ms() < hw, "serving only once the clock passed the mark");
     let after = snowflake_ids(&c, Some(1000)).await;
     assert!(after[0] > max_before, "{} <= {max_before}", after[0]);
     assert!(after[0] >> 22 > (hw - 1_288_834_974_657), "the first timestamp is above the high-water mark");

@@ -6,7 +6,8 @@
 //! - Order: per (tag or snowflake, node), an operation invoked after another completed got
 //!   larger IDs (trend-increasing per node, across restarts).
 //! - Snowflake IDs decode to the serving node's worker ID and to a timestamp inside the
-//!   operation's window, widened by the clock offsets injected into that node meanwhile.
+//!   operation's window, widened by the clock offsets injected into that node meanwhile, and
+//!   up to the node's documented bound on running ahead of its clock at the top.
 //! - Every `ok` segment ID lies in an allocation committed to the serving node.
 //! - Availability per phase: ok ratio, QPS and the longest gap between successes per node.
 //!
@@ -22,6 +23,10 @@ use super::history::{Event, Meta, Mode, OpEvent, Phase};
 
 /// Slack for comparing a snowflake timestamp with the harness's clock (same machine).
 const TIME_TOLERANCE_MS: i64 = 50;
+/// How far ahead of its node's clock a snowflake timestamp may be (logical milliseconds: a
+/// restarted node issues above its old high-water mark at once): `max(time_window_ms,
+/// max_startup_wait_ms + 50)` with the defaults the chaos nodes run with.
+const SNOWFLAKE_AHEAD_MS: i64 = 5_050;
 /// A clock change is recorded before the request that makes it; it lands within this.
 const CLOCK_CHANGE_SLACK_NS: u64 = 2_000_000_000;
 /// Largest number of examples listed per kind of violation.
@@ -526,7 +531,7 @@ fn snowflake(
         let (lo, hi) = offsets(clocks, op.inv.node, op.inv.time_ns, done.time_ns);
         let wall = |ns: u64| meta.wall_start_ms + (ns / 1_000_000) as i64;
         let earliest = wall(op.inv.time_ns) + lo - TIME_TOLERANCE_MS;
-        let latest = wall(done.time_ns) + hi + TIME_TOLERANCE_MS;
+        let latest = wall(done.time_ns) + hi + TIME_TOLERANCE_MS + SNOWFLAKE_AHEAD_MS;
         let owned = workers.get(&op.inv.node);
         for &id in ids {
             if id < 0 {
@@ -887,7 +892,7 @@ mod tests {
         assert_eq!((r.valid, r.snowflake_violation_count), (Verdict::False, 1), "{}", summary(&r));
         assert!(r.snowflake_violations[0].reason.contains("worker ID 1"));
 
-        let late = snowflake_id(1_800_000_000_060 + 500, 0, 9);
+        let late = snowflake_id(1_800_000_000_060 + SNOWFLAKE_AHEAD_MS + 500, 0, 9);
         let mut h = clean();
         h.extend(op(6, 1, Mode::Snowflake, 60, vec![late]));
         assert_eq!(check(&h, &allocs(), ok()).snowflake_violation_count, 1);

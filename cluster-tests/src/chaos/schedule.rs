@@ -123,8 +123,9 @@ pub struct PlannedFault {
 
 /// Largest clock offset injected. It stays below `snowflake.max_peer_offset_ms` (1 s) so a
 /// node restarting while a peer is skewed still passes its startup clock check, and below
-/// `snowflake.max_startup_wait_ms` (5 s) so a node restarted behind its high-water mark waits
-/// instead of refusing: every node must serve again after recovery.
+/// `snowflake.max_startup_wait_ms` (5 s) so a node restarted behind its high-water mark serves
+/// (above the mark, ahead of its clock) instead of refusing: every node must serve again after
+/// recovery.
 pub const MAX_OFFSET_MS: i64 = 800;
 
 /// The schedule of a fault phase of `phase_ms`: one fault every few seconds, each enabled

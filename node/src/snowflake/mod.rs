@@ -3,10 +3,11 @@
 //!
 //! Layout:
 //! - [`generator`]: the bit layout and the lock-free generator (the per-ID hot path);
+//! - [`clock_check`]: the startup peer clock check's checked arithmetic;
 //! - this file: [`Snowflake`], the request path's handle (waits on short stalls, turns the
 //!   rest into errors), and the worker actor that owns everything slow: the startup peer clock
 //!   check, registration and lease renewal through Raft, raising the durable high-water mark,
-//!   and the local cache file.
+//!   and the local state file.
 //!
 //! # Guarantees and how they are kept
 //! - **Worker IDs** come from the Raft log (`RegisterWorker`), keyed by node ID, so a node
@@ -14,22 +15,45 @@
 //!   given; exhaustion is an error.
 //! - **Time window** (PD's TSO): before an ID with timestamp `t` is issued, a high-water mark
 //!   `>= t` is fsynced to `<data_dir>/snowflake.state` and then proposed through Raft
-//!   (`RenewWorker`). The mark runs `time_window_ms` ahead of the clock and is raised when half
-//!   of the window is left. After a restart the node never issues at or below the larger of the
-//!   local and the Raft mark: it waits when the clock is at most `max_startup_wait_ms` behind,
-//!   and otherwise stays off with the reason in `/health`. A damaged state file keeps
-//!   snowflake off instead of forgetting the mark (Leaf #97 bypassed the check via its cache).
+//!   (`RenewWorker`). The mark is raised to `now + time_window_ms` when less than half of the
+//!   window is left, or when a request needs a later millisecond.
+//! - **Logical milliseconds**: an ID's millisecond is the wall clock's when the clock is past
+//!   the last issued one; otherwise the generator finishes the last millisecond's sequence and
+//!   moves on to the next millisecond ahead of the clock, never above the durable mark. So a
+//!   burst above 4,096 IDs per ms borrows later milliseconds instead of waiting.
+//! - **Restart**: the node issues strictly above its *floor*, the larger of the local and the
+//!   Raft mark, and starts **at once**: its first mark is `max(now + time_window_ms, floor +
+//!   50 ms)`, fsynced before the first ID, and IDs run from the floor forward, ahead of the
+//!   clock until it catches up. A floor more than `max_startup_wait_ms` ahead of the clock
+//!   keeps snowflake off with the reason in `/health`. A damaged state file keeps snowflake off
+//!   instead of forgetting the mark (Leaf #97 bypassed the check via its cache).
+//! - **How far ahead of the clock**: an ID's timestamp is at most
+//!   `max(now + time_window_ms, floor + 50)`, `now` being the issuing request's wall-clock
+//!   reading (every mark is `time_window_ms` above some earlier reading, or a start's
+//!   `floor + 50`, and no ID is issued while the clock reads below an earlier reading). With the
+//!   startup check (`floor <= now + max_startup_wait_ms`) that is at most
+//!   `max(time_window_ms, max_startup_wait_ms + 50)` ms ahead of the clock (defaults: 5,050
+//!   ms). After an ordinary crash and restart the floor is below `now + time_window_ms`
+//!   already, so the bound is `time_window_ms`, as in steady state; the floor term only binds
+//!   when the clock went back across the restart or a recycled worker ID's floor is ahead of
+//!   this clock. (Being only 50 ms above the floor, such a start cannot ratchet the floor up
+//!   across a fast crash loop.)
 //! - **Lease**: every renewal extends the worker's lease by `lease_ttl_ms`, measured locally
 //!   from before the proposal on the monotonic clock; a node that cannot renew in time stops
 //!   issuing. The state machine gives an ID to another node only after its holder left the
 //!   membership and `2 × lease_ttl_ms` passed since its last renewal, and the new holder starts
 //!   above the old high-water mark and the handover time.
 //! - **Weak dependency**: the state file also keeps the worker ID and the lease end, so a node
-//!   restarting while the quorum is unreachable serves under its old ID until that lease ends.
-//! - **Clock checks**: at start, RTT-compensated offsets against every reachable peer; if the
-//!   average exceeds `max_peer_offset_ms`, snowflake stays off (segment mode is unaffected).
-//!   At runtime a clock that moved back by at most `max_backward_ms` waits twice the gap;
-//!   further is a 503 `clock_moved_backwards`, never a duplicate.
+//!   restarting with a lease that has not run out serves under its old ID at once, before (or
+//!   without) reaching the quorum; the registration through Raft runs alongside, and a higher
+//!   Raft mark for that ID restarts the generator above it.
+//! - **Clock checks**: at start, RTT-compensated offsets against every reachable peer (samples
+//!   with a negative or over-timeout round trip, or an offset beyond a year, are discarded and
+//!   counted); if the average exceeds `max_peer_offset_ms`, snowflake stays off (segment mode
+//!   is unaffected). At runtime a wall clock that reads below its highest earlier reading by at
+//!   most `max_backward_ms` waits twice the gap; further is a 503 `clock_moved_backwards`,
+//!   never a duplicate. Running ahead of the clock because of the floor or a burst is no error.
+pub mod clock_check;
 pub mod generator;
 
 use std::path::{Path, PathBuf};
@@ -50,14 +74,24 @@ use generator::{Generator, Layout, Stall};
 
 /// Name of the state file in the data dir.
 pub const STATE_FILE: &str = "snowflake.state";
-/// How long a request may wait for the clock to reach the next millisecond.
-const NEXT_MS_LIMIT: Duration = Duration::from_secs(1);
+/// How long a request may wait for the clock to catch up with IDs issued ahead of it (the
+/// node issued a whole window ahead: more than 4,096 IDs per ms for seconds).
+const CLOCK_WAIT: Duration = Duration::from_secs(1);
 /// How long a request may wait for the high-water mark to be raised.
 const WINDOW_WAIT: Duration = Duration::from_secs(2);
+/// A request raises the mark itself only when that gains at least this many milliseconds
+/// (`time_window_ms / 8`, at most this); otherwise it waits for the clock to move that far.
+/// Bounds the fsyncs and Raft proposals of a node kept at the window's edge by overload.
+const MIN_RAISE_MS: u64 = 50;
 /// Pause between failed registrations.
 const REGISTER_RETRY: Duration = Duration::from_secs(1);
-/// Timeout of one peer's answer in the startup clock check.
-const PEER_TIME_TIMEOUT: Duration = Duration::from_secs(1);
+/// Timeout of one peer's answer in the startup clock check. Short: the check sits on the
+/// restart path, a peer that is down or cut off costs this much, and an answer that took
+/// longer is too uncertain (± half the round trip) to judge a 1 s threshold anyway.
+const PEER_TIME_TIMEOUT: Duration = Duration::from_millis(300);
+/// A start's first mark is at least this far above the floor, even when the floor is more
+/// than the window ahead of the clock: a light load then never waits for the clock.
+const START_MARGIN_MS: i64 = 50;
 
 /// Why a request got no (or not all) snowflake IDs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,7 +100,10 @@ pub enum SnowflakeError {
     NotServing(String),
     #[error("the clock moved back by {by_ms} ms (tolerance {tolerance_ms} ms); refusing to issue IDs")]
     ClockBackwards { by_ms: i64, tolerance_ms: u64 },
-    #[error("the clock did not reach the next millisecond within {0:?}")]
+    #[error(
+        "no millisecond within the durable time window was free for {0:?}: this node issued IDs as far ahead \
+         of its clock as the window allows (more than 4,096 per ms) and the clock did not catch up"
+    )]
     ClockStalled(Duration),
     #[error("the clock is outside the ID layout's range (epoch to 69 years after it)")]
     OutOfRange,
@@ -121,6 +158,7 @@ pub struct Snowflake {
     actor: Option<Addr<WorkerActor>>,
     status: Arc<Mutex<Status>>,
     max_backward_ms: u64,
+    window_ms: u64,
 }
 
 /// What the actor reports for `/health`.
@@ -129,6 +167,8 @@ struct Status {
     state: &'static str,
     reason: Option<String>,
     peer_offset_ms: Option<i64>,
+    /// Peer clock samples the startup check discarded as out of range.
+    peer_samples_discarded: u32,
 }
 
 impl Snowflake {
@@ -141,6 +181,7 @@ impl Snowflake {
             actor: None,
             status: Arc::new(Mutex::new(status)),
             max_backward_ms: cfg.max_backward_ms,
+            window_ms: cfg.time_window_ms,
         }
     }
 
@@ -176,7 +217,13 @@ impl Snowflake {
             waiters: Vec::new(),
         };
         let addr = WorkerActor::start_in_arbiter(arbiter, |_| actor);
-        Snowflake { gen, actor: Some(addr), status, max_backward_ms: cfg.max_backward_ms }
+        Snowflake {
+            gen,
+            actor: Some(addr),
+            status,
+            max_backward_ms: cfg.max_backward_ms,
+            window_ms: cfg.time_window_ms,
+        }
     }
 
     pub fn layout(&self) -> Layout {
@@ -202,9 +249,14 @@ impl Snowflake {
         }
     }
 
+    /// The smallest gain in milliseconds for which a request raises the mark itself.
+    fn min_raise_ms(&self) -> i64 {
+        (self.window_ms / 8).clamp(1, MIN_RAISE_MS) as i64
+    }
+
     /// Takes `n` IDs, calling `sink(first, count)` for each run of consecutive IDs. Lock-free
-    /// while the clock moves forward inside the window; waits for the next millisecond, for a
-    /// small clock rollback, or for the window to be raised.
+    /// inside the durable window; waits for the window to be raised, for a small clock
+    /// rollback, or, when it issued a whole window ahead of the clock, for the clock.
     pub async fn take(&self, n: u64, mut sink: impl FnMut(i64, u64) + Send) -> Result<(), SnowflakeError> {
         let mut left = n;
         let mut waited_back = false;
@@ -216,13 +268,23 @@ impl Snowflake {
                     waited_back = false;
                     stalled_since = None;
                 }
-                Err(Stall::NextMs) => {
+                Err(Stall::Window { next_ms, ahead_ms }) => {
                     let since = *stalled_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() > NEXT_MS_LIMIT {
-                        return Err(SnowflakeError::ClockStalled(NEXT_MS_LIMIT));
+                    // A mark of now + window covers the next millisecond with room to spare.
+                    let raise_from = (self.window_ms as i64).saturating_sub(self.min_raise_ms());
+                    if ahead_ms <= raise_from {
+                        if since.elapsed() > WINDOW_WAIT {
+                            return Err(self.window_error());
+                        }
+                        self.raise_window(next_ms).await?;
+                        continue;
                     }
-                    // Less than a millisecond to go: let other tasks run, then look again.
-                    tokio::task::yield_now().await;
+                    // As far ahead of the clock as the window allows: wait for the clock.
+                    if since.elapsed() > CLOCK_WAIT {
+                        return Err(SnowflakeError::ClockStalled(CLOCK_WAIT));
+                    }
+                    let wait = ahead_ms.saturating_sub(raise_from).clamp(1, 10) as u64;
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
                 }
                 Err(Stall::Backwards { by_ms }) => {
                     if waited_back || by_ms > self.max_backward_ms as i64 {
@@ -232,7 +294,6 @@ impl Snowflake {
                     waited_back = true;
                     tokio::time::sleep(Duration::from_millis(2 * by_ms as u64)).await;
                 }
-                Err(Stall::Window) => self.raise_window().await?,
                 Err(Stall::NotServing) => return Err(self.not_serving()),
                 Err(Stall::OutOfRange) => return Err(SnowflakeError::OutOfRange),
             }
@@ -240,19 +301,22 @@ impl Snowflake {
         Ok(())
     }
 
-    /// Asks the actor to raise the high-water mark now and waits until it is durable.
-    async fn raise_window(&self) -> Result<(), SnowflakeError> {
+    fn window_error(&self) -> SnowflakeError {
+        SnowflakeError::NotServing(format!("the time high-water mark could not be made durable within {WINDOW_WAIT:?}"))
+    }
+
+    /// Asks the actor to raise the high-water mark to at least Unix ms `need_ms` and waits
+    /// until it is durable.
+    async fn raise_window(&self, need_ms: i64) -> Result<(), SnowflakeError> {
         let Some(actor) = &self.actor else { return Err(self.not_serving()) };
-        let rx = match tokio::time::timeout(WINDOW_WAIT, actor.send(RaiseWindow)).await {
+        let rx = match tokio::time::timeout(WINDOW_WAIT, actor.send(RaiseWindow { need_ms })).await {
             Ok(Ok(rx)) => rx,
             _ => return Err(SnowflakeError::NotServing("the worker actor is not answering".into())),
         };
         match tokio::time::timeout(WINDOW_WAIT, rx).await {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(why))) => Err(SnowflakeError::NotServing(why)),
-            _ => Err(SnowflakeError::NotServing(format!(
-                "the time high-water mark could not be made durable within {WINDOW_WAIT:?}"
-            ))),
+            _ => Err(self.window_error()),
         }
     }
 
@@ -275,14 +339,18 @@ impl Snowflake {
             high_water_ms: self.gen.worker_id().map(|_| self.gen.limit_ms()),
             lease_remaining_ms: self.gen.lease_remaining_ms(),
             peer_clock_offset_ms: s.peer_offset_ms,
+            peer_clock_samples_discarded: s.peer_samples_discarded,
         }
     }
 }
 
-/// Raise the high-water mark now (a request reached it); answered once it is durable.
+/// Raise the high-water mark to at least `need_ms` now (a request reached it); answered once
+/// a raise is durable.
 #[derive(Message)]
 #[rtype(result = "oneshot::Receiver<Result<(), String>>")]
-struct RaiseWindow;
+struct RaiseWindow {
+    need_ms: i64,
+}
 
 /// A worker ID this node holds or is about to serve under.
 #[derive(Debug, Clone, Copy)]
@@ -382,9 +450,9 @@ impl WorkerActor {
             self.try_start(ctx);
             return;
         }
-        let now = self.gen.clock().now_ms();
+        let now = self.gen.now_ms();
         let half = self.cfg.time_window_ms as i64 / 2;
-        if self.gen.limit_ms() - now < half {
+        if self.gen.limit_ms().saturating_sub(now) < half {
             self.persist(ctx);
         } else if self.registered && self.gen.lease_remaining_ms().unwrap_or(0) < self.cfg.lease_ttl_ms / 2 {
             self.renew(ctx, self.gen.limit_ms());
@@ -410,20 +478,30 @@ impl WorkerActor {
         });
         ctx.spawn(async move { task.await.unwrap_or_default() }.into_actor(self).map(|answers, act, ctx| {
             act.checking = false;
-            let mut offsets = Vec::new();
+            let asked = answers.len();
+            let mut samples = Vec::new();
+            let mut discarded = 0u32;
             for (id, r) in answers {
                 match r {
-                    // The peer read its clock about halfway through the round trip.
-                    Ok((before, peer, after)) => {
-                        let offset = peer - (before + (after - before) / 2);
-                        tracing::info!(peer = id, offset_ms = offset, rtt_ms = after - before, "peer clock");
-                        offsets.push(offset);
-                    }
+                    Ok((before, peer, after)) => match clock_check::sample(before, peer, after, PEER_TIME_TIMEOUT) {
+                        Ok(s) => {
+                            tracing::info!(peer = id, offset_ms = s.offset_ms, rtt_ms = s.rtt_ms, "peer clock");
+                            samples.push(s);
+                        }
+                        Err(why) => {
+                            discarded = discarded.saturating_add(1);
+                            tracing::warn!(peer = id, before, peer_ms = peer, after, %why, "peer clock sample discarded");
+                        }
+                    },
                     Err(e) => tracing::info!(peer = id, error = %e, "peer clock unknown (unreachable)"),
                 }
             }
-            let avg = (!offsets.is_empty()).then(|| offsets.iter().sum::<i64>() / offsets.len() as i64);
-            act.status.lock().unwrap_or_else(|e| e.into_inner()).peer_offset_ms = avg;
+            let avg = clock_check::average_offset(&samples);
+            {
+                let mut status = act.status.lock().unwrap_or_else(|e| e.into_inner());
+                status.peer_offset_ms = avg;
+                status.peer_samples_discarded = discarded;
+            }
             match avg {
                 Some(avg) if avg.unsigned_abs() > act.cfg.max_peer_offset_ms => {
                     act.turn_off(format!(
@@ -431,13 +509,17 @@ impl WorkerActor {
                          snowflake.max_peer_offset_ms = {}; fix the clock (NTP) and restart the node",
                         avg.unsigned_abs(),
                         if avg > 0 { "behind" } else { "ahead of" },
-                        offsets.len(),
+                        samples.len(),
                         act.cfg.max_peer_offset_ms
                     ));
                 }
                 _ => {
-                    if avg.is_none() {
-                        tracing::warn!("no peer answered the clock check; relying on the high-water marks alone");
+                    if avg.is_none() && asked > 0 {
+                        tracing::warn!(
+                            peers = asked,
+                            discarded,
+                            "no usable peer clock sample; relying on the high-water marks alone"
+                        );
                     }
                     act.checked = true;
                     act.use_state_file();
@@ -451,7 +533,7 @@ impl WorkerActor {
     /// under its old worker ID before (or without) reaching the quorum.
     fn use_state_file(&mut self) {
         let Some(f) = self.file else { return };
-        let now = self.gen.clock().now_ms();
+        let now = self.gen.now_ms();
         let left = f.lease_expires_ms.saturating_sub(now);
         if left <= 0 {
             return;
@@ -501,6 +583,7 @@ impl WorkerActor {
         self.registered = true;
         match self.assigned {
             Some(a) if a.worker_id == g.worker_id => {
+                let raised = g.not_before_ms > a.floor_ms;
                 let a = self.assigned.insert(Assigned {
                     floor_ms: a.floor_ms.max(g.not_before_ms),
                     lease_expires_ms: g.lease_expires_ms,
@@ -508,6 +591,17 @@ impl WorkerActor {
                     ..a
                 });
                 self.gen.extend_lease(a.lease_until);
+                if raised && self.started {
+                    // The log knows a higher mark for this ID than the state file did (a file
+                    // restored from a backup?): start again above it, through the startup check.
+                    tracing::warn!(
+                        worker_id = a.worker_id,
+                        floor_ms = a.floor_ms,
+                        "the Raft mark is above the state file's; restarting above it"
+                    );
+                    self.gen.stop();
+                    self.started = false;
+                }
             }
             other => {
                 if let Some(old) = other {
@@ -528,47 +622,51 @@ impl WorkerActor {
         }
     }
 
-    /// Starts issuing once the clock is past the floor, after making the first window durable.
+    /// Starts issuing at once from the floor forward (ahead of the clock if the floor is),
+    /// after making the first mark durable; refuses a floor too far ahead of the clock.
     fn try_start(&mut self, ctx: &mut Context<Self>) {
         let Some(a) = self.assigned else { return };
         if self.persisting {
             return;
         }
-        let now = self.gen.clock().now_ms();
-        if now <= a.floor_ms {
-            let gap = a.floor_ms - now;
-            if gap as u64 > self.cfg.max_startup_wait_ms {
-                self.turn_off(format!(
-                    "the clock is {gap} ms behind the time high-water mark of worker ID {} (the node may have \
-                     issued IDs up to {} ms); more than snowflake.max_startup_wait_ms = {}. Fix the clock and \
-                     restart the node",
-                    a.worker_id, a.floor_ms, self.cfg.max_startup_wait_ms
-                ));
-                return;
-            }
-            self.set_status(
-                "starting",
-                Some(format!(
-                    "waiting {gap} ms for the clock to pass the high-water mark of worker ID {}",
-                    a.worker_id
-                )),
-            );
-            ctx.run_later(Duration::from_millis(gap as u64 + 1), |act, ctx| act.tick(ctx));
+        let now = self.gen.now_ms();
+        let ahead = a.floor_ms.saturating_sub(now);
+        if ahead > 0 && ahead.unsigned_abs() > self.cfg.max_startup_wait_ms {
+            self.turn_off(format!(
+                "the clock is {ahead} ms behind the time high-water mark of worker ID {} (the node may have \
+                 issued IDs up to {} ms); more than snowflake.max_startup_wait_ms = {}. Fix the clock and \
+                 restart the node",
+                a.worker_id, a.floor_ms, self.cfg.max_startup_wait_ms
+            ));
             return;
+        }
+        if ahead > 0 {
+            tracing::info!(
+                worker_id = a.worker_id,
+                ahead_ms = ahead,
+                "the high-water mark is ahead of the clock: issuing above it at once, ahead of the clock until it \
+                 catches up"
+            );
         }
         self.persist(ctx);
     }
 
-    /// Raises the high-water mark to now + window: fsync first, then let the generator use it,
-    /// then propose it through Raft (renewing the lease).
+    /// Raises the high-water mark to now + window (the first one of a start: at least
+    /// `START_MARGIN_MS` above the floor): fsync first, then let the generator use it, then propose
+    /// it through Raft (renewing the lease).
     fn persist(&mut self, ctx: &mut Context<Self>) {
         let Some(a) = self.assigned else { return };
         if self.persisting {
             return;
         }
         self.persisting = true;
-        let now = self.gen.clock().now_ms();
-        let hw = now.max(a.floor_ms).saturating_add(self.cfg.time_window_ms as i64).max(self.gen.limit_ms());
+        // A reading through the generator: no ID is issued while the clock reads below it, so
+        // no mark is more than the window ahead of the clock of a request that uses it.
+        let now = self.gen.now_ms();
+        let mut hw = now.saturating_add(self.cfg.time_window_ms as i64).max(self.gen.limit_ms());
+        if !self.started {
+            hw = hw.max(a.floor_ms.saturating_add(START_MARGIN_MS));
+        }
         let record = StateFile {
             node_id: self.raft.node_id(),
             worker_id: a.worker_id,
@@ -594,6 +692,12 @@ impl WorkerActor {
             act.file = Some(record);
             // The worker may have changed (or snowflake turned off) while the file was written.
             if act.off.is_some() || act.assigned.map(|a| a.worker_id) != Some(record.worker_id) {
+                return;
+            }
+            // A start needs a mark above the floor it starts from and a floor that passed the
+            // startup check; a floor raised meanwhile goes through `try_start` again.
+            if !act.started && act.assigned.map(|b| b.floor_ms) != Some(a.floor_ms) {
+                act.try_start(ctx);
                 return;
             }
             if act.started {
@@ -662,13 +766,13 @@ impl WorkerActor {
 impl Handler<RaiseWindow> for WorkerActor {
     type Result = MessageResult<RaiseWindow>;
 
-    fn handle(&mut self, _: RaiseWindow, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, RaiseWindow { need_ms }: RaiseWindow, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
         if let Some(why) = &self.off {
             let _ = tx.send(Err(why.clone()));
         } else if !self.started {
             let _ = tx.send(Err("snowflake service is not started".into()));
-        } else if self.gen.limit_ms() >= self.gen.clock().now_ms() {
+        } else if self.gen.limit_ms() >= need_ms {
             let _ = tx.send(Ok(()));
         } else {
             self.waiters.push(tx);
@@ -689,7 +793,7 @@ mod tests {
         let gen = Arc::new(Generator::new(Layout { epoch_ms: 1_288_834_974_657 }, clock, 0));
         gen.start(5, NOW - 1, NOW + 3000, Instant::now() + Duration::from_secs(60));
         let status = Arc::new(Mutex::new(Status { state: "serving", ..Default::default() }));
-        Snowflake { gen, actor: None, status, max_backward_ms: 5 }
+        Snowflake { gen, actor: None, status, max_backward_ms: 5, window_ms: 3000 }
     }
 
     async fn one(sf: &Snowflake) -> Result<i64, SnowflakeError> {
@@ -727,11 +831,32 @@ mod tests {
     async fn a_stopped_clock_does_not_spin_forever() {
         let clock = Arc::new(ManualClock::new(NOW));
         let sf = serving(clock);
-        // 4,096 IDs fill the millisecond; the clock never moves, so the next one gives up.
+        // The clock never moves: IDs run ahead of it through every millisecond of the durable
+        // window (3,001 ms of 4,096), then the request waits for the clock and gives up.
+        let mut n = 0;
         let started = Instant::now();
-        let r = sf.take(4097, |_, _| {}).await;
-        assert_eq!(r, Err(SnowflakeError::ClockStalled(NEXT_MS_LIMIT)));
-        assert!(started.elapsed() < NEXT_MS_LIMIT * 3);
+        let r = sf.take(4096 * 3001 + 1, |_, c| n += c).await;
+        assert_eq!(r, Err(SnowflakeError::ClockStalled(CLOCK_WAIT)));
+        assert_eq!(n, 4096 * 3001);
+        assert!(started.elapsed() >= CLOCK_WAIT && started.elapsed() < CLOCK_WAIT * 3);
+    }
+
+    #[tokio::test]
+    async fn a_whole_window_ahead_waits_for_the_clock_then_continues() {
+        let sf = serving(Arc::new(ManualClock::new(NOW)));
+        sf.take(4096 * 3001, |_, _| {}).await.unwrap();
+        // The next millisecond is the window ahead of the clock; raising now would gain
+        // nothing, so the request waits (rather than fails) until the mark is raised.
+        let gen = sf.gen.clone();
+        let mover = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            gen.raise_limit(NOW + 3100); // as the actor's tick does once the clock moved
+        });
+        let started = Instant::now();
+        let id = one(&sf).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(30));
+        assert_eq!(sf.layout().decode(id).unwrap().timestamp_ms, NOW + 3001);
+        mover.await.unwrap();
     }
 
     #[tokio::test]
