@@ -27,8 +27,8 @@ pub mod types;
 pub use journal::{Journal, JournalDump, JournalRecord};
 pub use log_store::LogStore;
 pub use state::{
-    apply, Allocation, Applied, ApplyError, ApplyResult, Command, Op, State, TagRecord, WorkerGrant, WorkerRecord,
-    WORKER_IDS,
+    apply, check_command, Allocation, Applied, ApplyError, ApplyResult, Changes, Command, Op, State, TagRecord,
+    WorkerGrant, WorkerRecord, MAX_COMMAND_BYTES, MAX_TAGS, WORKER_IDS,
 };
 pub use state_machine::{StateMachineStore, StateReader};
 pub use types::TypeConfig;

@@ -29,7 +29,7 @@ use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
 use crate::journal::{Journal, JournalRecord};
-use crate::state::{apply, record_members, Applied, ApplyResult, Op, State, TagRecord, WorkerRecord};
+use crate::state::{apply, record_members, Applied, ApplyResult, Changes, Op, State, TagRecord, WorkerRecord};
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
 
 const KEY_APPLIED: &[u8] = b"m/applied";
@@ -47,8 +47,9 @@ pub const CHECKPOINT_EVERY: u64 = 256;
 /// What changed in memory since the last checkpoint of the `sm` tree.
 #[derive(Debug, Default)]
 struct Dirty {
-    tags: std::collections::BTreeSet<String>,
-    workers: std::collections::BTreeSet<u16>,
+    /// The keys [`apply`] and [`record_members`] reported writing.
+    changes: Changes,
+    /// A membership entry was applied (`m/membership`).
     membership: bool,
     /// Entries applied since the last checkpoint.
     entries: u64,
@@ -99,12 +100,12 @@ fn decode_sm_data(bytes: &[u8]) -> Result<SmData, codec::CodecError> {
     };
     if let Ok(old) = codec::decode::<SmDataV2>(bytes) {
         let mut state = State { tags: old.state.tags, members_ever: old.state.members_ever, ..State::default() };
-        record_members(&mut state, member_ids(&old.membership));
+        record_members(&mut state, member_ids(&old.membership), &mut Changes::default());
         return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
     }
     if let Ok(old) = codec::decode::<SmDataV1>(bytes) {
         let mut state = State { tags: old.tags, ..State::default() };
-        record_members(&mut state, member_ids(&old.membership));
+        record_members(&mut state, member_ids(&old.membership), &mut Changes::default());
         return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
     }
     Err(e)
@@ -146,6 +147,11 @@ impl StateReader {
 
     pub fn last_applied(&self) -> Option<LogId> {
         self.read().last_applied
+    }
+
+    /// A copy of the whole applied state (tests, diagnostics).
+    pub fn data(&self) -> SmData {
+        self.read().clone()
     }
 
     /// Whether `node_id` was a member once and was removed (node IDs are never reused).
@@ -271,20 +277,20 @@ impl StateMachineStore {
     /// `dirty` lock).
     fn checkpoint_from(&self, dirty: &mut Dirty, d: &SmData) -> Result<(), StorageError> {
         let mut batch = sled::Batch::default();
-        for tag in &dirty.tags {
+        for tag in &dirty.changes.tags {
             match d.state.tags.get(tag) {
                 Some(record) => batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?),
                 None => batch.remove(tag_key(tag)),
             }
         }
-        for id in &dirty.workers {
+        for id in &dirty.changes.workers {
             match d.state.workers.get(id) {
                 Some(record) => batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?),
                 None => batch.remove(worker_key(*id)),
             }
         }
         batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
-        if dirty.membership {
+        if dirty.membership || dirty.changes.members {
             batch.insert(KEY_MEMBERSHIP, codec::encode(&d.membership).map_err(sm_write_err)?);
             batch.insert(KEY_MEMBERS_EVER, codec::encode(&d.state.members_ever).map_err(sm_write_err)?);
         }
@@ -404,7 +410,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             let result = match entry.payload {
                 EntryPayload::Blank => Ok(Applied::Nothing),
                 EntryPayload::Normal(cmd) => {
-                    let r = apply(&mut d.state, &cmd);
+                    // `apply` notes the keys it writes (none when it refuses the command).
+                    let r = apply(&mut d.state, &cmd, &mut dirty.changes);
                     if let (Ok(Applied::Segment(a)), Op::AllocateSegment { tag, node_id, .. }) = (&r, &cmd.op) {
                         let record = JournalRecord {
                             tag: tag.clone(),
@@ -415,21 +422,10 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                         };
                         journal.push((entry.log_id.index, record));
                     }
-                    match &r {
-                        Ok(Applied::Worker(g)) => {
-                            dirty.workers.insert(g.worker_id);
-                        }
-                        Ok(_) => {
-                            if let Some(tag) = cmd.op.tag() {
-                                dirty.tags.insert(tag.to_string());
-                            }
-                        }
-                        Err(_) => {}
-                    }
                     r
                 }
                 EntryPayload::Membership(m) => {
-                    record_members(&mut d.state, m.nodes().map(|(id, _)| *id));
+                    record_members(&mut d.state, m.nodes().map(|(id, _)| *id), &mut dirty.changes);
                     d.membership = StoredMembership::new(Some(entry.log_id), m);
                     dirty.membership = true;
                     Ok(Applied::Nothing)
@@ -544,5 +540,43 @@ mod tests {
         let again = decode_sm_data(&codec::encode(&d).unwrap()).unwrap();
         assert_eq!(again, d);
         assert!(decode_sm_data(b"garbage").is_err());
+    }
+
+    /// The worst case `MAX_TAGS` documents: every tag at its longest name and description and
+    /// its widest numbers, every worker ID held. The snapshot still encodes, within the bound
+    /// the doc computes.
+    #[test]
+    fn the_largest_possible_state_still_encodes() {
+        use crate::state::{MAX_DESCRIPTION_BYTES, MAX_TAGS, WORKER_IDS};
+        let description = "d".repeat(MAX_DESCRIPTION_BYTES);
+        let mut state = State::default();
+        for i in 0..MAX_TAGS {
+            let record = TagRecord {
+                max_id: i64::MAX,
+                step: leaf_api::tag::MAX_STEP,
+                description: description.clone(),
+                created_ms: i64::MIN,
+                updated_ms: i64::MIN,
+            };
+            state.tags.insert(format!("{i:0width$}", width = leaf_api::tag::MAX_TAG_LEN), record);
+        }
+        for id in 0..WORKER_IDS {
+            let record = WorkerRecord {
+                node_id: u64::MAX,
+                high_water_ms: i64::MIN,
+                lease_expires_ms: i64::MIN,
+                lease_ms: i64::MIN,
+                since_ms: i64::MIN,
+                previous_node_id: Some(u64::MAX),
+            };
+            state.workers.insert(id, record);
+        }
+        let data = SmData { state, ..SmData::default() };
+        let bytes = codec::encode(&data).unwrap();
+        println!("worst-case state: {} bytes", bytes.len());
+        assert!(bytes.len() <= 47_600_000, "{} bytes", bytes.len());
+        let meta = SnapshotMeta::default();
+        let stored = codec::encode(&StoredSnapshot { meta, data: bytes }).unwrap();
+        assert!(stored.len() < codec::MAX_PAYLOAD, "{} bytes", stored.len());
     }
 }
