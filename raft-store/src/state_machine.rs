@@ -20,6 +20,13 @@
 //!
 //! Tree `snapshot`: the current snapshot (meta and data). Building or installing one flushes.
 //! On open, a snapshot newer than the state in `sm` (a crash mid-install) replaces it.
+//!
+//! Durable coverage: after every flush that moves the state a reopen would find (an explicit
+//! [`StateMachineStore::checkpoint`], a snapshot build, an install once its snapshot is on
+//! disk) and at open, the store tells the log store that log ID, and the log store never makes
+//! a purge or commit point durable beyond it: openraft purges a follower's log for a snapshot
+//! it has only queued for installing, and a crash before the install reached the disk must not
+//! leave the log starting after the state.
 use std::io::Cursor;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -28,6 +35,8 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::coverage::Coverage;
+use crate::failpoint::failpoint;
 use crate::journal::{Journal, JournalRecord};
 use crate::state::{apply, record_members, Applied, ApplyResult, Changes, Op, State, TagRecord, WorkerRecord};
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
@@ -177,6 +186,8 @@ pub struct StateMachineStore {
     /// finishes after a newer snapshot was installed must not replace it.
     snap_write: Arc<Mutex<()>>,
     journal: Journal,
+    /// Where a reopen would find the state at least: raised after each flush that moves it.
+    coverage: Coverage,
 }
 
 fn sm_read_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
@@ -204,7 +215,7 @@ fn worker_key(id: u16) -> Vec<u8> {
 }
 
 impl StateMachineStore {
-    pub(crate) fn open(db: &sled::Db, journal_cap: usize) -> Result<Self, StorageError> {
+    pub(crate) fn open(db: &sled::Db, journal_cap: usize, coverage: Coverage) -> Result<Self, StorageError> {
         let sm = db.open_tree("sm").map_err(sm_read_err)?;
         let snap = db.open_tree("snapshot").map_err(sm_read_err)?;
         let mut data = SmData::default();
@@ -240,6 +251,7 @@ impl StateMachineStore {
             dirty: Arc::default(),
             snap_write: Arc::default(),
             journal,
+            coverage,
         };
         if let Some(stored) = store.stored_snapshot()? {
             if stored.meta.last_log_id > store.reader().last_applied() {
@@ -249,6 +261,8 @@ impl StateMachineStore {
                 store.journal.mark_gap(stored.meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
             }
         }
+        // What was just read is on disk (the restored snapshot too).
+        store.coverage.raise(store.reader().last_applied());
         Ok(store)
     }
 
@@ -303,14 +317,16 @@ impl StateMachineStore {
     /// flushes it: a clean shutdown calls this so the next start has less to re-apply. Must
     /// run inside a tokio runtime (the flush uses its blocking pool).
     pub async fn checkpoint(&self) -> Result<(), StorageError> {
-        {
+        let at = {
             let mut dirty = self.lock_dirty();
+            let d = self.data.read().unwrap_or_else(|e| e.into_inner());
             if dirty.entries > 0 {
-                let d = self.data.read().unwrap_or_else(|e| e.into_inner());
                 self.checkpoint_from(&mut dirty, &d)?;
             }
-        }
+            d.last_applied
+        };
         crate::flush(&self.db).await.map_err(sm_write_err)?;
+        self.coverage.raise(at);
         Ok(())
     }
 
@@ -382,6 +398,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             }
         }
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(&meta), e))?;
+        // The checkpoint above is on disk now (and the snapshot, unless a newer one was).
+        self.coverage.raise(meta.last_log_id);
         tracing::info!(snapshot = %meta.snapshot_id, bytes = bytes.len(), "built snapshot");
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
     }
@@ -471,6 +489,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             ));
             return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
         }
+        failpoint!("sm-install-begin");
         // Mark the journal's gap first, flushed with the snapshot: the journal never claims
         // records that the restored state skipped, whenever a crash interrupts this.
         self.journal.mark_gap(meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
@@ -481,9 +500,16 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
             self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(meta), e))?;
         }
+        failpoint!("sm-install-snapshot-written");
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(meta), e))?;
+        // From here a reopen restores this snapshot: the log may be purged up to it (openraft
+        // asked for that when it queued this install; the log store waited for this).
+        self.coverage.raise(meta.last_log_id);
+        failpoint!("sm-install-snapshot-flushed");
         self.replace(new)?;
+        failpoint!("sm-install-state-replaced");
         crate::flush(&self.db).await.map_err(sm_write_err)?;
+        failpoint!("sm-install-done");
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
         Ok(())
     }
