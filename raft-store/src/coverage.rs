@@ -8,11 +8,13 @@
 //! leave a node whose log starts after its state machine: openraft's start-up re-applies the
 //! committed entries from the log, finds them gone, and the node never starts again.
 //!
-//! The state machine publishes here the log ID that its state would be at if the process died
-//! now (its flushed checkpoint, or its flushed snapshot, which a reopen restores); the log
-//! store never makes `last_purged` durable beyond it, never writes entries after a hole that
-//! only a covered purge can close, and never makes `committed` durable beyond what the state
-//! machine covers or the log holds. See [`crate::log_store`].
+//! The state machine publishes here the last log ID of the snapshot it has on disk. A reopen
+//! finds the state at least there (a snapshot newer than the checkpointed state replaces it),
+//! and openraft requires the log never to be purged beyond the snapshot, which stands in for
+//! the purged entries when a lagging follower needs them (its start-up refuses a purge point
+//! beyond the snapshot). The log store never makes `last_purged` durable beyond it, never
+//! writes entries after a hole that only a covered purge can close, and never makes
+//! `committed` durable beyond it and the entries the log holds. See [`crate::log_store`].
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,8 +22,8 @@ use tokio::sync::watch;
 
 use crate::types::LogId;
 
-/// The durably covered log ID, shared by the log store and the state machine of one database.
-/// Only ever rises. Cheap to clone.
+/// The last log ID of the snapshot on disk, shared by the log store and the state machine of
+/// one database. Only ever rises. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Coverage(Arc<watch::Sender<Option<LogId>>>);
 
@@ -30,8 +32,8 @@ impl Coverage {
         Coverage(Arc::new(watch::Sender::new(None)))
     }
 
-    /// Notes that a reopen of the database now would come back with the state machine at
-    /// `log_id` or later. Call only after the write that makes it so has been flushed.
+    /// Notes that a snapshot up to `log_id` is on disk. Call only after the flush that stored
+    /// it.
     pub(crate) fn raise(&self, log_id: Option<LogId>) {
         self.0.send_if_modified(|c| {
             if log_id > *c {

@@ -5,12 +5,12 @@
 //! - [`state`]: commands, the replicated [`State`] and the pure [`apply`] — no I/O, no clock.
 //! - [`log_store`]: `RaftLogStorage` on sled; every append, vote, truncate and purge is fsynced
 //!   before it is acknowledged, and no purge or commit point is made durable beyond what the
-//!   state machine's durable state covers.
+//!   state machine's snapshot on disk covers.
 //! - [`state_machine`]: `RaftStateMachine` + snapshot builder on sled (state in memory, its
 //!   tree checkpointed every [`state_machine::CHECKPOINT_EVERY`] entries and at snapshots), and a
 //!   [`StateReader`] for the node's read paths.
-//! - `coverage` (private): the durably covered log ID the state machine publishes to the log
-//!   store, and why a follower's snapshot install needs it.
+//! - `coverage` (private): the snapshot's log ID the state machine publishes to the log store,
+//!   and why a follower's snapshot install needs it.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
 //! - [`failpoint`]: crash points for tests (cargo feature `failpoints`; nothing without it).
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.

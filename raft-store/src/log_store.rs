@@ -5,15 +5,16 @@
 //! flushed (fsynced) before it is acknowledged; the committed log ID is an optimisation and
 //! rides along with the next flush.
 //!
-//! The durable purge and commit points never run ahead of the state machine's durable state
-//! (the `Coverage` it publishes; why, in the private `coverage` module):
+//! The durable purge and commit points never run ahead of the snapshot the state machine has on
+//! disk (the `Coverage` it publishes; why, in the private `coverage` module):
 //! - [`purge`](RaftLogStorage::purge) takes effect for openraft at once: entries up to the
 //!   purge point are never read again and [`get_log_state`](RaftLogStorage::get_log_state)
 //!   reports it. On disk, `last_purged` is written and entries deleted only up to the covered
-//!   log ID; the rest waits in the tree until a later purge or append finds it covered.
+//!   log ID (the snapshot's); the rest waits in the tree until a later purge or append finds it
+//!   covered.
 //! - [`append`](RaftLogStorage::append) of entries that would leave a hole after the entries the
 //!   tree holds (a follower that installed a snapshot beyond its log) first waits up to
-//!   [`COVERAGE_WAIT`] for the state machine to cover the hole, and completes the purge before
+//!   [`COVERAGE_WAIT`] for the state machine to store the snapshot, and completes the purge before
 //!   writing. If the state machine never gets there, the append fails (a storage error stops
 //!   Raft; what is on disk is consistent and the node restarts from it).
 //! - [`save_committed`](RaftLogStorage::save_committed) stores the committed log ID, lowered to
@@ -147,7 +148,7 @@ impl LogStore {
         self.log.is_empty()
     }
 
-    /// The purge point on disk (tests): never beyond what the state machine covers.
+    /// The purge point on disk (tests): never beyond the snapshot on disk.
     #[doc(hidden)]
     pub fn durable_purged(&self) -> Option<LogId> {
         self.purge_points().durable
@@ -210,7 +211,7 @@ impl LogStore {
     }
 
     /// Before entries from `first` on are written: when a purge is pending and the tree ends
-    /// before `first - 1`, waits until the state machine covers `first - 1` (so the purge can
+    /// before `first - 1`, waits until the snapshot on disk covers `first - 1` (so the purge can
     /// close the hole on disk), then completes the purge.
     async fn close_hole_before(&self, first: u64) -> Result<(), StorageError> {
         let p = self.purge_points();
@@ -227,7 +228,7 @@ impl LogStore {
             let covered = self.coverage.wait_for(first - 1, COVERAGE_WAIT).await;
             if next_index(covered) < first {
                 let e = std::io::Error::other(format!(
-                    "the state machine did not cover log index {} within {COVERAGE_WAIT:?} (covered: {covered:?}); \
+                    "the state machine stored no snapshot up to log index {} within {COVERAGE_WAIT:?} (covered: {covered:?}); \
                      refusing to write entries after a hole",
                     first - 1
                 ));
@@ -392,7 +393,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             tracing::info!(
                 purge = %log_id,
                 ?covered,
-                "log purged up to the state machine's durable state only; the rest follows once it is covered"
+                "log purged on disk only up to the stored snapshot; the rest follows once a snapshot covers it"
             );
         }
         self.complete_purge().await

@@ -21,12 +21,12 @@
 //! Tree `snapshot`: the current snapshot (meta and data). Building or installing one flushes.
 //! On open, a snapshot newer than the state in `sm` (a crash mid-install) replaces it.
 //!
-//! Durable coverage: after every flush that moves the state a reopen would find (an explicit
-//! [`StateMachineStore::checkpoint`], a snapshot build, an install once its snapshot is on
-//! disk) and at open, the store tells the log store that log ID, and the log store never makes
-//! a purge or commit point durable beyond it: openraft purges a follower's log for a snapshot
-//! it has only queued for installing, and a crash before the install reached the disk must not
-//! leave the log starting after the state.
+//! Durable coverage: at open and after every flush that stores a snapshot (a build, or an
+//! install once its snapshot is on disk), the store tells the log store the snapshot's last
+//! log ID, and the log store never makes a purge point durable beyond it (nor a commit point
+//! beyond it and the log): openraft purges a follower's log for a snapshot it has only queued
+//! for installing, and a crash before the install reached the disk must not leave the log
+//! starting after the state, nor after the snapshot that stands for the purged entries.
 use std::io::Cursor;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -186,7 +186,8 @@ pub struct StateMachineStore {
     /// finishes after a newer snapshot was installed must not replace it.
     snap_write: Arc<Mutex<()>>,
     journal: Journal,
-    /// Where a reopen would find the state at least: raised after each flush that moves it.
+    /// The last log ID of the snapshot on disk, for the log store: raised after each flush that
+    /// stores a newer one.
     coverage: Coverage,
 }
 
@@ -261,8 +262,8 @@ impl StateMachineStore {
                 store.journal.mark_gap(stored.meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
             }
         }
-        // What was just read is on disk (the restored snapshot too).
-        store.coverage.raise(store.reader().last_applied());
+        // The snapshot on disk: a reopen finds at least its state, and the log may go up to it.
+        store.coverage.raise(store.stored_snapshot()?.and_then(|s| s.meta.last_log_id));
         Ok(store)
     }
 
@@ -317,16 +318,14 @@ impl StateMachineStore {
     /// flushes it: a clean shutdown calls this so the next start has less to re-apply. Must
     /// run inside a tokio runtime (the flush uses its blocking pool).
     pub async fn checkpoint(&self) -> Result<(), StorageError> {
-        let at = {
+        {
             let mut dirty = self.lock_dirty();
-            let d = self.data.read().unwrap_or_else(|e| e.into_inner());
             if dirty.entries > 0 {
+                let d = self.data.read().unwrap_or_else(|e| e.into_inner());
                 self.checkpoint_from(&mut dirty, &d)?;
             }
-            d.last_applied
-        };
+        }
         crate::flush(&self.db).await.map_err(sm_write_err)?;
-        self.coverage.raise(at);
         Ok(())
     }
 
@@ -398,7 +397,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             }
         }
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(&meta), e))?;
-        // The checkpoint above is on disk now (and the snapshot, unless a newer one was).
+        // This snapshot is on disk now (or a newer one is, which already raised the coverage).
         self.coverage.raise(meta.last_log_id);
         tracing::info!(snapshot = %meta.snapshot_id, bytes = bytes.len(), "built snapshot");
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })

@@ -7,7 +7,7 @@
 //!
 //! A "crash" here drops the store and reopens it. That is exact for these scenarios: every
 //! write they make is flushed at once or never made, and the state machine's in-memory applies
-//! after its explicit checkpoint are never written (no checkpoint is due), as after a `kill -9`.
+//! after its last checkpoint are never written (no checkpoint is due), as after a `kill -9`.
 //! The multi-process test with real crash points is `snapshot_crash` in leaf-cluster-tests.
 use std::time::Duration;
 
@@ -17,8 +17,8 @@ use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader, RaftSnapshotBuilder};
 use tempfile::TempDir;
 
-/// The follower's state machine checkpoint (flushed).
-const CHECKPOINT: u64 = 20;
+/// The follower's own last snapshot (built from its state, which it checkpoints and flushes).
+const OWN_SNAP: u64 = 20;
 /// What the follower's log holds and its state machine applied (in memory) before the install.
 const HELD: u64 = 30;
 /// The snapshot the leader sends.
@@ -69,16 +69,16 @@ async fn leader_snapshot() -> Snapshot {
 }
 
 /// A follower whose log holds entries up to `held` (all committed and applied in memory) and
-/// whose state machine's last flushed checkpoint is at `CHECKPOINT`.
+/// whose last snapshot, and state machine checkpoint, is at `OWN_SNAP`.
 async fn follower(held: u64) -> (TempDir, LogStore, StateMachineStore) {
     let dir = TempDir::new().unwrap();
     let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
     log.blocking_append(entries(0..=held)).await.unwrap();
     log.save_committed(Some(log_id(held))).await.unwrap();
-    sm.apply(entries(0..=CHECKPOINT)).await.unwrap();
-    sm.checkpoint().await.unwrap();
-    sm.apply(entries(CHECKPOINT + 1..=held)).await.unwrap();
-    assert_eq!(sm.checkpointed_index().unwrap(), CHECKPOINT);
+    sm.apply(entries(0..=OWN_SNAP)).await.unwrap();
+    sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+    sm.apply(entries(OWN_SNAP + 1..=held)).await.unwrap();
+    assert_eq!(sm.checkpointed_index().unwrap(), OWN_SNAP);
     (dir, log, sm)
 }
 
@@ -93,6 +93,9 @@ async fn restart(dir: &TempDir) -> (LogStore, StateMachineStore, u64) {
     let state = log.get_log_state().await.unwrap();
     let purged = state.last_purged_log_id.map(|l| l.index);
     assert!(purged.is_none_or(|p| p <= applied), "log purged to {purged:?} but the state is at {applied}");
+    // openraft's own invariant: the snapshot stands in for every purged entry.
+    let snap = sm.get_current_snapshot().await.unwrap().and_then(|s| s.meta.last_log_id).map(|l| l.index);
+    assert!(purged <= snap, "log purged to {purged:?} beyond the snapshot at {snap:?}");
     let last = state.last_log_id.map_or(0, |l| l.index);
     let after: Vec<u64> =
         log.try_get_log_entries(applied + 1..=last).await.unwrap().iter().map(|e| e.log_id.index).collect();
@@ -102,7 +105,7 @@ async fn restart(dir: &TempDir) -> (LogStore, StateMachineStore, u64) {
 }
 
 /// The purge of a queued install is at once complete for openraft, but on disk it goes no
-/// further than the state machine's durable state; after a crash before the install, the node
+/// further than the snapshot on disk; after a crash before the install, the node
 /// starts (re-applying its committed entries) and can take the snapshot again. Without the
 /// clamp the purge reached the disk, the restart re-applied entries 21..30 from a log purged
 /// to 60, and failed.
@@ -117,7 +120,7 @@ fn a_purge_for_a_queued_install_never_outruns_the_state_machine_on_disk() {
         assert_eq!((state.last_purged_log_id, state.last_log_id), (Some(log_id(SNAP)), Some(log_id(SNAP))));
         assert!(log.try_get_log_entries(0..100).await.unwrap().is_empty());
         // ...while the disk keeps what the state machine needs.
-        assert_eq!(log.durable_purged(), Some(log_id(CHECKPOINT)));
+        assert_eq!(log.durable_purged(), Some(log_id(OWN_SNAP)));
         drop((log, sm)); // crash before the install
 
         let (mut log, mut sm, applied) = restart(&dir).await;
@@ -131,6 +134,23 @@ fn a_purge_for_a_queued_install_never_outruns_the_state_machine_on_disk() {
         drop((log, sm));
         let (_log, _sm, applied) = restart(&dir).await;
         assert_eq!(applied, SNAP + 3);
+    });
+}
+
+/// The purge point on disk stays at the snapshot even when the state machine's checkpoint is
+/// further (as after a clean shutdown): openraft requires a snapshot for every purged entry
+/// (a lagging follower gets it instead of the entries), and refuses to run without one.
+#[test]
+fn the_durable_purge_point_never_passes_the_snapshot_on_disk() {
+    rt().block_on(async {
+        let (dir, mut log, sm) = follower(HELD).await;
+        sm.checkpoint().await.unwrap();
+        assert_eq!(sm.checkpointed_index().unwrap(), HELD);
+        log.purge(log_id(SNAP)).await.unwrap();
+        assert_eq!(log.durable_purged(), Some(log_id(OWN_SNAP)));
+        drop((log, sm));
+        let (_log, _sm, applied) = restart(&dir).await;
+        assert_eq!(applied, HELD);
     });
 }
 
@@ -149,7 +169,7 @@ fn appends_after_a_purged_hole_wait_for_the_install() {
         let append = tokio::spawn(async move { appender.blocking_append(entries(SNAP + 1..=SNAP + 5)).await });
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(!append.is_finished(), "entries after the hole were written before the install");
-        assert_eq!(log.len() as u64, HELD - CHECKPOINT, "entries after the durable purge point, none after the hole");
+        assert_eq!(log.len() as u64, HELD - OWN_SNAP, "entries after the durable purge point, none after the hole");
         append.abort();
         assert!(append.await.unwrap_err().is_cancelled()); // its store handle is gone with it
         drop((log, sm));
@@ -189,7 +209,7 @@ fn commit_points_stay_within_what_a_restart_can_reapply() {
             .unwrap();
         log.save_committed(Some(log_id(SNAP + 15))).await.unwrap();
         assert_eq!(log.read_committed().await.unwrap(), Some(log_id(SNAP + 15)));
-        assert_eq!(log.durable_purged(), Some(log_id(CHECKPOINT)));
+        assert_eq!(log.durable_purged(), Some(log_id(OWN_SNAP)));
         drop((log, sm)); // crash before the install
         let (_log, _sm, applied) = restart(&dir).await;
         assert_eq!(applied, SNAP + 15, "re-applied from the checkpoint through the log");

@@ -208,9 +208,9 @@ fn purge_and_truncate_leave_no_holes() {
         let dir = TempDir::new().unwrap();
         let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
         log.blocking_append((1..=100).map(|i| entry(1, i, alloc_op(1)))).await.unwrap();
-        // The state machine covers the purge (the log store purges no further on disk).
+        // A snapshot covers the purge (the log store purges no further on disk).
         sm.apply((1..=50).map(|i| entry(1, i, alloc_op(1)))).await.unwrap();
-        sm.checkpoint().await.unwrap();
+        sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
         log.purge(LogId::new(CommittedLeaderId::new(1, 1), 40)).await.unwrap();
         log.truncate(LogId::new(CommittedLeaderId::new(1, 1), 91)).await.unwrap();
         drop((log, sm));
