@@ -3,7 +3,8 @@
 //! cut would (`std::process::abort`: no destructors, no flush). Without the feature the points
 //! compile to nothing.
 //!
-//! Armed through the environment, once at start-up by the binary ([`arm_from_env`]):
+//! Armed through the environment, once at start-up by the test binary (the cluster tests'
+//! `leaf-test-node` calls [`arm_from_env`]; `leaf` never does):
 //! `LEAF_FAILPOINTS="name[=actions];name2[=actions]"`, where `actions` follows the `fail`
 //! crate's syntax and defaults to `return`. The point crashes when its action returns: plain
 //! `return` crashes at the first hit, `2*off->return` at the third, and `return(300)` stalls
