@@ -20,7 +20,7 @@ docker info >/dev/null 2>&1 || die "the Docker engine is not reachable (docker i
 
 echo "build-image: compiling a static leaf for $TARGET (release)..." >&2
 (cd "$ROOT" && RUSTFLAGS='-C target-feature=+crt-static' \
-    cargo build --release --locked --quiet --target "$TARGET" --bin leaf)
+    cargo build --release --locked --quiet --target "$TARGET" -p leaf-node --bin leaf)
 
 # A FROM scratch image has no dynamic loader: refuse a binary that needs one. (The headers are
 # captured first: `readelf | grep -q` under pipefail can fail with SIGPIPE and skip the check.)

@@ -55,7 +55,7 @@ up() {
         die "$DIR holds a $existing-node cluster; run '$0 up $existing', or '$0 clean' first"
     fi
     echo "building leaf (release)..." >&2
-    (cd "$ROOT" && cargo build --release --quiet --bin leaf)
+    (cd "$ROOT" && cargo build --release --quiet -p leaf-node --bin leaf)
     mkdir -p "$DIR"
     [[ -s "$DIR/admin_token" ]] || random_hex > "$DIR/admin_token"
     [[ -s "$DIR/cluster_secret" ]] || random_hex > "$DIR/cluster_secret"

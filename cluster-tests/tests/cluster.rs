@@ -918,3 +918,6 @@ mod docker;
 
 #[path = "cluster/disk_full.rs"]
 mod disk_full;
+
+#[path = "cluster/snapshot_crash.rs"]
+mod snapshot_crash;

@@ -7,7 +7,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use leaf_api::codec;
 use leaf_raft_store::types::Entry;
-use leaf_raft_store::{apply, Command, Op, State};
+use leaf_raft_store::{apply, Changes, Command, Op, State};
 use openraft::{CommittedLeaderId, EntryPayload, LogId};
 
 fn allocation(at_ms: i64) -> Command {
@@ -42,9 +42,9 @@ fn bench(c: &mut Criterion) {
                 description: String::new(),
             },
         };
-        apply(&mut state, &create).expect("create tag");
+        apply(&mut state, &create, &mut Changes::default()).expect("create tag");
         // max_id grows by one step per apply: 9e18 / 1e5 leaves room for 9e13 iterations.
-        b.iter(|| apply(&mut state, std::hint::black_box(&cmd)).expect("apply"))
+        b.iter(|| apply(&mut state, std::hint::black_box(&cmd), &mut Changes::default()).expect("apply"))
     });
     g.finish();
 }

@@ -4,11 +4,15 @@
 //! Layout:
 //! - [`state`]: commands, the replicated [`State`] and the pure [`apply`] — no I/O, no clock.
 //! - [`log_store`]: `RaftLogStorage` on sled; every append, vote, truncate and purge is fsynced
-//!   before it is acknowledged.
+//!   before it is acknowledged, and no purge or commit point is made durable beyond what the
+//!   state machine's snapshot on disk covers.
 //! - [`state_machine`]: `RaftStateMachine` + snapshot builder on sled (state in memory, its
 //!   tree checkpointed every [`state_machine::CHECKPOINT_EVERY`] entries and at snapshots), and a
 //!   [`StateReader`] for the node's read paths.
+//! - `coverage` (private): the snapshot's log ID the state machine publishes to the log store,
+//!   and why a follower's snapshot install needs it.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
+//! - [`failpoint`]: crash points for tests (cargo feature `failpoints`; nothing without it).
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.
 //!
 //! Every record goes through [`leaf_api::codec`] (versioned, checksummed bincode).
@@ -18,6 +22,8 @@
 
 use std::path::Path;
 
+mod coverage;
+pub mod failpoint;
 pub mod journal;
 pub mod log_store;
 pub mod state;
@@ -27,8 +33,8 @@ pub mod types;
 pub use journal::{Journal, JournalDump, JournalRecord};
 pub use log_store::LogStore;
 pub use state::{
-    apply, Allocation, Applied, ApplyError, ApplyResult, Command, Op, State, TagRecord, WorkerGrant, WorkerRecord,
-    WORKER_IDS,
+    apply, check_command, Allocation, Applied, ApplyError, ApplyResult, Changes, Command, Op, State, TagRecord,
+    WorkerGrant, WorkerRecord, MAX_COMMAND_BYTES, MAX_TAGS, WORKER_IDS,
 };
 pub use state_machine::{StateMachineStore, StateReader};
 pub use types::TypeConfig;
@@ -70,13 +76,16 @@ pub enum OpenError {
     Sled { path: String, source: sled::Error },
     #[error("load state machine: {0}")]
     StateMachine(#[from] types::StorageError),
+    #[error("load Raft log: {0}")]
+    Log(types::StorageError),
 }
 
 /// Opens (or creates) the log store and state machine in `dir`.
 pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineStore), OpenError> {
     let sled_err = |source| OpenError::Sled { path: dir.display().to_string(), source };
     let db = sled::Config::new().path(dir).cache_capacity(opts.cache_bytes).open().map_err(sled_err)?;
-    let log = LogStore::open(&db).map_err(sled_err)?;
-    let sm = StateMachineStore::open(&db, opts.journal_entries)?;
+    let coverage = coverage::Coverage::new();
+    let log = LogStore::open(&db, coverage.clone()).map_err(OpenError::Log)?;
+    let sm = StateMachineStore::open(&db, opts.journal_entries, coverage)?;
     Ok((log, sm))
 }

@@ -1,9 +1,13 @@
 //! The replicated state and the pure function that applies a command to it.
 //!
 //! [`apply`] touches no clock, disk or network: the same log yields the same state on every
-//! node. Times come from the command, stamped by the proposer.
+//! node. Times come from the command, stamped by the proposer. It validates every field itself
+//! (a peer holding the cluster secret can propose any operation, bypassing the HTTP checks),
+//! bounds the state (so every snapshot stays encodable, see [`MAX_TAGS`]) and reports in
+//! [`Changes`] exactly which keys it wrote, which is what the state machine checkpoints.
 use std::collections::{BTreeMap, BTreeSet};
 
+use leaf_api::codec;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag, ValidationError};
 use serde::{Deserialize, Serialize};
 
@@ -73,6 +77,32 @@ pub const WORKER_IDS: u16 = 1024;
 /// Bounds of a worker lease: at least a second, at most an hour.
 pub const MIN_LEASE_MS: i64 = 1_000;
 pub const MAX_LEASE_MS: i64 = 3_600_000;
+/// Longest tag description, in bytes: the HTTP API's limit, enforced again by [`apply`].
+pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+/// How far a worker's high-water mark may run ahead of the leader's time stamp of its renewal
+/// (a day). A node proposes its clock plus the time window (at most a minute) and refuses to
+/// serve with a clock a second off its peers; a mark far beyond that would keep the worker ID
+/// from issuing IDs for as long, so it is refused.
+pub const MAX_HIGH_WATER_AHEAD_MS: i64 = 86_400_000;
+
+/// Most tags the replicated state holds; creating one more is refused.
+///
+/// It bounds the snapshot, which every node must be able to encode (the codec refuses payloads
+/// above [`leaf_api::codec::MAX_PAYLOAD`], 64 MiB) and send. Worst case of one tag in a
+/// snapshot (bincode, variable-length integers): the key, 1 + 128 bytes; `max_id` 9; `step`
+/// (at most 10^9) 5; the description, 3 + 1,024; `created_ms` and `updated_ms` 9 each: 1,188
+/// bytes. 40,000 tags: 47,520,000 bytes (45.3 MiB). The rest is small and bounded: 1,024
+/// worker records of at most 58 bytes (59 KiB), the node IDs ever in a membership (9 bytes
+/// each) and the membership itself. So the largest possible snapshot is about 45.4 MiB: under
+/// the codec's 64 MiB (with the snapshot's envelope around it) and far below the 256 MiB a
+/// node accepts from a peer. (The test `the_largest_possible_state_still_encodes` builds it.)
+pub const MAX_TAGS: usize = 40_000;
+
+/// Largest encoded [`Command`] (through [`leaf_api::codec`]) the leader proposes. The largest
+/// valid command, a tag creation with a 128-byte tag and a 1,024-byte description, encodes to
+/// about 1.2 KiB; anything beyond this bound is refused by [`check_command`] before it reaches
+/// the log (a replication RPC carries up to 8 MiB of entries).
+pub const MAX_COMMAND_BYTES: usize = 4096;
 
 /// A snowflake worker ID as held by a node.
 ///
@@ -172,6 +202,33 @@ impl From<ValidationError> for ApplyError {
     }
 }
 
+/// The keys of the state that [`apply`] and [`record_members`] wrote: exactly what a
+/// checkpoint of the state must store (a key listed here whose record is gone was removed).
+/// A rejected command writes nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Tags whose record was written.
+    pub tags: BTreeSet<String>,
+    /// Worker IDs whose record was written, including one recycled from another node.
+    pub workers: BTreeSet<u16>,
+    /// `members` or `members_ever` changed.
+    pub members: bool,
+}
+
+impl Changes {
+    /// Notes that `tag`'s record was written (without allocating when it already was).
+    fn tag(&mut self, tag: &str) {
+        if !self.tags.contains(tag) {
+            self.tags.insert(tag.to_string());
+        }
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty() && self.workers.is_empty() && !self.members
+    }
+}
+
 /// What one log entry produced, as returned to the proposer.
 pub type ApplyResult = Result<Applied, ApplyError>;
 
@@ -196,9 +253,10 @@ impl State {
 }
 
 /// Records the node IDs of an applied membership entry as the current members; returns
-/// whether any was new.
-pub fn record_members(state: &mut State, node_ids: impl IntoIterator<Item = u64>) -> bool {
+/// whether any was new. Notes in `changes` that the members were written.
+pub fn record_members(state: &mut State, node_ids: impl IntoIterator<Item = u64>, changes: &mut Changes) -> bool {
     state.members = node_ids.into_iter().collect();
+    changes.members = true;
     let mut changed = false;
     for id in &state.members {
         changed |= state.members_ever.insert(*id);
@@ -206,16 +264,96 @@ pub fn record_members(state: &mut State, node_ids: impl IntoIterator<Item = u64>
     changed
 }
 
+fn invalid(msg: impl Into<String>) -> ApplyError {
+    ApplyError::Invalid(msg.into())
+}
+
 fn check_lease(lease_ms: i64) -> Result<(), ApplyError> {
     if (MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
         Ok(())
     } else {
-        Err(ApplyError::Invalid(format!("lease of {lease_ms} ms is outside {MIN_LEASE_MS}..={MAX_LEASE_MS}")))
+        Err(invalid(format!("lease of {lease_ms} ms is outside {MIN_LEASE_MS}..={MAX_LEASE_MS}")))
     }
 }
 
-fn register_worker(state: &mut State, at_ms: i64, node_id: u64, lease_ms: i64) -> ApplyResult {
-    check_lease(lease_ms)?;
+fn check_node_id(node_id: u64) -> Result<(), ApplyError> {
+    if node_id == 0 {
+        return Err(invalid("node IDs start at 1"));
+    }
+    Ok(())
+}
+
+fn check_description(description: &str) -> Result<(), ApplyError> {
+    if description.len() > MAX_DESCRIPTION_BYTES {
+        return Err(invalid(format!(
+            "description is {} bytes long; the limit is {MAX_DESCRIPTION_BYTES}",
+            description.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks every field of `cmd` on its own (no state needed): what [`apply`] checks first and
+/// [`check_command`] checks before proposing.
+fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
+    match &cmd.op {
+        Op::CreateTag { tag, step, start_max_id, description } => {
+            validate_tag(tag)?;
+            validate_step(*step)?;
+            validate_max_id(*start_max_id)?;
+            check_description(description)
+        }
+        Op::UpdateTag { tag, step, description } => {
+            validate_tag(tag)?;
+            if let Some(step) = step {
+                validate_step(*step)?;
+            }
+            if let Some(d) = description {
+                check_description(d)?;
+            }
+            Ok(())
+        }
+        Op::AllocateSegment { tag, step, node_id } => {
+            validate_tag(tag)?;
+            validate_step(*step)?;
+            check_node_id(*node_id)
+        }
+        Op::RegisterWorker { node_id, lease_ms } => {
+            check_node_id(*node_id)?;
+            check_lease(*lease_ms)
+        }
+        Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
+            check_node_id(*node_id)?;
+            if *worker_id >= WORKER_IDS {
+                return Err(invalid(format!("worker ID {worker_id} is not below {WORKER_IDS}")));
+            }
+            check_lease(*lease_ms)?;
+            let ahead = cmd.at_ms.saturating_add(MAX_HIGH_WATER_AHEAD_MS);
+            if !(0..=ahead).contains(high_water_ms) {
+                return Err(invalid(format!(
+                    "high-water mark {high_water_ms} ms is outside 0..={ahead} (at most \
+                     {MAX_HIGH_WATER_AHEAD_MS} ms after the command's time {})",
+                    cmd.at_ms
+                )));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// What the leader checks before proposing `cmd`: every field as [`apply`] checks it, and its
+/// encoded size against [`MAX_COMMAND_BYTES`]. A command that passes can still be rejected by
+/// [`apply`] for the state it meets (an existing tag, the [`MAX_TAGS`] bound, a lost worker).
+pub fn check_command(cmd: &Command) -> Result<(), ApplyError> {
+    check_fields(cmd)?;
+    let len = codec::encode(cmd).map_err(|e| invalid(format!("command does not encode: {e}")))?.len();
+    if len > MAX_COMMAND_BYTES {
+        return Err(invalid(format!("command encodes to {len} bytes; the limit is {MAX_COMMAND_BYTES}")));
+    }
+    Ok(())
+}
+
+fn register_worker(state: &mut State, at_ms: i64, node_id: u64, lease_ms: i64, changes: &mut Changes) -> ApplyResult {
     if !state.members.contains(&node_id) {
         return Err(ApplyError::NotAMember(node_id));
     }
@@ -223,6 +361,7 @@ fn register_worker(state: &mut State, at_ms: i64, node_id: u64, lease_ms: i64) -
     if let Some((id, rec)) = state.workers.iter_mut().find(|(_, r)| r.node_id == node_id) {
         rec.lease_expires_ms = rec.lease_expires_ms.max(lease_expires_ms);
         rec.lease_ms = lease_ms;
+        changes.workers.insert(*id);
         return Ok(Applied::Worker(WorkerGrant {
             worker_id: *id,
             not_before_ms: rec.high_water_ms,
@@ -245,18 +384,18 @@ fn register_worker(state: &mut State, at_ms: i64, node_id: u64, lease_ms: i64) -
         previous_node_id: previous.map(|r| r.node_id),
     };
     state.workers.insert(worker_id, record);
+    changes.workers.insert(worker_id);
     Ok(Applied::Worker(WorkerGrant { worker_id, not_before_ms: high_water_ms, lease_expires_ms }))
 }
 
 fn renew_worker(
     state: &mut State,
     at_ms: i64,
-    node_id: u64,
-    worker_id: u16,
+    (node_id, worker_id): (u64, u16),
     high_water_ms: i64,
     lease_ms: i64,
+    changes: &mut Changes,
 ) -> ApplyResult {
-    check_lease(lease_ms)?;
     let member = state.members.contains(&node_id);
     let rec = match state.workers.get_mut(&worker_id) {
         Some(r) if r.node_id == node_id && member => r,
@@ -265,6 +404,7 @@ fn renew_worker(
     rec.lease_expires_ms = rec.lease_expires_ms.max(at_ms.saturating_add(lease_ms));
     rec.lease_ms = lease_ms;
     rec.high_water_ms = rec.high_water_ms.max(high_water_ms);
+    changes.workers.insert(worker_id);
     Ok(Applied::Worker(WorkerGrant {
         worker_id,
         not_before_ms: rec.high_water_ms,
@@ -272,15 +412,17 @@ fn renew_worker(
     }))
 }
 
-/// Applies `cmd` to `state`. On error the state is unchanged.
-pub fn apply(state: &mut State, cmd: &Command) -> ApplyResult {
+/// Applies `cmd` to `state` and notes in `changes` every key it wrote. On error the state and
+/// `changes` are unchanged.
+pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyResult {
+    check_fields(cmd)?;
     match &cmd.op {
         Op::CreateTag { tag, step, start_max_id, description } => {
-            validate_tag(tag)?;
-            validate_step(*step)?;
-            validate_max_id(*start_max_id)?;
             if state.tags.contains_key(tag) {
                 return Err(ApplyError::TagExists(tag.clone()));
+            }
+            if state.tags.len() >= MAX_TAGS {
+                return Err(invalid(format!("the cluster holds {MAX_TAGS} tags, the most it may")));
             }
             let record = TagRecord {
                 max_id: *start_max_id,
@@ -290,12 +432,10 @@ pub fn apply(state: &mut State, cmd: &Command) -> ApplyResult {
                 updated_ms: cmd.at_ms,
             };
             state.tags.insert(tag.clone(), record.clone());
+            changes.tag(tag);
             Ok(Applied::Tag { tag: tag.clone(), record })
         }
         Op::UpdateTag { tag, step, description } => {
-            if let Some(step) = step {
-                validate_step(*step)?;
-            }
             let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.clone()))?;
             if let Some(step) = step {
                 record.step = *step;
@@ -304,10 +444,10 @@ pub fn apply(state: &mut State, cmd: &Command) -> ApplyResult {
                 record.description = d.clone();
             }
             record.updated_ms = cmd.at_ms;
+            changes.tag(tag);
             Ok(Applied::Tag { tag: tag.clone(), record: record.clone() })
         }
         Op::AllocateSegment { tag, step, node_id: _ } => {
-            validate_step(*step)?;
             let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.clone()))?;
             let start = record.max_id;
             let end = start.checked_add(*step).ok_or_else(|| ApplyError::TagExhausted {
@@ -317,11 +457,12 @@ pub fn apply(state: &mut State, cmd: &Command) -> ApplyResult {
             })?;
             record.max_id = end;
             record.updated_ms = cmd.at_ms;
+            changes.tag(tag);
             Ok(Applied::Segment(Allocation { start, end, stored_step: record.step }))
         }
-        Op::RegisterWorker { node_id, lease_ms } => register_worker(state, cmd.at_ms, *node_id, *lease_ms),
+        Op::RegisterWorker { node_id, lease_ms } => register_worker(state, cmd.at_ms, *node_id, *lease_ms, changes),
         Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
-            renew_worker(state, cmd.at_ms, *node_id, *worker_id, *high_water_ms, *lease_ms)
+            renew_worker(state, cmd.at_ms, (*node_id, *worker_id), *high_water_ms, *lease_ms, changes)
         }
     }
 }
@@ -329,6 +470,11 @@ pub fn apply(state: &mut State, cmd: &Command) -> ApplyResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Applies without looking at the changes.
+    fn ap(s: &mut State, c: &Command) -> ApplyResult {
+        apply(s, c, &mut Changes::default())
+    }
 
     fn cmd(op: Op) -> Command {
         Command { at_ms: 1_700_000_000_000, op }
@@ -345,9 +491,9 @@ mod tests {
     #[test]
     fn allocations_are_contiguous_and_disjoint() {
         let mut s = State::default();
-        apply(&mut s, &create("t", 10, 1)).unwrap();
-        let a = apply(&mut s, &alloc("t", 10)).unwrap();
-        let b = apply(&mut s, &alloc("t", 25)).unwrap();
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        let a = ap(&mut s, &alloc("t", 10)).unwrap();
+        let b = ap(&mut s, &alloc("t", 25)).unwrap();
         assert_eq!(a, Applied::Segment(Allocation { start: 1, end: 11, stored_step: 10 }));
         assert_eq!(b, Applied::Segment(Allocation { start: 11, end: 36, stored_step: 10 }));
         assert_eq!(s.tags["t"].max_id, 36);
@@ -356,33 +502,33 @@ mod tests {
     #[test]
     fn overflow_is_exhaustion_not_wrap() {
         let mut s = State::default();
-        apply(&mut s, &create("t", 10, i64::MAX - 15)).unwrap();
-        assert!(apply(&mut s, &alloc("t", 10)).is_ok());
+        ap(&mut s, &create("t", 10, i64::MAX - 15)).unwrap();
+        assert!(ap(&mut s, &alloc("t", 10)).is_ok());
         let before = s.clone();
-        let err = apply(&mut s, &alloc("t", 10)).unwrap_err();
+        let err = ap(&mut s, &alloc("t", 10)).unwrap_err();
         assert!(matches!(err, ApplyError::TagExhausted { max_id, step: 10, .. } if max_id == i64::MAX - 5));
         assert_eq!(s, before, "a failed allocation must not change the state");
         // The last five IDs are still reachable with a step that fits exactly.
-        let last = apply(&mut s, &alloc("t", 5)).unwrap();
+        let last = ap(&mut s, &alloc("t", 5)).unwrap();
         assert_eq!(last, Applied::Segment(Allocation { start: i64::MAX - 5, end: i64::MAX, stored_step: 10 }));
-        assert!(matches!(apply(&mut s, &alloc("t", 1)), Err(ApplyError::TagExhausted { .. })));
+        assert!(matches!(ap(&mut s, &alloc("t", 1)), Err(ApplyError::TagExhausted { .. })));
     }
 
     #[test]
     fn unknown_tag() {
         let mut s = State::default();
-        assert_eq!(apply(&mut s, &alloc("nope", 1)), Err(ApplyError::TagNotFound("nope".into())));
+        assert_eq!(ap(&mut s, &alloc("nope", 1)), Err(ApplyError::TagNotFound("nope".into())));
         let upd = cmd(Op::UpdateTag { tag: "nope".into(), step: Some(5), description: None });
-        assert_eq!(apply(&mut s, &upd), Err(ApplyError::TagNotFound("nope".into())));
+        assert_eq!(ap(&mut s, &upd), Err(ApplyError::TagNotFound("nope".into())));
         assert_eq!(s, State::default());
     }
 
     #[test]
     fn duplicate_create_keeps_the_original() {
         let mut s = State::default();
-        apply(&mut s, &create("t", 10, 1)).unwrap();
-        apply(&mut s, &alloc("t", 10)).unwrap();
-        assert_eq!(apply(&mut s, &create("t", 99, 0)), Err(ApplyError::TagExists("t".into())));
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        ap(&mut s, &alloc("t", 10)).unwrap();
+        assert_eq!(ap(&mut s, &create("t", 99, 0)), Err(ApplyError::TagExists("t".into())));
         assert_eq!(s.tags["t"].max_id, 11);
         assert_eq!(s.tags["t"].step, 10);
     }
@@ -390,25 +536,25 @@ mod tests {
     #[test]
     fn update_changes_only_given_fields_and_stamps_time() {
         let mut s = State::default();
-        apply(&mut s, &create("t", 10, 1)).unwrap();
+        ap(&mut s, &create("t", 10, 1)).unwrap();
         let upd = Command {
             at_ms: 1_800_000_000_000,
             op: Op::UpdateTag { tag: "t".into(), step: Some(20), description: None },
         };
-        apply(&mut s, &upd).unwrap();
+        ap(&mut s, &upd).unwrap();
         let r = &s.tags["t"];
         assert_eq!((r.step, r.description.as_str(), r.max_id), (20, "d", 1));
         assert_eq!((r.created_ms, r.updated_ms), (1_700_000_000_000, 1_800_000_000_000));
-        let a = apply(&mut s, &alloc("t", 7)).unwrap();
+        let a = ap(&mut s, &alloc("t", 7)).unwrap();
         assert_eq!(a, Applied::Segment(Allocation { start: 1, end: 8, stored_step: 20 }));
     }
 
     #[test]
     fn members_ever_remembers_removed_nodes() {
         let mut s = State::default();
-        assert!(record_members(&mut s, [1, 2, 3]));
-        assert!(!record_members(&mut s, [1, 2, 3]));
-        assert!(record_members(&mut s, [1, 2, 4]));
+        assert!(record_members(&mut s, [1, 2, 3], &mut Changes::default()));
+        assert!(!record_members(&mut s, [1, 2, 3], &mut Changes::default()));
+        assert!(record_members(&mut s, [1, 2, 4], &mut Changes::default()));
         assert!(s.is_retired(3, [1, 2, 4]));
         assert!(!s.is_retired(4, [1, 2, 4]));
         assert!(!s.is_retired(9, [1, 2, 4]), "never a member");
@@ -417,14 +563,14 @@ mod tests {
     #[test]
     fn invalid_commands_are_rejected() {
         let mut s = State::default();
-        assert!(matches!(apply(&mut s, &create("bad tag", 10, 1)), Err(ApplyError::Invalid(_))));
-        assert!(matches!(apply(&mut s, &create("t", 0, 1)), Err(ApplyError::Invalid(_))));
-        assert!(matches!(apply(&mut s, &create("t", 10, -1)), Err(ApplyError::Invalid(_))));
-        apply(&mut s, &create("t", 10, 1)).unwrap();
-        assert!(matches!(apply(&mut s, &alloc("t", 0)), Err(ApplyError::Invalid(_))));
-        assert!(matches!(apply(&mut s, &alloc("t", -10)), Err(ApplyError::Invalid(_))));
+        assert!(matches!(ap(&mut s, &create("bad tag", 10, 1)), Err(ApplyError::Invalid(_))));
+        assert!(matches!(ap(&mut s, &create("t", 0, 1)), Err(ApplyError::Invalid(_))));
+        assert!(matches!(ap(&mut s, &create("t", 10, -1)), Err(ApplyError::Invalid(_))));
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        assert!(matches!(ap(&mut s, &alloc("t", 0)), Err(ApplyError::Invalid(_))));
+        assert!(matches!(ap(&mut s, &alloc("t", -10)), Err(ApplyError::Invalid(_))));
         let upd = cmd(Op::UpdateTag { tag: "t".into(), step: Some(0), description: None });
-        assert!(matches!(apply(&mut s, &upd), Err(ApplyError::Invalid(_))));
+        assert!(matches!(ap(&mut s, &upd), Err(ApplyError::Invalid(_))));
         assert_eq!(s.tags["t"].max_id, 1);
     }
 
@@ -440,24 +586,24 @@ mod tests {
     }
 
     fn register(s: &mut State, at_ms: i64, node_id: u64) -> ApplyResult {
-        apply(s, &at(at_ms, Op::RegisterWorker { node_id, lease_ms: 10_000 }))
+        ap(s, &at(at_ms, Op::RegisterWorker { node_id, lease_ms: 10_000 }))
     }
 
     #[test]
     fn workers_get_the_lowest_free_id_and_keep_it() {
         let mut s = State::default();
-        record_members(&mut s, [1, 2, 3]);
+        record_members(&mut s, [1, 2, 3], &mut Changes::default());
         assert_eq!(grant(register(&mut s, 1000, 2)).worker_id, 0);
         assert_eq!(grant(register(&mut s, 1000, 1)).worker_id, 1);
         assert_eq!(grant(register(&mut s, 1000, 3)).worker_id, 2);
         // Re-registering (a restart) gives the same ID back, with the recorded high-water mark.
         let renew = Op::RenewWorker { node_id: 1, worker_id: 1, high_water_ms: 5000, lease_ms: 10_000 };
-        assert_eq!(grant(apply(&mut s, &at(2000, renew))).not_before_ms, 5000);
+        assert_eq!(grant(ap(&mut s, &at(2000, renew))).not_before_ms, 5000);
         let again = grant(register(&mut s, 3000, 1));
         assert_eq!((again.worker_id, again.not_before_ms, again.lease_expires_ms), (1, 5000, 13_000));
         assert_eq!(register(&mut s, 3000, 9), Err(ApplyError::NotAMember(9)));
         assert!(matches!(
-            apply(&mut s, &at(0, Op::RegisterWorker { node_id: 1, lease_ms: 5 })),
+            ap(&mut s, &at(0, Op::RegisterWorker { node_id: 1, lease_ms: 5 })),
             Err(ApplyError::Invalid(_))
         ));
     }
@@ -465,59 +611,218 @@ mod tests {
     #[test]
     fn an_id_is_recycled_only_after_its_node_left_and_its_lease_and_grace_ran_out() {
         let mut s = State::default();
-        record_members(&mut s, [1, 2]);
+        record_members(&mut s, [1, 2], &mut Changes::default());
         assert_eq!(grant(register(&mut s, 0, 1)).worker_id, 0);
         let renew = |hw| Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: hw, lease_ms: 10_000 };
-        apply(&mut s, &at(1000, renew(4000))).unwrap();
+        ap(&mut s, &at(1000, renew(4000))).unwrap();
         // Lease runs to 11,000; grace to 21,000.
-        record_members(&mut s, [2, 3]);
+        record_members(&mut s, [2, 3], &mut Changes::default());
         // Node 1 left, but the lease plus grace has not run out: node 3 gets a new ID.
         assert_eq!(grant(register(&mut s, 21_000, 3)).worker_id, 1);
-        record_members(&mut s, [2, 4]);
+        record_members(&mut s, [2, 4], &mut Changes::default());
         // Node 1 still a member? No. Lease + grace over: ID 0 is recycled, starting after the
         // handover time (which is past the old high-water mark).
         let g = grant(register(&mut s, 21_001, 4));
         assert_eq!((g.worker_id, g.not_before_ms), (0, 21_001));
         assert_eq!(s.workers[&0].previous_node_id, Some(1));
         // The old holder is fenced: its renewals fail.
-        assert_eq!(apply(&mut s, &at(21_002, renew(30_000))), Err(ApplyError::WorkerLost { worker_id: 0, node_id: 1 }));
+        assert_eq!(ap(&mut s, &at(21_002, renew(30_000))), Err(ApplyError::WorkerLost { worker_id: 0, node_id: 1 }));
         assert_eq!(s.workers[&0].node_id, 4);
     }
 
     #[test]
     fn a_member_keeps_its_id_however_late_it_renews() {
         let mut s = State::default();
-        record_members(&mut s, [1, 2]);
+        record_members(&mut s, [1, 2], &mut Changes::default());
         grant(register(&mut s, 0, 1));
         // Node 1 is silent far beyond its lease but is still a member: nobody else gets ID 0.
         assert_eq!(grant(register(&mut s, 1_000_000, 2)).worker_id, 1);
         let renew = Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: 7, lease_ms: 10_000 };
-        assert!(apply(&mut s, &at(1_000_001, renew)).is_ok());
+        assert!(ap(&mut s, &at(1_000_001, renew)).is_ok());
         // A removed node cannot renew even if nobody took its ID yet.
-        record_members(&mut s, [2]);
+        record_members(&mut s, [2], &mut Changes::default());
         let renew = Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: 8, lease_ms: 10_000 };
-        assert!(matches!(apply(&mut s, &at(1_000_002, renew)), Err(ApplyError::WorkerLost { .. })));
+        assert!(matches!(ap(&mut s, &at(1_000_002, renew)), Err(ApplyError::WorkerLost { .. })));
     }
 
     #[test]
     fn high_water_marks_only_rise() {
         let mut s = State::default();
-        record_members(&mut s, [1]);
+        record_members(&mut s, [1], &mut Changes::default());
         grant(register(&mut s, 0, 1));
         let renew = |hw| Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: hw, lease_ms: 10_000 };
-        apply(&mut s, &at(1, renew(500))).unwrap();
-        assert_eq!(grant(apply(&mut s, &at(2, renew(100)))).not_before_ms, 500);
+        ap(&mut s, &at(1, renew(500))).unwrap();
+        assert_eq!(grant(ap(&mut s, &at(2, renew(100)))).not_before_ms, 500);
     }
 
     #[test]
     fn exhaustion_is_an_error() {
         let mut s = State::default();
-        record_members(&mut s, 1..=1025);
+        record_members(&mut s, 1..=1025, &mut Changes::default());
         for n in 1..=1024u64 {
             assert_eq!(grant(register(&mut s, 0, n)).worker_id, (n - 1) as u16);
         }
         let before = s.clone();
         assert_eq!(register(&mut s, 0, 1025), Err(ApplyError::WorkersExhausted));
         assert_eq!(s, before);
+    }
+
+    /// Every field a forwarded operation carries is checked by `apply` itself, with
+    /// `Invalid`, and a rejected operation changes nothing.
+    #[test]
+    fn apply_rejects_every_invalid_field_and_changes_nothing() {
+        let mut s = State::default();
+        record_members(&mut s, [1, 2], &mut Changes::default());
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        grant(register(&mut s, 0, 1));
+        let long = "x".repeat(MAX_DESCRIPTION_BYTES + 1);
+        let renew = |node_id, worker_id, high_water_ms, lease_ms| Op::RenewWorker {
+            node_id,
+            worker_id,
+            high_water_ms,
+            lease_ms,
+        };
+        let bad: Vec<(&str, Op)> = vec![
+            ("create: tag", Op::CreateTag { tag: "a/b".into(), step: 1, start_max_id: 0, description: String::new() }),
+            (
+                "create: empty tag",
+                Op::CreateTag { tag: String::new(), step: 1, start_max_id: 0, description: String::new() },
+            ),
+            (
+                "create: step",
+                Op::CreateTag {
+                    tag: "u".into(),
+                    step: leaf_api::tag::MAX_STEP + 1,
+                    start_max_id: 0,
+                    description: String::new(),
+                },
+            ),
+            (
+                "create: max_id",
+                Op::CreateTag { tag: "u".into(), step: 1, start_max_id: -1, description: String::new() },
+            ),
+            (
+                "create: description",
+                Op::CreateTag { tag: "u".into(), step: 1, start_max_id: 0, description: long.clone() },
+            ),
+            ("update: tag", Op::UpdateTag { tag: "x".repeat(129), step: None, description: None }),
+            ("update: step", Op::UpdateTag { tag: "t".into(), step: Some(-1), description: None }),
+            ("update: description", Op::UpdateTag { tag: "t".into(), step: None, description: Some(long.clone()) }),
+            ("allocate: tag", Op::AllocateSegment { tag: "t t".into(), step: 1, node_id: 1 }),
+            ("allocate: step", Op::AllocateSegment { tag: "t".into(), step: 0, node_id: 1 }),
+            ("allocate: node", Op::AllocateSegment { tag: "t".into(), step: 1, node_id: 0 }),
+            ("register: node", Op::RegisterWorker { node_id: 0, lease_ms: 10_000 }),
+            ("register: lease low", Op::RegisterWorker { node_id: 2, lease_ms: MIN_LEASE_MS - 1 }),
+            ("register: lease high", Op::RegisterWorker { node_id: 2, lease_ms: MAX_LEASE_MS + 1 }),
+            ("renew: node", renew(0, 0, 5, 10_000)),
+            ("renew: worker ID", renew(1, WORKER_IDS, 5, 10_000)),
+            ("renew: worker ID max", renew(1, u16::MAX, 5, 10_000)),
+            ("renew: lease", renew(1, 0, 5, 0)),
+            ("renew: negative high water", renew(1, 0, -1, 10_000)),
+            ("renew: high water far ahead", renew(1, 0, 1_000 + MAX_HIGH_WATER_AHEAD_MS + 1, 10_000)),
+            ("renew: high water at the end of time", renew(1, 0, i64::MAX, 10_000)),
+        ];
+        for (what, op) in bad {
+            let before = s.clone();
+            let mut changes = Changes::default();
+            let c = at(1_000, op);
+            let r = apply(&mut s, &c, &mut changes);
+            assert!(matches!(r, Err(ApplyError::Invalid(_))), "{what}: {r:?}");
+            assert_eq!(s, before, "{what}: a rejected command changed the state");
+            assert!(changes.is_empty(), "{what}: a rejected command noted changes: {changes:?}");
+            assert!(matches!(check_command(&c), Err(ApplyError::Invalid(_))), "{what}: check_command let it through");
+        }
+        // The limits themselves are accepted.
+        let at_limit = Op::CreateTag {
+            tag: "x".repeat(leaf_api::tag::MAX_TAG_LEN),
+            step: leaf_api::tag::MAX_STEP,
+            start_max_id: i64::MAX,
+            description: "d".repeat(MAX_DESCRIPTION_BYTES),
+        };
+        assert!(check_command(&at(1_000, at_limit.clone())).is_ok());
+        assert!(ap(&mut s, &at(1_000, at_limit)).is_ok());
+        assert!(ap(&mut s, &at(1_000, renew(1, 0, 1_000 + MAX_HIGH_WATER_AHEAD_MS, MAX_LEASE_MS))).is_ok());
+    }
+
+    /// The largest valid command stays far below `MAX_COMMAND_BYTES`; a bigger one (which no
+    /// valid field set produces) is refused by its encoded size alone.
+    #[test]
+    fn check_command_bounds_the_encoded_size() {
+        let largest = at(
+            i64::MIN,
+            Op::CreateTag {
+                tag: "x".repeat(leaf_api::tag::MAX_TAG_LEN),
+                step: leaf_api::tag::MAX_STEP,
+                start_max_id: i64::MAX,
+                description: "d".repeat(MAX_DESCRIPTION_BYTES),
+            },
+        );
+        let len = codec::encode(&largest).unwrap().len();
+        assert!(len <= MAX_COMMAND_BYTES / 2, "the largest valid command is {len} bytes");
+        assert!(check_command(&largest).is_ok());
+        let mut s = State::default();
+        let huge = at(0, Op::UpdateTag { tag: "t".into(), step: None, description: Some("d".repeat(8 << 20)) });
+        assert!(matches!(check_command(&huge), Err(ApplyError::Invalid(_))));
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        let before = s.clone();
+        assert!(matches!(ap(&mut s, &huge), Err(ApplyError::Invalid(_))), "apply refuses an 8 MiB description");
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn the_tag_count_is_bounded() {
+        let mut s = State::default();
+        for i in 0..MAX_TAGS {
+            s.tags.insert(
+                format!("t{i}"),
+                TagRecord { max_id: 0, step: 1, description: String::new(), created_ms: 0, updated_ms: 0 },
+            );
+        }
+        let before = s.clone();
+        let mut changes = Changes::default();
+        let r = apply(&mut s, &create("one-more", 10, 1), &mut changes);
+        assert!(matches!(r, Err(ApplyError::Invalid(ref m)) if m.contains("tags")), "{r:?}");
+        assert_eq!(s, before);
+        assert!(changes.is_empty());
+        // Existing tags still work at the bound; an existing name is still "exists".
+        assert!(ap(&mut s, &alloc("t7", 5)).is_ok());
+        assert_eq!(ap(&mut s, &create("t7", 10, 1)), Err(ApplyError::TagExists("t7".into())));
+        s.tags.remove("t0");
+        assert!(ap(&mut s, &create("one-more", 10, 1)).is_ok());
+    }
+
+    /// `Changes` lists exactly the keys each operation wrote.
+    #[test]
+    fn changes_name_every_written_key() {
+        let mut s = State::default();
+        let mut c = Changes::default();
+        record_members(&mut s, [1, 2], &mut c);
+        assert_eq!(c, Changes { members: true, ..Changes::default() });
+        let run = |s: &mut State, cmd: Command| {
+            let mut c = Changes::default();
+            let r = apply(s, &cmd, &mut c);
+            (r, c)
+        };
+        let tags = |t: &[&str]| Changes { tags: t.iter().map(|t| t.to_string()).collect(), ..Changes::default() };
+        let workers = |w: &[u16]| Changes { workers: w.iter().copied().collect(), ..Changes::default() };
+        assert_eq!(run(&mut s, create("t", 10, 1)).1, tags(&["t"]));
+        assert_eq!(run(&mut s, alloc("t", 10)).1, tags(&["t"]));
+        let upd = cmd(Op::UpdateTag { tag: "t".into(), step: None, description: Some("x".into()) });
+        assert_eq!(run(&mut s, upd).1, tags(&["t"]));
+        assert_eq!(run(&mut s, alloc("nope", 10)).1, Changes::default());
+        assert_eq!(run(&mut s, create("t", 10, 1)).1, Changes::default());
+        // A new worker, the same node again (re-registration), a renewal.
+        assert_eq!(run(&mut s, at(0, Op::RegisterWorker { node_id: 1, lease_ms: 10_000 })).1, workers(&[0]));
+        assert_eq!(run(&mut s, at(5, Op::RegisterWorker { node_id: 1, lease_ms: 10_000 })).1, workers(&[0]));
+        let renew = Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: 9, lease_ms: 10_000 };
+        assert_eq!(run(&mut s, at(6, renew.clone())).1, workers(&[0]));
+        // Node 1 leaves; after its lease and grace, node 3 gets its ID: the recycled key.
+        record_members(&mut s, [2, 3], &mut Changes::default());
+        let (r, c) = run(&mut s, at(100_000, Op::RegisterWorker { node_id: 3, lease_ms: 10_000 }));
+        assert!(matches!(r, Ok(Applied::Worker(g)) if g.worker_id == 0), "{r:?}");
+        assert_eq!(c, workers(&[0]));
+        assert_eq!(s.workers[&0].previous_node_id, Some(1));
+        // The fenced holder's renewal writes nothing.
+        assert_eq!(run(&mut s, at(100_001, renew)).1, Changes::default());
     }
 }

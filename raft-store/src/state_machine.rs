@@ -20,6 +20,13 @@
 //!
 //! Tree `snapshot`: the current snapshot (meta and data). Building or installing one flushes.
 //! On open, a snapshot newer than the state in `sm` (a crash mid-install) replaces it.
+//!
+//! Durable coverage: at open and after every flush that stores a snapshot (a build, or an
+//! install once its snapshot is on disk), the store tells the log store the snapshot's last
+//! log ID, and the log store never makes a purge point durable beyond it (nor a commit point
+//! beyond it and the log): openraft purges a follower's log for a snapshot it has only queued
+//! for installing, and a crash before the install reached the disk must not leave the log
+//! starting after the state, nor after the snapshot that stands for the purged entries.
 use std::io::Cursor;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -28,8 +35,10 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::coverage::Coverage;
+use crate::failpoint::failpoint;
 use crate::journal::{Journal, JournalRecord};
-use crate::state::{apply, record_members, Applied, ApplyResult, Op, State, TagRecord, WorkerRecord};
+use crate::state::{apply, record_members, Applied, ApplyResult, Changes, Op, State, TagRecord, WorkerRecord};
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
 
 const KEY_APPLIED: &[u8] = b"m/applied";
@@ -47,8 +56,9 @@ pub const CHECKPOINT_EVERY: u64 = 256;
 /// What changed in memory since the last checkpoint of the `sm` tree.
 #[derive(Debug, Default)]
 struct Dirty {
-    tags: std::collections::BTreeSet<String>,
-    workers: std::collections::BTreeSet<u16>,
+    /// The keys [`apply`] and [`record_members`] reported writing.
+    changes: Changes,
+    /// A membership entry was applied (`m/membership`).
     membership: bool,
     /// Entries applied since the last checkpoint.
     entries: u64,
@@ -99,12 +109,12 @@ fn decode_sm_data(bytes: &[u8]) -> Result<SmData, codec::CodecError> {
     };
     if let Ok(old) = codec::decode::<SmDataV2>(bytes) {
         let mut state = State { tags: old.state.tags, members_ever: old.state.members_ever, ..State::default() };
-        record_members(&mut state, member_ids(&old.membership));
+        record_members(&mut state, member_ids(&old.membership), &mut Changes::default());
         return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
     }
     if let Ok(old) = codec::decode::<SmDataV1>(bytes) {
         let mut state = State { tags: old.tags, ..State::default() };
-        record_members(&mut state, member_ids(&old.membership));
+        record_members(&mut state, member_ids(&old.membership), &mut Changes::default());
         return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
     }
     Err(e)
@@ -148,6 +158,11 @@ impl StateReader {
         self.read().last_applied
     }
 
+    /// A copy of the whole applied state (tests, diagnostics).
+    pub fn data(&self) -> SmData {
+        self.read().clone()
+    }
+
     /// Whether `node_id` was a member once and was removed (node IDs are never reused).
     pub fn is_retired_node(&self, node_id: u64) -> bool {
         let d = self.read();
@@ -171,6 +186,9 @@ pub struct StateMachineStore {
     /// finishes after a newer snapshot was installed must not replace it.
     snap_write: Arc<Mutex<()>>,
     journal: Journal,
+    /// The last log ID of the snapshot on disk, for the log store: raised after each flush that
+    /// stores a newer one.
+    coverage: Coverage,
 }
 
 fn sm_read_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
@@ -198,7 +216,7 @@ fn worker_key(id: u16) -> Vec<u8> {
 }
 
 impl StateMachineStore {
-    pub(crate) fn open(db: &sled::Db, journal_cap: usize) -> Result<Self, StorageError> {
+    pub(crate) fn open(db: &sled::Db, journal_cap: usize, coverage: Coverage) -> Result<Self, StorageError> {
         let sm = db.open_tree("sm").map_err(sm_read_err)?;
         let snap = db.open_tree("snapshot").map_err(sm_read_err)?;
         let mut data = SmData::default();
@@ -234,6 +252,7 @@ impl StateMachineStore {
             dirty: Arc::default(),
             snap_write: Arc::default(),
             journal,
+            coverage,
         };
         if let Some(stored) = store.stored_snapshot()? {
             if stored.meta.last_log_id > store.reader().last_applied() {
@@ -243,6 +262,8 @@ impl StateMachineStore {
                 store.journal.mark_gap(stored.meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
             }
         }
+        // The snapshot on disk: a reopen finds at least its state, and the log may go up to it.
+        store.coverage.raise(store.stored_snapshot()?.and_then(|s| s.meta.last_log_id));
         Ok(store)
     }
 
@@ -271,20 +292,20 @@ impl StateMachineStore {
     /// `dirty` lock).
     fn checkpoint_from(&self, dirty: &mut Dirty, d: &SmData) -> Result<(), StorageError> {
         let mut batch = sled::Batch::default();
-        for tag in &dirty.tags {
+        for tag in &dirty.changes.tags {
             match d.state.tags.get(tag) {
                 Some(record) => batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?),
                 None => batch.remove(tag_key(tag)),
             }
         }
-        for id in &dirty.workers {
+        for id in &dirty.changes.workers {
             match d.state.workers.get(id) {
                 Some(record) => batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?),
                 None => batch.remove(worker_key(*id)),
             }
         }
         batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
-        if dirty.membership {
+        if dirty.membership || dirty.changes.members {
             batch.insert(KEY_MEMBERSHIP, codec::encode(&d.membership).map_err(sm_write_err)?);
             batch.insert(KEY_MEMBERS_EVER, codec::encode(&d.state.members_ever).map_err(sm_write_err)?);
         }
@@ -376,6 +397,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             }
         }
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(&meta), e))?;
+        // This snapshot is on disk now (or a newer one is, which already raised the coverage).
+        self.coverage.raise(meta.last_log_id);
         tracing::info!(snapshot = %meta.snapshot_id, bytes = bytes.len(), "built snapshot");
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
     }
@@ -404,7 +427,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             let result = match entry.payload {
                 EntryPayload::Blank => Ok(Applied::Nothing),
                 EntryPayload::Normal(cmd) => {
-                    let r = apply(&mut d.state, &cmd);
+                    // `apply` notes the keys it writes (none when it refuses the command).
+                    let r = apply(&mut d.state, &cmd, &mut dirty.changes);
                     if let (Ok(Applied::Segment(a)), Op::AllocateSegment { tag, node_id, .. }) = (&r, &cmd.op) {
                         let record = JournalRecord {
                             tag: tag.clone(),
@@ -415,21 +439,10 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                         };
                         journal.push((entry.log_id.index, record));
                     }
-                    match &r {
-                        Ok(Applied::Worker(g)) => {
-                            dirty.workers.insert(g.worker_id);
-                        }
-                        Ok(_) => {
-                            if let Some(tag) = cmd.op.tag() {
-                                dirty.tags.insert(tag.to_string());
-                            }
-                        }
-                        Err(_) => {}
-                    }
                     r
                 }
                 EntryPayload::Membership(m) => {
-                    record_members(&mut d.state, m.nodes().map(|(id, _)| *id));
+                    record_members(&mut d.state, m.nodes().map(|(id, _)| *id), &mut dirty.changes);
                     d.membership = StoredMembership::new(Some(entry.log_id), m);
                     dirty.membership = true;
                     Ok(Applied::Nothing)
@@ -475,6 +488,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             ));
             return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
         }
+        failpoint!("sm-install-begin");
         // Mark the journal's gap first, flushed with the snapshot: the journal never claims
         // records that the restored state skipped, whenever a crash interrupts this.
         self.journal.mark_gap(meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
@@ -485,9 +499,16 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
             self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(meta), e))?;
         }
+        failpoint!("sm-install-snapshot-written");
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(meta), e))?;
+        // From here a reopen restores this snapshot: the log may be purged up to it (openraft
+        // asked for that when it queued this install; the log store waited for this).
+        self.coverage.raise(meta.last_log_id);
+        failpoint!("sm-install-snapshot-flushed");
         self.replace(new)?;
+        failpoint!("sm-install-state-replaced");
         crate::flush(&self.db).await.map_err(sm_write_err)?;
+        failpoint!("sm-install-done");
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
         Ok(())
     }
@@ -544,5 +565,43 @@ mod tests {
         let again = decode_sm_data(&codec::encode(&d).unwrap()).unwrap();
         assert_eq!(again, d);
         assert!(decode_sm_data(b"garbage").is_err());
+    }
+
+    /// The worst case `MAX_TAGS` documents: every tag at its longest name and description and
+    /// its widest numbers, every worker ID held. The snapshot still encodes, within the bound
+    /// the doc computes.
+    #[test]
+    fn the_largest_possible_state_still_encodes() {
+        use crate::state::{MAX_DESCRIPTION_BYTES, MAX_TAGS, WORKER_IDS};
+        let description = "d".repeat(MAX_DESCRIPTION_BYTES);
+        let mut state = State::default();
+        for i in 0..MAX_TAGS {
+            let record = TagRecord {
+                max_id: i64::MAX,
+                step: leaf_api::tag::MAX_STEP,
+                description: description.clone(),
+                created_ms: i64::MIN,
+                updated_ms: i64::MIN,
+            };
+            state.tags.insert(format!("{i:0width$}", width = leaf_api::tag::MAX_TAG_LEN), record);
+        }
+        for id in 0..WORKER_IDS {
+            let record = WorkerRecord {
+                node_id: u64::MAX,
+                high_water_ms: i64::MIN,
+                lease_expires_ms: i64::MIN,
+                lease_ms: i64::MIN,
+                since_ms: i64::MIN,
+                previous_node_id: Some(u64::MAX),
+            };
+            state.workers.insert(id, record);
+        }
+        let data = SmData { state, ..SmData::default() };
+        let bytes = codec::encode(&data).unwrap();
+        println!("worst-case state: {} bytes", bytes.len());
+        assert!(bytes.len() <= 47_600_000, "{} bytes", bytes.len());
+        let meta = SnapshotMeta::default();
+        let stored = codec::encode(&StoredSnapshot { meta, data: bytes }).unwrap();
+        assert!(stored.len() < codec::MAX_PAYLOAD, "{} bytes", stored.len());
     }
 }

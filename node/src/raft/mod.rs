@@ -668,6 +668,9 @@ impl RaftNode {
         match req {
             Forward::Propose(op) => {
                 let cmd = Command { at_ms: self.clock.now_ms(), op };
+                // Peers' forwarded operations skipped this node's HTTP checks: never log one
+                // that apply would refuse for its fields or that is too big to replicate.
+                leaf_raft_store::check_command(&cmd)?;
                 let resp = match tokio::time::timeout(budget, self.raft.client_write(cmd)).await {
                     Err(_) => return Err(timeout),
                     Ok(r) => r.map_err(write_error)?,
