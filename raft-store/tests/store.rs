@@ -1,5 +1,7 @@
 //! Integration tests of the sled Raft store: openraft's storage suite, snapshots, and a crash
-//! test that `kill -9`s a child process writing through the store.
+//! test that `kill -9`s a child process writing through the store; [`snapshot_install`]
+//! replays a follower's snapshot install with crashes, [`checkpoint_prop`] property-tests the
+//! checkpoints.
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command as Proc, Stdio};
 use std::time::{Duration, Instant};
@@ -347,3 +349,8 @@ fn parse_line(line: &str, last_ack: &mut u64, last_vote: &mut u64) {
         *last_vote = n.trim().parse().unwrap();
     }
 }
+
+#[path = "store/checkpoint_prop.rs"]
+mod checkpoint_prop;
+#[path = "store/snapshot_install.rs"]
+mod snapshot_install;

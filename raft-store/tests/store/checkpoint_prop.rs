@@ -8,7 +8,7 @@
 //! [`apply`] wrote was in its [`Changes`](leaf_raft_store::Changes).
 //!
 //! proptest prints the minimal failing input; its seed is recorded in
-//! `tests/checkpoint_prop.proptest-regressions` (kept out of git) and replayed first on the
+//! `tests/store/checkpoint_prop.proptest-regressions` (kept out of git) and replayed first on the
 //! next run.
 use std::collections::BTreeMap;
 
