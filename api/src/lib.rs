@@ -9,11 +9,13 @@
 //! - [`codec`]: versioned, checksummed bincode envelope for every record written to disk or sent
 //!   between nodes.
 //! - [`error`]: the stable error codes of the public API and their Leaf analogues.
+//! - [`routes`]: the public HTTP route table (server, OpenAPI, client and CLI share it).
 //! - [`tag`]: tag-name and count validation.
 //! - [`types`]: JSON request and response bodies.
 
 pub mod codec;
 pub mod error;
+pub mod routes;
 pub mod tag;
 pub mod types;
 

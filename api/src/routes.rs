@@ -1,0 +1,117 @@
+//! The public HTTP routes, declared once: the node's router, its OpenAPI document, the typed
+//! client and the CLI all use these templates (axum's `{param}` syntax), never a path literal.
+//!
+//! Internal node-to-node routes (bincode, authenticated by the cluster secret) are not public
+//! API; they live with the node's Raft network code.
+
+/// `GET`: one segment ID (decimal text), or `?count=N` IDs separated by `\n`.
+pub const SEGMENT_GET: &str = "/api/segment/get/{tag}";
+/// `GET`: one snowflake ID (decimal text), or `?count=N` IDs separated by `\n`.
+pub const SNOWFLAKE_GET: &str = "/api/snowflake/get/{key}";
+/// `GET`: a snowflake ID's timestamp, worker ID and sequence.
+pub const SNOWFLAKE_DECODE: &str = "/api/snowflake/decode/{id}";
+/// `GET ?snowflakeId=N`: the same, at Leaf's monitor path.
+pub const LEAF_DECODE: &str = "/decodeSnowflakeId";
+
+/// `GET`: readiness (200 ready, 503 not), `?mode=segment|snowflake|all`.
+pub const HEALTH: &str = "/health";
+/// `GET`: Prometheus text.
+pub const METRICS: &str = "/metrics";
+/// `GET`: this node's per-tag buffers (Leaf's `/cache`).
+pub const CACHE: &str = "/cache";
+/// `GET`: the tags as stored (Leaf's `/db`).
+pub const DB: &str = "/db";
+/// `GET`: this document's machine-readable form (OpenAPI 3.1).
+pub const OPENAPI: &str = "/openapi.json";
+
+/// `GET` list / `POST` create tags.
+pub const ADMIN_TAGS: &str = "/admin/tags";
+/// `GET` show / `PATCH` update one tag.
+pub const ADMIN_TAG: &str = "/admin/tags/{tag}";
+/// `GET`: the journal of committed segments (`?tag=`, `?node=`).
+pub const ADMIN_ALLOCATIONS: &str = "/admin/allocations";
+/// `POST`: skew this node's clock (only with fault injection enabled).
+pub const ADMIN_FAULT_CLOCK: &str = "/admin/fault/clock";
+
+/// `GET`: membership, leader, term, log indexes, replication, health.
+pub const CLUSTER_STATUS: &str = "/cluster/status";
+/// `POST`: add a learner.
+pub const CLUSTER_LEARNERS: &str = "/admin/cluster/learners";
+/// `POST`: make a learner a voter.
+pub const CLUSTER_PROMOTE: &str = "/admin/cluster/nodes/{id}/promote";
+/// `DELETE`: remove a member.
+pub const CLUSTER_NODE: &str = "/admin/cluster/nodes/{id}";
+
+/// Every public route template, for tests that check the router and the OpenAPI document
+/// against this table.
+pub const ALL: &[&str] = &[
+    SEGMENT_GET,
+    SNOWFLAKE_GET,
+    SNOWFLAKE_DECODE,
+    LEAF_DECODE,
+    HEALTH,
+    METRICS,
+    CACHE,
+    DB,
+    OPENAPI,
+    ADMIN_TAGS,
+    ADMIN_TAG,
+    ADMIN_ALLOCATIONS,
+    ADMIN_FAULT_CLOCK,
+    CLUSTER_STATUS,
+    CLUSTER_LEARNERS,
+    CLUSTER_PROMOTE,
+    CLUSTER_NODE,
+];
+
+/// Fills a template's `{param}` segments in order, percent-encoding each value as one path
+/// segment. Panics in debug builds when the counts differ (a programming error, not input).
+pub fn fill(template: &str, values: &[&str]) -> String {
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut values = values.iter();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}').map(|c| open + c).unwrap_or(rest.len() - 1);
+        let v = values.next();
+        debug_assert!(v.is_some(), "too few values for {template}");
+        encode_segment(v.copied().unwrap_or(""), &mut out);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    debug_assert!(values.next().is_none(), "too many values for {template}");
+    out
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters.
+fn encode_segment(s: &str, out: &mut String) {
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_substitutes_in_order_and_encodes() {
+        assert_eq!(fill(SEGMENT_GET, &["orders"]), "/api/segment/get/orders");
+        assert_eq!(fill(CLUSTER_PROMOTE, &["4"]), "/admin/cluster/nodes/4/promote");
+        assert_eq!(fill(ADMIN_TAG, &["a b/c"]), "/admin/tags/a%20b%2Fc");
+        assert_eq!(fill(HEALTH, &[]), "/health");
+    }
+
+    #[test]
+    fn every_route_is_listed_once_and_starts_with_a_slash() {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in ALL {
+            assert!(r.starts_with('/'), "{r}");
+            assert!(seen.insert(*r), "{r} listed twice");
+        }
+    }
+}
