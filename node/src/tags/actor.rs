@@ -1,0 +1,254 @@
+//! The tag actor: one per tag, owning its refills, the requests waiting for one, the size of
+//! its queue of spare segments and its dynamic step ([`DynamicStep`]).
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use leaf_raft_store::Allocation;
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::oneshot;
+
+use super::step::DynamicStep;
+use super::{AllocError, Allocator};
+use crate::metrics::Metrics;
+use crate::segment::{DoubleBuffer, Segment, MAX_QUEUED};
+
+/// What the actor owns that `/cache` shows, published by the actor after each change.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ActorView {
+    pub(super) initialised: bool,
+    pub(super) dynamic_step: i64,
+    pub(super) refill_in_flight: bool,
+    pub(super) last_error: Option<String>,
+}
+
+/// Request a refill (sent once per refill by the request path).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Refill;
+
+/// Wait for IDs: answered when the buffers hold IDs again or the refill failed.
+#[derive(Message)]
+#[rtype(result = "oneshot::Receiver<Result<(), AllocError>>")]
+pub(super) struct Wait {
+    pub(super) missing: u64,
+}
+
+/// A tag keeps this much of its measured consumption (or ten commit latencies, if longer)
+/// committed and queued after its current segment, in segments of its step: 1 to
+/// [`MAX_QUEUED`]. A segment lasting longer gets Leaf's double buffer (depth 1).
+const QUEUE_AHEAD: Duration = Duration::from_secs(1);
+
+/// Shortest window over which a tag's consumption rate is measured.
+const RATE_WINDOW: Duration = Duration::from_millis(100);
+
+/// What a tag actor is started with.
+pub(super) struct TagActorParts {
+    pub(super) tag: String,
+    pub(super) buf: Arc<DoubleBuffer>,
+    pub(super) view: Arc<ArcSwap<ActorView>>,
+    pub(super) allocator: Arc<dyn Allocator>,
+    pub(super) step: DynamicStep,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) refills: Counter,
+    pub(super) failures: Counter,
+}
+
+/// Owns one tag's refills and dynamic step.
+pub(super) struct TagActor {
+    tag: String,
+    buf: Arc<DoubleBuffer>,
+    /// Published for `/cache` (see [`super::TagHandle::inspect`]).
+    view: Arc<ArcSwap<ActorView>>,
+    allocator: Arc<dyn Allocator>,
+    metrics: Arc<Metrics>,
+    refills: Counter,
+    failures: Counter,
+    /// The stored step and Leaf's in-memory step, doubled or halved at each refill.
+    step: DynamicStep,
+    last_refill: Option<Instant>,
+    in_flight: bool,
+    /// Largest shortfall of a waiting request: the next segment is at least this big (capped).
+    wanted: u64,
+    waiters: Vec<oneshot::Sender<Result<(), AllocError>>>,
+    last_error: Option<String>,
+    initialised: bool,
+    /// Segments kept queued after `current` (see [`QUEUE_AHEAD`]). A hot tag keeps spares
+    /// behind `next`, which the request path moves up without a Raft round trip or this actor,
+    /// so an fsync stall or a busy actor thread has that many segments' time instead of 90% of
+    /// one. Costs at most that many more segments of IDs skipped on restart.
+    depth: usize,
+    /// IDs installed so far; minus those still buffered, the IDs consumed.
+    installed: u64,
+    /// Start of the current rate window: when, and the IDs consumed by then.
+    rate_mark: Option<(Instant, u64)>,
+    /// IDs per second consumed over the last complete window.
+    rate: f64,
+}
+
+impl Actor for TagActor {
+    type Context = Context<Self>;
+}
+
+impl TagActor {
+    pub(super) fn new(p: TagActorParts) -> Self {
+        TagActor {
+            tag: p.tag,
+            buf: p.buf,
+            view: p.view,
+            allocator: p.allocator,
+            metrics: p.metrics,
+            refills: p.refills,
+            failures: p.failures,
+            step: p.step,
+            last_refill: None,
+            in_flight: false,
+            wanted: 0,
+            waiters: Vec::new(),
+            last_error: None,
+            initialised: false,
+            depth: 1,
+            installed: 0,
+            rate_mark: None,
+            rate: 0.0,
+        }
+    }
+
+    /// Publishes what `/cache` shows of this actor (a refill at most: not per ID).
+    fn publish(&self) {
+        self.view.store(Arc::new(ActorView {
+            initialised: self.initialised,
+            dynamic_step: self.step.current(),
+            refill_in_flight: self.in_flight,
+            last_error: self.last_error.clone(),
+        }));
+    }
+
+    /// Starts a refill if one is due. `top_up` (filling a hot tag's queue right after a
+    /// refill) keeps the step: only refills that consumption asked for move Leaf's dynamic
+    /// step (see [`DynamicStep::top_up`]).
+    fn refill(&mut self, ctx: &mut Context<Self>, top_up: bool) {
+        if self.in_flight {
+            return;
+        }
+        if self.buf.queued() >= self.depth && self.waiters.is_empty() {
+            self.buf.refill_done();
+            return;
+        }
+        let step = if top_up {
+            self.step.top_up()
+        } else {
+            self.step.next(self.last_refill.map(|t| t.elapsed()), self.wanted)
+        };
+        self.in_flight = true;
+        self.publish();
+        let started = Instant::now();
+        let fut = self.allocator.allocate(&self.tag, step);
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| act.finish(res, started, ctx)));
+    }
+
+    /// Measures the consumption rate (over windows of at least [`RATE_WINDOW`]) and sets how
+    /// many segments to keep queued: [`QUEUE_AHEAD`] of it (or ten commit latencies).
+    fn size_queue(&mut self, commit_latency: Duration) {
+        let now = Instant::now();
+        let consumed = self.installed.saturating_sub(self.buf.buffered_ids());
+        match self.rate_mark {
+            Some((t0, c0)) if now.duration_since(t0) >= RATE_WINDOW => {
+                self.rate = consumed.saturating_sub(c0) as f64 / now.duration_since(t0).as_secs_f64();
+                self.rate_mark = Some((now, consumed));
+            }
+            Some(_) => {}
+            None => self.rate_mark = Some((now, consumed)),
+        }
+        let ahead = QUEUE_AHEAD.max(commit_latency.saturating_mul(10)).as_secs_f64();
+        let segments = (self.rate * ahead / self.step.current().max(1) as f64).ceil();
+        // NaN and infinities fall to the clamp's bounds through `as`.
+        self.depth = (segments as usize).clamp(1, MAX_QUEUED);
+        self.buf.set_depth(self.depth);
+    }
+
+    /// Installs a committed segment; false if the buffers were full and it was skipped.
+    fn install(&self, seg: Segment) -> bool {
+        let view = seg.view();
+        if !self.buf.install(seg) {
+            tracing::warn!(tag = %self.tag, start = view.start, end = view.end, "all buffers full; segment skipped");
+            return false;
+        }
+        tracing::debug!(tag = %self.tag, start = view.start, end = view.end, "segment installed");
+        true
+    }
+
+    fn finish(&mut self, res: Result<Allocation, AllocError>, started: Instant, ctx: &mut Context<Self>) {
+        self.in_flight = false;
+        self.wanted = 0;
+        // The range was checked against the request already; an empty one is refused again
+        // here, as an error, rather than installed.
+        let res = res.and_then(|a| match Segment::new(a.start, a.end) {
+            Some(seg) => Ok((a, seg)),
+            None => Err(AllocError::Unavailable(format!("refused an empty segment [{}, {})", a.start, a.end))),
+        });
+        let reply = match res {
+            Ok((a, seg)) => {
+                let latency = started.elapsed();
+                self.metrics.observe_refill(latency.as_secs_f64());
+                self.refills.inc();
+                self.step.set_stored(a.stored_step);
+                self.last_refill = Some(Instant::now());
+                self.last_error = None;
+                self.initialised = true;
+                // Segments are committed in order and proposals are serial, so queueing each
+                // at the end keeps the buffers in increasing order.
+                if self.install(seg) {
+                    self.installed = self.installed.saturating_add(a.end.saturating_sub(a.start).unsigned_abs());
+                }
+                self.size_queue(latency);
+                Ok(())
+            }
+            Err(e) => {
+                self.failures.inc();
+                tracing::warn!(tag = %self.tag, error = %e, "segment refill failed");
+                self.last_error = Some(e.to_string());
+                Err(e)
+            }
+        };
+        let ok = reply.is_ok();
+        self.publish();
+        self.buf.refill_done();
+        for w in self.waiters.drain(..) {
+            let _ = w.send(reply.clone());
+        }
+        // Top up a hot tag's queue right away (a depth of 1 preloads by Leaf's rule instead).
+        if ok && self.depth > 1 && self.buf.queued() < self.depth {
+            self.refill(ctx, true);
+        }
+    }
+}
+
+impl Handler<Refill> for TagActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Refill, ctx: &mut Context<Self>) {
+        self.refill(ctx, false);
+    }
+}
+
+impl Handler<Wait> for TagActor {
+    type Result = MessageResult<Wait>;
+
+    fn handle(&mut self, msg: Wait, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        if self.buf.has_ids() {
+            let _ = tx.send(Ok(()));
+            if self.buf.refill_requested() {
+                // The waiter set the refill flag; honour it as a preload.
+                self.refill(ctx, false);
+            }
+        } else {
+            self.wanted = self.wanted.max(msg.missing);
+            self.waiters.push(tx);
+            self.refill(ctx, false);
+        }
+        MessageResult(rx)
+    }
+}

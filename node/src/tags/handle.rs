@@ -1,0 +1,85 @@
+//! [`TagHandle`]: the request path's handle on one tag. Lock-free while the tag's buffers hold
+//! IDs; it messages the actor only to trigger a refill or to wait for one.
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Addr;
+use arc_swap::ArcSwap;
+use leaf_api::types::CacheEntry;
+use prometheus_client::metrics::counter::Counter;
+
+use super::actor::{ActorView, Refill, TagActor, Wait};
+use super::{AllocError, TakeError};
+use crate::segment::DoubleBuffer;
+
+/// The request path's handle on one tag.
+pub struct TagHandle {
+    pub(super) tag: String,
+    pub(super) buf: Arc<DoubleBuffer>,
+    pub(super) actor_view: Arc<ArcSwap<ActorView>>,
+    pub(super) addr: Addr<TagActor>,
+    pub(super) served: Counter,
+    /// Requests that found both buffers empty (`leaf_segment_waits`).
+    pub(super) waits: Counter,
+    pub(super) wait: Duration,
+}
+
+impl TagHandle {
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// Takes `n` IDs, calling `sink(first, count)` for each increasing run. Lock-free while the
+    /// buffers hold IDs; otherwise waits (bounded) for the actor's refill.
+    pub async fn take(&self, n: u64, mut sink: impl FnMut(i64, u64) + Send) -> Result<(), TakeError> {
+        let deadline = tokio::time::Instant::now() + self.wait;
+        let mut missing = n;
+        loop {
+            let out = self.buf.take(missing, &mut sink);
+            self.served.inc_by(missing - out.missing);
+            if out.missing == 0 {
+                if out.want_refill {
+                    // Preload: fire and forget.
+                    self.addr.do_send(Refill);
+                }
+                return Ok(());
+            }
+            // Both buffers are empty: `Wait` starts the refill, sized for what is missing.
+            self.waits.inc();
+            missing = out.missing;
+            let not_ready = || TakeError::NotReady { tag: self.tag.clone(), waited: self.wait };
+            let rx = match tokio::time::timeout_at(deadline, self.addr.send(Wait { missing })).await {
+                Err(_) => return Err(not_ready()),
+                Ok(Err(_)) => return Err(AllocError::ShuttingDown.into()),
+                Ok(Ok(rx)) => rx,
+            };
+            match tokio::time::timeout_at(deadline, rx).await {
+                Err(_) => return Err(not_ready()),
+                Ok(Err(_)) => return Err(AllocError::ShuttingDown.into()),
+                Ok(Ok(Err(e))) => return Err(e.into()),
+                Ok(Ok(Ok(()))) => {}
+            }
+        }
+    }
+
+    /// The monitor's view of this tag (`/cache`), from the lock-free buffer and the state the
+    /// actor publishes: it never messages the actor, so a `/cache` flood cannot delay refills
+    /// or the snowflake lease renewals that share the actor thread.
+    pub fn inspect(&self) -> CacheEntry {
+        let (current, queued) = self.buf.views();
+        let next = queued.first().cloned();
+        let spares = queued.into_iter().skip(1).collect();
+        let a = self.actor_view.load();
+        CacheEntry {
+            tag: self.tag.clone(),
+            initialised: a.initialised,
+            next_ready: next.is_some(),
+            current,
+            next,
+            spares,
+            dynamic_step: a.dynamic_step,
+            refill_in_flight: a.refill_in_flight,
+            last_error: a.last_error.clone(),
+        }
+    }
+}

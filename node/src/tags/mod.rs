@@ -1,0 +1,210 @@
+//! Segment-mode tags: one actix actor per tag owning its refills, a [`TagHandle`] for the
+//! lock-free request path, and the [`Tags`] registry.
+//!
+//! The request path ([`TagHandle::take`]) takes IDs straight from the tag's [`DoubleBuffer`]. It
+//! messages the actor only to trigger a refill (fire and forget, once per refill) or, when both
+//! buffers are empty, to wait for the refill in flight, up to `segment.wait_timeout_ms`. The
+//! actor proposes `AllocateSegment` through the [`Allocator`] (Raft), installs the committed
+//! segment and sizes the next one with Leaf's dynamic-step rule.
+//!
+//! Layout:
+//! - this file: the errors, the [`Allocator`] seam, the [`ActorSystem`] the actors run on, and
+//!   the [`Tags`] registry (lock-free lookups, a tag loaded on its first request);
+//! - [`handle`]: [`TagHandle`], the lock-free request path and the `/cache` view;
+//! - `actor`: the tag actor (refills, waiting requests, the queue of spare segments);
+//! - [`step`]: Leaf's dynamic step as a pure type (the elapsed time is an argument);
+//! - `tests`: the actors end to end with a fake allocator.
+mod actor;
+pub mod handle;
+pub mod step;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use leaf_raft_store::Allocation;
+
+use crate::config::SegmentConfig;
+use crate::metrics::Metrics;
+use crate::segment::DoubleBuffer;
+use actor::{ActorView, TagActor, TagActorParts};
+pub use handle::TagHandle;
+use step::{DynamicStep, StepPolicy};
+
+/// A boxed, sendable future.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// Why a segment could not be allocated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    #[error("tag {0:?} does not exist")]
+    TagNotFound(String),
+    #[error("{0}")]
+    TagExhausted(String),
+    #[error("segment allocation failed: {0}")]
+    Unavailable(String),
+    #[error("the node is shutting down")]
+    ShuttingDown,
+}
+
+/// Where committed segments come from (Raft in the node, a fake in tests).
+pub trait Allocator: Send + Sync + 'static {
+    /// Commits `[max_id, max_id + step)` of `tag` to this node.
+    fn allocate(&self, tag: &str, step: i64) -> BoxFuture<Result<Allocation, AllocError>>;
+}
+
+/// Why a request got fewer IDs than it asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TakeError {
+    #[error("no committed segment for tag {tag:?} within {waited:?} (both buffers empty)")]
+    NotReady { tag: String, waited: Duration },
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+}
+
+/// The actix system that runs the tag actors, on its own thread.
+pub struct ActorSystem {
+    system: actix::System,
+    arbiter: actix::ArbiterHandle,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ActorSystem {
+    pub fn start() -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new().name("leaf-actors".into()).spawn(move || {
+            let sys = actix::System::new();
+            sys.block_on(async {
+                let _ = tx.send((actix::System::current(), actix::Arbiter::current()));
+            });
+            if let Err(e) = sys.run() {
+                tracing::error!(error = %e, "actor system stopped with an error");
+            }
+        })?;
+        let (system, arbiter) = rx.recv().map_err(|_| std::io::Error::other("actor system failed to start"))?;
+        Ok(ActorSystem { system, arbiter, thread: Some(thread) })
+    }
+
+    pub fn arbiter(&self) -> &actix::ArbiterHandle {
+        &self.arbiter
+    }
+
+    /// Stops every actor and joins the thread.
+    pub fn stop(mut self) {
+        self.system.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ActorSystem {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.system.stop();
+        }
+    }
+}
+
+/// Looks up a tag's stored step in the applied state; `None` if the tag does not exist.
+pub type TagLookup = Arc<dyn Fn(&str) -> Option<i64> + Send + Sync>;
+
+/// Registry of the tags loaded on this node. Lookups are lock-free; a tag is loaded (its actor
+/// started) on its first request, if it exists in the replicated state.
+#[derive(Clone)]
+pub struct Tags {
+    inner: Arc<TagsInner>,
+}
+
+struct TagsInner {
+    map: ArcSwap<HashMap<String, Arc<TagHandle>>>,
+    loading: Mutex<()>,
+    arbiter: actix::ArbiterHandle,
+    allocator: Arc<dyn Allocator>,
+    lookup: TagLookup,
+    cfg: SegmentConfig,
+    metrics: Arc<Metrics>,
+}
+
+impl Tags {
+    pub fn new(
+        actors: &ActorSystem,
+        allocator: Arc<dyn Allocator>,
+        lookup: TagLookup,
+        cfg: SegmentConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Tags {
+            inner: Arc::new(TagsInner {
+                map: ArcSwap::default(),
+                loading: Mutex::new(()),
+                arbiter: actors.arbiter().clone(),
+                allocator,
+                lookup,
+                cfg,
+                metrics,
+            }),
+        }
+    }
+
+    /// The handle of `tag`, loading it on first use; `None` if the tag does not exist.
+    pub fn get(&self, tag: &str) -> Option<Arc<TagHandle>> {
+        if let Some(h) = self.inner.map.load().get(tag) {
+            return Some(h.clone());
+        }
+        self.load(tag)
+    }
+
+    #[cold]
+    fn load(&self, tag: &str) -> Option<Arc<TagHandle>> {
+        let stored_step = (self.inner.lookup)(tag)?;
+        let _guard = self.inner.loading.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = self.inner.map.load().get(tag) {
+            return Some(h.clone());
+        }
+        let i = &self.inner;
+        let buf = Arc::new(DoubleBuffer::new());
+        let (refills, failures) = i.metrics.refill_counters(tag);
+        let actor_view =
+            Arc::new(ArcSwap::from_pointee(ActorView { dynamic_step: stored_step, ..ActorView::default() }));
+        let actor = TagActor::new(TagActorParts {
+            tag: tag.to_string(),
+            buf: buf.clone(),
+            view: actor_view.clone(),
+            allocator: i.allocator.clone(),
+            step: DynamicStep::new(StepPolicy::new(&i.cfg), stored_step),
+            metrics: i.metrics.clone(),
+            refills,
+            failures,
+        });
+        let addr = TagActor::start_in_arbiter(&i.arbiter, move |_| actor);
+        let handle = Arc::new(TagHandle {
+            tag: tag.to_string(),
+            buf,
+            actor_view,
+            addr,
+            served: i.metrics.ids_counter("segment", tag),
+            waits: i.metrics.wait_counter(tag),
+            wait: Duration::from_millis(i.cfg.wait_timeout_ms),
+        });
+        let mut map = HashMap::clone(&i.map.load());
+        map.insert(tag.to_string(), handle.clone());
+        i.map.store(Arc::new(map));
+        tracing::info!(tag, stored_step, "tag loaded");
+        Some(handle)
+    }
+
+    /// Every loaded tag, sorted by name.
+    pub fn loaded(&self) -> Vec<Arc<TagHandle>> {
+        let mut v: Vec<_> = self.inner.map.load().values().cloned().collect();
+        v.sort_by(|a, b| a.tag.cmp(&b.tag));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,266 @@
+//! The tag actors with a fake allocator: ordering, batches, refused ranges, errors,
+//! timeouts, preloading, spare segments and the dynamic step end to end.
+use super::*;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+/// Hands out contiguous segments, optionally failing or stalling.
+struct FakeAllocator {
+    next: AtomicI64,
+    stored_step: i64,
+    calls: AtomicUsize,
+    steps: Mutex<Vec<i64>>,
+    fail: Option<AllocError>,
+    delay: Duration,
+    /// Every n-th allocation takes this long instead (an fsync stall).
+    stall: Option<(usize, Duration)>,
+    /// Answer every allocation with `[start, start + this)` (a forged, empty range).
+    forged_len: Option<i64>,
+}
+
+impl FakeAllocator {
+    fn new(stored_step: i64) -> Self {
+        FakeAllocator {
+            next: AtomicI64::new(1),
+            stored_step,
+            calls: AtomicUsize::new(0),
+            steps: Mutex::new(Vec::new()),
+            fail: None,
+            delay: Duration::ZERO,
+            stall: None,
+            forged_len: None,
+        }
+    }
+}
+
+impl Allocator for FakeAllocator {
+    fn allocate(&self, _tag: &str, step: i64) -> BoxFuture<Result<Allocation, AllocError>> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        self.steps.lock().unwrap().push(step);
+        let res = match &self.fail {
+            Some(e) => Err(e.clone()),
+            None => {
+                let start = self.next.fetch_add(step, Ordering::SeqCst);
+                let end = start + self.forged_len.unwrap_or(step);
+                Ok(Allocation { start, end, stored_step: self.stored_step })
+            }
+        };
+        let delay = match self.stall {
+            Some((every, d)) if call.is_multiple_of(every) => d,
+            _ => self.delay,
+        };
+        Box::pin(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            res
+        })
+    }
+}
+
+fn setup(alloc: FakeAllocator, cfg: SegmentConfig) -> (ActorSystem, Tags, Arc<FakeAllocator>) {
+    let actors = ActorSystem::start().unwrap();
+    let alloc = Arc::new(alloc);
+    let step = alloc.stored_step;
+    let lookup: TagLookup = Arc::new(move |t| (t == "t").then_some(step));
+    let tags = Tags::new(&actors, alloc.clone(), lookup, cfg, Arc::new(Metrics::new()));
+    (actors, tags, alloc)
+}
+
+/// `n` single IDs, about one per millisecond (a paced client).
+async fn paced(h: &TagHandle, n: usize) -> Vec<i64> {
+    let mut all = Vec::with_capacity(n);
+    for _ in 0..n {
+        all.extend(ids(h, 1).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    all
+}
+
+async fn ids(h: &TagHandle, n: u64) -> Result<Vec<i64>, TakeError> {
+    let mut v = Vec::new();
+    h.take(n, |f, c| v.extend((0..c as i64).map(|i| f + i))).await?;
+    Ok(v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tag_is_none_and_known_tag_serves_in_order() {
+    let (actors, tags, alloc) = setup(FakeAllocator::new(10), SegmentConfig::default());
+    assert!(tags.get("nope").is_none());
+    let h = tags.get("t").unwrap();
+    let mut got = Vec::new();
+    for _ in 0..25 {
+        got.extend(ids(&h, 1).await.unwrap());
+    }
+    assert_eq!(got, (1..26).collect::<Vec<_>>());
+    // Within 15 minutes each refill doubles the step: 10, 20, 40, ...
+    let steps = alloc.steps.lock().unwrap().clone();
+    assert_eq!(steps[..2], [10, 20]);
+    actors.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_batch_gets_one_big_segment() {
+    let (actors, tags, alloc) = setup(FakeAllocator::new(100), SegmentConfig::default());
+    let h = tags.get("t").unwrap();
+    let got = ids(&h, 100_000).await.unwrap();
+    assert_eq!(got.len(), 100_000);
+    assert!(got.windows(2).all(|w| w[0] < w[1]));
+    // The big segment, its preload and (a fast tag) a spare: not a refill per step.
+    assert!(alloc.calls.load(Ordering::SeqCst) <= 4, "a batch must not need a refill per step");
+    actors.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_or_inverted_range_is_refused_not_served() {
+    for forged in [0, -5] {
+        let mut fake = FakeAllocator::new(10);
+        fake.forged_len = Some(forged);
+        let cfg = SegmentConfig { wait_timeout_ms: 300, ..SegmentConfig::default() };
+        let (actors, tags, _) = setup(fake, cfg);
+        let h = tags.get("t").unwrap();
+        match ids(&h, 1).await {
+            Err(TakeError::Alloc(AllocError::Unavailable(m))) => assert!(m.contains("empty segment"), "{m}"),
+            Err(TakeError::NotReady { .. }) => {}
+            other => panic!("a forged range [1, {}) served: {other:?}", 1 + forged),
+        }
+        assert!(h.inspect().current.is_none(), "a forged range was installed");
+        actors.stop();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refill_errors_reach_the_waiter() {
+    let mut fake = FakeAllocator::new(10);
+    fake.fail = Some(AllocError::TagExhausted("t is exhausted".into()));
+    let (actors, tags, _) = setup(fake, SegmentConfig::default());
+    let h = tags.get("t").unwrap();
+    assert_eq!(ids(&h, 1).await, Err(TakeError::Alloc(AllocError::TagExhausted("t is exhausted".into()))));
+    let cache = h.inspect();
+    assert!(!cache.initialised);
+    assert!(cache.last_error.unwrap().contains("exhausted"));
+    actors.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_refill_times_out_with_not_ready() {
+    let mut fake = FakeAllocator::new(10);
+    fake.delay = Duration::from_millis(500);
+    let cfg = SegmentConfig { wait_timeout_ms: 50, ..SegmentConfig::default() };
+    let (actors, tags, _) = setup(fake, cfg);
+    let h = tags.get("t").unwrap();
+    assert!(matches!(ids(&h, 1).await, Err(TakeError::NotReady { .. })));
+    // Once the refill lands, the same handle serves again.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(ids(&h, 1).await.unwrap(), vec![1]);
+    actors.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preloading_keeps_requests_off_the_slow_path() {
+    // Step 100, consumed at about one ID per millisecond: each preload has ~90 ms to land.
+    let (actors, tags, alloc) = setup(FakeAllocator::new(100), SegmentConfig::default());
+    let h = tags.get("t").unwrap();
+    ids(&h, 1).await.unwrap();
+    assert_eq!(h.waits.get(), 1, "the first request has nothing buffered and waits");
+    paced(&h, 350).await;
+    assert_eq!(h.waits.get(), 1, "a request waited for a refill that preloading should have made");
+    assert!(alloc.steps.lock().unwrap().len() >= 3, "the run crossed several segments");
+    actors.stop();
+}
+
+/// Step 20 consumed at one ID per 1–2 ms (a segment lasts 20–40 ms). Commits take 2 ms,
+/// but every fourth stalls for 60 ms, longer than the 90% of a segment a preload gets:
+/// with a spare segment kept ahead, the stalls no longer reach requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_tag_keeps_a_spare_segment_so_slow_commits_do_not_reach_requests() {
+    let mut fake = FakeAllocator::new(20);
+    fake.delay = Duration::from_millis(2);
+    fake.stall = Some((4, Duration::from_millis(60)));
+    let (actors, tags, alloc) = setup(fake, SegmentConfig { max_step: 20, ..SegmentConfig::default() });
+    let h = tags.get("t").unwrap();
+    let all = paced(&h, 600).await;
+    let waits = h.waits.get();
+    assert!(alloc.steps.lock().unwrap().len() >= 25, "the run crossed many segments");
+    assert!(waits <= 2, "{waits} requests waited for a refill");
+    // Still strictly increasing and unique.
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "IDs out of order");
+    actors.stop();
+}
+
+/// A hot tag with its queue of spares loaded, whose actor thread is then blocked for
+/// 300 ms: the request path alone serves every buffered ID, none of them waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_actor_thread_does_not_reach_requests_while_the_queue_lasts() {
+    let mut fake = FakeAllocator::new(20);
+    fake.delay = Duration::from_millis(1);
+    let (actors, tags, _) = setup(fake, SegmentConfig { max_step: 20, ..SegmentConfig::default() });
+    let h = tags.get("t").unwrap();
+    let mut all = paced(&h, 300).await;
+    // Let the refills settle: a segment lasts well under a second, so spares are queued.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while h.buf.queued() < 2 || h.buf.refill_requested() {
+        assert!(tokio::time::Instant::now() < deadline, "no spares were queued");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let waits = h.waits.get();
+    // Block the actors' thread (as a long handler or a starved thread would).
+    let blocked = Arc::new(std::sync::Barrier::new(2));
+    let b = blocked.clone();
+    assert!(actors.arbiter().spawn(async move {
+        b.wait();
+        std::thread::sleep(Duration::from_millis(300));
+    }));
+    blocked.wait();
+    // `/cache` does not message the actor: it answers while the actor thread is blocked.
+    let view = h.inspect();
+    assert!(view.initialised && view.current.is_some() && view.next_ready, "{view:?}");
+    let buffered = h.buf.buffered_ids();
+    assert!(buffered > 20, "more than a segment buffered: {buffered}");
+    for _ in 0..buffered {
+        all.extend(ids(&h, 1).await.unwrap());
+    }
+    assert_eq!(h.waits.get(), waits, "a request waited for the blocked actor");
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "IDs out of order");
+    actors.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_halves_after_a_long_pause_but_not_below_stored() {
+    let cfg = SegmentConfig { double_below_secs: 0, halve_after_secs: 0, ..SegmentConfig::default() };
+    let (actors, tags, alloc) = setup(FakeAllocator::new(10), cfg);
+    let h = tags.get("t").unwrap();
+    for _ in 0..200 {
+        ids(&h, 1).await.unwrap();
+    }
+    let steps = alloc.steps.lock().unwrap().clone();
+    assert!(steps.iter().all(|&s| s == 10), "halving never goes below the stored step: {steps:?}");
+    actors.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_get_unique_ids() {
+    let mut fake = FakeAllocator::new(7);
+    fake.delay = Duration::from_millis(1);
+    let (actors, tags, _) = setup(fake, SegmentConfig { max_step: 50, ..SegmentConfig::default() });
+    let h = tags.get("t").unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let h = h.clone();
+            tokio::spawn(async move {
+                let mut all = Vec::new();
+                for j in 0..300 {
+                    all.extend(ids(&h, 1 + (i + j) % 5).await.unwrap());
+                }
+                all
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let set: HashSet<_> = all.iter().collect();
+    assert_eq!(set.len(), all.len(), "duplicate IDs");
+    actors.stop();
+}
