@@ -136,7 +136,7 @@ pub struct Health {
 pub struct SnowflakeHealth {
     /// `serving`, `starting` (clock check, registering, or making the first high-water mark
     /// durable), `off` (refused: see `reason`) or `disabled` (by configuration).
-    pub state: String,
+    pub state: SnowflakeState,
     pub worker_id: Option<u16>,
     /// Why the node is not serving, when it is not.
     pub reason: Option<String>,
@@ -255,4 +255,54 @@ pub struct ClusterStatus {
     pub health: Health,
     /// Snowflake worker IDs in use, as this node has applied them.
     pub workers: Vec<WorkerView>,
+}
+
+/// The snowflake worker's state as `/health` reports it (`snowflake.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SnowflakeState {
+    /// Issuing IDs: a worker ID on an unexpired lease and a durable high-water mark.
+    Serving,
+    /// Not yet: the startup clock check, registering a worker ID, or making the first
+    /// high-water mark durable (`reason` says which problem it waits on, if any).
+    #[default]
+    Starting,
+    /// Refused until the cause in `reason` is fixed (a clock beyond the limits, a damaged state
+    /// file, every worker ID in use, a lease that ran out).
+    Off,
+    /// Turned off by configuration (`snowflake.enabled = false`).
+    Disabled,
+}
+
+impl SnowflakeState {
+    /// The serialized name (`serving`, `starting`, `off`, `disabled`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnowflakeState::Serving => "serving",
+            SnowflakeState::Starting => "starting",
+            SnowflakeState::Off => "off",
+            SnowflakeState::Disabled => "disabled",
+        }
+    }
+}
+
+impl std::fmt::Display for SnowflakeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod snowflake_state_tests {
+    use super::SnowflakeState;
+
+    #[test]
+    fn snowflake_states_serialize_as_their_names() {
+        for s in [SnowflakeState::Serving, SnowflakeState::Starting, SnowflakeState::Off, SnowflakeState::Disabled] {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{}\"", s.as_str()));
+            assert_eq!(serde_json::from_str::<SnowflakeState>(&json).unwrap(), s);
+        }
+        assert!(serde_json::from_str::<SnowflakeState>("\"exhausted\"").is_err());
+    }
 }

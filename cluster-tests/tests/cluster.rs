@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::{Method, StatusCode};
-use leaf_api::types::{AllocationJournal, AllocationView, ClusterStatus, Health, MembershipChange, SnowflakeHealth};
+use leaf_api::types::{
+    AllocationJournal, AllocationView, ClusterStatus, Health, MembershipChange, SnowflakeHealth, SnowflakeState,
+};
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
@@ -237,7 +239,7 @@ async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
     // same table), and IDs unique across all nodes.
     let mut workers = BTreeMap::new();
     for id in 1..=5 {
-        workers.insert(id, wait_snowflake(&cluster, id, "serving").await.worker_id.unwrap());
+        workers.insert(id, wait_snowflake(&cluster, id, SnowflakeState::Serving).await.worker_id.unwrap());
     }
     let distinct: std::collections::BTreeSet<u16> = workers.values().copied().collect();
     assert_eq!(distinct.len(), 5, "{workers:?}");
@@ -250,7 +252,7 @@ async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
     let before_crash = all.iter().copied().filter(|id| (id >> 12) & 0x3ff == workers[&3] as i64).max().unwrap();
     cluster.kill(3);
     cluster.spawn(3).unwrap();
-    let h = wait_snowflake(&cluster, 3, "serving").await;
+    let h = wait_snowflake(&cluster, 3, SnowflakeState::Serving).await;
     assert_eq!(h.worker_id, Some(workers[&3]), "worker ID changed across a restart");
     let after = snowflake_get(&cluster.client(3), 100).await.unwrap();
     assert!(after[0] > before_crash, "{} <= {before_crash}", after[0]);
@@ -267,7 +269,7 @@ async fn snowflake_health(cluster: &Cluster, id: u64) -> Option<SnowflakeHealth>
 }
 
 /// Waits until node `id`'s snowflake mode is in `state`.
-async fn wait_snowflake(cluster: &Cluster, id: u64, state: &str) -> SnowflakeHealth {
+async fn wait_snowflake(cluster: &Cluster, id: u64, state: SnowflakeState) -> SnowflakeHealth {
     let deadline = std::time::Instant::now() + FORM;
     loop {
         let h = snowflake_health(cluster, id).await;
@@ -319,9 +321,9 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     // recycled ID.)
     let (_serial, mut cluster, _) = cluster(3, "[snowflake]\nlease_ttl_ms = 4000\ntime_window_ms = 500\n").await;
     for id in 1..=3 {
-        wait_snowflake(&cluster, id, "serving").await;
+        wait_snowflake(&cluster, id, SnowflakeState::Serving).await;
     }
-    let w3 = wait_snowflake(&cluster, 3, "serving").await.worker_id.unwrap();
+    let w3 = wait_snowflake(&cluster, 3, SnowflakeState::Serving).await.worker_id.unwrap();
     let old_ids = snowflake_get(&cluster.client(3), 1000).await.unwrap();
     // Node 3 is cut off (frozen: it keeps its sockets, answers nothing, renews nothing) and
     // removed from the cluster by the others.
@@ -334,7 +336,7 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     let add = json!({"node_id": 4, "addr": cluster.addr(4)});
     let (s, b) = cluster.client(1).request(Method::POST, "/admin/cluster/learners", Some(&add)).await.unwrap();
     assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
-    let w4 = wait_snowflake(&cluster, 4, "serving").await.worker_id.unwrap();
+    let w4 = wait_snowflake(&cluster, 4, SnowflakeState::Serving).await.worker_id.unwrap();
     assert_ne!(w4, w3, "recycled before the old lease (plus grace) ran out");
     // Once it has, the next new node gets node 3's worker ID, starting above its high-water mark.
     tokio::time::sleep(Duration::from_millis(8500)).await;
@@ -343,7 +345,7 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     let add = json!({"node_id": 5, "addr": cluster.addr(5)});
     let (s, b) = cluster.client(2).request(Method::POST, "/admin/cluster/learners", Some(&add)).await.unwrap();
     assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
-    let h5 = wait_snowflake(&cluster, 5, "serving").await;
+    let h5 = wait_snowflake(&cluster, 5, SnowflakeState::Serving).await;
     assert_eq!(h5.worker_id, Some(w3), "node 3's worker ID is recycled");
     let status = cluster.status(5).await.unwrap();
     let rec = status.workers.iter().find(|w| w.worker_id == w3).unwrap();
@@ -362,7 +364,7 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let h3 = snowflake_health(&cluster, 3).await.unwrap();
-    assert_ne!(h3.state, "serving", "{h3:?}");
+    assert_ne!(h3.state, SnowflakeState::Serving, "{h3:?}");
 }
 
 /// `/health` of node `id` and its status code.
@@ -430,15 +432,15 @@ async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts()
 async fn a_skewed_clock_keeps_snowflake_off_and_a_node_restarts_from_its_state_file_without_a_quorum() {
     let (_serial, mut cluster, _) = cluster(3, "").await;
     for id in 1..=3 {
-        wait_snowflake(&cluster, id, "serving").await;
+        wait_snowflake(&cluster, id, SnowflakeState::Serving).await;
     }
-    let w3 = wait_snowflake(&cluster, 3, "serving").await.worker_id;
+    let w3 = wait_snowflake(&cluster, 3, SnowflakeState::Serving).await.worker_id;
     // Node 3 restarts with its clock 5 s ahead of its peers: snowflake stays off with the
     // reason; segment mode is unaffected.
     assert!(cluster.stop(3));
     cluster.set_env(3, &[("LEAF_FAULT__ENABLED", "true"), ("LEAF_FAULT__CLOCK_OFFSET_MS", "5000")]);
     cluster.spawn(3).unwrap();
-    let h = wait_snowflake(&cluster, 3, "off").await;
+    let h = wait_snowflake(&cluster, 3, SnowflakeState::Off).await;
     let offset = h.peer_clock_offset_ms.unwrap();
     assert!((-6000..=-4000).contains(&offset), "{h:?}");
     assert!(h.reason.as_deref().unwrap().contains("max_peer_offset_ms"), "{h:?}");
@@ -446,7 +448,7 @@ async fn a_skewed_clock_keeps_snowflake_off_and_a_node_restarts_from_its_state_f
     let e: ErrorBody = serde_json::from_slice(&b).unwrap();
     assert_eq!((s, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::SnowflakeUnavailable));
     let status = cluster.status(3).await.unwrap();
-    assert_eq!(status.health.snowflake.state, "off", "reported in /cluster/status too");
+    assert_eq!(status.health.snowflake.state, SnowflakeState::Off, "reported in /cluster/status too");
     create_tag(&cluster.client(3), "still-works", 10).await;
     get_ids(&cluster.client(3), "still-works", Some(5)).await.unwrap();
 
@@ -454,7 +456,7 @@ async fn a_skewed_clock_keeps_snowflake_off_and_a_node_restarts_from_its_state_f
     assert!(cluster.stop(3));
     cluster.set_env(3, &[]);
     cluster.spawn(3).unwrap();
-    assert_eq!(wait_snowflake(&cluster, 3, "serving").await.worker_id, w3);
+    assert_eq!(wait_snowflake(&cluster, 3, SnowflakeState::Serving).await.worker_id, w3);
     let before = snowflake_get(&cluster.client(3), 100).await.unwrap();
 
     // Leaf's weak dependency: with the quorum gone, node 3 restarts and serves snowflake IDs
@@ -463,14 +465,14 @@ async fn a_skewed_clock_keeps_snowflake_off_and_a_node_restarts_from_its_state_f
     cluster.kill(2);
     assert!(cluster.stop(3));
     cluster.spawn(3).unwrap();
-    let h = wait_snowflake(&cluster, 3, "serving").await;
+    let h = wait_snowflake(&cluster, 3, SnowflakeState::Serving).await;
     assert_eq!(h.worker_id, w3);
     let after = snowflake_get(&cluster.client(3), 100).await.unwrap();
     assert!(after[0] > *before.last().unwrap());
     // The Raft log really is out of reach: a write fails.
     let (s, e) = error_of(&cluster.client(3), Method::POST, "/admin/tags", Some(json!({"tag": "t", "step": 1}))).await;
     assert_eq!((s, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
-    let h = wait_snowflake(&cluster, 3, "serving").await;
+    let h = wait_snowflake(&cluster, 3, SnowflakeState::Serving).await;
     assert!(h.lease_remaining_ms.unwrap() > 0, "{h:?}");
 }
 

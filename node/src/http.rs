@@ -577,7 +577,7 @@ impl App {
 
 /// Snowflake readiness: serving, or disabled by configuration (nothing to wait for).
 fn snowflake_ready(h: &leaf_api::types::SnowflakeHealth) -> bool {
-    h.state == "serving" || h.state == "disabled"
+    matches!(h.state, leaf_api::types::SnowflakeState::Serving | leaf_api::types::SnowflakeState::Disabled)
 }
 
 fn tag_not_found(tag: &str) -> ApiError {

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use hyper::{Method, StatusCode};
-use leaf_api::types::{AllocationJournal, CacheEntry, Health, SnowflakeDecoded, TagInfo};
+use leaf_api::types::{AllocationJournal, CacheEntry, Health, SnowflakeDecoded, SnowflakeState, TagInfo};
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_node::client::Client;
@@ -68,7 +68,7 @@ async fn health(c: &Client) -> Health {
 }
 
 /// Waits until snowflake mode reaches `state` (`serving`, `off`, ...); returns the health.
-async fn wait_snowflake(c: &Client, state: &str, timeout: Duration) -> Health {
+async fn wait_snowflake(c: &Client, state: SnowflakeState, timeout: Duration) -> Health {
     let deadline = std::time::Instant::now() + timeout;
     loop {
         let h = health(c).await;
@@ -194,7 +194,7 @@ async fn ids_after_kill_9_or_sigterm_are_greater_than_every_id_before() {
         // Snowflake: right after a crash the clock is inside the old time window; the node
         // issues above the durable high-water mark at once, ahead of the clock (Leaf #216), and
         // keeps its worker ID although it listens on another port now.
-        let h = wait_snowflake(&c, "serving", Duration::from_secs(15)).await;
+        let h = wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(15)).await;
         let worker = *worker_seen.get_or_insert(h.snowflake.worker_id.unwrap());
         assert_eq!(h.snowflake.worker_id, Some(worker), "round {round}: worker ID changed");
         let mut sf = snowflake_ids(&c, None).await;
@@ -508,7 +508,7 @@ async fn cli_commands_work_against_a_node() {
     let dir = TempDir::new().unwrap();
     let (node, c) = start(Config { admin_token: Some(TOKEN.into()), ..config(&dir) }).await;
     // `leaf health` checks both modes.
-    wait_snowflake(&c, "serving", Duration::from_secs(10)).await;
+    wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(10)).await;
     let url = format!("http://{}", node.http_addr());
     let leaf_url = url.clone();
     let leaf = move |args: &[&str]| {
@@ -559,7 +559,7 @@ async fn set_clock_offset(c: &Client, offset_ms: i64) {
 async fn snowflake_ids_are_unique_decodable_and_leaf_compatible() {
     let dir = TempDir::new().unwrap();
     let (node, c) = start(config(&dir)).await;
-    let h = wait_snowflake(&c, "serving", Duration::from_secs(10)).await;
+    let h = wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(10)).await;
     let worker = h.snowflake.worker_id.unwrap();
     assert!(h.snowflake.high_water_ms.unwrap() > chrono_now_ms(), "the window runs ahead of the clock");
     // Leaf's wire form: 200, text/plain, the decimal ID and nothing else.
@@ -629,7 +629,7 @@ async fn runtime_clock_rollback_waits_when_small_and_errors_when_large() {
     let mut cfg = fault_config(&dir);
     cfg.admin_token = Some(TOKEN.into());
     let (node, c) = start(cfg).await;
-    wait_snowflake(&c, "serving", Duration::from_secs(10)).await;
+    wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(10)).await;
     // Pin the last ID ahead of the real clock so the rollbacks below are exact.
     set_clock_offset(&c, 1000).await;
     let before = snowflake_ids(&c, None).await[0];
@@ -664,7 +664,7 @@ async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id()
     let mut cfg = fault_config(&dir);
     cfg.fault.clock_offset_ms = 2000;
     let (node, c) = start(cfg).await;
-    wait_snowflake(&c, "serving", Duration::from_secs(10)).await;
+    wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(10)).await;
     let before = snowflake_ids(&c, Some(1000)).await;
     let max_before = *before.last().unwrap();
     let hw = health(&c).await.snowflake.high_water_ms.unwrap();
@@ -675,7 +675,7 @@ async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id()
     let mut cfg = config(&dir);
     cfg.snowflake.max_startup_wait_ms = 100;
     let (node, c) = start(cfg).await;
-    let h = wait_snowflake(&c, "off", Duration::from_secs(10)).await;
+    let h = wait_snowflake(&c, SnowflakeState::Off, Duration::from_secs(10)).await;
     let reason = h.snowflake.reason.unwrap();
     assert!(reason.contains("behind the time high-water mark"), "{reason}");
     let (s, e) = error_of(&c, Method::GET, "/api/snowflake/get/k", None).await;
@@ -690,7 +690,7 @@ async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id()
     let mut cfg = config(&dir);
     cfg.snowflake.max_startup_wait_ms = 10_000;
     let (node, c) = start(cfg).await;
-    let h = wait_snowflake(&c, "serving", Duration::from_secs(15)).await;
+    let h = wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(15)).await;
     assert!(chrono_now_ms() < hw, "serving only once the clock passed the mark");
     let after = snowflake_ids(&c, Some(1000)).await;
     assert!(after[0] > max_before, "{} <= {max_before}", after[0]);
@@ -705,7 +705,7 @@ async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id()
     bytes[last] ^= 0x5a;
     std::fs::write(&path, bytes).unwrap();
     let (node, c) = start(config(&dir)).await;
-    let h = wait_snowflake(&c, "off", Duration::from_secs(10)).await;
+    let h = wait_snowflake(&c, SnowflakeState::Off, Duration::from_secs(10)).await;
     assert!(h.snowflake.reason.unwrap().contains("state file is unreadable"));
     get_ids(&c, "leaf-segment-test", None).await;
     node.shutdown().await;

@@ -50,6 +50,21 @@ pub fn average_offset(samples: &[Sample]) -> Option<i64> {
     i64::try_from(sum / samples.len() as i128).ok()
 }
 
+/// The startup check's verdict on the average offset of `usable` samples: `Err` (why
+/// snowflake must stay off) when it exceeds `max_peer_offset_ms`; no usable sample passes
+/// (the high-water marks alone then keep IDs unique).
+pub fn verdict(avg: Option<i64>, usable: usize, max_peer_offset_ms: u64) -> Result<(), String> {
+    match avg {
+        Some(avg) if avg.unsigned_abs() > max_peer_offset_ms => Err(format!(
+            "this node's clock is {} ms {} the average of {usable} reachable peer(s), beyond \
+             snowflake.max_peer_offset_ms = {max_peer_offset_ms}; fix the clock (NTP) and restart the node",
+            avg.unsigned_abs(),
+            if avg > 0 { "behind" } else { "ahead of" },
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +116,16 @@ mod tests {
         assert_eq!(average_offset(&big), Some(MAX_SANE_OFFSET_MS));
         let low = vec![s(-MAX_SANE_OFFSET_MS); 3];
         assert_eq!(average_offset(&low), Some(-MAX_SANE_OFFSET_MS));
+    }
+
+    #[test]
+    fn the_verdict_refuses_only_an_offset_beyond_the_limit() {
+        assert_eq!(verdict(None, 0, 1000), Ok(()));
+        assert_eq!(verdict(Some(1000), 2, 1000), Ok(()));
+        assert_eq!(verdict(Some(-1000), 2, 1000), Ok(()));
+        let e = verdict(Some(1001), 2, 1000).unwrap_err();
+        assert!(e.contains("1001 ms behind the average of 2 reachable peer(s)"), "{e}");
+        let e = verdict(Some(i64::MIN), 1, 1000).unwrap_err();
+        assert!(e.contains("ms ahead of the average of 1"), "{e}");
     }
 }

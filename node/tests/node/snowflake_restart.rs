@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use hyper::StatusCode;
-use leaf_api::types::SnowflakeDecoded;
+use leaf_api::types::{SnowflakeDecoded, SnowflakeState};
 use leaf_node::client::Client;
 use tempfile::TempDir;
 
@@ -51,7 +51,7 @@ async fn snowflake_serves_at_once_after_kill_9_and_stays_above_every_earlier_id(
     let url = format!("http://127.0.0.1:{port}");
     assert!(leaf_node::cli::wait_healthy(&url, Duration::from_secs(15)).await, "first start: not healthy");
     let c = Client::new(&url, None);
-    let worker = wait_snowflake(&c, "serving", Duration::from_secs(15)).await.snowflake.worker_id;
+    let worker = wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(15)).await.snowflake.worker_id;
     // Many IDs, and the window raised a few times, right up to the crash.
     let mut before = Vec::new();
     for _ in 0..40 {
