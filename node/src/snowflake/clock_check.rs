@@ -5,6 +5,7 @@
 //! `i64::MAX`) and the local clock can jump during the call, so every step is checked: a sample
 //! with a negative round trip, one longer than the call's timeout, or an offset of more than a
 //! year is discarded (the caller logs and counts it), and nothing here can overflow or panic.
+//! [`verdict`] turns the average offset into the check's outcome.
 use std::time::Duration;
 
 /// Offsets beyond this are not a clock that drifted but a broken answer (or a broken clock).

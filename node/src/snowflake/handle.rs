@@ -65,11 +65,11 @@ impl Status {
 /// The request path's handle on snowflake mode.
 #[derive(Clone)]
 pub struct Snowflake {
-    pub(super) gen: Arc<Generator>,
-    pub(super) actor: Option<Addr<WorkerActor>>,
-    pub(super) status: Arc<Mutex<Status>>,
-    pub(super) max_backward_ms: u64,
-    pub(super) window_ms: u64,
+    gen: Arc<Generator>,
+    actor: Option<Addr<WorkerActor>>,
+    status: Arc<Mutex<Status>>,
+    max_backward_ms: u64,
+    window_ms: u64,
 }
 
 impl Snowflake {

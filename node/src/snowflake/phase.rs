@@ -1,17 +1,21 @@
 //! The worker's phases and every transition between them, as pure functions: the actor
-//! ([`super::actor`]) feeds in what happened (a tick, the clock check's verdict, a grant, a
+//! (`super::actor`) feeds in what happened (a tick, the clock check passed, a grant, a
 //! failed registration, a written mark, a renewal, a request at the window's edge) with the
 //! clock readings it needs, and carries out what the transition returns (start or stop the
 //! generator, extend the lease, raise the limit, answer waiting requests).
 //!
-//! ```text
-//! AwaitingMembership ──membership──▶ CheckingClock ──ok──▶ Registering ──grant──▶ Starting
-//!                                          │          └─file lease left──────────▶ Starting
-//!                                          └─offset too large──▶ Off               │  ▲
-//!   Starting ──first mark durable──▶ Serving ──higher Raft mark / other worker ID──┘  │
-//!   Starting ──floor too far ahead of the clock──▶ Off                                │
-//!   Starting / Serving ──worker ID lost──▶ Registering ──────────────────────────────────┘
-//! ```
+//! | phase | event | next phase |
+//! |---|---|---|
+//! | `AwaitingMembership` | a tick that finds the membership | `CheckingClock` |
+//! | `CheckingClock` | clock check passed, state file lease left | `Starting` (unconfirmed) |
+//! | `CheckingClock` | clock check passed, no lease left | `Registering` |
+//! | `Registering` | grant | `Starting` |
+//! | `Starting` | floor too far ahead of the clock | `Off` |
+//! | `Starting` | first mark durable (floor unchanged) | `Serving` |
+//! | `Serving` | grant with a higher mark, or another worker ID | `Starting` |
+//! | `Starting` | grant for another worker ID | `Starting` (that ID) |
+//! | `Starting`, `Serving` | renewal: worker ID lost | `Registering` |
+//! | any but `Off` | clock check failed, state file refused | `Off` |
 //!
 //! `Off` is final until a restart. Registration through Raft runs alongside `Starting` and
 //! `Serving` when the worker ID came from the state file (`confirmed` is false).
