@@ -65,9 +65,17 @@ impl Contact {
     }
 }
 
+impl RaftNode {
+    /// Runs the quorum contact probe until aborted (spawn it once per node).
+    pub async fn watch_quorum(self) {
+        let every = self.probe_every;
+        run(self, every).await
+    }
+}
+
 /// Asks the current leader for its quorum acknowledgement age every `interval` while this node
 /// is not the leader; runs until aborted.
-pub(crate) async fn run(node: RaftNode, interval: Duration) {
+async fn run(node: RaftNode, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -1,0 +1,174 @@
+//! Membership changes: adding a learner, promoting it once caught up, removing a member.
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use leaf_api::types::MembershipChange;
+use leaf_raft_store::types::NodeId;
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers};
+
+use super::error::{member_err, write_error};
+use super::{Forward, Forwarded, MemberErrorKind, ProposeError, RaftNode};
+use crate::config::check_host_port;
+
+/// How many entries a learner may lag behind the leader and still be promoted to voter.
+const CATCH_UP_SLACK: u64 = 100;
+
+impl RaftNode {
+    /// Adds `node_id` at `addr` as a learner: it receives the log (or a snapshot) and serves
+    /// IDs, but does not vote.
+    pub async fn add_learner(&self, node_id: NodeId, addr: String) -> Result<MembershipChange, ProposeError> {
+        self.membership(Forward::AddLearner { node_id, addr }).await
+    }
+
+    /// Makes the learner `node_id` a voter.
+    pub async fn promote(&self, node_id: NodeId) -> Result<MembershipChange, ProposeError> {
+        self.membership(Forward::Promote { node_id }).await
+    }
+
+    /// Removes `node_id` (voter or learner) from the cluster; its ID is never reused.
+    pub async fn remove(&self, node_id: NodeId) -> Result<MembershipChange, ProposeError> {
+        self.membership(Forward::Remove { node_id }).await
+    }
+
+    async fn membership(&self, req: Forward) -> Result<MembershipChange, ProposeError> {
+        // Membership changes are idempotent at the leader (re-adding the same learner or
+        // promoting a voter is a no-op), so an uncertain first attempt may be retried.
+        match self.on_leader(req, true).await? {
+            Forwarded::Membership(m) => Ok(m),
+            other => Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Adds the learner; this node must be the leader.
+    pub(super) async fn add_learner_here(
+        &self,
+        node_id: NodeId,
+        addr: String,
+        budget: Duration,
+    ) -> Result<MembershipChange, ProposeError> {
+        if !self.peers.has_secret() {
+            return Err(member_err(
+                MemberErrorKind::Invalid,
+                "the leader has no cluster_secret, so it cannot replicate to other nodes",
+            ));
+        }
+        check_host_port(&addr).map_err(|e| member_err(MemberErrorKind::Invalid, e))?;
+        if node_id == 0 {
+            return Err(member_err(MemberErrorKind::Invalid, "node IDs start at 1"));
+        }
+        let existing = self.members().get(&node_id).cloned();
+        match existing {
+            Some((role, a)) if role == "learner" && a == addr => return Ok(self.membership_now()),
+            Some((role, a)) => {
+                return Err(member_err(MemberErrorKind::Exists, format!("node {node_id} is already a {role} at {a}")))
+            }
+            None if self.state.is_retired_node(node_id) => {
+                return Err(member_err(
+                    MemberErrorKind::Retired,
+                    format!("node {node_id} was removed; node IDs are never reused, pick a new one"),
+                ))
+            }
+            None => {}
+        }
+        let change = self.raft.add_learner(node_id, BasicNode::new(addr), false);
+        self.commit_membership(change, budget).await
+    }
+
+    /// Promotes the learner once caught up; this node must be the leader.
+    pub(super) async fn promote_here(
+        &self,
+        node_id: NodeId,
+        budget: Duration,
+    ) -> Result<MembershipChange, ProposeError> {
+        match self.members().get(&node_id).map(|(role, _)| role.as_str()) {
+            None => return Err(member_err(MemberErrorKind::NotFound, format!("node {node_id} is not a member"))),
+            Some("voter") => return Ok(self.membership_now()),
+            _ => {}
+        }
+        self.check_caught_up(node_id)?;
+        let change = self.raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([node_id])), false);
+        self.commit_membership(change, budget).await
+    }
+
+    /// Removes the member; this node must be the leader.
+    pub(super) async fn remove_here(
+        &self,
+        node_id: NodeId,
+        budget: Duration,
+    ) -> Result<MembershipChange, ProposeError> {
+        let change = match self.members().get(&node_id).map(|(role, _)| role.as_str()) {
+            // Already removed (a retried request whose first attempt succeeded).
+            None if self.state.is_retired_node(node_id) => return Ok(self.membership_now()),
+            None => return Err(member_err(MemberErrorKind::NotFound, format!("node {node_id} is not a member"))),
+            Some("voter") => ChangeMembers::RemoveVoters(BTreeSet::from([node_id])),
+            Some(_) => ChangeMembers::RemoveNodes(BTreeSet::from([node_id])),
+        };
+        let change = self.raft.change_membership(change, false);
+        self.commit_membership(change, budget).await
+    }
+
+    async fn commit_membership(
+        &self,
+        change: impl std::future::Future<
+            Output = Result<
+                openraft::raft::ClientWriteResponse<leaf_raft_store::TypeConfig>,
+                RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+            >,
+        >,
+        budget: Duration,
+    ) -> Result<MembershipChange, ProposeError> {
+        let resp = match tokio::time::timeout(budget, change).await {
+            Err(_) => return Err(ProposeError::Timeout(self.propose_timeout)),
+            Ok(r) => r.map_err(write_error)?,
+        };
+        let mut m = self.membership_now();
+        m.log_index = resp.log_id.index;
+        if let Some(new) = resp.membership {
+            m.voters = new.voter_ids().collect();
+            m.learners = new.learner_ids().collect();
+        }
+        Ok(m)
+    }
+
+    /// A voter may only be added once it holds nearly the whole log; otherwise the new
+    /// quorum would need a node that cannot yet acknowledge anything.
+    fn check_caught_up(&self, node_id: NodeId) -> Result<(), ProposeError> {
+        let m = self.raft.metrics().borrow().clone();
+        let last = m.last_log_index.unwrap_or(0);
+        let matched = m.replication.as_ref().and_then(|r| r.get(&node_id).cloned()).flatten().map(|l| l.index);
+        match matched {
+            Some(i) if last.saturating_sub(i) <= CATCH_UP_SLACK => Ok(()),
+            _ => Err(ProposeError::Unavailable(format!(
+                "learner {node_id} has not caught up yet (it holds the log up to {matched:?} of {last}); retry once \
+                 `leaf cluster status` shows its lag near 0"
+            ))),
+        }
+    }
+
+    /// Current members: ID → (`voter` | `learner`, address).
+    pub(super) fn members(&self) -> BTreeMap<NodeId, (String, String)> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        membership
+            .nodes()
+            .map(|(id, n)| {
+                let role = if voters.contains(id) { "voter" } else { "learner" };
+                (*id, (role.to_string(), n.addr.clone()))
+            })
+            .collect()
+    }
+
+    pub(super) fn membership_now(&self) -> MembershipChange {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let membership = m.membership_config.membership();
+        MembershipChange {
+            log_index: m.membership_config.log_id().map_or(0, |l| l.index),
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+        }
+    }
+}
