@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::{Method, StatusCode};
-use leaf_api::types::{AllocationJournal, AllocationView, ClusterStatus, Health, MembershipChange, SnowflakeHealth};
+use leaf_api::types::{
+    AllocationJournal, AllocationView, ClusterStatus, Health, MemberRole, MembershipChange, Role, SnowflakeHealth,
+};
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
@@ -135,11 +137,11 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
         let s = cluster.status(id).await.unwrap();
         assert_eq!(s.node_id, id);
         assert_eq!(s.leader_id, Some(leader));
-        let members: Vec<(u64, String, String)> =
-            s.members.iter().map(|m| (m.node_id, m.role.clone(), m.addr.clone())).collect();
-        let expected: Vec<_> = (1..=3).map(|i| (i, "voter".to_string(), cluster.addr(i))).collect();
+        let members: Vec<(u64, MemberRole, String)> =
+            s.members.iter().map(|m| (m.node_id, m.role, m.addr.clone())).collect();
+        let expected: Vec<_> = (1..=3).map(|i| (i, MemberRole::Voter, cluster.addr(i))).collect();
         assert_eq!(members, expected);
-        assert_eq!(s.state == "leader", id == leader, "{s:?}");
+        assert_eq!(s.state == Role::Leader, id == leader, "{s:?}");
         assert_eq!(s.replication.is_some(), id == leader);
         assert!(s.health.segment_ready);
     }
@@ -231,7 +233,7 @@ async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
     let report = check_segment_ids(&ids, &allocs);
     assert!(report.is_valid(), "checker: {report:?}");
     let s = cluster.status(1).await.unwrap();
-    assert_eq!(s.members.iter().filter(|m| m.role == "voter").count(), 5);
+    assert_eq!(s.members.iter().filter(|m| m.role == MemberRole::Voter).count(), 5);
 
     // Snowflake: five distinct worker IDs, registered through the log (every node sees the
     // same table), and IDs unique across all nodes.
@@ -624,7 +626,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
         assert!(tokio::time::Instant::now() < deadline, "learner did not catch up: {s:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!(s4.state, "learner");
+    assert_eq!(s4.state, Role::Learner);
     assert!(s4.snapshot_index.is_some(), "caught up without a snapshot: {s4:?}");
     // Its allocation journal says it lacks what the snapshot covered.
     let j4 = journal(&cluster.client(4), "tag-7").await;
@@ -648,7 +650,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s = cluster.status(leader).await.unwrap();
-    assert_eq!(s.members.iter().filter(|m| m.role == "voter").count(), 4, "{s:?}");
+    assert_eq!(s.members.iter().filter(|m| m.role == MemberRole::Voter).count(), 4, "{s:?}");
 
     // Remove a follower that is not node 4; stop it; the rest keep working.
     let removed = (1..=3).find(|&id| id != leader && id != follower).unwrap();
@@ -696,7 +698,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     let (st, e) = error_of(&c, Method::POST, "/admin/cluster/nodes/5/promote", None).await;
     assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
     let s = cluster.status(4).await.unwrap();
-    assert!(s.members.iter().any(|m| m.node_id == 5 && m.role == "learner"), "{s:?}");
+    assert!(s.members.iter().any(|m| m.node_id == 5 && m.role == MemberRole::Learner), "{s:?}");
     let (st, b) = c.request(Method::DELETE, "/admin/cluster/nodes/5", None).await.unwrap();
     assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
     let change: MembershipChange = serde_json::from_slice(&b).unwrap();

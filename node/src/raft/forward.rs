@@ -1,63 +1,22 @@
-//! Routing to the leader: a request only the leader can execute runs here when this node
-//! leads, and is otherwise forwarded over the internal API, retried across leader changes and
-//! unreachable leaders until the deadline. The leader's answer is checked ([`super::answer`])
-//! before anything acts on it.
+//! Routing to the leader: a request only the leader can execute ([`super::ops`]) runs here when
+//! this node leads, and is otherwise forwarded over the internal API, retried across leader
+//! changes and unreachable leaders until the deadline. The leader's answer is checked
+//! ([`super::answer`]) before anything acts on it; a refused answer is logged and counted
+//! (`leaf_peer_answers_rejected`).
+use std::fmt::Debug;
 use std::time::Duration;
 
-use leaf_api::types::MembershipChange;
 use leaf_raft_store::types::NodeId;
-use leaf_raft_store::{Applied, Op};
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::network::PATH_FORWARD;
-use super::{answer, ProposeError, RaftNode};
+use super::answer::AnswerError;
+use super::leader::LeaderOp;
+use super::ops;
+use super::ProposeError;
+use super::RaftNode;
 
 /// A forwarding attempt with less time than this left is not started.
 const MIN_ATTEMPT: Duration = Duration::from_millis(100);
-
-/// A request that only the leader can execute; followers forward it over [`PATH_FORWARD`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Forward {
-    Propose(Op),
-    /// The log index a linearizable read must wait for (leadership confirmed by a quorum).
-    ReadIndex,
-    AddLearner {
-        node_id: NodeId,
-        addr: String,
-    },
-    Promote {
-        node_id: NodeId,
-    },
-    Remove {
-        node_id: NodeId,
-    },
-    /// How long ago the leader last had a quorum acknowledgement (followers probe it, so their
-    /// `/health` is truthful when the leader lost its quorum).
-    QuorumAge,
-}
-
-/// A [`Forward`] on the wire, with how long the sender will wait for the answer: the leader
-/// gives up when the sender has, instead of finishing work whose result nobody receives while
-/// the sender already retries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ForwardRequest {
-    pub budget_ms: u64,
-    pub req: Forward,
-}
-
-/// The leader's answer to a [`Forward`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Forwarded {
-    Proposed {
-        applied: Applied,
-        log_index: u64,
-    },
-    ReadIndex(Option<u64>),
-    Membership(MembershipChange),
-    /// Milliseconds since the leader's last quorum acknowledgement (`None`: none yet).
-    QuorumAge(Option<u64>),
-}
 
 impl RaftNode {
     /// When a request arriving now must be done by.
@@ -79,25 +38,31 @@ impl RaftNode {
         (leader, addr)
     }
 
-    /// Runs `req` on the current leader, retrying across leader changes and unreachable
-    /// leaders until the deadline. A request that may have reached the leader is retried only
-    /// when `retry_unknown`.
-    pub(super) async fn on_leader(&self, req: Forward, retry_unknown: bool) -> Result<Forwarded, ProposeError> {
-        let answer = self.on_leader_unchecked(&req, retry_unknown).await?;
-        if let Err(why) = answer::check(&req, &answer) {
-            self.rejected_answers.inc();
-            tracing::error!(%why, ?req, ?answer, "refused the leader's answer");
-            return Err(ProposeError::Unavailable(format!("refused the leader's answer: {why}")));
+    /// Runs `op` on the current leader, retrying across leader changes and unreachable
+    /// leaders until the deadline, and returns the leader's checked reply. A request that may
+    /// have reached the leader is retried only when [`LeaderOp::retry_unknown`].
+    pub(super) async fn on_leader<O: LeaderOp>(&self, op: &O) -> Result<O::Reply, ProposeError> {
+        let reply = self.on_leader_unchecked(op).await?;
+        if let Err(why) = op.check(&reply) {
+            return Err(self.refuse_answer(&why, op, Some(&reply)));
         }
-        Ok(answer)
+        Ok(reply)
     }
 
-    async fn on_leader_unchecked(&self, req: &Forward, retry_unknown: bool) -> Result<Forwarded, ProposeError> {
+    /// Counts and logs an answer to `req` refused for `why`; the caller's error.
+    pub(super) fn refuse_answer(&self, why: &AnswerError, req: &dyn Debug, answer: Option<&dyn Debug>) -> ProposeError {
+        self.rejected_answers.inc();
+        tracing::error!(%why, ?req, ?answer, "refused the leader's answer");
+        ProposeError::Unavailable(format!("refused the leader's answer: {why}"))
+    }
+
+    async fn on_leader_unchecked<O: LeaderOp>(&self, op: &O) -> Result<O::Reply, ProposeError> {
+        let retry_unknown = op.retry_unknown();
         let deadline = self.deadline();
         let mut last: Option<ProposeError>;
         loop {
             match self.leader_and_addr() {
-                (Some(l), _) if l == self.node_id => match self.execute(req.clone(), deadline).await {
+                (Some(l), _) if l == self.node_id => match op.clone().execute(self, deadline).await {
                     Err(e @ ProposeError::NotLeader { .. }) => last = Some(e),
                     // No quorum yet, a membership change in progress, a learner catching up.
                     Err(e @ ProposeError::Unavailable(_)) if retry_unknown => last = Some(e),
@@ -107,21 +72,23 @@ impl RaftNode {
                     // One attempt may not eat the whole budget: a hung leader is replaced by an
                     // election well within `attempt_timeout`, and the new one must get a try.
                     let wait = deadline.saturating_duration_since(Instant::now()).min(self.attempt_timeout);
-                    let wire = ForwardRequest { budget_ms: wait.as_millis() as u64, req: req.clone() };
-                    let answer =
-                        self.peers.call::<_, Result<Forwarded, ProposeError>>(&addr, PATH_FORWARD, &wire, wait);
-                    match answer.await {
+                    match ops::call(&self.peers, &addr, op, wait).await {
                         Ok(Err(e @ ProposeError::NotLeader { .. })) => last = Some(e),
                         Ok(Err(e @ ProposeError::Unavailable(_))) if retry_unknown => last = Some(e),
                         Ok(result) => return result,
-                        Err(e) if e.surely_not_delivered() || retry_unknown => {
+                        Err(e) => {
+                            if e.is_bad_answer() {
+                                // Garbled, or for another operation: a broken or hostile peer.
+                                self.rejected_answers.inc();
+                                tracing::error!(leader = l, error = %e, req = ?op, "refused the leader's answer");
+                            }
+                            if !(e.surely_not_delivered() || retry_unknown) {
+                                return Err(ProposeError::Unavailable(format!(
+                                    "leader {l} may or may not have done it: {e}"
+                                )));
+                            }
                             tracing::debug!(leader = l, error = %e, "forwarding to the leader failed; retrying");
                             last = Some(ProposeError::Unavailable(format!("leader {l}: {e}")));
-                        }
-                        Err(e) => {
-                            return Err(ProposeError::Unavailable(format!(
-                                "leader {l} may or may not have done it: {e}"
-                            )))
                         }
                     }
                 }

@@ -1,14 +1,16 @@
-//! Membership changes: adding a learner, promoting it once caught up, removing a member.
+//! Membership changes: adding a learner, promoting it once caught up, removing a member (the
+//! callers' methods, and what the leader executes for them), and the membership as it is now.
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
-use leaf_api::types::MembershipChange;
+use leaf_api::types::{MemberRole, MembershipChange};
 use leaf_raft_store::types::NodeId;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
+use tokio::time::Instant;
 
 use super::error::{member_err, write_error};
-use super::{Forward, Forwarded, MemberErrorKind, ProposeError, RaftNode};
+use super::ops::{AddLearner, Promote, Remove};
+use super::{MemberErrorKind, ProposeError, RaftNode};
 use crate::config::check_host_port;
 
 /// How many entries a learner may lag behind the leader and still be promoted to voter.
@@ -18,34 +20,25 @@ impl RaftNode {
     /// Adds `node_id` at `addr` as a learner: it receives the log (or a snapshot) and serves
     /// IDs, but does not vote.
     pub async fn add_learner(&self, node_id: NodeId, addr: String) -> Result<MembershipChange, ProposeError> {
-        self.membership(Forward::AddLearner { node_id, addr }).await
+        self.on_leader(&AddLearner { node_id, addr }).await
     }
 
     /// Makes the learner `node_id` a voter.
     pub async fn promote(&self, node_id: NodeId) -> Result<MembershipChange, ProposeError> {
-        self.membership(Forward::Promote { node_id }).await
+        self.on_leader(&Promote { node_id }).await
     }
 
     /// Removes `node_id` (voter or learner) from the cluster; its ID is never reused.
     pub async fn remove(&self, node_id: NodeId) -> Result<MembershipChange, ProposeError> {
-        self.membership(Forward::Remove { node_id }).await
+        self.on_leader(&Remove { node_id }).await
     }
 
-    async fn membership(&self, req: Forward) -> Result<MembershipChange, ProposeError> {
-        // Membership changes are idempotent at the leader (re-adding the same learner or
-        // promoting a voter is a no-op), so an uncertain first attempt may be retried.
-        match self.on_leader(req, true).await? {
-            Forwarded::Membership(m) => Ok(m),
-            other => Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
-        }
-    }
-
-    /// Adds the learner; this node must be the leader.
+    /// Adds the learner; this node must be the leader. Re-adding the same learner is a no-op.
     pub(super) async fn add_learner_here(
         &self,
         node_id: NodeId,
         addr: String,
-        budget: Duration,
+        deadline: Instant,
     ) -> Result<MembershipChange, ProposeError> {
         if !self.peers.has_secret() {
             return Err(member_err(
@@ -59,7 +52,7 @@ impl RaftNode {
         }
         let existing = self.members().get(&node_id).cloned();
         match existing {
-            Some((role, a)) if role == "learner" && a == addr => return Ok(self.membership_now()),
+            Some((MemberRole::Learner, a)) if a == addr => return Ok(self.membership_now()),
             Some((role, a)) => {
                 return Err(member_err(MemberErrorKind::Exists, format!("node {node_id} is already a {role} at {a}")))
             }
@@ -72,40 +65,41 @@ impl RaftNode {
             None => {}
         }
         let change = self.raft.add_learner(node_id, BasicNode::new(addr), false);
-        self.commit_membership(change, budget).await
+        self.commit_membership(change, deadline).await
     }
 
-    /// Promotes the learner once caught up; this node must be the leader.
+    /// Promotes the learner once caught up; this node must be the leader. Promoting a voter is a
+    /// no-op.
     pub(super) async fn promote_here(
         &self,
         node_id: NodeId,
-        budget: Duration,
+        deadline: Instant,
     ) -> Result<MembershipChange, ProposeError> {
-        match self.members().get(&node_id).map(|(role, _)| role.as_str()) {
+        match self.members().get(&node_id).map(|(role, _)| *role) {
             None => return Err(member_err(MemberErrorKind::NotFound, format!("node {node_id} is not a member"))),
-            Some("voter") => return Ok(self.membership_now()),
-            _ => {}
+            Some(MemberRole::Voter) => return Ok(self.membership_now()),
+            Some(MemberRole::Learner) => {}
         }
         self.check_caught_up(node_id)?;
         let change = self.raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([node_id])), false);
-        self.commit_membership(change, budget).await
+        self.commit_membership(change, deadline).await
     }
 
-    /// Removes the member; this node must be the leader.
+    /// Removes the member; this node must be the leader. Removing a removed node is a no-op.
     pub(super) async fn remove_here(
         &self,
         node_id: NodeId,
-        budget: Duration,
+        deadline: Instant,
     ) -> Result<MembershipChange, ProposeError> {
-        let change = match self.members().get(&node_id).map(|(role, _)| role.as_str()) {
+        let change = match self.members().get(&node_id).map(|(role, _)| *role) {
             // Already removed (a retried request whose first attempt succeeded).
             None if self.state.is_retired_node(node_id) => return Ok(self.membership_now()),
             None => return Err(member_err(MemberErrorKind::NotFound, format!("node {node_id} is not a member"))),
-            Some("voter") => ChangeMembers::RemoveVoters(BTreeSet::from([node_id])),
-            Some(_) => ChangeMembers::RemoveNodes(BTreeSet::from([node_id])),
+            Some(MemberRole::Voter) => ChangeMembers::RemoveVoters(BTreeSet::from([node_id])),
+            Some(MemberRole::Learner) => ChangeMembers::RemoveNodes(BTreeSet::from([node_id])),
         };
         let change = self.raft.change_membership(change, false);
-        self.commit_membership(change, budget).await
+        self.commit_membership(change, deadline).await
     }
 
     async fn commit_membership(
@@ -116,9 +110,9 @@ impl RaftNode {
                 RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
             >,
         >,
-        budget: Duration,
+        deadline: Instant,
     ) -> Result<MembershipChange, ProposeError> {
-        let resp = match tokio::time::timeout(budget, change).await {
+        let resp = match tokio::time::timeout_at(deadline, change).await {
             Err(_) => return Err(ProposeError::Timeout(self.propose_timeout)),
             Ok(r) => r.map_err(write_error)?,
         };
@@ -146,8 +140,8 @@ impl RaftNode {
         }
     }
 
-    /// Current members: ID → (`voter` | `learner`, address).
-    pub(super) fn members(&self) -> BTreeMap<NodeId, (String, String)> {
+    /// Current members: ID → (role, address).
+    pub(super) fn members(&self) -> BTreeMap<NodeId, (MemberRole, String)> {
         let m = self.raft.metrics();
         let m = m.borrow();
         let membership = m.membership_config.membership();
@@ -155,8 +149,8 @@ impl RaftNode {
         membership
             .nodes()
             .map(|(id, n)| {
-                let role = if voters.contains(id) { "voter" } else { "learner" };
-                (*id, (role.to_string(), n.addr.clone()))
+                let role = if voters.contains(id) { MemberRole::Voter } else { MemberRole::Learner };
+                (*id, (role, n.addr.clone()))
             })
             .collect()
     }

@@ -9,14 +9,18 @@
 //! - [`start`]: opening the store, starting openraft ([`RaftStartError`]) and shutting down;
 //! - [`bootstrap`]: forming the cluster on first start and refusing a node that forgot its
 //!   data, from the peers' [`PeerStatus`];
-//! - [`forward`]: routing a request to the leader (here or forwarded), retried across leader
-//!   changes;
-//! - [`propose`]: what callers ask of the leader (proposals, the read barrier);
-//! - [`leader`]: what the leader executes ([`RaftNode::execute`]);
+//! - [`ops`]: the requests only the leader executes, each with its reply type, route and
+//!   versioned wire form;
+//! - [`forward`]: routing such a request to the leader (here or forwarded), retried across
+//!   leader changes;
+//! - [`propose`]: typed proposals ([`RaftNode::allocate`], [`RaftNode::create_tag`], ...) and
+//!   the read barrier;
+//! - [`leader`]: what the leader executes for each request, and how it is retried and checked;
 //! - [`membership`]: adding learners, promoting and removing members;
 //! - [`status`]: readiness ([`RaftStatus`]), `/cluster/status` and the allocation journal;
 //! - [`error`]: why a request to the leader failed ([`ProposeError`]);
-//! - [`answer`]: checks on the leader's answers before anything acts on them;
+//! - [`answer`]: checks on the leader's answers before anything acts on them, and the one
+//!   mapping of the state machine's result to each caller's typed result;
 //! - [`chunks`]: admission of snapshot chunks (in order, bounded) before openraft sees them;
 //! - [`coalesce`]: read-index rounds shared by concurrent callers (unknown-tag floods);
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
@@ -39,6 +43,7 @@ mod forward;
 mod leader;
 mod membership;
 pub mod network;
+pub mod ops;
 mod propose;
 mod quorum;
 pub mod service;
@@ -47,7 +52,6 @@ mod status;
 
 pub use bootstrap::{PeerStatus, PEER_STATUS_VERSION};
 pub use error::{MemberErrorKind, ProposeError};
-pub use forward::{Forward, ForwardRequest, Forwarded};
 pub use start::RaftStartError;
 pub use status::RaftStatus;
 

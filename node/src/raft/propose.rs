@@ -1,22 +1,66 @@
-//! What callers ask of the leader: proposals and the linearizable read barrier.
-use leaf_raft_store::{Applied, Op};
+//! What callers ask of the leader: typed proposals (each returns its own kind of result, so no
+//! caller matches on the state machine's [`leaf_raft_store::Applied`]) and the linearizable read
+//! barrier.
+use leaf_raft_store::{Allocation, Op, TagRecord, WorkerGrant};
 use tokio::time::Instant;
 
-use super::{Forward, Forwarded, ProposeError, RaftNode};
+use super::answer::FromApplied;
+use super::ops::{Propose, ReadIndex};
+use super::{ProposeError, RaftNode};
 
 impl RaftNode {
+    /// Creates `tag`. Not retried once the first attempt may have been delivered (a repeat
+    /// would answer `tag_exists`).
+    pub async fn create_tag(
+        &self,
+        tag: String,
+        step: i64,
+        start_max_id: i64,
+        description: String,
+    ) -> Result<TagRecord, ProposeError> {
+        self.propose(Op::CreateTag { tag, step, start_max_id, description }).await
+    }
+
+    /// Changes `tag`'s stored step and/or description.
+    pub async fn update_tag(
+        &self,
+        tag: String,
+        step: Option<i64>,
+        description: Option<String>,
+    ) -> Result<TagRecord, ProposeError> {
+        self.propose(Op::UpdateTag { tag, step, description }).await
+    }
+
+    /// Reserves the next `step` IDs of `tag` for this node: a non-empty range of exactly `step`.
+    pub async fn allocate(&self, tag: String, step: i64) -> Result<Allocation, ProposeError> {
+        self.propose(Op::AllocateSegment { tag, step, node_id: self.node_id }).await
+    }
+
+    /// Gives this node a snowflake worker ID (its own again if it holds one) on a lease of
+    /// `lease_ms`.
+    pub async fn register_worker(&self, lease_ms: i64) -> Result<WorkerGrant, ProposeError> {
+        self.propose(Op::RegisterWorker { node_id: self.node_id, lease_ms }).await
+    }
+
+    /// Extends the lease of this node's `worker_id` and raises its time high-water mark; the
+    /// grant is for `worker_id`.
+    pub async fn renew_worker(
+        &self,
+        worker_id: u16,
+        high_water_ms: i64,
+        lease_ms: i64,
+    ) -> Result<WorkerGrant, ProposeError> {
+        self.propose(Op::RenewWorker { node_id: self.node_id, worker_id, high_water_ms, lease_ms }).await
+    }
+
     /// Commits `op` through the leader (this node or, forwarded, another) and returns its
-    /// result and log index. The leader stamps its clock into the command. Retried across
+    /// checked, typed result. The leader stamps its clock into the command. Retried across
     /// leader changes until `raft.propose_timeout_ms`.
-    pub async fn propose(&self, op: Op) -> Result<(Applied, u64), ProposeError> {
-        // A repeated allocation only wastes a range and a repeated update is idempotent; a
-        // repeated create would turn a success into `tag_exists`, so it is not retried when
-        // the first attempt may have been delivered.
-        let retry_unknown = !matches!(op, Op::CreateTag { .. });
-        match self.on_leader(Forward::Propose(op), retry_unknown).await? {
-            Forwarded::Proposed { applied, log_index } => Ok((applied, log_index)),
-            other => Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
-        }
+    async fn propose<R: FromApplied>(&self, op: Op) -> Result<R, ProposeError> {
+        let req = Propose { op };
+        let applied = self.on_leader(&req).await?;
+        // After `on_leader`'s check of the result against `op`, a mismatch here is a bug.
+        R::from_applied(applied).map_err(|why| self.refuse_answer(&why, &req, None))
     }
 
     /// Waits until this node has applied everything committed before the call (a
@@ -27,12 +71,7 @@ impl RaftNode {
         let me = self.clone();
         let round = move || {
             let me = me.clone();
-            async move {
-                match me.on_leader(Forward::ReadIndex, true).await? {
-                    Forwarded::ReadIndex(i) => Ok(i),
-                    other => Err(ProposeError::Fatal(format!("unexpected answer {other:?}"))),
-                }
-            }
+            async move { me.on_leader(&ReadIndex).await }
         };
         let index = match tokio::time::timeout_at(deadline, self.barriers.read(round)).await {
             Ok(r) => r?,

@@ -3,7 +3,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use leaf_api::types::{
-    AllocationJournal, AllocationView, ClusterStatus, Health, MemberView, ReplicationView, WorkerView,
+    AllocationJournal, AllocationView, ClusterStatus, Health, MemberRole, MemberView, ReplicationView, Role, WorkerView,
 };
 use leaf_raft_store::types::NodeId;
 use openraft::ServerState;
@@ -116,10 +116,10 @@ impl RaftNode {
             .map(|(id, n)| MemberView {
                 node_id: *id,
                 addr: n.addr.clone(),
-                role: if voters.contains(id) { "voter" } else { "learner" }.to_string(),
+                role: if voters.contains(id) { MemberRole::Voter } else { MemberRole::Learner },
             })
             .collect();
-        members.sort_by_key(|v| (v.role != "voter", v.node_id));
+        members.sort_by_key(|v| (v.role != MemberRole::Voter, v.node_id));
         let last = m.last_log_index.unwrap_or(0);
         let replication = m.replication.as_ref().map(|r| {
             r.iter()
@@ -153,17 +153,10 @@ impl RaftNode {
             }
             _ => m.last_applied.map(|l| l.index),
         };
-        let state = match m.state {
-            ServerState::Leader => "leader",
-            ServerState::Follower => "follower",
-            ServerState::Candidate => "candidate",
-            ServerState::Learner => "learner",
-            ServerState::Shutdown => "shutdown",
-        };
         ClusterStatus {
             node_id: self.node_id,
             leader_id: m.current_leader,
-            state: state.to_string(),
+            state: role(m.state),
             term: m.current_term,
             last_log_index: m.last_log_index,
             committed_index,
@@ -201,5 +194,40 @@ impl RaftNode {
                 _ => return self.status().not_ready.is_none(),
             }
         }
+    }
+}
+
+/// openraft's server state as `/cluster/status` shows it.
+fn role(state: ServerState) -> Role {
+    match state {
+        ServerState::Leader => Role::Leader,
+        ServerState::Follower => Role::Follower,
+        ServerState::Candidate => Role::Candidate,
+        ServerState::Learner => Role::Learner,
+        ServerState::Shutdown => Role::Shutdown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_keep_their_json_names() {
+        let cases = [
+            (ServerState::Leader, "\"leader\""),
+            (ServerState::Follower, "\"follower\""),
+            (ServerState::Candidate, "\"candidate\""),
+            (ServerState::Learner, "\"learner\""),
+            (ServerState::Shutdown, "\"shutdown\""),
+        ];
+        for (state, json) in cases {
+            assert_eq!(serde_json::to_string(&role(state)).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Role>(json).unwrap(), role(state));
+        }
+        assert_eq!(serde_json::to_string(&MemberRole::Voter).unwrap(), "\"voter\"");
+        assert_eq!(serde_json::to_string(&MemberRole::Learner).unwrap(), "\"learner\"");
+        assert_eq!(MemberRole::Learner.to_string(), "learner");
+        assert!(serde_json::from_str::<Role>("\"Leader\"").is_err());
     }
 }

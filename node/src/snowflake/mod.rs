@@ -63,7 +63,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use leaf_api::codec;
 use leaf_api::types::SnowflakeHealth;
-use leaf_raft_store::{Applied, ApplyError, Op, WorkerGrant};
+use leaf_raft_store::{ApplyError, WorkerGrant};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -550,15 +550,14 @@ impl WorkerActor {
     fn register(&mut self, ctx: &mut Context<Self>) {
         self.registering = true;
         let raft = self.raft.clone();
-        let op = Op::RegisterWorker { node_id: raft.node_id(), lease_ms: self.cfg.lease_ttl_ms as i64 };
+        let lease_ms = self.cfg.lease_ttl_ms as i64;
         let sent = Instant::now();
-        let task = self.rt.spawn(async move { raft.propose(op).await });
+        let task = self.rt.spawn(async move { raft.register_worker(lease_ms).await });
         ctx.spawn(task.into_actor(self).map(move |res, act, ctx| {
             act.registering = false;
             let res = res.unwrap_or_else(|e| Err(ProposeError::Fatal(e.to_string())));
             match res {
-                Ok((Applied::Worker(g), _)) => act.registered_as(g, sent),
-                Ok((other, _)) => tracing::error!(?other, "unexpected answer to a worker registration"),
+                Ok(g) => act.registered_as(g, sent),
                 Err(ProposeError::Rejected(ApplyError::WorkersExhausted)) => {
                     let why = ApplyError::WorkersExhausted.to_string();
                     if !act.started {
@@ -725,19 +724,14 @@ impl WorkerActor {
         }
         self.renewing = true;
         let raft = self.raft.clone();
-        let op = Op::RenewWorker {
-            node_id: raft.node_id(),
-            worker_id: a.worker_id,
-            high_water_ms: hw,
-            lease_ms: self.cfg.lease_ttl_ms as i64,
-        };
+        let lease_ms = self.cfg.lease_ttl_ms as i64;
         let sent = Instant::now();
-        let task = self.rt.spawn(async move { raft.propose(op).await });
+        let task = self.rt.spawn(async move { raft.renew_worker(a.worker_id, hw, lease_ms).await });
         ctx.spawn(task.into_actor(self).map(move |res, act, _ctx| {
             act.renewing = false;
             let res = res.unwrap_or_else(|e| Err(ProposeError::Fatal(e.to_string())));
             match res {
-                Ok((Applied::Worker(g), _)) if Some(g.worker_id) == act.assigned.map(|a| a.worker_id) => {
+                Ok(g) if Some(g.worker_id) == act.assigned.map(|a| a.worker_id) => {
                     let until = sent + Duration::from_millis(act.cfg.lease_ttl_ms);
                     if let Some(a) = &mut act.assigned {
                         a.lease_until = a.lease_until.max(until);
@@ -756,7 +750,10 @@ impl WorkerActor {
                     act.registered = false;
                     act.set_status("starting", Some(format!("{e} (removed from the cluster?)")));
                 }
-                Ok((other, _)) => tracing::error!(?other, "unexpected answer to a lease renewal"),
+                // The node lost or replaced that worker ID while the renewal was in flight.
+                Ok(g) => {
+                    tracing::warn!(worker_id = g.worker_id, "ignored a lease renewal of a worker ID no longer held")
+                }
                 Err(e) => tracing::warn!(error = %e, "cannot renew the worker lease through Raft"),
             }
         }));
