@@ -18,6 +18,7 @@ use leaf_api::{ErrorBody, ErrorCode};
 use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
 use leaf_node::client::Client;
+use leaf_node::raft::ops::{ForwardRequest, OpKind, Remove, FORWARD_VERSION};
 use serde_json::json;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -207,7 +208,10 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
     // Internal endpoints: no secret or a wrong one is 401 before anything reaches Raft; a
     // malformed body with the right secret is 400; only POST.
     let url = cluster.url(follower);
-    for path in ["/internal/raft/vote", "/internal/raft/append", "/internal/raft/snapshot", "/internal/forward"] {
+    let forward_paths = OpKind::ALL.map(OpKind::path);
+    for path in
+        ["/internal/raft/vote", "/internal/raft/append", "/internal/raft/snapshot"].into_iter().chain(forward_paths)
+    {
         for secret in [None, Some("wrong-secret-0123456789abcd"), Some(&SECRET[..SECRET.len() - 1])] {
             assert_eq!(post_internal(&url, path, secret, &b"x"[..]).await, StatusCode::UNAUTHORIZED, "{path}");
         }
@@ -217,6 +221,12 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
         assert_eq!(post_internal(&url, path, Some(SECRET), wrong).await, StatusCode::BAD_REQUEST, "{path}");
     }
     assert_eq!(post_internal(&url, "/internal/nope", Some(SECRET), &b""[..]).await, StatusCode::NOT_FOUND);
+    // A forwarded request of a version this release does not speak is refused, not executed.
+    let newer = ForwardRequest { version: FORWARD_VERSION + 1, budget_ms: 1000, op: Remove { node_id: follower } };
+    let newer = leaf_api::codec::encode(&newer).unwrap();
+    let path = OpKind::Remove.path();
+    assert_eq!(post_internal(&cluster.url(leader), path, Some(SECRET), newer).await, StatusCode::BAD_REQUEST);
+    assert_eq!(cluster.status(leader).await.unwrap().members.len(), 3);
     let (s, _) = cluster.client(follower).get("/internal/raft/vote").await.unwrap();
     assert_eq!(s, StatusCode::UNAUTHORIZED, "GET without the secret");
     // Neither the term nor the leader moved: nothing the refused requests carried reached Raft.
