@@ -11,7 +11,7 @@ use super::network::PATH_PEER_STATUS;
 use super::{RaftNode, RaftStartError};
 
 /// What a starting node asks its peers over the authenticated internal API
-/// ([`network::PATH_PEER_STATUS`]): whether they hold a cluster, and whether a node ID took part
+/// ([`super::network::PATH_PEER_STATUS`]): whether they hold a cluster, and whether a node ID took part
 /// in it. Bounded and bincode, unlike the public `/cluster/status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerStatus {

@@ -31,7 +31,7 @@ pub enum ProposeError {
 
 impl ProposeError {
     /// The message for an anonymous client (the ID endpoints): the kind of failure without
-    /// peer addresses or a peer's error text, which [`RaftNode`] logs instead. State machine
+    /// peer addresses or a peer's error text, which [`super::RaftNode`] logs instead. State machine
     /// rejections and this node's own stop reason are shown as they are.
     pub fn public_message(&self) -> String {
         match self {

@@ -92,7 +92,7 @@ pub struct RaftNode {
     contact_limit_ms: u64,
     /// How often a non-leader probes the leader's quorum contact (the heartbeat interval).
     probe_every: Duration,
-    /// Answers refused by [`answer::check`].
+    /// Answers refused by the checks of [`answer`] (and garbled or mismatched ones).
     rejected_answers: prometheus_client::metrics::counter::Counter,
     /// Which snapshot chunks may reach openraft ([`chunks`]).
     chunks: Arc<chunks::ChunkGate>,
