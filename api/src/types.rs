@@ -218,7 +218,7 @@ pub struct MemberView {
     /// `host:port` of the member's HTTP listener.
     pub addr: String,
     /// `voter` or `learner`.
-    pub role: String,
+    pub role: MemberRole,
 }
 
 /// How far the leader has replicated its log to one member (leader only).
@@ -238,7 +238,7 @@ pub struct ClusterStatus {
     pub node_id: u64,
     pub leader_id: Option<u64>,
     /// `leader`, `follower`, `candidate`, `learner` or `shutdown`.
-    pub state: String,
+    pub state: Role,
     pub term: u64,
     pub last_log_index: Option<u64>,
     /// Highest log index known committed (on the leader: the quorum-acknowledged index; on
@@ -304,5 +304,33 @@ mod snowflake_state_tests {
             assert_eq!(serde_json::from_str::<SnowflakeState>(&json).unwrap(), s);
         }
         assert!(serde_json::from_str::<SnowflakeState>("\"exhausted\"").is_err());
+    }
+}
+
+/// A node's Raft state (`ClusterStatus.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Leader,
+    Follower,
+    Candidate,
+    Learner,
+    Shutdown,
+}
+
+/// How a node belongs to the membership (`MemberView.role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberRole {
+    Voter,
+    Learner,
+}
+
+impl std::fmt::Display for MemberRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MemberRole::Voter => "voter",
+            MemberRole::Learner => "learner",
+        })
     }
 }

@@ -12,12 +12,14 @@ use std::time::Duration;
 
 use hyper::{Method, StatusCode};
 use leaf_api::types::{
-    AllocationJournal, AllocationView, ClusterStatus, Health, MembershipChange, SnowflakeHealth, SnowflakeState,
+    AllocationJournal, AllocationView, ClusterStatus, Health, MemberRole, MembershipChange, Role, SnowflakeHealth,
+    SnowflakeState,
 };
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
 use leaf_node::client::Client;
+use leaf_node::raft::ops::{ForwardRequest, OpKind, Remove, FORWARD_VERSION};
 use serde_json::json;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -137,11 +139,11 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
         let s = cluster.status(id).await.unwrap();
         assert_eq!(s.node_id, id);
         assert_eq!(s.leader_id, Some(leader));
-        let members: Vec<(u64, String, String)> =
-            s.members.iter().map(|m| (m.node_id, m.role.clone(), m.addr.clone())).collect();
-        let expected: Vec<_> = (1..=3).map(|i| (i, "voter".to_string(), cluster.addr(i))).collect();
+        let members: Vec<(u64, MemberRole, String)> =
+            s.members.iter().map(|m| (m.node_id, m.role, m.addr.clone())).collect();
+        let expected: Vec<_> = (1..=3).map(|i| (i, MemberRole::Voter, cluster.addr(i))).collect();
         assert_eq!(members, expected);
-        assert_eq!(s.state == "leader", id == leader, "{s:?}");
+        assert_eq!(s.state == Role::Leader, id == leader, "{s:?}");
         assert_eq!(s.replication.is_some(), id == leader);
         assert!(s.health.segment_ready);
     }
@@ -207,7 +209,10 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
     // Internal endpoints: no secret or a wrong one is 401 before anything reaches Raft; a
     // malformed body with the right secret is 400; only POST.
     let url = cluster.url(follower);
-    for path in ["/internal/raft/vote", "/internal/raft/append", "/internal/raft/snapshot", "/internal/forward"] {
+    let forward_paths = OpKind::ALL.map(OpKind::path);
+    for path in
+        ["/internal/raft/vote", "/internal/raft/append", "/internal/raft/snapshot"].into_iter().chain(forward_paths)
+    {
         for secret in [None, Some("wrong-secret-0123456789abcd"), Some(&SECRET[..SECRET.len() - 1])] {
             assert_eq!(post_internal(&url, path, secret, &b"x"[..]).await, StatusCode::UNAUTHORIZED, "{path}");
         }
@@ -217,6 +222,12 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
         assert_eq!(post_internal(&url, path, Some(SECRET), wrong).await, StatusCode::BAD_REQUEST, "{path}");
     }
     assert_eq!(post_internal(&url, "/internal/nope", Some(SECRET), &b""[..]).await, StatusCode::NOT_FOUND);
+    // A forwarded request of a version this release does not speak is refused, not executed.
+    let newer = ForwardRequest { version: FORWARD_VERSION + 1, budget_ms: 1000, op: Remove { node_id: follower } };
+    let newer = leaf_api::codec::encode(&newer).unwrap();
+    let path = OpKind::Remove.path();
+    assert_eq!(post_internal(&cluster.url(leader), path, Some(SECRET), newer).await, StatusCode::BAD_REQUEST);
+    assert_eq!(cluster.status(leader).await.unwrap().members.len(), 3);
     let (s, _) = cluster.client(follower).get("/internal/raft/vote").await.unwrap();
     assert_eq!(s, StatusCode::UNAUTHORIZED, "GET without the secret");
     // Neither the term nor the leader moved: nothing the refused requests carried reached Raft.
@@ -233,7 +244,7 @@ async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
     let report = check_segment_ids(&ids, &allocs);
     assert!(report.is_valid(), "checker: {report:?}");
     let s = cluster.status(1).await.unwrap();
-    assert_eq!(s.members.iter().filter(|m| m.role == "voter").count(), 5);
+    assert_eq!(s.members.iter().filter(|m| m.role == MemberRole::Voter).count(), 5);
 
     // Snowflake: five distinct worker IDs, registered through the log (every node sees the
     // same table), and IDs unique across all nodes.
@@ -626,7 +637,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
         assert!(tokio::time::Instant::now() < deadline, "learner did not catch up: {s:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!(s4.state, "learner");
+    assert_eq!(s4.state, Role::Learner);
     assert!(s4.snapshot_index.is_some(), "caught up without a snapshot: {s4:?}");
     // Its allocation journal says it lacks what the snapshot covered.
     let j4 = journal(&cluster.client(4), "tag-7").await;
@@ -650,7 +661,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s = cluster.status(leader).await.unwrap();
-    assert_eq!(s.members.iter().filter(|m| m.role == "voter").count(), 4, "{s:?}");
+    assert_eq!(s.members.iter().filter(|m| m.role == MemberRole::Voter).count(), 4, "{s:?}");
 
     // Remove a follower that is not node 4; stop it; the rest keep working.
     let removed = (1..=3).find(|&id| id != leader && id != follower).unwrap();
@@ -698,7 +709,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     let (st, e) = error_of(&c, Method::POST, "/admin/cluster/nodes/5/promote", None).await;
     assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
     let s = cluster.status(4).await.unwrap();
-    assert!(s.members.iter().any(|m| m.node_id == 5 && m.role == "learner"), "{s:?}");
+    assert!(s.members.iter().any(|m| m.node_id == 5 && m.role == MemberRole::Learner), "{s:?}");
     let (st, b) = c.request(Method::DELETE, "/admin/cluster/nodes/5", None).await.unwrap();
     assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
     let change: MembershipChange = serde_json::from_slice(&b).unwrap();

@@ -36,7 +36,7 @@ use leaf_api::types::{
     AddLearnerRequest, ClockFault, CreateTagRequest, Health, SnowflakeDecoded, TagInfo, UpdateTagRequest,
 };
 use leaf_api::{ErrorBody, ErrorCode};
-use leaf_raft_store::{Applied, ApplyError, Op, TagRecord};
+use leaf_raft_store::{ApplyError, TagRecord};
 use serde::{de::DeserializeOwned, Serialize};
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
@@ -544,11 +544,8 @@ impl App {
         validate_max_id(max_id).map_err(bad)?;
         let description = body.description.unwrap_or_default();
         check_description(&description)?;
-        let op = Op::CreateTag { tag: body.tag, step: body.step, start_max_id: max_id, description };
-        match self.raft.propose(op).await? {
-            (Applied::Tag { tag, record }, _) => Ok(json(StatusCode::CREATED, &tag_info(tag, record))),
-            (other, _) => Err(ApiError::new(ErrorCode::Unavailable, format!("unexpected result {other:?}"))),
-        }
+        let record = self.raft.create_tag(body.tag.clone(), body.step, max_id, description).await?;
+        Ok(json(StatusCode::CREATED, &tag_info(body.tag, record)))
     }
 
     async fn update_tag(&self, tag: &str, body: UpdateTagRequest) -> Result<Resp, ApiError> {
@@ -561,11 +558,8 @@ impl App {
         if let Some(d) = &body.description {
             check_description(d)?;
         }
-        let op = Op::UpdateTag { tag: tag.to_string(), step: body.step, description: body.description };
-        match self.raft.propose(op).await? {
-            (Applied::Tag { tag, record }, _) => Ok(json(StatusCode::OK, &tag_info(tag, record))),
-            (other, _) => Err(ApiError::new(ErrorCode::Unavailable, format!("unexpected result {other:?}"))),
-        }
+        let record = self.raft.update_tag(tag.to_string(), body.step, body.description).await?;
+        Ok(json(StatusCode::OK, &tag_info(tag.to_string(), record)))
     }
 
     async fn read_json<T: DeserializeOwned>(&self, req: Request<Incoming>) -> Result<T, ApiError> {

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaf_raft_store::{Allocation, Applied, ApplyError, Op};
+use leaf_raft_store::{Allocation, ApplyError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -126,16 +126,15 @@ struct RaftAllocator {
 impl Allocator for RaftAllocator {
     fn allocate(&self, tag: &str, step: i64) -> BoxFuture<Result<Allocation, AllocError>> {
         let raft = self.raft.clone();
-        let op = Op::AllocateSegment { tag: tag.to_string(), step, node_id: raft.node_id() };
         let tag_name = tag.to_string();
+        let tag = tag.to_string();
         // The actor runs on actix's runtime; Raft's futures belong on the node's tokio runtime.
-        let task = self.rt.spawn(async move { raft.propose(op).await });
+        let task = self.rt.spawn(async move { raft.allocate(tag, step).await });
         Box::pin(async move {
             match task.await {
                 Err(_) => Err(AllocError::ShuttingDown),
-                // `propose` checked the answer against the op (a non-empty range of exactly `step`).
-                Ok(Ok((Applied::Segment(a), _))) => Ok(a),
-                Ok(Ok((other, _))) => Err(AllocError::Unavailable(format!("not an allocation: {other:?}"))),
+                // `allocate` checked the answer (a non-empty range of exactly `step`).
+                Ok(Ok(a)) => Ok(a),
                 Ok(Err(ProposeError::Rejected(ApplyError::TagNotFound(t)))) => Err(AllocError::TagNotFound(t)),
                 Ok(Err(e @ ProposeError::Rejected(ApplyError::TagExhausted { .. }))) => {
                     Err(AllocError::TagExhausted(e.to_string()))
@@ -218,13 +217,7 @@ async fn bootstrap_tags(raft: RaftNode, config: Arc<Config>, done: Arc<AtomicBoo
             if raft.state().tag(&b.tag).is_some() {
                 break;
             }
-            let op = Op::CreateTag {
-                tag: b.tag.clone(),
-                step: b.step,
-                start_max_id: b.max_id,
-                description: b.description.clone(),
-            };
-            match raft.propose(op).await {
+            match raft.create_tag(b.tag.clone(), b.step, b.max_id, b.description.clone()).await {
                 Ok(_) => {
                     tracing::info!(tag = %b.tag, step = b.step, "created bootstrap tag");
                     break;

@@ -16,9 +16,9 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use hyper::{Method, StatusCode};
 use leaf_cluster_tests::cluster::{default_bin, Cluster, Options, SECRET};
-use leaf_node::raft::network::{PeerClient, PATH_FORWARD};
-use leaf_node::raft::{Forward, ForwardRequest, Forwarded, ProposeError};
-use leaf_raft_store::Op;
+use leaf_node::raft::network::PeerClient;
+use leaf_node::raft::ops::{self, Propose};
+use leaf_raft_store::{Applied, Op};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -78,11 +78,9 @@ where
 
 async fn allocate(peers: &PeerClient, addr: &str, leader: u64) -> anyhow::Result<()> {
     let op = Op::AllocateSegment { tag: "bench".into(), step: 1000, node_id: leader };
-    let req = ForwardRequest { budget_ms: 10_000, req: Forward::Propose(op) };
-    let r: Result<Forwarded, ProposeError> = peers.call(addr, PATH_FORWARD, &req, Duration::from_secs(10)).await?;
-    match r? {
-        Forwarded::Proposed { .. } => Ok(()),
-        other => bail!("unexpected answer {other:?}"),
+    match ops::call(peers, addr, &Propose { op }, Duration::from_secs(10)).await?? {
+        Applied::Segment(_) => Ok(()),
+        other => bail!("not a segment: {other:?}"),
     }
 }
 

@@ -187,7 +187,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     }
     block_in_place(|| compose.wait_healthy(&[1, 2, 3, 4, 5], Duration::from_secs(90))).unwrap();
     let voters = |s: &ClusterStatus| {
-        let mut v: Vec<u64> = s.members.iter().filter(|m| m.role == "voter").map(|m| m.node_id).collect();
+        let mut v: Vec<u64> = s.members.iter().filter(|m| m.role == MemberRole::Voter).map(|m| m.node_id).collect();
         v.sort();
         v
     };

@@ -38,7 +38,6 @@ pub const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
 pub const PATH_APPEND: &str = "/internal/raft/append";
 pub const PATH_VOTE: &str = "/internal/raft/vote";
 pub const PATH_SNAPSHOT: &str = "/internal/raft/snapshot";
-pub const PATH_FORWARD: &str = "/internal/forward";
 /// A peer's wall clock (the snowflake startup clock check).
 pub const PATH_TIME: &str = "/internal/time";
 /// Whether a peer holds a cluster and who took part in it (a starting node asks).

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::network::PATH_FORWARD;
-use super::{Forward, ForwardRequest, Forwarded, RaftNode};
+use super::ops::{self, QuorumAge};
+use super::RaftNode;
 
 /// No contact was ever confirmed.
 const NEVER: i64 = i64::MIN;
@@ -65,9 +65,17 @@ impl Contact {
     }
 }
 
+impl RaftNode {
+    /// Runs the quorum contact probe until aborted (spawn it once per node).
+    pub async fn watch_quorum(self) {
+        let every = self.probe_every;
+        run(self, every).await
+    }
+}
+
 /// Asks the current leader for its quorum acknowledgement age every `interval` while this node
 /// is not the leader; runs until aborted.
-pub(crate) async fn run(node: RaftNode, interval: Duration) {
+async fn run(node: RaftNode, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -77,11 +85,9 @@ pub(crate) async fn run(node: RaftNode, interval: Duration) {
             continue;
         }
         let sent = Instant::now();
-        let wire = ForwardRequest { budget_ms: interval.as_millis() as u64, req: Forward::QuorumAge };
-        let answer = node.peers.call::<_, Result<Forwarded, super::ProposeError>>(&addr, PATH_FORWARD, &wire, interval);
-        match answer.await {
-            Ok(Ok(Forwarded::QuorumAge(Some(age)))) => node.contact.confirm(leader, sent, age),
-            Ok(Ok(other)) => tracing::debug!(leader, ?other, "leader sent no quorum age"),
+        match ops::call(&node.peers, &addr, &QuorumAge, interval).await {
+            Ok(Ok(Some(age))) => node.contact.confirm(leader, sent, age),
+            Ok(Ok(None)) => tracing::debug!(leader, "the leader had no quorum acknowledgement yet"),
             Ok(Err(e)) => tracing::debug!(leader, error = %e, "leader refused the quorum age"),
             Err(e) => tracing::debug!(leader, error = %e, "quorum age probe failed"),
         }

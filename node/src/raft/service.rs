@@ -9,8 +9,10 @@ use openraft::raft::{
     VoteResponse,
 };
 
-use super::network::{PATH_APPEND, PATH_FORWARD, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
-use super::{ForwardRequest, Forwarded, ProposeError, RaftNode};
+use super::leader::LeaderOp;
+use super::network::{PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
+use super::ops::{self, AddLearner, ForwardAnswer, OpKind, Promote, Propose, QuorumAge, ReadIndex, Remove};
+use super::RaftNode;
 
 /// Why an internal request was not handled.
 #[derive(Debug, thiserror::Error)]
@@ -60,12 +62,6 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8]) -> Result<Vec<u8>,
             }
             encode(&r)
         }
-        PATH_FORWARD => {
-            let wire: ForwardRequest = decode(body)?;
-            let deadline = node.deadline_within(std::time::Duration::from_millis(wire.budget_ms));
-            let r: Result<Forwarded, ProposeError> = node.execute(wire.req, deadline).await;
-            encode(&r)
-        }
         PATH_TIME => {
             let () = decode(body)?;
             encode(&node.clock.now_ms())
@@ -75,6 +71,22 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8]) -> Result<Vec<u8>,
             let _version: u16 = decode(body)?;
             encode(&node.own_peer_status())
         }
-        other => Err(ServiceError::NotFound(other.to_string())),
+        other => match OpKind::from_path(other) {
+            Some(OpKind::Propose) => forwarded::<Propose>(node, body).await,
+            Some(OpKind::ReadIndex) => forwarded::<ReadIndex>(node, body).await,
+            Some(OpKind::AddLearner) => forwarded::<AddLearner>(node, body).await,
+            Some(OpKind::Promote) => forwarded::<Promote>(node, body).await,
+            Some(OpKind::Remove) => forwarded::<Remove>(node, body).await,
+            Some(OpKind::QuorumAge) => forwarded::<QuorumAge>(node, body).await,
+            None => Err(ServiceError::NotFound(other.to_string())),
+        },
     }
+}
+
+/// Executes a follower's forwarded `O` (refused before anything is done when its version or
+/// body is not this node's) and answers with the result, naming the operation.
+async fn forwarded<O: LeaderOp>(node: &RaftNode, body: &[u8]) -> Result<Vec<u8>, ServiceError> {
+    let (op, budget) = ops::accept::<O>(body).map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+    let result = op.execute(node, node.deadline_within(budget)).await;
+    encode(&ForwardAnswer::<O::Reply> { op: O::KIND, result })
 }

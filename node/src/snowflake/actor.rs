@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use leaf_raft_store::{Applied, ApplyError, Op, WorkerGrant};
+use leaf_raft_store::{ApplyError, WorkerGrant};
 use tokio::sync::oneshot;
 
 use super::clock_check;
@@ -204,7 +204,8 @@ impl WorkerActor {
 
     fn register(&mut self, ctx: &mut Context<Self>) {
         self.registration = Registration::InFlight;
-        let task = self.rt.spawn(register_worker(self.raft.clone(), self.cfg.lease_ttl_ms as i64));
+        let (raft, lease_ms) = (self.raft.clone(), self.cfg.lease_ttl_ms as i64);
+        let task = self.rt.spawn(async move { raft.register_worker(lease_ms).await });
         let sent = Instant::now();
         ctx.spawn(task.into_actor(self).map(move |res, act, ctx| {
             let res = res.unwrap_or_else(|e| Err(ProposeError::Fatal(e.to_string())));
@@ -354,7 +355,8 @@ impl WorkerActor {
             return;
         }
         self.renewing = true;
-        let task = self.rt.spawn(renew_worker(self.raft.clone(), worker.worker_id, hw, self.cfg.lease_ttl_ms as i64));
+        let (raft, lease_ms, worker_id) = (self.raft.clone(), self.cfg.lease_ttl_ms as i64, worker.worker_id);
+        let task = self.rt.spawn(async move { raft.renew_worker(worker_id, hw, lease_ms).await });
         let sent = Instant::now();
         ctx.spawn(task.into_actor(self).map(move |res, act, _ctx| {
             act.renewing = false;
@@ -382,30 +384,6 @@ impl WorkerActor {
             }
             act.publish();
         }));
-    }
-}
-
-/// Registers this node's worker ID through Raft: the one registration call site.
-async fn register_worker(raft: RaftNode, lease_ms: i64) -> Result<WorkerGrant, ProposeError> {
-    let op = Op::RegisterWorker { node_id: raft.node_id(), lease_ms };
-    match raft.propose(op).await? {
-        (Applied::Worker(g), _) => Ok(g),
-        (other, _) => Err(ProposeError::Unavailable(format!("unexpected answer to a worker registration: {other:?}"))),
-    }
-}
-
-/// Proposes worker `worker_id`'s mark `high_water_ms` through Raft, extending its lease: the
-/// one renewal call site.
-async fn renew_worker(
-    raft: RaftNode,
-    worker_id: u16,
-    high_water_ms: i64,
-    lease_ms: i64,
-) -> Result<WorkerGrant, ProposeError> {
-    let op = Op::RenewWorker { node_id: raft.node_id(), worker_id, high_water_ms, lease_ms };
-    match raft.propose(op).await? {
-        (Applied::Worker(g), _) => Ok(g),
-        (other, _) => Err(ProposeError::Unavailable(format!("unexpected answer to a lease renewal: {other:?}"))),
     }
 }
 

@@ -1,0 +1,166 @@
+//! Forming the cluster on first start, and refusing to rejoin with a forgotten data dir; both
+//! ask the peers for their [`PeerStatus`] over the authenticated internal API.
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use leaf_raft_store::types::{NodeId, Raft};
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+
+use super::network::PATH_PEER_STATUS;
+use super::{RaftNode, RaftStartError};
+
+/// What a starting node asks its peers over the authenticated internal API
+/// ([`super::network::PATH_PEER_STATUS`]): whether they hold a cluster, and whether a node ID took part
+/// in it. Bounded and bincode, unlike the public `/cluster/status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerStatus {
+    /// Wire version of this answer; a node refuses answers of a version it does not know.
+    pub version: u16,
+    pub node_id: NodeId,
+    /// The members of the membership the peer knows (empty: it holds no cluster).
+    pub members: BTreeSet<NodeId>,
+    /// Node ID → the snowflake worker ID it registered.
+    pub workers: BTreeMap<NodeId, u16>,
+    /// Node ID → the log index the leader knows it stored (the leader only).
+    pub matched: BTreeMap<NodeId, u64>,
+}
+
+/// The [`PeerStatus`] version this release speaks.
+pub const PEER_STATUS_VERSION: u16 = 1;
+
+impl RaftNode {
+    /// Refuses to start with a blank data dir under an ID the cluster already knows as a
+    /// participant: a member of the peers' membership that registered a snowflake worker
+    /// (only a node with applied state does) or that acknowledged log entries to the leader.
+    /// A blank node that was merely listed (first formation) or added but never caught up
+    /// passes. Best effort: peers that do not answer within ~3 s are not consulted, so it
+    /// cannot catch a node that returns blank while the rest of the cluster is down too.
+    pub async fn refuse_if_forgotten(&self, peers: &BTreeMap<NodeId, String>) -> Result<(), RaftStartError> {
+        let m = self.raft.metrics().borrow().clone();
+        if peers.is_empty() || m.last_log_index.is_some() || self.raft.is_initialized().await.unwrap_or(true) {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            let mut answered = false;
+            for (&peer, addr) in peers.iter().filter(|(id, _)| **id != self.node_id) {
+                let Some(s) = self.peer_status(peer, addr).await else { continue };
+                answered = true;
+                if !s.members.contains(&self.node_id) {
+                    continue;
+                }
+                let evidence = if let Some(w) = s.workers.get(&self.node_id) {
+                    format!("it registered snowflake worker ID {w}")
+                } else if let Some(i) = s.matched.get(&self.node_id).filter(|i| **i > 0) {
+                    format!("it acknowledged the log up to index {i}")
+                } else {
+                    continue;
+                };
+                return Err(RaftStartError::Forgotten { node_id: self.node_id, peer, evidence });
+            }
+            if answered || tokio::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Forms the cluster if this node's data dir is blank (run in the background; returns when
+    /// done or when there is nothing to do):
+    /// - no `peers`: a one-member cluster of this node, reachable at `advertise`;
+    /// - not listed in `peers`: nothing; the node waits to be added as a learner;
+    /// - listed: once a majority of the listed nodes (this one included) answer and none of
+    ///   them holds a cluster, initialise with exactly the listed members. Several nodes doing
+    ///   so at once with the same list is safe (openraft writes the same entry at index 0). If
+    ///   any peer already holds a cluster, this node does not initialise: it is late, and the
+    ///   leader replicates to it.
+    pub async fn form_cluster(self, peers: BTreeMap<NodeId, String>, advertise: String) {
+        let initialized = |raft: &Raft| {
+            let raft = raft.clone();
+            async move { raft.is_initialized().await.unwrap_or(true) }
+        };
+        if initialized(&self.raft).await {
+            return;
+        }
+        let members: BTreeMap<NodeId, BasicNode> = if peers.is_empty() {
+            tracing::info!(node_id = self.node_id, advertise, "initialising a new one-node cluster");
+            if advertise.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_unspecified()) {
+                tracing::warn!(
+                    advertise,
+                    "recording an undialable address for this node; set advertise_addr before the first start \
+                     if other nodes will ever join this cluster"
+                );
+            }
+            BTreeMap::from([(self.node_id, BasicNode::new(advertise))])
+        } else if !peers.contains_key(&self.node_id) {
+            tracing::info!(
+                node_id = self.node_id,
+                "not among the initial peers: waiting to be added with `leaf cluster add-learner`"
+            );
+            return;
+        } else {
+            let majority = peers.len() / 2 + 1;
+            let mut waited = 0u32;
+            loop {
+                if initialized(&self.raft).await {
+                    return;
+                }
+                let mut blank = 1;
+                for (id, addr) in peers.iter().filter(|(id, _)| **id != self.node_id) {
+                    let Some(s) = self.peer_status(*id, addr).await else { continue };
+                    if !s.members.is_empty() {
+                        tracing::info!(
+                            node_id = self.node_id,
+                            peer = id,
+                            "a peer already holds the cluster: not initialising; waiting for its leader"
+                        );
+                        return;
+                    }
+                    blank += 1;
+                }
+                if blank >= majority {
+                    break;
+                }
+                if waited.is_multiple_of(20) {
+                    tracing::info!(answered = blank, majority, "waiting for a majority of peers to form the cluster");
+                }
+                waited += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            tracing::info!(node_id = self.node_id, ?peers, "initialising the cluster from peers");
+            peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect()
+        };
+        if let Err(e) = self.raft.initialize(members).await {
+            // Another listed node initialised at the same moment and already replicated to us.
+            tracing::info!(error = %e, "cluster initialisation not needed");
+        }
+    }
+
+    /// Asks peer `id` at `addr` for its [`PeerStatus`] over the authenticated internal API
+    /// (bounded body, 1 s); `None` when it does not answer, or answers for another node ID or
+    /// in an unknown version (logged).
+    async fn peer_status(&self, id: NodeId, addr: &str) -> Option<PeerStatus> {
+        let timeout = Duration::from_secs(1);
+        match self.peers.call::<_, PeerStatus>(addr, PATH_PEER_STATUS, &PEER_STATUS_VERSION, timeout).await {
+            Ok(s) if s.version == PEER_STATUS_VERSION && s.node_id == id => Some(s),
+            Ok(s) => {
+                tracing::warn!(peer = id, addr, version = s.version, answered_as = s.node_id, "ignoring a peer status");
+                None
+            }
+            Err(e) => {
+                tracing::debug!(peer = id, error = %e, "peer status");
+                None
+            }
+        }
+    }
+
+    /// This node's [`PeerStatus`], for a starting peer.
+    pub(crate) fn own_peer_status(&self) -> PeerStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let members = m.membership_config.membership().nodes().map(|(id, _)| *id).collect();
+        let workers = self.state.workers().into_iter().map(|(w, r)| (r.node_id, w)).collect();
+        let matched = m.replication.iter().flatten().filter_map(|(id, l)| l.map(|l| (*id, l.index))).collect();
+        PeerStatus { version: PEER_STATUS_VERSION, node_id: self.node_id, members, workers, matched }
+    }
+}

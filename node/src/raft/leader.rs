@@ -1,0 +1,157 @@
+//! What the leader executes: every [`ForwardOp`], its own callers' and forwarded ones, with how
+//! the router retries it and checks the answer ([`LeaderOp`]). Proposals, read indexes and
+//! quorum ages are executed here; membership changes in [`super::membership`].
+use std::future::Future;
+
+use leaf_raft_store::{Command, Op};
+use openraft::error::{CheckIsLeaderError, RaftError};
+use openraft::ServerState;
+use tokio::time::Instant;
+
+use super::answer::{check_applied, check_membership, AnswerError};
+use super::error::write_error;
+use super::ops::{AddLearner, ForwardOp, Promote, Propose, QuorumAge, ReadIndex, Remove};
+use super::{ProposeError, RaftNode};
+
+/// A [`ForwardOp`] as this node routes and executes it.
+pub(crate) trait LeaderOp: ForwardOp {
+    /// Whether a request that may have reached the leader may be sent again (repeating it is
+    /// harmless).
+    fn retry_unknown(&self) -> bool;
+
+    /// Checks the leader's reply against the request ([`super::answer`]).
+    fn check(&self, reply: &Self::Reply) -> Result<(), AnswerError>;
+
+    /// Executes the request on `node`, which must be the leader ([`ProposeError::NotLeader`]
+    /// otherwise; never forwarded again), giving up at `deadline`.
+    fn execute(
+        self,
+        node: &RaftNode,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<Self::Reply, ProposeError>> + Send;
+}
+
+impl LeaderOp for Propose {
+    fn retry_unknown(&self) -> bool {
+        // A repeated allocation only wastes a range and a repeated update is idempotent; a
+        // repeated create would turn a success into `tag_exists`, so it is not retried when
+        // the first attempt may have been delivered.
+        !matches!(self.op, Op::CreateTag { .. })
+    }
+
+    fn check(&self, reply: &Self::Reply) -> Result<(), AnswerError> {
+        check_applied(&self.op, reply)
+    }
+
+    async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {
+        let budget = deadline.saturating_duration_since(Instant::now());
+        let cmd = Command { at_ms: node.clock.now_ms(), op: self.op };
+        // Peers' forwarded operations skipped this node's HTTP checks: never log one that
+        // apply would refuse for its fields or that is too big to replicate.
+        leaf_raft_store::check_command(&cmd)?;
+        let resp = match tokio::time::timeout(budget, node.raft.client_write(cmd)).await {
+            Err(_) => return Err(ProposeError::Timeout(node.propose_timeout)),
+            Ok(r) => r.map_err(write_error)?,
+        };
+        Ok(resp.data?)
+    }
+}
+
+impl LeaderOp for ReadIndex {
+    fn retry_unknown(&self) -> bool {
+        true
+    }
+
+    fn check(&self, _reply: &Option<u64>) -> Result<(), AnswerError> {
+        // Any index (or none) is an index; a wrong one is caught by nothing a follower knows.
+        Ok(())
+    }
+
+    async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Option<u64>, ProposeError> {
+        let budget = deadline.saturating_duration_since(Instant::now());
+        let raft = node.raft.clone();
+        let round = move || {
+            let raft = raft.clone();
+            async move {
+                let (read, _applied) = raft.get_read_log_id().await.map_err(|e| match e {
+                    RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => {
+                        ProposeError::NotLeader { leader: f.leader_id }
+                    }
+                    RaftError::APIError(e @ CheckIsLeaderError::QuorumNotEnough(_)) => {
+                        ProposeError::Unavailable(e.to_string())
+                    }
+                    RaftError::Fatal(f) => ProposeError::Fatal(f.to_string()),
+                })?;
+                Ok(read.map(|l| l.index))
+            }
+        };
+        match tokio::time::timeout(budget, node.leader_reads.read(round)).await {
+            Err(_) => Err(ProposeError::Timeout(node.propose_timeout)),
+            Ok(r) => r,
+        }
+    }
+}
+
+impl LeaderOp for QuorumAge {
+    fn retry_unknown(&self) -> bool {
+        true
+    }
+
+    fn check(&self, _reply: &Option<u64>) -> Result<(), AnswerError> {
+        // Any age is an age; a huge one only makes this node report itself not ready.
+        Ok(())
+    }
+
+    async fn execute(self, node: &RaftNode, _deadline: Instant) -> Result<Option<u64>, ProposeError> {
+        let m = node.raft.metrics().borrow().clone();
+        if m.state != ServerState::Leader {
+            return Err(ProposeError::NotLeader { leader: m.current_leader });
+        }
+        Ok(m.millis_since_quorum_ack)
+    }
+}
+
+// Membership changes are idempotent at the leader (re-adding the same learner or promoting a
+// voter is a no-op), so an uncertain first attempt may be retried.
+
+impl LeaderOp for AddLearner {
+    fn retry_unknown(&self) -> bool {
+        true
+    }
+
+    fn check(&self, reply: &Self::Reply) -> Result<(), AnswerError> {
+        check_membership(reply)
+    }
+
+    async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {
+        node.add_learner_here(self.node_id, self.addr, deadline).await
+    }
+}
+
+impl LeaderOp for Promote {
+    fn retry_unknown(&self) -> bool {
+        true
+    }
+
+    fn check(&self, reply: &Self::Reply) -> Result<(), AnswerError> {
+        check_membership(reply)
+    }
+
+    async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {
+        node.promote_here(self.node_id, deadline).await
+    }
+}
+
+impl LeaderOp for Remove {
+    fn retry_unknown(&self) -> bool {
+        true
+    }
+
+    fn check(&self, reply: &Self::Reply) -> Result<(), AnswerError> {
+        check_membership(reply)
+    }
+
+    async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {
+        node.remove_here(self.node_id, deadline).await
+    }
+}

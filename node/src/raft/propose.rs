@@ -1,0 +1,91 @@
+//! What callers ask of the leader: typed proposals (each returns its own kind of result, so no
+//! caller matches on the state machine's [`leaf_raft_store::Applied`]) and the linearizable read
+//! barrier.
+use leaf_raft_store::{Allocation, Op, TagRecord, WorkerGrant};
+use tokio::time::Instant;
+
+use super::answer::FromApplied;
+use super::ops::{Propose, ReadIndex};
+use super::{ProposeError, RaftNode};
+
+impl RaftNode {
+    /// Creates `tag`. Not retried once the first attempt may have been delivered (a repeat
+    /// would answer `tag_exists`).
+    pub async fn create_tag(
+        &self,
+        tag: String,
+        step: i64,
+        start_max_id: i64,
+        description: String,
+    ) -> Result<TagRecord, ProposeError> {
+        self.propose(Op::CreateTag { tag, step, start_max_id, description }).await
+    }
+
+    /// Changes `tag`'s stored step and/or description.
+    pub async fn update_tag(
+        &self,
+        tag: String,
+        step: Option<i64>,
+        description: Option<String>,
+    ) -> Result<TagRecord, ProposeError> {
+        self.propose(Op::UpdateTag { tag, step, description }).await
+    }
+
+    /// Reserves the next `step` IDs of `tag` for this node: a non-empty range of exactly `step`.
+    pub async fn allocate(&self, tag: String, step: i64) -> Result<Allocation, ProposeError> {
+        self.propose(Op::AllocateSegment { tag, step, node_id: self.node_id }).await
+    }
+
+    /// Gives this node a snowflake worker ID (its own again if it holds one) on a lease of
+    /// `lease_ms`.
+    pub async fn register_worker(&self, lease_ms: i64) -> Result<WorkerGrant, ProposeError> {
+        self.propose(Op::RegisterWorker { node_id: self.node_id, lease_ms }).await
+    }
+
+    /// Extends the lease of this node's `worker_id` and raises its time high-water mark; the
+    /// grant is for `worker_id`.
+    pub async fn renew_worker(
+        &self,
+        worker_id: u16,
+        high_water_ms: i64,
+        lease_ms: i64,
+    ) -> Result<WorkerGrant, ProposeError> {
+        self.propose(Op::RenewWorker { node_id: self.node_id, worker_id, high_water_ms, lease_ms }).await
+    }
+
+    /// Commits `op` through the leader (this node or, forwarded, another) and returns its
+    /// checked, typed result. The leader stamps its clock into the command. Retried across
+    /// leader changes until `raft.propose_timeout_ms`.
+    async fn propose<R: FromApplied>(&self, op: Op) -> Result<R, ProposeError> {
+        let req = Propose { op };
+        let applied = self.on_leader(&req).await?;
+        // After `on_leader`'s check of the result against `op`, a mismatch here is a bug.
+        R::from_applied(applied).map_err(|why| self.refuse_answer(&why, &req, None))
+    }
+
+    /// Waits until this node has applied everything committed before the call (a
+    /// linearizable read barrier through the leader's read index): a tag created on any node
+    /// is visible here afterwards. Writes nothing to the log.
+    pub async fn read_barrier(&self) -> Result<(), ProposeError> {
+        let deadline = self.deadline();
+        let me = self.clone();
+        let round = move || {
+            let me = me.clone();
+            async move { me.on_leader(&ReadIndex).await }
+        };
+        let index = match tokio::time::timeout_at(deadline, self.barriers.read(round)).await {
+            Ok(r) => r?,
+            Err(_) => return Err(ProposeError::Timeout(self.propose_timeout)),
+        };
+        if self.state.last_applied().map(|l| l.index) >= index {
+            return Ok(());
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        self.raft
+            .wait(Some(wait))
+            .applied_index_at_least(index, "read index")
+            .await
+            .map_err(|_| ProposeError::Timeout(self.propose_timeout))?;
+        Ok(())
+    }
+}
