@@ -15,7 +15,7 @@
 //! - [`http`]: hyper server, routing, errors → statuses, admin auth.
 //! - [`memory`]: returns freed memory to the OS after connection floods.
 //! - [`metrics`]: Prometheus metrics.
-//! - [`client`], [`cli`]: the command-line interface over the HTTP API.
+//! - [`cli`]: the command-line interface (client commands go through `leaf-client`).
 //! - [`bench`]: `leaf bench`, the HTTP load generator (hdrhistogram, open or closed loop).
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +28,6 @@ use tokio::task::JoinHandle;
 
 pub mod bench;
 pub mod cli;
-pub mod client;
 pub mod clock;
 pub mod config;
 pub mod http;
