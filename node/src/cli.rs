@@ -47,7 +47,7 @@ enum Command {
     },
     /// HTTP load generator: N keep-alive connections, closed loop or a fixed rate, latency
     /// percentiles (hdrhistogram, coordinated omission corrected).
-    Bench(crate::bench::BenchArgs),
+    Bench(leaf_loadgen::BenchArgs),
     /// Inspect or change the cluster's membership (admin API of any node).
     Cluster {
         #[command(subcommand)]
@@ -178,7 +178,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn bench(args: crate::bench::BenchArgs) -> ExitCode {
+fn bench(args: leaf_loadgen::BenchArgs) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.threads as usize)
         .enable_all()
@@ -191,7 +191,7 @@ fn bench(args: crate::bench::BenchArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(crate::bench::run(&args)) {
+    match rt.block_on(leaf_loadgen::run(&args)) {
         Ok(report) if args.json => match serde_json::to_string_pretty(&report) {
             Ok(j) => {
                 println!("{j}");
@@ -203,7 +203,7 @@ fn bench(args: crate::bench::BenchArgs) -> ExitCode {
             }
         },
         Ok(report) => {
-            println!("{}", crate::bench::render(&report));
+            println!("{}", leaf_loadgen::render(&report));
             ExitCode::SUCCESS
         }
         Err(e) => {
