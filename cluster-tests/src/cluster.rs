@@ -9,9 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use hyper::StatusCode;
 use leaf_api::types::ClusterStatus;
-use leaf_node::client::Client;
+use leaf_client::Client;
 use tempfile::TempDir;
 
 /// Cluster secret of every test cluster.
@@ -105,6 +104,18 @@ pub fn default_bin() -> anyhow::Result<PathBuf> {
     )
 }
 
+/// A client of the node at `url` alone: one attempt per call (no retry, no failover), so a
+/// test sees exactly what that node answered. `timeout` bounds each call.
+pub fn node_client(url: &str, token: Option<&str>, timeout: Duration) -> Client {
+    let builder = Client::builder([url]).retries(0).timeout(timeout).deadline(timeout);
+    let builder = match token {
+        Some(t) => builder.token(t),
+        None => builder,
+    };
+    // The harness builds its URLs itself (`http://127.0.0.1:port`): always valid.
+    builder.build().unwrap_or_else(|e| panic!("client of {url}: {e}"))
+}
+
 /// A free loopback port (bound and released; the tiny race is acceptable in tests).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
@@ -190,9 +201,9 @@ impl Cluster {
         format!("http://{}", self.addr(id))
     }
 
-    /// An admin client of node `id`.
+    /// An admin client of node `id` alone (see [`node_client`]), 30 s per request.
     pub fn client(&self, id: u64) -> Client {
-        Client::new(&self.url(id), Some(TOKEN.to_string()))
+        node_client(&self.url(id), Some(TOKEN), Duration::from_secs(30))
     }
 
     /// Node `id`'s log file (stdout and stderr of every run of it).
@@ -287,11 +298,7 @@ impl Cluster {
 
     /// `GET /cluster/status` of node `id`.
     pub async fn status(&self, id: u64) -> anyhow::Result<ClusterStatus> {
-        let (s, b) = self.client(id).get("/cluster/status").await?;
-        if s != StatusCode::OK {
-            bail!("node {id}: /cluster/status answered {s}");
-        }
-        Ok(serde_json::from_slice(&b)?)
+        self.client(id).cluster_status().await.with_context(|| format!("node {id}: /cluster/status"))
     }
 
     /// Waits until every node in `ids` is ready and they agree on one leader among them;

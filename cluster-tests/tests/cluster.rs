@@ -10,15 +10,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::{Method, StatusCode};
 use leaf_api::types::{
-    AllocationJournal, AllocationView, ClusterStatus, Health, MemberRole, MembershipChange, Role, SnowflakeHealth,
-    SnowflakeState,
+    AddLearnerRequest, AllocationJournal, AllocationView, ClusterStatus, CreateTagRequest, Health, MemberRole, Role,
+    SnowflakeHealth, SnowflakeState, UpdateTagRequest,
 };
 use leaf_api::{ErrorBody, ErrorCode};
+use leaf_client::{Client, ClientError, HealthMode, Method, StatusCode};
 use leaf_cluster_tests::checker::check_segment_ids;
-use leaf_cluster_tests::cluster::{Cluster, Options, SECRET};
-use leaf_node::client::Client;
+use leaf_cluster_tests::cluster::{node_client, Cluster, Options, SECRET};
 use leaf_node::raft::ops::{ForwardRequest, OpKind, Remove, FORWARD_VERSION};
 use serde_json::json;
 
@@ -41,35 +40,40 @@ async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuard<'static, 
     (serial, cluster, leader)
 }
 
+fn tag_req(tag: &str, step: i64) -> CreateTagRequest {
+    CreateTagRequest { tag: tag.into(), step, max_id: None, description: None }
+}
+
 async fn create_tag(c: &Client, tag: &str, step: i64) {
-    let (s, b) = c.request(Method::POST, "/admin/tags", Some(&json!({"tag": tag, "step": step}))).await.unwrap();
-    assert_eq!(s, StatusCode::CREATED, "create {tag}: {}", String::from_utf8_lossy(&b));
+    c.create_tag(&tag_req(tag, step)).await.unwrap_or_else(|e| panic!("create {tag}: {e}"));
 }
 
 async fn get_ids(c: &Client, tag: &str, count: Option<u32>) -> Result<Vec<i64>, String> {
-    let path = match count {
-        Some(n) => format!("/api/segment/get/{tag}?count={n}"),
-        None => format!("/api/segment/get/{tag}"),
+    let ids = match count {
+        Some(n) => c.segment_ids(tag, n).await,
+        None => c.segment_id(tag).await.map(|id| vec![id]),
     };
-    let (s, b) = c.get(&path).await.map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&b).into_owned();
-    if s != StatusCode::OK {
-        return Err(format!("{path}: HTTP {s}: {text}"));
-    }
-    Ok(text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect())
+    ids.map_err(|e| format!("{tag} ({count:?}): {e}"))
 }
 
 /// The node's journal of `tag`'s committed allocations (every node's, as this node applied them).
 async fn journal(c: &Client, tag: &str) -> AllocationJournal {
-    let (s, b) = c.get(&format!("/admin/allocations?tag={tag}")).await.unwrap();
-    assert_eq!(s, StatusCode::OK);
-    serde_json::from_slice(&b).unwrap()
+    c.allocations(Some(tag), None).await.unwrap()
 }
 
+/// The status, code and message of a call that must fail with an API error.
+fn api_error<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (StatusCode, ErrorCode, String) {
+    match r {
+        Err(ClientError::Api { status, code, message }) => (status, code, message),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// Sends a request as given (deliberately malformed ones included) and reads the error body.
 async fn error_of(c: &Client, method: Method, path: &str, body: Option<serde_json::Value>) -> (StatusCode, ErrorBody) {
-    let (s, b) = c.request(method, path, body.as_ref()).await.unwrap();
-    let e = serde_json::from_slice(&b).unwrap_or_else(|_| panic!("{path}: not an error body: {b:?}"));
-    (s, e)
+    let r = c.raw(method, path, body.map(|v| bytes::Bytes::from(v.to_string()))).await.unwrap();
+    let e = serde_json::from_slice(&r.body).unwrap_or_else(|_| panic!("{path}: not an error body: {:?}", r.body));
+    (r.status, e)
 }
 
 /// `clients` tasks per node, each fetching `per_client` IDs (mostly single, some batches).
@@ -161,15 +165,14 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
         cluster.pause(follower);
         create_tag(&cluster.client(leader), &tag, 10).await;
         cluster.resume(follower);
-        let path = if round == 0 { format!("/admin/tags/{tag}") } else { format!("/api/segment/get/{tag}") };
-        let (s, b) = cluster.client(follower).get(&path).await.unwrap();
-        assert_eq!(s, StatusCode::OK, "{path} on the lagging node: {}", String::from_utf8_lossy(&b));
+        let c = cluster.client(follower);
+        let answer = if round == 0 { c.tag(&tag).await.map(|_| ()) } else { c.segment_id(&tag).await.map(|_| ()) };
+        answer.unwrap_or_else(|e| panic!("{tag} on the lagging node: {e}"));
     }
     create_tag(&cluster.client(3), "payments", 1000).await;
     get_ids(&cluster.client(2), "payments", Some(10)).await.unwrap();
-    let (s, e) =
-        error_of(&cluster.client(2), Method::POST, "/admin/tags", Some(json!({"tag": "orders", "step": 5}))).await;
-    assert_eq!((s, e.code), (StatusCode::CONFLICT, ErrorCode::TagExists));
+    let (s, code, _) = api_error(cluster.client(2).create_tag(&tag_req("orders", 5)).await);
+    assert_eq!((s, code), (StatusCode::CONFLICT, ErrorCode::TagExists));
 
     // Concurrent clients on every node: unique IDs, each inside a committed allocation.
     let mut ids = load(&cluster, &[1, 2, 3], "orders", 3, 3000).await;
@@ -200,9 +203,8 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
     }
     let term = cluster.status(follower).await.unwrap().term;
     for i in 0..200 {
-        let (s, e) =
-            error_of(&cluster.client(follower), Method::GET, &format!("/api/segment/get/nope-{i}"), None).await;
-        assert_eq!((s, e.code), (StatusCode::NOT_FOUND, ErrorCode::TagNotFound));
+        let (s, code, _) = api_error(cluster.client(follower).segment_id(&format!("nope-{i}")).await);
+        assert_eq!((s, code), (StatusCode::NOT_FOUND, ErrorCode::TagNotFound));
     }
     assert_eq!(cluster.status(leader).await.unwrap().last_log_index, before);
 
@@ -228,7 +230,7 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
     let path = OpKind::Remove.path();
     assert_eq!(post_internal(&cluster.url(leader), path, Some(SECRET), newer).await, StatusCode::BAD_REQUEST);
     assert_eq!(cluster.status(leader).await.unwrap().members.len(), 3);
-    let (s, _) = cluster.client(follower).get("/internal/raft/vote").await.unwrap();
+    let (s, _) = error_of(&cluster.client(follower), Method::GET, "/internal/raft/vote", None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "GET without the secret");
     // Neither the term nor the leader moved: nothing the refused requests carried reached Raft.
     let s = cluster.status(follower).await.unwrap();
@@ -275,8 +277,7 @@ async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
 }
 
 async fn snowflake_health(cluster: &Cluster, id: u64) -> Option<SnowflakeHealth> {
-    let (_, b) = cluster.client(id).get("/health").await.ok()?;
-    serde_json::from_slice::<Health>(&b).ok().map(|h| h.snowflake)
+    cluster.client(id).health(HealthMode::All).await.ok().map(|r| r.health.snowflake)
 }
 
 /// Waits until node `id`'s snowflake mode is in `state`.
@@ -293,13 +294,8 @@ async fn wait_snowflake(cluster: &Cluster, id: u64, state: SnowflakeState) -> Sn
 }
 
 async fn snowflake_get(c: &Client, count: u32) -> Result<Vec<i64>, (StatusCode, String)> {
-    let (s, b) =
-        c.get(&format!("/api/snowflake/get/test?count={count}")).await.map_err(|e| (StatusCode::OK, e.to_string()))?;
-    let text = String::from_utf8_lossy(&b).into_owned();
-    if s != StatusCode::OK {
-        return Err((s, text));
-    }
-    Ok(text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect())
+    // No answer at all is reported as "200" so that a test expecting a refusal fails on it.
+    c.snowflake_ids("test", count).await.map_err(|e| (e.status().unwrap_or(StatusCode::OK), e.to_string()))
 }
 
 /// `rounds` batches of `batch` snowflake IDs from each node, concurrently.
@@ -340,22 +336,17 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     // removed from the cluster by the others.
     cluster.pause(3);
     let leader = cluster.wait_leader_among(&[1, 2], FORM).await.unwrap();
-    let (s, b) = cluster.client(leader).request(Method::DELETE, "/admin/cluster/nodes/3", None).await.unwrap();
-    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    cluster.client(leader).remove(3).await.unwrap();
     // A new node joins before the lease and its grace ran out: it gets a fresh worker ID.
     cluster.start_extra(4).unwrap();
-    let add = json!({"node_id": 4, "addr": cluster.addr(4)});
-    let (s, b) = cluster.client(1).request(Method::POST, "/admin/cluster/learners", Some(&add)).await.unwrap();
-    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    cluster.client(1).add_learner(&AddLearnerRequest { node_id: 4, addr: cluster.addr(4) }).await.unwrap();
     let w4 = wait_snowflake(&cluster, 4, SnowflakeState::Serving).await.worker_id.unwrap();
     assert_ne!(w4, w3, "recycled before the old lease (plus grace) ran out");
     // Once it has, the next new node gets node 3's worker ID, starting above its high-water mark.
     tokio::time::sleep(Duration::from_millis(8500)).await;
     let hw3 = cluster.status(1).await.unwrap().workers.iter().find(|w| w.worker_id == w3).unwrap().high_water_ms;
     cluster.start_extra(5).unwrap();
-    let add = json!({"node_id": 5, "addr": cluster.addr(5)});
-    let (s, b) = cluster.client(2).request(Method::POST, "/admin/cluster/learners", Some(&add)).await.unwrap();
-    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    cluster.client(2).add_learner(&AddLearnerRequest { node_id: 5, addr: cluster.addr(5) }).await.unwrap();
     let h5 = wait_snowflake(&cluster, 5, SnowflakeState::Serving).await;
     assert_eq!(h5.worker_id, Some(w3), "node 3's worker ID is recycled");
     let status = cluster.status(5).await.unwrap();
@@ -378,10 +369,10 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     assert_ne!(h3.state, SnowflakeState::Serving, "{h3:?}");
 }
 
-/// `/health` of node `id` and its status code.
-async fn health_of(cluster: &Cluster, id: u64, query: &str) -> (StatusCode, Health) {
-    let (s, b) = cluster.client(id).get(&format!("/health{query}")).await.unwrap();
-    (s, serde_json::from_slice(&b).unwrap_or_else(|_| panic!("not a health body: {b:?}")))
+/// `/health` of node `id`: whether it answered 200 (ready in `mode`), and the report.
+async fn health_of(cluster: &Cluster, id: u64, mode: HealthMode) -> (bool, Health) {
+    let r = cluster.client(id).health(mode).await.unwrap();
+    (r.ready, r.health)
 }
 
 /// Both followers of a 3-node cluster die: the leader still calls itself leader (openraft 0.9
@@ -390,12 +381,12 @@ async fn health_of(cluster: &Cluster, id: u64, query: &str) -> (StatusCode, Heal
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts() {
     let (_serial, mut cluster, leader) = cluster(3, "").await;
-    let (s, h) = health_of(&cluster, leader, "?mode=segment").await;
-    assert_eq!(s, StatusCode::OK, "{h:?}");
+    let (ready, h) = health_of(&cluster, leader, HealthMode::Segment).await;
+    assert!(ready, "{h:?}");
     assert!(h.segment_ready && h.quorum_ack_age_ms.is_some_and(|a| a < 2000), "{h:?}");
     // A follower's contact is probed from the leader.
     let follower = cluster.ids().into_iter().find(|id| *id != leader).unwrap();
-    let (_, hf) = health_of(&cluster, follower, "?mode=segment").await;
+    let (_, hf) = health_of(&cluster, follower, HealthMode::Segment).await;
     assert!(hf.segment_ready && hf.quorum_ack_age_ms.is_some_and(|a| a < 2000), "{hf:?}");
     let followers: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
     for f in &followers {
@@ -404,8 +395,8 @@ async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts()
     let killed = std::time::Instant::now();
     // Default election timeouts: 1-2 s; two of the longest: 4 s.
     let h = loop {
-        let (s, h) = health_of(&cluster, leader, "?mode=segment").await;
-        if s == StatusCode::SERVICE_UNAVAILABLE {
+        let (ready, h) = health_of(&cluster, leader, HealthMode::Segment).await;
+        if !ready {
             break h;
         }
         assert!(
@@ -421,15 +412,14 @@ async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts()
     assert!(h.reason.as_deref().is_some_and(|r| r.contains("quorum")), "{h:?}");
     assert!(h.quorum_ack_age_ms.is_some_and(|a| a > 2000), "{h:?}");
     // The default /health (both modes) agrees.
-    assert_eq!(health_of(&cluster, leader, "").await.0, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(!health_of(&cluster, leader, HealthMode::All).await.0);
     // One follower back: a quorum again.
     cluster.spawn(followers[0]).unwrap();
     let deadline = std::time::Instant::now() + FORM;
     loop {
-        let answer = cluster.client(followers[0]).get("/health?mode=segment").await;
-        if let Ok((StatusCode::OK, b)) = &answer {
-            let h: Health = serde_json::from_slice(b).unwrap();
-            if h.quorum_ack_age_ms.is_some_and(|a| a < 2000) {
+        let answer = cluster.client(followers[0]).health(HealthMode::Segment).await;
+        if let Ok(r) = &answer {
+            if r.ready && r.health.quorum_ack_age_ms.is_some_and(|a| a < 2000) {
                 break;
             }
         }
@@ -455,9 +445,8 @@ async fn a_skewed_clock_keeps_snowflake_off_and_a_node_restarts_from_its_state_f
     let offset = h.peer_clock_offset_ms.unwrap();
     assert!((-6000..=-4000).contains(&offset), "{h:?}");
     assert!(h.reason.as_deref().unwrap().contains("max_peer_offset_ms"), "{h:?}");
-    let (s, b) = cluster.client(3).get("/api/snowflake/get/x").await.unwrap();
-    let e: ErrorBody = serde_json::from_slice(&b).unwrap();
-    assert_eq!((s, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::SnowflakeUnavailable));
+    let (s, code, _) = api_error(cluster.client(3).snowflake_id("x").await);
+    assert_eq!((s, code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::SnowflakeUnavailable));
     let status = cluster.status(3).await.unwrap();
     assert_eq!(status.health.snowflake.state, SnowflakeState::Off, "reported in /cluster/status too");
     create_tag(&cluster.client(3), "still-works", 10).await;
@@ -481,8 +470,8 @@ async fn a_skewed_clock_keeps_snowflake_off_and_a_node_restarts_from_its_state_f
     let after = snowflake_get(&cluster.client(3), 100).await.unwrap();
     assert!(after[0] > *before.last().unwrap());
     // The Raft log really is out of reach: a write fails.
-    let (s, e) = error_of(&cluster.client(3), Method::POST, "/admin/tags", Some(json!({"tag": "t", "step": 1}))).await;
-    assert_eq!((s, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
+    let (s, code, message) = api_error(cluster.client(3).create_tag(&tag_req("t", 1)).await);
+    assert_eq!((s, code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{message}");
     let h = wait_snowflake(&cluster, 3, SnowflakeState::Serving).await;
     assert!(h.lease_remaining_ms.unwrap() > 0, "{h:?}");
 }
@@ -613,17 +602,8 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
 
     // Added through a follower (forwarded to the leader).
     let follower = if leader == 1 { 2 } else { 1 };
-    let (st, b) = cluster
-        .client(follower)
-        .request(
-            Method::POST,
-            "/admin/cluster/learners",
-            Some(&json!({"node_id": 4, "addr": format!("127.0.0.1:{port}")})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
-    let change: MembershipChange = serde_json::from_slice(&b).unwrap();
+    let add = AddLearnerRequest { node_id: 4, addr: format!("127.0.0.1:{port}") };
+    let change = cluster.client(follower).add_learner(&add).await.unwrap();
     assert_eq!(change.learners, vec![4]);
 
     // It catches up from a snapshot: it holds every tag although the log behind them is gone.
@@ -642,8 +622,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     // Its allocation journal says it lacks what the snapshot covered.
     let j4 = journal(&cluster.client(4), "tag-7").await;
     assert!(j4.complete_from_index > 0, "no gap marked after a snapshot install: {j4:?}");
-    let (_, b) = cluster.client(4).get("/db").await.unwrap();
-    let tags: Vec<serde_json::Value> = serde_json::from_slice(&b).unwrap();
+    let tags = cluster.client(4).db().await.unwrap();
     assert_eq!(tags.len(), 60);
 
     // The learner serves IDs, unique against those handed out before.
@@ -665,10 +644,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
 
     // Remove a follower that is not node 4; stop it; the rest keep working.
     let removed = (1..=3).find(|&id| id != leader && id != follower).unwrap();
-    let (st, b) =
-        cluster.client(leader).request(Method::DELETE, &format!("/admin/cluster/nodes/{removed}"), None).await.unwrap();
-    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
-    let change: MembershipChange = serde_json::from_slice(&b).unwrap();
+    let change = cluster.client(leader).remove(removed).await.unwrap();
     assert!(!change.voters.contains(&removed) && !change.learners.contains(&removed), "{change:?}");
     assert!(cluster.stop(removed), "removed node exits cleanly");
     let rest: Vec<u64> = [1, 2, 3, 4].into_iter().filter(|&id| id != removed).collect();
@@ -682,37 +658,32 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
 
     // Node IDs are never reused; membership errors have clear statuses.
     let c = cluster.client(4);
-    let body = json!({"node_id": removed, "addr": "127.0.0.1:1"});
-    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/learners", Some(body)).await;
-    assert_eq!((st, e.code), (StatusCode::CONFLICT, ErrorCode::NodeIdRetired), "{}", e.message);
-    let body = json!({"node_id": 4, "addr": "127.0.0.1:1"});
-    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/learners", Some(body)).await;
-    assert_eq!((st, e.code), (StatusCode::CONFLICT, ErrorCode::MemberExists));
-    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/nodes/99/promote", None).await;
-    assert_eq!((st, e.code), (StatusCode::NOT_FOUND, ErrorCode::MemberNotFound));
-    let (st, e) = error_of(&c, Method::DELETE, "/admin/cluster/nodes/99", None).await;
-    assert_eq!((st, e.code), (StatusCode::NOT_FOUND, ErrorCode::MemberNotFound));
+    let add = |node_id: u64, addr: &str| AddLearnerRequest { node_id, addr: addr.into() };
+    let (st, code, message) = api_error(c.add_learner(&add(removed, "127.0.0.1:1")).await);
+    assert_eq!((st, code), (StatusCode::CONFLICT, ErrorCode::NodeIdRetired), "{message}");
+    let (st, code, _) = api_error(c.add_learner(&add(4, "127.0.0.1:1")).await);
+    assert_eq!((st, code), (StatusCode::CONFLICT, ErrorCode::MemberExists));
+    let (st, code, _) = api_error(c.promote(99).await);
+    assert_eq!((st, code), (StatusCode::NOT_FOUND, ErrorCode::MemberNotFound));
+    let (st, code, _) = api_error(c.remove(99).await);
+    assert_eq!((st, code), (StatusCode::NOT_FOUND, ErrorCode::MemberNotFound));
     let (st, e) = error_of(&c, Method::DELETE, "/admin/cluster/nodes/abc", None).await;
     assert_eq!((st, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
-    let body = json!({"node_id": 9, "addr": "no port"});
-    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/learners", Some(body)).await;
-    assert_eq!((st, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
-    let (st, e) = error_of(&Client::new(&cluster.url(4), None), Method::DELETE, "/admin/cluster/nodes/1", None).await;
-    assert_eq!((st, e.code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized));
+    let (st, code, _) = api_error(c.add_learner(&add(9, "no port")).await);
+    assert_eq!((st, code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
+    let anonymous = node_client(&cluster.url(4), None, Duration::from_secs(30));
+    let (st, code, _) = api_error(anonymous.remove(1).await);
+    assert_eq!((st, code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized));
 
     // A learner that never answers is not made a voter (503 after the bounded retry), and a
     // learner can be removed.
     let dead = format!("127.0.0.1:{}", leaf_cluster_tests::cluster::free_port());
-    let (st, b) =
-        c.request(Method::POST, "/admin/cluster/learners", Some(&json!({"node_id": 5, "addr": dead}))).await.unwrap();
-    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
-    let (st, e) = error_of(&c, Method::POST, "/admin/cluster/nodes/5/promote", None).await;
-    assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
+    c.add_learner(&add(5, &dead)).await.unwrap();
+    let (st, code, message) = api_error(c.promote(5).await);
+    assert_eq!((st, code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{message}");
     let s = cluster.status(4).await.unwrap();
     assert!(s.members.iter().any(|m| m.node_id == 5 && m.role == MemberRole::Learner), "{s:?}");
-    let (st, b) = c.request(Method::DELETE, "/admin/cluster/nodes/5", None).await.unwrap();
-    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
-    let change: MembershipChange = serde_json::from_slice(&b).unwrap();
+    let change = c.remove(5).await.unwrap();
     assert!(change.learners.is_empty() && !change.voters.contains(&5), "{change:?}");
 }
 
@@ -729,13 +700,12 @@ async fn without_a_quorum_buffered_ids_are_served_and_writes_fail_with_a_clear_5
     assert!(during[0] > *before.last().unwrap());
     // ...while a write fails with 503 `unavailable` after the bounded retry, not a hang.
     let started = std::time::Instant::now();
-    let (st, e) =
-        error_of(&cluster.client(1), Method::POST, "/admin/tags", Some(json!({"tag": "no-quorum", "step": 1}))).await;
-    assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
+    let (st, code, message) = api_error(cluster.client(1).create_tag(&tag_req("no-quorum", 1)).await);
+    assert_eq!((st, code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{message}");
     assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
     // An unknown tag cannot be confirmed absent without the leader: 503, not a wrong 404.
-    let (st, e) = error_of(&cluster.client(1), Method::GET, "/api/segment/get/unknown", None).await;
-    assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::NotReady), "{}", e.message);
+    let (st, code, message) = api_error(cluster.client(1).segment_id("unknown").await);
+    assert_eq!((st, code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::NotReady), "{message}");
 
     // With a quorum back, writes work again and IDs keep increasing.
     cluster.spawn(2).unwrap();
@@ -756,15 +726,12 @@ async fn a_write_forwarded_to_a_hung_leader_moves_on_to_the_next_leader() {
     // failing fast. An update may be retried after an uncertain attempt: it succeeds through
     // the next leader.
     cluster.pause(leader);
-    let update = json!({"description": "after the hang"});
-    let outcome = tokio::time::timeout(
-        Duration::from_secs(30),
-        cluster.client(follower).request(Method::PATCH, "/admin/tags/hang", Some(&update)),
-    )
-    .await;
+    let update = UpdateTagRequest { step: None, description: Some("after the hang".into()) };
+    let c = cluster.client(follower);
+    let outcome = tokio::time::timeout(Duration::from_secs(30), c.update_tag("hang", &update)).await;
     cluster.resume(leader);
-    let (st, b) = outcome.expect("the client's own timeout").unwrap();
-    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let info = outcome.expect("the client's own timeout").unwrap();
+    assert_eq!(info.description, "after the hang");
     let new_leader = cluster.status(follower).await.unwrap().leader_id.unwrap();
     assert_ne!(new_leader, leader);
 
@@ -772,11 +739,11 @@ async fn a_write_forwarded_to_a_hung_leader_moves_on_to_the_next_leader() {
     // into `tag_exists`): the client gets an honest 503 saying the outcome is unknown.
     let other = (1..=3).find(|&id| id != new_leader && id != leader).unwrap();
     cluster.pause(new_leader);
-    let body = json!({"tag": "during-hang", "step": 5});
-    let (st, e) = error_of(&cluster.client(other), Method::POST, "/admin/tags", Some(body)).await;
+    let answer = cluster.client(other).create_tag(&tag_req("during-hang", 5)).await;
     cluster.resume(new_leader);
-    assert_eq!((st, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{}", e.message);
-    assert!(e.message.contains("may or may not"), "{}", e.message);
+    let (st, code, message) = api_error(answer);
+    assert_eq!((st, code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{message}");
+    assert!(message.contains("may or may not"), "{message}");
 }
 
 /// The CI chaos run: 3 nodes, 75 s, every fault kind, a fixed seed (override with

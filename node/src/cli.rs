@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use hyper::{Method, StatusCode};
-use serde_json::json;
+use leaf_api::types::{AddLearnerRequest, CreateTagRequest, UpdateTagRequest};
+use leaf_client::{Client, ClientError, HealthMode};
+use serde::Serialize;
 
-use crate::client::Client;
 use crate::config::{Config, Overrides};
 
 #[derive(Parser, Debug)]
@@ -47,7 +47,7 @@ enum Command {
     },
     /// HTTP load generator: N keep-alive connections, closed loop or a fixed rate, latency
     /// percentiles (hdrhistogram, coordinated omission corrected).
-    Bench(crate::bench::BenchArgs),
+    Bench(leaf_loadgen::BenchArgs),
     /// Inspect or change the cluster's membership (admin API of any node).
     Cluster {
         #[command(subcommand)]
@@ -156,7 +156,7 @@ enum GetCmd {
         count: u32,
     },
     /// Decode a snowflake ID: timestamp, worker ID, sequence.
-    Decode { id: String },
+    Decode { id: i64 },
 }
 
 /// Entry point of the `leaf` binary.
@@ -178,7 +178,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn bench(args: crate::bench::BenchArgs) -> ExitCode {
+fn bench(args: leaf_loadgen::BenchArgs) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.threads as usize)
         .enable_all()
@@ -191,7 +191,7 @@ fn bench(args: crate::bench::BenchArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(crate::bench::run(&args)) {
+    match rt.block_on(leaf_loadgen::run(&args)) {
         Ok(report) if args.json => match serde_json::to_string_pretty(&report) {
             Ok(j) => {
                 println!("{j}");
@@ -203,7 +203,7 @@ fn bench(args: crate::bench::BenchArgs) -> ExitCode {
             }
         },
         Ok(report) => {
-            println!("{}", crate::bench::render(&report));
+            println!("{}", leaf_loadgen::render(&report));
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -298,18 +298,27 @@ fn node_id_from_hostname(host: &str) -> Result<u64, String> {
     ordinal.checked_add(1).ok_or_else(|| format!("ordinal of {host:?} is too large"))
 }
 
-/// `leaf health`: exit 0 only on a 200 from `/health` within 3 s.
+/// `leaf health`: exit 0 only on a ready answer from `/health` within 3 s.
 async fn health(conn: ConnArgs, quiet: bool) -> ExitCode {
-    let client = Client::new(&conn.url, conn.token).with_timeout(Duration::from_secs(3));
-    match client.get("/health").await {
-        Ok((StatusCode::OK, body)) => {
-            if !quiet {
-                println!("{}", String::from_utf8_lossy(&body));
+    let client = match connect(conn, Duration::from_secs(3)) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.health(HealthMode::All).await {
+        Ok(report) => {
+            let text = serde_json::to_string(&report.health).unwrap_or_default();
+            if !report.ready {
+                eprintln!("not ready: HTTP 503: {text}");
+                ExitCode::from(1)
+            } else {
+                if !quiet {
+                    println!("{text}");
+                }
+                ExitCode::SUCCESS
             }
-            ExitCode::SUCCESS
         }
-        Ok((status, body)) => {
-            eprintln!("not ready: HTTP {}: {}", status.as_u16(), String::from_utf8_lossy(&body));
+        Err(e) if e.status().is_some() => {
+            eprintln!("not ready: {e}");
             ExitCode::from(1)
         }
         Err(e) => {
@@ -341,95 +350,112 @@ async fn wait_for_signal() {
     }
 }
 
+/// A client of the one node `conn` names: one attempt per command (as a script expects), the
+/// answer printed as the node sent it.
+fn connect(conn: ConnArgs, timeout: Duration) -> Result<Client, ExitCode> {
+    Client::builder([conn.url]).maybe_token(conn.token).timeout(timeout).deadline(timeout).retries(0).build().map_err(
+        |e| {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        },
+    )
+}
+
+/// Prints a typed answer as JSON (what the node sent) or the error; the exit code is 0, 1
+/// when the node is unavailable, 2 when the request was refused.
+fn print_json<T: Serialize>(result: Result<T, ClientError>) -> ExitCode {
+    match result.and_then(|v| serde_json::to_string(&v).map_err(|e| ClientError::Request(e.to_string()))) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn print_ids(result: Result<Vec<i64>, ClientError>) -> ExitCode {
+    match result {
+        Ok(ids) => {
+            let mut out = String::with_capacity(ids.len() * 20);
+            for id in ids {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(itoa::Buffer::new().format(id));
+            }
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(e: &ClientError) -> ExitCode {
+    eprintln!("error: {e}");
+    if e.is_unavailable() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::from(2)
+    }
+}
+
 async fn client_command(cmd: Command) -> ExitCode {
-    let (client, method, path, body) = match cmd {
-        Command::Serve(_) | Command::Bench(_) => return ExitCode::FAILURE,
-        Command::Health { conn, quiet } => return health(conn, quiet).await,
-        Command::Get { cmd: GetCmd::Segment { tag, count }, conn } => {
-            let path = if count == 1 {
-                format!("/api/segment/get/{tag}")
-            } else {
-                format!("/api/segment/get/{tag}?count={count}")
+    const TIMEOUT: Duration = Duration::from_secs(30);
+    match cmd {
+        Command::Serve(_) | Command::Bench(_) => ExitCode::FAILURE,
+        Command::Health { conn, quiet } => health(conn, quiet).await,
+        Command::Get { cmd, conn } => {
+            let client = match connect(conn, TIMEOUT) {
+                Ok(c) => c,
+                Err(code) => return code,
             };
-            (Client::new(&conn.url, conn.token), Method::GET, path, None)
-        }
-        Command::Get { cmd: GetCmd::Snowflake { key, count }, conn } => {
-            let path = if count == 1 {
-                format!("/api/snowflake/get/{key}")
-            } else {
-                format!("/api/snowflake/get/{key}?count={count}")
-            };
-            (Client::new(&conn.url, conn.token), Method::GET, path, None)
-        }
-        Command::Get { cmd: GetCmd::Decode { id }, conn } => {
-            (Client::new(&conn.url, conn.token), Method::GET, format!("/api/snowflake/decode/{id}"), None)
+            match cmd {
+                GetCmd::Segment { tag, count: 1 } => print_ids(client.segment_id(&tag).await.map(|id| vec![id])),
+                GetCmd::Segment { tag, count } => print_ids(client.segment_ids(&tag, count).await),
+                GetCmd::Snowflake { key, count: 1 } => print_ids(client.snowflake_id(&key).await.map(|id| vec![id])),
+                GetCmd::Snowflake { key, count } => print_ids(client.snowflake_ids(&key, count).await),
+                GetCmd::Decode { id } => print_json(client.decode(id).await),
+            }
         }
         Command::Cluster { cmd, conn } => {
-            let client = Client::new(&conn.url, conn.token);
+            let client = match connect(conn, TIMEOUT) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
             match cmd {
-                ClusterCmd::Status => (client, Method::GET, "/cluster/status".to_string(), None),
-                ClusterCmd::AddLearner { node_id, addr } => (
-                    client,
-                    Method::POST,
-                    "/admin/cluster/learners".to_string(),
-                    Some(json!({"node_id": node_id, "addr": addr})),
-                ),
-                ClusterCmd::Promote { node_id } => {
-                    (client, Method::POST, format!("/admin/cluster/nodes/{node_id}/promote"), None)
+                ClusterCmd::Status => print_json(client.cluster_status().await),
+                ClusterCmd::AddLearner { node_id, addr } => {
+                    print_json(client.add_learner(&AddLearnerRequest { node_id, addr }).await)
                 }
-                ClusterCmd::Remove { node_id } => {
-                    (client, Method::DELETE, format!("/admin/cluster/nodes/{node_id}"), None)
-                }
+                ClusterCmd::Promote { node_id } => print_json(client.promote(node_id).await),
+                ClusterCmd::Remove { node_id } => print_json(client.remove(node_id).await),
             }
         }
         Command::Tag { cmd, conn } => {
-            let client = Client::new(&conn.url, conn.token);
+            let client = match connect(conn, TIMEOUT) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
             match cmd {
-                TagCmd::Create { tag, step, max_id, description } => (
-                    client,
-                    Method::POST,
-                    "/admin/tags".to_string(),
-                    Some(json!({"tag": tag, "step": step, "max_id": max_id, "description": description})),
-                ),
-                TagCmd::List => (client, Method::GET, "/admin/tags".to_string(), None),
-                TagCmd::Show { tag } => (client, Method::GET, format!("/admin/tags/{tag}"), None),
-                TagCmd::Update { tag, step, description } => (
-                    client,
-                    Method::PATCH,
-                    format!("/admin/tags/{tag}"),
-                    Some(json!({"step": step, "description": description})),
-                ),
-            }
-        }
-    };
-    match client.request(method, &path, body.as_ref()).await {
-        Ok((status, bytes)) => {
-            let text = String::from_utf8_lossy(&bytes);
-            if status.is_success() {
-                println!("{text}");
-                ExitCode::SUCCESS
-            } else {
-                eprintln!("error: HTTP {}: {text}", status.as_u16());
-                if status == StatusCode::SERVICE_UNAVAILABLE {
-                    ExitCode::from(1)
-                } else {
-                    ExitCode::from(2)
+                TagCmd::Create { tag, step, max_id, description } => {
+                    print_json(client.create_tag(&CreateTagRequest { tag, step, max_id, description }).await)
+                }
+                TagCmd::List => print_json(client.tags().await),
+                TagCmd::Show { tag } => print_json(client.tag(&tag).await),
+                TagCmd::Update { tag, step, description } => {
+                    print_json(client.update_tag(&tag, &UpdateTagRequest { step, description }).await)
                 }
             }
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(1)
         }
     }
 }
 
 /// Polls `url/health` until it answers ready or `timeout` passes.
 pub async fn wait_healthy(url: &str, timeout: Duration) -> bool {
-    let client = Client::new(url, None);
+    let Ok(client) = Client::builder([url]).retries(0).timeout(Duration::from_secs(5)).build() else { return false };
     let deadline = tokio::time::Instant::now() + timeout;
     while tokio::time::Instant::now() < deadline {
-        if let Ok((StatusCode::OK, _)) = client.get("/health").await {
+        if client.health(HealthMode::All).await.is_ok_and(|r| r.ready) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

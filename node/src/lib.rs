@@ -15,8 +15,8 @@
 //! - [`http`]: hyper server, routing, errors → statuses, admin auth.
 //! - [`memory`]: returns freed memory to the OS after connection floods.
 //! - [`metrics`]: Prometheus metrics.
-//! - [`client`], [`cli`]: the command-line interface over the HTTP API.
-//! - [`bench`]: `leaf bench`, the HTTP load generator (hdrhistogram, open or closed loop).
+//! - [`cli`]: the command-line interface (client commands go through `leaf-client`, `leaf bench`
+//!   through `leaf-loadgen`).
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,9 +26,7 @@ use leaf_raft_store::{Allocation, ApplyError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub mod bench;
 pub mod cli;
-pub mod client;
 pub mod clock;
 pub mod config;
 pub mod http;

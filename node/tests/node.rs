@@ -5,11 +5,10 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use hyper::{Method, StatusCode};
-use leaf_api::types::{AllocationJournal, CacheEntry, Health, SnowflakeDecoded, SnowflakeState, TagInfo};
+use leaf_api::types::{ClockFault, CreateTagRequest, Health, SnowflakeDecoded, SnowflakeState, UpdateTagRequest};
 use leaf_api::{ErrorBody, ErrorCode};
+use leaf_client::{Client, ClientError, HealthMode, Method, StatusCode};
 use leaf_cluster_tests::checker::check_segment_ids;
-use leaf_node::client::Client;
 use leaf_node::config::{BootstrapTag, Config};
 use leaf_node::NodeHandle;
 use serde_json::json;
@@ -28,43 +27,39 @@ async fn start(cfg: Config) -> (NodeHandle, Client) {
     let token = cfg.admin_token().map(str::to_string);
     let node = leaf_node::start(cfg).await.expect("node starts");
     assert!(node.wait_ready(Duration::from_secs(10)).await, "node not ready");
-    let client = Client::new(&format!("http://{}", node.http_addr()), token);
+    let client = client(&format!("http://{}", node.http_addr()), token);
     (node, client)
 }
 
+/// A client of one node: one attempt per call, so every answer is that node's.
+fn client(url: &str, token: Option<String>) -> Client {
+    let timeout = Duration::from_secs(30);
+    Client::builder([url]).maybe_token(token).retries(0).timeout(timeout).deadline(timeout).build().unwrap()
+}
+
 async fn create_tag(c: &Client, tag: &str, step: i64, max_id: Option<i64>) {
-    let (s, b) = c
-        .request(Method::POST, "/admin/tags", Some(&json!({"tag": tag, "step": step, "max_id": max_id})))
-        .await
-        .unwrap();
-    assert_eq!(s, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
+    let req = CreateTagRequest { tag: tag.into(), step, max_id, description: None };
+    c.create_tag(&req).await.unwrap_or_else(|e| panic!("create {tag}: {e}"));
 }
 
 async fn get_ids(c: &Client, tag: &str, count: Option<u32>) -> Vec<i64> {
-    let path = match count {
-        Some(n) => format!("/api/segment/get/{tag}?count={n}"),
-        None => format!("/api/segment/get/{tag}"),
+    let ids = match count {
+        Some(n) => c.segment_ids(tag, n).await,
+        None => c.segment_id(tag).await.map(|id| vec![id]),
     };
-    let (s, b) = c.get(&path).await.unwrap();
-    let text = String::from_utf8(b.to_vec()).unwrap();
-    assert_eq!(s, StatusCode::OK, "{path}: {text}");
-    text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect()
+    ids.unwrap_or_else(|e| panic!("{tag} ({count:?}): {e}"))
 }
 
 async fn snowflake_ids(c: &Client, count: Option<u32>) -> Vec<i64> {
-    let path = match count {
-        Some(n) => format!("/api/snowflake/get/audit-key?count={n}"),
-        None => "/api/snowflake/get/audit-key".to_string(),
+    let ids = match count {
+        Some(n) => c.snowflake_ids("audit-key", n).await,
+        None => c.snowflake_id("audit-key").await.map(|id| vec![id]),
     };
-    let (s, b) = c.get(&path).await.unwrap();
-    let text = String::from_utf8(b.to_vec()).unwrap();
-    assert_eq!(s, StatusCode::OK, "{path}: {text}");
-    text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect()
+    ids.unwrap_or_else(|e| panic!("snowflake ({count:?}): {e}"))
 }
 
 async fn health(c: &Client) -> Health {
-    let (_, b) = c.get("/health").await.unwrap();
-    serde_json::from_slice(&b).unwrap()
+    c.health(HealthMode::All).await.unwrap().health
 }
 
 /// Waits until snowflake mode reaches `state` (`serving`, `off`, ...); returns the health.
@@ -80,8 +75,10 @@ async fn wait_snowflake(c: &Client, state: SnowflakeState, timeout: Duration) ->
     }
 }
 
+/// Sends a request as given (deliberately malformed ones included) and reads the error body.
 async fn error_of(c: &Client, method: Method, path: &str, body: Option<serde_json::Value>) -> (StatusCode, ErrorBody) {
-    let (s, b) = c.request(method, path, body.as_ref()).await.unwrap();
+    let reply = c.raw(method, path, body.map(|v| bytes::Bytes::from(v.to_string()))).await.unwrap();
+    let (s, b) = (reply.status, reply.body);
     let e: ErrorBody = serde_json::from_slice(&b).unwrap_or_else(|_| panic!("{path}: not an error body: {b:?}"));
     (s, e)
 }
@@ -117,9 +114,7 @@ async fn concurrent_clients_get_unique_ids_inside_committed_allocations() {
     }
     assert!(all.len() >= CLIENTS * PER_CLIENT);
 
-    let (s, b) = c.get("/admin/allocations?tag=orders").await.unwrap();
-    assert_eq!(s, StatusCode::OK);
-    let journal: AllocationJournal = serde_json::from_slice(&b).unwrap();
+    let journal = c.allocations(Some("orders"), None).await.unwrap();
     assert_eq!(journal.complete_from_index, 0);
     assert!(journal.allocations.iter().all(|a| a.node_id == 1 && a.tag == "orders"));
     let allocs = journal.allocations;
@@ -127,17 +122,13 @@ async fn concurrent_clients_get_unique_ids_inside_committed_allocations() {
     let report = check_segment_ids(&all, &allocs);
     assert!(report.is_valid(), "checker: {report:?}");
     // Filtered by node: nothing was committed to node 2. A malformed node is a 400.
-    let (s, b) = c.get("/admin/allocations?tag=orders&node=2").await.unwrap();
-    assert_eq!(s, StatusCode::OK);
-    assert!(serde_json::from_slice::<AllocationJournal>(&b).unwrap().allocations.is_empty());
-    let (s, _) = c.get("/admin/allocations?node=two").await.unwrap();
+    assert!(c.allocations(Some("orders"), Some(2)).await.unwrap().allocations.is_empty());
+    let (s, _) = error_of(&c, Method::GET, "/admin/allocations?node=two", None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    let (s, b) = c.get("/admin/allocations?tag=no%20spaces").await.unwrap();
-    assert_eq!(s, StatusCode::BAD_REQUEST, "{}", String::from_utf8_lossy(&b));
-    assert!(String::from_utf8_lossy(&b).contains("invalid_tag"));
+    let e = c.allocations(Some("no spaces"), None).await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::BAD_REQUEST), Some(ErrorCode::InvalidTag)), "{e}");
     // The stored max_id covers everything handed out.
-    let (_, b) = c.get("/admin/tags/orders").await.unwrap();
-    let info: TagInfo = serde_json::from_slice(&b).unwrap();
+    let info = c.tag("orders").await.unwrap();
     assert!(all.iter().all(|&id| id < info.max_id));
     node.shutdown().await;
 }
@@ -187,7 +178,7 @@ async fn ids_after_kill_9_or_sigterm_are_greater_than_every_id_before() {
         let mut child = spawn_leaf(&dir, port);
         let url = format!("http://127.0.0.1:{port}");
         assert!(leaf_node::cli::wait_healthy(&url, Duration::from_secs(15)).await, "round {round}: not healthy");
-        let c = Client::new(&url, None);
+        let c = client(&url, None);
         if round == 0 {
             create_tag(&c, "k", 50, None).await;
         }
@@ -362,11 +353,10 @@ async fn error_statuses_and_codes() {
     let (s, e) = raw_post(node.http_addr(), "/admin/tags", "{not json").await;
     assert_eq!((s, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
     // 405 names the allowed methods.
-    let (s, _) = c.request(Method::PUT, "/admin/tags", None).await.unwrap();
+    let (s, _) = error_of(&c, Method::PUT, "/admin/tags", None).await;
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
     // Nothing above changed the stored tags.
-    let (_, b) = c.get("/db").await.unwrap();
-    let tags: Vec<TagInfo> = serde_json::from_slice(&b).unwrap();
+    let tags = c.db().await.unwrap();
     assert_eq!(tags.iter().map(|t| t.tag.as_str()).collect::<Vec<_>>(), ["leaf-segment-test"]);
     node.shutdown().await;
 }
@@ -389,19 +379,17 @@ async fn admin_requires_the_token_when_configured() {
     let cfg = Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
     let (node, good) = start(cfg).await;
     let base = format!("http://{}", node.http_addr());
-    for c in [Client::new(&base, None), Client::new(&base, Some("wrong-token-0123456789".into()))] {
-        let (s, e) = error_of(&c, Method::POST, "/admin/tags", Some(json!({"tag": "a", "step": 5}))).await;
-        assert_eq!((s, e.code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized));
-        let (s, _) = c.get("/admin/tags").await.unwrap();
-        assert_eq!(s, StatusCode::UNAUTHORIZED);
+    for c in [client(&base, None), client(&base, Some("wrong-token-0123456789".into()))] {
+        let req = CreateTagRequest { tag: "a".into(), step: 5, max_id: None, description: None };
+        let e = c.create_tag(&req).await.unwrap_err();
+        assert_eq!((e.status(), e.code()), (Some(StatusCode::UNAUTHORIZED), Some(ErrorCode::Unauthorized)));
+        let e = c.tags().await.unwrap_err();
+        assert_eq!(e.status(), Some(StatusCode::UNAUTHORIZED));
         // The public API needs no token.
         assert_eq!(get_ids(&c, "leaf-segment-test", None).await.len(), 1);
     }
     create_tag(&good, "a", 5, None).await;
-    let (s, b) =
-        good.request(Method::PATCH, "/admin/tags/a", Some(&json!({"step": 9, "description": "x"}))).await.unwrap();
-    assert_eq!(s, StatusCode::OK);
-    let info: TagInfo = serde_json::from_slice(&b).unwrap();
+    let info = good.update_tag("a", &UpdateTagRequest { step: Some(9), description: Some("x".into()) }).await.unwrap();
     assert_eq!((info.step, info.description.as_str()), (9, "x"));
     node.shutdown().await;
 }
@@ -414,11 +402,14 @@ async fn exhausted_tag_gives_a_clear_error_and_never_wraps() {
     let ids = get_ids(&c, "edge", Some(100)).await;
     assert_eq!(ids.first(), Some(&(i64::MAX - 150)));
     // The next segment would cross i64::MAX.
-    let (s, e) = error_of(&c, Method::GET, "/api/segment/get/edge?count=100", None).await;
-    assert_eq!((s, e.code), (StatusCode::CONFLICT, ErrorCode::TagExhausted), "{}", e.message);
-    assert!(e.message.contains("exhausted"), "{}", e.message);
-    let (_, b) = c.get("/admin/tags/edge").await.unwrap();
-    let info: TagInfo = serde_json::from_slice(&b).unwrap();
+    match c.segment_ids("edge", 100).await {
+        Err(ClientError::Api { status, code, message }) => {
+            assert_eq!((status, code), (StatusCode::CONFLICT, ErrorCode::TagExhausted), "{message}");
+            assert!(message.contains("exhausted"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let info = c.tag("edge").await.unwrap();
     // The failed allocations changed nothing: max_id is where the last committed segment ended.
     assert_eq!(info.max_id, i64::MAX - 50);
     node.shutdown().await;
@@ -435,17 +426,15 @@ async fn big_batches_monitor_and_health() {
     let single = get_ids(&c, "b", None).await[0];
     assert!(single > ids[99_999]);
 
-    let (s, b) = c.get("/health?mode=segment").await.unwrap();
-    let h: Health = serde_json::from_slice(&b).unwrap();
-    assert_eq!((s, h.segment_ready, h.leader_id), (StatusCode::OK, true, Some(1)), "{h:?}");
-    let (_, b) = c.get("/cache").await.unwrap();
-    let cache: Vec<CacheEntry> = serde_json::from_slice(&b).unwrap();
+    let r = c.health(HealthMode::Segment).await.unwrap();
+    let h = r.health;
+    assert_eq!((r.ready, h.segment_ready, h.leader_id), (true, true, Some(1)), "{h:?}");
+    let cache = c.cache().await.unwrap();
     let e = cache.iter().find(|e| e.tag == "b").expect("b is loaded");
     assert!(e.initialised);
     let cur = e.current.as_ref().unwrap();
     assert!(cur.start <= single && single < cur.position && cur.position <= cur.end);
-    let (_, b) = c.get("/metrics").await.unwrap();
-    let m = String::from_utf8(b.to_vec()).unwrap();
+    let m = c.metrics().await.unwrap();
     assert!(m.contains("leaf_ids_served_total{mode=\"segment\",tag=\"b\"} 100001"), "{m}");
     assert!(m.contains("leaf_raft_is_leader 1"));
     assert!(m.contains("leaf_errors_total{code=\"tag_not_found\"}"));
@@ -470,10 +459,10 @@ async fn snapshots_purge_the_log_and_restart_from_them() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 polls += 1;
                 // Segment readiness: snowflake may still be starting in the first milliseconds.
-                let (s, b) = c.get("/health?mode=segment").await.unwrap();
-                if s != StatusCode::OK {
+                let r = c.health(HealthMode::Segment).await.unwrap();
+                if !r.ready {
                     if not_ok == 0 {
-                        eprintln!("first not-ready /health: {}", String::from_utf8_lossy(&b));
+                        eprintln!("first not-ready /health: {:?}", r.health);
                     }
                     not_ok += 1;
                 }
@@ -551,8 +540,8 @@ fn fault_config(dir: &TempDir) -> Config {
 }
 
 async fn set_clock_offset(c: &Client, offset_ms: i64) {
-    let (s, b) = c.request(Method::POST, "/admin/fault/clock", Some(&json!({ "offset_ms": offset_ms }))).await.unwrap();
-    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let now = c.set_clock_fault(&ClockFault { offset_ms }).await.unwrap();
+    assert_eq!(now.offset_ms, offset_ms);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -563,9 +552,9 @@ async fn snowflake_ids_are_unique_decodable_and_leaf_compatible() {
     let worker = h.snowflake.worker_id.unwrap();
     assert!(h.snowflake.high_water_ms.unwrap() > chrono_now_ms(), "the window runs ahead of the clock");
     // Leaf's wire form: 200, text/plain, the decimal ID and nothing else.
-    let (s, b) = c.get("/api/snowflake/get/any.key-1").await.unwrap();
-    assert_eq!(s, StatusCode::OK);
-    let one: i64 = std::str::from_utf8(&b).unwrap().parse().unwrap();
+    let r = c.raw(Method::GET, "/api/snowflake/get/any.key-1", None).await.unwrap();
+    assert_eq!(r.status, StatusCode::OK);
+    let one: i64 = std::str::from_utf8(&r.body).unwrap().parse().unwrap();
     assert!(one > 0);
     // A batch larger than one millisecond's 4,096 sequence numbers moves on to later
     // milliseconds; every ID is unique and increasing.
@@ -580,10 +569,11 @@ async fn snowflake_ids_are_unique_decodable_and_leaf_compatible() {
     assert!(per_ms.len() >= 25 && per_ms.values().all(|n| *n <= 4096), "{} ms", per_ms.len());
     // Decode round-trips, at our path and at Leaf's.
     for id in [one, ids[0], ids[99_999]] {
-        for path in [format!("/api/snowflake/decode/{id}"), format!("/decodeSnowflakeId?snowflakeId={id}")] {
-            let (s, b) = c.get(&path).await.unwrap();
-            assert_eq!(s, StatusCode::OK);
-            let d: SnowflakeDecoded = serde_json::from_slice(&b).unwrap();
+        // Leaf's path is not one the client calls: read it raw.
+        let leaf = c.raw(Method::GET, &format!("/decodeSnowflakeId?snowflakeId={id}"), None).await.unwrap();
+        assert_eq!(leaf.status, StatusCode::OK);
+        let leaf: SnowflakeDecoded = serde_json::from_slice(&leaf.body).unwrap();
+        for d in [c.decode(id).await.unwrap(), leaf] {
             let rebuilt =
                 ((d.timestamp_ms - 1_288_834_974_657) << 22) | ((d.worker_id as i64) << 12) | d.sequence as i64;
             assert_eq!(rebuilt, id, "{d:?}");
@@ -613,8 +603,7 @@ async fn snowflake_ids_are_unique_decodable_and_leaf_compatible() {
     let (s, e) = error_of(&c, Method::POST, "/admin/fault/clock", Some(json!({"offset_ms": -50}))).await;
     assert_eq!((s, e.code), (StatusCode::NOT_FOUND, ErrorCode::NotFound), "{}", e.message);
     // The key is counted in metrics.
-    let (_, m) = c.get("/metrics").await.unwrap();
-    let m = String::from_utf8(m.to_vec()).unwrap();
+    let m = c.metrics().await.unwrap();
     assert!(m.contains("leaf_ids_served_total{mode=\"snowflake\",tag=\"audit-key\"} 100000"), "{m}");
     node.shutdown().await;
 }
@@ -642,6 +631,7 @@ async fn runtime_clock_rollback_waits_when_small_and_errors_when_large() {
     // 50 ms back: beyond the 5 ms tolerance, a 503 with Leaf's -3, never an ID.
     set_clock_offset(&c, 950).await;
     let (s, e) = error_of(&c, Method::GET, "/api/snowflake/get/k?count=10", None).await;
+    // (raw: the typed error has no leaf_code)
     assert_eq!((s, e.code, e.leaf_code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ClockMovedBackwards, Some(-3)));
     assert!(e.message.contains("moved back"), "{}", e.message);
     // Once the clock has caught up, IDs resume above every earlier one.
@@ -649,9 +639,9 @@ async fn runtime_clock_rollback_waits_when_small_and_errors_when_large() {
     let resumed = snowflake_ids(&c, Some(10)).await;
     assert!(resumed[0] > after);
     // The fault endpoint is admin-only and validates its body.
-    let anon = Client::new(&format!("http://{}", node.http_addr()), None);
-    let (s, _) = error_of(&anon, Method::POST, "/admin/fault/clock", Some(json!({"offset_ms": 1}))).await;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let anon = client(&format!("http://{}", node.http_addr()), None);
+    let e = anon.set_clock_fault(&ClockFault { offset_ms: 1 }).await.unwrap_err();
+    assert_eq!(e.status(), Some(StatusCode::UNAUTHORIZED));
     let (s, _) = error_of(&c, Method::POST, "/admin/fault/clock", Some(json!({"offset": 1}))).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     node.shutdown().await;
@@ -678,9 +668,13 @@ async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id()
     let h = wait_snowflake(&c, SnowflakeState::Off, Duration::from_secs(10)).await;
     let reason = h.snowflake.reason.unwrap();
     assert!(reason.contains("behind the time high-water mark"), "{reason}");
-    let (s, e) = error_of(&c, Method::GET, "/api/snowflake/get/k", None).await;
-    assert_eq!((s, e.code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::SnowflakeUnavailable));
-    assert!(e.message.contains("high-water mark"), "{}", e.message);
+    match c.snowflake_id("k").await {
+        Err(ClientError::Api { status, code, message }) => {
+            assert_eq!((status, code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::SnowflakeUnavailable));
+            assert!(message.contains("high-water mark"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(h.segment_ready && !h.ready, "segment mode stays ready (snowflake is not)");
     get_ids(&c, "leaf-segment-test", Some(3)).await;
     node.shutdown().await;
@@ -828,9 +822,9 @@ async fn an_unknown_tag_flood_shares_read_index_rounds_and_does_not_stop_known_t
         flood.push(tokio::spawn(async move {
             let (mut n, mut not_404) = (0u64, 0u64);
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let (s, _) = c.get(&format!("/api/segment/get/unknown-{w}-{n}")).await.unwrap();
+                let e = c.segment_id(&format!("unknown-{w}-{n}")).await.unwrap_err();
                 n += 1;
-                not_404 += u64::from(s != StatusCode::NOT_FOUND);
+                not_404 += u64::from(e.code() != Some(ErrorCode::TagNotFound));
             }
             (n, not_404)
         }));
@@ -852,8 +846,7 @@ async fn an_unknown_tag_flood_shares_read_index_rounds_and_does_not_stop_known_t
         requests += n;
         not_404 += bad;
     }
-    let (_, m) = c.get("/metrics").await.unwrap();
-    let m = String::from_utf8_lossy(&m);
+    let m = c.metrics().await.unwrap();
     let rounds: u64 = m
         .lines()
         .find_map(|l| l.strip_prefix("leaf_read_index_rounds_total "))

@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use hyper::{Method, StatusCode};
+use leaf_api::types::{CreateTagRequest, UpdateTagRequest};
+use leaf_client::HealthMode;
 use leaf_cluster_tests::cluster::{default_bin, Cluster, Options, SECRET};
 use leaf_node::raft::network::PeerClient;
 use leaf_node::raft::ops::{self, Propose};
 use leaf_raft_store::{Applied, Op};
-use serde_json::json;
 
 #[derive(Parser, Debug)]
 #[command(about = "Raft write latency on a local leaf cluster")]
@@ -98,10 +98,8 @@ async fn main() -> anyhow::Result<()> {
     let leader = cluster.wait_leader(Duration::from_secs(30)).await?;
     let follower = cluster.ids().into_iter().find(|&id| id != leader).context("no follower")?;
     let admin = cluster.client(leader);
-    let (s, b) = admin.request(Method::POST, "/admin/tags", Some(&json!({"tag": "bench", "step": 1000}))).await?;
-    if s != StatusCode::CREATED {
-        bail!("create tag: {s} {}", String::from_utf8_lossy(&b));
-    }
+    let req = CreateTagRequest { tag: "bench".into(), step: 1000, max_id: None, description: None };
+    admin.create_tag(&req).await.context("create tag")?;
     eprintln!("cluster of {} up (leader {leader}), binary {}", args.nodes, bin.display());
     let peers = PeerClient::new(Some(SECRET), None);
     let leader_addr = cluster.addr(leader);
@@ -112,9 +110,8 @@ async fn main() -> anyhow::Result<()> {
         sequential("baseline: GET /health on the leader (no Raft)", samples, |_| {
             let c = health.clone();
             async move {
-                let (s, _) = c.get("/health").await?;
-                if s != StatusCode::OK {
-                    bail!("health {s}");
+                if !c.health(HealthMode::All).await?.ready {
+                    bail!("health: not ready");
                 }
                 Ok(())
             }
@@ -157,11 +154,8 @@ async fn main() -> anyhow::Result<()> {
         sequential("tag update sent to a follower (forwarded to the leader)", samples / 4, |i| {
             let c = via.clone();
             async move {
-                let body = json!({"description": format!("bench {i}")});
-                let (s, b) = c.request(Method::PATCH, "/admin/tags/bench", Some(&body)).await?;
-                if s != StatusCode::OK {
-                    bail!("update: {s} {}", String::from_utf8_lossy(&b));
-                }
+                let req = UpdateTagRequest { step: None, description: Some(format!("bench {i}")) };
+                c.update_tag("bench", &req).await.context("update")?;
                 Ok(())
             }
         })
@@ -173,10 +167,7 @@ async fn main() -> anyhow::Result<()> {
         move |_| {
             let c = c.clone();
             async move {
-                let (s, b) = c.get(&format!("/api/snowflake/get/bench?count={count}")).await?;
-                if s != StatusCode::OK {
-                    bail!("snowflake: {s} {}", String::from_utf8_lossy(&b));
-                }
+                c.snowflake_ids("bench", count).await.context("snowflake")?;
                 Ok(())
             }
         }

@@ -19,7 +19,7 @@ use leaf_cluster_tests::chaos::schedule::FaultKind;
 use leaf_cluster_tests::cluster::default_bin;
 use leaf_cluster_tests::docker;
 // Overflow-checked `90s` / `10m` / `1500ms` parsing, shared with `leaf bench`.
-use leaf_node::bench::parse_duration;
+use leaf_loadgen::parse_duration;
 
 #[derive(Parser, Debug)]
 #[command(about = "Chaos runs against a local leaf cluster, with a recorded history and a checker")]

@@ -13,14 +13,12 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use hyper::{Method, StatusCode};
-use leaf_api::error::ErrorBody;
-use leaf_api::types::{AllocationJournal, ClusterStatus};
-use leaf_node::client::Client;
+use leaf_api::types::{AddLearnerRequest, AllocationJournal, ClockFault, ClusterStatus, CreateTagRequest};
+use leaf_api::ErrorCode;
+use leaf_client::{Client, ClientError};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use serde_json::json;
 use tokio::time::Instant;
 
 use super::check::{self, Recovery, Results};
@@ -28,7 +26,7 @@ use super::history::{Event, History, Meta, Mode, OpEvent, Phase, HARNESS_PROCESS
 use super::nodes::Nodes;
 use super::proxy::{self, Proxies};
 use super::schedule::{self, ClockMode, FaultKind, PlannedFault, Shape, Target};
-use crate::cluster::{free_port, Cluster, NodeSpec, Options, TOKEN};
+use crate::cluster::{free_port, node_client, Cluster, NodeSpec, Options, TOKEN};
 use crate::docker::Compose;
 
 /// Segment tags of the workload: (tag, step). The small step refills every few requests.
@@ -108,6 +106,13 @@ pub fn phases(duration: Duration) -> (Duration, Duration, Duration) {
 /// The nodes the clients send requests to, with a client each.
 type Targets = Arc<RwLock<BTreeMap<u64, Client>>>;
 
+/// A membership change the harness makes while replacing a node.
+enum Membership {
+    AddLearner(AddLearnerRequest),
+    Promote(u64),
+    Remove(u64),
+}
+
 /// Issues one operation and records its invocation and completion.
 struct Ops {
     history: Arc<History>,
@@ -143,39 +148,36 @@ impl Ops {
             error: None,
         };
         self.history.write(&Event::Invoke(inv.clone()));
-        let mut path = match (mode, tag) {
-            (Mode::Segment, Some(t)) => format!("/api/segment/get/{t}"),
-            _ => format!("/api/snowflake/get/{SNOWFLAKE_KEY}"),
+        let res = match (mode, tag, count) {
+            (Mode::Segment, Some(t), 1) => client.segment_id(t).await.map(|id| vec![id]),
+            (Mode::Segment, Some(t), n) => client.segment_ids(t, n).await,
+            (_, _, 1) => client.snowflake_id(SNOWFLAKE_KEY).await.map(|id| vec![id]),
+            (_, _, n) => client.snowflake_ids(SNOWFLAKE_KEY, n).await,
         };
-        if count > 1 {
-            path.push_str(&format!("?count={count}"));
-        }
-        let res = client.get(&path).await;
         let time_ns = self.history.now_ns();
         let (event, outcome) = match res {
-            Ok((StatusCode::OK, body)) => {
-                let text = String::from_utf8_lossy(&body);
-                match text.split('\n').map(str::parse::<i64>).collect::<Result<Vec<_>, _>>() {
-                    Ok(ids) => (Event::Ok(OpEvent { time_ns, status: Some(200), ids, ..inv }), Outcome::Ok),
-                    Err(_) => {
-                        let error = format!("unparseable body {:?}", text.chars().take(80).collect::<String>());
-                        (
-                            Event::Info(OpEvent { time_ns, status: Some(200), error: Some(error.clone()), ..inv }),
-                            Outcome::Fail(error),
-                        )
-                    }
-                }
-            }
-            Ok((status, body)) => {
-                let error = match serde_json::from_slice::<ErrorBody>(&body) {
-                    Ok(e) => format!("{}: {}", e.code.as_str(), e.message),
-                    Err(_) => String::from_utf8_lossy(&body).chars().take(200).collect(),
-                };
+            Ok(ids) => (Event::Ok(OpEvent { time_ns, status: Some(200), ids, ..inv }), Outcome::Ok),
+            // An error answer: the request definitely failed.
+            Err(ClientError::Api { status, code, message }) => {
+                let error = format!("{}: {message}", code.as_str());
                 (
                     Event::Fail(OpEvent { time_ns, status: Some(status.as_u16()), error: Some(error.clone()), ..inv }),
                     Outcome::Fail(format!("{status} {error}")),
                 )
             }
+            Err(ClientError::Decode { status, message, .. }) if !status.is_success() => (
+                Event::Fail(OpEvent { time_ns, status: Some(status.as_u16()), error: Some(message.clone()), ..inv }),
+                Outcome::Fail(format!("{status} {message}")),
+            ),
+            // A 200 with IDs that are not what was asked for.
+            Err(e @ ClientError::Decode { .. }) => {
+                let error = e.to_string();
+                (
+                    Event::Info(OpEvent { time_ns, status: Some(200), error: Some(error.clone()), ..inv }),
+                    Outcome::Fail(error),
+                )
+            }
+            // No answer (or one attempt's answer lost): the outcome is unknown.
             Err(e) => {
                 let error = e.to_string();
                 (Event::Info(OpEvent { time_ns, error: Some(error.clone()), ..inv }), Outcome::Fail(error))
@@ -242,7 +244,11 @@ struct Harness {
 
 impl Harness {
     fn admin(&self, id: u64) -> Client {
-        Client::new(&self.nodes.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(2))
+        self.admin_with(id, Duration::from_secs(2))
+    }
+
+    fn admin_with(&self, id: u64, timeout: Duration) -> Client {
+        node_client(&self.nodes.url(id), Some(TOKEN), timeout)
     }
 
     fn fault(&self, kind: &str, action: &str, nodes: &[u64], detail: impl Into<String>) {
@@ -267,10 +273,7 @@ impl Harness {
     }
 
     async fn status(&self, id: u64) -> Option<ClusterStatus> {
-        match self.admin(id).get("/cluster/status").await {
-            Ok((StatusCode::OK, b)) => serde_json::from_slice(&b).ok(),
-            _ => None,
-        }
+        self.admin(id).cluster_status().await.ok()
     }
 
     /// The leader most running members agree on, if any.
@@ -364,9 +367,8 @@ impl Harness {
     /// any time until the answer); if it fails, the previous offset is recorded again.
     async fn set_clock(&mut self, id: u64, offset_ms: i64) {
         self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: id, offset_ms });
-        let body = json!({ "offset_ms": offset_ms });
-        let res = self.admin(id).request(Method::POST, "/admin/fault/clock", Some(&body)).await;
-        if matches!(res, Ok((StatusCode::OK, _))) {
+        let res = self.admin(id).set_clock_fault(&ClockFault { offset_ms }).await;
+        if res.is_ok() {
             self.offsets.insert(id, offset_ms);
         } else {
             let previous = self.offsets.get(&id).copied().unwrap_or(0);
@@ -511,23 +513,22 @@ impl Harness {
         Ok(())
     }
 
-    /// Sends an admin request to the members in turn until one answers with one of `done`,
-    /// for up to 30 s.
-    async fn admin_until(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<serde_json::Value>,
-        done: &[u16],
-    ) -> Result<(), String> {
+    /// Sends a membership change to the members in turn until one succeeds (or answers
+    /// `also_done`, meaning it is already in effect), for up to 30 s.
+    async fn admin_until(&self, change: &Membership, also_done: Option<ErrorCode>) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut last = String::new();
         while Instant::now() < deadline {
             for &id in &self.members {
-                let c = Client::new(&self.nodes.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(12));
-                match c.request(method.clone(), path, body.as_ref()).await {
-                    Ok((s, _)) if done.contains(&s.as_u16()) => return Ok(()),
-                    Ok((s, b)) => last = format!("node {id}: {s} {}", String::from_utf8_lossy(&b)),
+                let c = self.admin_with(id, Duration::from_secs(12));
+                let res = match change {
+                    Membership::AddLearner(req) => c.add_learner(req).await,
+                    Membership::Promote(node) => c.promote(*node).await,
+                    Membership::Remove(node) => c.remove(*node).await,
+                };
+                match res {
+                    Ok(_) => return Ok(()),
+                    Err(e) if also_done.is_some() && e.code() == also_done => return Ok(()),
                     Err(e) => last = format!("node {id}: {e}"),
                 }
             }
@@ -550,19 +551,15 @@ impl Harness {
         cluster.add_node(NodeSpec { id: new, port, peer_addr: proxy_addr.to_string(), env })?;
         self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: new, offset_ms: 0 });
         self.fault("membership", "start", &[old, new], format!("replace node {old} by new node {new}"));
-        let add = json!({ "node_id": new, "addr": proxy_addr.to_string() });
+        let add = Membership::AddLearner(AddLearnerRequest { node_id: new, addr: proxy_addr.to_string() });
         let steps = async {
-            self.admin_until(Method::POST, "/admin/cluster/learners", Some(add), &[200, 409])
-                .await
-                .map_err(|e| format!("add learner: {e}"))?;
-            self.admin_until(Method::POST, &format!("/admin/cluster/nodes/{new}/promote"), None, &[200])
-                .await
-                .map_err(|e| format!("promote: {e}"))?;
+            self.admin_until(&add, Some(ErrorCode::MemberExists)).await.map_err(|e| format!("add learner: {e}"))?;
+            self.admin_until(&Membership::Promote(new), None).await.map_err(|e| format!("promote: {e}"))?;
             Ok::<(), String>(())
         };
         if let Err(e) = steps.await {
             self.fault("membership", "error", &[new], format!("{e}; removing the new node again"));
-            match self.admin_until(Method::DELETE, &format!("/admin/cluster/nodes/{new}"), None, &[200, 404]).await {
+            match self.admin_until(&Membership::Remove(new), Some(ErrorCode::MemberNotFound)).await {
                 Ok(()) => {
                     self.nodes.stop(new)?;
                 }
@@ -579,9 +576,7 @@ impl Harness {
         self.members.push(new);
         self.targets.write().unwrap_or_else(|e| e.into_inner()).insert(new, self.client(new));
         self.record_workers().await;
-        if let Err(e) =
-            self.admin_until(Method::DELETE, &format!("/admin/cluster/nodes/{old}"), None, &[200, 404]).await
-        {
+        if let Err(e) = self.admin_until(&Membership::Remove(old), Some(ErrorCode::MemberNotFound)).await {
             self.fault("membership", "error", &[old], format!("remove: {e}; node {old} stays"));
             return Ok(());
         }
@@ -597,7 +592,7 @@ impl Harness {
     }
 
     fn client(&self, id: u64) -> Client {
-        Client::new(&self.nodes.url(id), None).with_timeout(self.request_timeout)
+        node_client(&self.nodes.url(id), None, self.request_timeout)
     }
 
     /// Heals everything: links, paused and dead nodes, clock offsets.
@@ -681,11 +676,8 @@ impl Harness {
 
     /// Node `id`'s allocation journal.
     async fn journal(&self, id: u64) -> anyhow::Result<AllocationJournal> {
-        let c = Client::new(&self.nodes.url(id), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(30));
-        match c.get("/admin/allocations").await {
-            Ok((StatusCode::OK, b)) => serde_json::from_slice(&b).context("allocation journal"),
-            other => bail!("node {id}: /admin/allocations: {other:?}"),
-        }
+        let c = self.admin_with(id, Duration::from_secs(30));
+        c.allocations(None, None).await.with_context(|| format!("node {id}: /admin/allocations"))
     }
 }
 
@@ -781,14 +773,9 @@ async fn drive(
 ) -> anyhow::Result<(Vec<AllocationJournal>, Recovery)> {
     let leader = h.wait_leader(Duration::from_secs(90)).await?;
     for (tag, step) in TAGS {
-        let body = json!({ "tag": tag, "step": step });
-        let res = h
-            .admin(leader)
-            .with_timeout(Duration::from_secs(10))
-            .request(Method::POST, "/admin/tags", Some(&body))
-            .await;
-        if !matches!(res, Ok((StatusCode::OK | StatusCode::CREATED, _))) {
-            bail!("creating tag {tag} failed: {res:?}");
+        let req = CreateTagRequest { tag: tag.to_string(), step, max_id: None, description: None };
+        if let Err(e) = h.admin_with(leader, Duration::from_secs(10)).create_tag(&req).await {
+            bail!("creating tag {tag} failed: {e}");
         }
     }
     let failures = h.serve_everywhere(Duration::from_secs(30)).await;

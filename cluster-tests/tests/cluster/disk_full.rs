@@ -108,7 +108,7 @@ fn start_node(data: &Path, port: u16, log: &Path) -> Node {
 async fn wait_ready(c: &Client) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        if matches!(c.get("/health").await, Ok((StatusCode::OK, _))) {
+        if c.health(HealthMode::All).await.is_ok_and(|r| r.ready) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -141,8 +141,7 @@ async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above
     let data = disk.path().join("data");
     let port = free_port();
     let mut node = start_node(&data, port, &disk.dir.path().join("node-1.log"));
-    let c =
-        Client::new(&format!("http://127.0.0.1:{port}"), Some(TOKEN.to_string())).with_timeout(Duration::from_secs(10));
+    let c = node_client(&format!("http://127.0.0.1:{port}"), Some(TOKEN), Duration::from_secs(10));
     wait_ready(&c).await;
     create_tag(&c, "df", 10).await;
     let mut served = get_ids(&c, "df", Some(5)).await.unwrap();
@@ -160,18 +159,17 @@ async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above
             break;
         }
         let tag = format!("df-full-{i}");
-        let body = json!({"tag": tag, "step": 1, "description": "x".repeat(1000)});
-        let (s, b) = c.request(Method::POST, "/admin/tags", Some(&body)).await.unwrap();
-        match s {
-            StatusCode::CREATED => acked.push(tag),
-            StatusCode::SERVICE_UNAVAILABLE => refused += 1,
-            other => panic!("creating a tag on a full disk: HTTP {other}: {}", String::from_utf8_lossy(&b)),
+        let req = CreateTagRequest { description: Some("x".repeat(1000)), ..tag_req(&tag, 1) };
+        match c.create_tag(&req).await {
+            Ok(_) => acked.push(tag),
+            Err(e) if e.status() == Some(StatusCode::SERVICE_UNAVAILABLE) => refused += 1,
+            Err(e) => panic!("creating a tag on a full disk: {e}"),
         }
     }
     assert!(refused > 0, "a full disk refused no write");
-    let (s, b) = c.get("/health").await.unwrap();
-    let health: Health = serde_json::from_slice(&b).unwrap();
-    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE);
+    let r = c.health(HealthMode::All).await.unwrap();
+    let health = r.health;
+    assert!(!r.ready);
     let reason = health.reason.unwrap_or_default();
     assert!(reason.contains("raft stopped") && reason.contains("No space left"), "{reason}");
 
@@ -204,8 +202,7 @@ async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above
     println!("{} tag creations acknowledged on the full disk, {refused} refused", acked.len());
     acked.push("df".to_string());
     for tag in &acked {
-        let (s, _) = c.get(&format!("/admin/tags/{tag}")).await.unwrap();
-        assert_eq!(s, StatusCode::OK, "acknowledged tag {tag} is gone");
+        c.tag(tag).await.unwrap_or_else(|e| panic!("acknowledged tag {tag} is gone: {e}"));
     }
     let max_before = *served.iter().max().unwrap();
     let after = get_ids(&c, "df", Some(25)).await.unwrap();

@@ -91,8 +91,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     println!("3 containers healthy {took:?} after `docker-compose up`");
 
     let urls: BTreeMap<u64, String> = (1..=5).map(|i| (i, compose.url(i))).collect();
-    let client =
-        |service: u64| Client::new(&urls[&service], Some(TOKEN.to_string())).with_timeout(Duration::from_secs(5));
+    let client = |service: u64| node_client(&urls[&service], Some(TOKEN), Duration::from_secs(5));
     create_tag(&client(1), "docker-ci", 100).await;
 
     // Every node serves; batches of 150 cross segment boundaries.
@@ -110,13 +109,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     }
     let status = |id: u64| {
         let c = client(id);
-        async move {
-            let (s, b) = c.get("/cluster/status").await.map_err(|e| e.to_string())?;
-            if s != StatusCode::OK {
-                return Err(format!("HTTP {s}"));
-            }
-            serde_json::from_slice::<ClusterStatus>(&b).map_err(|e| e.to_string())
-        }
+        async move { c.cluster_status().await.map_err(|e| e.to_string()) }
     };
     let before = until_ok("a leader", Duration::from_secs(20), || async {
         let s = status(1).await?;
@@ -213,7 +206,8 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
         }
     })
     .await;
-    assert!(client(2).get("/health").await.is_err(), "node 2 serves on an empty volume");
+    let answer = client(2).health(HealthMode::All).await;
+    assert!(answer.is_err_and(|e| e.status().is_none()), "node 2 serves on an empty volume");
 
     // Replace it by node 6 under the same service and address (deploy/README.md).
     until_ok("remove 2", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "remove", "2"])).await;
@@ -226,9 +220,9 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     .await;
     until_ok("promote 6", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "promote", "6"])).await;
     block_in_place(|| compose.wait_healthy(&[2], Duration::from_secs(90))).unwrap();
-    let (s, b) = client(2).get("/health").await.unwrap();
-    assert_eq!(s, StatusCode::OK);
-    assert_eq!(serde_json::from_slice::<Health>(&b).unwrap().node_id, 6, "service leaf2 is node 6 now");
+    let r = client(2).health(HealthMode::All).await.unwrap();
+    assert!(r.ready);
+    assert_eq!(r.health.node_id, 6, "service leaf2 is node 6 now");
     assert_eq!(voters(&status(1).await.unwrap()), [1, 3, 4, 5, 6]);
     let c = client(2);
     segment.extend(

@@ -4,27 +4,19 @@
 //! it issued before the crash.
 use std::time::{Duration, Instant};
 
-use hyper::StatusCode;
 use leaf_api::types::{SnowflakeDecoded, SnowflakeState};
-use leaf_node::client::Client;
+use leaf_client::Client;
 use tempfile::TempDir;
 
-use super::{chrono_now_ms, free_port, health, spawn_leaf, wait_snowflake};
+use super::{chrono_now_ms, client, free_port, health, spawn_leaf, wait_snowflake};
 
 /// From spawning the process to the first snowflake 200. The process itself needs a few hundred
 /// ms to open its storage and listen; before this change the first 200 came only once the clock
 /// had passed the old window (1.5–3 s after a quick restart with the default 3 s window).
 const FIRST_200_WITHIN: Duration = Duration::from_millis(1000);
 
-fn parse_ids(body: &[u8]) -> Vec<i64> {
-    let text = std::str::from_utf8(body).expect("utf-8 body");
-    text.split('\n').map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect()
-}
-
 async fn take(c: &Client, n: u32) -> Vec<i64> {
-    let (s, b) = c.get(&format!("/api/snowflake/get/restart?count={n}")).await.unwrap();
-    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
-    parse_ids(&b)
+    c.snowflake_ids("restart", n).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Kills the node when the test ends, also when an assertion fails first.
@@ -38,9 +30,7 @@ impl Drop for Killed {
 }
 
 async fn decode(c: &Client, id: i64) -> SnowflakeDecoded {
-    let (s, b) = c.get(&format!("/api/snowflake/decode/{id}")).await.unwrap();
-    assert_eq!(s, StatusCode::OK);
-    serde_json::from_slice(&b).unwrap()
+    c.decode(id).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,7 +40,7 @@ async fn snowflake_serves_at_once_after_kill_9_and_stays_above_every_earlier_id(
     let child = Killed(spawn_leaf(&dir, port));
     let url = format!("http://127.0.0.1:{port}");
     assert!(leaf_node::cli::wait_healthy(&url, Duration::from_secs(15)).await, "first start: not healthy");
-    let c = Client::new(&url, None);
+    let c = client(&url, None);
     let worker = wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(15)).await.snowflake.worker_id;
     // Many IDs, and the window raised a few times, right up to the crash.
     let mut before = Vec::new();
@@ -64,17 +54,18 @@ async fn snowflake_serves_at_once_after_kill_9_and_stays_above_every_earlier_id(
 
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let c = Client::new(&url, None);
+    let c = client(&url, None);
     let spawned = Instant::now();
     let _child = Killed(spawn_leaf(&dir, port));
     let (mut first_answer, mut after) = (None, Vec::new());
     while spawned.elapsed() < Duration::from_secs(15) {
-        match c.get("/api/snowflake/get/restart?count=1000").await {
-            Ok((StatusCode::OK, b)) => {
-                after = parse_ids(&b);
+        match c.snowflake_ids("restart", 1000).await {
+            Ok(ids) => {
+                after = ids;
                 break;
             }
-            Ok(_) => {
+            // An answer, not yet a 200.
+            Err(e) if e.status().is_some() => {
                 first_answer.get_or_insert(spawned.elapsed());
             }
             Err(_) => {}

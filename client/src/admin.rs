@@ -1,0 +1,88 @@
+//! The admin endpoints (the client's token is sent as a bearer token): tags, the allocation
+//! journal, membership, the fault clock.
+//!
+//! Retry safety (see [`crate::retry`]):
+//! - creating a tag is **at most once**: retried only when the connection could not be
+//!   opened, since a retry after a lost answer would turn the success into `tag_exists`;
+//! - updating a tag sets absolute values: idempotent;
+//! - adding a learner (same ID and address), promoting and removing are idempotent at the
+//!   leader: a repeat answers the current membership;
+//! - setting the clock fault sets an absolute offset: idempotent;
+//! - listing and showing are reads.
+use hyper::Method;
+use leaf_api::routes;
+use leaf_api::types::{
+    AddLearnerRequest, AllocationJournal, ClockFault, CreateTagRequest, MembershipChange, TagInfo, UpdateTagRequest,
+};
+
+use crate::client::{Call, Client};
+use crate::error::ClientError;
+use crate::retry::Safety;
+
+impl Client {
+    /// `GET /admin/tags`.
+    pub async fn tags(&self) -> Result<Vec<TagInfo>, ClientError> {
+        self.execute(Call::get(routes::ADMIN_TAGS.to_string())).await?.json()
+    }
+
+    /// `POST /admin/tags` (at most once, see the module docs).
+    pub async fn create_tag(&self, req: &CreateTagRequest) -> Result<TagInfo, ClientError> {
+        let call = Call::with_json(Method::POST, routes::ADMIN_TAGS.to_string(), req, Safety::AtMostOnce)?;
+        self.execute(call).await?.json()
+    }
+
+    /// `GET /admin/tags/{tag}`.
+    pub async fn tag(&self, tag: &str) -> Result<TagInfo, ClientError> {
+        self.execute(Call::get(routes::fill(routes::ADMIN_TAG, &[tag]))).await?.json()
+    }
+
+    /// `PATCH /admin/tags/{tag}`: absent fields are left unchanged.
+    pub async fn update_tag(&self, tag: &str, req: &UpdateTagRequest) -> Result<TagInfo, ClientError> {
+        let call = Call::with_json(Method::PATCH, routes::fill(routes::ADMIN_TAG, &[tag]), req, Safety::Idempotent)?;
+        self.execute(call).await?.json()
+    }
+
+    /// `GET /admin/allocations`: the answering node's journal, optionally of one tag and/or
+    /// one owning node.
+    pub async fn allocations(&self, tag: Option<&str>, node: Option<u64>) -> Result<AllocationJournal, ClientError> {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        if let Some(tag) = tag {
+            query.append_pair("tag", tag);
+        }
+        if let Some(node) = node {
+            query.append_pair("node", &node.to_string());
+        }
+        let query = query.finish();
+        let path = if query.is_empty() {
+            routes::ADMIN_ALLOCATIONS.to_string()
+        } else {
+            format!("{}?{query}", routes::ADMIN_ALLOCATIONS)
+        };
+        self.execute(Call::get(path)).await?.json()
+    }
+
+    /// `POST /admin/cluster/learners`.
+    pub async fn add_learner(&self, req: &AddLearnerRequest) -> Result<MembershipChange, ClientError> {
+        let call = Call::with_json(Method::POST, routes::CLUSTER_LEARNERS.to_string(), req, Safety::Idempotent)?;
+        self.execute(call).await?.json()
+    }
+
+    /// `POST /admin/cluster/nodes/{id}/promote`.
+    pub async fn promote(&self, node_id: u64) -> Result<MembershipChange, ClientError> {
+        let path = routes::fill(routes::CLUSTER_PROMOTE, &[&node_id.to_string()]);
+        self.execute(Call { method: Method::POST, ..Call::get(path) }).await?.json()
+    }
+
+    /// `DELETE /admin/cluster/nodes/{id}`.
+    pub async fn remove(&self, node_id: u64) -> Result<MembershipChange, ClientError> {
+        let path = routes::fill(routes::CLUSTER_NODE, &[&node_id.to_string()]);
+        self.execute(Call { method: Method::DELETE, ..Call::get(path) }).await?.json()
+    }
+
+    /// `POST /admin/fault/clock` (nodes started with fault injection only): answers the
+    /// offset now in force.
+    pub async fn set_clock_fault(&self, fault: &ClockFault) -> Result<ClockFault, ClientError> {
+        let call = Call::with_json(Method::POST, routes::ADMIN_FAULT_CLOCK.to_string(), fault, Safety::Idempotent)?;
+        self.execute(call).await?.json()
+    }
+}
