@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 
 /// `POST /admin/tags`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateTagRequest {
     pub tag: String,
@@ -16,6 +17,7 @@ pub struct CreateTagRequest {
 
 /// `PATCH /admin/tags/{tag}`: absent fields are left unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTagRequest {
     #[serde(default)]
@@ -26,6 +28,7 @@ pub struct UpdateTagRequest {
 
 /// A tag as stored in the replicated state machine (`GET /admin/tags`, `GET /db`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TagInfo {
     pub tag: String,
     /// Next unallocated ID: every ID below it has been allocated to some node.
@@ -40,6 +43,7 @@ pub struct TagInfo {
 
 /// One segment of a tag's double buffer (`GET /cache`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SegmentView {
     /// First ID of the segment.
     pub start: i64,
@@ -52,6 +56,7 @@ pub struct SegmentView {
 
 /// A tag's buffers on this node (`GET /cache`), like Leaf's `/cache` monitor page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CacheEntry {
     pub tag: String,
     /// A committed segment has been loaded at least once.
@@ -71,6 +76,7 @@ pub struct CacheEntry {
 
 /// A committed allocation: `[start, end)` of `tag`, reserved for node `node_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AllocationView {
     pub tag: String,
     /// The node the range was committed to (the only node that may hand out its IDs).
@@ -85,6 +91,7 @@ pub struct AllocationView {
 
 /// `GET /admin/allocations`: the answering node's journal of committed allocations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AllocationJournal {
     /// The node that answered.
     pub node_id: u64,
@@ -110,6 +117,7 @@ pub struct AllocationJournal {
 ///
 /// `ready` is both; the endpoint answers 200 when the asked-for readiness holds, 503 otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// Segment-ready and snowflake-ready (see above).
     pub ready: bool,
@@ -133,6 +141,7 @@ pub struct Health {
 
 /// Whether this node issues snowflake IDs, and why not.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SnowflakeHealth {
     /// `serving`, `starting` (clock check, registering, or making the first high-water mark
     /// durable), `off` (refused: see `reason`) or `disabled` (by configuration).
@@ -156,6 +165,7 @@ pub struct SnowflakeHealth {
 
 /// A decoded snowflake ID (`/api/snowflake/decode/{id}`, `/decodeSnowflakeId`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SnowflakeDecoded {
     pub id: i64,
     /// Milliseconds since the Unix epoch. A logical time: it may be ahead of the issuing
@@ -171,6 +181,7 @@ pub struct SnowflakeDecoded {
 
 /// A worker ID in use, as replicated (`/cluster/status`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerView {
     pub worker_id: u16,
     pub node_id: u64,
@@ -184,6 +195,7 @@ pub struct WorkerView {
 
 /// `POST /admin/fault/clock` (only with `--enable-fault-injection`): skew this node's clock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClockFault {
     /// Added to the system clock from now on (negative: the clock moves back). Replaces any
@@ -194,6 +206,7 @@ pub struct ClockFault {
 /// `POST /admin/cluster/learners`: add a node that replicates the log and serves IDs but does
 /// not vote.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AddLearnerRequest {
     /// A node ID never used in this cluster before.
@@ -204,6 +217,7 @@ pub struct AddLearnerRequest {
 
 /// The reply of a membership change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MembershipChange {
     /// Raft log index of the committed membership entry.
     pub log_index: u64,
@@ -213,6 +227,7 @@ pub struct MembershipChange {
 
 /// A member of the Raft group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MemberView {
     pub node_id: u64,
     /// `host:port` of the member's HTTP listener.
@@ -223,6 +238,7 @@ pub struct MemberView {
 
 /// How far the leader has replicated its log to one member (leader only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReplicationView {
     pub node_id: u64,
     /// Highest log index known to be stored on that member.
@@ -233,6 +249,7 @@ pub struct ReplicationView {
 
 /// `GET /cluster/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterStatus {
     /// The node that answered.
     pub node_id: u64,
