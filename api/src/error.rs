@@ -139,6 +139,7 @@ impl std::fmt::Display for ErrorCode {
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub leaf_code: Option<i64>,
 }
 

@@ -6,12 +6,21 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateTagRequest {
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$", example = "orders")
+    )]
     pub tag: String,
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000_000, example = 1000))]
+    #[serde(deserialize_with = "crate::json_int::i64")]
     pub step: i64,
     /// First ID handed out; Leaf's `max_id` column default of 1 when absent.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, example = 1))]
+    #[serde(deserialize_with = "crate::json_int::opt_i64")]
     pub max_id: Option<i64>,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1024, example = "order IDs"))]
     pub description: Option<String>,
 }
 
@@ -21,8 +30,11 @@ pub struct CreateTagRequest {
 #[serde(deny_unknown_fields)]
 pub struct UpdateTagRequest {
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000_000, example = 2000))]
+    #[serde(deserialize_with = "crate::json_int::opt_i64")]
     pub step: Option<i64>,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1024, example = "order IDs"))]
     pub description: Option<String>,
 }
 
@@ -200,6 +212,8 @@ pub struct WorkerView {
 pub struct ClockFault {
     /// Added to the system clock from now on (negative: the clock moves back). Replaces any
     /// earlier offset; `0` removes the fault.
+    #[cfg_attr(feature = "openapi", schema(minimum = -31_536_000_000_i64, maximum = 31_536_000_000_i64, example = -50))]
+    #[serde(deserialize_with = "crate::json_int::i64")]
     pub offset_ms: i64,
 }
 
@@ -210,8 +224,18 @@ pub struct ClockFault {
 #[serde(deny_unknown_fields)]
 pub struct AddLearnerRequest {
     /// A node ID never used in this cluster before.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 9_223_372_036_854_775_807_u64, example = 4))]
+    #[serde(deserialize_with = "crate::json_int::u64")]
     pub node_id: u64,
     /// `host:port` where the other nodes reach the new node's HTTP listener.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 259,
+            pattern = r"^([A-Za-z0-9._\-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$",
+            example = "10.0.0.4:8080"
+        )
+    )]
     pub addr: String,
 }
 

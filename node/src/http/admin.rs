@@ -15,7 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{ApiQuery, JsonBody, TagParam};
+use super::extract::{check_node_id_range, ApiQuery, JsonBody, TagParam};
 use super::openapi::{AllocationsErrors, CreateTagErrors, FaultErrors, ListErrors, ShowTagErrors, UpdateTagErrors};
 use super::{tag_info, tag_not_found, App};
 
@@ -125,6 +125,9 @@ pub async fn allocations(
     if let Some(t) = &q.tag {
         validate_tag(t).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
     }
+    if let Some(node) = q.node {
+        check_node_id_range(node)?;
+    }
     let journal = app
         .raft
         .allocations(q.tag.as_deref(), q.node)
@@ -161,10 +164,11 @@ pub async fn fault_clock(
 /// The largest clock skew the fault endpoint accepts: a year.
 pub const MAX_CLOCK_OFFSET_MS: u64 = 365 * 24 * 3_600_000;
 
-/// Descriptions are free text for people, bounded so the replicated state stays small.
+/// Descriptions are free text for people, bounded so the replicated state stays small:
+/// 1,024 characters (so at most 4 KiB), counted as the OpenAPI `maxLength` counts them.
 fn check_description(d: &str) -> Result<(), ApiError> {
-    if d.len() > 1024 {
-        return Err(ApiError::new(ErrorCode::InvalidRequest, "description is longer than 1024 bytes"));
+    if d.chars().count() > 1024 {
+        return Err(ApiError::new(ErrorCode::InvalidRequest, "description is longer than 1024 characters"));
     }
     Ok(())
 }

@@ -61,7 +61,15 @@ impl<S: Send + Sync> FromRequestParts<S> for KeyParam {
     }
 }
 
-/// A `{id}` path parameter naming a Raft node: an integer from 1.
+/// Node IDs in URLs are OpenAPI `int64`s: at most `i64::MAX`.
+pub fn check_node_id_range(id: u64) -> Result<(), ApiError> {
+    if id > i64::MAX as u64 {
+        return Err(ApiError::new(ErrorCode::InvalidRequest, format!("node ID {id} is above 2^63-1")));
+    }
+    Ok(())
+}
+
+/// A `{id}` path parameter naming a Raft node: an integer from 1 to `i64::MAX`.
 pub struct NodeIdParam(pub u64);
 
 impl<S: Send + Sync> FromRequestParts<S> for NodeIdParam {
@@ -70,7 +78,7 @@ impl<S: Send + Sync> FromRequestParts<S> for NodeIdParam {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let RawParam(raw) = RawParam::from_request_parts(parts, state).await?;
         match raw.parse::<u64>() {
-            Ok(id) if id > 0 => Ok(NodeIdParam(id)),
+            Ok(id) if id > 0 => check_node_id_range(id).map(|()| NodeIdParam(id)),
             _ => Err(ApiError::new(ErrorCode::InvalidRequest, format!("{raw:?} is not a node ID"))),
         }
     }

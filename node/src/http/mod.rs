@@ -160,15 +160,19 @@ pub fn router(app: Arc<App>) -> Router {
         // The limit above is the one that counts.
         .route_layer(axum::extract::DefaultBodyLimit::disable());
     let timeout = Duration::from_millis(3 * app.config.raft.propose_timeout_ms.max(app.config.segment.wait_timeout_ms));
-    Router::new()
+    let routes = Router::new()
         .merge(public)
         .merge(internal::routes())
         .fallback(fallback)
         .layer(axum::middleware::from_fn_with_state(app.clone(), auth::guard))
+        .with_state(app.clone());
+    // Around the whole router (not each route), so the finishing layer sees the `Allow`
+    // header the method router adds to its 405s.
+    Router::new()
+        .fallback_service(routes)
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, timeout))
-        .layer(axum::middleware::map_response_with_state(app.clone(), finish))
+        .layer(axum::middleware::map_response_with_state(app, finish))
         .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
-        .with_state(app)
 }
 
 /// No route matched: 404 `not_found`, or 400 for a path under an ID route whose parameter

@@ -37,7 +37,7 @@ pub const TEXT: &str = "text/plain; charset=utf-8";
         license(name = "Apache-2.0"),
     ),
     modifiers(&AdminSecurity),
-    components(schemas(ErrorBody, ErrorCode)),
+    components(schemas(ErrorBody, ErrorCode, super::monitor::HealthMode)),
     tags(
         (name = "ids", description = "Segment and snowflake IDs (Leaf-compatible)."),
         (name = "monitor", description = "Readiness, metrics, Leaf's monitor pages."),
@@ -62,6 +62,28 @@ impl Modify for AdminSecurity {
         doc.components
             .get_or_insert_with(Default::default)
             .add_security_scheme("admin_token", SecurityScheme::Http(scheme));
+    }
+}
+
+/// `PATCH /admin/tags/{tag}` needs a non-null `step` or `description` (both may be given;
+/// a null one is left unchanged like an absent one).
+struct UpdateNeedsAField;
+
+impl Modify for UpdateNeedsAField {
+    fn modify(&self, doc: &mut OpenApi) {
+        let Some(components) = doc.components.as_mut() else { return };
+        let Some(RefOr::T(fields)) = components.schemas.remove("UpdateTagRequest") else { return };
+        let present = |name: &str, ty: Type| {
+            ObjectBuilder::new().property(name, ObjectBuilder::new().schema_type(ty)).required(name)
+        };
+        // anyOf: one or both present.
+        let any = utoipa::openapi::schema::AnyOfBuilder::new()
+            .item(present("step", Type::Integer))
+            .item(present("description", Type::String));
+        let schema = AllOfBuilder::new().item(fields).item(any).description(Some(
+            "`PATCH /admin/tags/{tag}`: absent or null fields are left unchanged; at least one must be given.",
+        ));
+        components.schemas.insert("UpdateTagRequest".to_string(), RefOr::T(schema.into()));
     }
 }
 
@@ -188,7 +210,10 @@ error_set! {
 
 /// The whole document.
 pub fn document() -> OpenApi {
-    super::api().into_openapi()
+    let mut doc = super::api().into_openapi();
+    // After the routes added their schemas.
+    UpdateNeedsAField.modify(&mut doc);
+    doc
 }
 
 /// The document as served and committed: pretty JSON with a final newline, rendered once.
