@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// What went wrong, as a stable machine-readable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The tag name breaks the naming rules.
@@ -134,9 +135,11 @@ impl std::fmt::Display for ErrorCode {
 
 /// The JSON body of every error response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub leaf_code: Option<i64>,
 }
 

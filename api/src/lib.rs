@@ -9,12 +9,14 @@
 //! - [`codec`]: versioned, checksummed bincode envelope for every record written to disk or sent
 //!   between nodes.
 //! - [`error`]: the stable error codes of the public API and their Leaf analogues.
+//! - [`json_int`]: request-body integers in any JSON notation of an integral value.
 //! - [`routes`]: the public HTTP route table (server, OpenAPI, client and CLI share it).
 //! - [`tag`]: tag-name and count validation.
 //! - [`types`]: JSON request and response bodies.
 
 pub mod codec;
 pub mod error;
+pub mod json_int;
 pub mod routes;
 pub mod tag;
 pub mod types;

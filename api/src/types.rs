@@ -3,29 +3,44 @@ use serde::{Deserialize, Serialize};
 
 /// `POST /admin/tags`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateTagRequest {
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$", example = "orders")
+    )]
     pub tag: String,
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000_000, example = 1000))]
+    #[serde(deserialize_with = "crate::json_int::i64")]
     pub step: i64,
     /// First ID handed out; Leaf's `max_id` column default of 1 when absent.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, example = 1))]
+    #[serde(deserialize_with = "crate::json_int::opt_i64")]
     pub max_id: Option<i64>,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1024, example = "order IDs"))]
     pub description: Option<String>,
 }
 
 /// `PATCH /admin/tags/{tag}`: absent fields are left unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTagRequest {
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000_000, example = 2000))]
+    #[serde(deserialize_with = "crate::json_int::opt_i64")]
     pub step: Option<i64>,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1024, example = "order IDs"))]
     pub description: Option<String>,
 }
 
 /// A tag as stored in the replicated state machine (`GET /admin/tags`, `GET /db`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TagInfo {
     pub tag: String,
     /// Next unallocated ID: every ID below it has been allocated to some node.
@@ -40,6 +55,7 @@ pub struct TagInfo {
 
 /// One segment of a tag's double buffer (`GET /cache`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SegmentView {
     /// First ID of the segment.
     pub start: i64,
@@ -52,6 +68,7 @@ pub struct SegmentView {
 
 /// A tag's buffers on this node (`GET /cache`), like Leaf's `/cache` monitor page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CacheEntry {
     pub tag: String,
     /// A committed segment has been loaded at least once.
@@ -71,6 +88,7 @@ pub struct CacheEntry {
 
 /// A committed allocation: `[start, end)` of `tag`, reserved for node `node_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AllocationView {
     pub tag: String,
     /// The node the range was committed to (the only node that may hand out its IDs).
@@ -85,6 +103,7 @@ pub struct AllocationView {
 
 /// `GET /admin/allocations`: the answering node's journal of committed allocations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AllocationJournal {
     /// The node that answered.
     pub node_id: u64,
@@ -110,6 +129,7 @@ pub struct AllocationJournal {
 ///
 /// `ready` is both; the endpoint answers 200 when the asked-for readiness holds, 503 otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// Segment-ready and snowflake-ready (see above).
     pub ready: bool,
@@ -133,6 +153,7 @@ pub struct Health {
 
 /// Whether this node issues snowflake IDs, and why not.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SnowflakeHealth {
     /// `serving`, `starting` (clock check, registering, or making the first high-water mark
     /// durable), `off` (refused: see `reason`) or `disabled` (by configuration).
@@ -156,6 +177,7 @@ pub struct SnowflakeHealth {
 
 /// A decoded snowflake ID (`/api/snowflake/decode/{id}`, `/decodeSnowflakeId`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SnowflakeDecoded {
     pub id: i64,
     /// Milliseconds since the Unix epoch. A logical time: it may be ahead of the issuing
@@ -171,6 +193,7 @@ pub struct SnowflakeDecoded {
 
 /// A worker ID in use, as replicated (`/cluster/status`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkerView {
     pub worker_id: u16,
     pub node_id: u64,
@@ -184,26 +207,41 @@ pub struct WorkerView {
 
 /// `POST /admin/fault/clock` (only with `--enable-fault-injection`): skew this node's clock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClockFault {
     /// Added to the system clock from now on (negative: the clock moves back). Replaces any
     /// earlier offset; `0` removes the fault.
+    #[cfg_attr(feature = "openapi", schema(minimum = -31_536_000_000_i64, maximum = 31_536_000_000_i64, example = -50))]
+    #[serde(deserialize_with = "crate::json_int::i64")]
     pub offset_ms: i64,
 }
 
 /// `POST /admin/cluster/learners`: add a node that replicates the log and serves IDs but does
 /// not vote.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AddLearnerRequest {
     /// A node ID never used in this cluster before.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 9_223_372_036_854_775_807_u64, example = 4))]
+    #[serde(deserialize_with = "crate::json_int::u64")]
     pub node_id: u64,
     /// `host:port` where the other nodes reach the new node's HTTP listener.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 259,
+            pattern = r"^([A-Za-z0-9._\-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$",
+            example = "10.0.0.4:8080"
+        )
+    )]
     pub addr: String,
 }
 
 /// The reply of a membership change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MembershipChange {
     /// Raft log index of the committed membership entry.
     pub log_index: u64,
@@ -213,6 +251,7 @@ pub struct MembershipChange {
 
 /// A member of the Raft group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MemberView {
     pub node_id: u64,
     /// `host:port` of the member's HTTP listener.
@@ -223,6 +262,7 @@ pub struct MemberView {
 
 /// How far the leader has replicated its log to one member (leader only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReplicationView {
     pub node_id: u64,
     /// Highest log index known to be stored on that member.
@@ -233,6 +273,7 @@ pub struct ReplicationView {
 
 /// `GET /cluster/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterStatus {
     /// The node that answered.
     pub node_id: u64,
@@ -258,6 +299,7 @@ pub struct ClusterStatus {
 }
 
 /// The snowflake worker's state as `/health` reports it (`snowflake.state`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SnowflakeState {
@@ -308,6 +350,7 @@ mod snowflake_state_tests {
 }
 
 /// A node's Raft state (`ClusterStatus.state`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -319,6 +362,7 @@ pub enum Role {
 }
 
 /// How a node belongs to the membership (`MemberView.role`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MemberRole {

@@ -12,7 +12,7 @@
 //! - [`tags`]: per-tag actix actors that own refills, and the tag registry.
 //! - [`snowflake`]: the lock-free snowflake generator and the worker actor (registration and
 //!   lease through Raft, durable time window, clock checks).
-//! - [`http`]: hyper server, routing, errors → statuses, admin auth.
+//! - [`http`]: the axum edge: routes, OpenAPI document, tower layers, errors → statuses, auth.
 //! - [`memory`]: returns freed memory to the OS after connection floods.
 //! - [`metrics`]: Prometheus metrics.
 //! - [`cli`]: the command-line interface (client commands go through `leaf-client`, `leaf bench`

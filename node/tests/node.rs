@@ -14,6 +14,8 @@ use leaf_node::NodeHandle;
 use serde_json::json;
 use tempfile::TempDir;
 
+#[path = "node/edge.rs"]
+mod edge;
 #[path = "node/snowflake_restart.rs"]
 mod snowflake_restart;
 

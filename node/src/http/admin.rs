@@ -1,0 +1,167 @@
+//! The admin endpoints (bearer token, or loopback without one; checked by
+//! [`super::auth::guard`]): tags, the allocation journal, and the clock fault.
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use leaf_api::routes;
+use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
+use leaf_api::types::{AllocationJournal, ClockFault, CreateTagRequest, TagInfo, UpdateTagRequest};
+use leaf_api::ErrorCode;
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::ApiError;
+use super::extract::{check_node_id_range, ApiQuery, JsonBody, TagParam};
+use super::openapi::{AllocationsErrors, CreateTagErrors, FaultErrors, ListErrors, ShowTagErrors, UpdateTagErrors};
+use super::{tag_info, tag_not_found, App};
+
+/// The routes of this area, with their OpenAPI operations.
+pub fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(list_tags, create_tag))
+        .routes(routes!(show_tag, update_tag))
+        .routes(routes!(allocations))
+        .routes(routes!(fault_clock))
+}
+
+/// Every tag, as stored.
+#[utoipa::path(get, path = routes::ADMIN_TAGS, tag = "admin", operation_id = "list_tags",
+    security(("admin_token" = [])),
+    responses((status = 200, description = "Every tag.", body = Vec<TagInfo>), ListErrors))]
+pub async fn list_tags(State(app): State<Arc<App>>) -> Json<Vec<TagInfo>> {
+    Json(app.tag_list())
+}
+
+/// Creates a tag (Leaf's `leaf_alloc` row).
+#[utoipa::path(post, path = routes::ADMIN_TAGS, tag = "admin", operation_id = "create_tag",
+    security(("admin_token" = [])),
+    request_body = CreateTagRequest,
+    responses((status = 201, description = "Created.", body = TagInfo), CreateTagErrors))]
+pub async fn create_tag(
+    State(app): State<Arc<App>>,
+    JsonBody(body): JsonBody<CreateTagRequest>,
+) -> Result<(StatusCode, Json<TagInfo>), ApiError> {
+    let bad = |e: leaf_api::tag::ValidationError| ApiError::new(ErrorCode::InvalidRequest, e.to_string());
+    validate_tag(&body.tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+    validate_step(body.step).map_err(bad)?;
+    let max_id = body.max_id.unwrap_or(1);
+    validate_max_id(max_id).map_err(bad)?;
+    let description = body.description.unwrap_or_default();
+    check_description(&description)?;
+    let record = app.raft.create_tag(body.tag.clone(), body.step, max_id, description).await?;
+    Ok((StatusCode::CREATED, Json(tag_info(body.tag, record))))
+}
+
+/// One tag, as stored.
+#[utoipa::path(get, path = routes::ADMIN_TAG, tag = "admin", operation_id = "show_tag",
+    security(("admin_token" = [])),
+    params(("tag" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$",
+        example = "leaf-segment-test")),
+    responses((status = 200, description = "The tag.", body = TagInfo), ShowTagErrors))]
+pub async fn show_tag(State(app): State<Arc<App>>, TagParam(tag): TagParam) -> Result<Json<TagInfo>, ApiError> {
+    if app.raft.state().tag(&tag).is_none() {
+        app.confirm_tags(&tag).await?;
+    }
+    match app.raft.state().tag(&tag) {
+        Some(r) => Ok(Json(tag_info(tag, r))),
+        None => Err(tag_not_found(&tag)),
+    }
+}
+
+/// Changes a tag's stored step and/or description.
+#[utoipa::path(patch, path = routes::ADMIN_TAG, tag = "admin", operation_id = "update_tag",
+    security(("admin_token" = [])),
+    params(("tag" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$",
+        example = "leaf-segment-test")),
+    request_body = UpdateTagRequest,
+    responses((status = 200, description = "The tag as updated.", body = TagInfo), UpdateTagErrors))]
+pub async fn update_tag(
+    State(app): State<Arc<App>>,
+    TagParam(tag): TagParam,
+    JsonBody(body): JsonBody<UpdateTagRequest>,
+) -> Result<Json<TagInfo>, ApiError> {
+    if body.step.is_none() && body.description.is_none() {
+        return Err(ApiError::new(ErrorCode::InvalidRequest, "nothing to update: give step and/or description"));
+    }
+    if let Some(step) = body.step {
+        validate_step(step).map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
+    }
+    if let Some(d) = &body.description {
+        check_description(d)?;
+    }
+    let record = app.raft.update_tag(tag.clone(), body.step, body.description).await?;
+    Ok(Json(tag_info(tag, record)))
+}
+
+#[derive(Deserialize)]
+pub struct AllocationsQuery {
+    tag: Option<String>,
+    node: Option<u64>,
+}
+
+/// The journal of committed segments and the node each went to.
+#[utoipa::path(get, path = routes::ADMIN_ALLOCATIONS, tag = "admin", operation_id = "allocations",
+    security(("admin_token" = [])),
+    params(
+        ("tag" = Option<String>, Query, description = "Only this tag.", min_length = 1, max_length = 128,
+            pattern = r"^[A-Za-z0-9_.:\-]+$", example = "orders"),
+        ("node" = Option<u64>, Query, description = "Only allocations to this node.", example = 1),
+    ),
+    responses((status = 200, description = "The journal.", body = AllocationJournal), AllocationsErrors))]
+pub async fn allocations(
+    State(app): State<Arc<App>>,
+    ApiQuery(q): ApiQuery<AllocationsQuery>,
+) -> Result<Json<AllocationJournal>, ApiError> {
+    if let Some(t) = &q.tag {
+        validate_tag(t).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+    }
+    if let Some(node) = q.node {
+        check_node_id_range(node)?;
+    }
+    let journal = app
+        .raft
+        .allocations(q.tag.as_deref(), q.node)
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("allocation journal unreadable: {e}")))?;
+    Ok(Json(journal))
+}
+
+/// Skews this node's clock (only with fault injection enabled; 404 `not_found` otherwise).
+#[utoipa::path(post, path = routes::ADMIN_FAULT_CLOCK, tag = "admin", operation_id = "fault_clock",
+    security(("admin_token" = [])),
+    request_body = ClockFault,
+    responses((status = 200, description = "The offset now in force.", body = ClockFault), FaultErrors))]
+pub async fn fault_clock(
+    State(app): State<Arc<App>>,
+    body: Result<JsonBody<ClockFault>, ApiError>,
+) -> Result<Json<ClockFault>, ApiError> {
+    // Disabled first: a node without fault injection says so whatever the body.
+    if !app.config.fault.enabled {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            "fault injection is disabled (start the node with --enable-fault-injection)",
+        ));
+    }
+    let JsonBody(body) = body?;
+    if body.offset_ms.unsigned_abs() > MAX_CLOCK_OFFSET_MS {
+        return Err(ApiError::new(ErrorCode::InvalidRequest, "offset_ms must be within a year"));
+    }
+    let before = app.clock.offset_ms();
+    app.clock.set_offset_ms(body.offset_ms);
+    tracing::warn!(before, offset_ms = body.offset_ms, "FAULT INJECTED: clock offset changed");
+    Ok(Json(body))
+}
+
+/// The largest clock skew the fault endpoint accepts: a year.
+pub const MAX_CLOCK_OFFSET_MS: u64 = 365 * 24 * 3_600_000;
+
+/// Descriptions are free text for people, bounded so the replicated state stays small:
+/// 1,024 characters (so at most 4 KiB), counted as the OpenAPI `maxLength` counts them.
+fn check_description(d: &str) -> Result<(), ApiError> {
+    if d.chars().count() > 1024 {
+        return Err(ApiError::new(ErrorCode::InvalidRequest, "description is longer than 1024 characters"));
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! Who may call what: the admin bearer token (or, without one, loopback connections only) for
+//! everything under `/admin`, and the cluster secret for everything under `/internal`. Both
+//! are compared in constant time, and both are checked by [`guard`] before routing to a
+//! handler, so unknown paths and wrong methods under those prefixes answer 401/403 first, and
+//! no request body is read before the caller is known.
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use leaf_api::ErrorCode;
+use subtle::ConstantTimeEq;
+
+use super::error::ApiError;
+use super::App;
+use crate::config::is_loopback;
+use crate::raft::network::SECRET_HEADER;
+use crate::raft::service;
+
+/// Where a request came in: used to keep token-less admin on loopback. Every connection's
+/// requests carry it as an extension.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
+}
+
+/// Whether `path` is an admin endpoint (or would be one).
+pub fn is_admin(path: &str) -> bool {
+    path == "/admin" || path.starts_with("/admin/")
+}
+
+/// Middleware: admin and internal paths need their credentials.
+pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let checked = if is_admin(path) {
+        let header = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+        match req.extensions().get::<ConnInfo>() {
+            Some(conn) => check_admin(app.config.admin_token(), header, *conn),
+            // Every connection inserts it; without it the peer is unknown, so not loopback.
+            None => check_admin(app.config.admin_token(), header, ConnInfo::unknown()),
+        }
+    } else if service::is_internal(path) {
+        let given = req.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
+        check_cluster_secret(app.config.cluster_secret(), given)
+    } else {
+        Ok(())
+    };
+    match checked {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+impl ConnInfo {
+    /// A connection of unknown origin: never treated as loopback.
+    fn unknown() -> Self {
+        let any = SocketAddr::from(([0, 0, 0, 0], 0));
+        ConnInfo { local: any, peer: any }
+    }
+}
+
+/// Internal endpoints need the configured cluster secret, compared in constant time; a node
+/// without one refuses them all.
+pub fn check_cluster_secret(secret: Option<&str>, given: Option<&[u8]>) -> Result<(), ApiError> {
+    let ok = match secret {
+        Some(secret) => bool::from(given.unwrap_or_default().ct_eq(secret.as_bytes())),
+        None => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            format!("internal endpoints need the cluster secret in {SECRET_HEADER}"),
+        ))
+    }
+}
+
+/// Admin needs the bearer token when one is configured, and a loopback connection when not.
+/// The token is compared in constant time.
+pub fn check_admin(token: Option<&str>, authorization: Option<&str>, conn: ConnInfo) -> Result<(), ApiError> {
+    match token {
+        Some(token) => {
+            let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+            if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+                Ok(())
+            } else {
+                Err(ApiError::new(
+                    ErrorCode::Unauthorized,
+                    "admin endpoints need 'Authorization: Bearer <admin_token>'",
+                ))
+            }
+        }
+        None if is_loopback(conn.local.ip()) && is_loopback(conn.peer.ip()) => Ok(()),
+        None => Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "no admin_token is configured, so admin endpoints answer only on loopback connections",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(local: &str, peer: &str) -> ConnInfo {
+        ConnInfo { local: local.parse().unwrap(), peer: peer.parse().unwrap() }
+    }
+
+    #[test]
+    fn admin_without_token_only_on_loopback() {
+        let lo = conn("127.0.0.1:8080", "127.0.0.1:5000");
+        assert!(check_admin(None, None, lo).is_ok());
+        let public = conn("10.1.2.3:8080", "10.1.2.4:5000");
+        assert_eq!(check_admin(None, None, public).unwrap_err().code, ErrorCode::Forbidden);
+        // A token-less node bound to 0.0.0.0 still refuses remote peers.
+        let mixed = conn("10.1.2.3:8080", "127.0.0.1:5000");
+        assert_eq!(check_admin(None, Some("Bearer x"), mixed).unwrap_err().code, ErrorCode::Forbidden);
+        assert_eq!(check_admin(None, None, ConnInfo::unknown()).unwrap_err().code, ErrorCode::Forbidden);
+    }
+
+    #[test]
+    fn admin_with_token_needs_the_exact_bearer() {
+        let tok = Some("0123456789abcdef");
+        let public = conn("10.1.2.3:8080", "10.1.2.4:5000");
+        assert!(check_admin(tok, Some("Bearer 0123456789abcdef"), public).is_ok());
+        for bad in [
+            None,
+            Some(""),
+            Some("Bearer "),
+            Some("Bearer 0123456789abcde"),
+            Some("Bearer 0123456789abcdeff"),
+            Some("0123456789abcdef"),
+            Some("Basic 0123456789abcdef"),
+        ] {
+            assert_eq!(check_admin(tok, bad, public).unwrap_err().code, ErrorCode::Unauthorized, "{bad:?}");
+        }
+        // The token is required on loopback too.
+        let lo = conn("127.0.0.1:8080", "127.0.0.1:5000");
+        assert_eq!(check_admin(tok, None, lo).unwrap_err().code, ErrorCode::Unauthorized);
+    }
+
+    #[test]
+    fn internal_needs_the_exact_secret() {
+        assert!(check_cluster_secret(Some("s3cret"), Some(b"s3cret")).is_ok());
+        for bad in [None, Some(&b""[..]), Some(b"s3cre"), Some(b"s3cret!")] {
+            assert_eq!(check_cluster_secret(Some("s3cret"), bad).unwrap_err().code, ErrorCode::Unauthorized);
+        }
+        assert!(check_cluster_secret(None, Some(b"")).is_err(), "a node without a secret refuses all");
+    }
+}

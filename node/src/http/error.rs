@@ -1,0 +1,201 @@
+//! The one place where errors become HTTP statuses: [`ApiError`], [`status_of`], the
+//! conversions from the layers' typed errors and from axum's extractor rejections, and the
+//! JSON form of the responses the router and the tower layers produce themselves (404, 405,
+//! 413, timeouts).
+use axum::extract::rejection::{BytesRejection, QueryRejection, RawPathParamsRejection};
+use axum::http::header::{HeaderValue, CONTENT_TYPE};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use leaf_api::{ErrorBody, ErrorCode};
+use leaf_raft_store::ApplyError;
+
+use crate::raft::service::ServiceError;
+use crate::raft::{MemberErrorKind, ProposeError};
+use crate::snowflake::SnowflakeError;
+use crate::tags::{AllocError, TakeError};
+
+/// A failed request, before it becomes a response.
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into() }
+    }
+}
+
+/// The HTTP status of each error code.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    use ErrorCode::*;
+    match code {
+        InvalidTag | InvalidCount | InvalidRequest => StatusCode::BAD_REQUEST,
+        PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Unauthorized => StatusCode::UNAUTHORIZED,
+        Forbidden => StatusCode::FORBIDDEN,
+        TagNotFound | NotFound => StatusCode::NOT_FOUND,
+        MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        TagExists | TagExhausted | MemberExists | NodeIdRetired => StatusCode::CONFLICT,
+        MemberNotFound => StatusCode::NOT_FOUND,
+        SegmentsNotReady | NotReady | Unavailable | ShuttingDown | SnowflakeUnavailable | ClockMovedBackwards
+        | WorkerIdsExhausted => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// Serializes an error body; `ErrorBody` holds only strings, numbers and a unit enum, so this
+/// cannot fail.
+fn error_json(code: ErrorCode, message: String) -> Vec<u8> {
+    serde_json::to_vec(&ErrorBody::new(code, message)).unwrap_or_default()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = (status_of(self.code), error_json(self.code, self.message)).into_response();
+        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        // Read by the finishing layer, which counts errors per code.
+        r.extensions_mut().insert(self.code);
+        r
+    }
+}
+
+/// The code of a bodiless error response made by the router or a tower layer (no handler
+/// ran): 404 unknown path, 405 wrong method, 413 body over the limit, 503 timeout.
+pub fn framework_code(status: StatusCode) -> ErrorCode {
+    match status {
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        s if s.is_client_error() => ErrorCode::InvalidRequest,
+        _ => ErrorCode::Unavailable,
+    }
+}
+
+/// The message of a framework error, for people.
+pub fn framework_message(code: ErrorCode, allow: Option<&str>, max_body: usize) -> String {
+    match code {
+        ErrorCode::NotFound => "no such endpoint".to_string(),
+        ErrorCode::MethodNotAllowed => format!("allowed: {}", allow.unwrap_or("")),
+        ErrorCode::PayloadTooLarge => format!("request body exceeds {max_body} bytes"),
+        ErrorCode::InvalidRequest => "malformed request".to_string(),
+        _ => "the request did not complete in time".to_string(),
+    }
+}
+
+impl From<ProposeError> for ApiError {
+    fn from(e: ProposeError) -> Self {
+        let code = match &e {
+            ProposeError::Rejected(ApplyError::TagExists(_)) => ErrorCode::TagExists,
+            ProposeError::Rejected(ApplyError::TagNotFound(_)) => ErrorCode::TagNotFound,
+            ProposeError::Rejected(ApplyError::TagExhausted { .. }) => ErrorCode::TagExhausted,
+            ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
+            // Worker registration is the snowflake actor's business; no request proposes it.
+            ProposeError::Rejected(ApplyError::NotAMember(_) | ApplyError::WorkerLost { .. }) => {
+                ErrorCode::SnowflakeUnavailable
+            }
+            ProposeError::Rejected(ApplyError::WorkersExhausted) => ErrorCode::WorkerIdsExhausted,
+            ProposeError::Member { kind, .. } => match kind {
+                MemberErrorKind::Exists => ErrorCode::MemberExists,
+                MemberErrorKind::Retired => ErrorCode::NodeIdRetired,
+                MemberErrorKind::NotFound => ErrorCode::MemberNotFound,
+                MemberErrorKind::Invalid => ErrorCode::InvalidRequest,
+            },
+            // Fatal: Raft stopped (a storage error such as a full disk); the message says why.
+            ProposeError::NotLeader { .. }
+            | ProposeError::Timeout(_)
+            | ProposeError::Unavailable(_)
+            | ProposeError::Fatal(_) => ErrorCode::Unavailable,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<TakeError> for ApiError {
+    fn from(e: TakeError) -> Self {
+        let code = match &e {
+            TakeError::NotReady { .. } => ErrorCode::SegmentsNotReady,
+            TakeError::Alloc(AllocError::TagNotFound(_)) => ErrorCode::TagNotFound,
+            TakeError::Alloc(AllocError::TagExhausted(_)) => ErrorCode::TagExhausted,
+            TakeError::Alloc(AllocError::Unavailable(_)) => ErrorCode::Unavailable,
+            TakeError::Alloc(AllocError::ShuttingDown) => ErrorCode::ShuttingDown,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<SnowflakeError> for ApiError {
+    fn from(e: SnowflakeError) -> Self {
+        let code = match &e {
+            SnowflakeError::NotServing(_) | SnowflakeError::OutOfRange => ErrorCode::SnowflakeUnavailable,
+            SnowflakeError::ClockBackwards { .. } | SnowflakeError::ClockStalled(_) => ErrorCode::ClockMovedBackwards,
+            SnowflakeError::Exhausted(_) => ErrorCode::WorkerIdsExhausted,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        let code = match &e {
+            ServiceError::NotFound(_) => ErrorCode::NotFound,
+            ServiceError::BadRequest(_) => ErrorCode::InvalidRequest,
+            ServiceError::Encode(_) => ErrorCode::Unavailable,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+/// A body that could not be read: over the limit (413) or broken off (400).
+impl From<BytesRejection> for ApiError {
+    fn from(r: BytesRejection) -> Self {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(ErrorCode::PayloadTooLarge, "request body exceeds the limit")
+        } else {
+            ApiError::new(ErrorCode::InvalidRequest, format!("reading body: {}", r.body_text()))
+        }
+    }
+}
+
+/// A query string that does not fit the endpoint's parameters.
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::new(ErrorCode::InvalidRequest, r.body_text())
+    }
+}
+
+/// A path parameter that is not UTF-8 once percent-decoded (the router matched, so it is there).
+impl From<RawPathParamsRejection> for ApiError {
+    fn from(r: RawPathParamsRejection) -> Self {
+        ApiError::new(ErrorCode::InvalidRequest, r.body_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_4xx_or_503_status() {
+        for code in ErrorCode::ALL {
+            let s = status_of(code);
+            assert!(s.is_client_error() || s == StatusCode::SERVICE_UNAVAILABLE, "{code}: {s}");
+        }
+    }
+
+    #[test]
+    fn framework_statuses_keep_their_status() {
+        for s in [404, 405, 413, 400, 415, 503] {
+            let status = StatusCode::from_u16(s).unwrap();
+            assert_eq!(status_of(framework_code(status)), if s == 415 { StatusCode::BAD_REQUEST } else { status });
+        }
+    }
+
+    #[test]
+    fn an_api_error_is_json_with_its_status() {
+        let r = ApiError::new(ErrorCode::TagNotFound, "no tag x").into_response();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        assert_eq!(r.headers()[CONTENT_TYPE], "application/json");
+        assert_eq!(r.extensions().get::<ErrorCode>(), Some(&ErrorCode::TagNotFound));
+    }
+}

@@ -1,0 +1,136 @@
+//! Request extractors that validate as they extract and fail with the project's
+//! [`ApiError`] (never axum's plain-text rejections): path parameters (tag, snowflake key,
+//! node ID, raw), the `count` query parameter, typed query strings and JSON bodies.
+//!
+//! JSON bodies are parsed whatever their `Content-Type` (as before the move to axum, so
+//! `curl -d` works); their size is bounded by the body-limit layer.
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use leaf_api::tag::{parse_count, validate_tag};
+use leaf_api::ErrorCode;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+use super::App;
+
+/// The route's single path parameter, percent-decoded, as given.
+pub struct RawParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RawParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let params = RawPathParams::from_request_parts(parts, state).await?;
+        match params.iter().next() {
+            Some((_, value)) => Ok(RawParam(value.to_string())),
+            None => Err(ApiError::new(ErrorCode::InvalidRequest, "missing path parameter")),
+        }
+    }
+}
+
+/// A `{tag}` path parameter that passed [`validate_tag`].
+pub struct TagParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for TagParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let RawParam(tag) = RawParam::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.message))?;
+        validate_tag(&tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+        Ok(TagParam(tag))
+    }
+}
+
+/// A snowflake `{key}` path parameter: validated like a tag (it becomes a metrics label).
+pub struct KeyParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for KeyParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let TagParam(key) = TagParam::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::new(e.code, format!("snowflake key: {}", e.message)))?;
+        Ok(KeyParam(key))
+    }
+}
+
+/// Node IDs in URLs are OpenAPI `int64`s: at most `i64::MAX`.
+pub fn check_node_id_range(id: u64) -> Result<(), ApiError> {
+    if id > i64::MAX as u64 {
+        return Err(ApiError::new(ErrorCode::InvalidRequest, format!("node ID {id} is above 2^63-1")));
+    }
+    Ok(())
+}
+
+/// A `{id}` path parameter naming a Raft node: an integer from 1 to `i64::MAX`.
+pub struct NodeIdParam(pub u64);
+
+impl<S: Send + Sync> FromRequestParts<S> for NodeIdParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let RawParam(raw) = RawParam::from_request_parts(parts, state).await?;
+        match raw.parse::<u64>() {
+            Ok(id) if id > 0 => check_node_id_range(id).map(|()| NodeIdParam(id)),
+            _ => Err(ApiError::new(ErrorCode::InvalidRequest, format!("{raw:?} is not a node ID"))),
+        }
+    }
+}
+
+/// The optional `count` query parameter of the ID endpoints (1–100,000). Read straight from
+/// the query string: no allocation when it is absent or plain digits.
+pub struct CountParam(pub Option<u32>);
+
+impl<S: Send + Sync> FromRequestParts<S> for CountParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let Some(query) = parts.uri.query() else { return Ok(CountParam(None)) };
+        match form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "count") {
+            Some((_, raw)) => parse_count(&raw)
+                .map(|n| CountParam(Some(n)))
+                .map_err(|e| ApiError::new(ErrorCode::InvalidCount, e.to_string())),
+            None => Ok(CountParam(None)),
+        }
+    }
+}
+
+/// A query string deserialized into `T`; unknown parameters are ignored.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(value) = Query::<T>::from_request_parts(parts, state).await?;
+        Ok(ApiQuery(value))
+    }
+}
+
+/// A JSON request body of at most `http.max_body_bytes`.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<Arc<App>> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &Arc<App>) -> Result<Self, ApiError> {
+        let body = Bytes::from_request(req, state).await.map_err(|r| {
+            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                let max = state.config.http.max_body_bytes;
+                ApiError::new(ErrorCode::PayloadTooLarge, format!("request body exceeds {max} bytes"))
+            } else {
+                ApiError::from(r)
+            }
+        })?;
+        serde_json::from_slice(&body)
+            .map(JsonBody)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("invalid JSON body: {e}")))
+    }
+}

@@ -1,0 +1,312 @@
+//! The HTTP edge, on axum: the routes (declared once with their OpenAPI operations), the
+//! tower layers, admin and cluster authentication, and the one place where errors become HTTP
+//! statuses. The public routes and their contract are in `docs/openapi.json` (served at
+//! `GET /openapi.json`); every path comes from [`leaf_api::routes`].
+//!
+//! Layout:
+//! - this file: [`App`] (what a handler needs), [`router`] (routes, fallback, layers) and
+//!   [`serve`] (the accept loop: connection cap, header timeout, graceful shutdown).
+//! - [`ids`]: segment and snowflake IDs, the decoders (the per-ID path).
+//! - [`monitor`]: health, metrics, `/cache`, `/db`, `/openapi.json`.
+//! - [`admin`]: tags, the allocation journal, the clock fault.
+//! - [`cluster`]: status, learners, promote, remove.
+//! - [`internal`]: the bincode node-to-node RPC mount (work done by [`crate::raft::service`]).
+//! - [`auth`]: admin bearer token / loopback rule and the cluster secret, before routing.
+//! - [`extract`]: validating extractors that fail with [`ApiError`].
+//! - [`error`]: [`ApiError`], [`status_of`], conversions from the layers' errors.
+//! - [`openapi`]: the document's info, security scheme and per-endpoint error responses.
+//!
+//! Layers, outermost first: request tracing (`TraceLayer`, at debug level, no headers), the
+//! finishing layer (counts errors per code; turns the bodiless answers of the router and of
+//! the layers — 404, 405 with `Allow`, 413, timeout — into JSON `ErrorBody`s), the request
+//! timeout (3 × the longer of `raft.propose_timeout_ms` and `segment.wait_timeout_ms`, then
+//! 503 `unavailable`), [`auth::guard`], and on the public routes the body limit
+//! (`http.max_body_bytes`, 413 `payload_too_large`). `http.max_connections` is enforced at
+//! accept: a connection beyond it gets a complete 503 `unavailable` with `Retry-After: 1` and
+//! is closed without reading the request.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::header::{ALLOW, CONTENT_TYPE};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use leaf_api::types::{Health, SnowflakeHealth, SnowflakeState, TagInfo};
+use leaf_api::ErrorCode;
+use leaf_raft_store::TagRecord;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceExt;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::clock::SystemClock;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::raft::RaftNode;
+use crate::snowflake::Snowflake;
+use crate::tags::Tags;
+
+pub mod admin;
+pub mod auth;
+pub mod cluster;
+pub mod error;
+pub mod extract;
+pub mod ids;
+pub mod internal;
+pub mod monitor;
+pub mod openapi;
+
+pub use auth::{check_admin, check_cluster_secret, ConnInfo};
+pub use error::{status_of, ApiError};
+
+/// Everything a request handler needs.
+pub struct App {
+    pub config: Arc<Config>,
+    pub raft: RaftNode,
+    pub tags: Tags,
+    pub snowflake: Snowflake,
+    /// The node's clock, skewed by `POST /admin/fault/clock` when fault injection is on.
+    pub clock: Arc<SystemClock>,
+    pub metrics: Arc<Metrics>,
+    /// Set once the configured bootstrap tags exist; the node is not ready before.
+    pub bootstrapped: Arc<AtomicBool>,
+}
+
+impl App {
+    pub fn health(&self) -> Health {
+        let mut s = self.raft.status();
+        if s.not_ready.is_none() && !self.bootstrapped.load(Ordering::Acquire) {
+            s.not_ready = Some("creating bootstrap tags".to_string());
+        }
+        let snowflake = self.snowflake.health();
+        let segment_ready = s.not_ready.is_none();
+        let reason = s.not_ready.or_else(|| {
+            (!snowflake_ready(&snowflake)).then(|| {
+                format!("snowflake {}: {}", snowflake.state, snowflake.reason.as_deref().unwrap_or("not serving yet"))
+            })
+        });
+        Health {
+            ready: segment_ready && snowflake_ready(&snowflake),
+            segment_ready,
+            node_id: s.node_id,
+            leader_id: s.leader_id,
+            term: s.term,
+            last_applied_index: s.last_applied_index,
+            quorum_ack_age_ms: s.quorum_ack_age_ms,
+            reason,
+            snowflake,
+        }
+    }
+
+    fn tag_list(&self) -> Vec<TagInfo> {
+        self.raft.state().tags().into_iter().map(|(t, r)| tag_info(t, r)).collect()
+    }
+
+    /// A tag unknown here may have just been created through another node: wait until this
+    /// node has applied everything committed so far (a read index, no log write), so a tag
+    /// created anywhere is usable everywhere at once.
+    async fn confirm_tags(&self, tag: &str) -> Result<(), ApiError> {
+        self.raft.read_barrier().await.map_err(|e| {
+            tracing::debug!(tag, error = %e, "read barrier failed");
+            ApiError::new(
+                ErrorCode::NotReady,
+                format!("cannot confirm whether tag {tag:?} exists: {}", e.public_message()),
+            )
+        })
+    }
+}
+
+/// Snowflake readiness: serving, or disabled by configuration (nothing to wait for).
+fn snowflake_ready(h: &SnowflakeHealth) -> bool {
+    matches!(h.state, SnowflakeState::Serving | SnowflakeState::Disabled)
+}
+
+fn tag_info(tag: String, r: TagRecord) -> TagInfo {
+    TagInfo {
+        tag,
+        max_id: r.max_id,
+        step: r.step,
+        description: r.description,
+        created_ms: r.created_ms,
+        updated_ms: r.updated_ms,
+    }
+}
+
+fn tag_not_found(tag: &str) -> ApiError {
+    ApiError::new(ErrorCode::TagNotFound, format!("tag {tag:?} does not exist"))
+}
+
+/// The public routes with their OpenAPI operations (no layers, no state yet).
+pub fn api() -> OpenApiRouter<Arc<App>> {
+    use utoipa::OpenApi;
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(ids::routes())
+        .merge(monitor::routes())
+        .merge(admin::routes())
+        .merge(cluster::routes())
+}
+
+/// The whole service: public and internal routes, the fallback and the layers.
+pub fn router(app: Arc<App>) -> Router {
+    let (public, _) = api().split_for_parts();
+    let public = public
+        .route_layer(RequestBodyLimitLayer::new(app.config.http.max_body_bytes))
+        // The limit above is the one that counts.
+        .route_layer(axum::extract::DefaultBodyLimit::disable());
+    let timeout = Duration::from_millis(3 * app.config.raft.propose_timeout_ms.max(app.config.segment.wait_timeout_ms));
+    let routes = Router::new()
+        .merge(public)
+        .merge(internal::routes())
+        .fallback(fallback)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), auth::guard))
+        .with_state(app.clone());
+    // Around the whole router (not each route), so the finishing layer sees the `Allow`
+    // header the method router adds to its 405s.
+    Router::new()
+        .fallback_service(routes)
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, timeout))
+        .layer(axum::middleware::map_response_with_state(app, finish))
+        .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
+}
+
+/// No route matched: 404 `not_found`, or 400 for a path under an ID route whose parameter
+/// is invalid (an empty tag, a tag with `/`).
+async fn fallback(req: Request) -> ApiError {
+    let path = req.uri().path();
+    if req.method() == axum::http::Method::GET {
+        if let Some(e) = ids::unmatched_id_path(path) {
+            return e;
+        }
+    }
+    ApiError::new(ErrorCode::NotFound, format!("no endpoint {path}"))
+}
+
+/// Counts every error by code, and makes the bodiless error answers of the router and the
+/// tower layers (405 with `Allow`, 413, timeout) JSON `ErrorBody`s like every other error.
+async fn finish(State(app): State<Arc<App>>, r: Response) -> Response {
+    if let Some(code) = r.extensions().get::<ErrorCode>() {
+        app.metrics.error(*code);
+        return r;
+    }
+    let status = r.status();
+    let json = r.headers().get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return r;
+    }
+    let code = error::framework_code(status);
+    let allow = r.headers().get(ALLOW).cloned();
+    let message =
+        error::framework_message(code, allow.as_ref().and_then(|v| v.to_str().ok()), app.config.http.max_body_bytes);
+    app.metrics.error(code);
+    let mut out = ApiError::new(code, message).into_response();
+    if let Some(allow) = allow {
+        out.headers_mut().insert(ALLOW, allow);
+    }
+    out
+}
+
+/// Serves `listener` until `shutdown` turns true, then lets in-flight requests finish for up to
+/// `http.shutdown_grace_ms`.
+pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+    let local = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(error = %e, "listener has no local address");
+            return;
+        }
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(app.config.http.header_read_timeout_ms))
+        .keep_alive(true);
+    let routes = router(app.clone());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(app.config.http.max_connections));
+    let trimmer = Arc::new(crate::memory::Trimmer::default());
+    let trimming = tokio::spawn(trimmer.clone().run(Duration::from_secs(2)));
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    app.metrics.connection_refused();
+                    tokio::spawn(refuse_connection(stream));
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let info = ConnInfo { local: stream.local_addr().unwrap_or(local), peer };
+                let routes = routes.clone();
+                let trimmer = trimmer.clone();
+                let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(info);
+                    routes.clone().oneshot(req)
+                });
+                let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    drop(slot);
+                    trimmer.connection_closed();
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    trimming.abort();
+    let grace = Duration::from_millis(app.config.http.shutdown_grace_ms);
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!(?grace, "in-flight requests did not finish within the shutdown grace period");
+    }
+}
+
+/// The answer of a connection beyond `http.max_connections`: a complete 503 response with
+/// `Retry-After`, written without reading the request, then the connection is closed.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+connection: close\r\ncontent-length: 103\r\n\r\n\
+{\"code\":\"unavailable\",\"message\":\"too many open connections to this node; retry shortly\",\"leaf_code\":-3}";
+
+/// Answers a connection over the cap with [`BUSY`] (bounded by a second) and closes it.
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(BUSY).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leaf_api::ErrorBody;
+
+    #[test]
+    fn the_busy_answer_is_a_well_formed_503_with_a_json_error() {
+        let text = std::str::from_utf8(BUSY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "));
+        assert!(head.contains("\r\nretry-after: 1"));
+        let len: usize = head.split("content-length: ").nth(1).unwrap().parse().unwrap();
+        assert_eq!(len, body.len());
+        let e: ErrorBody = serde_json::from_str(body).unwrap();
+        assert_eq!(e, ErrorBody::new(ErrorCode::Unavailable, "too many open connections to this node; retry shortly"));
+    }
+}

@@ -1,0 +1,273 @@
+//! The OpenAPI 3.1 document: the operations come from the handlers' `#[utoipa::path]`
+//! declarations (one declaration per route, see [`super::api`]); this module adds the
+//! document's info, the admin bearer security scheme, and the error responses of each
+//! endpoint: one response per status, whose `code` is constrained to the [`ErrorCode`]s that
+//! endpoint can answer, with one example per code.
+//!
+//! The document is served at `GET /openapi.json` and committed as `docs/openapi.json`; a test
+//! checks they are byte-equal. Regenerate the file with
+//! `UPDATE_OPENAPI=1 cargo test -p leaf-node --lib openapi`.
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use axum::body::Bytes;
+use leaf_api::types::Health;
+use leaf_api::{ErrorBody, ErrorCode};
+use utoipa::openapi::example::ExampleBuilder;
+use utoipa::openapi::response::{Response, ResponseBuilder};
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr};
+use utoipa::{Modify, ToSchema};
+
+use super::error::status_of;
+
+/// The content type of the ID endpoints.
+pub const TEXT: &str = "text/plain; charset=utf-8";
+
+/// The document's fixed parts; the paths come from the routers.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "leaf",
+        description = "Unique 64-bit IDs (Leaf's segment and snowflake modes) from a Raft cluster. \
+            Every failed request answers an `ErrorBody`; its `code` is stable, `leaf_code` is Leaf's \
+            result code where one exists. Any endpoint may answer 503 `unavailable` when the node has \
+            too many open connections (with `Retry-After: 1`) or a request times out.",
+        license(name = "Apache-2.0"),
+    ),
+    modifiers(&AdminSecurity),
+    components(schemas(ErrorBody, ErrorCode, super::monitor::HealthMode)),
+    tags(
+        (name = "ids", description = "Segment and snowflake IDs (Leaf-compatible)."),
+        (name = "monitor", description = "Readiness, metrics, Leaf's monitor pages."),
+        (name = "admin", description = "Tags, allocations, fault injection."),
+        (name = "cluster", description = "Cluster status and membership."),
+    )
+)]
+pub struct ApiDoc;
+
+/// The `admin_token` bearer scheme of everything under `/admin`.
+struct AdminSecurity;
+
+impl Modify for AdminSecurity {
+    fn modify(&self, doc: &mut OpenApi) {
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "The node's `admin_token`. A node configured without one answers admin requests only on \
+                 loopback connections (403 `forbidden` elsewhere), and needs no token there.",
+            ))
+            .build();
+        doc.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("admin_token", SecurityScheme::Http(scheme));
+    }
+}
+
+/// `PATCH /admin/tags/{tag}` needs a non-null `step` or `description` (both may be given;
+/// a null one is left unchanged like an absent one).
+struct UpdateNeedsAField;
+
+impl Modify for UpdateNeedsAField {
+    fn modify(&self, doc: &mut OpenApi) {
+        let Some(components) = doc.components.as_mut() else { return };
+        let Some(RefOr::T(fields)) = components.schemas.remove("UpdateTagRequest") else { return };
+        let present = |name: &str, ty: Type| {
+            ObjectBuilder::new().property(name, ObjectBuilder::new().schema_type(ty)).required(name)
+        };
+        // anyOf: one or both present.
+        let any = utoipa::openapi::schema::AnyOfBuilder::new()
+            .item(present("step", Type::Integer))
+            .item(present("description", Type::String));
+        let schema = AllOfBuilder::new().item(fields).item(any).description(Some(
+            "`PATCH /admin/tags/{tag}`: absent or null fields are left unchanged; at least one must be given.",
+        ));
+        components.schemas.insert("UpdateTagRequest".to_string(), RefOr::T(schema.into()));
+    }
+}
+
+/// `/health`'s 503 body: the health (not ready), or an error (refused connection, timeout).
+#[derive(ToSchema)]
+#[allow(dead_code)] // only its schema is used
+#[serde(untagged)]
+pub enum HealthOrError {
+    Health(Health),
+    Error(ErrorBody),
+}
+
+/// A message like the ones the node writes, for the examples.
+fn example_message(code: ErrorCode) -> &'static str {
+    use ErrorCode::*;
+    match code {
+        InvalidTag => "tag contains ' '; allowed are A-Z a-z 0-9 _ . : -",
+        InvalidCount => "count must be an integer from 1 to 100000, got \"0\"",
+        InvalidRequest => "invalid JSON body: missing field `step` at line 1 column 14",
+        PayloadTooLarge => "request body exceeds 65536 bytes",
+        Unauthorized => "admin endpoints need 'Authorization: Bearer <admin_token>'",
+        Forbidden => "no admin_token is configured, so admin endpoints answer only on loopback connections",
+        TagNotFound => "tag \"orders\" does not exist",
+        NotFound => "fault injection is disabled (start the node with --enable-fault-injection)",
+        MethodNotAllowed => "allowed: GET,HEAD",
+        TagExists => "tag \"orders\" already exists",
+        TagExhausted => "tag \"orders\" is exhausted: max_id + step would overflow",
+        SegmentsNotReady => "no committed segment for tag \"orders\" within 2000 ms",
+        NotReady => "cannot confirm whether tag \"orders\" exists: no leader",
+        Unavailable => "too many open connections to this node; retry shortly",
+        ShuttingDown => "the node is shutting down",
+        MemberExists => "node 4 is already a learner at 10.0.0.4:8080",
+        NodeIdRetired => "node 4 was removed; node IDs are never reused, pick a new one",
+        MemberNotFound => "node 4 is not a member",
+        SnowflakeUnavailable => "snowflake is not serving: no worker ID yet",
+        ClockMovedBackwards => "the clock moved back 50 ms, more than the 5 ms tolerated",
+        WorkerIdsExhausted => "all 1024 worker IDs are held by other nodes",
+    }
+}
+
+/// One response per status for `codes`: an `ErrorBody` whose `code` is one of that status's
+/// codes, with an example of each.
+pub fn error_responses(codes: &[ErrorCode]) -> BTreeMap<String, RefOr<Response>> {
+    let mut by_status = BTreeMap::<u16, Vec<ErrorCode>>::new();
+    for &code in codes {
+        by_status.entry(status_of(code).as_u16()).or_default().push(code);
+    }
+    by_status
+        .into_iter()
+        .map(|(status, codes)| {
+            let names: Vec<String> = codes
+                .iter()
+                .map(|c| match c.leaf_code() {
+                    Some(l) => format!("`{c}` (Leaf {l})"),
+                    None => format!("`{c}`"),
+                })
+                .collect();
+            let narrowed = ObjectBuilder::new().property(
+                "code",
+                ObjectBuilder::new().schema_type(Type::String).enum_values(Some(codes.iter().map(|c| c.as_str()))),
+            );
+            let schema = AllOfBuilder::new().item(Ref::from_schema_name("ErrorBody")).item(narrowed);
+            let examples = codes.iter().map(|&c| {
+                let body = serde_json::to_value(ErrorBody::new(c, example_message(c))).unwrap_or_default();
+                (c.as_str(), ExampleBuilder::new().value(Some(body)).build())
+            });
+            let content = ContentBuilder::new().schema(Some(schema)).examples_from_iter(examples).build();
+            let response = ResponseBuilder::new()
+                .description(format!("`code` is one of: {}.", names.join(", ")))
+                .content("application/json", content)
+                .build();
+            (status.to_string(), RefOr::T(response))
+        })
+        .collect()
+}
+
+/// Declares a set of error codes as responses for `#[utoipa::path(responses(...))]`.
+macro_rules! error_set {
+    ($($(#[$doc:meta])* $name:ident: [$($code:ident),* $(,)?];)*) => {$(
+        $(#[$doc])*
+        pub struct $name;
+        impl utoipa::IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<Response>> {
+                error_responses(&[$(ErrorCode::$code),*])
+            }
+        }
+    )*};
+}
+
+error_set! {
+    /// `GET /api/segment/get/{tag}`.
+    SegmentGetErrors: [InvalidTag, InvalidCount, TagNotFound, TagExhausted, SegmentsNotReady, NotReady,
+        Unavailable, ShuttingDown];
+    /// `GET /api/snowflake/get/{key}`.
+    SnowflakeGetErrors: [InvalidTag, InvalidCount, SnowflakeUnavailable, ClockMovedBackwards, WorkerIdsExhausted,
+        Unavailable];
+    /// The decoders.
+    DecodeErrors: [InvalidRequest, Unavailable];
+    /// `/health` (its 503 is declared with the handler: a `Health` or an error).
+    HealthErrors: [InvalidRequest];
+    /// Monitor pages and the cluster status: only refusal or timeout.
+    MonitorErrors: [Unavailable];
+    /// `GET /admin/tags`.
+    ListErrors: [Unauthorized, Forbidden, Unavailable];
+    /// `POST /admin/tags`.
+    CreateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TagExists, Unavailable];
+    /// `GET /admin/tags/{tag}`.
+    ShowTagErrors: [InvalidTag, Unauthorized, Forbidden, TagNotFound, NotReady, Unavailable];
+    /// `PATCH /admin/tags/{tag}`.
+    UpdateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TagNotFound,
+        Unavailable];
+    /// `GET /admin/allocations`.
+    AllocationsErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, Unavailable];
+    /// `POST /admin/fault/clock`: `not_found` when fault injection is disabled.
+    FaultErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, NotFound, Unavailable];
+    /// `POST /admin/cluster/learners`.
+    AddLearnerErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, MemberExists, NodeIdRetired,
+        Unavailable];
+    /// `POST /admin/cluster/nodes/{id}/promote`.
+    PromoteErrors: [InvalidRequest, Unauthorized, Forbidden, MemberNotFound, Unavailable];
+    /// `DELETE /admin/cluster/nodes/{id}`.
+    RemoveErrors: [InvalidRequest, Unauthorized, Forbidden, MemberNotFound, Unavailable];
+}
+
+/// The whole document.
+pub fn document() -> OpenApi {
+    let mut doc = super::api().into_openapi();
+    // After the routes added their schemas.
+    UpdateNeedsAField.modify(&mut doc);
+    doc
+}
+
+/// The document as served and committed: pretty JSON with a final newline, rendered once.
+pub fn document_json() -> &'static Bytes {
+    static JSON: OnceLock<Bytes> = OnceLock::new();
+    JSON.get_or_init(|| {
+        let mut text = document().to_pretty_json().unwrap_or_default();
+        text.push('\n');
+        Bytes::from(text)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_paths_are_the_public_route_table() {
+        let doc = document();
+        let documented: std::collections::BTreeSet<&str> = doc.paths.paths.keys().map(String::as_str).collect();
+        let table: std::collections::BTreeSet<&str> = leaf_api::routes::ALL.iter().copied().collect();
+        assert_eq!(documented, table);
+    }
+
+    #[test]
+    fn every_operation_documents_its_errors_and_admin_needs_the_token() {
+        let doc = document();
+        for (path, item) in &doc.paths.paths {
+            let ops = [&item.get, &item.post, &item.patch, &item.delete];
+            for op in ops.into_iter().flatten() {
+                let statuses: Vec<&String> = op.responses.responses.keys().collect();
+                assert!(statuses.iter().any(|s| s.starts_with('2')), "{path}: {statuses:?}");
+                assert!(statuses.iter().any(|s| *s == "503"), "{path}: no 503 ({statuses:?})");
+                let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
+                assert_eq!(secured, path.starts_with("/admin"), "{path}: security");
+                if secured {
+                    assert!(statuses.iter().any(|s| *s == "401") && statuses.iter().any(|s| *s == "403"), "{path}");
+                }
+            }
+        }
+    }
+
+    /// `docs/openapi.json` is what the node serves; `UPDATE_OPENAPI=1` rewrites it.
+    #[test]
+    fn the_committed_document_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");
+        let served = document_json();
+        if std::env::var_os("UPDATE_OPENAPI").is_some() {
+            std::fs::write(path, served).expect("write docs/openapi.json");
+        }
+        let committed = std::fs::read(path).unwrap_or_default();
+        assert!(
+            committed == served.as_ref(),
+            "docs/openapi.json is stale: run `UPDATE_OPENAPI=1 cargo test -p leaf-node --lib openapi`"
+        );
+    }
+}
