@@ -18,7 +18,7 @@ use leaf_api::{ErrorBody, ErrorCode};
 use leaf_client::{Client, ClientError, HealthMode, Method, StatusCode};
 use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_cluster_tests::cluster::{node_client, Cluster, Options, SECRET};
-use leaf_node::raft::ops::{ForwardRequest, OpKind, Remove, FORWARD_VERSION};
+use leaf_node::internals::ops::{ForwardRequest, OpKind, Remove, FORWARD_VERSION};
 use serde_json::json;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

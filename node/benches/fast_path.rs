@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use leaf_node::segment::{DoubleBuffer, Segment};
+use leaf_node::internals::{DoubleBuffer, Segment};
 
 const STEP: i64 = 1_000_000;
 
@@ -92,8 +92,8 @@ fn bench(c: &mut Criterion) {
 /// rows let IDs run ahead of a clock that does not move (no mark in the way) instead of waiting
 /// for it, which measures the CPU cost of one ID (the headroom above the limit).
 fn bench_snowflake(c: &mut Criterion) {
-    use leaf_node::clock::{Clock, ManualClock, SystemClock};
-    use leaf_node::snowflake::generator::{Generator, Layout, Stall};
+    use leaf_node::internals::{Clock, ManualClock, SystemClock};
+    use leaf_node::internals::{Generator, Layout, Stall};
     let layout = Layout { epoch_ms: 1_288_834_974_657 };
     let mut g = c.benchmark_group("snowflake");
     g.throughput(Throughput::Elements(1));

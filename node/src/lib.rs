@@ -1,7 +1,10 @@
 //! The `leaf` node: a Raft group member that hands out unique 64-bit IDs over HTTP.
 //!
-//! [`start`] runs a node inside the caller's tokio runtime and returns a [`NodeHandle`]; the
-//! `leaf` binary ([`cli`]) wraps it with configuration loading, signals and client commands.
+//! The public surface is small: [`start`] runs a node inside the caller's tokio runtime and
+//! returns a [`NodeHandle`], configured by one [`Config`]; the `leaf` binary ([`cli`]) wraps it
+//! with configuration loading, signals and client commands. Everything else is `pub(crate)`
+//! (a hidden `internals` module re-exports the few types the workspace's benches and wire-level
+//! tests need).
 //!
 //! Layout:
 //! - [`config`]: the one documented `Config` (defaults → TOML → `LEAF_*` env → flags).
@@ -27,22 +30,38 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub mod cli;
-pub mod clock;
+pub(crate) mod clock;
 pub mod config;
-pub mod http;
-pub mod memory;
-pub mod metrics;
-pub mod raft;
-pub mod segment;
-pub mod snowflake;
-pub mod tags;
+pub(crate) mod http;
+pub(crate) mod memory;
+pub(crate) mod metrics;
+pub(crate) mod raft;
+pub(crate) mod segment;
+pub(crate) mod snowflake;
+pub(crate) mod tags;
 
 pub use config::Config;
+pub use raft::RaftStartError;
+
+/// What this workspace's benchmarks and wire-level tests reach into below the facade: the
+/// hot-path types the criterion benches measure, the clocks they drive, and the internal RPC
+/// client the tests use to send forged or malformed peer messages. Not a stable API; nothing
+/// outside this repository should use it.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::clock::{Clock, ManualClock, SystemClock};
+    pub use crate::http::status_of;
+    pub use crate::raft::network::{CallError, PeerClient, PATH_SNAPSHOT};
+    pub use crate::raft::ops;
+    pub use crate::segment::{DoubleBuffer, Segment};
+    pub use crate::snowflake::generator::{Generator, Layout, Stall};
+    pub use crate::snowflake::STATE_FILE;
+}
 
 use crate::clock::SystemClock;
 use crate::http::App;
 use crate::metrics::Metrics;
-use crate::raft::{ProposeError, RaftNode, RaftStartError};
+use crate::raft::{ProposeError, RaftNode};
 use crate::snowflake::Snowflake;
 use crate::tags::{ActorSystem, AllocError, Allocator, BoxFuture, TagLookup, Tags};
 

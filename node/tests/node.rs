@@ -695,7 +695,7 @@ async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id()
     node.shutdown().await;
 
     // A damaged state file keeps snowflake off instead of forgetting the mark (Leaf #97).
-    let path = dir.path().join(leaf_node::snowflake::STATE_FILE);
+    let path = dir.path().join(leaf_node::internals::STATE_FILE);
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0x5a;
@@ -728,7 +728,7 @@ async fn a_source_ip_not_on_this_host_is_refused_at_start() {
 /// terabyte (offset 2^40), skip ahead, or pass the size cap: each gets 400 and the node lives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_chunks_out_of_order_or_too_large_get_400_and_the_node_lives() {
-    use leaf_node::raft::network::{CallError, PeerClient, PATH_SNAPSHOT};
+    use leaf_node::internals::{CallError, PeerClient, PATH_SNAPSHOT};
     use leaf_raft_store::TypeConfig;
     use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
     const SECRET: &str = "snapshot-test-secret-0123456789";

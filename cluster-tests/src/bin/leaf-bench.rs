@@ -17,8 +17,8 @@ use clap::Parser;
 use leaf_api::types::{CreateTagRequest, UpdateTagRequest};
 use leaf_client::HealthMode;
 use leaf_cluster_tests::cluster::{default_bin, Cluster, Options, SECRET};
-use leaf_node::raft::network::PeerClient;
-use leaf_node::raft::ops::{self, Propose};
+use leaf_node::internals::ops::{self, Propose};
+use leaf_node::internals::PeerClient;
 use leaf_raft_store::{Applied, Op};
 
 #[derive(Parser, Debug)]

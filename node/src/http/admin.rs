@@ -1,5 +1,5 @@
 //! The admin endpoints (bearer token, or loopback without one; checked by
-//! [`super::auth::guard`]): tags, the allocation journal, and the clock fault.
+//! [`super::auth::AuthLayer`]): tags, the allocation journal, and the clock fault.
 use std::sync::Arc;
 
 use axum::extract::State;

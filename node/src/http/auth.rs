@@ -1,15 +1,15 @@
 //! Who may call what: the admin bearer token (or, without one, loopback connections only) for
 //! everything under `/admin`, and the cluster secret for everything under `/internal`. Both
-//! are compared in constant time, and both are checked by [`guard`] before routing to a
+//! are compared in constant time, and both are checked by [`AuthLayer`] before routing to a
 //! handler, so unknown paths and wrong methods under those prefixes answer 401/403 first, and
 //! no request body is read before the caller is known.
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::future::{ready, Either, Ready};
 use leaf_api::ErrorCode;
 use subtle::ConstantTimeEq;
 
@@ -32,10 +32,10 @@ pub fn is_admin(path: &str) -> bool {
     path == "/admin" || path.starts_with("/admin/")
 }
 
-/// Middleware: admin and internal paths need their credentials.
-pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+/// Admin and internal paths need their credentials: the request's verdict, before routing.
+fn check(app: &App, req: &Request) -> Result<(), ApiError> {
     let path = req.uri().path();
-    let checked = if is_admin(path) {
+    if is_admin(path) {
         let header = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
         match req.extensions().get::<ConnInfo>() {
             Some(conn) => check_admin(app.config.admin_token(), header, *conn),
@@ -47,10 +47,48 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         check_cluster_secret(app.config.cluster_secret(), given)
     } else {
         Ok(())
-    };
-    match checked {
-        Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+    }
+}
+
+/// The tower layer that runs [`check`] before the router: a refused request gets its 401/403
+/// and never reaches a handler. Hand-written rather than `axum::middleware::from_fn` so the
+/// requests it lets through (every ID request) pay a prefix check, not a boxed future and a
+/// clone of the router.
+#[derive(Clone)]
+pub struct AuthLayer(pub Arc<App>);
+
+impl<S> tower::Layer<S> for AuthLayer {
+    type Service = Auth<S>;
+
+    fn layer(&self, inner: S) -> Auth<S> {
+        Auth { app: self.0.clone(), inner }
+    }
+}
+
+/// See [`AuthLayer`].
+#[derive(Clone)]
+pub struct Auth<S> {
+    app: Arc<App>,
+    inner: S,
+}
+
+impl<S> tower::Service<Request> for Auth<S>
+where
+    S: tower::Service<Request, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = Either<S::Future, Ready<Result<Response, S::Error>>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        match check(&self.app, &req) {
+            Ok(()) => Either::Left(self.inner.call(req)),
+            Err(e) => Either::Right(ready(Ok(e.into_response()))),
+        }
     }
 }
 

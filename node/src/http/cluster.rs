@@ -1,5 +1,5 @@
 //! The cluster endpoints: the public status, and membership changes (admin, under
-//! `/admin/cluster`, checked by [`super::auth::guard`]).
+//! `/admin/cluster`, checked by [`super::auth::AuthLayer`]).
 use std::sync::Arc;
 
 use axum::extract::State;

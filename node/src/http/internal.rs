@@ -1,5 +1,5 @@
 //! The node-to-node RPC mount: `POST /internal/...` with a bincode body of at most
-//! [`MAX_RPC_BODY`]. The cluster secret is checked by [`super::auth::guard`] before routing;
+//! [`MAX_RPC_BODY`]. The cluster secret is checked by [`super::auth::AuthLayer`] before routing;
 //! [`crate::raft::service`] decodes, handles and encodes. Not public API: not in the OpenAPI
 //! document.
 use std::sync::Arc;

@@ -4,7 +4,8 @@
 //! `GET /openapi.json`); every path comes from [`leaf_api::routes`].
 //!
 //! Layout:
-//! - this file: [`App`] (what a handler needs), [`router`] (routes, fallback, layers) and
+//! - this file: [`App`] (what a handler needs), [`router`] (routes, fallback, per-area
+//!   layers), [`service`] (the router inside the layers every request passes) and
 //!   [`serve`] (the accept loop: connection cap, header timeout, graceful shutdown).
 //! - [`ids`]: segment and snowflake IDs, the decoders (the per-ID path).
 //! - [`monitor`]: health, metrics, `/cache`, `/db`, `/openapi.json`.
@@ -16,19 +17,23 @@
 //! - [`error`]: [`ApiError`], [`status_of`], conversions from the layers' errors.
 //! - [`openapi`]: the document's info, security scheme and per-endpoint error responses.
 //!
-//! Layers, outermost first: request tracing (`TraceLayer`, at debug level, no headers), the
-//! finishing layer (counts errors per code; turns the bodiless answers of the router and of
-//! the layers — 404, 405 with `Allow`, 413, timeout — into JSON `ErrorBody`s), the request
-//! timeout (3 × the longer of `raft.propose_timeout_ms` and `segment.wait_timeout_ms`, then
-//! 503 `unavailable`), [`auth::guard`], and on the public routes the body limit
-//! (`http.max_body_bytes`, 413 `payload_too_large`). `http.max_connections` is enforced at
+//! Layers, outermost first: the finishing layer (counts errors per code; turns the bodiless
+//! answers of the router and of the layers — 404, 405 with `Allow`, 413, timeout — into JSON
+//! `ErrorBody`s) and [`auth::AuthLayer`], around the whole router; then per area, on every
+//! route but the ID routes: request tracing (`TraceLayer`, debug level, no headers), the
+//! request timeout (3 × the longer of `raft.propose_timeout_ms` and `segment.wait_timeout_ms`,
+//! then 503 `unavailable`), and on the public ones the body limit (`http.max_body_bytes`, 413
+//! `payload_too_large`). The ID routes take no body and bound their own waits, and are counted
+//! in metrics, so the per-ID path arms no timer, opens no span and wraps no body (taking the
+//! timeout and boxed middleware off it raised single-ID throughput from 0.66× to about 0.8× of
+//! the bare hyper ceiling; BENCHMARKS.md). `http.max_connections` is enforced at
 //! accept: a connection beyond it gets a complete 503 `unavailable` with `Retry-After: 1` and
 //! is closed without reading the request.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header::{ALLOW, CONTENT_TYPE};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -62,7 +67,7 @@ pub mod internal;
 pub mod monitor;
 pub mod openapi;
 
-pub use auth::{check_admin, check_cluster_secret, ConnInfo};
+pub use auth::ConnInfo;
 pub use error::{status_of, ApiError};
 
 /// Everything a request handler needs.
@@ -152,27 +157,59 @@ pub fn api() -> OpenApiRouter<Arc<App>> {
         .merge(cluster::routes())
 }
 
-/// The whole service: public and internal routes, the fallback and the layers.
+/// The routes and the fallback, with the per-area layers. The ID routes get none: they take no
+/// body and bound their own waits (`segment.wait_timeout_ms`, the snowflake clock and window
+/// waits), so the per-ID path arms no timer and wraps no body. Every other area gets the
+/// request timeout, and the public ones the body limit.
 pub fn router(app: Arc<App>) -> Router {
-    let (public, _) = api().split_for_parts();
-    let public = public
+    let part = |r: OpenApiRouter<Arc<App>>| r.split_for_parts().0;
+    let timeout = TimeoutLayer::with_status_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        Duration::from_millis(3 * app.config.raft.propose_timeout_ms.max(app.config.segment.wait_timeout_ms)),
+    );
+    let bodies = Router::new()
+        .merge(part(monitor::routes()))
+        .merge(part(admin::routes()))
+        .merge(part(cluster::routes()))
         .route_layer(RequestBodyLimitLayer::new(app.config.http.max_body_bytes))
         // The limit above is the one that counts.
-        .route_layer(axum::extract::DefaultBodyLimit::disable());
-    let timeout = Duration::from_millis(3 * app.config.raft.propose_timeout_ms.max(app.config.segment.wait_timeout_ms));
-    let routes = Router::new()
-        .merge(public)
-        .merge(internal::routes())
-        .fallback(fallback)
-        .layer(axum::middleware::from_fn_with_state(app.clone(), auth::guard))
-        .with_state(app.clone());
-    // Around the whole router (not each route), so the finishing layer sees the `Allow`
-    // header the method router adds to its 405s.
+        .route_layer(axum::extract::DefaultBodyLimit::disable())
+        .route_layer(timeout)
+        .route_layer(trace());
     Router::new()
-        .fallback_service(routes)
-        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, timeout))
-        .layer(axum::middleware::map_response_with_state(app, finish))
-        .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
+        .merge(part(ids::routes()))
+        .merge(bodies)
+        .merge(internal::routes().route_layer(timeout).route_layer(trace()))
+        .fallback(fallback)
+        .with_state(app)
+}
+
+/// Request tracing (spans and events at debug level, no headers; `RUST_LOG=tower_http=debug`).
+fn trace() -> TraceLayer<tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>> {
+    TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG))
+}
+
+/// The whole service: [`router`] inside the layers every request passes, applied once around
+/// the router (not per route), so the finishing layer sees the `Allow` header the method
+/// router adds to its 405s, and auth runs before routing.
+pub fn service(
+    app: Arc<App>,
+) -> impl tower::Service<
+    Request,
+    Response = axum::http::Response<
+        impl axum::body::HttpBody<Data = axum::body::Bytes, Error = axum::Error> + Send + 'static,
+    >,
+    Error = std::convert::Infallible,
+    Future: Send,
+> + Clone
+       + Send {
+    tower::ServiceBuilder::new()
+        .map_response({
+            let app = app.clone();
+            move |r: Response| finish(&app, r)
+        })
+        .layer(auth::AuthLayer(app.clone()))
+        .service(router(app))
 }
 
 /// No route matched: 404 `not_found`, or 400 for a path under an ID route whose parameter
@@ -189,7 +226,7 @@ async fn fallback(req: Request) -> ApiError {
 
 /// Counts every error by code, and makes the bodiless error answers of the router and the
 /// tower layers (405 with `Allow`, 413, timeout) JSON `ErrorBody`s like every other error.
-async fn finish(State(app): State<Arc<App>>, r: Response) -> Response {
+fn finish(app: &App, r: Response) -> Response {
     if let Some(code) = r.extensions().get::<ErrorCode>() {
         app.metrics.error(*code);
         return r;
@@ -226,7 +263,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(app.config.http.header_read_timeout_ms))
         .keep_alive(true);
-    let routes = router(app.clone());
+    let routes = service(app.clone());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(tokio::sync::Semaphore::new(app.config.http.max_connections));
     let trimmer = Arc::new(crate::memory::Trimmer::default());
@@ -254,7 +291,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                 let trimmer = trimmer.clone();
                 let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(info);
-                    routes.clone().oneshot(req)
+                    routes.clone().oneshot(req.map(axum::body::Body::new))
                 });
                 let conn = builder.serve_connection(TokioIo::new(stream), svc);
                 let conn = graceful.watch(conn);

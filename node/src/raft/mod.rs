@@ -50,7 +50,6 @@ pub mod service;
 mod start;
 mod status;
 
-pub use bootstrap::{PeerStatus, PEER_STATUS_VERSION};
 pub use error::{MemberErrorKind, ProposeError};
 pub use start::RaftStartError;
 pub use status::RaftStatus;

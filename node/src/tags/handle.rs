@@ -25,10 +25,6 @@ pub struct TagHandle {
 }
 
 impl TagHandle {
-    pub fn tag(&self) -> &str {
-        &self.tag
-    }
-
     /// Takes `n` IDs, calling `sink(first, count)` for each increasing run. Lock-free while the
     /// buffers hold IDs; otherwise waits (bounded) for the actor's refill.
     pub async fn take(&self, n: u64, mut sink: impl FnMut(i64, u64) + Send) -> Result<(), TakeError> {

@@ -57,6 +57,7 @@ impl DynamicStep {
     }
 
     /// The stored step, the floor of the dynamic step.
+    #[cfg(test)]
     pub fn stored(&self) -> i64 {
         self.stored
     }

@@ -39,7 +39,7 @@ fn assert_error(what: &str, (status, headers, body): &(StatusCode, HeaderMap, By
     assert_eq!(headers.get(CONTENT_TYPE).map(|v| v.as_bytes()), Some(&b"application/json"[..]), "{what}");
     let e: ErrorBody = serde_json::from_slice(body).unwrap_or_else(|_| panic!("{what}: not JSON: {body:?}"));
     assert_eq!((e.code, e.leaf_code), (code, code.leaf_code()), "{what}: {}", e.message);
-    assert_eq!(*status, leaf_node::http::status_of(code), "{what}");
+    assert_eq!(*status, leaf_node::internals::status_of(code), "{what}");
     assert!(!e.message.is_empty(), "{what}");
 }
 
