@@ -19,8 +19,8 @@ use crate::config::is_loopback;
 use crate::raft::network::SECRET_HEADER;
 use crate::raft::service;
 
-/// Where a request came in: used to keep token-less admin on loopback. Every connection's
-/// requests carry it as an extension.
+/// Where a request came in: used to keep token-less admin on loopback. Each connection's
+/// [`AuthLayer`] holds it.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnInfo {
     pub local: SocketAddr,
@@ -32,16 +32,13 @@ pub fn is_admin(path: &str) -> bool {
     path == "/admin" || path.starts_with("/admin/")
 }
 
-/// Admin and internal paths need their credentials: the request's verdict, before routing.
-fn check(app: &App, req: &Request) -> Result<(), ApiError> {
+/// Admin and internal paths need their credentials: the verdict on a request that came in on
+/// `conn`, before routing.
+fn check(app: &App, conn: ConnInfo, req: &Request) -> Result<(), ApiError> {
     let path = req.uri().path();
     if is_admin(path) {
         let header = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-        match req.extensions().get::<ConnInfo>() {
-            Some(conn) => check_admin(app.config.admin_token(), header, *conn),
-            // Every connection inserts it; without it the peer is unknown, so not loopback.
-            None => check_admin(app.config.admin_token(), header, ConnInfo::unknown()),
-        }
+        check_admin(app.config.admin_token(), header, conn)
     } else if service::is_internal(path) {
         let given = req.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
         check_cluster_secret(app.config.cluster_secret(), given)
@@ -53,15 +50,19 @@ fn check(app: &App, req: &Request) -> Result<(), ApiError> {
 /// The tower layer that runs [`check`] before the router: a refused request gets its 401/403
 /// and never reaches a handler. Hand-written rather than `axum::middleware::from_fn` so the
 /// requests it lets through (every ID request) pay a prefix check, not a boxed future and a
-/// clone of the router.
+/// clone of the router. One per connection, which it knows (so no request carries it as an
+/// extension).
 #[derive(Clone)]
-pub struct AuthLayer(pub Arc<App>);
+pub struct AuthLayer {
+    pub app: Arc<App>,
+    pub conn: ConnInfo,
+}
 
 impl<S> tower::Layer<S> for AuthLayer {
     type Service = Auth<S>;
 
     fn layer(&self, inner: S) -> Auth<S> {
-        Auth { app: self.0.clone(), inner }
+        Auth { app: self.app.clone(), conn: self.conn, inner }
     }
 }
 
@@ -69,6 +70,7 @@ impl<S> tower::Layer<S> for AuthLayer {
 #[derive(Clone)]
 pub struct Auth<S> {
     app: Arc<App>,
+    conn: ConnInfo,
     inner: S,
 }
 
@@ -85,7 +87,7 @@ where
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        match check(&self.app, &req) {
+        match check(&self.app, self.conn, &req) {
             Ok(()) => Either::Left(self.inner.call(req)),
             Err(e) => Either::Right(ready(Ok(e.into_response()))),
         }
@@ -94,6 +96,7 @@ where
 
 impl ConnInfo {
     /// A connection of unknown origin: never treated as loopback.
+    #[cfg(test)]
     fn unknown() -> Self {
         let any = SocketAddr::from(([0, 0, 0, 0], 0));
         ConnInfo { local: any, peer: any }

@@ -92,13 +92,18 @@ impl<S: Send + Sync> FromRequestParts<S> for CountParam {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        let Some(query) = parts.uri.query() else { return Ok(CountParam(None)) };
-        match form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "count") {
-            Some((_, raw)) => parse_count(&raw)
-                .map(|n| CountParam(Some(n)))
-                .map_err(|e| ApiError::new(ErrorCode::InvalidCount, e.to_string())),
-            None => Ok(CountParam(None)),
+        count_of(parts.uri.query()).map(CountParam)
+    }
+}
+
+/// The `count` parameter of a query string (`None` when absent).
+pub fn count_of(query: Option<&str>) -> Result<Option<u32>, ApiError> {
+    let Some(query) = query else { return Ok(None) };
+    match form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "count") {
+        Some((_, raw)) => {
+            parse_count(&raw).map(Some).map_err(|e| ApiError::new(ErrorCode::InvalidCount, e.to_string()))
         }
+        None => Ok(None),
     }
 }
 

@@ -3,14 +3,31 @@
 //!
 //! The per-ID path takes no lock and builds no JSON: the tag is validated, its buffer handle
 //! looked up in the lock-free registry, and the ID formatted with `itoa`.
+//!
+//! **Fast path.** A plain `GET` of the two ID routes (one path segment after the route's
+//! prefix, no percent-escapes) is served by [`fast_path`], ahead of the router and its layers,
+//! which calls the same functions as the routed handlers ([`segment_ids`], [`snowflake_ids`])
+//! with the same validation ([`validate_tag`], [`count_of`]). It skips only axum's per-request
+//! machinery (URL parameters in the request's extensions, the boxed request body, route
+//! service and handler future, the extractors, the per-request clone of the layer stack):
+//! about 15 allocations per request, which cost a fifth of single-ID throughput
+//! (BENCHMARKS.md). Everything else, including `HEAD`, other methods
+//! (405 with `Allow`), escaped or empty segments and every other route, goes through the
+//! router; the prefixes come from [`leaf_api::routes`], and a test checks the two paths
+//! answer alike.
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use std::convert::Infallible;
+
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use futures::future::BoxFuture;
 use leaf_api::routes;
+use leaf_api::tag::validate_tag;
 use leaf_api::types::SnowflakeDecoded;
 use leaf_api::ErrorCode;
 use serde::Deserialize;
@@ -18,7 +35,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{ApiQuery, CountParam, KeyParam, RawParam, TagParam};
+use super::extract::{count_of, ApiQuery, CountParam, KeyParam, RawParam, TagParam};
 use super::openapi::{DecodeErrors, SegmentGetErrors, SnowflakeGetErrors, TEXT};
 use super::{tag_not_found, App};
 
@@ -32,7 +49,9 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
 }
 
 fn text(body: impl Into<Bytes>) -> Response {
-    ([(CONTENT_TYPE, TEXT)], body.into()).into_response()
+    let mut r = Response::new(Body::from(body.into()));
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
+    r
 }
 
 /// Collects runs of consecutive IDs as decimal lines separated by `\n` (no trailing newline).
@@ -77,11 +96,16 @@ pub async fn segment_get(
     TagParam(tag): TagParam,
     CountParam(count): CountParam,
 ) -> Result<Response, ApiError> {
-    let handle = match app.tags.get(&tag) {
+    segment_ids(&app, &tag, count).await
+}
+
+/// [`segment_get`]'s work, for a validated tag.
+pub async fn segment_ids(app: &App, tag: &str, count: Option<u32>) -> Result<Response, ApiError> {
+    let handle = match app.tags.get(tag) {
         Some(h) => h,
         None => {
-            app.confirm_tags(&tag).await?;
-            app.tags.get(&tag).ok_or_else(|| tag_not_found(&tag))?
+            app.confirm_tags(tag).await?;
+            app.tags.get(tag).ok_or_else(|| tag_not_found(tag))?
         }
     };
     match count {
@@ -119,10 +143,15 @@ pub async fn snowflake_get(
     KeyParam(key): KeyParam,
     CountParam(count): CountParam,
 ) -> Result<Response, ApiError> {
+    snowflake_ids(&app, &key, count).await
+}
+
+/// [`snowflake_get`]'s work, for a validated key.
+pub async fn snowflake_ids(app: &App, key: &str, count: Option<u32>) -> Result<Response, ApiError> {
     let n = count.unwrap_or(1);
     let mut lines = IdLines::with_capacity(n);
     app.snowflake.take(n as u64, |first, c| lines.push_run(first, c)).await?;
-    app.metrics.snowflake_served(&key, n as u64);
+    app.metrics.snowflake_served(key, n as u64);
     Ok(text(lines.out))
 }
 
@@ -189,16 +218,78 @@ pub fn unmatched_id_path(path: &str) -> Option<ApiError> {
         let e = leaf_api::tag::validate_tag(rest).err()?;
         Some(ApiError::new(ErrorCode::InvalidTag, format!("{prefix}{e}")))
     };
-    if let Some(rest) = path.strip_prefix("/api/segment/get/") {
+    if let Some(rest) = path.strip_prefix(prefix_of(routes::SEGMENT_GET)) {
         return invalid_tag("", rest);
     }
-    if let Some(rest) = path.strip_prefix("/api/snowflake/get/") {
+    if let Some(rest) = path.strip_prefix(prefix_of(routes::SNOWFLAKE_GET)) {
         return invalid_tag("snowflake key: ", rest);
     }
-    if let Some(rest) = path.strip_prefix("/api/snowflake/decode/") {
+    if let Some(rest) = path.strip_prefix(prefix_of(routes::SNOWFLAKE_DECODE)) {
         return Some(ApiError::new(ErrorCode::InvalidRequest, format!("{rest:?} is not a snowflake ID (0..2^63)")));
     }
     None
+}
+
+/// The part of a route template before its first `{param}` (`/api/segment/get/`).
+fn prefix_of(template: &'static str) -> &'static str {
+    &template[..template.find('{').unwrap_or(template.len())]
+}
+
+/// An ID request the fast path serves: the tag or key as it appears in the path.
+#[derive(Debug, PartialEq, Eq)]
+enum FastRoute<'a> {
+    Segment(&'a str),
+    Snowflake(&'a str),
+}
+
+/// Which ID route a request is, when the fast path can serve it exactly as the router would:
+/// `GET` and one non-empty path segment without percent-escapes after the route's prefix.
+fn fast_route<'a>(method: &Method, path: &'a str) -> Option<FastRoute<'a>> {
+    if method != Method::GET {
+        return None;
+    }
+    let plain = |rest: &'a str| (!rest.is_empty() && !rest.contains(['/', '%'])).then_some(rest);
+    if let Some(rest) = path.strip_prefix(prefix_of(routes::SEGMENT_GET)) {
+        return plain(rest).map(FastRoute::Segment);
+    }
+    if let Some(rest) = path.strip_prefix(prefix_of(routes::SNOWFLAKE_GET)) {
+        return plain(rest).map(FastRoute::Snowflake);
+    }
+    None
+}
+
+/// Serves a [`FastRoute`] with the routed handlers' validation and work.
+async fn fast(app: &App, route: FastRoute<'_>, query: Option<&str>) -> Result<Response, ApiError> {
+    match route {
+        FastRoute::Segment(tag) => {
+            validate_tag(tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+            segment_ids(app, tag, count_of(query)?).await
+        }
+        FastRoute::Snowflake(key) => {
+            validate_tag(key).map_err(|e| ApiError::new(ErrorCode::InvalidTag, format!("snowflake key: {e}")))?;
+            snowflake_ids(app, key, count_of(query)?).await
+        }
+    }
+}
+
+/// The fast path (module doc): for a request it serves, the future of its finished answer
+/// (errors counted like every other); `None` sends the request to the router. It runs before
+/// the tower layers: the routes it takes are public (no auth applies, checked by a test) and
+/// bound their own waits.
+pub fn fast_path<B>(
+    app: &Arc<App>,
+    req: &axum::http::Request<B>,
+) -> Option<BoxFuture<'static, Result<Response, Infallible>>> {
+    fast_route(req.method(), req.uri().path())?;
+    let app = app.clone();
+    let uri = req.uri().clone();
+    Some(Box::pin(async move {
+        let answer = match fast_route(&Method::GET, uri.path()) {
+            Some(route) => fast(&app, route, uri.query()).await,
+            None => Err(ApiError::new(ErrorCode::NotFound, "no endpoint")),
+        };
+        Ok(super::finish(&app, answer.into_response()))
+    }))
 }
 
 #[cfg(test)]
@@ -211,6 +302,28 @@ mod tests {
         l.push_run(9, 2);
         l.push_run(20, 1);
         assert_eq!(l.out, b"9\n10\n20");
+    }
+
+    #[test]
+    fn the_fast_path_takes_plain_gets_of_the_two_id_routes_only() {
+        let get = Method::GET;
+        assert_eq!(fast_route(&get, "/api/segment/get/orders"), Some(FastRoute::Segment("orders")));
+        assert_eq!(fast_route(&get, "/api/snowflake/get/k.1"), Some(FastRoute::Snowflake("k.1")));
+        // What only the router answers: other methods (405), HEAD, escaped, empty or nested
+        // segments, other routes.
+        assert_eq!(fast_route(&Method::POST, "/api/segment/get/orders"), None);
+        assert_eq!(fast_route(&Method::HEAD, "/api/segment/get/orders"), None);
+        assert_eq!(fast_route(&get, "/api/segment/get/or%64ers"), None);
+        assert_eq!(fast_route(&get, "/api/segment/get/"), None);
+        assert_eq!(fast_route(&get, "/api/segment/get/a/b"), None);
+        assert_eq!(fast_route(&get, "/api/snowflake/decode/1"), None);
+        assert_eq!(fast_route(&get, "/api/segment/gets/a"), None);
+        // The prefixes are the route table's, and public: the auth layer the fast path skips
+        // lets them through.
+        for p in [prefix_of(routes::SEGMENT_GET), prefix_of(routes::SNOWFLAKE_GET)] {
+            assert!(p.starts_with("/api/") && p.ends_with('/'), "{p}");
+            assert!(!super::super::auth::is_admin(p) && !crate::raft::service::is_internal(p), "{p}");
+        }
     }
 
     #[test]

@@ -19,15 +19,16 @@
 //!
 //! Layers, outermost first: the finishing layer (counts errors per code; turns the bodiless
 //! answers of the router and of the layers — 404, 405 with `Allow`, 413, timeout — into JSON
-//! `ErrorBody`s) and [`auth::AuthLayer`], around the whole router; then per area, on every
-//! route but the ID routes: request tracing (`TraceLayer`, debug level, no headers), the
-//! request timeout (3 × the longer of `raft.propose_timeout_ms` and `segment.wait_timeout_ms`,
-//! then 503 `unavailable`), and on the public ones the body limit (`http.max_body_bytes`, 413
-//! `payload_too_large`). The ID routes take no body and bound their own waits, and are counted
-//! in metrics, so the per-ID path arms no timer, opens no span and wraps no body (taking the
-//! timeout and boxed middleware off it raised single-ID throughput from 0.66× to about 0.8× of
-//! the bare hyper ceiling; BENCHMARKS.md). `http.max_connections` is enforced at
-//! accept: a connection beyond it gets a complete 503 `unavailable` with `Retry-After: 1` and
+//! `ErrorBody`s) and [`auth::AuthLayer`] (one per connection, which it knows), around the whole
+//! router; then per area, on every route but the ID routes: request tracing (`TraceLayer`,
+//! debug level, no headers), the request timeout (3 × the longer of `raft.propose_timeout_ms`
+//! and `segment.wait_timeout_ms`, then 503 `unavailable`), and on the public ones the body
+//! limit (`http.max_body_bytes`, 413 `payload_too_large`). The ID routes take no body, bound
+//! their own waits and are counted in metrics; a plain `GET` of one of them is served by
+//! [`ids::fast_path`] ahead of the router, with the same validation and handler code (see
+//! [`ids`]), which keeps single-ID throughput at the bare hyper ceiling's (BENCHMARKS.md).
+//! `http.max_connections` is enforced at accept: a connection beyond it gets a complete 503
+//! `unavailable` with `Retry-After: 1` and
 //! is closed without reading the request.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use axum::http::header::{ALLOW, CONTENT_TYPE};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use futures::future::Either;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use leaf_api::types::{Health, SnowflakeHealth, SnowflakeState, TagInfo};
 use leaf_api::ErrorCode;
@@ -189,27 +191,22 @@ fn trace() -> TraceLayer<tower_http::classify::SharedClassifier<tower_http::clas
     TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG))
 }
 
-/// The whole service: [`router`] inside the layers every request passes, applied once around
-/// the router (not per route), so the finishing layer sees the `Allow` header the method
-/// router adds to its 405s, and auth runs before routing.
+/// The whole service of the connection `conn`: `router` (from [`router`]) inside the layers
+/// every request passes, applied once around the router (not per route), so the finishing
+/// layer sees the `Allow` header the method router adds to its 405s, and auth runs before
+/// routing.
 pub fn service(
     app: Arc<App>,
-) -> impl tower::Service<
-    Request,
-    Response = axum::http::Response<
-        impl axum::body::HttpBody<Data = axum::body::Bytes, Error = axum::Error> + Send + 'static,
-    >,
-    Error = std::convert::Infallible,
-    Future: Send,
-> + Clone
-       + Send {
+    router: Router,
+    conn: ConnInfo,
+) -> impl tower::Service<Request, Response = Response, Error = std::convert::Infallible, Future: Send> + Clone + Send {
     tower::ServiceBuilder::new()
         .map_response({
             let app = app.clone();
             move |r: Response| finish(&app, r)
         })
-        .layer(auth::AuthLayer(app.clone()))
-        .service(router(app))
+        .layer(auth::AuthLayer { app, conn })
+        .service(router)
 }
 
 /// No route matched: 404 `not_found`, or 400 for a path under an ID route whose parameter
@@ -263,7 +260,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_millis(app.config.http.header_read_timeout_ms))
         .keep_alive(true);
-    let routes = service(app.clone());
+    let routes = router(app.clone());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(tokio::sync::Semaphore::new(app.config.http.max_connections));
     let trimmer = Arc::new(crate::memory::Trimmer::default());
@@ -287,11 +284,14 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                 };
                 let _ = stream.set_nodelay(true);
                 let info = ConnInfo { local: stream.local_addr().unwrap_or(local), peer };
-                let routes = routes.clone();
+                let routes = service(app.clone(), routes.clone(), info);
                 let trimmer = trimmer.clone();
-                let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                    req.extensions_mut().insert(info);
-                    routes.clone().oneshot(req.map(axum::body::Body::new))
+                let app = app.clone();
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    match ids::fast_path(&app, &req) {
+                        Some(fast) => Either::Left(fast),
+                        None => Either::Right(routes.clone().oneshot(req.map(axum::body::Body::new))),
+                    }
                 });
                 let conn = builder.serve_connection(TokioIo::new(stream), svc);
                 let conn = graceful.watch(conn);

@@ -145,3 +145,55 @@ async fn the_served_openapi_document_is_the_committed_one() {
     assert_eq!(doc["openapi"], "3.1.0");
     node.shutdown().await;
 }
+
+/// A plain `GET` of an ID route takes the fast path ahead of the router; the same request with
+/// a percent-escaped segment (which decodes to the same tag) takes the router. Both must answer
+/// alike: IDs from the same tag, and byte-identical errors. Mutation-checked: a fast path that
+/// skipped tag validation or read `count` differently fails here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fast_id_path_and_the_router_answer_alike() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let addr = node.http_addr();
+    super::wait_snowflake(&c, leaf_api::types::SnowflakeState::Serving, std::time::Duration::from_secs(15)).await;
+    let get = |path: &'static str| call(addr, Method::GET, path, "");
+    let id = |r: &(StatusCode, HeaderMap, Bytes)| -> i64 {
+        assert_eq!(r.0, StatusCode::OK, "{:?}", r.2);
+        assert_eq!(r.1.get(CONTENT_TYPE).map(|v| v.as_bytes()), Some(&b"text/plain; charset=utf-8"[..]));
+        std::str::from_utf8(&r.2).unwrap().parse().unwrap()
+    };
+    // Same tag both ways: the router's ID comes after the fast path's, from the same buffer.
+    let fast = id(&get("/api/segment/get/leaf-segment-test").await);
+    let routed = id(&get("/api/segment/get/leaf%2Dsegment%2Dtest").await);
+    assert!(routed > fast, "{routed} after {fast}");
+    let fast = get("/api/segment/get/leaf-segment-test?count=3").await;
+    let routed = get("/api/segment/get/leaf%2Dsegment%2Dtest?count=3").await;
+    assert_eq!((fast.0, routed.0), (StatusCode::OK, StatusCode::OK));
+    assert_eq!(std::str::from_utf8(&fast.2).unwrap().lines().count(), 3);
+    assert_eq!(std::str::from_utf8(&routed.2).unwrap().lines().count(), 3);
+    // Errors, byte for byte.
+    for (fast_path, routed_path, code) in [
+        ("/api/segment/get/bad!tag", "/api/segment/get/bad%21tag", ErrorCode::InvalidTag),
+        ("/api/segment/get/no-such-tag", "/api/segment/get/no%2Dsuch%2Dtag", ErrorCode::TagNotFound),
+        (
+            "/api/segment/get/leaf-segment-test?count=0",
+            "/api/segment/get/leaf%2Dsegment%2Dtest?count=0",
+            ErrorCode::InvalidCount,
+        ),
+        (
+            "/api/segment/get/leaf-segment-test?count=x",
+            "/api/segment/get/leaf%2Dsegment%2Dtest?count=x",
+            ErrorCode::InvalidCount,
+        ),
+        ("/api/snowflake/get/bad!key", "/api/snowflake/get/bad%21key", ErrorCode::InvalidTag),
+        ("/api/snowflake/get/k?count=100001", "/api/snowflake/get/%6B?count=100001", ErrorCode::InvalidCount),
+    ] {
+        let (f, r) = (get(fast_path).await, get(routed_path).await);
+        assert_error(fast_path, &f, code);
+        assert_eq!((f.0, &f.2), (r.0, &r.2), "{fast_path} vs {routed_path}");
+    }
+    // Snowflake IDs both ways.
+    let f = get("/api/snowflake/get/k").await;
+    let r = get("/api/snowflake/get/%6B").await;
+    assert!(id(&r) > id(&f));
+}
