@@ -148,7 +148,19 @@ impl Nodes {
                         let rest: Vec<u64> = order.iter().copied().filter(|id| *id != leader).collect();
                         (proxy::split(&[vec![leader], rest.clone()]), format!("isolate leader {leader} | {rest:?}"))
                     }
-                    Shape::Ring => (proxy::ring(order), format!("ring {order:?}")),
+                    Shape::Ring => {
+                        // Below 5 nodes a ring cuts one pair, `order[1]`–`order[2]`; the leader
+                        // goes into it so the cut always bites (follower–follower links carry
+                        // no Raft traffic) and the far end must elect through the bridge.
+                        let mut order = order.to_vec();
+                        if order.len() < 5 {
+                            if let Some(i) = order.iter().position(|id| *id == leader) {
+                                let at = 1 % order.len();
+                                order.swap(i, at);
+                            }
+                        }
+                        (proxy::ring(&order), format!("ring {order:?}"))
+                    }
                 };
                 *cut_at_start = proxies.cut_connections();
                 proxies.set_blocked(links);
