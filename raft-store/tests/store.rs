@@ -14,6 +14,21 @@ use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader, RaftSnapshotBuild
 use rand::{Rng, SeedableRng};
 use tempfile::TempDir;
 
+/// Opens the store in `dir` once sled has let go of it: a dropped sled instance releases its
+/// file lock from its own background thread, so reopening at once can still find the lock held
+/// (seen in CI: "could not acquire lock ... WouldBlock"). Waits up to 10 s, as the node does.
+fn reopen(dir: &std::path::Path) -> (LogStore, StateMachineStore) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match open(dir, &StoreOptions::default()) {
+            Err(e) if e.to_string().contains("could not acquire lock") && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other.expect("reopen store"),
+        }
+    }
+}
+
 struct SledBuilder;
 
 impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for SledBuilder {
@@ -103,7 +118,7 @@ fn workers_survive_reopen_and_snapshots() {
         assert_eq!(before.iter().map(|(id, w)| (*id, w.node_id)).collect::<Vec<_>>(), vec![(0, 2), (1, 1)]);
         let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
         drop((_log, sm));
-        let (_log, sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let (_log, sm) = reopen(dir.path());
         assert_eq!(sm.reader().workers(), before);
         let other = TempDir::new().unwrap();
         let (_l2, mut sm2) = open(other.path(), &StoreOptions::default()).unwrap();
@@ -139,7 +154,7 @@ fn the_allocation_journal_records_committed_allocations_and_marks_snapshot_gaps(
         let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
         drop((_log, sm));
 
-        let (_log, sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let (_log, sm) = reopen(dir.path());
         let dump = sm.journal().dump(Some("t"), Some(2)).unwrap();
         assert_eq!((dump.records.len(), dump.complete_through_index), (1, 4), "journal survives reopen");
 
@@ -184,7 +199,7 @@ fn the_state_machine_checkpoints_and_a_reopened_store_reapplies_the_rest_exactly
         assert_eq!(sm.checkpointed_index().unwrap(), CHECKPOINT_EVERY - 1, "one checkpoint so far");
         drop((log, sm));
 
-        let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let (mut log, mut sm) = reopen(dir.path());
         assert_eq!(sm.applied_state().await.unwrap().0.map(|l| l.index), Some(CHECKPOINT_EVERY - 1));
         openraft::StorageHelper::new(&mut log, &mut sm).get_initial_state().await.unwrap();
         assert_eq!(sm.applied_state().await.unwrap().0.map(|l| l.index), Some(last));
@@ -216,7 +231,7 @@ fn purge_and_truncate_leave_no_holes() {
         log.purge(LogId::new(CommittedLeaderId::new(1, 1), 40)).await.unwrap();
         log.truncate(LogId::new(CommittedLeaderId::new(1, 1), 91)).await.unwrap();
         drop((log, sm));
-        let (mut log, _sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let (mut log, _sm) = reopen(dir.path());
         let state = log.get_log_state().await.unwrap();
         assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(40));
         assert_eq!(state.last_log_id.map(|l| l.index), Some(90));

@@ -162,7 +162,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
             drop((log, sm));
         }
         // Reopen without any log replay: exactly what the checkpoint holds.
-        let (_log, sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let (_log, sm) = super::reopen(dir.path());
         let got = sm.reader().data();
         let at = got.last_applied.map_or(0, |l| l.index) as usize;
         let (last, membership, state) = model(&all[..at]);
