@@ -258,16 +258,23 @@ fn fast_route<'a>(method: &Method, path: &'a str) -> Option<FastRoute<'a>> {
     None
 }
 
-/// Serves a [`FastRoute`] with the routed handlers' validation and work.
-async fn fast(app: &App, route: FastRoute<'_>, query: Option<&str>) -> Result<Response, ApiError> {
-    match route {
-        FastRoute::Segment(tag) => {
-            validate_tag(tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
-            segment_ids(app, tag, count_of(query)?).await
+/// Which of the two ID routes the fast path serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FastKind {
+    Segment,
+    Snowflake,
+}
+
+/// Serves the tag or key `name` of a [`FastKind`] with the routed handlers' validation and work.
+async fn fast(app: &App, kind: FastKind, name: &str, query: Option<&str>) -> Result<Response, ApiError> {
+    match kind {
+        FastKind::Segment => {
+            validate_tag(name).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+            segment_ids(app, name, count_of(query)?).await
         }
-        FastRoute::Snowflake(key) => {
-            validate_tag(key).map_err(|e| ApiError::new(ErrorCode::InvalidTag, format!("snowflake key: {e}")))?;
-            snowflake_ids(app, key, count_of(query)?).await
+        FastKind::Snowflake => {
+            validate_tag(name).map_err(|e| ApiError::new(ErrorCode::InvalidTag, format!("snowflake key: {e}")))?;
+            snowflake_ids(app, name, count_of(query)?).await
         }
     }
 }
@@ -280,14 +287,16 @@ pub fn fast_path<B>(
     app: &Arc<App>,
     req: &axum::http::Request<B>,
 ) -> Option<BoxFuture<'static, Result<Response, Infallible>>> {
-    fast_route(req.method(), req.uri().path())?;
+    let path = req.uri().path();
+    // Where the tag or key starts in the path: the future owns a clone of the URI.
+    let (kind, at) = match fast_route(req.method(), path)? {
+        FastRoute::Segment(tag) => (FastKind::Segment, path.len() - tag.len()),
+        FastRoute::Snowflake(key) => (FastKind::Snowflake, path.len() - key.len()),
+    };
     let app = app.clone();
     let uri = req.uri().clone();
     Some(Box::pin(async move {
-        let answer = match fast_route(&Method::GET, uri.path()) {
-            Some(route) => fast(&app, route, uri.query()).await,
-            None => Err(ApiError::new(ErrorCode::NotFound, "no endpoint")),
-        };
+        let answer = fast(&app, kind, &uri.path()[at..], uri.query()).await;
         Ok(super::finish(&app, answer.into_response()))
     }))
 }
