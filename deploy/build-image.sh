@@ -38,7 +38,9 @@ trap 'rm -rf "$CTX"' EXIT
 # Debug info stays in the build tree (for backtraces there); the image gets a stripped copy.
 if command -v strip >/dev/null; then strip -o "$CTX/leaf" "$BIN"; else cp "$BIN" "$CTX/leaf"; fi
 chmod 0755 "$CTX/leaf"
-mkdir "$CTX/data"
+# Empty directories, owned by the image's user in the image: data, certificates, the CA.
+mkdir "$CTX/data" "$CTX/tls"
+mkdir -m 0700 "$CTX/ca"
 cp "$ROOT/deploy/Dockerfile" "$CTX/Dockerfile"
 
 REVISION="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"

@@ -5,14 +5,25 @@
 #                                      (so it also restarts a killed node), wait until all are ready
 #   deploy/local-cluster.sh status     print the cluster status as node 1.. sees it
 #   deploy/local-cluster.sh down       stop every node (SIGTERM); data is kept
-#   deploy/local-cluster.sh clean      stop and delete the data, token and secret
+#   deploy/local-cluster.sh clean      stop and delete the data, certificates, token and secret
 #
-# Node i serves its public API on 127.0.0.1:$((8080 + i)) (8081..808N) and keeps its data in
-# .local-cluster/node<i>/ at the repository root, with its log in .local-cluster/node<i>.log.
-# The admin token and cluster secret are generated once and kept in .local-cluster/admin_token
-# and .local-cluster/cluster_secret, so `up` after `down` restarts the same cluster.
-# Environment: LEAF_LOCAL_BASE_PORT (default 8080; remembered by `up`), CARGO_TARGET_DIR,
-# RUST_LOG (default info,openraft=warn).
+# Node i serves its public API on https://127.0.0.1:$((8080 + i)) (8081..808N) and keeps its
+# data in .local-cluster/node<i>/ at the repository root, with its log in
+# .local-cluster/node<i>.log. The admin token and cluster secret are generated once and kept in
+# .local-cluster/admin_token and .local-cluster/cluster_secret, so `up` after `down` restarts
+# the same cluster.
+#
+# TLS is on: the first `up` makes a development CA and a certificate per node (for 127.0.0.1
+# and localhost) with `leaf certs bundle` in .local-cluster/tls/, and copies the CA certificate
+# to .local-cluster/ca.pem for clients:
+#   curl --cacert .local-cluster/ca.pem https://127.0.0.1:8081/health
+#   leaf cluster status --node https://127.0.0.1:8081 --ca .local-cluster/ca.pem
+#   (or export LEAF_CA=.local-cluster/ca.pem once)
+# Later `up`s reuse them (a 5-node `up` after `clean` issues all five). LEAF_LOCAL_PLAINTEXT=1
+# on the first `up` runs the cluster over plain http instead (allowed: it listens on loopback
+# only); the choice is remembered until `clean`.
+# Environment: LEAF_LOCAL_BASE_PORT (default 8080; remembered by `up`), LEAF_LOCAL_PLAINTEXT,
+# CARGO_TARGET_DIR, RUST_LOG (default info,openraft=warn).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +31,20 @@ DIR="$ROOT/.local-cluster"
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/leaf"
 if [[ -s "$DIR/base_port" ]]; then BASE_PORT="$(cat "$DIR/base_port")"; else BASE_PORT="${LEAF_LOCAL_BASE_PORT:-8080}"; fi
 [[ "$BASE_PORT" =~ ^[0-9]+$ ]] || { echo "local-cluster: bad base port $BASE_PORT" >&2; exit 1; }
+# https (the default) or http (LEAF_LOCAL_PLAINTEXT=1 on the first `up`), remembered in $DIR/scheme.
+if [[ -s "$DIR/scheme" ]]; then
+    SCHEME="$(cat "$DIR/scheme")"
+elif [[ "${LEAF_LOCAL_PLAINTEXT:-0}" == 1 ]]; then
+    SCHEME=http
+else
+    SCHEME=https
+fi
+[[ "$SCHEME" == https || "$SCHEME" == http ]] || { echo "local-cluster: bad scheme $SCHEME in $DIR/scheme" >&2; exit 1; }
+TLS_DIR="$DIR/tls"
+CA="$DIR/ca.pem"
+# What the CLI needs to reach a node: the CA to check its certificate against.
+CA_ARGS=()
+[[ "$SCHEME" == https ]] && CA_ARGS=(--ca "$CA")
 
 die() { echo "local-cluster: $*" >&2; exit 1; }
 
@@ -44,7 +69,15 @@ running_pid() { # prints the pid of node $1 if that pid is still a leaf process
     echo "$pid"
 }
 
-url() { echo "http://127.0.0.1:$((BASE_PORT + $1))"; }
+url() { echo "$SCHEME://127.0.0.1:$((BASE_PORT + $1))"; }
+
+# The CA and node certificates (idempotent: what exists is kept), and the CA for clients.
+certs() {
+    local n="$1" args=()
+    for i in $(seq 1 "$n"); do args+=(--node "$i=127.0.0.1,localhost"); done
+    "$BIN" certs bundle --dir "$TLS_DIR" "${args[@]}" | sed 's/^/  /' >&2
+    cp "$TLS_DIR/ca.pem" "$CA.tmp" && mv "$CA.tmp" "$CA"
+}
 
 up() {
     local n="${1:-3}"
@@ -54,6 +87,9 @@ up() {
     if [[ "$existing" != 0 && "$existing" != "$n" ]]; then
         die "$DIR holds a $existing-node cluster; run '$0 up $existing', or '$0 clean' first"
     fi
+    if [[ -s "$DIR/scheme" && "${LEAF_LOCAL_PLAINTEXT:-0}" == 1 && "$SCHEME" == https ]]; then
+        die "$DIR holds a TLS cluster; run '$0 clean' first to start it over plaintext"
+    fi
     echo "building leaf (release)..." >&2
     (cd "$ROOT" && cargo build --release --quiet -p leaf-node --bin leaf)
     mkdir -p "$DIR"
@@ -62,14 +98,22 @@ up() {
     chmod 600 "$DIR/admin_token" "$DIR/cluster_secret"
     echo "$n" > "$DIR/nodes"
     echo "$BASE_PORT" > "$DIR/base_port"
+    echo "$SCHEME" > "$DIR/scheme"
+    local tls=()
+    if [[ "$SCHEME" == https ]]; then
+        echo "certificates (leaf certs bundle):" >&2
+        certs "$n"
+    fi
     local peers="" started=()
     for i in $(seq 1 "$n"); do peers+="${peers:+,}$i=127.0.0.1:$((BASE_PORT + i))"; done
     for i in $(seq 1 "$n"); do
         if pid="$(running_pid "$i")"; then echo "node $i is already running (pid $pid)" >&2; continue; fi
+        tls=()
+        [[ "$SCHEME" == https ]] && tls=(--tls-cert "$TLS_DIR/node-$i.pem" --tls-key "$TLS_DIR/node-$i-key.pem" --tls-ca "$TLS_DIR/ca.pem")
         LEAF_ADMIN_TOKEN="$(cat "$DIR/admin_token")" LEAF_CLUSTER_SECRET="$(cat "$DIR/cluster_secret")" \
             RUST_LOG="${RUST_LOG:-info,openraft=warn}" \
             nohup "$BIN" serve --node-id "$i" --http-addr "127.0.0.1:$((BASE_PORT + i))" \
-            --data-dir "$DIR/node$i" --peers "$peers" >>"$DIR/node$i.log" 2>&1 &
+            --data-dir "$DIR/node$i" --peers "$peers" "${tls[@]+"${tls[@]}"}" >>"$DIR/node$i.log" 2>&1 &
         echo $! > "$DIR/node$i.pid"
         started+=("$i")
     done
@@ -81,7 +125,7 @@ up() {
         local ready=0
         for i in $(seq 1 "$n"); do
             running_pid "$i" >/dev/null || { echo "node $i exited; see $DIR/node$i.log" >&2; false; }
-            if "$BIN" health --url "$(url "$i")" >/dev/null 2>&1; then ready=$((ready + 1)); fi
+            if "$BIN" health --url "$(url "$i")" "${CA_ARGS[@]+"${CA_ARGS[@]}"}" >/dev/null 2>&1; then ready=$((ready + 1)); fi
         done
         [[ "$ready" == "$n" ]] && break
         (( SECONDS < deadline )) || { echo "not all nodes ready within 60 s; see $DIR/node*.log" >&2; false; }
@@ -91,8 +135,15 @@ up() {
     echo "leaf cluster of $n nodes is up:"
     for i in $(seq 1 "$n"); do echo "  node $i  $(url "$i")"; done
     echo "admin token: $(cat "$DIR/admin_token")   (also in $DIR/admin_token)"
-    echo "try:  curl $(url 1)/api/segment/get/leaf-segment-test"
-    echo "      $BIN cluster status --node $(url 1)"
+    if [[ "$SCHEME" == https ]]; then
+        echo "CA certificate: $CA   (TLS; LEAF_LOCAL_PLAINTEXT=1 after 'clean' for plain http)"
+        echo "try:  curl --cacert $CA $(url 1)/api/segment/get/leaf-segment-test"
+        echo "      $BIN cluster status --node $(url 1) --ca $CA"
+        echo "      (or: export LEAF_CA=$CA)"
+    else
+        echo "try:  curl $(url 1)/api/segment/get/leaf-segment-test"
+        echo "      $BIN cluster status --node $(url 1)"
+    fi
 }
 
 stop_node() { # SIGTERM node $1, SIGKILL after 15 s
@@ -127,7 +178,7 @@ status() {
     done
     for i in $(seq 1 "$n"); do
         local out
-        if running_pid "$i" >/dev/null && out="$("$BIN" cluster status --node "$(url "$i")")"; then
+        if running_pid "$i" >/dev/null && out="$("$BIN" cluster status --node "$(url "$i")" "${CA_ARGS[@]+"${CA_ARGS[@]}"}")"; then
             if command -v python3 >/dev/null; then python3 -m json.tool <<<"$out"; else echo "$out"; fi
             return 0
         fi

@@ -1,4 +1,4 @@
-//! Wire types of the leaf ID service: what crosses HTTP (JSON bodies, error codes), the
+//! Wire types of the leaf ID service: what crosses HTTP (JSON bodies, error codes) and gRPC, the
 //! validation rules every layer shares (tag names, batch sizes, steps), and the one codec that
 //! encodes persisted and replicated records.
 //!
@@ -9,14 +9,23 @@
 //! - [`codec`]: versioned, checksummed bincode envelope for every record written to disk or sent
 //!   between nodes.
 //! - [`error`]: the stable error codes of the public API and their Leaf analogues.
+//! - `grpc` (feature `grpc`): the gRPC API (`leaf.v1`, `grpc.health.v1`) generated from
+//!   `proto/` at build time.
+//! - [`identity`]: whom a TLS certificate speaks for (`urn:leaf:node:<id>`,
+//!   `urn:leaf:client:<name>`).
 //! - [`json_int`]: request-body integers in any JSON notation of an integral value.
+//! - [`ranges`]: batches as ranges `[start, end)` (`?format=ranges`, gRPC) and their checks.
 //! - [`routes`]: the public HTTP route table (server, OpenAPI, client and CLI share it).
-//! - [`tag`]: tag-name and count validation.
+//! - [`tag`]: tag-name and count validation (the batch limits).
 //! - [`types`]: JSON request and response bodies.
 
 pub mod codec;
 pub mod error;
+#[cfg(feature = "grpc")]
+pub mod grpc;
+pub mod identity;
 pub mod json_int;
+pub mod ranges;
 pub mod routes;
 pub mod tag;
 pub mod types;

@@ -3,8 +3,12 @@
 /// Longest accepted tag, in bytes (Leaf's `biz_tag varchar(128)`).
 pub const MAX_TAG_LEN: usize = 128;
 
-/// Most IDs one request may ask for with `?count=N`.
+/// Most IDs one request may ask for with `?count=N` as text (one line per ID).
 pub const MAX_BATCH: u32 = 100_000;
+
+/// Most IDs one request may ask for as ranges (`?format=ranges`, gRPC): the answer is a few
+/// ranges whatever the count, and the server sizes the segment it waits for to the count.
+pub const MAX_RANGE_BATCH: u32 = 1_000_000;
 
 /// Largest step a tag may store or a segment may span (one billion). Far above any sensible
 /// segment (Leaf caps its dynamic step at one million) yet small enough that a tag cannot be
@@ -20,8 +24,8 @@ pub enum ValidationError {
     TagTooLong(usize),
     #[error("tag contains {0:?}; allowed are A-Z a-z 0-9 _ . : -")]
     TagChar(char),
-    #[error("count must be an integer from 1 to {MAX_BATCH}, got {0:?}")]
-    Count(String),
+    #[error("count must be an integer from 1 to {max}, got {raw:?}")]
+    Count { raw: String, max: u32 },
     #[error("step must be from 1 to {MAX_STEP}, got {0}")]
     Step(i64),
     #[error("max_id must be from 0 to 9223372036854775807, got {0}")]
@@ -42,11 +46,12 @@ pub fn validate_tag(tag: &str) -> Result<(), ValidationError> {
     }
 }
 
-/// Parses the `count` query parameter: a decimal integer from 1 to [`MAX_BATCH`].
-pub fn parse_count(raw: &str) -> Result<u32, ValidationError> {
+/// Parses the `count` query parameter: a decimal integer from 1 to `max` ([`MAX_BATCH`] for
+/// text, [`MAX_RANGE_BATCH`] for ranges).
+pub fn parse_count(raw: &str, max: u32) -> Result<u32, ValidationError> {
     match raw.parse::<u32>() {
-        Ok(n) if (1..=MAX_BATCH).contains(&n) => Ok(n),
-        _ => Err(ValidationError::Count(raw.chars().take(32).collect())),
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(ValidationError::Count { raw: raw.chars().take(32).collect(), max }),
     }
 }
 
@@ -86,11 +91,14 @@ mod tests {
 
     #[test]
     fn counts() {
-        assert_eq!(parse_count("1"), Ok(1));
-        assert_eq!(parse_count("100000"), Ok(100_000));
+        assert_eq!(parse_count("1", MAX_BATCH), Ok(1));
+        assert_eq!(parse_count("100000", MAX_BATCH), Ok(100_000));
         for bad in ["0", "100001", "-1", "", "1.5", "ten", "99999999999999999999"] {
-            assert!(parse_count(bad).is_err(), "{bad}");
+            assert!(parse_count(bad, MAX_BATCH).is_err(), "{bad}");
         }
+        assert_eq!(parse_count("1000000", MAX_RANGE_BATCH), Ok(1_000_000));
+        let e = parse_count("1000001", MAX_RANGE_BATCH).unwrap_err();
+        assert_eq!(e.to_string(), "count must be an integer from 1 to 1000000, got \"1000001\"");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! [`ClientBuilder`]: node URLs, admin token, timeouts, retries.
+//! [`ClientBuilder`]: node URLs, admin token, timeouts, retries, TLS settings.
+use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,17 +9,23 @@ use hyper::header::HeaderValue;
 use crate::client::{Client, Inner, Policy};
 use crate::error::BuildError;
 use crate::retry::Backoff;
+use crate::tls::TlsOptions;
 use crate::transport::Transport;
 
 /// Configures a [`Client`]; made by [`Client::builder`].
 ///
 /// Defaults: no token, 5 s per attempt, 15 s in total, 3 retries, backoff from 50 ms doubling
-/// to at most 1 s (with jitter).
+/// to at most 1 s (with jitter); for `https://` nodes, the platform's root certificates and no
+/// client certificate.
+///
+/// The TLS setters only record what to use: files are read, and TLS errors reported, by
+/// [`ClientBuilder::build`].
 #[derive(Clone)]
 pub struct ClientBuilder {
     nodes: Vec<String>,
     token: Option<String>,
     policy: Policy,
+    tls: TlsOptions,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -27,6 +34,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("nodes", &self.nodes.len())
             .field("token", &self.token.as_ref().map(|_| "(set)"))
             .field("policy", &self.policy)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -42,7 +50,38 @@ impl ClientBuilder {
                 retries: 3,
                 backoff: Backoff { base: Duration::from_millis(50), cap: Duration::from_secs(1) },
             },
+            tls: TlsOptions::new(),
         }
+    }
+
+    /// Trust only the CA certificate(s) in this PEM text for `https://` nodes.
+    pub fn ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls = self.tls.ca_pem(pem);
+        self
+    }
+
+    /// Trust only the CA certificate(s) in this PEM file for `https://` nodes.
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls = self.tls.ca_file(path);
+        self
+    }
+
+    /// Present this certificate chain and private key (PEM texts) to nodes that ask for one.
+    pub fn client_cert_pem(mut self, cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        self.tls = self.tls.client_cert_pem(cert, key);
+        self
+    }
+
+    /// Present the certificate chain and private key in these PEM files.
+    pub fn client_cert_files(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls = self.tls.client_cert_files(cert, key);
+        self
+    }
+
+    /// All TLS settings at once (replacing any set before).
+    pub fn tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// The admin token, sent as `Authorization: Bearer <token>` on every request.
@@ -82,7 +121,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Checks the URLs (`http://host:port`, no path, query or credentials) and the token.
+    /// Checks the URLs (`http://host:port` or `https://host:port`, no path, query or
+    /// credentials) and the token, and reads the TLS files. Without a CA, `https://` nodes are
+    /// checked against the platform's root certificates: none loadable is an error.
     pub fn build(self) -> Result<Client, BuildError> {
         if self.nodes.is_empty() {
             return Err(BuildError::NoNodes);
@@ -96,19 +137,23 @@ impl ClientBuilder {
             }
             None => None,
         };
+        // Without https:// nodes the TLS layer is never used, but given files are still
+        // checked (a mistake is reported now, not when a node turns TLS on).
+        let https = nodes.iter().any(|n| n.starts_with("https://"));
+        let tls = self.tls.config(https)?;
         Ok(Client {
             inner: Arc::new(Inner {
                 nodes,
                 auth,
                 policy: self.policy,
-                transport: Transport::new(),
+                transport: Transport::new(tls),
                 preferred: AtomicUsize::new(0),
             }),
         })
     }
 }
 
-/// `http://host:port[/]` → `http://host:port`.
+/// `http://host:port[/]` → `http://host:port` (and the same for `https://`).
 fn parse_base(url: &str) -> Result<String, BuildError> {
     let trimmed = url.trim().trim_end_matches('/');
     let invalid = |reason| BuildError::InvalidUrl { url: Some(url.to_string()), reason };
@@ -116,9 +161,10 @@ fn parse_base(url: &str) -> Result<String, BuildError> {
         return Err(BuildError::InvalidUrl { url: None, reason: "credentials in the URL are not supported" });
     }
     let uri: hyper::Uri = trimmed.parse().map_err(|_| invalid("not a URL"))?;
-    if uri.scheme_str() != Some("http") {
-        return Err(invalid("expected http://host:port"));
-    }
+    let scheme = match uri.scheme_str() {
+        Some(s @ ("http" | "https")) => s,
+        _ => return Err(invalid("expected http://host:port or https://host:port")),
+    };
     let authority = uri.authority().ok_or_else(|| invalid("no host"))?;
     if authority.host().is_empty() {
         return Err(invalid("no host"));
@@ -126,7 +172,7 @@ fn parse_base(url: &str) -> Result<String, BuildError> {
     if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
         return Err(invalid("a node URL has no path or query"));
     }
-    Ok(format!("http://{authority}"))
+    Ok(format!("{scheme}://{authority}"))
 }
 
 #[cfg(test)]
@@ -138,8 +184,10 @@ mod tests {
         assert_eq!(parse_base("http://127.0.0.1:8080/").unwrap(), "http://127.0.0.1:8080");
         assert_eq!(parse_base(" http://leaf1:8080 ").unwrap(), "http://leaf1:8080");
         assert_eq!(parse_base("http://leaf1").unwrap(), "http://leaf1");
+        assert_eq!(parse_base("https://leaf1:8443/").unwrap(), "https://leaf1:8443");
+        assert_eq!(parse_base("https://[::1]:8443").unwrap(), "https://[::1]:8443");
         for bad in
-            ["", "127.0.0.1:8080", "https://leaf1:8080", "ftp://x", "http://", "http://h:1/api", "http://h:1?x=1"]
+            ["", "127.0.0.1:8080", "ftp://x", "http://", "https://", "http://h:1/api", "https://h:1?x=1", "HTTPS:/h"]
         {
             assert!(matches!(parse_base(bad), Err(BuildError::InvalidUrl { url: Some(_), .. })), "{bad:?}");
         }
@@ -155,5 +203,18 @@ mod tests {
         assert!(!e.to_string().contains("token\n"));
         let b = Client::builder(["http://h:1"]).token("s3cret-token");
         assert!(!format!("{b:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn tls_settings_are_checked_by_build_even_for_http_nodes() {
+        // A CA file that does not exist: reported, with its path, for http:// nodes too.
+        let e = Client::builder(["http://h:1"]).ca_file("/nonexistent/ca.pem").build().unwrap_err();
+        assert!(matches!(&e, BuildError::Tls(crate::tls::TlsError::Read { .. })), "{e:?}");
+        assert!(e.to_string().contains("/nonexistent/ca.pem"), "{e}");
+        // A key given in memory never shows in Debug.
+        let b = Client::builder(["https://h:1"]).client_cert_pem("CERT", "-----BEGIN PRIVATE KEY-----\nS3CRETKEY");
+        assert!(!format!("{b:?}").contains("S3CRETKEY"), "{b:?}");
+        let e = b.build().unwrap_err();
+        assert!(!e.to_string().contains("S3CRETKEY"), "{e}");
     }
 }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::builder::ClientBuilder;
 use crate::error::ClientError;
-use crate::retry::{retryable, Backoff, Safety};
+use crate::retry::{gives_up_on_tls, retryable, Backoff, Safety};
 use crate::transport::{RawReply, Transport};
 
 /// A client of one leaf cluster (any of its nodes); cheap to clone, clones share the
@@ -136,6 +136,7 @@ impl Client {
         let n = inner.nodes.len();
         let first = inner.preferred.load(Ordering::Relaxed) % n;
         let mut attempt: u32 = 0;
+        let mut tls_failures = 0usize;
         loop {
             let idx = (first + attempt as usize) % n;
             let node = &inner.nodes[idx];
@@ -154,6 +155,7 @@ impl Client {
             if !retryable(&err, call.safety) {
                 return Err(err);
             }
+            tls_failures += usize::from(matches!(err, ClientError::Tls { .. }));
             let give_up = |err| {
                 if attempt == 0 {
                     err
@@ -161,7 +163,7 @@ impl Client {
                     ClientError::AllNodesFailed { attempts: attempt + 1, last: Box::new(err) }
                 }
             };
-            if attempt >= policy.retries {
+            if attempt >= policy.retries || gives_up_on_tls(&err, n, tls_failures) {
                 return Err(give_up(err));
             }
             let wait = policy.backoff.delay(attempt);

@@ -2,6 +2,7 @@
 //!
 //! All are idempotent (see [`crate::retry`]): an ID request whose answer was lost wasted those IDs (a
 //! gap), and the retry gets new ones; no ID is ever handed out twice.
+use leaf_api::ranges::IdRanges;
 use leaf_api::routes;
 use leaf_api::types::SnowflakeDecoded;
 
@@ -21,6 +22,14 @@ impl Client {
         ids(&self.execute(Call::get(path)).await?, count)
     }
 
+    /// `count` (1–1,000,000) segment-mode IDs of `tag` as ranges (`?format=ranges`): a few
+    /// ascending ranges `[start, end)` whatever the count. The answer is checked (well-formed
+    /// ranges holding exactly `count` IDs) before it is returned.
+    pub async fn segment_ranges(&self, tag: &str, count: u32) -> Result<IdRanges, ClientError> {
+        let path = format!("{}?count={count}&format=ranges", routes::fill(routes::SEGMENT_GET, &[tag]));
+        ranges(&self.execute(Call::get(path)).await?, count)
+    }
+
     /// One snowflake ID (`key` is only recorded for auditing).
     pub async fn snowflake_id(&self, key: &str) -> Result<i64, ClientError> {
         let answer = self.execute(Call::get(routes::fill(routes::SNOWFLAKE_GET, &[key]))).await?;
@@ -31,6 +40,13 @@ impl Client {
     pub async fn snowflake_ids(&self, key: &str, count: u32) -> Result<Vec<i64>, ClientError> {
         let path = format!("{}?count={count}", routes::fill(routes::SNOWFLAKE_GET, &[key]));
         ids(&self.execute(Call::get(path)).await?, count)
+    }
+
+    /// `count` (1–1,000,000) snowflake IDs as ranges (about one per millisecond the batch
+    /// spans), checked like [`Client::segment_ranges`].
+    pub async fn snowflake_ranges(&self, key: &str, count: u32) -> Result<IdRanges, ClientError> {
+        let path = format!("{}?count={count}&format=ranges", routes::fill(routes::SNOWFLAKE_GET, &[key]));
+        ranges(&self.execute(Call::get(path)).await?, count)
     }
 
     /// A snowflake ID's timestamp, worker ID and sequence.
@@ -61,6 +77,13 @@ fn ids(answer: &Answer, count: u32) -> Result<Vec<i64>, ClientError> {
         return Err(answer.decode_error(format!("{} IDs, asked for {count}", out.len())));
     }
     Ok(out)
+}
+
+/// The body as well-formed ranges holding exactly `count` IDs.
+fn ranges(answer: &Answer, count: u32) -> Result<IdRanges, ClientError> {
+    let ranges: IdRanges = answer.json()?;
+    ranges.validate(count.into()).map_err(|e| answer.decode_error(e.to_string()))?;
+    Ok(ranges)
 }
 
 /// A non-negative decimal ID.

@@ -21,6 +21,15 @@
 //!
 //! The admin token is sent as a bearer token; it never appears in an error or in `Debug`.
 //!
+//! **TLS.** `https://` node URLs are checked against the CA given with
+//! [`ClientBuilder::ca_file`] / [`ClientBuilder::ca_pem`] (else the platform's roots), and a
+//! client certificate is presented when one is given (mutual TLS). A failed handshake is a
+//! [`ClientError::Tls`] whose message says what is wrong (a CA this client does not trust, a
+//! certificate for another host or out of date, a plaintext port, a client certificate
+//! missing or refused); the node processed nothing, so the call moves on to another node, but
+//! gives up once every node failed that way. [`tls::TlsOptions`] builds the same `rustls`
+//! configuration for other tools (`leaf bench`).
+//!
 //! ```no_run
 //! use leaf_client::{Client, HealthMode};
 //! use leaf_api::types::CreateTagRequest;
@@ -60,23 +69,43 @@
 //! # }
 //! ```
 //!
-//! Building checks the URLs without touching the network:
+//! For many IDs per second in one process, an [`IdPool`] leases ranges ahead of use and hands
+//! IDs out without a network round trip (see [`pool`]):
+//!
+//! ```no_run
+//! use leaf_client::{Client, IdPool, PoolOptions};
+//!
+//! # async fn demo(client: Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = IdPool::new(client, PoolOptions::default())?;
+//! let orders = pool.segment("orders")?;
+//! let id: i64 = orders.next_id_async().await?;
+//! let more: Option<i64> = orders.try_next_id();
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Building checks the URLs and reads the TLS files without touching the network:
 //!
 //! ```
 //! use leaf_client::{BuildError, Client};
 //!
 //! assert!(Client::builder(["http://127.0.0.1:8080"]).build().is_ok());
+//! let missing_ca = Client::builder(["https://127.0.0.1:8443"]).ca_file("/no/such/ca.pem").build();
+//! assert!(matches!(missing_ca, Err(BuildError::Tls(_))));
 //! assert!(matches!(Client::builder(["127.0.0.1:8080"]).build(), Err(BuildError::InvalidUrl { .. })));
 //! assert_eq!(Client::builder(Vec::<String>::new()).build().unwrap_err(), BuildError::NoNodes);
 //! ```
 //!
 //! Layout:
-//! - [`builder`]: [`ClientBuilder`] (nodes, token, timeout, deadline, retries, backoff).
+//! - [`builder`]: [`ClientBuilder`] (nodes, token, timeout, deadline, retries, backoff, TLS).
 //! - `client`: [`Client`] and the attempt loop (failover, backoff, deadline).
 //! - [`retry`]: which calls and errors are retried, and the backoff.
-//! - `transport`: the connector and one attempt (timeout, bounded answer).
+//! - [`tls`]: [`TlsOptions`] → `rustls::ClientConfig`; [`tls::diagnose`], TLS failures in words.
+//! - `transport`: the connector (plain or TLS) and one attempt (timeout, bounded answer).
 //! - `ids`, `monitor`, `admin`: the typed endpoint methods.
-//! - [`error`]: [`BuildError`], [`ClientError`].
+//! - [`pool`]: [`IdPool`], per-tag buffers of leased ID ranges with a lock-free synchronous
+//!   `next_id()` (prefetch, adaptive lease size, snowflake freshness bound, stats).
+//! - [`error`]: [`BuildError`], [`TlsError`], [`ClientError`], [`TlsFailure`].
 
 mod admin;
 pub mod builder;
@@ -84,13 +113,17 @@ mod client;
 pub mod error;
 mod ids;
 mod monitor;
+pub mod pool;
 pub mod retry;
+pub mod tls;
 mod transport;
 
 pub use builder::ClientBuilder;
 pub use client::Client;
-pub use error::{BuildError, ClientError};
+pub use error::{BuildError, ClientError, TlsError, TlsFailure};
 pub use hyper::{Method, StatusCode};
 pub use leaf_api::ErrorCode;
 pub use monitor::{HealthMode, HealthReport};
+pub use pool::{IdPool, PoolError, PoolOptions, TagPool};
+pub use tls::TlsOptions;
 pub use transport::RawReply;

@@ -13,6 +13,10 @@
 //!   lost, a retry answers `tag_exists`. Retried only when the connection could not be opened
 //!   (the request never left this process).
 //!
+//! A TLS handshake failure ([`ClientError::Tls`]) means the node processed no request, so
+//! another node may be tried whatever the safety; the failure is a setup problem that waiting
+//! does not cure, so the call gives up once every node failed that way.
+//!
 //! Errors worth retrying: no answer (transport error, timeout) and a 503 whose code says the
 //! node or the cluster is temporarily unable (`unavailable`, `not_ready`,
 //! `segments_not_ready`, `shutting_down`, `snowflake_unavailable`, `clock_moved_backwards`),
@@ -36,7 +40,7 @@ pub(crate) enum Safety {
 /// Whether `err`, from one attempt of a call with `safety`, may be retried.
 pub(crate) fn retryable(err: &ClientError, safety: Safety) -> bool {
     match (err, safety) {
-        (ClientError::Transport { connect: true, .. }, _) => true,
+        (ClientError::Transport { connect: true, .. } | ClientError::Tls { .. }, _) => true,
         (_, Safety::AtMostOnce) => false,
         (ClientError::Transport { .. } | ClientError::Timeout { .. }, Safety::Idempotent) => true,
         (ClientError::Api { status, code, .. }, Safety::Idempotent) => {
@@ -45,6 +49,14 @@ pub(crate) fn retryable(err: &ClientError, safety: Safety) -> bool {
         (ClientError::Decode { status, .. }, Safety::Idempotent) => *status == StatusCode::SERVICE_UNAVAILABLE,
         (ClientError::AllNodesFailed { .. } | ClientError::Request(_), Safety::Idempotent) => false,
     }
+}
+
+/// Whether a call over `nodes` nodes stops after an attempt that failed with `err`, when
+/// `tls_failures` of its attempts so far (this one included) failed in the TLS handshake: a
+/// TLS failure is tried on another node, but not on the same node again once every node had
+/// its turn (a wrong CA or a plaintext port does not fix itself).
+pub(crate) fn gives_up_on_tls(err: &ClientError, nodes: usize, tls_failures: usize) -> bool {
+    matches!(err, ClientError::Tls { .. }) && tls_failures >= nodes
 }
 
 /// 503 codes that another node, or the same node a little later, may not answer.
@@ -109,6 +121,19 @@ mod tests {
         assert!(!retryable(&api(StatusCode::CONFLICT, ErrorCode::TagExists), Safety::Idempotent));
         let proxy = ClientError::Decode { node: "n".into(), status: unavailable, message: "html".into() };
         assert!(retryable(&proxy, Safety::Idempotent));
+    }
+
+    #[test]
+    fn a_tls_failure_moves_on_but_never_comes_back_round() {
+        let tls = ClientError::Tls { node: "n".into(), failure: crate::TlsFailure::UnknownIssuer, message: "x".into() };
+        for s in [Safety::Idempotent, Safety::AtMostOnce] {
+            assert!(retryable(&tls, s), "the node processed nothing: another may be tried");
+        }
+        assert!(gives_up_on_tls(&tls, 1, 1), "one node: no second try");
+        assert!(!gives_up_on_tls(&tls, 3, 2));
+        assert!(gives_up_on_tls(&tls, 3, 3));
+        let refused = ClientError::Transport { node: "n".into(), message: "refused".into(), connect: true };
+        assert!(!gives_up_on_tls(&refused, 1, 5), "only TLS failures count");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The client against tiny in-process HTTP servers: failover, which errors are retried, typed
-//! errors, bodies, token.
+//! errors, bodies, token; TLS in [`tls`].
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -13,6 +13,9 @@ use hyper_util::rt::TokioIo;
 use leaf_api::types::{CreateTagRequest, UpdateTagRequest};
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_client::{Client, ClientError, HealthMode};
+
+#[path = "client/tls.rs"]
+mod tls;
 
 /// What a test server saw of one request.
 #[derive(Debug, Clone)]

@@ -2,6 +2,9 @@
 //!
 //! Each node gets its own data dir, TOML config and log file under one temporary directory;
 //! nodes are started, stopped with SIGTERM, killed with SIGKILL and restarted on the same data.
+//! By default the cluster runs with TLS, as deployments do: `leaf certs` makes a CA in
+//! `tls/` and a certificate per node (for 127.0.0.1 and the address its peers dial), nodes
+//! talk mutual TLS, and clients use `https://` with that CA ([`Cluster::ca`]).
 //! When a test panics while a [`Cluster`] is alive, the tail of every node's log is printed.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,13 +30,18 @@ pub struct Options {
     pub extra_toml: String,
     /// `RUST_LOG` of the nodes.
     pub log_filter: String,
+    /// HTTPS and mutual TLS between the nodes (the default); `false`: plaintext on loopback.
+    pub tls: bool,
 }
 
 impl Options {
     pub fn new(bin: impl Into<PathBuf>) -> Self {
-        Options { bin: bin.into(), extra_toml: String::new(), log_filter: "info,openraft=warn".into() }
+        Options { bin: bin.into(), extra_toml: String::new(), log_filter: "info,openraft=warn".into(), tls: true }
     }
 }
+
+/// Lifetime of the test certificates, in days.
+const CERT_DAYS: &str = "30";
 
 /// How to start one node.
 #[derive(Debug, Clone)]
@@ -105,15 +113,61 @@ pub fn default_bin() -> anyhow::Result<PathBuf> {
 }
 
 /// A client of the node at `url` alone: one attempt per call (no retry, no failover), so a
-/// test sees exactly what that node answered. `timeout` bounds each call.
-pub fn node_client(url: &str, token: Option<&str>, timeout: Duration) -> Client {
+/// test sees exactly what that node answered. `ca`: the CA of an `https://` node. `timeout`
+/// bounds each call.
+pub fn node_client(url: &str, token: Option<&str>, ca: Option<&Path>, timeout: Duration) -> Client {
     let builder = Client::builder([url]).retries(0).timeout(timeout).deadline(timeout);
+    let builder = match ca {
+        Some(ca) => builder.ca_file(ca),
+        None => builder,
+    };
     let builder = match token {
         Some(t) => builder.token(t),
         None => builder,
     };
     // The harness builds its URLs itself (`http://127.0.0.1:port`): always valid.
     builder.build().unwrap_or_else(|e| panic!("client of {url}: {e}"))
+}
+
+/// A rustls client config trusting the CA certificate(s) in `ca`, presenting `identity` (a
+/// certificate chain file and its key file) when given.
+pub fn tls_client_config(
+    ca: &Path,
+    identity: Option<(&Path, &Path)>,
+) -> anyhow::Result<std::sync::Arc<rustls::ClientConfig>> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).with_context(|| format!("read {}", ca.display()))? {
+        roots.add(cert?)?;
+    }
+    let builder =
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots);
+    let config = match identity {
+        Some((chain, key)) => {
+            let chain = CertificateDer::pem_file_iter(chain)?.collect::<Result<Vec<_>, _>>()?;
+            builder.with_client_auth_cert(chain, PrivateKeyDer::from_pem_file(key)?)?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    Ok(std::sync::Arc::new(config))
+}
+
+/// Runs `bin certs <cmd...> <dir> <args...>` (the `leaf certs` command operators use).
+fn certs(bin: &Path, cmd: &[&str], dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new(bin)
+        .arg("certs")
+        .args(cmd)
+        .arg(dir)
+        .args(args)
+        .output()
+        .with_context(|| format!("run {} certs", bin.display()))?;
+    if !out.status.success() {
+        bail!("leaf certs {cmd:?} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
 }
 
 /// A free loopback port (bound and released; the tiny race is acceptable in tests).
@@ -131,6 +185,9 @@ impl Cluster {
     pub fn start_specs(specs: Vec<NodeSpec>, opts: Options) -> anyhow::Result<Cluster> {
         let dir = tempfile::Builder::new().prefix("leaf-cluster-").tempdir()?;
         let peers = specs.iter().map(|s| format!("{}={}", s.id, s.peer_addr)).collect::<Vec<_>>().join(",");
+        if opts.tls {
+            certs(&opts.bin, &["ca", "--dir"], &dir.path().join("tls"), &["--days", "3650"])?;
+        }
         let mut cluster = Cluster { dir, opts, peers, nodes: BTreeMap::new() };
         for spec in specs {
             cluster.add_node(spec)?;
@@ -153,8 +210,49 @@ impl Cluster {
             bail!("node {} exists", spec.id);
         }
         let NodeSpec { id, port, peer_addr, env } = spec;
+        if self.opts.tls {
+            // Clients dial 127.0.0.1; peers dial `peer_addr` (a proxy's address in chaos runs).
+            let mut hosts = vec!["127.0.0.1".to_string()];
+            if let Some((host, _)) = peer_addr.rsplit_once(':') {
+                if !hosts.iter().any(|h| h == host) {
+                    hosts.push(host.to_string());
+                }
+            }
+            let extra: Vec<String> = hosts.into_iter().flat_map(|h| ["--host".to_string(), h]).collect();
+            let id_arg = id.to_string();
+            let mut args = vec!["--id", id_arg.as_str()];
+            args.extend(extra.iter().map(String::as_str));
+            args.extend(["--days", CERT_DAYS]);
+            certs(&self.opts.bin, &["node", "--dir"], &self.tls_dir(), &args)?;
+        }
         self.nodes.insert(id, NodeProc { id, port, peer_addr, env, child: None });
         self.spawn(id)
+    }
+
+    fn tls_dir(&self) -> PathBuf {
+        self.dir.path().join("tls")
+    }
+
+    /// The cluster CA's certificate (`None` for a plaintext cluster).
+    pub fn ca(&self) -> Option<PathBuf> {
+        self.opts.tls.then(|| self.tls_dir().join("ca.pem"))
+    }
+
+    /// A rustls client config that trusts the cluster CA and presents node `as_node`'s
+    /// certificate: what a member node dials its peers with (`None` for a plaintext cluster).
+    pub fn peer_tls_config(&self, as_node: u64) -> anyhow::Result<Option<std::sync::Arc<rustls::ClientConfig>>> {
+        let Some(ca) = self.ca() else { return Ok(None) };
+        let dir = self.tls_dir();
+        let chain = dir.join(format!("node-{as_node}.pem"));
+        let key = dir.join(format!("node-{as_node}-key.pem"));
+        tls_client_config(&ca, Some((&chain, &key))).map(Some)
+    }
+
+    /// Makes a client certificate `name` of the cluster CA; returns `(certificate, key)`.
+    pub fn client_cert(&self, name: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+        certs(&self.opts.bin, &["client", "--dir"], &self.tls_dir(), &["--name", name, "--days", CERT_DAYS])?;
+        let dir = self.tls_dir();
+        Ok((dir.join(format!("client-{name}.pem")), dir.join(format!("client-{name}-key.pem"))))
     }
 
     /// The address peers dial for node `id`.
@@ -198,12 +296,18 @@ impl Cluster {
     }
 
     pub fn url(&self, id: u64) -> String {
-        format!("http://{}", self.addr(id))
+        let scheme = if self.opts.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr(id))
     }
 
     /// An admin client of node `id` alone (see [`node_client`]), 30 s per request.
     pub fn client(&self, id: u64) -> Client {
-        node_client(&self.url(id), Some(TOKEN), Duration::from_secs(30))
+        self.client_with(id, Some(TOKEN), Duration::from_secs(30))
+    }
+
+    /// A client of node `id` alone with this token (none: anonymous) and per-call timeout.
+    pub fn client_with(&self, id: u64, token: Option<&str>, timeout: Duration) -> Client {
+        node_client(&self.url(id), token, self.ca().as_deref(), timeout)
     }
 
     /// Node `id`'s log file (stdout and stderr of every run of it).
@@ -216,13 +320,23 @@ impl Cluster {
         let port = self.port(id);
         let data = self.dir.path().join(format!("node{id}"));
         let config = self.dir.path().join(format!("node{id}.toml"));
-        let toml = format!(
+        let mut toml = format!(
             "node_id = {id}\nhttp_addr = \"127.0.0.1:{port}\"\ndata_dir = {data:?}\npeers = {peers:?}\n\
              cluster_secret = {SECRET:?}\nadmin_token = {TOKEN:?}\nbootstrap_tags = []\n{extra}\n",
             data = data.display().to_string(),
             peers = self.peers,
             extra = self.opts.extra_toml,
         );
+        if self.opts.tls {
+            let dir = self.tls_dir();
+            let path = |name: String| dir.join(name).display().to_string();
+            toml.push_str(&format!(
+                "\n[tls]\ncert = {:?}\nkey = {:?}\nca = {:?}\n",
+                path(format!("node-{id}.pem")),
+                path(format!("node-{id}-key.pem")),
+                path("ca.pem".into()),
+            ));
+        }
         std::fs::write(&config, toml)?;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(id))?;
         let env = self.nodes.get(&id).map(|n| n.env.clone()).unwrap_or_default();

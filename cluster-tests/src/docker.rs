@@ -4,6 +4,10 @@
 //!
 //! Each [`Compose`] is its own project (its own containers, network and named volumes) with
 //! free host ports and fresh secrets; dropping it runs `down -v`, which removes all of them.
+//! The nodes speak TLS with the certificates the compose files' `certs` service makes: host
+//! clients use `https://127.0.0.1:<port>` and the CA copied out of a node container
+//! ([`Compose::ca`]); the CLI inside a container finds its URL and CA in the container's
+//! environment (`LEAF_URL`, `LEAF_CA`).
 //! Container faults map to Docker verbs: `docker kill` (SIGKILL) and `docker start`,
 //! `docker stop` (SIGTERM), `docker pause`/`unpause` (cgroup freezer) and
 //! `docker network disconnect`/`connect` (the node loses every link, to peers and clients).
@@ -95,6 +99,8 @@ pub struct Compose {
     /// An empty file passed as `--env-file`, so an operator's `deploy/.env` (secrets,
     /// `LEAF2_NODE_ID=6`, ...) never leaks into this project; everything it needs is set here.
     env_file: tempfile::NamedTempFile,
+    /// Holds `ca.pem`, the project's CA certificate, once the first node container is up.
+    ca_dir: tempfile::TempDir,
     down: bool,
 }
 
@@ -115,6 +121,7 @@ impl Compose {
             env: BTreeMap::new(),
             containers: BTreeMap::new(),
             env_file: tempfile::NamedTempFile::new().context("create an empty env file")?,
+            ca_dir: tempfile::tempdir().context("create a directory for the CA")?,
             down: false,
         })
     }
@@ -152,7 +159,9 @@ impl Compose {
         self.up_only(&all)
     }
 
-    /// `docker-compose up -d leaf<i>...` of these services only.
+    /// `docker-compose up -d leaf<i>...` of these services only (and, first, the one-shot
+    /// `certs` service they depend on). The first time, copies the CA certificate out of a
+    /// node container (see [`Compose::ca`]).
     pub fn up_only(&mut self, services: &[u64]) -> anyhow::Result<()> {
         let names: Vec<String> = services.iter().map(|i| format!("leaf{i}")).collect();
         run(self.compose().args(["up", "-d", "--no-build"]).args(&names))?;
@@ -162,6 +171,13 @@ impl Compose {
                 bail!("no container for service {name}");
             }
             self.containers.insert(i, cid);
+        }
+        let ca = self.ca_dir.path().join("ca.pem");
+        if !ca.exists() {
+            if let Some(cid) = services.first().and_then(|i| self.containers.get(i)) {
+                run(Command::new("docker").arg("cp").arg(format!("{cid}:/tls/ca.pem")).arg(&ca))
+                    .context("copy the CA certificate out of a node container")?;
+            }
         }
         Ok(())
     }
@@ -184,9 +200,58 @@ impl Compose {
         (1..=self.nodes).collect()
     }
 
-    /// Base URL of node `id`'s published port.
+    /// Base URL of node `id`'s published port (HTTPS: its certificate names 127.0.0.1).
     pub fn url(&self, id: u64) -> String {
-        format!("http://127.0.0.1:{}", self.ports.get(&id).copied().unwrap_or(0))
+        format!("https://127.0.0.1:{}", self.ports.get(&id).copied().unwrap_or(0))
+    }
+
+    /// The CA certificate of the project's nodes, copied out of a node container by the first
+    /// [`Compose::up_only`] (`None` before).
+    pub fn ca(&self) -> Option<PathBuf> {
+        Some(self.ca_dir.path().join("ca.pem")).filter(|p| p.exists())
+    }
+
+    /// The mounts of node `id`'s container: (path in the container, writable).
+    pub fn mounts(&self, id: u64) -> anyhow::Result<Vec<(String, bool)>> {
+        let out = self.docker(&["inspect", "-f", "{{range .Mounts}}{{.Destination}} {{.RW}}{{println}}{{end}}"], id)?;
+        let mut mounts = Vec::new();
+        for line in out.lines().filter(|l| !l.trim().is_empty()) {
+            match line.trim().split_once(' ') {
+                Some((path, rw)) => mounts.push((path.to_string(), rw == "true")),
+                None => bail!("unexpected docker inspect output {line:?}"),
+            }
+        }
+        Ok(mounts)
+    }
+
+    /// The file names in directory `dir` of node `id`'s container (`docker cp` to a tar
+    /// stream: the image has no `ls`).
+    pub fn files(&self, id: u64, dir: &str) -> anyhow::Result<Vec<String>> {
+        let cid = self.container(id)?;
+        let tar = Command::new("docker").args(["cp", &format!("{cid}:{dir}"), "-"]).output().context("docker cp")?;
+        if !tar.status.success() {
+            bail!("docker cp {dir} failed: {}", String::from_utf8_lossy(&tar.stderr).trim());
+        }
+        let mut list = Command::new("tar")
+            .arg("-t")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("run tar")?;
+        if let Some(mut stdin) = list.stdin.take() {
+            std::io::Write::write_all(&mut stdin, &tar.stdout).context("feed tar")?;
+        }
+        let out = list.wait_with_output().context("tar -t")?;
+        if !out.status.success() {
+            bail!("tar -t failed");
+        }
+        let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('/').map(|(_, name)| name.to_string()))
+            .filter(|n| !n.is_empty())
+            .collect();
+        names.sort();
+        Ok(names)
     }
 
     /// Node `id`'s container ID.
@@ -297,7 +362,8 @@ impl Compose {
     /// This is the peers' view of a partition, not only Docker's.
     pub fn unreachable_from(&self, from: u64, target: u64) -> anyhow::Result<bool> {
         let cid = self.container(from)?;
-        let url = format!("http://leaf{target}:8080");
+        // The CA comes from the container's LEAF_CA; the certificate names leaf<target>.
+        let url = format!("https://leaf{target}:8080");
         let out = Command::new("docker")
             .args(["exec", cid, "/leaf", "health", "--quiet", "--url", &url])
             .output()

@@ -1,13 +1,16 @@
 //! `leaf bench`'s arguments (clap) and the duration syntax they share with other tools.
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use leaf_client::tls::TlsOptions;
+use leaf_client::TlsError;
 
 /// `leaf bench` arguments.
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Base URL(s) of the node(s), comma-separated or repeated; connections are spread over
-    /// them round robin.
+    /// Base URL(s) of the node(s), http:// or https://, comma-separated or repeated;
+    /// connections are spread over them round robin.
     #[arg(long = "url", visible_alias = "node", value_delimiter = ',', default_value = "http://127.0.0.1:8080")]
     pub urls: Vec<String>,
     /// Path and query of every request; `{rand}` is replaced by a random hex value per request
@@ -36,6 +39,31 @@ pub struct BenchArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// The TLS settings of a load generator's `https://` connections (`leaf bench` and
+/// `leaf bench grpc`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TlsArgs {
+    /// PEM file of the CA that signed the nodes' certificates, for https:// URLs (default: the
+    /// platform's root certificates).
+    #[arg(long, env = "LEAF_CA")]
+    pub ca: Option<PathBuf>,
+    /// PEM certificate to present to nodes that ask for one (mutual TLS; with --client-key).
+    #[arg(long, env = "LEAF_CLIENT_CERT")]
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key of --client-cert.
+    #[arg(long, env = "LEAF_CLIENT_KEY")]
+    pub client_key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The files read into [`TlsOptions`] (errors name the file, never key material).
+    pub fn options(&self) -> Result<TlsOptions, TlsError> {
+        TlsOptions::from_files(self.ca.as_deref(), self.client_cert.as_deref(), self.client_key.as_deref())
+    }
 }
 
 /// Placeholder in `--path` replaced by a random value per request.

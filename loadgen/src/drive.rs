@@ -1,5 +1,5 @@
-//! Drives the connections: one task per keep-alive connection, closed or open loop, each with
-//! its own histogram, merged at the end.
+//! Drives the connections: one task per keep-alive connection (plain TCP, or TLS for
+//! `https://`), closed or open loop, each with its own histogram, merged at the end.
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,33 +11,63 @@ use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
 
 use crate::args::{BenchArgs, RAND};
 use crate::error::BenchError;
 use crate::report::{Latency, Report};
 
-/// One target: where to connect and what to send as `Host`.
-#[derive(Debug, Clone)]
+/// One target: where to connect, what to send as `Host`, and the TLS layer of an `https://`
+/// URL.
+#[derive(Clone)]
 struct Target {
+    url: String,
     addr: SocketAddr,
     authority: String,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
 }
 
-async fn resolve(url: &str) -> Result<Target, BenchError> {
-    let uri: hyper::Uri = url.parse().map_err(|_| BenchError::Url(url.to_string()))?;
-    if uri.scheme_str() != Some("http") {
-        return Err(BenchError::Url(url.to_string()));
+/// The TLS connector of a run: built once, when some URL is `https://`.
+fn tls_connector(args: &BenchArgs) -> Result<Option<TlsConnector>, BenchError> {
+    let opts = args.tls.options()?;
+    let https = |u: &String| u.trim().parse::<hyper::Uri>().is_ok_and(|u| u.scheme_str() == Some("https"));
+    if !args.urls.iter().any(https) {
+        return Ok(None);
     }
-    let authority = uri.authority().ok_or_else(|| BenchError::Url(url.to_string()))?.to_string();
-    let host_port = if uri.port().is_some() { authority.clone() } else { format!("{authority}:80") };
+    Ok(Some(TlsConnector::from(Arc::new(opts.client_config()?))))
+}
+
+async fn resolve(url: &str, tls: Option<&TlsConnector>) -> Result<Target, BenchError> {
+    let bad = || BenchError::Url(url.to_string());
+    let uri: hyper::Uri = url.parse().map_err(|_| bad())?;
+    let (https, default_port) = match uri.scheme_str() {
+        Some("http") => (false, 80),
+        Some("https") => (true, 443),
+        _ => return Err(bad()),
+    };
+    let authority = uri.authority().ok_or_else(bad)?.to_string();
+    let host = uri.host().filter(|h| !h.is_empty()).ok_or_else(bad)?;
+    let tls = match (https, tls) {
+        (false, _) => None,
+        (true, Some(connector)) => {
+            // An IPv6 host keeps its brackets in the URI, not in the name checked.
+            let name = host.trim_start_matches('[').trim_end_matches(']').to_string();
+            Some((connector.clone(), ServerName::try_from(name).map_err(|_| bad())?))
+        }
+        (true, None) => return Err(bad()),
+    };
+    let host_port = if uri.port().is_some() { authority.clone() } else { format!("{authority}:{default_port}") };
     let addr = tokio::net::lookup_host(&host_port)
         .await
         .map_err(|e| BenchError::Resolve(host_port.clone(), e.to_string()))?
         .next()
         .ok_or_else(|| BenchError::Resolve(host_port.clone(), "no address".to_string()))?;
-    Ok(Target { addr, authority })
+    Ok(Target { url: url.to_string(), addr, authority, tls })
 }
 
 /// Shared state of a run.
@@ -75,7 +105,7 @@ async fn connection(
     schedule: Option<(Instant, Duration)>,
 ) -> Result<Tally, BenchError> {
     let mut tally = Tally { hist: new_hist()?, ok: 0, errors: 0, failures: 0, ids: 0 };
-    let mut sender: Option<http1::SendRequest<Empty<Bytes>>> = None;
+    let mut sender: Option<Conn> = None;
     let mut due = schedule.map(|(first, _)| first);
     loop {
         if shared.stop.load(Ordering::Relaxed) || Instant::now() >= shared.deadline {
@@ -104,7 +134,7 @@ async fn connection(
                 }
             }
         }
-        let Some(s) = sender.as_mut() else { continue };
+        let Some(Conn { sender: s, ended }) = sender.as_mut() else { continue };
         let sent = Instant::now();
         let from = start_from.unwrap_or(sent);
         // `{rand}` in the path: a fresh random value per request (e.g. a flood of unknown tags).
@@ -126,8 +156,11 @@ async fn connection(
             let status = resp.status();
             let body = resp.into_body().collect().await?.to_bytes();
             Ok::<_, hyper::Error>((status, body))
-        }
-        .await;
+        };
+        let answer = match ended {
+            None => answer.await.map_err(|e| e.to_string()),
+            Some(ended) => tls_answer(answer, ended, &target.url).await,
+        };
         let done = Instant::now();
         let measured = sent >= shared.measure_from;
         match answer {
@@ -152,7 +185,7 @@ async fn connection(
             }
             Err(e) => {
                 tally.failures += u64::from(measured);
-                record_error(&shared, e.to_string());
+                record_error(&shared, e);
                 sender = None;
             }
         }
@@ -165,15 +198,74 @@ fn record_error(shared: &Shared, e: impl ToString) {
     }
 }
 
-async fn connect(target: &Target) -> Result<http1::SendRequest<Empty<Bytes>>, String> {
+/// One keep-alive connection.
+struct Conn {
+    sender: http1::SendRequest<Empty<Bytes>>,
+    /// TLS only: the task driving the connection, which ends with the TLS failure that closed
+    /// it, if that is what did.
+    ended: Option<JoinHandle<Option<String>>>,
+}
+
+async fn connect(target: &Target) -> Result<Conn, String> {
     let stream = TcpStream::connect(target.addr).await.map_err(|e| format!("connect {}: {e}", target.addr))?;
     let _ = stream.set_nodelay(true);
-    let (sender, conn) =
-        http1::handshake(TokioIo::new(stream)).await.map_err(|e| format!("handshake {}: {e}", target.addr))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
+    let Some((connector, name)) = &target.tls else {
+        let (sender, conn) = handshake(stream, target.addr).await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        return Ok(Conn { sender, ended: None });
+    };
+    let stream = connector.connect(name.clone(), stream).await.map_err(|e| {
+        tls_reason(&target.url, &e).unwrap_or_else(|| format!("TLS handshake with {}: {e}", target.addr))
+    })?;
+    let (sender, conn) = handshake(stream, target.addr).await?;
+    // In TLS 1.3 a node refuses a client certificate after the handshake, so the reason
+    // arrives on the connection, not on the request.
+    let url = target.url.clone();
+    let ended = tokio::spawn(async move { conn.await.err().and_then(|e| tls_reason(&url, &e)) });
+    Ok(Conn { sender, ended: Some(ended) })
+}
+
+/// An HTTP/1.1 connection over `io`; the caller drives the connection future.
+async fn handshake<IO>(
+    io: IO,
+    addr: SocketAddr,
+) -> Result<(http1::SendRequest<Empty<Bytes>>, http1::Connection<TokioIo<IO>, Empty<Bytes>>), String>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    http1::handshake(TokioIo::new(io)).await.map_err(|e| format!("handshake {addr}: {e}"))
+}
+
+/// A TLS failure behind `e`, in words, prefixed by the node's URL.
+fn tls_reason(url: &str, e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    leaf_client::tls::diagnose(e).map(|(_, why)| format!("{url}: {why}"))
+}
+
+/// The answer over a TLS connection, or why there is none: the TLS failure that ended the
+/// connection when there was one. Never waits on a connection that is gone (a request sent
+/// just as a node's refusal closes the connection may otherwise never be answered).
+async fn tls_answer(
+    answer: impl std::future::Future<Output = Result<(StatusCode, Bytes), hyper::Error>>,
+    ended: &mut JoinHandle<Option<String>>,
+    url: &str,
+) -> Result<(StatusCode, Bytes), String> {
+    let failed = tokio::select! {
+        biased;
+        a = answer => match a {
+            Ok(v) => return Ok(v),
+            Err(e) => tls_reason(url, &e).unwrap_or_else(|| e.to_string()),
+        },
+        r = &mut *ended => {
+            return Err(r.ok().flatten().unwrap_or_else(|| format!("{url}: the node closed the connection")))
+        }
+    };
+    // The connection's own error says more than "connection closed", if it has one.
+    match tokio::time::timeout(Duration::from_millis(100), ended).await {
+        Ok(Ok(Some(reason))) => Err(reason),
+        _ => Err(failed),
+    }
 }
 
 /// Runs the load described by `args` on the current (multi-thread) runtime.
@@ -184,9 +276,10 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     if args.duration.is_zero() {
         return Err(BenchError::Duration);
     }
+    let tls = tls_connector(args)?;
     let mut targets = Vec::new();
     for url in &args.urls {
-        targets.push(resolve(url.trim_end_matches('/')).await?);
+        targets.push(resolve(url.trim().trim_end_matches('/'), tls.as_ref()).await?);
     }
     let start = Instant::now();
     let measure_from = start + args.warmup;
@@ -234,7 +327,6 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         let last = shared.last_error.lock().ok().and_then(|l| l.clone()).unwrap_or_default();
         return Err(BenchError::NoAnswers(last));
     }
-    let us = |ns: u64| ns as f64 / 1000.0;
     Ok(Report {
         urls: args.urls.clone(),
         path: args.path.clone(),
@@ -248,14 +340,7 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         failures,
         requests_per_sec: requests as f64 / seconds,
         ids_per_sec: ids as f64 / seconds,
-        latency_us: Latency {
-            p50: us(hist.value_at_quantile(0.5)),
-            p90: us(hist.value_at_quantile(0.9)),
-            p99: us(hist.value_at_quantile(0.99)),
-            p99_9: us(hist.value_at_quantile(0.999)),
-            max: us(hist.max()),
-            mean: hist.mean() / 1000.0,
-        },
+        latency_us: Latency::of(&hist),
     })
 }
 

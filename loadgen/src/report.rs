@@ -37,20 +37,38 @@ pub struct Latency {
     pub mean: f64,
 }
 
+impl Latency {
+    /// The percentiles of a histogram of nanoseconds, in microseconds.
+    pub fn of(hist: &hdrhistogram::Histogram<u64>) -> Latency {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Latency {
+            p50: us(hist.value_at_quantile(0.5)),
+            p90: us(hist.value_at_quantile(0.9)),
+            p99: us(hist.value_at_quantile(0.99)),
+            p99_9: us(hist.value_at_quantile(0.999)),
+            max: us(hist.max()),
+            mean: hist.mean() / 1000.0,
+        }
+    }
+}
+
 /// The report as text.
 pub fn render(r: &Report) -> String {
     let mode = match r.rate {
         Some(rate) => format!("open loop at {rate} req/s"),
         None => "closed loop".to_string(),
     };
+    render_as(r, &format!("leaf bench: {} connections, {mode}, GET {}", r.connections, r.path), "requests", "req/s")
+}
+
+/// The report as text under `title`, counting `what` (requests, calls) at `rate` (req/s, calls/s).
+pub fn render_as(r: &Report, title: &str, what: &str, rate: &str) -> String {
     let l = &r.latency_us;
     format!(
-        "leaf bench: {} connections, {mode}, GET {} on {}\n\
-         {:.1} s: {} requests ({} ok, {} other status, {} without answer)\n\
-         throughput: {:.0} req/s, {:.0} IDs/s\n\
+        "{title} on {}\n\
+         {:.1} s: {} {what} ({} ok, {} other status, {} without answer)\n\
+         throughput: {:.0} {rate}, {:.0} IDs/s\n\
          latency (µs): p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}  mean {:.0}",
-        r.connections,
-        r.path,
         r.urls.join(","),
         r.seconds,
         r.requests,

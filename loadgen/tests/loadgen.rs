@@ -1,14 +1,16 @@
-//! The load generator against tiny in-process HTTP servers.
+//! The load generator against tiny in-process HTTP servers, plain and TLS.
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hyper_util::rt::TokioIo;
+use leaf_loadgen::args::TlsArgs;
 use leaf_loadgen::{run, BenchArgs, BenchError};
 
 #[tokio::test]
 async fn bad_urls_and_paths_are_refused() {
-    for url in ["https://127.0.0.1:1", "127.0.0.1:80", "http://"] {
+    for url in ["ftp://127.0.0.1:1", "127.0.0.1:80", "http://", "https://"] {
         let args = BenchArgs { urls: vec![url.to_string()], ..test_args() };
         assert!(matches!(run(&args).await, Err(BenchError::Url(_))), "{url}");
     }
@@ -29,17 +31,24 @@ fn test_args() -> BenchArgs {
         warmup: Duration::ZERO,
         threads: 1,
         json: false,
+        tls: TlsArgs::default(),
     }
 }
 
 /// A server that answers every request with three lines after `delay`.
 async fn server(delay: Duration) -> SocketAddr {
+    serve(delay, None).await
+}
+
+/// [`server`], over TLS with `acceptor` when given.
+async fn serve(delay: Duration, acceptor: Option<tokio_rustls::TlsAcceptor>) -> SocketAddr {
     use hyper::service::service_fn;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
+            let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |_req| async move {
                     tokio::time::sleep(delay).await;
@@ -47,7 +56,14 @@ async fn server(delay: Duration) -> SocketAddr {
                         Bytes::from_static(b"1\n2\n3"),
                     )))
                 });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                let http = hyper::server::conn::http1::Builder::new();
+                let _ = match acceptor {
+                    None => http.serve_connection(TokioIo::new(stream), svc).await,
+                    Some(acceptor) => match acceptor.accept(stream).await {
+                        Ok(tls) => http.serve_connection(TokioIo::new(tls), svc).await,
+                        Err(_) => return,
+                    },
+                };
             });
         }
     });
@@ -102,4 +118,118 @@ async fn a_run_without_any_answer_is_an_error() {
     };
     let args = BenchArgs { urls: vec![format!("http://127.0.0.1:{port}")], ..test_args() };
     assert!(matches!(run(&args).await, Err(BenchError::NoAnswers(_))));
+}
+
+/// A CA (PEM) and a TLS acceptor whose certificate for 127.0.0.1 it signed; with
+/// `client_ca`, the acceptor demands a client certificate signed by that CA.
+struct Pki {
+    ca: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, "bench test CA");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        Pki { ca: params.self_signed(&key).unwrap(), key }
+    }
+
+    /// A certificate and key (PEM) for these SANs.
+    fn issue(&self, sans: &[&str]) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, sans[0]);
+        (params.signed_by(&key, &self.ca, &self.key).unwrap().pem(), key.serialize_pem())
+    }
+
+    fn acceptor(&self, client_ca: Option<&Pki>) -> tokio_rustls::TlsAcceptor {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap();
+        let builder = match client_ca {
+            Some(ca) => {
+                let mut roots = rustls::RootCertStore::empty();
+                roots.add(ca.ca.der().clone()).unwrap();
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .build()
+                    .unwrap();
+                builder.with_client_cert_verifier(verifier)
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let (cert, key) = self.issue(&["127.0.0.1"]);
+        let chain = vec![CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()];
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+        tokio_rustls::TlsAcceptor::from(Arc::new(builder.with_single_cert(chain, key).unwrap()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_urls_are_measured_over_tls_with_the_given_ca_and_client_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let pki = Pki::new();
+    let ca = file("ca.pem", &pki.ca.pem());
+    let addr = serve(Duration::ZERO, Some(pki.acceptor(Some(&pki)))).await;
+    let (cert, key) = pki.issue(&["bench"]);
+    let (cert, key) = (file("client.pem", &cert), file("client-key.pem", &key));
+    let args = BenchArgs {
+        urls: vec![format!("https://{addr}")],
+        tls: TlsArgs { ca: Some(ca.clone()), client_cert: Some(cert.clone()), client_key: Some(key.clone()) },
+        ..test_args()
+    };
+    let r = run(&args).await.unwrap();
+    assert_eq!(r.errors + r.failures, 0, "{r:?}");
+    assert!(r.requests > 20 && r.ok == r.requests, "{r:?}");
+    assert!((r.ids_per_sec / r.requests_per_sec - 3.0).abs() < 1e-9, "{r:?}");
+
+    // No client certificate: the node's refusal, in words.
+    let args = BenchArgs { tls: TlsArgs { client_cert: None, client_key: None, ..args.tls.clone() }, ..args };
+    match run(&args).await {
+        Err(BenchError::NoAnswers(why)) => assert!(why.contains("requires a client certificate"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // Another CA (of the same name: the chain finds it, its key does not match): the node's
+    // certificate is not trusted.
+    let other = file("other-ca.pem", &Pki::new().ca.pem());
+    let plain_tls = serve(Duration::ZERO, Some(pki.acceptor(None))).await;
+    let args = BenchArgs {
+        urls: vec![format!("https://{plain_tls}")],
+        tls: TlsArgs { ca: Some(other), ..TlsArgs::default() },
+        ..test_args()
+    };
+    match run(&args).await {
+        Err(BenchError::NoAnswers(why)) => assert!(why.contains("not signed by a CA this client trusts"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // https:// to a plaintext server.
+    let plain = server(Duration::ZERO).await;
+    let args = BenchArgs {
+        urls: vec![format!("https://{plain}")],
+        tls: TlsArgs { ca: Some(ca.clone()), ..TlsArgs::default() },
+        ..test_args()
+    };
+    match run(&args).await {
+        Err(BenchError::NoAnswers(why)) => assert!(why.contains("answered in plaintext"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // Unusable settings stop the run before it starts: a certificate without its key, a CA
+    // file that does not exist.
+    let args = BenchArgs {
+        urls: vec![format!("https://{plain_tls}")],
+        tls: TlsArgs { client_cert: Some(cert), ..TlsArgs::default() },
+        ..test_args()
+    };
+    assert!(matches!(run(&args).await, Err(BenchError::Tls(_))));
+    let args = BenchArgs { tls: TlsArgs { ca: Some(dir.path().join("missing.pem")), ..args.tls.clone() }, ..args };
+    assert!(matches!(run(&args).await, Err(BenchError::Tls(_))));
 }

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use leaf_api::types::{AddLearnerRequest, CreateTagRequest, UpdateTagRequest};
-use leaf_client::{Client, ClientError, HealthMode};
+use leaf_client::{Client, ClientError, HealthMode, TlsOptions};
 use serde::Serialize;
 
 use crate::config::{Config, Overrides};
+
+mod certs;
 
 #[derive(Parser, Debug)]
 #[command(name = "leaf", version, about = "Raft-replicated distributed ID service (a successor to Meituan's Leaf)")]
@@ -46,14 +48,25 @@ enum Command {
         conn: ConnArgs,
     },
     /// HTTP load generator: N keep-alive connections, closed loop or a fixed rate, latency
-    /// percentiles (hdrhistogram, coordinated omission corrected).
-    Bench(leaf_loadgen::BenchArgs),
+    /// percentiles (hdrhistogram, coordinated omission corrected). `leaf bench grpc`: unary
+    /// gRPC GetSegmentIds calls over HTTP/2 instead.
+    Bench(BenchCmd),
     /// Inspect or change the cluster's membership (admin API of any node).
     Cluster {
         #[command(subcommand)]
         cmd: ClusterCmd,
         #[command(flatten)]
         conn: ConnArgs,
+    },
+    /// Create development TLS certificates: a CA, and the node and client certificates it signs.
+    ///
+    /// For trying TLS out and for tests: the CA key lies unencrypted on disk. Production brings
+    /// its own CA (deploy/README.md). First `leaf certs ca --dir D`, then `leaf certs node` per
+    /// node and `leaf certs client` per client into the same D; or `leaf certs bundle` for
+    /// whatever of all that is missing (what deploy/ runs on every start).
+    Certs {
+        #[command(subcommand)]
+        cmd: certs::CertsCmd,
     },
 }
 
@@ -98,16 +111,40 @@ struct ServeArgs {
     /// Expose `POST /admin/fault/clock` to skew this node's clock (chaos tests only).
     #[arg(long)]
     enable_fault_injection: bool,
+    /// PEM certificate chain of this node (`tls.cert`; with --tls-key and --tls-ca turns TLS on).
+    /// `{node_id}` in the path stands for the node's ID (as in --tls-key).
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (`tls.key`).
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// PEM certificate of the cluster CA (`tls.ca`).
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// Allow plaintext Raft traffic on a non-loopback listener (`insecure_plaintext_peers`):
+    /// only on a network you trust completely.
+    #[arg(long)]
+    insecure_plaintext_peers: bool,
 }
 
 #[derive(Args, Debug)]
 struct ConnArgs {
-    /// Base URL of a node.
+    /// Base URL of a node: http://host:port, or https://host:port for a node with TLS on.
     #[arg(long, visible_alias = "node", global = true, env = "LEAF_URL", default_value = "http://127.0.0.1:8080")]
     url: String,
     /// Admin bearer token.
     #[arg(long, global = true, env = "LEAF_ADMIN_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// PEM file of the CA that signed the node's certificate, for https:// URLs (default: the
+    /// platform's root certificates).
+    #[arg(long, global = true, env = "LEAF_CA")]
+    ca: Option<PathBuf>,
+    /// PEM certificate to present to a node that asks for one (mutual TLS; with --client-key).
+    #[arg(long, global = true, env = "LEAF_CLIENT_CERT")]
+    client_cert: Option<PathBuf>,
+    /// PEM private key of --client-cert.
+    #[arg(long, global = true, env = "LEAF_CLIENT_KEY")]
+    client_key: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -143,20 +180,43 @@ enum GetCmd {
     /// Segment-mode IDs for a tag.
     Segment {
         tag: String,
-        /// How many IDs (1–100,000), one per line.
+        /// How many IDs (1–100,000 one per line; 1–1,000,000 with --ranges).
         #[arg(long, default_value_t = 1)]
         count: u32,
+        /// Print the IDs as JSON ranges `[start, end)` instead of one per line.
+        #[arg(long)]
+        ranges: bool,
     },
     /// Snowflake IDs (the key is only for auditing).
     Snowflake {
         #[arg(default_value = "leaf-snowflake")]
         key: String,
-        /// How many IDs (1–100,000), one per line.
+        /// How many IDs (1–100,000 one per line; 1–1,000,000 with --ranges).
         #[arg(long, default_value_t = 1)]
         count: u32,
+        /// Print the IDs as JSON ranges `[start, end)` instead of one per line.
+        #[arg(long)]
+        ranges: bool,
     },
     /// Decode a snowflake ID: timestamp, worker ID, sequence.
     Decode { id: i64 },
+}
+
+/// `leaf bench [OPTIONS]` (HTTP) or `leaf bench grpc [OPTIONS]`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchCmd {
+    #[command(subcommand)]
+    mode: Option<BenchMode>,
+    #[command(flatten)]
+    http: leaf_loadgen::BenchArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchMode {
+    /// gRPC load: unary leaf.v1.IdService/GetSegmentIds, closed loop, over --connections
+    /// HTTP/2 connections with --concurrency calls in flight on each.
+    Grpc(leaf_loadgen::grpc::GrpcBenchArgs),
 }
 
 /// Entry point of the `leaf` binary.
@@ -165,6 +225,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Bench(args) => bench(args),
+        Command::Certs { cmd } => certs::run(cmd),
         other => {
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,
@@ -178,9 +239,13 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn bench(args: leaf_loadgen::BenchArgs) -> ExitCode {
+fn bench(cmd: BenchCmd) -> ExitCode {
+    let (threads, json) = match &cmd.mode {
+        Some(BenchMode::Grpc(g)) => (g.threads, g.json),
+        None => (cmd.http.threads, cmd.http.json),
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads as usize)
+        .worker_threads(threads as usize)
         .enable_all()
         .thread_name("leaf-bench")
         .build()
@@ -191,8 +256,16 @@ fn bench(args: leaf_loadgen::BenchArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(leaf_loadgen::run(&args)) {
-        Ok(report) if args.json => match serde_json::to_string_pretty(&report) {
+    let result = rt.block_on(async {
+        match &cmd.mode {
+            Some(BenchMode::Grpc(g)) => {
+                leaf_loadgen::grpc::run_grpc(g).await.map(|r| (leaf_loadgen::grpc::render_grpc(&r), r))
+            }
+            None => leaf_loadgen::run(&cmd.http).await.map(|r| (leaf_loadgen::render(&r), r)),
+        }
+    });
+    match result {
+        Ok((_, report)) if json => match serde_json::to_string_pretty(&report) {
             Ok(j) => {
                 println!("{j}");
                 ExitCode::SUCCESS
@@ -202,8 +275,8 @@ fn bench(args: leaf_loadgen::BenchArgs) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Ok(report) => {
-            println!("{}", leaf_loadgen::render(&report));
+        Ok((text, _)) => {
+            println!("{text}");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -245,6 +318,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         http_addr: args.http_addr,
         peers: args.peers,
         fault: args.enable_fault_injection.then_some(crate::config::FaultOverrides { enabled: true }),
+        tls: (args.tls_cert.is_some() || args.tls_key.is_some() || args.tls_ca.is_some())
+            .then_some(crate::config::TlsOverrides { cert: args.tls_cert, key: args.tls_key, ca: args.tls_ca }),
+        insecure_plaintext_peers: args.insecure_plaintext_peers.then_some(true),
     };
     let config = match Config::load(args.config.as_deref(), &overrides) {
         Ok(c) => c,
@@ -353,12 +429,20 @@ async fn wait_for_signal() {
 /// A client of the one node `conn` names: one attempt per command (as a script expects), the
 /// answer printed as the node sent it.
 fn connect(conn: ConnArgs, timeout: Duration) -> Result<Client, ExitCode> {
-    Client::builder([conn.url]).maybe_token(conn.token).timeout(timeout).deadline(timeout).retries(0).build().map_err(
-        |e| {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        },
-    )
+    let usage = |e: &dyn std::fmt::Display| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    let tls = TlsOptions::from_files(conn.ca.as_deref(), conn.client_cert.as_deref(), conn.client_key.as_deref())
+        .map_err(|e| usage(&e))?;
+    Client::builder([conn.url])
+        .maybe_token(conn.token)
+        .tls(tls)
+        .timeout(timeout)
+        .deadline(timeout)
+        .retries(0)
+        .build()
+        .map_err(|e| usage(&e))
 }
 
 /// Prints a typed answer as JSON (what the node sent) or the error; the exit code is 0, 1
@@ -402,7 +486,7 @@ fn fail(e: &ClientError) -> ExitCode {
 async fn client_command(cmd: Command) -> ExitCode {
     const TIMEOUT: Duration = Duration::from_secs(30);
     match cmd {
-        Command::Serve(_) | Command::Bench(_) => ExitCode::FAILURE,
+        Command::Serve(_) | Command::Bench(_) | Command::Certs { .. } => ExitCode::FAILURE,
         Command::Health { conn, quiet } => health(conn, quiet).await,
         Command::Get { cmd, conn } => {
             let client = match connect(conn, TIMEOUT) {
@@ -410,10 +494,16 @@ async fn client_command(cmd: Command) -> ExitCode {
                 Err(code) => return code,
             };
             match cmd {
-                GetCmd::Segment { tag, count: 1 } => print_ids(client.segment_id(&tag).await.map(|id| vec![id])),
-                GetCmd::Segment { tag, count } => print_ids(client.segment_ids(&tag, count).await),
-                GetCmd::Snowflake { key, count: 1 } => print_ids(client.snowflake_id(&key).await.map(|id| vec![id])),
-                GetCmd::Snowflake { key, count } => print_ids(client.snowflake_ids(&key, count).await),
+                GetCmd::Segment { tag, count, ranges: true } => print_json(client.segment_ranges(&tag, count).await),
+                GetCmd::Segment { tag, count: 1, .. } => print_ids(client.segment_id(&tag).await.map(|id| vec![id])),
+                GetCmd::Segment { tag, count, .. } => print_ids(client.segment_ids(&tag, count).await),
+                GetCmd::Snowflake { key, count, ranges: true } => {
+                    print_json(client.snowflake_ranges(&key, count).await)
+                }
+                GetCmd::Snowflake { key, count: 1, .. } => {
+                    print_ids(client.snowflake_id(&key).await.map(|id| vec![id]))
+                }
+                GetCmd::Snowflake { key, count, .. } => print_ids(client.snowflake_ids(&key, count).await),
                 GetCmd::Decode { id } => print_json(client.decode(id).await),
             }
         }
@@ -465,7 +555,47 @@ pub async fn wait_healthy(url: &str, timeout: Duration) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::node_id_from_hostname;
+    use std::path::Path;
+
+    use super::*;
+
+    /// The connection arguments of a parsed `leaf` command line.
+    fn conn_of(args: &[&str]) -> ConnArgs {
+        match Cli::try_parse_from(args).unwrap().command {
+            Command::Health { conn, .. } | Command::Get { conn, .. } => conn,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tls_flags_reach_the_client() {
+        // Global flags: accepted after the subcommand's own arguments too.
+        let conn = conn_of(&[
+            "leaf",
+            "get",
+            "segment",
+            "t",
+            "--url",
+            "https://10.0.0.1:8443",
+            "--ca",
+            "/etc/leaf/ca.pem",
+            "--client-cert",
+            "/etc/leaf/client-ops.pem",
+            "--client-key",
+            "/etc/leaf/client-ops-key.pem",
+        ]);
+        assert_eq!(conn.ca.as_deref(), Some(Path::new("/etc/leaf/ca.pem")));
+        assert_eq!(conn.client_cert.as_deref(), Some(Path::new("/etc/leaf/client-ops.pem")));
+        assert_eq!(conn.client_key.as_deref(), Some(Path::new("/etc/leaf/client-ops-key.pem")));
+        // The files are read when the client is built: a missing CA is a usage error (exit 2).
+        let conn = conn_of(&["leaf", "health", "--url", "https://127.0.0.1:1", "--ca", "/nonexistent/leaf-ca.pem"]);
+        assert_eq!(connect(conn, Duration::from_secs(1)).unwrap_err(), ExitCode::from(2));
+        // A certificate without its key.
+        let conn = conn_of(&["leaf", "health", "--client-cert", "/nonexistent/c.pem"]);
+        assert_eq!(connect(conn, Duration::from_secs(1)).unwrap_err(), ExitCode::from(2));
+        // Plain http:// with no TLS flag still builds.
+        assert!(connect(conn_of(&["leaf", "health", "--url", "http://127.0.0.1:1"]), Duration::from_secs(1)).is_ok());
+    }
 
     #[test]
     fn node_ids_come_from_statefulset_ordinals() {

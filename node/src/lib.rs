@@ -1,4 +1,4 @@
-//! The `leaf` node: a Raft group member that hands out unique 64-bit IDs over HTTP.
+//! The `leaf` node: a Raft group member that hands out unique 64-bit IDs over HTTP and gRPC.
 //!
 //! The public surface is small: [`start`] runs a node inside the caller's tokio runtime and
 //! returns a [`NodeHandle`], configured by one [`Config`]; the `leaf` binary ([`cli`]) wraps it
@@ -16,8 +16,12 @@
 //! - [`snowflake`]: the lock-free snowflake generator and the worker actor (registration and
 //!   lease through Raft, durable time window, clock checks).
 //! - [`http`]: the axum edge: routes, OpenAPI document, tower layers, errors → statuses, auth.
+//! - [`grpc`]: the gRPC API (`leaf.v1.IdService`, health) on the same listener (HTTP/2, h2c or
+//!   ALPN `h2`), over the same ID functions as the HTTP routes.
+//! - [`tls`]: HTTPS on the listener, mutual TLS between nodes, certificate reload.
 //! - [`memory`]: returns freed memory to the OS after connection floods.
 //! - [`metrics`]: Prometheus metrics.
+//! - [`certs`]: `leaf certs`, a development CA and the node and client certificates it signs.
 //! - [`cli`]: the command-line interface (client commands go through `leaf-client`, `leaf bench`
 //!   through `leaf-loadgen`).
 use std::net::SocketAddr;
@@ -29,9 +33,11 @@ use leaf_raft_store::{Allocation, ApplyError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub mod certs;
 pub mod cli;
 pub(crate) mod clock;
 pub mod config;
+pub(crate) mod grpc;
 pub(crate) mod http;
 pub(crate) mod memory;
 pub(crate) mod metrics;
@@ -39,6 +45,7 @@ pub(crate) mod raft;
 pub(crate) mod segment;
 pub(crate) mod snowflake;
 pub(crate) mod tags;
+pub(crate) mod tls;
 
 pub use config::Config;
 pub use raft::RaftStartError;
@@ -51,7 +58,9 @@ pub use raft::RaftStartError;
 pub mod internals {
     pub use crate::clock::{Clock, ManualClock, SystemClock};
     pub use crate::http::status_of;
-    pub use crate::raft::network::{CallError, PeerClient, PATH_SNAPSHOT};
+    pub use crate::raft::network::{
+        CallError, PeerClient, PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE,
+    };
     pub use crate::raft::ops;
     pub use crate::segment::{DoubleBuffer, Segment};
     pub use crate::snowflake::generator::{Generator, Layout, Stall};
@@ -76,6 +85,8 @@ pub enum StartError {
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("start actor system: {0}")]
     Actors(std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 /// A running node.
@@ -185,7 +196,20 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         );
     }
     let metrics = Arc::new(Metrics::new());
-    let raft = RaftNode::start(&config, clock.clone(), metrics.raft_counters()).await?;
+    let tls = if config.tls.enabled() {
+        Some(tls::Tls::load(&config.tls, config.node_id, metrics.tls_counters())?)
+    } else {
+        if !config::is_loopback(http_addr.ip()) {
+            tracing::warn!(
+                %http_addr,
+                insecure_plaintext_peers = config.insecure_plaintext_peers,
+                "TLS IS OFF on a non-loopback listener: requests, admin tokens and any peer traffic cross the \
+                 network in plaintext. Configure [tls] (deploy/README.md)"
+            );
+        }
+        None
+    };
+    let raft = RaftNode::start(&config, clock.clone(), metrics.raft_counters(), tls.clone()).await?;
     // Before the listener accepts Raft traffic: a node that lost its data must not rejoin.
     if let Err(e) = raft.refuse_if_forgotten(&config.peers.0).await {
         raft.shutdown().await;
@@ -211,8 +235,12 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         clock,
         metrics,
         bootstrapped: bootstrapped.clone(),
+        tls: tls.clone(),
     });
     let (shutdown, rx) = watch::channel(false);
+    if let Some(tls) = tls {
+        tokio::spawn(tls::reload::run(tls, rx.clone()));
+    }
     let server = tokio::spawn(http::serve(listener, app, rx));
     // After the listener answers: forming a cluster asks the peers' `/cluster/status`.
     let form = tokio::spawn(raft.clone().form_cluster(config.peers.0.clone(), advertise));

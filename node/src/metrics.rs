@@ -30,6 +30,46 @@ struct CodeLabels {
     code: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GrpcLabels {
+    method: String,
+    code: String,
+}
+
+/// The gRPC methods counted in `leaf_grpc_calls` (every method the node serves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrpcMethod {
+    GetSegmentIds,
+    GetSnowflakeIds,
+    DecodeSnowflake,
+    HealthCheck,
+    HealthWatch,
+}
+
+impl GrpcMethod {
+    pub const ALL: [GrpcMethod; 5] = [
+        GrpcMethod::GetSegmentIds,
+        GrpcMethod::GetSnowflakeIds,
+        GrpcMethod::DecodeSnowflake,
+        GrpcMethod::HealthCheck,
+        GrpcMethod::HealthWatch,
+    ];
+
+    /// The method's gRPC path without the leading `/`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrpcMethod::GetSegmentIds => "leaf.v1.IdService/GetSegmentIds",
+            GrpcMethod::GetSnowflakeIds => "leaf.v1.IdService/GetSnowflakeIds",
+            GrpcMethod::DecodeSnowflake => "leaf.v1.IdService/DecodeSnowflake",
+            GrpcMethod::HealthCheck => "grpc.health.v1.Health/Check",
+            GrpcMethod::HealthWatch => "grpc.health.v1.Health/Watch",
+        }
+    }
+}
+
+/// gRPC status codes 0 (OK) to 16 (UNAUTHENTICATED).
+const GRPC_CODES: usize = 17;
+
 /// All metrics of one node.
 pub struct Metrics {
     registry: Registry,
@@ -55,6 +95,11 @@ pub struct Metrics {
     connections_refused: Counter,
     /// Read-index rounds this node started for its callers (shared by concurrent callers).
     read_index_rounds: Counter,
+    /// TLS handshakes, plaintext refusals, reloads, certificate expiry.
+    tls: crate::tls::TlsCounters,
+    /// gRPC calls by method and status code: one counter per pair, made up front, so counting
+    /// a call is one atomic add (index: method × [`GRPC_CODES`] + code).
+    grpc_calls: Vec<Counter>,
     /// Snowflake keys seen so far, to bound the label set.
     snowflake_keys: std::sync::RwLock<std::collections::HashMap<String, Counter>>,
 }
@@ -91,9 +136,20 @@ impl Metrics {
             peer_answers_rejected: Counter::default(),
             connections_refused: Counter::default(),
             read_index_rounds: Counter::default(),
+            tls: Default::default(),
             snowflake_keys: Default::default(),
+            grpc_calls: Vec::new(),
             registry: Registry::default(),
         };
+        let grpc: Family<GrpcLabels, Counter> = Family::default();
+        let grpc_calls = GrpcMethod::ALL
+            .iter()
+            .flat_map(|m| (0..GRPC_CODES as i32).map(move |c| (*m, tonic::Code::from_i32(c))))
+            .map(|(m, c)| {
+                grpc.get_or_create(&GrpcLabels { method: m.as_str().to_string(), code: format!("{c:?}") }).clone()
+            })
+            .collect();
+        registry.register("grpc_calls", "gRPC calls answered, by method and status code", grpc);
         registry.register("ids_served", "IDs handed out, by mode and tag", m.ids.clone());
         registry.register("segment_refills", "Committed segment allocations, by tag", m.refills.clone());
         registry.register("segment_refill_failures", "Failed segment allocations, by tag", m.refill_failures.clone());
@@ -135,15 +191,50 @@ impl Metrics {
             "Read-index rounds through the leader (unknown tags), each shared by every caller waiting for it",
             m.read_index_rounds.clone(),
         );
+        let tls = &m.tls;
+        registry.register(
+            "tls_handshake_failures",
+            "TLS handshakes that failed or timed out (bad or missing client certificates included)",
+            tls.handshake_failures.clone(),
+        );
+        registry.register(
+            "tls_plaintext_refused",
+            "Plaintext requests on the TLS port, answered 400",
+            tls.plaintext_refused.clone(),
+        );
+        registry.register("tls_reloads", "Successful reloads of the TLS files", tls.reloads.clone());
+        registry.register(
+            "tls_reload_failures",
+            "Reloads of the TLS files that failed (the previous files stay in use)",
+            tls.reload_failures.clone(),
+        );
+        registry.register(
+            "tls_cert_not_after_seconds",
+            "Expiry of this node's TLS certificate, Unix seconds (0 without TLS)",
+            tls.cert_not_after.clone(),
+        );
         for code in ErrorCode::ALL {
             let _ = m.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() });
         }
-        Metrics { registry, ..m }
+        Metrics { registry, grpc_calls, ..m }
+    }
+
+    /// Counts a gRPC call of `method` answered with `code`.
+    pub fn grpc_call(&self, method: GrpcMethod, code: tonic::Code) {
+        let i = method as usize * GRPC_CODES + (code as i32).clamp(0, GRPC_CODES as i32 - 1) as usize;
+        if let Some(c) = self.grpc_calls.get(i) {
+            c.inc();
+        }
     }
 
     /// Counts a connection refused at the cap.
     pub fn connection_refused(&self) {
         self.connections_refused.inc();
+    }
+
+    /// The TLS counters.
+    pub fn tls_counters(&self) -> crate::tls::TlsCounters {
+        self.tls.clone()
     }
 
     /// The counters the Raft member increments.

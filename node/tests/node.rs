@@ -14,10 +14,20 @@ use leaf_node::NodeHandle;
 use serde_json::json;
 use tempfile::TempDir;
 
+#[path = "node/certs_cli.rs"]
+mod certs_cli;
 #[path = "node/edge.rs"]
 mod edge;
+#[path = "node/grpc.rs"]
+mod grpc;
+#[path = "node/grpc_python.rs"]
+mod grpc_python;
+#[path = "node/ranges.rs"]
+mod ranges;
 #[path = "node/snowflake_restart.rs"]
 mod snowflake_restart;
+#[path = "node/tls.rs"]
+mod tls;
 
 const TOKEN: &str = "test-admin-token-0123456789";
 
@@ -520,15 +530,18 @@ async fn cli_commands_work_against_a_node() {
             leaf(&["get", "segment", "cli", "--count", "3"]),
             leaf(&["tag", "show", "cli"]),
             leaf(&["get", "segment", "missing"]),
+            leaf(&["get", "segment", "cli", "--count", "5", "--ranges"]),
         ];
         (log.iter().map(|l| l.0).collect::<Vec<_>>(), log.into_iter().map(|l| l.1).collect::<Vec<_>>())
     })
     .await
     .unwrap();
-    assert_eq!(code, [Some(0), Some(0), Some(2), Some(0), Some(0), Some(0), Some(2)], "{out:?}");
+    assert_eq!(code, [Some(0), Some(0), Some(2), Some(0), Some(0), Some(0), Some(2), Some(0)], "{out:?}");
     assert!(out[0].contains("\"ready\":true"));
     assert_eq!(out[4].trim(), "1\n2\n3");
     assert!(out[5].contains("\"step\":20"));
+    // The first segment was 1..11 (step 10): 4..9 are what is left of it.
+    assert_eq!(out[7].trim(), r#"{"ranges":[{"start":4,"end":9}]}"#);
     node.shutdown().await;
     // An unreachable node: health exits 1.
     let out = Command::new(env!("CARGO_BIN_EXE_leaf")).args(["health", "--url", &url]).output().unwrap();

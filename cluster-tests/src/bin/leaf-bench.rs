@@ -10,6 +10,9 @@
 //!   the IDs per second each achieves (the layout's limit is 4,096 per ms per worker).
 //!
 //! Prints a Markdown table of p50/p90/p99/max and each p50 as a ratio to the baseline's.
+//! The cluster runs with mutual TLS between nodes and HTTPS for clients, like the harness's
+//! clusters; `--plaintext` measures the same on plaintext loopback (BENCHMARKS.md compares
+//! the two).
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -36,6 +39,17 @@ struct Args {
     /// The `leaf` binary (default: `leaf` next to this program, or LEAF_BIN).
     #[arg(long, env = "LEAF_BIN")]
     bin: Option<std::path::PathBuf>,
+    /// Plaintext between the nodes and to clients (default: TLS, with `leaf certs` certificates).
+    #[arg(long)]
+    plaintext: bool,
+}
+
+/// The internal-RPC client, presenting node `as_node`'s certificate when the cluster has TLS.
+fn peer_client(cluster: &Cluster, as_node: u64) -> anyhow::Result<PeerClient> {
+    Ok(match cluster.peer_tls_config(as_node)? {
+        Some(config) => PeerClient::with_client_config(Some(SECRET), config),
+        None => PeerClient::new(Some(SECRET), None),
+    })
 }
 
 struct Stats {
@@ -94,14 +108,27 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut opts = Options::new(&bin);
     opts.log_filter = "warn".into();
+    opts.tls = !args.plaintext;
     let cluster = Cluster::start(args.nodes, opts)?;
     let leader = cluster.wait_leader(Duration::from_secs(30)).await?;
     let follower = cluster.ids().into_iter().find(|&id| id != leader).context("no follower")?;
     let admin = cluster.client(leader);
     let req = CreateTagRequest { tag: "bench".into(), step: 1000, max_id: None, description: None };
     admin.create_tag(&req).await.context("create tag")?;
-    eprintln!("cluster of {} up (leader {leader}), binary {}", args.nodes, bin.display());
-    let peers = PeerClient::new(Some(SECRET), None);
+    // The baseline asks for a ready node, which includes snowflake mode: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for id in cluster.ids() {
+        while !cluster.client(id).health(HealthMode::All).await.is_ok_and(|h| h.ready) {
+            if Instant::now() > deadline {
+                bail!("node {id} not ready within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let tls = if args.plaintext { "plaintext" } else { "mutual TLS" };
+    eprintln!("cluster of {} up ({tls}, leader {leader}), binary {}", args.nodes, bin.display());
+    // The proposals come in as the follower would send them.
+    let peers = peer_client(&cluster, follower)?;
     let leader_addr = cluster.addr(leader);
     let mut results = Vec::new();
 

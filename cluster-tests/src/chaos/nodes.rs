@@ -52,6 +52,14 @@ impl Nodes {
         }
     }
 
+    /// The CA of `https://` nodes (`None`: plaintext).
+    pub fn ca(&self) -> Option<std::path::PathBuf> {
+        match self {
+            Nodes::Local { cluster, .. } => cluster.ca(),
+            Nodes::Docker { compose, .. } => compose.ca(),
+        }
+    }
+
     /// Every node ever started (removed ones included).
     pub fn ids(&self) -> Vec<u64> {
         match self {

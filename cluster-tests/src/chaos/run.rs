@@ -248,7 +248,7 @@ impl Harness {
     }
 
     fn admin_with(&self, id: u64, timeout: Duration) -> Client {
-        node_client(&self.nodes.url(id), Some(TOKEN), timeout)
+        node_client(&self.nodes.url(id), Some(TOKEN), self.nodes.ca().as_deref(), timeout)
     }
 
     fn fault(&self, kind: &str, action: &str, nodes: &[u64], detail: impl Into<String>) {
@@ -592,7 +592,7 @@ impl Harness {
     }
 
     fn client(&self, id: u64) -> Client {
-        node_client(&self.nodes.url(id), None, self.request_timeout)
+        node_client(&self.nodes.url(id), None, self.nodes.ca().as_deref(), self.request_timeout)
     }
 
     /// Heals everything: links, paused and dead nodes, clock offsets.

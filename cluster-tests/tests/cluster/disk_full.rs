@@ -141,7 +141,7 @@ async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above
     let data = disk.path().join("data");
     let port = free_port();
     let mut node = start_node(&data, port, &disk.dir.path().join("node-1.log"));
-    let c = node_client(&format!("http://127.0.0.1:{port}"), Some(TOKEN), Duration::from_secs(10));
+    let c = node_client(&format!("http://127.0.0.1:{port}"), Some(TOKEN), None, Duration::from_secs(10));
     wait_ready(&c).await;
     create_tag(&c, "df", 10).await;
     let mut served = get_ids(&c, "df", Some(5)).await.unwrap();

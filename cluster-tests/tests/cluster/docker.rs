@@ -1,6 +1,9 @@
 //! The deployment as an operator runs it: the FROM-scratch image from `deploy/build-image.sh`
 //! and the 3-node `deploy/docker-compose.yml`, driven with docker and docker-compose, then
-//! grown to 5 nodes and a lost node replaced with the commands of `deploy/README.md`.
+//! grown to 5 nodes and a lost node replaced with the commands of `deploy/README.md`. TLS is
+//! on, as the compose files have it: the `certs` service makes the CA and the certificates
+//! (nodes 4, 5 and the replacement's new ID included), host clients use the CA copied out of
+//! a container, and the CLI inside the containers reads it from `LEAF_CA`.
 //!
 //! Runs when a Docker engine and docker-compose answer; otherwise it prints why and passes
 //! (set `LEAF_REQUIRE_DOCKER=1` to make a missing engine a failure instead).
@@ -72,15 +75,18 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     }
     let _serial = SERIAL.lock().await;
 
-    // The image: only the binary and the (non-root) data directory, running as non-root.
+    // The image: only the binary and the (non-root) data, certificate and CA directories,
+    // running as non-root.
     block_in_place(|| docker::build_image(IMAGE)).unwrap();
-    assert_eq!(image_files(IMAGE), ["data/", "leaf"], "the image holds more than the binary");
+    assert_eq!(image_files(IMAGE), ["ca/", "data/", "leaf", "tls/"], "the image holds more than the binary");
     let inspect = |f: &str| {
         let out = Command::new("docker").args(["image", "inspect", "-f", f, IMAGE]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     assert_eq!(inspect("{{.Config.User}}"), "65532:65532");
     assert!(inspect("{{json .Config.Volumes}}").contains("/data"));
+    assert!(inspect("{{json .Config.Env}}").contains("\"LEAF_URL=http://127.0.0.1:8080\""));
+    assert_eq!(inspect("{{json .Config.Healthcheck.Test}}"), r#"["CMD","/leaf","health","--quiet"]"#);
 
     let project = format!("leafci{}", std::process::id());
     // The 3-node file, plus nodes 4 and 5 for later (started only when the cluster grows).
@@ -90,9 +96,30 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     let took = block_in_place(|| compose.wait_healthy(&[1, 2, 3], Duration::from_secs(90))).unwrap();
     println!("3 containers healthy {took:?} after `docker-compose up`");
 
+    // TLS: host clients trust the CA copied out of a node container.
+    let ca = compose.ca().expect("the CA certificate was copied out of a node container");
     let urls: BTreeMap<u64, String> = (1..=5).map(|i| (i, compose.url(i))).collect();
-    let client = |service: u64| node_client(&urls[&service], Some(TOKEN), Duration::from_secs(5));
+    assert!(urls[&1].starts_with("https://127.0.0.1:"), "{}", urls[&1]);
+    let client = |service: u64| node_client(&urls[&service], Some(TOKEN), Some(ca.as_path()), Duration::from_secs(5));
     create_tag(&client(1), "docker-ci", 100).await;
+    // Plain http to a node's port gets a 400 saying to use https.
+    let plain = urls[&2].replace("https://", "http://");
+    match node_client(&plain, None, None, Duration::from_secs(5)).health(HealthMode::All).await {
+        Err(e) if e.status() == Some(StatusCode::BAD_REQUEST) => {
+            assert!(e.to_string().contains("https"), "{e}")
+        }
+        other => panic!("plain http to a TLS node: {other:?}"),
+    }
+    // The CA key stays in the certs service's volume: the nodes mount the certificates
+    // read-only, and no CA directory.
+    for id in 1..=3 {
+        let mounts = block_in_place(|| compose.mounts(id)).unwrap();
+        assert!(mounts.contains(&("/tls".to_string(), false)), "node {id}: {mounts:?}");
+        assert!(!mounts.iter().any(|(path, _)| path == "/ca"), "node {id}: {mounts:?}");
+    }
+    let tls_files = block_in_place(|| compose.files(1, "/tls")).unwrap();
+    assert!(tls_files.contains(&"ca.pem".to_string()) && tls_files.contains(&"node-3-key.pem".to_string()));
+    assert!(!tls_files.iter().any(|f| f.contains("ca-key")), "{tls_files:?}");
 
     // Every node serves; batches of 150 cross segment boundaries.
     let mut segment = Vec::new();

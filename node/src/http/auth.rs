@@ -1,8 +1,10 @@
-//! Who may call what: the admin bearer token (or, without one, loopback connections only) for
-//! everything under `/admin`, and the cluster secret for everything under `/internal`. Both
-//! are compared in constant time, and both are checked by [`AuthLayer`] before routing to a
-//! handler, so unknown paths and wrong methods under those prefixes answer 401/403 first, and
-//! no request body is read before the caller is known.
+//! Who may call what: the admin bearer token (or, without one, loopback connections only; or,
+//! with TLS, a client certificate named in `tls.admin_clients`) for everything under
+//! `/admin`, and the cluster secret for everything under `/internal` — with TLS, from a
+//! connection whose certificate the cluster CA signed for a member node. Secrets are compared
+//! in constant time, and everything is checked by [`AuthLayer`] before routing to a handler,
+//! so unknown paths and wrong methods under those prefixes answer 401/403 first, and no
+//! request body is read before the caller is known.
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -10,6 +12,7 @@ use axum::extract::Request;
 use axum::http::header::AUTHORIZATION;
 use axum::response::{IntoResponse, Response};
 use futures::future::{ready, Either, Ready};
+use leaf_api::identity::CertIdentity;
 use leaf_api::ErrorCode;
 use subtle::ConstantTimeEq;
 
@@ -19,12 +22,14 @@ use crate::config::is_loopback;
 use crate::raft::network::SECRET_HEADER;
 use crate::raft::service;
 
-/// Where a request came in: used to keep token-less admin on loopback. Each connection's
-/// [`AuthLayer`] holds it.
-#[derive(Debug, Clone, Copy)]
+/// Where a request came in (token-less admin stays on loopback) and whom the connection's
+/// verified client certificate names. Each connection's [`AuthLayer`] holds it.
+#[derive(Debug, Clone)]
 pub struct ConnInfo {
     pub local: SocketAddr,
     pub peer: SocketAddr,
+    /// From the TLS handshake ([`crate::tls::identity`]); `None` without TLS or certificate.
+    pub identity: Option<Arc<CertIdentity>>,
 }
 
 /// Whether `path` is an admin endpoint (or would be one).
@@ -34,16 +39,45 @@ pub fn is_admin(path: &str) -> bool {
 
 /// Admin and internal paths need their credentials: the verdict on a request that came in on
 /// `conn`, before routing.
-fn check(app: &App, conn: ConnInfo, req: &Request) -> Result<(), ApiError> {
+fn check(app: &App, conn: &ConnInfo, req: &Request) -> Result<(), ApiError> {
     let path = req.uri().path();
     if is_admin(path) {
+        if admin_client(&app.config.tls.admin_clients, conn.identity.as_deref()) {
+            return Ok(());
+        }
         let header = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
         check_admin(app.config.admin_token(), header, conn)
     } else if service::is_internal(path) {
+        if app.tls.is_some() {
+            check_peer_node(conn.identity.as_deref(), |id| {
+                app.config.peers.0.contains_key(&id) || !app.raft.has_membership() || app.raft.knows_node(id)
+            })?;
+        }
         let given = req.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
         check_cluster_secret(app.config.cluster_secret(), given)
     } else {
         Ok(())
+    }
+}
+
+/// Whether the connection's certificate names a client allowed on `/admin`.
+fn admin_client(allowed: &[String], identity: Option<&CertIdentity>) -> bool {
+    matches!(identity, Some(CertIdentity::Client(name)) if allowed.iter().any(|a| a == name))
+}
+
+/// With TLS, `/internal/*` needs a certificate the cluster CA signed for a node that
+/// `is_member` accepts: a member, a listed peer, or anyone while this node has no cluster.
+pub fn check_peer_node(identity: Option<&CertIdentity>, is_member: impl Fn(u64) -> bool) -> Result<(), ApiError> {
+    match identity {
+        Some(CertIdentity::Node(id)) if is_member(*id) => Ok(()),
+        Some(CertIdentity::Node(id)) => Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!("node {id} is not a member of this cluster: internal endpoints refuse it"),
+        )),
+        _ => Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "internal endpoints need a node certificate signed by the cluster CA (mutual TLS)",
+        )),
     }
 }
 
@@ -62,7 +96,7 @@ impl<S> tower::Layer<S> for AuthLayer {
     type Service = Auth<S>;
 
     fn layer(&self, inner: S) -> Auth<S> {
-        Auth { app: self.app.clone(), conn: self.conn, inner }
+        Auth { app: self.app.clone(), conn: self.conn.clone(), inner }
     }
 }
 
@@ -87,7 +121,7 @@ where
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        match check(&self.app, self.conn, &req) {
+        match check(&self.app, &self.conn, &req) {
             Ok(()) => Either::Left(self.inner.call(req)),
             Err(e) => Either::Right(ready(Ok(e.into_response()))),
         }
@@ -99,7 +133,7 @@ impl ConnInfo {
     #[cfg(test)]
     fn unknown() -> Self {
         let any = SocketAddr::from(([0, 0, 0, 0], 0));
-        ConnInfo { local: any, peer: any }
+        ConnInfo { local: any, peer: any, identity: None }
     }
 }
 
@@ -122,7 +156,7 @@ pub fn check_cluster_secret(secret: Option<&str>, given: Option<&[u8]>) -> Resul
 
 /// Admin needs the bearer token when one is configured, and a loopback connection when not.
 /// The token is compared in constant time.
-pub fn check_admin(token: Option<&str>, authorization: Option<&str>, conn: ConnInfo) -> Result<(), ApiError> {
+pub fn check_admin(token: Option<&str>, authorization: Option<&str>, conn: &ConnInfo) -> Result<(), ApiError> {
     match token {
         Some(token) => {
             let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
@@ -148,26 +182,48 @@ mod tests {
     use super::*;
 
     fn conn(local: &str, peer: &str) -> ConnInfo {
-        ConnInfo { local: local.parse().unwrap(), peer: peer.parse().unwrap() }
+        ConnInfo { local: local.parse().unwrap(), peer: peer.parse().unwrap(), identity: None }
+    }
+
+    #[test]
+    fn internal_with_tls_needs_a_member_node_certificate() {
+        let member = |id| id <= 3;
+        assert!(check_peer_node(Some(&CertIdentity::Node(2)), member).is_ok());
+        let outsider = check_peer_node(Some(&CertIdentity::Node(9)), member).unwrap_err();
+        assert_eq!(outsider.code, ErrorCode::Forbidden);
+        assert!(outsider.message.contains("node 9"), "{}", outsider.message);
+        for nobody in [None, Some(CertIdentity::Client("ops".into()))] {
+            assert_eq!(check_peer_node(nobody.as_ref(), member).unwrap_err().code, ErrorCode::Unauthorized);
+        }
+    }
+
+    #[test]
+    fn admin_by_client_certificate_only_for_listed_clients() {
+        let allowed = vec!["ops".to_string()];
+        assert!(admin_client(&allowed, Some(&CertIdentity::Client("ops".into()))));
+        assert!(!admin_client(&allowed, Some(&CertIdentity::Client("op".into()))));
+        assert!(!admin_client(&allowed, Some(&CertIdentity::Node(1))), "a node certificate is not an admin");
+        assert!(!admin_client(&allowed, None));
+        assert!(!admin_client(&[], Some(&CertIdentity::Client("ops".into()))));
     }
 
     #[test]
     fn admin_without_token_only_on_loopback() {
         let lo = conn("127.0.0.1:8080", "127.0.0.1:5000");
-        assert!(check_admin(None, None, lo).is_ok());
+        assert!(check_admin(None, None, &lo).is_ok());
         let public = conn("10.1.2.3:8080", "10.1.2.4:5000");
-        assert_eq!(check_admin(None, None, public).unwrap_err().code, ErrorCode::Forbidden);
+        assert_eq!(check_admin(None, None, &public).unwrap_err().code, ErrorCode::Forbidden);
         // A token-less node bound to 0.0.0.0 still refuses remote peers.
         let mixed = conn("10.1.2.3:8080", "127.0.0.1:5000");
-        assert_eq!(check_admin(None, Some("Bearer x"), mixed).unwrap_err().code, ErrorCode::Forbidden);
-        assert_eq!(check_admin(None, None, ConnInfo::unknown()).unwrap_err().code, ErrorCode::Forbidden);
+        assert_eq!(check_admin(None, Some("Bearer x"), &mixed).unwrap_err().code, ErrorCode::Forbidden);
+        assert_eq!(check_admin(None, None, &ConnInfo::unknown()).unwrap_err().code, ErrorCode::Forbidden);
     }
 
     #[test]
     fn admin_with_token_needs_the_exact_bearer() {
         let tok = Some("0123456789abcdef");
         let public = conn("10.1.2.3:8080", "10.1.2.4:5000");
-        assert!(check_admin(tok, Some("Bearer 0123456789abcdef"), public).is_ok());
+        assert!(check_admin(tok, Some("Bearer 0123456789abcdef"), &public).is_ok());
         for bad in [
             None,
             Some(""),
@@ -177,11 +233,11 @@ mod tests {
             Some("0123456789abcdef"),
             Some("Basic 0123456789abcdef"),
         ] {
-            assert_eq!(check_admin(tok, bad, public).unwrap_err().code, ErrorCode::Unauthorized, "{bad:?}");
+            assert_eq!(check_admin(tok, bad, &public).unwrap_err().code, ErrorCode::Unauthorized, "{bad:?}");
         }
         // The token is required on loopback too.
         let lo = conn("127.0.0.1:8080", "127.0.0.1:5000");
-        assert_eq!(check_admin(tok, None, lo).unwrap_err().code, ErrorCode::Unauthorized);
+        assert_eq!(check_admin(tok, None, &lo).unwrap_err().code, ErrorCode::Unauthorized);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Request extractors that validate as they extract and fail with the project's
 //! [`ApiError`] (never axum's plain-text rejections): path parameters (tag, snowflake key,
-//! node ID, raw), the `count` query parameter, typed query strings and JSON bodies.
+//! node ID, raw), the `count` and `format` query parameters, typed query strings and JSON bodies.
 //!
 //! JSON bodies are parsed whatever their `Content-Type` (as before the move to axum, so
 //! `curl -d` works); their size is bounded by the body-limit layer.
@@ -10,7 +10,8 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use leaf_api::tag::{parse_count, validate_tag};
+use leaf_api::ranges::IdFormat;
+use leaf_api::tag::{parse_count, validate_tag, MAX_BATCH, MAX_RANGE_BATCH};
 use leaf_api::ErrorCode;
 use serde::de::DeserializeOwned;
 
@@ -84,27 +85,52 @@ impl<S: Send + Sync> FromRequestParts<S> for NodeIdParam {
     }
 }
 
-/// The optional `count` query parameter of the ID endpoints (1–100,000). Read straight from
-/// the query string: no allocation when it is absent or plain digits.
-pub struct CountParam(pub Option<u32>);
+/// The query parameters of the ID endpoints: `count` (1–100,000 as text, 1–1,000,000 as
+/// ranges) and `format` (`text`, the default, or `ranges`). Read straight from the query
+/// string: no allocation when it holds no percent-escapes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// `None`: one ID (a bare decimal body as text).
+    pub count: Option<u32>,
+    pub format: IdFormat,
+}
 
-impl<S: Send + Sync> FromRequestParts<S> for CountParam {
+impl<S: Send + Sync> FromRequestParts<S> for Batch {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        count_of(parts.uri.query()).map(CountParam)
+        batch_of(parts.uri.query())
     }
 }
 
-/// The `count` parameter of a query string (`None` when absent).
-pub fn count_of(query: Option<&str>) -> Result<Option<u32>, ApiError> {
-    let Some(query) = query else { return Ok(None) };
-    match form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "count") {
-        Some((_, raw)) => {
-            parse_count(&raw).map(Some).map_err(|e| ApiError::new(ErrorCode::InvalidCount, e.to_string()))
+/// The [`Batch`] of a query string; other parameters are ignored, the first of a repeated one
+/// counts.
+pub fn batch_of(query: Option<&str>) -> Result<Batch, ApiError> {
+    let Some(query) = query else { return Ok(Batch::default()) };
+    let (mut count, mut format) = (None, None);
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        match &*k {
+            "count" if count.is_none() => count = Some(v),
+            "format" if format.is_none() => format = Some(v),
+            _ => {}
         }
-        None => Ok(None),
     }
+    let format = match format {
+        None => IdFormat::Text,
+        Some(raw) => IdFormat::parse(&raw).ok_or_else(|| {
+            let raw: String = raw.chars().take(32).collect();
+            ApiError::new(ErrorCode::InvalidRequest, format!("format must be text or ranges, got {raw:?}"))
+        })?,
+    };
+    let max = match format {
+        IdFormat::Text => MAX_BATCH,
+        IdFormat::Ranges => MAX_RANGE_BATCH,
+    };
+    let count = match count {
+        None => None,
+        Some(raw) => Some(parse_count(&raw, max).map_err(|e| ApiError::new(ErrorCode::InvalidCount, e.to_string()))?),
+    };
+    Ok(Batch { count, format })
 }
 
 /// A query string deserialized into `T`; unknown parameters are ignored.
@@ -137,5 +163,27 @@ impl<T: DeserializeOwned> FromRequest<Arc<App>> for JsonBody<T> {
         serde_json::from_slice(&body)
             .map(JsonBody)
             .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("invalid JSON body: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_read_count_and_format_with_the_format_s_limit() {
+        let ok = |q: Option<&str>| batch_of(q).unwrap();
+        assert_eq!(ok(None), Batch::default());
+        assert_eq!(ok(Some("count=5")), Batch { count: Some(5), format: IdFormat::Text });
+        assert_eq!(ok(Some("format=ranges")), Batch { count: None, format: IdFormat::Ranges });
+        assert_eq!(ok(Some("x=1&format=ranges&count=1000000")).count, Some(1_000_000));
+        assert_eq!(ok(Some("count=7&count=9")).count, Some(7));
+        let code = |q: &str| batch_of(Some(q)).unwrap_err().code;
+        assert_eq!(code("count=1000000"), ErrorCode::InvalidCount);
+        assert_eq!(code("count=100001&format=text"), ErrorCode::InvalidCount);
+        assert_eq!(code("format=ranges&count=1000001"), ErrorCode::InvalidCount);
+        assert_eq!(code("format=ranges&count=0"), ErrorCode::InvalidCount);
+        assert_eq!(code("format=json"), ErrorCode::InvalidRequest);
+        assert_eq!(code("format="), ErrorCode::InvalidRequest);
     }
 }

@@ -1,4 +1,5 @@
-//! The ID endpoints: segment and snowflake IDs as decimal text (Leaf's wire form), and the
+//! The ID endpoints: segment and snowflake IDs as decimal text (Leaf's wire form) or as JSON
+//! ranges (`?format=ranges`, the same functions serve gRPC), and the
 //! snowflake decoders at our path and at Leaf's monitor path.
 //!
 //! The per-ID path takes no lock and builds no JSON: the tag is validated, its buffer handle
@@ -7,7 +8,7 @@
 //! **Fast path.** A plain `GET` of the two ID routes (one path segment after the route's
 //! prefix, no percent-escapes) is served by [`fast_path`], ahead of the router and its layers,
 //! which calls the same functions as the routed handlers ([`segment_ids`], [`snowflake_ids`])
-//! with the same validation ([`validate_tag`], [`count_of`]). It skips only axum's per-request
+//! with the same validation ([`validate_tag`], [`batch_of`]). It skips only axum's per-request
 //! machinery (URL parameters in the request's extensions, the boxed request body, route
 //! service and handler future, the extractors, the per-request clone of the layer stack):
 //! about 15 allocations per request, which cost a fifth of single-ID throughput
@@ -26,6 +27,7 @@ use axum::http::{HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::future::BoxFuture;
+use leaf_api::ranges::{IdFormat, IdRanges};
 use leaf_api::routes;
 use leaf_api::tag::validate_tag;
 use leaf_api::types::SnowflakeDecoded;
@@ -35,7 +37,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{count_of, ApiQuery, CountParam, KeyParam, RawParam, TagParam};
+use super::extract::{batch_of, ApiQuery, Batch, KeyParam, RawParam, TagParam};
 use super::openapi::{DecodeErrors, SegmentGetErrors, SnowflakeGetErrors, TEXT};
 use super::{tag_not_found, App};
 
@@ -75,84 +77,119 @@ impl IdLines {
     }
 }
 
-/// One segment ID, or `count` IDs separated by `\n`.
+/// One segment ID, or `count` IDs separated by `\n`, or `count` IDs as ranges.
 ///
 /// Leaf-compatible: the body is the decimal ID and nothing else. The IDs of one request are
-/// increasing; the IDs of a tag are unique across the cluster.
+/// increasing; the IDs of a tag are unique across the cluster. With `format=ranges` the body is
+/// JSON: a few ranges `[start, end)` whatever the count (up to 1,000,000).
 #[utoipa::path(get, path = routes::SEGMENT_GET, tag = "ids", operation_id = "segment_get",
     params(
         ("tag" = String, Path, description = "The tag (Leaf's biz_tag).", min_length = 1, max_length = 128,
             pattern = r"^[A-Za-z0-9_.:\-]+$", example = "leaf-segment-test"),
-        ("count" = Option<u32>, Query, description = "How many IDs (default one).", minimum = 1, maximum = 100000,
-            example = 3),
+        ("count" = Option<u32>, Query, description = "How many IDs (default one): at most 100000 as text, \
+            1000000 as ranges.", minimum = 1, maximum = 1000000, example = 3),
+        ("format" = Option<IdFormat>, Query, description = "`text` (default): one decimal ID per line; \
+            `ranges`: JSON ranges."),
     ),
     responses(
-        (status = 200, description = "The ID, or the IDs one per line without a trailing newline.",
-            body = String, content_type = "text/plain; charset=utf-8", example = "1\n2\n3"),
+        (status = 200, description = "As text, the ID, or the IDs one per line without a trailing newline; \
+            as ranges, the IDs as ascending ranges `[start, end)`.",
+            content((String = "text/plain; charset=utf-8", example = "1\n2\n3"),
+                (IdRanges = "application/json", example = json!({"ranges": [{"start": 1, "end": 4}]})))),
         SegmentGetErrors,
     ))]
 pub async fn segment_get(
     State(app): State<Arc<App>>,
     TagParam(tag): TagParam,
-    CountParam(count): CountParam,
+    batch: Batch,
 ) -> Result<Response, ApiError> {
-    segment_ids(&app, &tag, count).await
+    segment_ids(&app, &tag, batch).await
+}
+
+/// The segment handle of a validated tag, confirming an unknown tag with the leader first.
+async fn segment_handle(app: &App, tag: &str) -> Result<Arc<crate::tags::TagHandle>, ApiError> {
+    match app.tags.get(tag) {
+        Some(h) => Ok(h),
+        None => {
+            app.confirm_tags(tag).await?;
+            app.tags.get(tag).ok_or_else(|| tag_not_found(tag))
+        }
+    }
 }
 
 /// [`segment_get`]'s work, for a validated tag.
-pub async fn segment_ids(app: &App, tag: &str, count: Option<u32>) -> Result<Response, ApiError> {
-    let handle = match app.tags.get(tag) {
-        Some(h) => h,
-        None => {
-            app.confirm_tags(tag).await?;
-            app.tags.get(tag).ok_or_else(|| tag_not_found(tag))?
-        }
-    };
-    match count {
-        None => {
+pub async fn segment_ids(app: &App, tag: &str, batch: Batch) -> Result<Response, ApiError> {
+    match (batch.format, batch.count) {
+        (IdFormat::Ranges, count) => Ok(Json(segment_ranges(app, tag, count.unwrap_or(1)).await?).into_response()),
+        (IdFormat::Text, None) => {
             let mut id = 0;
-            handle.take(1, |first, _| id = first).await?;
+            segment_handle(app, tag).await?.take(1, |first, _| id = first).await?;
             Ok(text(Bytes::copy_from_slice(itoa::Buffer::new().format(id).as_bytes())))
         }
-        Some(n) => {
+        (IdFormat::Text, Some(n)) => {
             let mut lines = IdLines::with_capacity(n);
-            handle.take(n as u64, |first, c| lines.push_run(first, c)).await?;
+            segment_handle(app, tag).await?.take(n as u64, |first, c| lines.push_run(first, c)).await?;
             Ok(text(lines.out))
         }
     }
 }
 
-/// One snowflake ID, or `count` IDs separated by `\n`.
+/// `count` IDs of a validated tag as ranges (HTTP `format=ranges` and gRPC).
+pub async fn segment_ranges(app: &App, tag: &str, count: u32) -> Result<IdRanges, ApiError> {
+    let mut out = IdRanges::default();
+    segment_handle(app, tag).await?.take(count as u64, |first, c| out.push_run(first, c)).await?;
+    Ok(out)
+}
+
+/// One snowflake ID, or `count` IDs separated by `\n`, or `count` IDs as ranges.
 ///
-/// Leaf-compatible; the key is only for auditing (counted in metrics).
+/// Leaf-compatible; the key is only for auditing (counted in metrics). The IDs of one
+/// millisecond are consecutive, so ranges are about one per millisecond the batch spans.
 #[utoipa::path(get, path = routes::SNOWFLAKE_GET, tag = "ids", operation_id = "snowflake_get",
     params(
         ("key" = String, Path, description = "Audit key, validated like a tag.", min_length = 1, max_length = 128,
             pattern = r"^[A-Za-z0-9_.:\-]+$", example = "orders"),
-        ("count" = Option<u32>, Query, description = "How many IDs (default one).", minimum = 1, maximum = 100000,
-            example = 2),
+        ("count" = Option<u32>, Query, description = "How many IDs (default one): at most 100000 as text, \
+            1000000 as ranges.", minimum = 1, maximum = 1000000, example = 2),
+        ("format" = Option<IdFormat>, Query, description = "`text` (default): one decimal ID per line; \
+            `ranges`: JSON ranges."),
     ),
     responses(
-        (status = 200, description = "The ID, or the IDs one per line without a trailing newline.",
-            body = String, content_type = "text/plain; charset=utf-8",
-            example = "7390451735961219072\n7390451735961219073"),
+        (status = 200, description = "As text, the ID, or the IDs one per line without a trailing newline; \
+            as ranges, the IDs as ascending ranges `[start, end)`.",
+            content((String = "text/plain; charset=utf-8", example = "7390451735961219072\n7390451735961219073"),
+                (IdRanges = "application/json",
+                    example = json!({"ranges": [{"start": 7390451735961219072_i64, "end": 7390451735961219074_i64}]})))),
         SnowflakeGetErrors,
     ))]
 pub async fn snowflake_get(
     State(app): State<Arc<App>>,
     KeyParam(key): KeyParam,
-    CountParam(count): CountParam,
+    batch: Batch,
 ) -> Result<Response, ApiError> {
-    snowflake_ids(&app, &key, count).await
+    snowflake_ids(&app, &key, batch).await
 }
 
 /// [`snowflake_get`]'s work, for a validated key.
-pub async fn snowflake_ids(app: &App, key: &str, count: Option<u32>) -> Result<Response, ApiError> {
-    let n = count.unwrap_or(1);
-    let mut lines = IdLines::with_capacity(n);
-    app.snowflake.take(n as u64, |first, c| lines.push_run(first, c)).await?;
-    app.metrics.snowflake_served(key, n as u64);
-    Ok(text(lines.out))
+pub async fn snowflake_ids(app: &App, key: &str, batch: Batch) -> Result<Response, ApiError> {
+    let n = batch.count.unwrap_or(1);
+    match batch.format {
+        IdFormat::Ranges => Ok(Json(snowflake_ranges(app, key, n).await?).into_response()),
+        IdFormat::Text => {
+            let mut lines = IdLines::with_capacity(n);
+            app.snowflake.take(n as u64, |first, c| lines.push_run(first, c)).await?;
+            app.metrics.snowflake_served(key, n as u64);
+            Ok(text(lines.out))
+        }
+    }
+}
+
+/// `count` snowflake IDs as ranges, for a validated key (HTTP `format=ranges` and gRPC).
+pub async fn snowflake_ranges(app: &App, key: &str, count: u32) -> Result<IdRanges, ApiError> {
+    let mut out = IdRanges::default();
+    app.snowflake.take(count as u64, |first, c| out.push_run(first, c)).await?;
+    app.metrics.snowflake_served(key, count as u64);
+    Ok(out)
 }
 
 /// A snowflake ID's timestamp, worker ID and sequence.
@@ -195,19 +232,28 @@ pub async fn leaf_decode(
 }
 
 fn decode(app: &App, raw: &str) -> Result<Json<SnowflakeDecoded>, ApiError> {
-    let bad = || ApiError::new(ErrorCode::InvalidRequest, format!("{raw:?} is not a snowflake ID (0..2^63)"));
-    let id: i64 = raw.parse().map_err(|_| bad())?;
-    let parts = app.snowflake.layout().decode(id).ok_or_else(bad)?;
+    let id: i64 = raw.parse().map_err(|_| not_a_snowflake(raw))?;
+    decode_id(app, id).map(Json).map_err(|_| not_a_snowflake(raw))
+}
+
+fn not_a_snowflake(raw: &str) -> ApiError {
+    ApiError::new(ErrorCode::InvalidRequest, format!("{raw:?} is not a snowflake ID (0..2^63)"))
+}
+
+/// The parts of snowflake ID `id` (HTTP decoders and gRPC); a negative ID is
+/// `invalid_request`.
+pub fn decode_id(app: &App, id: i64) -> Result<SnowflakeDecoded, ApiError> {
+    let parts = app.snowflake.layout().decode(id).ok_or_else(|| not_a_snowflake(&id.to_string()))?;
     let timestamp = chrono::DateTime::from_timestamp_millis(parts.timestamp_ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_default();
-    Ok(Json(SnowflakeDecoded {
+    Ok(SnowflakeDecoded {
         id,
         timestamp_ms: parts.timestamp_ms,
         timestamp,
         worker_id: parts.worker_id,
         sequence: parts.sequence,
-    }))
+    })
 }
 
 /// What the router's fallback answers for a path under an ID route that the route's single
@@ -270,11 +316,11 @@ async fn fast(app: &App, kind: FastKind, name: &str, query: Option<&str>) -> Res
     match kind {
         FastKind::Segment => {
             validate_tag(name).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
-            segment_ids(app, name, count_of(query)?).await
+            segment_ids(app, name, batch_of(query)?).await
         }
         FastKind::Snowflake => {
             validate_tag(name).map_err(|e| ApiError::new(ErrorCode::InvalidTag, format!("snowflake key: {e}")))?;
-            snowflake_ids(app, name, count_of(query)?).await
+            snowflake_ids(app, name, batch_of(query)?).await
         }
     }
 }

@@ -6,7 +6,9 @@
 //! Layout:
 //! - this file: [`App`] (what a handler needs), [`router`] (routes, fallback, per-area
 //!   layers), [`service`] (the router inside the layers every request passes) and
-//!   [`serve`] (the accept loop: connection cap, header timeout, graceful shutdown).
+//!   [`serve`] (the accept loop: connection cap, header timeout, HTTP/1.1 or HTTP/2 per
+//!   connection, graceful shutdown) and `connection` (one connection's dispatch: gRPC calls
+//!   to [`crate::grpc`], plain ID `GET`s to the fast path, the rest to the router).
 //! - [`ids`]: segment and snowflake IDs, the decoders (the per-ID path).
 //! - [`monitor`]: health, metrics, `/cache`, `/db`, `/openapi.json`.
 //! - [`admin`]: tags, the allocation journal, the clock fault.
@@ -16,6 +18,8 @@
 //! - [`extract`]: validating extractors that fail with [`ApiError`].
 //! - [`error`]: [`ApiError`], [`status_of`], conversions from the layers' errors.
 //! - [`openapi`]: the document's info, security scheme and per-endpoint error responses.
+//! - [`proto`]: which HTTP version a connection speaks (HTTP/1.1, or HTTP/2 by h2c prior
+//!   knowledge or ALPN `h2`).
 //!
 //! Layers, outermost first: the finishing layer (counts errors per code; turns the bodiless
 //! answers of the router and of the layers — 404, 405 with `Allow`, 413, timeout — into JSON
@@ -28,8 +32,10 @@
 //! [`ids::fast_path`] ahead of the router, with the same validation and handler code (see
 //! [`ids`]), which keeps single-ID throughput at the bare hyper ceiling's (BENCHMARKS.md).
 //! `http.max_connections` is enforced at accept: a connection beyond it gets a complete 503
-//! `unavailable` with `Retry-After: 1` and
-//! is closed without reading the request.
+//! `unavailable` with `Retry-After: 1` and is closed without reading the request. With
+//! `[tls]`, an accepted connection is handshaken first ([`crate::tls::accept`], within
+//! `http.header_read_timeout_ms`), and the identity of its client certificate goes into its
+//! [`ConnInfo`].
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +46,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use futures::future::Either;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use leaf_api::types::{Health, SnowflakeHealth, SnowflakeState, TagInfo};
 use leaf_api::ErrorCode;
 use leaf_raft_store::TagRecord;
@@ -68,6 +74,7 @@ pub mod ids;
 pub mod internal;
 pub mod monitor;
 pub mod openapi;
+pub mod proto;
 
 pub use auth::ConnInfo;
 pub use error::{status_of, ApiError};
@@ -83,6 +90,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// Set once the configured bootstrap tags exist; the node is not ready before.
     pub bootstrapped: Arc<AtomicBool>,
+    /// The listener's TLS (`[tls]`); `None`: plaintext.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 impl App {
@@ -130,7 +139,7 @@ impl App {
 }
 
 /// Snowflake readiness: serving, or disabled by configuration (nothing to wait for).
-fn snowflake_ready(h: &SnowflakeHealth) -> bool {
+pub(crate) fn snowflake_ready(h: &SnowflakeHealth) -> bool {
     matches!(h.state, SnowflakeState::Serving | SnowflakeState::Disabled)
 }
 
@@ -255,12 +264,9 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
             return;
         }
     };
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(app.config.http.header_read_timeout_ms))
-        .keep_alive(true);
+    let protocols = proto::Protocols::new(Duration::from_millis(app.config.http.header_read_timeout_ms));
     let routes = router(app.clone());
+    let grpc = app.config.grpc.enabled.then(|| crate::grpc::routes(app.clone(), shutdown.clone()));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(tokio::sync::Semaphore::new(app.config.http.max_connections));
     let trimmer = Arc::new(crate::memory::Trimmer::default());
@@ -283,21 +289,42 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let info = ConnInfo { local: stream.local_addr().unwrap_or(local), peer };
-                let routes = service(app.clone(), routes.clone(), info);
+                let info = ConnInfo { local: stream.local_addr().unwrap_or(local), peer, identity: None };
                 let trimmer = trimmer.clone();
-                let app = app.clone();
-                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    match ids::fast_path(&app, &req) {
-                        Some(fast) => Either::Left(fast),
-                        None => Either::Right(routes.clone().oneshot(req.map(axum::body::Body::new))),
-                    }
-                });
-                let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                let conn = graceful.watch(conn);
+                let (app, routes, grpc, protocols, watcher) =
+                    (app.clone(), routes.clone(), grpc.clone(), protocols.clone(), graceful.watcher());
+                let mut stopping = shutdown.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
+                    let first_bytes = Duration::from_millis(app.config.http.header_read_timeout_ms);
+                    match app.tls.clone() {
+                        None => {
+                            // The watcher holds up graceful shutdown: a connection that has not
+                            // said which protocol it speaks is dropped at once, as hyper drops
+                            // an HTTP/1 connection that has not started a request.
+                            let sniffed = tokio::select! {
+                                p = proto::sniff(&stream, first_bytes) => p,
+                                _ = stopping.wait_for(|stop| *stop) => None,
+                            };
+                            if let Some(p) = sniffed {
+                                let svc = connection(&app, &routes, &grpc, info);
+                                let conn = protocols.builder(p).serve_connection(TokioIo::new(stream), svc);
+                                if let Err(e) = watcher.watch(conn.into_owned()).await {
+                                    tracing::debug!(error = %e, "connection ended with an error");
+                                }
+                            }
+                        }
+                        Some(tls) => match crate::tls::accept::accept(&tls, stream, first_bytes).await {
+                            Ok(accepted) => {
+                                let p = proto::of_alpn(accepted.stream.get_ref().1.alpn_protocol());
+                                let info = ConnInfo { identity: accepted.identity.map(Arc::new), ..info };
+                                let svc = connection(&app, &routes, &grpc, info);
+                                let conn = protocols.builder(p).serve_connection(TokioIo::new(accepted.stream), svc);
+                                if let Err(e) = watcher.watch(conn.into_owned()).await {
+                                    tracing::debug!(error = %e, "connection ended with an error");
+                                }
+                            }
+                            Err(e) => tracing::debug!(%peer, error = %e, "TLS connection refused"),
+                        },
                     }
                     drop(slot);
                     trimmer.connection_closed();
@@ -312,6 +339,35 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!(?grace, "in-flight requests did not finish within the shutdown grace period");
     }
+}
+
+/// The service of one connection: gRPC calls (HTTP/2, `application/grpc*`, when enabled) to
+/// the tonic routes, else the fast ID path, else the router inside its layers.
+fn connection(
+    app: &Arc<App>,
+    routes: &Router,
+    grpc: &Option<tonic::service::Routes>,
+    info: ConnInfo,
+) -> impl hyper::service::Service<
+    hyper::Request<hyper::body::Incoming>,
+    Response = Response,
+    Error = std::convert::Infallible,
+    Future: Send,
+> + Clone {
+    use futures::FutureExt;
+    let routes = service(app.clone(), routes.clone(), info);
+    let app = app.clone();
+    let grpc = grpc.clone();
+    hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        if let Some(grpc) = grpc.as_ref().filter(|_| crate::grpc::is_grpc(&req)) {
+            let call = grpc.clone().oneshot(req).map(|r| r.map(|resp| resp.map(axum::body::Body::new)));
+            return Either::Right(Either::Right(call));
+        }
+        match ids::fast_path(&app, &req) {
+            Some(fast) => Either::Left(fast),
+            None => Either::Right(Either::Left(routes.clone().oneshot(req.map(axum::body::Body::new)))),
+        }
+    })
 }
 
 /// The answer of a connection beyond `http.max_connections`: a complete 503 response with

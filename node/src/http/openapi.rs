@@ -37,7 +37,7 @@ pub const TEXT: &str = "text/plain; charset=utf-8";
         license(name = "Apache-2.0"),
     ),
     modifiers(&AdminSecurity),
-    components(schemas(ErrorBody, ErrorCode, super::monitor::HealthMode)),
+    components(schemas(ErrorBody, ErrorCode, super::monitor::HealthMode, leaf_api::ranges::IdFormat)),
     tags(
         (name = "ids", description = "Segment and snowflake IDs (Leaf-compatible)."),
         (name = "monitor", description = "Readiness, metrics, Leaf's monitor pages."),
@@ -175,10 +175,10 @@ macro_rules! error_set {
 
 error_set! {
     /// `GET /api/segment/get/{tag}`.
-    SegmentGetErrors: [InvalidTag, InvalidCount, TagNotFound, TagExhausted, SegmentsNotReady, NotReady,
+    SegmentGetErrors: [InvalidTag, InvalidCount, InvalidRequest, TagNotFound, TagExhausted, SegmentsNotReady, NotReady,
         Unavailable, ShuttingDown];
     /// `GET /api/snowflake/get/{key}`.
-    SnowflakeGetErrors: [InvalidTag, InvalidCount, SnowflakeUnavailable, ClockMovedBackwards, WorkerIdsExhausted,
+    SnowflakeGetErrors: [InvalidTag, InvalidCount, InvalidRequest, SnowflakeUnavailable, ClockMovedBackwards, WorkerIdsExhausted,
         Unavailable];
     /// The decoders.
     DecodeErrors: [InvalidRequest, Unavailable];

@@ -121,6 +121,11 @@ impl RaftNode {
         self.raft.metrics().borrow().membership_config.membership().nodes().next().is_some()
     }
 
+    /// Whether node `id` is in this node's membership (a voter or a learner).
+    pub fn knows_node(&self, id: NodeId) -> bool {
+        self.raft.metrics().borrow().membership_config.membership().get_node(&id).is_some()
+    }
+
     /// The other members and their addresses.
     pub fn peer_addrs(&self) -> Vec<(NodeId, String)> {
         self.members().into_iter().filter(|(id, _)| *id != self.node_id).map(|(id, (_, addr))| (id, addr)).collect()

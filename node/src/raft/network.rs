@@ -1,7 +1,11 @@
 //! Cluster-internal RPC, client side: one pooled hyper client that carries Raft's append,
 //! vote and snapshot messages and forwarded requests to peers as bincode bodies.
 //!
-//! Every request carries the cluster secret in [`SECRET_HEADER`]; the receiving side is
+//! With `[tls]` on, peers are dialled with `https://` over mutual TLS: the peer's certificate
+//! must be signed by the cluster CA for the address dialled, and this node presents its own
+//! (the configs come from [`crate::tls::Tls`]; a reload swaps the connection pool, so new
+//! connections use the new files). Every request carries the cluster secret in
+//! [`SECRET_HEADER`] as well; the receiving side is
 //! [`super::service`]. Failures are classified by whether the request may have been delivered
 //! ([`CallError::surely_not_delivered`]), which decides whether a forwarded proposal may be
 //! retried, and become openraft's `Unreachable` (connect failures, so it backs off), `Timeout`
@@ -9,10 +13,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, StatusCode};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{connect::HttpConnector, Client as HyperClient};
 use hyper_util::rt::TokioExecutor;
 use leaf_api::codec;
@@ -76,28 +82,70 @@ impl CallError {
 /// A pooled, keep-alive HTTP client for peer traffic, shared by every peer connection.
 #[derive(Clone)]
 pub struct PeerClient {
-    http: HyperClient<HttpConnector, Full<Bytes>>,
+    pool: Arc<ArcSwap<Pool>>,
+    tls: Option<TlsSource>,
+    source_ip: Option<std::net::IpAddr>,
     secret: Option<Arc<HeaderValue>>,
 }
 
+/// Where the TLS client config comes from.
+#[derive(Clone)]
+enum TlsSource {
+    /// The node's files, reloaded ([`crate::tls::Tls`]).
+    Reloading(Arc<crate::tls::Tls>),
+    /// One config for the client's life (tests).
+    Fixed(Arc<rustls::ClientConfig>),
+}
+
+/// A connection pool, built from one generation of the TLS files.
+struct Pool {
+    generation: u64,
+    http: Dialer,
+}
+
+enum Dialer {
+    Plain(HyperClient<HttpConnector, Full<Bytes>>),
+    Tls(HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>),
+}
+
 impl PeerClient {
-    /// `source_ip`: the local address peer connections leave from (`raft.source_ip`).
+    /// A plaintext client. `source_ip`: the local address peer connections leave from
+    /// (`raft.source_ip`).
     pub fn new(secret: Option<&str>, source_ip: Option<std::net::IpAddr>) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_local_address(source_ip);
-        // A peer that does not accept within a second is down for Raft's purposes; openraft
-        // then backs off instead of piling up connection attempts.
-        connector.set_connect_timeout(Some(Duration::from_secs(1)));
-        let http = HyperClient::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(8)
-            .build(connector);
+        Self::build(secret, source_ip, None)
+    }
+
+    /// A mutual-TLS client with the node's TLS files, following their reloads.
+    pub fn tls(secret: Option<&str>, source_ip: Option<std::net::IpAddr>, tls: Arc<crate::tls::Tls>) -> Self {
+        Self::build(secret, source_ip, Some(TlsSource::Reloading(tls)))
+    }
+
+    /// A TLS client with a fixed config (tests that present a forged certificate).
+    pub fn with_client_config(secret: Option<&str>, config: Arc<rustls::ClientConfig>) -> Self {
+        Self::build(secret, None, Some(TlsSource::Fixed(config)))
+    }
+
+    fn build(secret: Option<&str>, source_ip: Option<std::net::IpAddr>, tls: Option<TlsSource>) -> Self {
         let secret = secret.and_then(|s| HeaderValue::from_str(s).ok()).map(|mut v| {
             v.set_sensitive(true);
             Arc::new(v)
         });
-        PeerClient { http, secret }
+        let pool = Arc::new(ArcSwap::from_pointee(pool(source_ip, tls.as_ref())));
+        PeerClient { pool, tls, source_ip, secret }
+    }
+
+    /// The pool of the current TLS generation (rebuilt after a reload; connections of the old
+    /// pool finish their requests and close).
+    fn current(&self) -> Arc<Pool> {
+        let pool = self.pool.load_full();
+        match &self.tls {
+            Some(TlsSource::Reloading(tls)) if tls.generation() != pool.generation => {
+                let fresh = Arc::new(self::pool(self.source_ip, self.tls.as_ref()));
+                self.pool.store(fresh.clone());
+                fresh
+            }
+            _ => pool,
+        }
     }
 
     /// Whether this node can authenticate to peers at all.
@@ -116,15 +164,24 @@ impl PeerClient {
         let secret = self.secret.as_ref().ok_or(CallError::NoSecret)?;
         let body =
             codec::encode(req).map_err(|e| CallError::Transport { addr: addr.into(), message: e.to_string() })?;
+        let pool = self.current();
+        let scheme = match pool.http {
+            Dialer::Plain(_) => "http",
+            Dialer::Tls(_) => "https",
+        };
         let request = Request::builder()
             .method(Method::POST)
-            .uri(format!("http://{addr}{path}"))
+            .uri(format!("{scheme}://{addr}{path}"))
             .header(CONTENT_TYPE, "application/octet-stream")
             .header(SECRET_HEADER, secret.as_ref().clone())
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| CallError::Unreachable { addr: addr.into(), message: format!("bad address: {e}") })?;
         let exchange = async {
-            let resp = self.http.request(request).await.map_err(|e| {
+            let sent = match &pool.http {
+                Dialer::Plain(http) => http.request(request).await,
+                Dialer::Tls(http) => http.request(request).await,
+            };
+            let resp = sent.map_err(|e| {
                 if e.is_connect() {
                     CallError::Unreachable { addr: addr.into(), message: error_chain(&e) }
                 } else {
@@ -148,6 +205,34 @@ impl PeerClient {
             Err(_) => Err(CallError::Timeout { addr: addr.into(), timeout }),
         }
     }
+}
+
+/// A connection pool for `tls` (none: plaintext).
+fn pool(source_ip: Option<std::net::IpAddr>, tls: Option<&TlsSource>) -> Pool {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_local_address(source_ip);
+    // A peer that does not accept within a second is down for Raft's purposes; openraft
+    // then backs off instead of piling up connection attempts.
+    connector.set_connect_timeout(Some(Duration::from_secs(1)));
+    let mut builder = HyperClient::builder(TokioExecutor::new());
+    builder.pool_idle_timeout(Duration::from_secs(30)).pool_max_idle_per_host(8);
+    let (generation, config) = match tls {
+        None => return Pool { generation: 0, http: Dialer::Plain(builder.build(connector)) },
+        Some(TlsSource::Fixed(config)) => (0, config.clone()),
+        Some(TlsSource::Reloading(tls)) => {
+            // Read the generation first: a reload racing with this build is picked up next call.
+            let generation = tls.generation();
+            (generation, tls.current().client.clone())
+        }
+    };
+    connector.enforce_http(false);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config((*config).clone())
+        .https_only()
+        .enable_http1()
+        .wrap_connector(connector);
+    Pool { generation, http: Dialer::Tls(builder.build(https)) }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -63,6 +63,7 @@ impl RaftNode {
         config: &Config,
         clock: Arc<dyn Clock>,
         counters: RaftCounters,
+        tls: Option<Arc<crate::tls::Tls>>,
     ) -> Result<RaftNode, RaftStartError> {
         let dir = config.data_dir.join("raft");
         std::fs::create_dir_all(&dir)
@@ -97,7 +98,10 @@ impl RaftNode {
                 RaftStartError::Config(format!("raft.source_ip {ip} is not an address of this host: {e}"))
             })?;
         }
-        let peers = PeerClient::new(config.cluster_secret(), config.raft.source_ip);
+        let peers = match tls {
+            Some(tls) => PeerClient::tls(config.cluster_secret(), config.raft.source_ip, tls),
+            None => PeerClient::new(config.cluster_secret(), config.raft.source_ip),
+        };
         let network = NetworkFactory { node_id: config.node_id, client: peers.clone() };
         let sm_handle = sm.clone();
         let raft = Raft::new(config.node_id, Arc::new(raft_config), network, log.clone(), sm)

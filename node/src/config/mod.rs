@@ -4,6 +4,9 @@
 //! `leaf serve` needs no file), a TOML file (`--config`), environment variables `LEAF_*`
 //! (nested keys with `__`, e.g. `LEAF_SEGMENT__MAX_STEP=500000`), then command-line flags.
 //! [`Config::validate`] rejects nonsense before anything starts.
+//!
+//! Layout: this file holds [`Config`], its sections and the loading; [`tls`] the `[tls]`
+//! section, [`grpc`] the `[grpc]` one.
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -11,6 +14,11 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag, MAX_STEP};
 use serde::{Deserialize, Serialize};
+
+mod grpc;
+mod tls;
+pub use grpc::GrpcConfig;
+pub use tls::TlsConfig;
 
 /// Keys holding secrets: read from the environment as raw strings (never parsed as numbers),
 /// and never shown in an error or a log line.
@@ -69,6 +77,9 @@ const ENV_KEYS: &[&str] = &[
     "http",
     "snowflake",
     "fault",
+    "tls",
+    "grpc",
+    "insecure_plaintext_peers",
 ];
 
 /// Configuration of one node.
@@ -120,6 +131,17 @@ pub struct Config {
     pub snowflake: SnowflakeConfig,
     /// Fault injection for chaos tests (`[fault]`); off by default.
     pub fault: FaultConfig,
+    /// HTTPS and mutual TLS between nodes (`[tls]`); off unless its files are set. See
+    /// [`TlsConfig`].
+    pub tls: TlsConfig,
+    /// The gRPC API on the same listener (`[grpc]`); on by default. See [`GrpcConfig`].
+    pub grpc: GrpcConfig,
+    /// Allow plaintext peer traffic on a non-loopback listener. Without TLS, a node that
+    /// listens on a non-loopback address with a `cluster_secret` (so it takes part in a
+    /// cluster) refuses to start: Raft traffic, the cluster secret and admin tokens would
+    /// cross the network in clear. Set this (`--insecure-plaintext-peers`) only on a network
+    /// you trust completely; the node logs a warning at start. Default `false`.
+    pub insecure_plaintext_peers: bool,
 }
 
 /// Snowflake mode: worker leases and clock safety.
@@ -283,6 +305,9 @@ impl Default for Config {
             http: HttpConfig::default(),
             snowflake: SnowflakeConfig::default(),
             fault: FaultConfig::default(),
+            tls: TlsConfig::default(),
+            grpc: GrpcConfig::default(),
+            insecure_plaintext_peers: false,
         }
     }
 }
@@ -346,6 +371,21 @@ pub struct Overrides {
     pub peers: Option<Peers>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<FaultOverrides>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsOverrides>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub insecure_plaintext_peers: Option<bool>,
+}
+
+/// `--tls-cert`, `--tls-key`, `--tls-ca`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TlsOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
 }
 
 /// `--enable-fault-injection`.
@@ -491,7 +531,8 @@ impl Config {
             }
         }
         fig = fig.merge(Serialized::defaults(overrides));
-        let config: Config = fig.extract().map_err(redact)?;
+        let mut config: Config = fig.extract().map_err(redact)?;
+        config.tls.expand_node_id(config.node_id);
         config.validate()?;
         Ok(config)
     }
@@ -536,6 +577,21 @@ impl Config {
                 errs.push("cluster_secret is required when peers are set (it authenticates Raft traffic)".to_string())
             }
             _ => {}
+        }
+        self.tls.validate(&mut errs);
+        self.grpc.validate(&mut errs);
+        if self.cluster_secret.is_some()
+            && !self.tls.enabled()
+            && !is_loopback(self.http_addr.ip())
+            && !self.insecure_plaintext_peers
+        {
+            errs.push(format!(
+                "http_addr {} is not a loopback address and TLS is off: Raft traffic, the cluster secret and admin \
+                 tokens would cross the network in clear. Configure [tls] (`leaf certs` makes a CA and \
+                 certificates; deploy/README.md) or, on a network you trust completely, pass \
+                 --insecure-plaintext-peers",
+                self.http_addr
+            ));
         }
         if let Some(a) = &self.advertise_addr {
             if let Err(e) = check_host_port(a) {
@@ -691,10 +747,27 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure signature
+    fn tls_paths_name_the_node_from_the_environment() {
+        figment::Jail::expect_with(|jail| {
+            // One setting for every pod of a StatefulSet: the ID comes from the hostname.
+            jail.set_env("LEAF_TLS__CERT", "/tls/node-{node_id}.pem");
+            jail.set_env("LEAF_TLS__KEY", "/tls/node-{node_id}-key.pem");
+            jail.set_env("LEAF_TLS__CA", "/tls/ca.pem");
+            let over = Overrides { node_id: Some(3), ..Default::default() };
+            let c = Config::load_with_env(None, &over, "LEAF_").unwrap();
+            assert_eq!(c.tls.cert, Some(PathBuf::from("/tls/node-3.pem")));
+            assert_eq!(c.tls.key, Some(PathBuf::from("/tls/node-3-key.pem")));
+            assert_eq!(c.tls.ca, Some(PathBuf::from("/tls/ca.pem")));
+            Ok(())
+        });
+    }
+
+    #[test]
     fn the_example_file_documents_the_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("leaf.toml");
-        std::fs::write(&path, include_str!("../../deploy/leaf.example.toml")).unwrap();
+        std::fs::write(&path, include_str!("../../../deploy/leaf.example.toml")).unwrap();
         let c = Config::load_with_env(Some(&path), &Overrides::default(), no_env()).unwrap();
         assert_eq!(c, Config::default());
     }
@@ -808,6 +881,29 @@ mod tests {
         let e = Config::load_with_env(Some(&path), &Overrides::default(), no_env()).unwrap_err().to_string();
         assert!(e.contains("line 2"), "{e}");
         assert!(!e.contains("9876543210"), "{e}");
+    }
+
+    #[test]
+    fn a_routable_plaintext_peer_listener_needs_the_insecure_flag() {
+        let token = Some("0123456789abcdef".into());
+        let secret = Some("fedcba9876543210".into());
+        for addr in ["0.0.0.0:8080", "10.1.2.3:8080", "[::]:8080"] {
+            let c = Config { http_addr: addr.parse().unwrap(), admin_token: token.clone(), ..Config::default() };
+            c.validate().expect("no cluster secret: no peer traffic, nothing to refuse");
+            let c = Config { cluster_secret: secret.clone(), ..c };
+            let Err(ConfigError::Invalid(errs)) = c.validate() else { panic!("{addr}: plaintext peers accepted") };
+            assert!(errs.iter().any(|e| e.contains("--insecure-plaintext-peers")), "{addr}: {errs:?}");
+            Config { insecure_plaintext_peers: true, ..c.clone() }.validate().unwrap();
+            let tls = TlsConfig {
+                cert: Some("n.pem".into()),
+                key: Some("n-key.pem".into()),
+                ca: Some("ca.pem".into()),
+                ..TlsConfig::default()
+            };
+            Config { tls, ..c }.validate().unwrap();
+        }
+        let local = Config { cluster_secret: secret, peers: "1=127.0.0.1:1".parse().unwrap(), ..Config::default() };
+        local.validate().expect("loopback clusters (tests, local-cluster.sh) may stay plaintext");
     }
 
     #[test]

@@ -1,0 +1,90 @@
+//! Mutual TLS across processes: a node whose certificate another CA signed can neither join
+//! the cluster nor call any member's internal endpoints, while the members keep serving.
+use leaf_cluster_tests::cluster::{free_port, tls_client_config, NodeSpec, TOKEN};
+use leaf_node::internals::{CallError, PeerClient, PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
+
+use super::*;
+
+/// `leaf certs ARGS...` with the test binary.
+fn certs(args: &[&str]) {
+    let out = std::process::Command::new(bin()).arg("certs").args(args).output().unwrap();
+    assert!(out.status.success(), "leaf certs {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn handshakes_refused(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("leaf_tls_handshake_failures_total ").and_then(|v| v.trim().parse().ok()))
+        .expect("the TLS metrics")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_endpoints() {
+    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let refused_before: f64 = {
+        let mut sum = 0.0;
+        for id in 1..=3 {
+            sum += handshakes_refused(&cluster.client(id).metrics().await.unwrap());
+        }
+        sum
+    };
+
+    // Node 4 with a certificate for its own ID and address, from a CA of its own.
+    let foreign = tempfile::tempdir().unwrap();
+    let dir = foreign.path().to_str().unwrap();
+    certs(&["ca", "--dir", dir, "--days", "30"]);
+    certs(&["node", "--dir", dir, "--id", "4", "--host", "127.0.0.1", "--days", "30"]);
+    let file = |name: &str| foreign.path().join(name).display().to_string();
+    let port = free_port();
+    let env = vec![
+        ("LEAF_TLS__CERT".to_string(), file("node-4.pem")),
+        ("LEAF_TLS__KEY".to_string(), file("node-4-key.pem")),
+        ("LEAF_TLS__CA".to_string(), file("ca.pem")),
+    ];
+    cluster.add_node(NodeSpec { id: 4, port, peer_addr: format!("127.0.0.1:{port}"), env }).unwrap();
+
+    // Added as a learner (the membership change commits among the members), it gets nothing:
+    // the leader's dial fails verification against the cluster CA, over and over.
+    let req = AddLearnerRequest { node_id: 4, addr: cluster.addr(4) };
+    let added = tokio::time::timeout(Duration::from_secs(20), cluster.client(leader).add_learner(&req)).await;
+    eprintln!("add-learner of the foreign node: {added:?}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let s = cluster.status(leader).await.unwrap();
+    let to_4 = s.replication.iter().flatten().find(|r| r.node_id == 4);
+    assert!(to_4.is_none_or(|r| r.matched_index.is_none()), "the leader replicated to node 4: {s:?}");
+    let own = node_client(&cluster.url(4), Some(TOKEN), Some(&foreign.path().join("ca.pem")), Duration::from_secs(10));
+    let s = own.cluster_status().await.unwrap();
+    assert_eq!((s.leader_id, s.last_applied_index, s.term), (None, None, 0), "node 4 learned something: {s:?}");
+    assert!(s.members.is_empty(), "node 4 knows members: {s:?}");
+    assert!(!s.health.segment_ready);
+
+    // Its certificate opens no internal endpoint of any member, whatever the path.
+    let mut paths = vec![PATH_APPEND, PATH_VOTE, PATH_SNAPSHOT, PATH_TIME, PATH_PEER_STATUS];
+    paths.extend(OpKind::ALL.map(OpKind::path));
+    let cluster_ca = cluster.ca().unwrap();
+    let identity = (foreign.path().join("node-4.pem"), foreign.path().join("node-4-key.pem"));
+    let forged = tls_client_config(&cluster_ca, Some((identity.0.as_path(), identity.1.as_path()))).unwrap();
+    let peer = PeerClient::with_client_config(Some(SECRET), forged);
+    for id in 1..=3 {
+        for path in &paths {
+            match peer.call::<_, serde_json::Value>(&cluster.addr(id), path, &(), Duration::from_secs(5)).await {
+                Err(CallError::Transport { .. } | CallError::Unreachable { .. }) => {}
+                other => panic!("node {id} {path}: a foreign certificate got {other:?}"),
+            }
+        }
+    }
+    let mut refused_after = 0.0;
+    for id in 1..=3 {
+        refused_after += handshakes_refused(&cluster.client(id).metrics().await.unwrap());
+    }
+    assert!(
+        refused_after - refused_before >= (3 * paths.len()) as f64,
+        "members counted {} refused handshakes",
+        refused_after - refused_before
+    );
+
+    // The members still agree and serve.
+    assert_eq!(cluster.wait_leader_among(&[1, 2, 3], FORM).await.unwrap(), leader);
+    create_tag(&cluster.client(2), "after-foreign", 10).await;
+    assert_eq!(get_ids(&cluster.client(3), "after-foreign", Some(5)).await.unwrap().len(), 5);
+}

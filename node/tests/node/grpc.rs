@@ -1,0 +1,179 @@
+//! gRPC on the node's listener: a tonic client (h2c and TLS) against a real node. Segment
+//! ranges (sum = count, ascending, unique across calls, count 0 = 1, over the limit =
+//! INVALID_ARGUMENT with `leaf-code`), unknown tag = NOT_FOUND, snowflake ranges and decode,
+//! the standard health service; HTTP/1.1 and an HTTP/2 (h2c) plain GET on the same port;
+//! `[grpc] enabled = false`.
+use std::collections::HashSet;
+
+use leaf_api::grpc::health::health_check_response::ServingStatus;
+use leaf_api::grpc::health::health_client::HealthClient;
+use leaf_api::grpc::health::HealthCheckRequest;
+use leaf_api::grpc::v1::id_service_client::IdServiceClient;
+use leaf_api::grpc::v1::{DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest};
+use leaf_api::ranges::IdRanges;
+use leaf_api::tag::MAX_RANGE_BATCH;
+use leaf_client::tls::TlsOptions;
+use tonic::transport::Channel;
+use tonic::Code;
+
+use super::*;
+
+const TAG: &str = "leaf-segment-test";
+
+async fn channel(url: &str, tls: Option<rustls::ClientConfig>) -> Channel {
+    leaf_loadgen::grpc::channel(url, tls).await.unwrap_or_else(|e| panic!("gRPC channel to {url}: {e}"))
+}
+
+async fn segment(c: &mut IdServiceClient<Channel>, tag: &str, count: u32) -> Result<IdRanges, tonic::Status> {
+    c.get_segment_ids(GetSegmentIdsRequest { tag: tag.into(), count }).await.map(|r| r.into_inner().into())
+}
+
+fn leaf_code(s: &tonic::Status) -> &str {
+    s.metadata().get("leaf-code").and_then(|v| v.to_str().ok()).unwrap_or("<none>")
+}
+
+async fn check(h: &mut HealthClient<Channel>, service: &str) -> Result<ServingStatus, tonic::Status> {
+    let r = h.check(HealthCheckRequest { service: service.into() }).await?;
+    Ok(r.into_inner().status())
+}
+
+/// What every node answers alike over h2c or TLS: IDs, errors, decode, health.
+async fn exercise(ch: Channel) {
+    let mut ids = IdServiceClient::new(ch.clone());
+    let mut seen = HashSet::new();
+    for count in [1000, 1, 2500, 1_000] {
+        let r = segment(&mut ids, TAG, count).await.unwrap();
+        r.validate(count as u64).unwrap_or_else(|e| panic!("count {count}: {e}: {r:?}"));
+        for id in r.ids() {
+            assert!(seen.insert(id), "ID {id} handed out twice");
+        }
+    }
+    let one = segment(&mut ids, TAG, 0).await.unwrap();
+    one.validate(1).unwrap();
+    assert!(seen.insert(one.ranges[0].start));
+
+    let big = segment(&mut ids, TAG, MAX_RANGE_BATCH + 1).await.unwrap_err();
+    assert_eq!(big.code(), Code::InvalidArgument, "{big:?}");
+    assert_eq!(leaf_code(&big), "invalid_count");
+    let bad = segment(&mut ids, "no/slash", 1).await.unwrap_err();
+    assert_eq!((bad.code(), leaf_code(&bad)), (Code::InvalidArgument, "invalid_tag"), "{bad:?}");
+    let empty = segment(&mut ids, "", 1).await.unwrap_err();
+    assert_eq!((empty.code(), leaf_code(&empty)), (Code::InvalidArgument, "invalid_tag"), "{empty:?}");
+    // A request message above the node's 4 KiB limit is refused before it is buffered.
+    let huge = segment(&mut ids, &"x".repeat(8 * 1024), 1).await.unwrap_err();
+    assert_eq!(huge.code(), Code::OutOfRange, "{huge:?}");
+    let unknown = segment(&mut ids, "grpc-no-such-tag", 1).await.unwrap_err();
+    assert_eq!((unknown.code(), leaf_code(&unknown)), (Code::NotFound, "tag_not_found"), "{unknown:?}");
+
+    let flakes: IdRanges = ids
+        .get_snowflake_ids(GetSnowflakeIdsRequest { key: "grpc-test".into(), count: 5000 })
+        .await
+        .unwrap()
+        .into_inner()
+        .into();
+    flakes.validate(5000).unwrap_or_else(|e| panic!("{e}: {flakes:?}"));
+    let bad_key = ids.get_snowflake_ids(GetSnowflakeIdsRequest { key: "a b".into(), count: 1 }).await.unwrap_err();
+    assert_eq!((bad_key.code(), leaf_code(&bad_key)), (Code::InvalidArgument, "invalid_tag"));
+    let first = flakes.ranges[0].start;
+    let parts = ids.decode_snowflake(DecodeSnowflakeRequest { id: first }).await.unwrap().into_inner();
+    assert_eq!(parts.id, first);
+    assert!(parts.timestamp_ms > 1_288_834_974_657, "{parts:?}");
+    assert!(parts.timestamp.ends_with('Z'), "{parts:?}");
+    assert!(parts.worker_id < 1024 && parts.sequence < 4096, "{parts:?}");
+    let negative = ids.decode_snowflake(DecodeSnowflakeRequest { id: -1 }).await.unwrap_err();
+    assert_eq!((negative.code(), leaf_code(&negative)), (Code::InvalidArgument, "invalid_request"));
+
+    let mut health = HealthClient::new(ch);
+    for service in ["", "leaf.v1.IdService", "segment", "snowflake"] {
+        assert_eq!(check(&mut health, service).await.unwrap(), ServingStatus::Serving, "{service:?}");
+    }
+    let nope = check(&mut health, "nope").await.unwrap_err();
+    assert_eq!(nope.code(), Code::NotFound);
+    let mut watch = health.watch(HealthCheckRequest { service: String::new() }).await.unwrap().into_inner();
+    let first = watch.message().await.unwrap().expect("a first status");
+    assert_eq!(first.status(), ServingStatus::Serving);
+    let mut unknown = health.watch(HealthCheckRequest { service: "nope".into() }).await.unwrap().into_inner();
+    assert_eq!(unknown.message().await.unwrap().expect("a first status").status(), ServingStatus::ServiceUnknown);
+}
+
+/// A plain `GET` over HTTP/2 with prior knowledge (h2c): status and body.
+async fn h2c_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use http_body_util::{BodyExt, Empty};
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::get(format!("http://{addr}{path}")).body(Empty::<bytes::Bytes>::new()).unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_and_http_share_the_plaintext_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, http) = start(config(&dir)).await;
+    wait_snowflake(&http, SnowflakeState::Serving, Duration::from_secs(15)).await;
+    let addr = node.http_addr();
+    exercise(channel(&format!("http://{addr}"), None).await).await;
+
+    // HTTP/1.1 on the same port, as before.
+    let id = http.segment_id(TAG).await.unwrap();
+    assert!(id > 0);
+    // HTTP/2 without gRPC: the same routes (the fast path and the router).
+    let (status, body) = h2c_get(addr, "/api/segment/get/leaf-segment-test").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.parse::<i64>().unwrap() > id, "{body}");
+    let (status, body) = h2c_get(addr, "/api/segment/get/leaf-segment-test?count=3&format=ranges").await;
+    assert_eq!(status, 200, "{body}");
+    let ranges: IdRanges = serde_json::from_str(&body).unwrap();
+    ranges.validate(3).unwrap();
+    let (status, _) = h2c_get(addr, "/health").await;
+    assert_eq!(status, 200);
+    let (status, body) = h2c_get(addr, "/no/such/path").await;
+    assert_eq!(status, 404, "{body}");
+
+    let metrics = http.metrics().await.unwrap();
+    let ok = metrics
+        .lines()
+        .find(|l| l.starts_with(r#"leaf_grpc_calls_total{method="leaf.v1.IdService/GetSegmentIds",code="Ok"}"#))
+        .unwrap_or_else(|| panic!("no gRPC call counter in\n{metrics}"));
+    assert!(!ok.ends_with(" 0"), "{ok}");
+    assert!(metrics.contains(r#"leaf_grpc_calls_total{method="leaf.v1.IdService/GetSegmentIds",code="NotFound"} 1"#));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_off_takes_the_http_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&dir);
+    cfg.grpc.enabled = false;
+    let (node, http) = start(cfg).await;
+    let mut ids = IdServiceClient::new(channel(&format!("http://{}", node.http_addr()), None).await);
+    let e = segment(&mut ids, TAG, 1).await.unwrap_err();
+    // The HTTP path's 404 (a JSON body, no grpc-status), which the client reports as an error.
+    assert_ne!(e.code(), Code::Ok);
+    assert!(e.message().contains("404"), "{e:?}");
+    assert!(http.segment_id(TAG).await.unwrap() > 0);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_over_tls_with_alpn_h2() {
+    let pki = tls::pki();
+    let data = tempfile::tempdir().unwrap();
+    let (node, url) = tls::start_tls(&data, pki.path(), |_| {}).await;
+    let https = tls::https_client(&url, &pki.path().join("ca.pem"));
+    wait_snowflake(&https, SnowflakeState::Serving, Duration::from_secs(15)).await;
+    let client_tls = TlsOptions::new().ca_file(pki.path().join("ca.pem")).client_config().unwrap();
+    exercise(channel(&url, Some(client_tls.clone())).await).await;
+    // HTTPS over HTTP/1.1 still answers on the same port.
+    assert!(https.segment_id(TAG).await.unwrap() > 0);
+    // A gRPC client that does not trust the CA gets no connection.
+    let untrusted = TlsOptions::new().ca_file(tls::pki().path().join("ca.pem")).client_config().unwrap();
+    assert!(leaf_loadgen::grpc::channel(&url, Some(untrusted)).await.is_err());
+    node.shutdown().await;
+}
