@@ -14,6 +14,8 @@
 //! - [`identity`]: whom a TLS certificate speaks for (`urn:leaf:node:<id>`,
 //!   `urn:leaf:client:<name>`).
 //! - [`json_int`]: request-body integers in any JSON notation of an integral value.
+//! - [`profile`]: per-tag ID profiles (segment, monotonic, obfuscated, daily), daily ID
+//!   layout and day arithmetic, upper bounds.
 //! - [`ranges`]: batches as ranges `[start, end)` (`?format=ranges`, gRPC) and their checks.
 //! - [`routes`]: the public HTTP route table (server, OpenAPI, client and CLI share it).
 //! - [`tag`]: tag-name and count validation (the batch limits).
@@ -25,6 +27,7 @@ pub mod error;
 pub mod grpc;
 pub mod identity;
 pub mod json_int;
+pub mod profile;
 pub mod ranges;
 pub mod routes;
 pub mod tag;

@@ -1,8 +1,10 @@
 //! JSON bodies of the admin and monitor endpoints.
 use serde::{Deserialize, Serialize};
 
+use crate::profile::{DailyOptions, Profile};
+
 /// `POST /admin/tags`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateTagRequest {
@@ -22,6 +24,21 @@ pub struct CreateTagRequest {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(max_length = 1024, example = "order IDs"))]
     pub description: Option<String>,
+    /// How the tag's IDs are made (`segment` when absent); fixed for the tag's life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+    /// Options of a `daily` tag (only with that profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daily: Option<DailyOptions>,
+    /// The largest ID the tag may hand out (inclusive), e.g. 9007199254740991 (2^53 − 1) for
+    /// IDs that must survive JavaScript. Not for `daily` tags (their digits bound them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 0, maximum = 9223372036854775806_i64, example = 9007199254740991_i64)
+    )]
+    #[serde(deserialize_with = "crate::json_int::opt_i64")]
+    pub upper_bound: Option<i64>,
 }
 
 /// `PATCH /admin/tags/{tag}`: absent fields are left unchanged.
@@ -51,6 +68,19 @@ pub struct TagInfo {
     /// Milliseconds since the Unix epoch, stamped by the proposing node.
     pub created_ms: i64,
     pub updated_ms: i64,
+    /// How the tag's IDs are made.
+    #[serde(default)]
+    pub profile: Profile,
+    /// A daily tag's digits and zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daily: Option<DailyOptions>,
+    /// A daily tag's current day (`yyyyMMdd`, leader time), whose counter `max_id` is; absent
+    /// before its first allocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day: Option<u32>,
+    /// The largest ID the tag may hand out (inclusive), if bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upper_bound: Option<i64>,
 }
 
 /// One segment of a tag's double buffer (`GET /cache`).

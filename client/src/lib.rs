@@ -41,7 +41,7 @@
 //!     .timeout(Duration::from_secs(2))
 //!     .retries(4)
 //!     .build()?;
-//! let req = CreateTagRequest { tag: "orders".into(), step: 1000, max_id: None, description: None };
+//! let req = CreateTagRequest { tag: "orders".into(), step: 1000, max_id: None, description: None, ..Default::default() };
 //! client.create_tag(&req).await?;
 //! let id: i64 = client.segment_id("orders").await?;
 //! let batch: Vec<i64> = client.segment_ids("orders", 100).await?;

@@ -177,7 +177,13 @@ async fn retries_stop_at_the_budget_with_the_last_error() {
 
 #[tokio::test]
 async fn create_tag_is_not_retried_once_it_may_have_reached_a_node() {
-    let req = CreateTagRequest { tag: "orders".into(), step: 10, max_id: None, description: Some("d".into()) };
+    let req = CreateTagRequest {
+        tag: "orders".into(),
+        step: 10,
+        max_id: None,
+        description: Some("d".into()),
+        ..Default::default()
+    };
     let created = r#"{"tag":"orders","max_id":1,"step":10,"description":"d","created_ms":1,"updated_ms":1}"#;
     // A 503 "unavailable" may mean the outcome is unknown: answered, not retried.
     let unsure = Server::start(|_, _| (StatusCode::SERVICE_UNAVAILABLE, error(ErrorCode::Unavailable))).await;

@@ -41,7 +41,7 @@ async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuard<'static, 
 }
 
 fn tag_req(tag: &str, step: i64) -> CreateTagRequest {
-    CreateTagRequest { tag: tag.into(), step, max_id: None, description: None }
+    CreateTagRequest { tag: tag.into(), step, max_id: None, description: None, ..Default::default() }
 }
 
 async fn create_tag(c: &Client, tag: &str, step: i64) {

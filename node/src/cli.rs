@@ -160,6 +160,19 @@ enum TagCmd {
         max_id: Option<i64>,
         #[arg(long)]
         description: Option<String>,
+        /// How the IDs are made: segment (default), monotonic (strictly increasing, served by
+        /// the leader), obfuscated (not ordered, not countable) or daily (yyyyMMdd + counter).
+        #[arg(long)]
+        profile: Option<leaf_api::profile::Profile>,
+        /// Daily tags: counter digits after the date (default 8).
+        #[arg(long, requires = "profile")]
+        digits: Option<u8>,
+        /// Daily tags: the zone whose midnight starts a day, as +HH:MM / -HH:MM (default +00:00).
+        #[arg(long, requires = "profile", allow_hyphen_values = true)]
+        utc_offset: Option<String>,
+        /// The largest ID the tag may hand out, e.g. 9007199254740991 for JavaScript.
+        #[arg(long)]
+        upper_bound: Option<i64>,
     },
     /// List all tags.
     List,
@@ -527,8 +540,11 @@ async fn client_command(cmd: Command) -> ExitCode {
                 Err(code) => return code,
             };
             match cmd {
-                TagCmd::Create { tag, step, max_id, description } => {
-                    print_json(client.create_tag(&CreateTagRequest { tag, step, max_id, description }).await)
+                TagCmd::Create { tag, step, max_id, description, profile, digits, utc_offset, upper_bound } => {
+                    let daily = (digits.is_some() || utc_offset.is_some())
+                        .then_some(leaf_api::profile::DailyOptions { digits, utc_offset });
+                    let req = CreateTagRequest { tag, step, max_id, description, profile, daily, upper_bound };
+                    print_json(client.create_tag(&req).await)
                 }
                 TagCmd::List => print_json(client.tags().await),
                 TagCmd::Show { tag } => print_json(client.tag(&tag).await),

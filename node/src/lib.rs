@@ -41,6 +41,7 @@ pub(crate) mod grpc;
 pub(crate) mod http;
 pub(crate) mod memory;
 pub(crate) mod metrics;
+pub(crate) mod profiles;
 pub(crate) mod raft;
 pub(crate) mod segment;
 pub(crate) mod snowflake;
@@ -161,12 +162,16 @@ impl Allocator for RaftAllocator {
         Box::pin(async move {
             match task.await {
                 Err(_) => Err(AllocError::ShuttingDown),
-                // `allocate` checked the answer (a non-empty range of exactly `step`).
+                // `allocate` checked the answer (a non-empty range of at most `step`).
                 Ok(Ok(a)) => Ok(a),
                 Ok(Err(ProposeError::Rejected(ApplyError::TagNotFound(t)))) => Err(AllocError::TagNotFound(t)),
-                Ok(Err(e @ ProposeError::Rejected(ApplyError::TagExhausted { .. }))) => {
-                    Err(AllocError::TagExhausted(e.to_string()))
-                }
+                Ok(Err(
+                    e @ ProposeError::Rejected(
+                        ApplyError::TagExhausted { .. }
+                        | ApplyError::UpperBoundReached { .. }
+                        | ApplyError::DayExhausted { .. },
+                    ),
+                )) => Err(AllocError::TagExhausted(e.to_string())),
                 // A stopped Raft (a storage error such as a full disk, or shutdown) is reported
                 // with its reason, not as a plain shutdown: the operator needs to see which.
                 // Peer addresses and peer error text go to the log, not to anonymous clients.
@@ -218,7 +223,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
     let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });
     let state = raft.state().clone();
-    let lookup: TagLookup = Arc::new(move |tag| state.tag(tag).map(|r| r.step));
+    let lookup: TagLookup = Arc::new(move |tag| state.tag(tag).map(|r| (r.step, r.profile)));
     let tags = Tags::new(&actors, allocator, lookup, config.segment.clone(), metrics.clone());
     let snowflake = if config.snowflake.enabled {
         let rt = tokio::runtime::Handle::current();

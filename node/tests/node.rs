@@ -22,6 +22,8 @@ mod edge;
 mod grpc;
 #[path = "node/grpc_python.rs"]
 mod grpc_python;
+#[path = "node/profiles.rs"]
+mod profiles;
 #[path = "node/ranges.rs"]
 mod ranges;
 #[path = "node/snowflake_restart.rs"]
@@ -50,7 +52,7 @@ fn client(url: &str, token: Option<String>) -> Client {
 }
 
 async fn create_tag(c: &Client, tag: &str, step: i64, max_id: Option<i64>) {
-    let req = CreateTagRequest { tag: tag.into(), step, max_id, description: None };
+    let req = CreateTagRequest { tag: tag.into(), step, max_id, description: None, ..Default::default() };
     c.create_tag(&req).await.unwrap_or_else(|e| panic!("create {tag}: {e}"));
 }
 
@@ -392,7 +394,7 @@ async fn admin_requires_the_token_when_configured() {
     let (node, good) = start(cfg).await;
     let base = format!("http://{}", node.http_addr());
     for c in [client(&base, None), client(&base, Some("wrong-token-0123456789".into()))] {
-        let req = CreateTagRequest { tag: "a".into(), step: 5, max_id: None, description: None };
+        let req = CreateTagRequest { tag: "a".into(), step: 5, max_id: None, description: None, ..Default::default() };
         let e = c.create_tag(&req).await.unwrap_err();
         assert_eq!((e.status(), e.code()), (Some(StatusCode::UNAUTHORIZED), Some(ErrorCode::Unauthorized)));
         let e = c.tags().await.unwrap_err();

@@ -3,6 +3,8 @@
 //!
 //! Layout:
 //! - [`state`]: commands, the replicated [`State`] and the pure [`apply`] — no I/O, no clock.
+//! - [`profile`]: a tag's stored profile (segment, monotonic, obfuscated with its key, daily
+//!   with its current day) and how an allocation advances each one's counter.
 //! - [`log_store`]: `RaftLogStorage` on sled; every append, vote, truncate and purge is fsynced
 //!   before it is acknowledged, and no purge or commit point is made durable beyond what the
 //!   state machine's snapshot on disk covers.
@@ -26,12 +28,14 @@ mod coverage;
 pub mod failpoint;
 pub mod journal;
 pub mod log_store;
+pub mod profile;
 pub mod state;
 pub mod state_machine;
 pub mod types;
 
 pub use journal::{Journal, JournalDump, JournalRecord};
 pub use log_store::LogStore;
+pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
 pub use state::{
     apply, check_command, Allocation, Applied, ApplyError, ApplyResult, Changes, Command, Op, State, TagRecord,
     WorkerGrant, WorkerRecord, MAX_COMMAND_BYTES, MAX_TAGS, WORKER_IDS,

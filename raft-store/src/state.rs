@@ -11,6 +11,8 @@ use leaf_api::codec;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag, ValidationError};
 use serde::{Deserialize, Serialize};
 
+pub use crate::profile::StoredProfile;
+
 /// A command proposed through Raft.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Command {
@@ -52,13 +54,27 @@ pub enum Op {
         high_water_ms: i64,
         lease_ms: i64,
     },
+    /// Creates a tag with a profile and an optional upper bound (inclusive). `CreateTag`
+    /// stays for logs written by earlier releases (it creates a segment tag); new variants go
+    /// last, so those logs still decode.
+    CreateTagV2 {
+        tag: String,
+        step: i64,
+        start_max_id: i64,
+        description: String,
+        profile: StoredProfile,
+        upper_bound: Option<i64>,
+    },
 }
 
 impl Op {
     /// The tag the operation is about, if it is a segment-mode operation.
     pub fn tag(&self) -> Option<&str> {
         match self {
-            Op::CreateTag { tag, .. } | Op::UpdateTag { tag, .. } | Op::AllocateSegment { tag, .. } => Some(tag),
+            Op::CreateTag { tag, .. }
+            | Op::CreateTagV2 { tag, .. }
+            | Op::UpdateTag { tag, .. }
+            | Op::AllocateSegment { tag, .. } => Some(tag),
             Op::RegisterWorker { .. } | Op::RenewWorker { .. } => None,
         }
     }
@@ -90,10 +106,11 @@ pub const MAX_HIGH_WATER_AHEAD_MS: i64 = 86_400_000;
 /// It bounds the snapshot, which every node must be able to encode (the codec refuses payloads
 /// above [`leaf_api::codec::MAX_PAYLOAD`], 64 MiB) and send. Worst case of one tag in a
 /// snapshot (bincode, variable-length integers): the key, 1 + 128 bytes; `max_id` 9; `step`
-/// (at most 10^9) 5; the description, 3 + 1,024; `created_ms` and `updated_ms` 9 each: 1,188
-/// bytes. 40,000 tags: 47,520,000 bytes (45.3 MiB). The rest is small and bounded: 1,024
+/// (at most 10^9) 5; the description, 3 + 1,024; `created_ms` and `updated_ms` 9 each; the
+/// profile, 1 + 32 (an obfuscated tag's key); `upper_bound` 1 + 9: 1,231 bytes. 40,000 tags:
+/// 49,240,000 bytes (47.0 MiB). The rest is small and bounded: 1,024
 /// worker records of at most 58 bytes (59 KiB), the node IDs ever in a membership (9 bytes
-/// each) and the membership itself. So the largest possible snapshot is about 45.4 MiB: under
+/// each) and the membership itself. So the largest possible snapshot is about 47.1 MiB: under
 /// the codec's 64 MiB (with the snapshot's envelope around it) and far below the 256 MiB a
 /// node accepts from a peer. (The test `the_largest_possible_state_still_encodes` builds it.)
 pub const MAX_TAGS: usize = 40_000;
@@ -146,13 +163,17 @@ pub struct WorkerGrant {
 }
 
 /// A tag as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TagRecord {
+    /// The next counter value to allocate (for a daily tag, the counter within `day`).
     pub max_id: i64,
     pub step: i64,
     pub description: String,
     pub created_ms: i64,
     pub updated_ms: i64,
+    pub profile: StoredProfile,
+    /// The largest ID the tag may hand out (inclusive); none: up to `i64::MAX − 1`.
+    pub upper_bound: Option<i64>,
 }
 
 /// A committed, half-open range of IDs `[start, end)`.
@@ -194,6 +215,13 @@ pub enum ApplyError {
     WorkersExhausted,
     #[error("worker ID {worker_id} is not held by node {node_id} any more")]
     WorkerLost { worker_id: u16, node_id: u64 },
+    // New variants go last: answers cross the network between nodes of different releases.
+    #[error("tag {tag:?} is exhausted: every ID up to its upper bound {upper_bound} has been allocated")]
+    UpperBoundReached { tag: String, upper_bound: i64 },
+    #[error(
+        "daily tag {tag:?} has handed out every {digits}-digit number of day {day}; the next day starts a new counter"
+    )]
+    DayExhausted { tag: String, day: u32, digits: u8 },
 }
 
 impl From<ValidationError> for ApplyError {
@@ -302,6 +330,13 @@ fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             validate_step(*step)?;
             validate_max_id(*start_max_id)?;
             check_description(description)
+        }
+        Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
+            validate_tag(tag)?;
+            validate_step(*step)?;
+            validate_max_id(*start_max_id)?;
+            check_description(description)?;
+            profile.check_create(*start_max_id, *upper_bound)
         }
         Op::UpdateTag { tag, step, description } => {
             validate_tag(tag)?;
@@ -412,28 +447,46 @@ fn renew_worker(
     }))
 }
 
+fn create_tag(state: &mut State, tag: &str, record: TagRecord, changes: &mut Changes) -> ApplyResult {
+    if state.tags.contains_key(tag) {
+        return Err(ApplyError::TagExists(tag.to_string()));
+    }
+    if state.tags.len() >= MAX_TAGS {
+        return Err(invalid(format!("the cluster holds {MAX_TAGS} tags, the most it may")));
+    }
+    state.tags.insert(tag.to_string(), record.clone());
+    changes.tag(tag);
+    Ok(Applied::Tag { tag: tag.to_string(), record })
+}
+
 /// Applies `cmd` to `state` and notes in `changes` every key it wrote. On error the state and
 /// `changes` are unchanged.
 pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyResult {
     check_fields(cmd)?;
     match &cmd.op {
         Op::CreateTag { tag, step, start_max_id, description } => {
-            if state.tags.contains_key(tag) {
-                return Err(ApplyError::TagExists(tag.clone()));
-            }
-            if state.tags.len() >= MAX_TAGS {
-                return Err(invalid(format!("the cluster holds {MAX_TAGS} tags, the most it may")));
-            }
             let record = TagRecord {
                 max_id: *start_max_id,
                 step: *step,
                 description: description.clone(),
                 created_ms: cmd.at_ms,
                 updated_ms: cmd.at_ms,
+                profile: StoredProfile::Segment,
+                upper_bound: None,
             };
-            state.tags.insert(tag.clone(), record.clone());
-            changes.tag(tag);
-            Ok(Applied::Tag { tag: tag.clone(), record })
+            create_tag(state, tag, record, changes)
+        }
+        Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
+            let record = TagRecord {
+                max_id: *start_max_id,
+                step: *step,
+                description: description.clone(),
+                created_ms: cmd.at_ms,
+                updated_ms: cmd.at_ms,
+                profile: profile.clone(),
+                upper_bound: *upper_bound,
+            };
+            create_tag(state, tag, record, changes)
         }
         Op::UpdateTag { tag, step, description } => {
             let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.clone()))?;
@@ -449,16 +502,10 @@ pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyRe
         }
         Op::AllocateSegment { tag, step, node_id: _ } => {
             let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.clone()))?;
-            let start = record.max_id;
-            let end = start.checked_add(*step).ok_or_else(|| ApplyError::TagExhausted {
-                tag: tag.clone(),
-                max_id: start,
-                step: *step,
-            })?;
-            record.max_id = end;
+            let allocation = crate::profile::allocate(tag, record, *step, cmd.at_ms)?;
             record.updated_ms = cmd.at_ms;
             changes.tag(tag);
-            Ok(Applied::Segment(Allocation { start, end, stored_step: record.step }))
+            Ok(Applied::Segment(allocation))
         }
         Op::RegisterWorker { node_id, lease_ms } => register_worker(state, cmd.at_ms, *node_id, *lease_ms, changes),
         Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
@@ -504,14 +551,13 @@ mod tests {
         let mut s = State::default();
         ap(&mut s, &create("t", 10, i64::MAX - 15)).unwrap();
         assert!(ap(&mut s, &alloc("t", 10)).is_ok());
-        let before = s.clone();
-        let err = ap(&mut s, &alloc("t", 10)).unwrap_err();
-        assert!(matches!(err, ApplyError::TagExhausted { max_id, step: 10, .. } if max_id == i64::MAX - 5));
-        assert_eq!(s, before, "a failed allocation must not change the state");
-        // The last five IDs are still reachable with a step that fits exactly.
-        let last = ap(&mut s, &alloc("t", 5)).unwrap();
+        // The last five IDs come as a range cut short at i64::MAX (exclusive).
+        let last = ap(&mut s, &alloc("t", 10)).unwrap();
         assert_eq!(last, Applied::Segment(Allocation { start: i64::MAX - 5, end: i64::MAX, stored_step: 10 }));
-        assert!(matches!(ap(&mut s, &alloc("t", 1)), Err(ApplyError::TagExhausted { .. })));
+        let before = s.clone();
+        let err = ap(&mut s, &alloc("t", 1)).unwrap_err();
+        assert!(matches!(err, ApplyError::TagExhausted { max_id: i64::MAX, step: 1, .. }), "{err:?}");
+        assert_eq!(s, before, "a failed allocation must not change the state");
     }
 
     #[test]
@@ -750,11 +796,13 @@ mod tests {
     fn check_command_bounds_the_encoded_size() {
         let largest = at(
             i64::MIN,
-            Op::CreateTag {
+            Op::CreateTagV2 {
                 tag: "x".repeat(leaf_api::tag::MAX_TAG_LEN),
                 step: leaf_api::tag::MAX_STEP,
-                start_max_id: i64::MAX,
+                start_max_id: i64::MAX - 1,
                 description: "d".repeat(MAX_DESCRIPTION_BYTES),
+                profile: StoredProfile::Obfuscated { key: [0xff; crate::OBFUSCATION_KEY_BYTES] },
+                upper_bound: Some(i64::MAX - 1),
             },
         );
         let len = codec::encode(&largest).unwrap().len();
@@ -775,7 +823,15 @@ mod tests {
         for i in 0..MAX_TAGS {
             s.tags.insert(
                 format!("t{i}"),
-                TagRecord { max_id: 0, step: 1, description: String::new(), created_ms: 0, updated_ms: 0 },
+                TagRecord {
+                    max_id: 0,
+                    step: 1,
+                    description: String::new(),
+                    created_ms: 0,
+                    updated_ms: 0,
+                    profile: StoredProfile::Segment,
+                    upper_bound: None,
+                },
             );
         }
         let before = s.clone();

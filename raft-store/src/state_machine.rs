@@ -38,7 +38,9 @@ use serde::{Deserialize, Serialize};
 use crate::coverage::Coverage;
 use crate::failpoint::failpoint;
 use crate::journal::{Journal, JournalRecord};
-use crate::state::{apply, record_members, Applied, ApplyResult, Changes, Op, State, TagRecord, WorkerRecord};
+use crate::state::{
+    apply, record_members, Applied, ApplyResult, Changes, Op, State, StoredProfile, TagRecord, WorkerRecord,
+};
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
 
 const KEY_APPLIED: &[u8] = b"m/applied";
@@ -72,12 +74,47 @@ pub struct SmData {
     pub state: State,
 }
 
+/// [`TagRecord`] as releases before tag profiles stored it: a segment tag with no bound.
+#[derive(Deserialize)]
+struct TagRecordV1 {
+    max_id: i64,
+    step: i64,
+    description: String,
+    created_ms: i64,
+    updated_ms: i64,
+}
+
+impl From<TagRecordV1> for TagRecord {
+    fn from(r: TagRecordV1) -> Self {
+        TagRecord {
+            max_id: r.max_id,
+            step: r.step,
+            description: r.description,
+            created_ms: r.created_ms,
+            updated_ms: r.updated_ms,
+            profile: StoredProfile::Segment,
+            upper_bound: None,
+        }
+    }
+}
+
+type TagsV1 = std::collections::BTreeMap<String, TagRecordV1>;
+
+fn upgrade_tags(tags: TagsV1) -> std::collections::BTreeMap<String, TagRecord> {
+    tags.into_iter().map(|(t, r)| (t, r.into())).collect()
+}
+
+/// A checkpointed tag record of this release or of one before tag profiles.
+fn decode_tag_record(bytes: &[u8]) -> Result<TagRecord, codec::CodecError> {
+    codec::decode::<TagRecord>(bytes).or_else(|e| codec::decode::<TagRecordV1>(bytes).map(Into::into).map_err(|_| e))
+}
+
 /// [`SmData`] as snapshots of the first release stored it, before `State::members_ever`.
 #[derive(Deserialize)]
 struct SmDataV1 {
     last_applied: Option<LogId>,
     membership: StoredMembership,
-    tags: std::collections::BTreeMap<String, TagRecord>,
+    tags: TagsV1,
 }
 
 /// [`SmData`] as the second release stored it, before snowflake workers.
@@ -90,8 +127,24 @@ struct SmDataV2 {
 
 #[derive(Deserialize)]
 struct StateV2 {
-    tags: std::collections::BTreeMap<String, TagRecord>,
+    tags: TagsV1,
     members_ever: std::collections::BTreeSet<u64>,
+}
+
+/// [`SmData`] as the third release stored it, before tag profiles.
+#[derive(Deserialize)]
+struct SmDataV3 {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: StateV3,
+}
+
+#[derive(Deserialize)]
+struct StateV3 {
+    tags: TagsV1,
+    members_ever: std::collections::BTreeSet<u64>,
+    members: std::collections::BTreeSet<u64>,
+    workers: std::collections::BTreeMap<u16, WorkerRecord>,
 }
 
 fn member_ids(m: &StoredMembership) -> impl Iterator<Item = u64> + '_ {
@@ -107,13 +160,20 @@ fn decode_sm_data(bytes: &[u8]) -> Result<SmData, codec::CodecError> {
         Ok(d) => return Ok(d),
         Err(e) => e,
     };
+    if let Ok(old) = codec::decode::<SmDataV3>(bytes) {
+        let s = old.state;
+        let state =
+            State { tags: upgrade_tags(s.tags), members_ever: s.members_ever, members: s.members, workers: s.workers };
+        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
+    }
     if let Ok(old) = codec::decode::<SmDataV2>(bytes) {
-        let mut state = State { tags: old.state.tags, members_ever: old.state.members_ever, ..State::default() };
+        let mut state =
+            State { tags: upgrade_tags(old.state.tags), members_ever: old.state.members_ever, ..State::default() };
         record_members(&mut state, member_ids(&old.membership), &mut Changes::default());
         return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
     }
     if let Ok(old) = codec::decode::<SmDataV1>(bytes) {
-        let mut state = State { tags: old.tags, ..State::default() };
+        let mut state = State { tags: upgrade_tags(old.tags), ..State::default() };
         record_members(&mut state, member_ids(&old.membership), &mut Changes::default());
         return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
     }
@@ -233,7 +293,7 @@ impl StateMachineStore {
         for item in sm.scan_prefix(TAG_PREFIX) {
             let (k, v) = item.map_err(sm_read_err)?;
             let tag = String::from_utf8(k[TAG_PREFIX.len()..].to_vec()).map_err(sm_read_err)?;
-            data.state.tags.insert(tag, codec::decode(&v).map_err(sm_read_err)?);
+            data.state.tags.insert(tag, decode_tag_record(&v).map_err(sm_read_err)?);
         }
         for item in sm.scan_prefix(WORKER_PREFIX) {
             let (k, v) = item.map_err(sm_read_err)?;
@@ -522,18 +582,61 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 mod tests {
     use super::*;
 
+    /// A tag record as releases before profiles wrote it.
+    #[derive(Serialize, Clone)]
+    struct OldRecord {
+        max_id: i64,
+        step: i64,
+        description: String,
+        created_ms: i64,
+        updated_ms: i64,
+    }
+
+    fn old_record() -> (OldRecord, TagRecord) {
+        let old = OldRecord { max_id: 7, step: 2, description: "d".into(), created_ms: 1, updated_ms: 2 };
+        let new = TagRecord {
+            max_id: 7,
+            step: 2,
+            description: "d".into(),
+            created_ms: 1,
+            updated_ms: 2,
+            profile: StoredProfile::Segment,
+            upper_bound: None,
+        };
+        (old, new)
+    }
+
     #[test]
-    fn snapshots_of_the_first_release_still_decode() {
+    fn checkpointed_tags_of_releases_before_profiles_still_decode() {
+        let (old, new) = old_record();
+        assert_eq!(decode_tag_record(&codec::encode(&old).unwrap()).unwrap(), new);
+        let daily = TagRecord {
+            profile: StoredProfile::Daily {
+                format: leaf_api::profile::DailyFormat { digits: 6, utc_offset_minutes: 480 },
+                day: 20261123,
+            },
+            ..new.clone()
+        };
+        assert_eq!(decode_tag_record(&codec::encode(&daily).unwrap()).unwrap(), daily);
+        assert!(decode_tag_record(b"garbage").is_err());
+    }
+
+    #[test]
+    fn snapshots_of_earlier_releases_still_decode() {
         #[derive(Serialize)]
         struct V1 {
             last_applied: Option<LogId>,
             membership: StoredMembership,
-            tags: std::collections::BTreeMap<String, TagRecord>,
+            tags: std::collections::BTreeMap<String, OldRecord>,
         }
         let nodes = std::collections::BTreeMap::from([(1, openraft::BasicNode::new("a:1"))]);
         let membership = StoredMembership::new(None, openraft::Membership::new(vec![[1].into()], nodes));
-        let record = TagRecord { max_id: 7, step: 2, description: String::new(), created_ms: 1, updated_ms: 2 };
-        let old = V1 { last_applied: None, membership, tags: [("t".to_string(), record.clone())].into() };
+        let (old_rec, record) = old_record();
+        let old = V1 {
+            last_applied: None,
+            membership,
+            tags: [("t".to_string(), old_rec.clone()), ("u".into(), old_rec)].into(),
+        };
         let bytes = codec::encode(&old).unwrap();
         let d = decode_sm_data(&bytes).unwrap();
         assert_eq!(d.state.tags["t"], record);
@@ -542,7 +645,7 @@ mod tests {
         // The second release's layout: tags and members_ever, no workers.
         #[derive(Serialize)]
         struct V2State {
-            tags: std::collections::BTreeMap<String, TagRecord>,
+            tags: std::collections::BTreeMap<String, OldRecord>,
             members_ever: std::collections::BTreeSet<u64>,
         }
         #[derive(Serialize)]
@@ -561,6 +664,42 @@ mod tests {
         assert_eq!(d2.state.members, [1].into());
         assert_eq!(d2.state.tags["t"], record);
         assert!(d2.state.workers.is_empty());
+        // The third release's: members and workers, tags without profiles.
+        #[derive(Serialize)]
+        struct V3State {
+            tags: std::collections::BTreeMap<String, OldRecord>,
+            members_ever: std::collections::BTreeSet<u64>,
+            members: std::collections::BTreeSet<u64>,
+            workers: std::collections::BTreeMap<u16, WorkerRecord>,
+        }
+        #[derive(Serialize)]
+        struct V3 {
+            last_applied: Option<LogId>,
+            membership: StoredMembership,
+            state: V3State,
+        }
+        let worker = WorkerRecord {
+            node_id: 1,
+            high_water_ms: 5,
+            lease_expires_ms: 6,
+            lease_ms: 1000,
+            since_ms: 1,
+            previous_node_id: None,
+        };
+        let v3 = V3 {
+            last_applied: None,
+            membership: old.membership.clone(),
+            state: V3State {
+                tags: old.tags.clone(),
+                members_ever: [1, 7].into(),
+                members: [1].into(),
+                workers: [(3, worker.clone())].into(),
+            },
+        };
+        let d3 = decode_sm_data(&codec::encode(&v3).unwrap()).unwrap();
+        assert_eq!((d3.state.tags["t"].clone(), d3.state.tags["u"].clone()), (record.clone(), record.clone()));
+        assert_eq!(d3.state.workers[&3], worker);
+        assert_eq!(d3.state.members_ever, [1, 7].into());
         // And the current layout round-trips.
         let again = decode_sm_data(&codec::encode(&d).unwrap()).unwrap();
         assert_eq!(again, d);
@@ -582,6 +721,9 @@ mod tests {
                 description: description.clone(),
                 created_ms: i64::MIN,
                 updated_ms: i64::MIN,
+                // The widest profile: a key of 32 bytes (the daily one is smaller).
+                profile: StoredProfile::Obfuscated { key: [0xff; crate::OBFUSCATION_KEY_BYTES] },
+                upper_bound: Some(i64::MAX - 1),
             };
             state.tags.insert(format!("{i:0width$}", width = leaf_api::tag::MAX_TAG_LEN), record);
         }
@@ -599,7 +741,7 @@ mod tests {
         let data = SmData { state, ..SmData::default() };
         let bytes = codec::encode(&data).unwrap();
         println!("worst-case state: {} bytes", bytes.len());
-        assert!(bytes.len() <= 47_600_000, "{} bytes", bytes.len());
+        assert!(bytes.len() <= 49_320_000, "{} bytes", bytes.len());
         let meta = SnapshotMeta::default();
         let stored = codec::encode(&StoredSnapshot { meta, data: bytes }).unwrap();
         assert!(stored.len() < codec::MAX_PAYLOAD, "{} bytes", stored.len());

@@ -113,7 +113,8 @@ async fn main() -> anyhow::Result<()> {
     let leader = cluster.wait_leader(Duration::from_secs(30)).await?;
     let follower = cluster.ids().into_iter().find(|&id| id != leader).context("no follower")?;
     let admin = cluster.client(leader);
-    let req = CreateTagRequest { tag: "bench".into(), step: 1000, max_id: None, description: None };
+    let req =
+        CreateTagRequest { tag: "bench".into(), step: 1000, max_id: None, description: None, ..Default::default() };
     admin.create_tag(&req).await.context("create tag")?;
     // The baseline asks for a ready node, which includes snowflake mode: wait for it.
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -773,7 +773,8 @@ async fn drive(
 ) -> anyhow::Result<(Vec<AllocationJournal>, Recovery)> {
     let leader = h.wait_leader(Duration::from_secs(90)).await?;
     for (tag, step) in TAGS {
-        let req = CreateTagRequest { tag: tag.to_string(), step, max_id: None, description: None };
+        let req =
+            CreateTagRequest { tag: tag.to_string(), step, max_id: None, description: None, ..Default::default() };
         if let Err(e) = h.admin_with(leader, Duration::from_secs(10)).create_tag(&req).await {
             bail!("creating tag {tag} failed: {e}");
         }

@@ -5,10 +5,12 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use leaf_api::profile::{validate_upper_bound, DailyFormat, DailyOptions, Profile, ProfileError, DAILY_FIRST};
 use leaf_api::routes;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
 use leaf_api::types::{AllocationJournal, ClockFault, CreateTagRequest, TagInfo, UpdateTagRequest};
 use leaf_api::ErrorCode;
+use leaf_raft_store::StoredProfile;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -51,8 +53,51 @@ pub async fn create_tag(
     validate_max_id(max_id).map_err(bad)?;
     let description = body.description.unwrap_or_default();
     check_description(&description)?;
-    let record = app.raft.create_tag(body.tag.clone(), body.step, max_id, description).await?;
-    Ok((StatusCode::CREATED, Json(tag_info(body.tag, record))))
+    let stored = stored_profile(body.profile.unwrap_or_default(), body.daily.as_ref(), body.max_id, body.upper_bound)?;
+    let (tag, step) = (body.tag, body.step);
+    let record = app
+        .raft
+        .create_profiled_tag(tag.clone(), step, stored.start, description, (stored.profile, body.upper_bound))
+        .await?;
+    Ok((StatusCode::CREATED, Json(tag_info(tag, record))))
+}
+
+/// What a create request's profile fields become in the state.
+struct NewProfile {
+    profile: StoredProfile,
+    /// The first counter value.
+    start: i64,
+}
+
+/// Checks a create request's profile fields and builds the stored profile (an obfuscated
+/// tag's key is generated here, from the OS's random source).
+fn stored_profile(
+    profile: Profile,
+    daily: Option<&DailyOptions>,
+    max_id: Option<i64>,
+    upper_bound: Option<i64>,
+) -> Result<NewProfile, ApiError> {
+    let bad = |e: ProfileError| ApiError::new(ErrorCode::InvalidRequest, e.to_string());
+    if daily.is_some() && profile != Profile::Daily {
+        return Err(bad(ProfileError::OptionsWithoutDaily));
+    }
+    let start = max_id.unwrap_or(1);
+    if let Some(b) = upper_bound {
+        validate_upper_bound(b, start).map_err(bad)?;
+    }
+    let profile = match profile {
+        Profile::Segment => StoredProfile::Segment,
+        Profile::Monotonic => StoredProfile::Monotonic,
+        Profile::Obfuscated => StoredProfile::Obfuscated { key: crate::profiles::new_key()? },
+        Profile::Daily => {
+            if upper_bound.is_some() || max_id.is_some() {
+                return Err(bad(ProfileError::DailyBound));
+            }
+            let format = DailyFormat::from_options(daily.unwrap_or(&DailyOptions::default())).map_err(bad)?;
+            return Ok(NewProfile { profile: StoredProfile::Daily { format, day: 0 }, start: DAILY_FIRST });
+        }
+    };
+    Ok(NewProfile { profile, start })
 }
 
 /// One tag, as stored.

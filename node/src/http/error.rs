@@ -88,7 +88,11 @@ impl From<ProposeError> for ApiError {
         let code = match &e {
             ProposeError::Rejected(ApplyError::TagExists(_)) => ErrorCode::TagExists,
             ProposeError::Rejected(ApplyError::TagNotFound(_)) => ErrorCode::TagNotFound,
-            ProposeError::Rejected(ApplyError::TagExhausted { .. }) => ErrorCode::TagExhausted,
+            ProposeError::Rejected(
+                ApplyError::TagExhausted { .. }
+                | ApplyError::UpperBoundReached { .. }
+                | ApplyError::DayExhausted { .. },
+            ) => ErrorCode::TagExhausted,
             ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
             // Worker registration is the snowflake actor's business; no request proposes it.
             ProposeError::Rejected(ApplyError::NotAMember(_) | ApplyError::WorkerLost { .. }) => {

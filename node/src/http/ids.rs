@@ -40,6 +40,7 @@ use super::error::ApiError;
 use super::extract::{batch_of, ApiQuery, Batch, KeyParam, RawParam, TagParam};
 use super::openapi::{DecodeErrors, SegmentGetErrors, SnowflakeGetErrors, TEXT};
 use super::{tag_not_found, App};
+use crate::tags::ServeAs;
 
 /// The routes of this area, with their OpenAPI operations.
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -119,16 +120,17 @@ async fn segment_handle(app: &App, tag: &str) -> Result<Arc<crate::tags::TagHand
 
 /// [`segment_get`]'s work, for a validated tag.
 pub async fn segment_ids(app: &App, tag: &str, batch: Batch) -> Result<Response, ApiError> {
+    let h = segment_handle(app, tag).await?;
     match (batch.format, batch.count) {
-        (IdFormat::Ranges, count) => Ok(Json(segment_ranges(app, tag, count.unwrap_or(1)).await?).into_response()),
+        (IdFormat::Ranges, count) => Ok(Json(ranges_of(app, &h, count.unwrap_or(1)).await?).into_response()),
         (IdFormat::Text, None) => {
             let mut id = 0;
-            segment_handle(app, tag).await?.take(1, |first, _| id = first).await?;
+            take(app, &h, 1, |first, _| id = first).await?;
             Ok(text(Bytes::copy_from_slice(itoa::Buffer::new().format(id).as_bytes())))
         }
         (IdFormat::Text, Some(n)) => {
             let mut lines = IdLines::with_capacity(n);
-            segment_handle(app, tag).await?.take(n as u64, |first, c| lines.push_run(first, c)).await?;
+            take(app, &h, n, |first, c| lines.push_run(first, c)).await?;
             Ok(text(lines.out))
         }
     }
@@ -136,9 +138,33 @@ pub async fn segment_ids(app: &App, tag: &str, batch: Batch) -> Result<Response,
 
 /// `count` IDs of a validated tag as ranges (HTTP `format=ranges` and gRPC).
 pub async fn segment_ranges(app: &App, tag: &str, count: u32) -> Result<IdRanges, ApiError> {
+    let h = segment_handle(app, tag).await?;
+    ranges_of(app, &h, count).await
+}
+
+async fn ranges_of(app: &App, h: &crate::tags::TagHandle, count: u32) -> Result<IdRanges, ApiError> {
     let mut out = IdRanges::default();
-    segment_handle(app, tag).await?.take(count as u64, |first, c| out.push_run(first, c)).await?;
+    take(app, h, count, |first, c| out.push_run(first, c)).await?;
     Ok(out)
+}
+
+/// Takes `n` IDs of a tag the way its profile serves them, calling `sink(first, count)` per
+/// increasing run: from this node's buffers, or from the leader (monotonic tags: one run).
+async fn take(
+    app: &App,
+    h: &crate::tags::TagHandle,
+    n: u32,
+    mut sink: impl FnMut(i64, u64) + Send,
+) -> Result<(), ApiError> {
+    match h.serve() {
+        ServeAs::Buffer => Ok(h.take(u64::from(n), sink).await?),
+        ServeAs::Leader => {
+            let first = app.raft.monotonic_take(h.tag().to_string(), n).await?;
+            h.count_served(u64::from(n));
+            sink(first, u64::from(n));
+            Ok(())
+        }
+    }
 }
 
 /// One snowflake ID, or `count` IDs separated by `\n`, or `count` IDs as ranges.

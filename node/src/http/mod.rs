@@ -49,7 +49,7 @@ use futures::future::Either;
 use hyper_util::rt::TokioIo;
 use leaf_api::types::{Health, SnowflakeHealth, SnowflakeState, TagInfo};
 use leaf_api::ErrorCode;
-use leaf_raft_store::TagRecord;
+use leaf_raft_store::{StoredProfile, TagRecord};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceExt;
@@ -151,6 +151,16 @@ fn tag_info(tag: String, r: TagRecord) -> TagInfo {
         description: r.description,
         created_ms: r.created_ms,
         updated_ms: r.updated_ms,
+        profile: r.profile.kind(),
+        daily: match &r.profile {
+            StoredProfile::Daily { format, .. } => Some(format.options()),
+            _ => None,
+        },
+        day: match &r.profile {
+            StoredProfile::Daily { day, .. } if *day != 0 => Some(*day),
+            _ => None,
+        },
+        upper_bound: r.upper_bound,
     }
 }
 

@@ -44,15 +44,20 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             if a.start < 0 || a.end <= a.start {
                 return Err(invalid(format!("segment [{}, {}) is empty or negative", a.start, a.end)));
             }
-            if a.end.checked_sub(a.start) != Some(*step) {
+            // Shorter than the step only where the tag's space ends (its upper bound, the
+            // end of a daily tag's day, i64::MAX).
+            if a.end.checked_sub(a.start).is_none_or(|len| len > *step) {
                 return Err(invalid(format!(
-                    "segment [{}, {}) does not have the requested step {step}",
+                    "segment [{}, {}) is longer than the requested step {step}",
                     a.start, a.end
                 )));
             }
             validate_step(a.stored_step).map_err(|e| invalid(format!("stored step: {e}")))
         }
-        (Op::CreateTag { tag, .. } | Op::UpdateTag { tag, .. }, Applied::Tag { tag: got, record }) => {
+        (
+            Op::CreateTag { tag, .. } | Op::CreateTagV2 { tag, .. } | Op::UpdateTag { tag, .. },
+            Applied::Tag { tag: got, record },
+        ) => {
             if got != tag {
                 return Err(invalid(format!("result for tag {got:?}, asked for {tag:?}")));
             }
@@ -83,7 +88,7 @@ fn check_worker(worker_id: u16, lease_expires_ms: i64) -> Result<(), AnswerError
 
 fn op_kind(op: &Op) -> &'static str {
     match op {
-        Op::CreateTag { .. } => "a tag creation",
+        Op::CreateTag { .. } | Op::CreateTagV2 { .. } => "a tag creation",
         Op::UpdateTag { .. } => "a tag update",
         Op::AllocateSegment { .. } => "a segment allocation",
         Op::RegisterWorker { .. } => "a worker registration",
@@ -158,9 +163,11 @@ mod tests {
     }
 
     #[test]
-    fn segments_must_be_the_requested_nonempty_range() {
+    fn segments_must_be_nonempty_and_at_most_the_requested_step() {
         assert!(check_applied(&alloc(10), &segment(100, 110)).is_ok());
-        for (start, end) in [(100, 100), (100, 99), (100, 111), (100, 109), (-5, 5), (i64::MIN, i64::MAX)] {
+        // Cut short where the tag's space ends (an upper bound, the end of a day).
+        assert!(check_applied(&alloc(10), &segment(100, 109)).is_ok());
+        for (start, end) in [(100, 100), (100, 99), (100, 111), (-5, 5), (i64::MIN, i64::MAX)] {
             assert!(check_applied(&alloc(10), &segment(start, end)).is_err(), "[{start}, {end}) accepted");
         }
         let bad_step = Applied::Segment(Allocation { start: 0, end: 10, stored_step: 0 });
@@ -186,7 +193,14 @@ mod tests {
         let renew = Op::RenewWorker { node_id: 1, worker_id: 3, high_water_ms: 1, lease_ms: 60_000 };
         assert!(check_applied(&renew, &grant(3, 1_700_000_000_000)).is_ok());
         assert!(check_applied(&renew, &grant(4, 1_700_000_000_000)).is_err());
-        let record = TagRecord { max_id: 1, step: 10, description: String::new(), created_ms: 0, updated_ms: 0 };
+        let record = TagRecord {
+            max_id: 1,
+            step: 10,
+            description: String::new(),
+            created_ms: 0,
+            updated_ms: 0,
+            ..Default::default()
+        };
         let create = Op::CreateTag { tag: "a".into(), step: 10, start_max_id: 1, description: String::new() };
         let tag = |t: &str, record: TagRecord| Applied::Tag { tag: t.into(), record };
         assert!(check_applied(&create, &tag("a", record.clone())).is_ok());
@@ -210,7 +224,14 @@ mod tests {
     fn each_caller_gets_its_own_kind_of_result_or_a_typed_error() {
         let a = Allocation { start: 0, end: 10, stored_step: 10 };
         let g = WorkerGrant { worker_id: 2, not_before_ms: 5, lease_expires_ms: 60_000 };
-        let r = TagRecord { max_id: 1, step: 10, description: "d".into(), created_ms: 1, updated_ms: 2 };
+        let r = TagRecord {
+            max_id: 1,
+            step: 10,
+            description: "d".into(),
+            created_ms: 1,
+            updated_ms: 2,
+            ..Default::default()
+        };
         assert_eq!(Allocation::from_applied(Applied::Segment(a)), Ok(a));
         assert_eq!(WorkerGrant::from_applied(Applied::Worker(g)), Ok(g));
         assert_eq!(TagRecord::from_applied(Applied::Tag { tag: "t".into(), record: r.clone() }), Ok(r.clone()));

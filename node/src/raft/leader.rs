@@ -36,7 +36,7 @@ impl LeaderOp for Propose {
         // A repeated allocation only wastes a range and a repeated update is idempotent; a
         // repeated create would turn a success into `tag_exists`, so it is not retried when
         // the first attempt may have been delivered.
-        !matches!(self.op, Op::CreateTag { .. })
+        !matches!(self.op, Op::CreateTag { .. } | Op::CreateTagV2 { .. })
     }
 
     fn check(&self, reply: &Self::Reply) -> Result<(), AnswerError> {

@@ -17,6 +17,8 @@
 //!   the read barrier;
 //! - [`leader`]: what the leader executes for each request, and how it is retried and checked;
 //! - [`membership`]: adding learners, promoting and removing members;
+//! - [`monotonic`]: strictly increasing IDs of `monotonic` tags, served by the leader from
+//!   windows committed ahead of use, each answer confirmed by a quorum round;
 //! - [`status`]: readiness ([`RaftStatus`]), `/cluster/status` and the allocation journal;
 //! - [`error`]: why a request to the leader failed ([`ProposeError`]);
 //! - [`answer`]: checks on the leader's answers before anything acts on them, and the one
@@ -42,6 +44,7 @@ mod error;
 mod forward;
 mod leader;
 mod membership;
+mod monotonic;
 pub mod network;
 pub mod ops;
 mod propose;
@@ -99,6 +102,8 @@ pub struct RaftNode {
     barriers: Arc<coalesce::Coalescer>,
     /// The leader's own read-index (quorum) rounds, shared by every node's callers.
     leader_reads: Arc<coalesce::Coalescer>,
+    /// The windows of monotonic tags this node serves as leader ([`monotonic`]).
+    monotonic: Arc<monotonic::Windows>,
 }
 
 impl RaftNode {

@@ -36,12 +36,20 @@ pub enum OpKind {
     Promote,
     Remove,
     QuorumAge,
+    MonotonicTake,
 }
 
 impl OpKind {
     /// Every operation, for looking a route up.
-    pub const ALL: [OpKind; 6] =
-        [OpKind::Propose, OpKind::ReadIndex, OpKind::AddLearner, OpKind::Promote, OpKind::Remove, OpKind::QuorumAge];
+    pub const ALL: [OpKind; 7] = [
+        OpKind::Propose,
+        OpKind::ReadIndex,
+        OpKind::AddLearner,
+        OpKind::Promote,
+        OpKind::Remove,
+        OpKind::QuorumAge,
+        OpKind::MonotonicTake,
+    ];
 
     /// The internal route the operation is forwarded on.
     pub const fn path(self) -> &'static str {
@@ -52,6 +60,7 @@ impl OpKind {
             OpKind::Promote => "/internal/forward/promote",
             OpKind::Remove => "/internal/forward/remove",
             OpKind::QuorumAge => "/internal/forward/quorum-age",
+            OpKind::MonotonicTake => "/internal/forward/monotonic-take",
         }
     }
 

@@ -1,7 +1,7 @@
 //! What callers ask of the leader: typed proposals (each returns its own kind of result, so no
 //! caller matches on the state machine's [`leaf_raft_store::Applied`]) and the linearizable read
 //! barrier.
-use leaf_raft_store::{Allocation, Op, TagRecord, WorkerGrant};
+use leaf_raft_store::{Allocation, Op, StoredProfile, TagRecord, WorkerGrant};
 use tokio::time::Instant;
 
 use super::answer::FromApplied;
@@ -19,6 +19,23 @@ impl RaftNode {
         description: String,
     ) -> Result<TagRecord, ProposeError> {
         self.propose(Op::CreateTag { tag, step, start_max_id, description }).await
+    }
+
+    /// Creates `tag` with a profile and an optional upper bound. A plain segment tag is
+    /// proposed as `CreateTag`, which nodes of earlier releases still apply (a rolling
+    /// upgrade); the other profiles need every node upgraded.
+    pub async fn create_profiled_tag(
+        &self,
+        tag: String,
+        step: i64,
+        start_max_id: i64,
+        description: String,
+        (profile, upper_bound): (StoredProfile, Option<i64>),
+    ) -> Result<TagRecord, ProposeError> {
+        if profile == StoredProfile::Segment && upper_bound.is_none() {
+            return self.create_tag(tag, step, start_max_id, description).await;
+        }
+        self.propose(Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound }).await
     }
 
     /// Changes `tag`'s stored step and/or description.

@@ -78,6 +78,7 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8]) -> Result<Vec<u8>,
             Some(OpKind::Promote) => forwarded::<Promote>(node, body).await,
             Some(OpKind::Remove) => forwarded::<Remove>(node, body).await,
             Some(OpKind::QuorumAge) => forwarded::<QuorumAge>(node, body).await,
+            Some(OpKind::MonotonicTake) => forwarded::<super::monotonic::MonotonicTake>(node, body).await,
             None => Err(ServiceError::NotFound(other.to_string())),
         },
     }

@@ -126,6 +126,7 @@ impl RaftNode {
             chunks: Arc::default(),
             barriers: Arc::new(coalesce::Coalescer::counting(counters.read_index_rounds)),
             leader_reads: Arc::default(),
+            monotonic: Default::default(),
         })
     }
 

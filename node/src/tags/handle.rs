@@ -6,6 +6,7 @@ use std::time::Duration;
 use actix::Addr;
 use arc_swap::ArcSwap;
 use leaf_api::types::CacheEntry;
+use leaf_raft_store::StoredProfile;
 use prometheus_client::metrics::counter::Counter;
 
 use super::actor::{ActorView, Refill, TagActor, Wait};
@@ -22,9 +23,44 @@ pub struct TagHandle {
     /// Requests that found both buffers empty (`leaf_segment_waits`).
     pub(super) waits: Counter,
     pub(super) wait: Duration,
+    /// How the tag's IDs are served.
+    pub(super) serve: ServeAs,
+}
+
+/// How a tag's IDs are served: from this node's buffers (segment and daily tags), or by the
+/// leader (monotonic tags, whose buffers stay empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeAs {
+    Buffer,
+    Leader,
+}
+
+impl ServeAs {
+    /// How a tag with `profile` is served.
+    pub fn of(profile: &StoredProfile) -> Self {
+        match profile {
+            StoredProfile::Monotonic => ServeAs::Leader,
+            StoredProfile::Segment | StoredProfile::Obfuscated { .. } | StoredProfile::Daily { .. } => ServeAs::Buffer,
+        }
+    }
 }
 
 impl TagHandle {
+    /// How this tag's IDs are served.
+    pub fn serve(&self) -> ServeAs {
+        self.serve
+    }
+
+    /// The tag's name.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// Counts `n` IDs served another way than [`TagHandle::take`] (`leaf_ids_served`).
+    pub fn count_served(&self, n: u64) {
+        self.served.inc_by(n);
+    }
+
     /// Takes `n` IDs, calling `sink(first, count)` for each increasing run. Lock-free while the
     /// buffers hold IDs; otherwise waits (bounded) for the actor's refill.
     pub async fn take(&self, n: u64, mut sink: impl FnMut(i64, u64) + Send) -> Result<(), TakeError> {

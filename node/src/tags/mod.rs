@@ -26,13 +26,13 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
-use leaf_raft_store::Allocation;
+use leaf_raft_store::{Allocation, StoredProfile};
 
 use crate::config::SegmentConfig;
 use crate::metrics::Metrics;
 use crate::segment::DoubleBuffer;
 use actor::{ActorView, TagActor, TagActorParts};
-pub use handle::TagHandle;
+pub use handle::{ServeAs, TagHandle};
 use step::{DynamicStep, StepPolicy};
 
 /// A boxed, sendable future.
@@ -110,8 +110,9 @@ impl Drop for ActorSystem {
     }
 }
 
-/// Looks up a tag's stored step in the applied state; `None` if the tag does not exist.
-pub type TagLookup = Arc<dyn Fn(&str) -> Option<i64> + Send + Sync>;
+/// Looks up a tag's stored step and profile in the applied state; `None` if the tag does not
+/// exist.
+pub type TagLookup = Arc<dyn Fn(&str) -> Option<(i64, StoredProfile)> + Send + Sync>;
 
 /// Registry of the tags loaded on this node. Lookups are lock-free; a tag is loaded (its actor
 /// started) on its first request, if it exists in the replicated state.
@@ -161,7 +162,7 @@ impl Tags {
 
     #[cold]
     fn load(&self, tag: &str) -> Option<Arc<TagHandle>> {
-        let stored_step = (self.inner.lookup)(tag)?;
+        let (stored_step, profile) = (self.inner.lookup)(tag)?;
         let _guard = self.inner.loading.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = self.inner.map.load().get(tag) {
             return Some(h.clone());
@@ -190,6 +191,7 @@ impl Tags {
             served: i.metrics.ids_counter("segment", tag),
             waits: i.metrics.wait_counter(tag),
             wait: Duration::from_millis(i.cfg.wait_timeout_ms),
+            serve: ServeAs::of(&profile),
         });
         let mut map = HashMap::clone(&i.map.load());
         map.insert(tag.to_string(), handle.clone());

@@ -1,0 +1,126 @@
+//! Per-tag profiles on one node: monotonic, daily and upper bounds, created through the admin
+//! API and served through the ID routes (text, batches, ranges).
+use std::collections::HashSet;
+
+use leaf_api::profile::{DailyFormat, DailyOptions, Profile, JS_SAFE_MAX};
+use leaf_api::types::CreateTagRequest;
+use leaf_api::ErrorCode;
+use leaf_client::Method;
+use serde_json::json;
+use tempfile::TempDir;
+
+use super::{config, error_of, get_ids, start};
+
+fn req(tag: &str, step: i64, profile: Profile) -> CreateTagRequest {
+    CreateTagRequest { tag: tag.into(), step, profile: Some(profile), ..Default::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monotonic_ids_strictly_increase_across_windows_and_concurrent_callers() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let info = c.create_tag(&req("mono", 7, Profile::Monotonic)).await.unwrap();
+    assert_eq!(info.profile, Profile::Monotonic);
+    // Sequential calls: each answer above the last, across many 7-ID windows.
+    let mut last = 0;
+    for n in [None, Some(3), None, Some(20), Some(1), None, Some(7)] {
+        for id in get_ids(&c, "mono", n).await {
+            assert!(id > last, "{id} after {last}");
+            last = id;
+        }
+    }
+    // Concurrent callers: every ID unique, each caller's sequence increasing.
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..100u32 {
+                    got.extend(get_ids(&c, "mono", (i % 3 == 0).then_some(1 + i % 5)).await);
+                }
+                assert!(got.windows(2).all(|w| w[0] < w[1]), "one caller's IDs went back");
+                got
+            })
+        })
+        .collect();
+    let mut all = HashSet::new();
+    for t in tasks {
+        for id in t.await.unwrap() {
+            assert!(id > last && all.insert(id), "{id} repeated or below an earlier answer {last}");
+        }
+    }
+    // Ranges: one range per request.
+    let r = c.segment_ranges("mono", 50).await.unwrap();
+    assert_eq!(r.ranges.len(), 1);
+    assert!(r.ranges[0].start > *all.iter().max().unwrap());
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daily_ids_carry_the_date_and_a_padded_counter() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let daily = DailyOptions { digits: Some(5), utc_offset: Some("+08:00".into()) };
+    let info = c
+        .create_tag(&CreateTagRequest { daily: Some(daily), ..req("orders-daily", 10, Profile::Daily) })
+        .await
+        .unwrap();
+    assert_eq!(info.daily.as_ref().and_then(|d| d.utc_offset.as_deref()), Some("+08:00"));
+    let format = DailyFormat { digits: 5, utc_offset_minutes: 480 };
+    let ids = get_ids(&c, "orders-daily", Some(25)).await;
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let today = format.day_at(now_ms).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        let (day, counter) = format.split(*id).unwrap_or_else(|| panic!("{id} is not yyyyMMdd + 5 digits"));
+        // The day is the leader's today (or tomorrow, if the test straddles midnight).
+        assert!(day == today || format.next_midnight_ms(today).and_then(|m| format.day_at(m)) == Some(day));
+        assert_eq!(counter, i as i64 + 1, "the counter starts at 1 and has no gaps on one node");
+    }
+    let shown = c.tag("orders-daily").await.unwrap();
+    assert_eq!((shown.profile, shown.day), (Profile::Daily, format.split(ids[24]).map(|(day, _)| day)));
+    // Options without the daily profile, a bound or a start on a daily tag: refused.
+    for body in [
+        json!({"tag": "x1", "step": 10, "daily": {"digits": 4}}),
+        json!({"tag": "x2", "step": 10, "profile": "daily", "upper_bound": 100}),
+        json!({"tag": "x3", "step": 10, "profile": "daily", "max_id": 5}),
+        json!({"tag": "x4", "step": 10, "profile": "daily", "daily": {"digits": 11}}),
+        json!({"tag": "x5", "step": 10, "profile": "daily", "daily": {"utc_offset": "+25:00"}}),
+        json!({"tag": "x6", "step": 10, "profile": "weekly"}),
+    ] {
+        let (status, e) = error_of(&c, Method::POST, "/admin/tags", Some(body.clone())).await;
+        assert_eq!((status.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{body}: {}", e.message);
+    }
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upper_bound_is_never_passed() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let js = CreateTagRequest {
+        max_id: Some(JS_SAFE_MAX - 24),
+        upper_bound: Some(JS_SAFE_MAX),
+        ..req("js", 10, Profile::Segment)
+    };
+    assert_eq!(c.create_tag(&js).await.unwrap().upper_bound, Some(JS_SAFE_MAX));
+    let ids = get_ids(&c, "js", Some(25)).await;
+    assert_eq!(ids, ((JS_SAFE_MAX - 24)..=JS_SAFE_MAX).collect::<Vec<_>>());
+    let e = c.segment_id("js").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::TagExhausted), "{e}");
+    // A bound below the first ID: refused.
+    let (status, e) = error_of(
+        &c,
+        Method::POST,
+        "/admin/tags",
+        Some(json!({"tag": "low", "step": 1, "max_id": 10, "upper_bound": 9})),
+    )
+    .await;
+    assert_eq!((status.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{}", e.message);
+    // A monotonic tag with a bound: the last window is cut short, then exhausted.
+    let mono = CreateTagRequest { upper_bound: Some(12), ..req("mono-bound", 5, Profile::Monotonic) };
+    c.create_tag(&mono).await.unwrap();
+    assert_eq!(get_ids(&c, "mono-bound", Some(10)).await, (1..=10).collect::<Vec<_>>());
+    let e = c.segment_ids("mono-bound", 5).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::TagExhausted), "{e}");
+    node.shutdown().await;
+}
