@@ -97,7 +97,7 @@ pub struct SegmentView {
 }
 
 /// A tag's buffers on this node (`GET /cache`), like Leaf's `/cache` monitor page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CacheEntry {
     pub tag: String,
@@ -114,6 +114,28 @@ pub struct CacheEntry {
     pub refill_in_flight: bool,
     /// Last refill error, cleared by the next successful refill.
     pub last_error: Option<String>,
+    /// How long the tag's IDs last at the cluster's current rate (`None` only if the tag is
+    /// missing from this node's applied state).
+    #[serde(default)]
+    pub forecast: Option<TagForecast>,
+}
+
+/// A tag's exhaustion forecast (`GET /cache`), about the same on every node: it comes from the
+/// replicated state (sampled every `forecast.sample_interval_ms`), not from this node's buffers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TagForecast {
+    /// IDs the tag may still allocate: from its `max_id` to its last ID (today `2^63 - 2`).
+    /// IDs already allocated count as spent even while they sit unserved in some node's
+    /// buffers.
+    pub ids_left: u64,
+    /// IDs allocated per second across the cluster, exponentially weighted over
+    /// `forecast.window_secs` (default 15 minutes) of committed allocations, so it moves in
+    /// steps of a segment; `None` until this node has sampled the tag twice.
+    pub rate_per_sec: Option<f64>,
+    /// `ids_left / rate_per_sec`, rounded up: `0` once no ID is left, `None` while the rate is
+    /// unknown or zero.
+    pub exhausted_in_secs: Option<u64>,
 }
 
 /// A committed allocation: `[start, end)` of `tag`, reserved for node `node_id`.
@@ -158,7 +180,7 @@ pub struct AllocationJournal {
 ///   durable high-water mark), or snowflake is disabled by configuration.
 ///
 /// `ready` is both; the endpoint answers 200 when the asked-for readiness holds, 503 otherwise.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// Segment-ready and snowflake-ready (see above).
@@ -182,7 +204,7 @@ pub struct Health {
 }
 
 /// Whether this node issues snowflake IDs, and why not.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SnowflakeHealth {
     /// `serving`, `starting` (clock check, registering, or making the first high-water mark
@@ -203,6 +225,26 @@ pub struct SnowflakeHealth {
     /// the call's timeout, or an offset beyond a year (a broken or malicious answer).
     #[serde(default)]
     pub peer_clock_samples_discarded: u32,
+    /// How long the snowflake layout and the worker IDs last (the same whether or not this node
+    /// serves snowflake IDs).
+    #[serde(default)]
+    pub forecast: Option<SnowflakeForecast>,
+}
+
+/// How long snowflake mode lasts (`GET /health`, `snowflake.forecast`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SnowflakeForecast {
+    /// The last Unix millisecond the 41-bit timestamp can express (`snowflake.epoch_ms` +
+    /// 2^41 - 1): no snowflake ID can be issued after it.
+    pub epoch_ends_ms: i64,
+    /// Years (of 365.25 days) from this node's clock to the end of the timestamp; `0` once it
+    /// has passed.
+    pub epoch_years_left: f64,
+    /// Worker IDs (of 1,024) a new node could register now: those without a record in the
+    /// replicated state, or whose holder left the cluster and whose lease ran out a lease ago,
+    /// judged by this node's clock.
+    pub free_worker_ids: u16,
 }
 
 /// A decoded snowflake ID (`/api/snowflake/decode/{id}`, `/decodeSnowflakeId`).
@@ -302,7 +344,7 @@ pub struct ReplicationView {
 }
 
 /// `GET /cluster/status`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClusterStatus {
     /// The node that answered.

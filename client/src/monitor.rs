@@ -31,7 +31,7 @@ impl HealthMode {
 
 /// A node's `/health` answer: whether the asked-for readiness holds (HTTP 200 rather than
 /// 503), and the report either way.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HealthReport {
     pub ready: bool,
     pub health: Health,

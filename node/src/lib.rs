@@ -21,6 +21,8 @@
 //! - [`tls`]: HTTPS on the listener, mutual TLS between nodes, certificate reload.
 //! - [`memory`]: returns freed memory to the OS after connection floods.
 //! - [`metrics`]: Prometheus metrics.
+//! - [`forecast`]: exhaustion forecasts (IDs left and time to exhaustion per tag, the snowflake
+//!   epoch and worker IDs) for `/cache`, `/health` and `/metrics`.
 //! - [`certs`]: `leaf certs`, a development CA and the node and client certificates it signs.
 //! - [`cli`]: the command-line interface (client commands go through `leaf-client`, `leaf bench`
 //!   through `leaf-loadgen`).
@@ -37,6 +39,7 @@ pub mod certs;
 pub mod cli;
 pub(crate) mod clock;
 pub mod config;
+pub(crate) mod forecast;
 pub(crate) mod grpc;
 pub(crate) mod http;
 pub(crate) mod memory;
@@ -69,6 +72,7 @@ pub mod internals {
 }
 
 use crate::clock::SystemClock;
+use crate::forecast::sampler::Forecasts;
 use crate::http::App;
 use crate::metrics::Metrics;
 use crate::raft::{ProposeError, RaftNode};
@@ -232,17 +236,20 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         Snowflake::disabled(&config.snowflake, clock.clone())
     };
     let bootstrapped = Arc::new(AtomicBool::new(false));
+    let forecasts = Arc::new(Forecasts::new(raft.state().clone(), snowflake.layout()));
     let app = Arc::new(App {
         config: config.clone(),
         raft: raft.clone(),
         tags,
         snowflake,
         clock,
-        metrics,
+        metrics: metrics.clone(),
         bootstrapped: bootstrapped.clone(),
         tls: tls.clone(),
+        forecasts: forecasts.clone(),
     });
     let (shutdown, rx) = watch::channel(false);
+    tokio::spawn(forecasts.run(config.forecast.clone(), metrics, rx.clone()));
     if let Some(tls) = tls {
         tokio::spawn(tls::reload::run(tls, rx.clone()));
     }

@@ -102,6 +102,19 @@ pub struct Metrics {
     grpc_calls: Vec<Counter>,
     /// Snowflake keys seen so far, to bound the label set.
     snowflake_keys: std::sync::RwLock<std::collections::HashMap<String, Counter>>,
+    /// The exhaustion forecasts ([`crate::forecast`]).
+    forecast: ForecastGauges,
+}
+
+/// The gauges of the exhaustion forecasts: per tag (set by each sample, removed with the tag)
+/// and of snowflake mode (set at each scrape).
+#[derive(Default)]
+struct ForecastGauges {
+    ids_left: Family<TagLabels, Gauge>,
+    rate: Family<TagLabels, Gauge<f64, AtomicU64>>,
+    exhaustion: Family<TagLabels, Gauge>,
+    epoch_years_left: Gauge<f64, AtomicU64>,
+    free_worker_ids: Gauge,
 }
 
 /// Distinct snowflake keys counted under their own label; later ones count as `_other`, so
@@ -139,6 +152,7 @@ impl Metrics {
             tls: Default::default(),
             snowflake_keys: Default::default(),
             grpc_calls: Vec::new(),
+            forecast: ForecastGauges::default(),
             registry: Registry::default(),
         };
         let grpc: Family<GrpcLabels, Counter> = Family::default();
@@ -213,6 +227,33 @@ impl Metrics {
             "Expiry of this node's TLS certificate, Unix seconds (0 without TLS)",
             tls.cert_not_after.clone(),
         );
+        let f = &m.forecast;
+        registry.register(
+            "tag_ids_left",
+            "IDs a tag may still allocate before its last ID (allocated IDs count as spent), by tag",
+            f.ids_left.clone(),
+        );
+        registry.register(
+            "tag_consumption_rate",
+            "IDs allocated per second across the cluster, exponentially weighted over forecast.window_secs, by tag \
+             (absent until two samples)",
+            f.rate.clone(),
+        );
+        registry.register(
+            "tag_exhaustion_seconds",
+            "Seconds until a tag's IDs run out at its consumption rate, by tag (absent while the rate is unknown or zero)",
+            f.exhaustion.clone(),
+        );
+        registry.register(
+            "snowflake_epoch_years_left",
+            "Years until the 41-bit snowflake timestamp runs out (snowflake.epoch_ms + 2^41 ms)",
+            f.epoch_years_left.clone(),
+        );
+        registry.register(
+            "snowflake_free_worker_ids",
+            "Snowflake worker IDs (of 1024) not held by a node, or reclaimable, as this node has applied them",
+            f.free_worker_ids.clone(),
+        );
         for code in ErrorCode::ALL {
             let _ = m.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() });
         }
@@ -275,6 +316,45 @@ impl Metrics {
     /// The counter of requests of `tag` that waited for a refill.
     pub fn wait_counter(&self, tag: &str) -> Counter {
         self.waits.get_or_create(&TagLabels { tag: tag.to_string() }).clone()
+    }
+
+    /// Sets `tag`'s forecast gauges; a `None` rate or exhaustion time removes that series.
+    pub fn set_tag_forecast(&self, tag: &str, ids_left: u64, rate: Option<f64>, exhausted_in_secs: Option<u64>) {
+        let f = &self.forecast;
+        let l = TagLabels { tag: tag.to_string() };
+        let saturated = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        f.ids_left.get_or_create(&l).set(saturated(ids_left));
+        match rate {
+            Some(r) => {
+                f.rate.get_or_create(&l).set(r);
+            }
+            None => {
+                f.rate.remove(&l);
+            }
+        }
+        match exhausted_in_secs {
+            Some(s) => {
+                f.exhaustion.get_or_create(&l).set(saturated(s));
+            }
+            None => {
+                f.exhaustion.remove(&l);
+            }
+        }
+    }
+
+    /// Removes every forecast series of `tag` (a tag that is gone).
+    pub fn remove_tag_forecast(&self, tag: &str) {
+        let f = &self.forecast;
+        let l = TagLabels { tag: tag.to_string() };
+        f.ids_left.remove(&l);
+        f.rate.remove(&l);
+        f.exhaustion.remove(&l);
+    }
+
+    /// Sets the snowflake forecast gauges.
+    pub fn set_snowflake_forecast(&self, epoch_years_left: f64, free_worker_ids: u16) {
+        self.forecast.epoch_years_left.set(epoch_years_left);
+        self.forecast.free_worker_ids.set(i64::from(free_worker_ids));
     }
 
     pub fn observe_refill(&self, seconds: f64) {

@@ -18,6 +18,8 @@ use tempfile::TempDir;
 mod certs_cli;
 #[path = "node/edge.rs"]
 mod edge;
+#[path = "node/forecast.rs"]
+mod forecast;
 #[path = "node/grpc.rs"]
 mod grpc;
 #[path = "node/grpc_python.rs"]

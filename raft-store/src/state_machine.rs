@@ -214,6 +214,13 @@ impl StateReader {
         self.read().state.tags.len()
     }
 
+    /// Runs `f` on the applied state under the read lock, for a reader that needs more than
+    /// one record without copying the whole state (the forecasts). Keep `f` short: applying
+    /// the next entry waits for it.
+    pub fn with_state<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.read().state)
+    }
+
     pub fn last_applied(&self) -> Option<LogId> {
         self.read().last_applied
     }

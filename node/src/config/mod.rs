@@ -6,7 +6,7 @@
 //! [`Config::validate`] rejects nonsense before anything starts.
 //!
 //! Layout: this file holds [`Config`], its sections and the loading; [`tls`] the `[tls]`
-//! section, [`grpc`] the `[grpc]` one.
+//! section, [`grpc`] the `[grpc]` one, [`forecast`] the `[forecast]` one.
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -15,8 +15,10 @@ use figment::Figment;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag, MAX_STEP};
 use serde::{Deserialize, Serialize};
 
+mod forecast;
 mod grpc;
 mod tls;
+pub use forecast::ForecastConfig;
 pub use grpc::GrpcConfig;
 pub use tls::TlsConfig;
 
@@ -76,6 +78,7 @@ const ENV_KEYS: &[&str] = &[
     "raft",
     "http",
     "snowflake",
+    "forecast",
     "fault",
     "tls",
     "grpc",
@@ -129,6 +132,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// Snowflake mode (`[snowflake]`); defaults on each field of [`SnowflakeConfig`].
     pub snowflake: SnowflakeConfig,
+    /// Sampling behind the exhaustion forecasts (`[forecast]`); see [`ForecastConfig`].
+    pub forecast: ForecastConfig,
     /// Fault injection for chaos tests (`[fault]`); off by default.
     pub fault: FaultConfig,
     /// HTTPS and mutual TLS between nodes (`[tls]`); off unless its files are set. See
@@ -304,6 +309,7 @@ impl Default for Config {
             raft: RaftConfig::default(),
             http: HttpConfig::default(),
             snowflake: SnowflakeConfig::default(),
+            forecast: ForecastConfig::default(),
             fault: FaultConfig::default(),
             tls: TlsConfig::default(),
             grpc: GrpcConfig::default(),
@@ -580,6 +586,7 @@ impl Config {
         }
         self.tls.validate(&mut errs);
         self.grpc.validate(&mut errs);
+        self.forecast.validate(&mut errs);
         if self.cluster_secret.is_some()
             && !self.tls.enabled()
             && !is_loopback(self.http_addr.ip())

@@ -58,8 +58,9 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::clock::SystemClock;
+use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::forecast::sampler::Forecasts;
 use crate::metrics::Metrics;
 use crate::raft::RaftNode;
 use crate::snowflake::Snowflake;
@@ -92,6 +93,8 @@ pub struct App {
     pub bootstrapped: Arc<AtomicBool>,
     /// The listener's TLS (`[tls]`); `None`: plaintext.
     pub tls: Option<Arc<crate::tls::Tls>>,
+    /// The exhaustion forecasts (`/cache`, `/health`, `/metrics`).
+    pub forecasts: Arc<Forecasts>,
 }
 
 impl App {
@@ -100,7 +103,8 @@ impl App {
         if s.not_ready.is_none() && !self.bootstrapped.load(Ordering::Acquire) {
             s.not_ready = Some("creating bootstrap tags".to_string());
         }
-        let snowflake = self.snowflake.health();
+        let mut snowflake = self.snowflake.health();
+        snowflake.forecast = Some(self.forecasts.snowflake(self.clock.now_ms()));
         let segment_ready = s.not_ready.is_none();
         let reason = s.not_ready.or_else(|| {
             (!snowflake_ready(&snowflake)).then(|| {

@@ -17,6 +17,7 @@ use super::error::ApiError;
 use super::extract::ApiQuery;
 use super::openapi::{self, HealthErrors, MonitorErrors};
 use super::{snowflake_ready, App};
+use crate::clock::Clock;
 
 /// The routes of this area, with their OpenAPI operations.
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -83,15 +84,23 @@ const METRICS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
         MonitorErrors,
     ))]
 pub async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let sf = app.forecasts.snowflake(app.clock.now_ms());
+    app.metrics.set_snowflake_forecast(sf.epoch_years_left, sf.free_worker_ids);
     let body = app.metrics.render(&app.raft.status(), app.raft.state().tag_count());
     ([(CONTENT_TYPE, METRICS_TYPE)], body).into_response()
 }
 
-/// This node's per-tag buffers (Leaf's `/cache`).
+/// This node's per-tag buffers (Leaf's `/cache`), each with the tag's exhaustion forecast.
 #[utoipa::path(get, path = routes::CACHE, tag = "monitor", operation_id = "cache",
     responses((status = 200, description = "The tags loaded on this node.", body = Vec<CacheEntry>), MonitorErrors))]
 pub async fn cache(State(app): State<Arc<App>>) -> Json<Vec<CacheEntry>> {
-    Json(app.tags.loaded().iter().map(|h| h.inspect()).collect())
+    let loaded = app.tags.loaded();
+    let entries = loaded.iter().map(|h| {
+        let mut e = h.inspect();
+        e.forecast = app.forecasts.tag(&e.tag);
+        e
+    });
+    Json(entries.collect())
 }
 
 /// The tags as stored in the replicated state (Leaf's `/db`).

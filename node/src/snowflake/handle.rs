@@ -213,6 +213,8 @@ impl Snowflake {
             lease_remaining_ms: self.gen.lease_remaining_ms(),
             peer_clock_offset_ms: s.peer_offset_ms,
             peer_clock_samples_discarded: s.peer_samples_discarded,
+            // Filled in by the node (`App::health`), which has the replicated state.
+            forecast: None,
         }
     }
 }

@@ -112,6 +112,8 @@ impl TagHandle {
             dynamic_step: a.dynamic_step,
             refill_in_flight: a.refill_in_flight,
             last_error: a.last_error.clone(),
+            // Filled in by `/cache`, which has the replicated state.
+            forecast: None,
         }
     }
 }
