@@ -20,7 +20,7 @@ pub mod sampler;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use leaf_raft_store::{TagRecord, WorkerRecord, WORKER_IDS};
+use leaf_raft_store::{StoredProfile, TagRecord, WorkerRecord, WORKER_IDS};
 
 use crate::snowflake::generator::Layout;
 
@@ -28,10 +28,14 @@ use crate::snowflake::generator::Layout;
 /// `i64::MAX` (`AllocateSegment` refuses to overflow), so its last ID is `i64::MAX - 1`.
 pub const LAST_ID: i64 = i64::MAX - 1;
 
-/// The largest ID `record`'s tag may hand out (inclusive): the one place that decides a tag's
-/// limit for the forecasts. [`LAST_ID`] for every tag today.
-pub fn last_id(_record: &TagRecord) -> i64 {
-    LAST_ID
+/// The largest value `record`'s counter may reach (inclusive): the one place that decides a
+/// tag's limit for the forecasts. Its upper bound, or [`LAST_ID`]; for a daily tag, the last
+/// counter of the day (`10^digits − 1`), so its forecast is about the current day's space.
+pub fn last_id(record: &TagRecord) -> i64 {
+    match &record.profile {
+        StoredProfile::Daily { format, .. } => format.counter_limit() - 1,
+        _ => record.upper_bound.unwrap_or(LAST_ID),
+    }
 }
 
 /// Milliseconds in a year of 365.25 days.

@@ -247,3 +247,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_limit_follows_the_upper_bound_and_a_daily_tags_day() {
+    use leaf_raft_store::StoredProfile;
+    let plain = TagRecord { max_id: 10, ..TagRecord::default() };
+    assert_eq!(last_id(&plain), LAST_ID);
+    let bounded = TagRecord { upper_bound: Some(leaf_api::profile::JS_SAFE_MAX), ..plain.clone() };
+    assert_eq!(ids_left(bounded.max_id, last_id(&bounded)), (leaf_api::profile::JS_SAFE_MAX - 9) as u64);
+    let format = leaf_api::profile::DailyFormat { digits: 4, utc_offset_minutes: 0 };
+    let daily = TagRecord { profile: StoredProfile::Daily { format, day: 20261123 }, ..plain };
+    // Counters 10..=9999 are left today.
+    assert_eq!(ids_left(daily.max_id, last_id(&daily)), 9990);
+}
