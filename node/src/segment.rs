@@ -188,6 +188,27 @@ impl DoubleBuffer {
         stored
     }
 
+    /// Drops every segment that starts below `first_kept` (actor only): a daily tag's
+    /// segments of a past day at midnight. Returns the IDs dropped (skipped, never reused). A
+    /// request already inside a dropped segment may still finish taking from it.
+    pub fn retire_below(&self, first_kept: i64) -> u64 {
+        let mut dropped = 0;
+        self.bufs.rcu(|b| {
+            dropped = 0;
+            let mut kept = Vec::new();
+            for s in b.current.iter().chain(&b.queued) {
+                if s.start < first_kept {
+                    dropped += s.len() - s.taken.load(Ordering::Relaxed).min(s.len());
+                } else {
+                    kept.push(s.clone());
+                }
+            }
+            let mut kept = kept.into_iter();
+            Buffers { current: kept.next(), queued: kept.collect() }
+        });
+        dropped
+    }
+
     /// True when a request could be served without waiting for the actor.
     pub fn has_ids(&self) -> bool {
         let g = self.bufs.load();
@@ -218,6 +239,7 @@ impl DoubleBuffer {
 }
 
 #[cfg(test)]
+#[allow(clippy::inconsistent_digit_grouping)] // daily IDs as yyyyMMdd_counter
 mod tests {
     use super::*;
 
@@ -230,6 +252,21 @@ mod tests {
         let mut ids = Vec::new();
         let out = buf.take(n, |first, count| ids.extend((0..count as i64).map(|i| first + i)));
         (ids, out)
+    }
+
+    /// A daily tag at midnight: yesterday's segments go, today's stay in order.
+    #[test]
+    fn segments_of_past_days_are_retired() {
+        let buf = DoubleBuffer::new();
+        buf.set_depth(MAX_QUEUED);
+        for (s, e) in [(20261123_001, 20261123_011), (20261123_011, 20261123_021), (20261124_001, 20261124_011)] {
+            assert!(buf.install(seg(s, e)));
+        }
+        assert_eq!(collect(&buf, 3).0, vec![20261123_001, 20261123_002, 20261123_003]);
+        // 7 left in the first, 10 in the second.
+        assert_eq!(buf.retire_below(20261124_000), 17);
+        assert_eq!(collect(&buf, 2).0, vec![20261124_001, 20261124_002]);
+        assert_eq!(buf.retire_below(20261124_000), 0, "nothing of a past day is left");
     }
 
     #[test]

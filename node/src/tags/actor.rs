@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
+use leaf_api::profile::DailyFormat;
 use leaf_raft_store::Allocation;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::oneshot;
@@ -53,6 +54,8 @@ pub(super) struct TagActorParts {
     pub(super) metrics: Arc<Metrics>,
     pub(super) refills: Counter,
     pub(super) failures: Counter,
+    /// A daily tag's ID layout: its segments of a past day are dropped at local midnight.
+    pub(super) daily: Option<DailyFormat>,
 }
 
 /// Owns one tag's refills and dynamic step.
@@ -85,10 +88,59 @@ pub(super) struct TagActor {
     rate_mark: Option<(Instant, u64)>,
     /// IDs per second consumed over the last complete window.
     rate: f64,
+    daily: Option<DailyFormat>,
 }
 
 impl Actor for TagActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.daily.is_some() {
+            self.schedule_day_switch(ctx);
+        }
+    }
+}
+
+/// After a daily tag's midnight, when the actor drops segments of past days again: a leader
+/// whose clock is a little behind this node's still allocates in the old day for that long
+/// (the committed day is the leader's), and what it allocated then is dropped at these checks.
+const DAY_SWITCH_RECHECKS: [Duration; 4] =
+    [Duration::ZERO, Duration::from_secs(1), Duration::from_secs(5), Duration::from_secs(30)];
+
+impl TagActor {
+    /// Arms the timers of the next local midnight of a daily tag.
+    fn schedule_day_switch(&mut self, ctx: &mut Context<Self>) {
+        let Some(format) = self.daily else { return };
+        let now = unix_ms();
+        let Some(next) = format.day_at(now).and_then(|d| format.next_midnight_ms(d)) else { return };
+        let until = Duration::from_millis(u64::try_from(next.saturating_sub(now)).unwrap_or(0));
+        for (i, after) in DAY_SWITCH_RECHECKS.into_iter().enumerate() {
+            ctx.run_later(until + after, move |act, ctx| {
+                act.retire_past_days();
+                if i + 1 == DAY_SWITCH_RECHECKS.len() {
+                    act.schedule_day_switch(ctx);
+                }
+            });
+        }
+    }
+
+    /// Drops buffered segments of days before today (this node's clock, the tag's zone).
+    fn retire_past_days(&mut self) {
+        let Some(format) = self.daily else { return };
+        let Some(first_today) = format.day_at(unix_ms()).and_then(|d| format.compose(d, 0)) else { return };
+        let dropped = self.buf.retire_below(first_today);
+        if dropped > 0 {
+            tracing::info!(tag = %self.tag, dropped, "a new day: dropped the rest of past days' segments");
+            self.publish();
+        }
+    }
+}
+
+/// This node's wall clock, in Unix milliseconds (0 if it is before 1970).
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl TagActor {
@@ -112,6 +164,7 @@ impl TagActor {
             installed: 0,
             rate_mark: None,
             rate: 0.0,
+            daily: p.daily,
         }
     }
 

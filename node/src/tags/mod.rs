@@ -181,6 +181,10 @@ impl Tags {
             metrics: i.metrics.clone(),
             refills,
             failures,
+            daily: match &profile {
+                StoredProfile::Daily { format, .. } => Some(*format),
+                _ => None,
+            },
         });
         let addr = TagActor::start_in_arbiter(&i.arbiter, move |_| actor);
         let handle = Arc::new(TagHandle {
