@@ -28,6 +28,9 @@ pub const OPENAPI: &str = "/openapi.json";
 pub const ADMIN_TAGS: &str = "/admin/tags";
 /// `GET` show / `PATCH` update one tag.
 pub const ADMIN_TAG: &str = "/admin/tags/{tag}";
+/// `GET`: an obfuscated tag's ID back to its sequence number (admin only: the key never leaves
+/// the cluster).
+pub const ADMIN_TAG_DECODE: &str = "/admin/tags/{tag}/decode/{id}";
 /// `GET`: the journal of committed segments (`?tag=`, `?node=`).
 pub const ADMIN_ALLOCATIONS: &str = "/admin/allocations";
 /// `POST`: skew this node's clock (only with fault injection enabled).
@@ -56,6 +59,7 @@ pub const ALL: &[&str] = &[
     OPENAPI,
     ADMIN_TAGS,
     ADMIN_TAG,
+    ADMIN_TAG_DECODE,
     ADMIN_ALLOCATIONS,
     ADMIN_FAULT_CLOCK,
     CLUSTER_STATUS,

@@ -263,6 +263,18 @@ pub struct SnowflakeDecoded {
     pub sequence: u16,
 }
 
+/// An obfuscated tag's ID and the sequence number it hides (`GET /admin/tags/{tag}/decode/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ObfuscatedDecoded {
+    pub tag: String,
+    /// The ID as served.
+    pub id: i64,
+    /// The tag's counter value it was made from: the IDs of the tag were handed out in the
+    /// order of their sequence numbers (per node, and trend-wise across nodes).
+    pub sequence: i64,
+}
+
 /// A worker ID in use, as replicated (`/cluster/status`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

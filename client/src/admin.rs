@@ -12,7 +12,8 @@
 use hyper::Method;
 use leaf_api::routes;
 use leaf_api::types::{
-    AddLearnerRequest, AllocationJournal, ClockFault, CreateTagRequest, MembershipChange, TagInfo, UpdateTagRequest,
+    AddLearnerRequest, AllocationJournal, ClockFault, CreateTagRequest, MembershipChange, ObfuscatedDecoded, TagInfo,
+    UpdateTagRequest,
 };
 
 use crate::client::{Call, Client};
@@ -34,6 +35,11 @@ impl Client {
     /// `GET /admin/tags/{tag}`.
     pub async fn tag(&self, tag: &str) -> Result<TagInfo, ClientError> {
         self.execute(Call::get(routes::fill(routes::ADMIN_TAG, &[tag]))).await?.json()
+    }
+
+    /// `GET /admin/tags/{tag}/decode/{id}`: an obfuscated tag's ID back to its sequence number.
+    pub async fn decode_obfuscated(&self, tag: &str, id: i64) -> Result<ObfuscatedDecoded, ClientError> {
+        self.execute(Call::get(routes::fill(routes::ADMIN_TAG_DECODE, &[tag, &id.to_string()]))).await?.json()
     }
 
     /// `PATCH /admin/tags/{tag}`: absent fields are left unchanged.

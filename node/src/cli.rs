@@ -178,6 +178,8 @@ enum TagCmd {
     List,
     /// Show one tag.
     Show { tag: String },
+    /// An obfuscated tag's ID back to its sequence number.
+    Decode { tag: String, id: i64 },
     /// Change a tag's step and/or description.
     Update {
         tag: String,
@@ -548,6 +550,7 @@ async fn client_command(cmd: Command) -> ExitCode {
                 }
                 TagCmd::List => print_json(client.tags().await),
                 TagCmd::Show { tag } => print_json(client.tag(&tag).await),
+                TagCmd::Decode { tag, id } => print_json(client.decode_obfuscated(&tag, id).await),
                 TagCmd::Update { tag, step, description } => {
                     print_json(client.update_tag(&tag, &UpdateTagRequest { step, description }).await)
                 }

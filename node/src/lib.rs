@@ -21,6 +21,8 @@
 //! - [`tls`]: HTTPS on the listener, mutual TLS between nodes, certificate reload.
 //! - [`memory`]: returns freed memory to the OS after connection floods.
 //! - [`metrics`]: Prometheus metrics.
+//! - [`profiles`]: how obfuscated tags are served (keys, the keyed bijection); the monotonic
+//!   leader path is in [`raft`].
 //! - [`forecast`]: exhaustion forecasts (IDs left and time to exhaustion per tag, the snowflake
 //!   epoch and worker IDs) for `/cache`, `/health` and `/metrics`.
 //! - [`certs`]: `leaf certs`, a development CA and the node and client certificates it signs.
@@ -227,7 +229,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
     let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });
     let state = raft.state().clone();
-    let lookup: TagLookup = Arc::new(move |tag| state.tag(tag).map(|r| (r.step, r.profile)));
+    let lookup: TagLookup = Arc::new(move |tag| state.tag(tag).map(|r| (r.step, r.profile, r.upper_bound)));
     let tags = Tags::new(&actors, allocator, lookup, config.segment.clone(), metrics.clone());
     let snowflake = if config.snowflake.enabled {
         let rt = tokio::runtime::Handle::current();

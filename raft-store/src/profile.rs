@@ -77,6 +77,10 @@ impl StoredProfile {
             StoredProfile::Obfuscated { key } if key.iter().all(|b| *b == 0) => {
                 Err(invalid("an obfuscated tag needs a random key, not zeros".into()))
             }
+            // Its bijection needs an ID space of at least two values.
+            StoredProfile::Obfuscated { .. } if upper_bound.is_some_and(|b| b < 1) => {
+                Err(invalid("an obfuscated tag's upper_bound must be at least 1".into()))
+            }
             _ => Ok(()),
         }
     }

@@ -8,7 +8,7 @@ use axum::Json;
 use leaf_api::profile::{validate_upper_bound, DailyFormat, DailyOptions, Profile, ProfileError, DAILY_FIRST};
 use leaf_api::routes;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
-use leaf_api::types::{AllocationJournal, ClockFault, CreateTagRequest, TagInfo, UpdateTagRequest};
+use leaf_api::types::{AllocationJournal, ClockFault, CreateTagRequest, ObfuscatedDecoded, TagInfo, UpdateTagRequest};
 use leaf_api::ErrorCode;
 use leaf_raft_store::StoredProfile;
 use serde::Deserialize;
@@ -17,14 +17,19 @@ use utoipa_axum::routes;
 
 use super::error::ApiError;
 use super::extract::{check_node_id_range, ApiQuery, JsonBody, TagParam};
-use super::openapi::{AllocationsErrors, CreateTagErrors, FaultErrors, ListErrors, ShowTagErrors, UpdateTagErrors};
+use super::openapi::{
+    AllocationsErrors, CreateTagErrors, DecodeObfuscatedErrors, FaultErrors, ListErrors, ShowTagErrors, UpdateTagErrors,
+};
 use super::{tag_info, tag_not_found, App};
+use crate::profiles::obfuscate::ObfuscateError;
+use crate::tags::ServeAs;
 
 /// The routes of this area, with their OpenAPI operations.
 pub fn routes() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new()
         .routes(routes!(list_tags, create_tag))
         .routes(routes!(show_tag, update_tag))
+        .routes(routes!(decode_obfuscated))
         .routes(routes!(allocations))
         .routes(routes!(fault_clock))
 }
@@ -113,6 +118,67 @@ pub async fn show_tag(State(app): State<Arc<App>>, TagParam(tag): TagParam) -> R
     match app.raft.state().tag(&tag) {
         Some(r) => Ok(Json(tag_info(tag, r))),
         None => Err(tag_not_found(&tag)),
+    }
+}
+
+/// An obfuscated tag's ID back to the sequence number it was made from (the key never leaves
+/// the cluster; this is how an operator reads it).
+#[utoipa::path(get, path = routes::ADMIN_TAG_DECODE, tag = "admin", operation_id = "decode_obfuscated",
+    security(("admin_token" = [])),
+    params(
+        ("tag" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$", example = "invoices"),
+        ("id" = i64, Path, description = "An ID the tag served.", minimum = 0, example = 2499986683200342791_i64),
+    ),
+    responses((status = 200, description = "The sequence number.", body = ObfuscatedDecoded), DecodeObfuscatedErrors))]
+pub async fn decode_obfuscated(
+    State(app): State<Arc<App>>,
+    params: DecodeParams,
+) -> Result<Json<ObfuscatedDecoded>, ApiError> {
+    let DecodeParams { tag, id } = params;
+    let h = match app.tags.get(&tag) {
+        Some(h) => h,
+        None => {
+            app.confirm_tags(&tag).await?;
+            app.tags.get(&tag).ok_or_else(|| tag_not_found(&tag))?
+        }
+    };
+    let ServeAs::Obfuscated(o) = h.serve() else {
+        return Err(ApiError::new(ErrorCode::InvalidRequest, format!("tag {tag:?} is not obfuscated")));
+    };
+    let bad = |e: ObfuscateError| ApiError::new(ErrorCode::InvalidRequest, e.to_string());
+    let sequence = o.decode(id).map_err(bad)?;
+    Ok(Json(ObfuscatedDecoded { tag, id: id as i64, sequence: sequence as i64 }))
+}
+
+/// The `{tag}` and `{id}` of [`decode_obfuscated`]: a valid tag and a non-negative `i64`.
+pub struct DecodeParams {
+    tag: String,
+    id: u64,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for DecodeParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        let params = axum::extract::RawPathParams::from_request_parts(parts, state).await?;
+        let (mut tag, mut id) = (None, None);
+        for (name, value) in params.iter() {
+            match name {
+                "tag" => tag = Some(value.to_string()),
+                "id" => id = Some(value.to_string()),
+                _ => {}
+            }
+        }
+        let tag = tag.ok_or_else(|| ApiError::new(ErrorCode::InvalidTag, "missing tag"))?;
+        validate_tag(&tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+        let raw = id.unwrap_or_default();
+        let id = raw.parse::<i64>().ok().and_then(|v| u64::try_from(v).ok()).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("{:?} is not a non-negative 64-bit ID", raw.chars().take(32).collect::<String>()),
+            )
+        })?;
+        Ok(DecodeParams { tag, id })
     }
 }
 

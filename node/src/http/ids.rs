@@ -143,6 +143,12 @@ pub async fn segment_ranges(app: &App, tag: &str, count: u32) -> Result<IdRanges
 }
 
 async fn ranges_of(app: &App, h: &crate::tags::TagHandle, count: u32) -> Result<IdRanges, ApiError> {
+    if let ServeAs::Obfuscated(_) = h.serve() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("tag {:?} is obfuscated: its IDs are not contiguous, so they come only as text", h.tag()),
+        ));
+    }
     let mut out = IdRanges::default();
     take(app, h, count, |first, c| out.push_run(first, c)).await?;
     Ok(out)
@@ -158,11 +164,34 @@ async fn take(
 ) -> Result<(), ApiError> {
     match h.serve() {
         ServeAs::Buffer => Ok(h.take(u64::from(n), sink).await?),
+        ServeAs::Obfuscated(o) => {
+            let mut bad = None;
+            h.take(u64::from(n), |first, count| {
+                for seq in first..first + count as i64 {
+                    // The counter is below the tag's limit, the bijection's domain.
+                    match o.encode(seq as u64) {
+                        Ok(id) => sink(id as i64, 1),
+                        Err(e) => bad = Some(e),
+                    }
+                }
+            })
+            .await?;
+            match bad {
+                Some(e) => {
+                    tracing::error!(tag = h.tag(), error = %e, "an obfuscated tag's counter left its ID space");
+                    Err(ApiError::new(ErrorCode::Unavailable, format!("tag {:?} cannot be served: {e}", h.tag())))
+                }
+                None => Ok(()),
+            }
+        }
         ServeAs::Leader => {
             let first = app.raft.monotonic_take(h.tag().to_string(), n).await?;
             h.count_served(u64::from(n));
             sink(first, u64::from(n));
             Ok(())
+        }
+        ServeAs::Unservable(why) => {
+            Err(ApiError::new(ErrorCode::Unavailable, format!("tag {:?} cannot be served: {why}", h.tag())))
         }
     }
 }

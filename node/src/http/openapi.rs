@@ -192,6 +192,8 @@ error_set! {
     CreateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TagExists, Unavailable];
     /// `GET /admin/tags/{tag}`.
     ShowTagErrors: [InvalidTag, Unauthorized, Forbidden, TagNotFound, NotReady, Unavailable];
+    /// `GET /admin/tags/{tag}/decode/{id}`.
+    DecodeObfuscatedErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, TagNotFound, NotReady, Unavailable];
     /// `PATCH /admin/tags/{tag}`.
     UpdateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TagNotFound,
         Unavailable];

@@ -3,7 +3,10 @@
 //! the monotonic leader path `crate::raft::monotonic`).
 //!
 //! Layout:
-//! - this file: key generation for obfuscated tags.
+//! - this file: key generation for obfuscated tags;
+//! - [`obfuscate`]: the keyed bijection of an obfuscated tag's ID space, and what it hides.
+pub mod obfuscate;
+
 use leaf_api::ErrorCode;
 use leaf_raft_store::OBFUSCATION_KEY_BYTES;
 use rand::RngCore;

@@ -7,6 +7,8 @@ use actix::Addr;
 use arc_swap::ArcSwap;
 use leaf_api::types::CacheEntry;
 use leaf_raft_store::StoredProfile;
+
+use crate::profiles::obfuscate::{Obfuscator, MAX_DOMAIN};
 use prometheus_client::metrics::counter::Counter;
 
 use super::actor::{ActorView, Refill, TagActor, Wait};
@@ -27,28 +29,41 @@ pub struct TagHandle {
     pub(super) serve: ServeAs,
 }
 
-/// How a tag's IDs are served: from this node's buffers (segment and daily tags), or by the
-/// leader (monotonic tags, whose buffers stay empty).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a tag's IDs are served: from this node's buffers (segment and daily tags), through the
+/// tag's bijection (obfuscated tags), or by the leader (monotonic tags, whose buffers stay
+/// empty).
+#[derive(Debug, Clone)]
 pub enum ServeAs {
     Buffer,
+    Obfuscated(Arc<Obfuscator>),
     Leader,
+    /// A stored profile this node cannot serve (the reason; the state's checks make it
+    /// unreachable for a state built by `apply`).
+    Unservable(String),
 }
 
 impl ServeAs {
-    /// How a tag with `profile` is served.
-    pub fn of(profile: &StoredProfile) -> Self {
+    /// How a tag with `profile` and `upper_bound` is served.
+    pub fn of(profile: &StoredProfile, upper_bound: Option<i64>) -> Self {
         match profile {
             StoredProfile::Monotonic => ServeAs::Leader,
-            StoredProfile::Segment | StoredProfile::Obfuscated { .. } | StoredProfile::Daily { .. } => ServeAs::Buffer,
+            StoredProfile::Segment | StoredProfile::Daily { .. } => ServeAs::Buffer,
+            StoredProfile::Obfuscated { key } => {
+                // The counter stays below the tag's exclusive limit, which is the domain.
+                let domain = upper_bound.map_or(MAX_DOMAIN, |b| u64::try_from(b).map_or(0, |b| b.saturating_add(1)));
+                match Obfuscator::new(key, domain) {
+                    Ok(o) => ServeAs::Obfuscated(Arc::new(o)),
+                    Err(e) => ServeAs::Unservable(e.to_string()),
+                }
+            }
         }
     }
 }
 
 impl TagHandle {
     /// How this tag's IDs are served.
-    pub fn serve(&self) -> ServeAs {
-        self.serve
+    pub fn serve(&self) -> &ServeAs {
+        &self.serve
     }
 
     /// The tag's name.

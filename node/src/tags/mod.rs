@@ -112,7 +112,7 @@ impl Drop for ActorSystem {
 
 /// Looks up a tag's stored step and profile in the applied state; `None` if the tag does not
 /// exist.
-pub type TagLookup = Arc<dyn Fn(&str) -> Option<(i64, StoredProfile)> + Send + Sync>;
+pub type TagLookup = Arc<dyn Fn(&str) -> Option<(i64, StoredProfile, Option<i64>)> + Send + Sync>;
 
 /// Registry of the tags loaded on this node. Lookups are lock-free; a tag is loaded (its actor
 /// started) on its first request, if it exists in the replicated state.
@@ -162,7 +162,7 @@ impl Tags {
 
     #[cold]
     fn load(&self, tag: &str) -> Option<Arc<TagHandle>> {
-        let (stored_step, profile) = (self.inner.lookup)(tag)?;
+        let (stored_step, profile, upper_bound) = (self.inner.lookup)(tag)?;
         let _guard = self.inner.loading.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = self.inner.map.load().get(tag) {
             return Some(h.clone());
@@ -195,7 +195,7 @@ impl Tags {
             served: i.metrics.ids_counter("segment", tag),
             waits: i.metrics.wait_counter(tag),
             wait: Duration::from_millis(i.cfg.wait_timeout_ms),
-            serve: ServeAs::of(&profile),
+            serve: ServeAs::of(&profile, upper_bound),
         });
         let mut map = HashMap::clone(&i.map.load());
         map.insert(tag.to_string(), handle.clone());

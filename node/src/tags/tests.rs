@@ -62,7 +62,8 @@ fn setup(alloc: FakeAllocator, cfg: SegmentConfig) -> (ActorSystem, Tags, Arc<Fa
     let actors = ActorSystem::start().unwrap();
     let alloc = Arc::new(alloc);
     let step = alloc.stored_step;
-    let lookup: TagLookup = Arc::new(move |t| (t == "t").then_some((step, leaf_raft_store::StoredProfile::Segment)));
+    let lookup: TagLookup =
+        Arc::new(move |t| (t == "t").then_some((step, leaf_raft_store::StoredProfile::Segment, None)));
     let tags = Tags::new(&actors, alloc.clone(), lookup, cfg, Arc::new(Metrics::new()));
     (actors, tags, alloc)
 }

@@ -124,3 +124,40 @@ async fn an_upper_bound_is_never_passed() {
     assert_eq!(e.code(), Some(ErrorCode::TagExhausted), "{e}");
     node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn obfuscated_ids_are_unique_unordered_and_decode_to_their_sequence() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let info = c.create_tag(&req("invoices", 100, Profile::Obfuscated)).await.unwrap();
+    assert_eq!(info.profile, Profile::Obfuscated);
+    let shown = serde_json::to_string(&c.tag("invoices").await.unwrap()).unwrap();
+    assert!(!shown.contains("key"), "the key is never served: {shown}");
+    let mut ids = Vec::new();
+    for n in [None, Some(50), None, Some(1000)] {
+        ids.extend(get_ids(&c, "invoices", n).await);
+    }
+    let unique: HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "an obfuscated ID repeated");
+    let up = ids.windows(2).filter(|w| w[0] < w[1]).count();
+    assert!(up > ids.len() / 4 && up < ids.len() * 3 / 4, "{up} of {} increase: ordered?", ids.len());
+    // The admin decodes them back to the counter: 1, 2, 3, ... on one node.
+    for (i, id) in ids.iter().take(60).enumerate() {
+        assert_eq!(c.decode_obfuscated("invoices", *id).await.unwrap().sequence, i as i64 + 1);
+    }
+    // Not as ranges (not contiguous); decode only for obfuscated tags and IDs in the space.
+    let e = c.segment_ranges("invoices", 10).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::InvalidRequest), "{e}");
+    c.create_tag(&req("plain", 10, Profile::Segment)).await.unwrap();
+    for path in ["/admin/tags/plain/decode/5", "/admin/tags/invoices/decode/-1", "/admin/tags/invoices/decode/x"] {
+        let (status, e) = error_of(&c, Method::GET, path, None).await;
+        assert_eq!((status.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{path}: {}", e.message);
+    }
+    let (status, e) = error_of(&c, Method::GET, "/admin/tags/nope/decode/5", None).await;
+    assert_eq!((status.as_u16(), e.code), (404, ErrorCode::TagNotFound));
+    // A bound: every ID stays in [0, bound].
+    let small = CreateTagRequest { upper_bound: Some(JS_SAFE_MAX), ..req("js-obf", 100, Profile::Obfuscated) };
+    c.create_tag(&small).await.unwrap();
+    assert!(get_ids(&c, "js-obf", Some(500)).await.iter().all(|id| (0..=JS_SAFE_MAX).contains(id)));
+    node.shutdown().await;
+}
