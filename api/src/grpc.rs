@@ -2,7 +2,8 @@
 //! compiled at build time from `api/proto/` by protox and tonic-prost-build (see `build.rs`).
 //!
 //! Layout:
-//! - [`v1`]: `leaf.v1` (`IdService`: segment and snowflake IDs as ranges, decode), from
+//! - [`v1`]: `leaf.v1` (`IdService`: segment and snowflake IDs as ranges, decode;
+//!   `AdminService`: tags with their profiles), from
 //!   `proto/leaf/v1/leaf.proto`.
 //! - [`health`]: the standard `grpc.health.v1.Health`, from `proto/grpc/health/v1/health.proto`.
 //! - conversions between [`v1::IdRanges`] and [`crate::ranges::IdRanges`].
@@ -21,6 +22,50 @@ pub mod health {
 
 /// The fully-qualified name of the ID service (a health check name too).
 pub const ID_SERVICE: &str = "leaf.v1.IdService";
+
+impl From<crate::profile::Profile> for v1::Profile {
+    fn from(p: crate::profile::Profile) -> Self {
+        use crate::profile::Profile as P;
+        match p {
+            P::Segment => v1::Profile::Segment,
+            P::Monotonic => v1::Profile::Monotonic,
+            P::Obfuscated => v1::Profile::Obfuscated,
+            P::Daily => v1::Profile::Daily,
+        }
+    }
+}
+
+impl From<v1::Profile> for crate::profile::Profile {
+    fn from(p: v1::Profile) -> Self {
+        use crate::profile::Profile as P;
+        match p {
+            v1::Profile::Segment => P::Segment,
+            v1::Profile::Monotonic => P::Monotonic,
+            v1::Profile::Obfuscated => P::Obfuscated,
+            v1::Profile::Daily => P::Daily,
+        }
+    }
+}
+
+impl From<crate::types::TagInfo> for v1::Tag {
+    fn from(t: crate::types::TagInfo) -> Self {
+        v1::Tag {
+            tag: t.tag,
+            max_id: t.max_id,
+            step: t.step,
+            description: t.description,
+            created_ms: t.created_ms,
+            updated_ms: t.updated_ms,
+            profile: v1::Profile::from(t.profile).into(),
+            daily: t.daily.map(|d| v1::DailyOptions {
+                digits: d.digits.map_or(0, u32::from),
+                utc_offset: d.utc_offset.unwrap_or_default(),
+            }),
+            day: t.day,
+            upper_bound: t.upper_bound,
+        }
+    }
+}
 
 impl From<crate::ranges::IdRanges> for v1::IdRanges {
     fn from(r: crate::ranges::IdRanges) -> Self {

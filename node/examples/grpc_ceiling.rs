@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use leaf_api::grpc::v1::id_service_server::{IdService, IdServiceServer};
 use leaf_api::grpc::v1::{
-    DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest, IdRange, IdRanges, SnowflakeParts,
+    DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest, IdList, IdRange, IdRanges, SnowflakeParts,
 };
 use tonic::{Request, Response, Status};
 
@@ -33,6 +33,10 @@ impl IdService for Ceiling {
 
     async fn decode_snowflake(&self, req: Request<DecodeSnowflakeRequest>) -> Result<Response<SnowflakeParts>, Status> {
         Ok(Response::new(SnowflakeParts { id: req.get_ref().id, ..SnowflakeParts::default() }))
+    }
+
+    async fn get_segment_id_list(&self, req: Request<GetSegmentIdsRequest>) -> Result<Response<IdList>, Status> {
+        Ok(Response::new(IdList { ids: (1..=i64::from(req.get_ref().count.max(1))).collect() }))
     }
 }
 

@@ -44,15 +44,21 @@ pub enum GrpcMethod {
     DecodeSnowflake,
     HealthCheck,
     HealthWatch,
+    GetSegmentIdList,
+    CreateTag,
+    GetTag,
 }
 
 impl GrpcMethod {
-    pub const ALL: [GrpcMethod; 5] = [
+    pub const ALL: [GrpcMethod; 8] = [
         GrpcMethod::GetSegmentIds,
         GrpcMethod::GetSnowflakeIds,
         GrpcMethod::DecodeSnowflake,
         GrpcMethod::HealthCheck,
         GrpcMethod::HealthWatch,
+        GrpcMethod::GetSegmentIdList,
+        GrpcMethod::CreateTag,
+        GrpcMethod::GetTag,
     ];
 
     /// The method's gRPC path without the leading `/`.
@@ -63,6 +69,9 @@ impl GrpcMethod {
             GrpcMethod::DecodeSnowflake => "leaf.v1.IdService/DecodeSnowflake",
             GrpcMethod::HealthCheck => "grpc.health.v1.Health/Check",
             GrpcMethod::HealthWatch => "grpc.health.v1.Health/Watch",
+            GrpcMethod::GetSegmentIdList => "leaf.v1.IdService/GetSegmentIdList",
+            GrpcMethod::CreateTag => "leaf.v1.AdminService/CreateTag",
+            GrpcMethod::GetTag => "leaf.v1.AdminService/GetTag",
         }
     }
 }

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use leaf_api::grpc::v1::id_service_server::IdService;
 use leaf_api::grpc::v1::{
-    DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest, IdRanges, SnowflakeParts,
+    DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest, IdList, IdRanges, SnowflakeParts,
 };
-use leaf_api::tag::{validate_tag, MAX_RANGE_BATCH};
+use leaf_api::tag::{validate_tag, MAX_BATCH, MAX_RANGE_BATCH};
 use leaf_api::ErrorCode;
 use tonic::{Request, Response, Status};
 
-use crate::http::ids::{decode_id, segment_ranges, snowflake_ranges};
+use crate::http::ids::{decode_id, segment_list, segment_ranges, snowflake_ranges};
 use crate::http::{ApiError, App};
 use crate::metrics::GrpcMethod;
 
@@ -88,6 +88,31 @@ impl IdService for Ids {
             sequence: d.sequence.into(),
         });
         self.finish(GrpcMethod::DecodeSnowflake, r)
+    }
+
+    async fn get_segment_id_list(&self, req: Request<GetSegmentIdsRequest>) -> Result<Response<IdList>, Status> {
+        let req = req.into_inner();
+        let r = async {
+            checked("", &req.tag)?;
+            let count = match req.count {
+                0 => 1,
+                n if n <= MAX_BATCH => n,
+                n => {
+                    let m = format!("count must be from 1 to {MAX_BATCH}, got {n}");
+                    return Err(ApiError::new(ErrorCode::InvalidCount, m));
+                }
+            };
+            segment_list(&self.app, &req.tag, count).await
+        }
+        .await;
+        self.finish(GrpcMethod::GetSegmentIdList, r.map(|ids| IdList { ids }))
+    }
+}
+
+impl Ids {
+    /// Counts the call and makes the answer: [`Ids::finish`], for the other services.
+    pub(super) fn answer<T>(app: &Arc<App>, method: GrpcMethod, r: Result<T, ApiError>) -> Result<Response<T>, Status> {
+        Ids { app: app.clone() }.finish(method, r)
     }
 }
 

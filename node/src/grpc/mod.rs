@@ -6,6 +6,8 @@
 //!   [`is_grpc`], the test it uses.
 //! - [`ids`]: `IdService` (segment and snowflake IDs as ranges, decode) on the same functions
 //!   as the HTTP ID routes' `?format=ranges`.
+//! - [`admin`]: `AdminService` (create and show tags with their profiles), admin credentials
+//!   required.
 //! - [`health`]: the standard health service from live state; `Watch` streams changes.
 //! - [`error`]: the only place an `ApiError` becomes a `tonic::Status` (`leaf-code` metadata).
 //!
@@ -17,19 +19,21 @@
 //!
 //! **Auth.** The ID RPCs and health are public, like the HTTP ID routes and `/health`; with
 //! `[tls] require_client_cert` a client certificate is required at the handshake, for gRPC as
-//! for HTTP. Nothing else (admin, cluster, internal) is exposed over gRPC, so the HTTP auth
-//! layer has nothing to guard here. Calls are counted per method and status code
+//! for HTTP. `AdminService` ([`admin`]) checks the admin credentials itself, with the HTTP
+//! auth layer's check. Cluster and internal endpoints are not exposed over gRPC. Calls are counted per method and status code
 //! (`leaf_grpc_calls`), errors per code (`leaf_errors`) like HTTP's.
 use std::sync::Arc;
 
 use axum::http::header::CONTENT_TYPE;
 use leaf_api::grpc::health::health_server::HealthServer;
+use leaf_api::grpc::v1::admin_service_server::AdminServiceServer;
 use leaf_api::grpc::v1::id_service_server::IdServiceServer;
 use tokio::sync::watch;
 use tonic::service::Routes;
 
 use crate::http::App;
 
+pub mod admin;
 pub mod error;
 pub mod health;
 pub mod ids;
@@ -42,9 +46,10 @@ pub const MAX_REQUEST_BYTES: usize = 4 * 1024;
 /// The gRPC services of a node; `shutdown` ends health `Watch` streams when the node stops.
 pub fn routes(app: Arc<App>, shutdown: watch::Receiver<bool>) -> Routes {
     let ids = IdServiceServer::new(ids::Ids { app: app.clone() }).max_decoding_message_size(MAX_REQUEST_BYTES);
-    let health =
-        HealthServer::new(health::HealthService { app, shutdown }).max_decoding_message_size(MAX_REQUEST_BYTES);
-    Routes::new(ids).add_service(health).prepare()
+    let health = HealthServer::new(health::HealthService { app: app.clone(), shutdown })
+        .max_decoding_message_size(MAX_REQUEST_BYTES);
+    let admin = AdminServiceServer::new(admin::Admin { app: app.clone() }).max_decoding_message_size(MAX_REQUEST_BYTES);
+    Routes::new(ids).add_service(admin).add_service(health).prepare()
 }
 
 /// Whether `req` is a gRPC call: HTTP/2 with `content-type: application/grpc[+proto|...]`.

@@ -51,6 +51,11 @@ pub async fn create_tag(
     State(app): State<Arc<App>>,
     JsonBody(body): JsonBody<CreateTagRequest>,
 ) -> Result<(StatusCode, Json<TagInfo>), ApiError> {
+    Ok((StatusCode::CREATED, Json(create(&app, body).await?)))
+}
+
+/// Creates a tag from a request (HTTP and gRPC): every field checked, then proposed.
+pub(crate) async fn create(app: &App, body: CreateTagRequest) -> Result<TagInfo, ApiError> {
     let bad = |e: leaf_api::tag::ValidationError| ApiError::new(ErrorCode::InvalidRequest, e.to_string());
     validate_tag(&body.tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
     validate_step(body.step).map_err(bad)?;
@@ -64,7 +69,7 @@ pub async fn create_tag(
         .raft
         .create_profiled_tag(tag.clone(), step, stored.start, description, (stored.profile, body.upper_bound))
         .await?;
-    Ok((StatusCode::CREATED, Json(tag_info(tag, record))))
+    Ok(tag_info(tag, record))
 }
 
 /// What a create request's profile fields become in the state.
@@ -112,11 +117,16 @@ fn stored_profile(
         example = "leaf-segment-test")),
     responses((status = 200, description = "The tag.", body = TagInfo), ShowTagErrors))]
 pub async fn show_tag(State(app): State<Arc<App>>, TagParam(tag): TagParam) -> Result<Json<TagInfo>, ApiError> {
+    Ok(Json(show(&app, tag).await?))
+}
+
+/// One tag as stored, confirming an unknown one with the leader first (HTTP and gRPC).
+pub(crate) async fn show(app: &App, tag: String) -> Result<TagInfo, ApiError> {
     if app.raft.state().tag(&tag).is_none() {
         app.confirm_tags(&tag).await?;
     }
     match app.raft.state().tag(&tag) {
-        Some(r) => Ok(Json(tag_info(tag, r))),
+        Some(r) => Ok(tag_info(tag, r)),
         None => Err(tag_not_found(&tag)),
     }
 }

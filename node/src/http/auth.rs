@@ -37,16 +37,22 @@ pub fn is_admin(path: &str) -> bool {
     path == "/admin" || path.starts_with("/admin/")
 }
 
+/// The admin credentials of a call that came in on `conn` (HTTP `/admin/*`, gRPC
+/// `AdminService`): a client certificate named in `tls.admin_clients`, else the token.
+pub(crate) fn check_admin_call(app: &App, conn: &ConnInfo, authorization: Option<&str>) -> Result<(), ApiError> {
+    if admin_client(&app.config.tls.admin_clients, conn.identity.as_deref()) {
+        return Ok(());
+    }
+    check_admin(app.config.admin_token(), authorization, conn)
+}
+
 /// Admin and internal paths need their credentials: the verdict on a request that came in on
 /// `conn`, before routing.
 fn check(app: &App, conn: &ConnInfo, req: &Request) -> Result<(), ApiError> {
     let path = req.uri().path();
     if is_admin(path) {
-        if admin_client(&app.config.tls.admin_clients, conn.identity.as_deref()) {
-            return Ok(());
-        }
         let header = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-        check_admin(app.config.admin_token(), header, conn)
+        check_admin_call(app, conn, header)
     } else if service::is_internal(path) {
         if app.tls.is_some() {
             check_peer_node(conn.identity.as_deref(), |id| {

@@ -142,6 +142,14 @@ pub async fn segment_ranges(app: &App, tag: &str, count: u32) -> Result<IdRanges
     ranges_of(app, &h, count).await
 }
 
+/// `count` IDs of a validated tag one by one, whatever its profile (gRPC `GetSegmentIdList`).
+pub async fn segment_list(app: &App, tag: &str, count: u32) -> Result<Vec<i64>, ApiError> {
+    let h = segment_handle(app, tag).await?;
+    let mut out = Vec::with_capacity(count as usize);
+    take(app, &h, count, |first, c| out.extend(first..first + c as i64)).await?;
+    Ok(out)
+}
+
 async fn ranges_of(app: &App, h: &crate::tags::TagHandle, count: u32) -> Result<IdRanges, ApiError> {
     if let ServeAs::Obfuscated(_) = h.serve() {
         return Err(ApiError::new(

@@ -369,11 +369,13 @@ fn connection(
     Future: Send,
 > + Clone {
     use futures::FutureExt;
-    let routes = service(app.clone(), routes.clone(), info);
+    let routes = service(app.clone(), routes.clone(), info.clone());
     let app = app.clone();
     let grpc = grpc.clone();
-    hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+    hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         if let Some(grpc) = grpc.as_ref().filter(|_| crate::grpc::is_grpc(&req)) {
+            // The admin service checks who is calling (the HTTP auth layer is not in the way).
+            req.extensions_mut().insert(info.clone());
             let call = grpc.clone().oneshot(req).map(|r| r.map(|resp| resp.map(axum::body::Body::new)));
             return Either::Right(Either::Right(call));
         }

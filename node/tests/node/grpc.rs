@@ -177,3 +177,59 @@ async fn grpc_over_tls_with_alpn_h2() {
     assert!(leaf_loadgen::grpc::channel(&url, Some(untrusted)).await.is_err());
     node.shutdown().await;
 }
+
+/// `AdminService` creates tags with their profiles, with the admin token (and refuses without
+/// it); `GetSegmentIdList` serves obfuscated tags, which `GetSegmentIds` refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_service_creates_profiled_tags_with_the_token_only() {
+    use leaf_api::grpc::v1::admin_service_client::AdminServiceClient;
+    use leaf_api::grpc::v1::{CreateTagRequest, DailyOptions, GetTagRequest, Profile};
+    let dir = TempDir::new().unwrap();
+    let (node, _c) = start(Config { admin_token: Some(TOKEN.into()), ..config(&dir) }).await;
+    let ch = channel(&format!("http://{}", node.http_addr()), None).await;
+    let mut admin = AdminServiceClient::new(ch.clone());
+    let req = |tag: &str, profile: Profile| CreateTagRequest {
+        tag: tag.into(),
+        step: 100,
+        profile: profile.into(),
+        ..CreateTagRequest::default()
+    };
+    // No token, a wrong token: refused before anything is created.
+    let e = admin.create_tag(req("mono", Profile::Monotonic)).await.unwrap_err();
+    assert_eq!((e.code(), leaf_code(&e)), (Code::Unauthenticated, "unauthorized"), "{e:?}");
+    let mut wrong = tonic::Request::new(req("mono", Profile::Monotonic));
+    wrong.metadata_mut().insert("authorization", "Bearer nope".parse().unwrap());
+    assert_eq!(admin.create_tag(wrong).await.unwrap_err().code(), Code::Unauthenticated);
+    fn with_token<T>(r: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(r);
+        r.metadata_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        r
+    }
+    let tag = admin.create_tag(with_token(req("mono", Profile::Monotonic))).await.unwrap().into_inner();
+    assert_eq!((tag.tag.as_str(), tag.profile()), ("mono", Profile::Monotonic));
+    let daily = CreateTagRequest {
+        daily: Some(DailyOptions { digits: 6, utc_offset: "+08:00".into() }),
+        ..req("daily", Profile::Daily)
+    };
+    let d = admin.create_tag(with_token(daily)).await.unwrap().into_inner();
+    assert_eq!(d.daily.map(|o| (o.digits, o.utc_offset)), Some((6, "+08:00".to_string())));
+    let bad = CreateTagRequest { upper_bound: Some(5), ..req("daily-bound", Profile::Daily) };
+    let e = admin.create_tag(with_token(bad)).await.unwrap_err();
+    assert_eq!((e.code(), leaf_code(&e)), (Code::InvalidArgument, "invalid_request"), "{e:?}");
+    admin.create_tag(with_token(req("obf", Profile::Obfuscated))).await.unwrap();
+    let shown = admin.get_tag(with_token(GetTagRequest { tag: "obf".into() })).await.unwrap().into_inner();
+    assert_eq!(shown.profile(), Profile::Obfuscated);
+    let e = admin.get_tag(with_token(GetTagRequest { tag: "nope".into() })).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    // IDs: monotonic as ranges, obfuscated only as a list.
+    let mut ids = IdServiceClient::new(ch);
+    let m = segment(&mut ids, "mono", 10).await.unwrap();
+    m.validate(10).unwrap();
+    let e = segment(&mut ids, "obf", 10).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let list = ids.get_segment_id_list(GetSegmentIdsRequest { tag: "obf".into(), count: 500 }).await.unwrap();
+    let list = list.into_inner().ids;
+    assert_eq!(list.iter().collect::<HashSet<_>>().len(), 500);
+    assert!(list.windows(2).any(|w| w[0] > w[1]), "obfuscated IDs came in order");
+    node.shutdown().await;
+}

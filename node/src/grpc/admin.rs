@@ -1,0 +1,87 @@
+//! `leaf.v1.AdminService`: tags with their profiles over gRPC, on the same functions as
+//! `POST /admin/tags` and `GET /admin/tags/{tag}`, with the same credentials: the connection's
+//! [`ConnInfo`] (put in each gRPC request's extensions by the listener) and the
+//! `authorization` metadata go through the same check as the HTTP auth layer's.
+use std::sync::Arc;
+
+use leaf_api::grpc::v1::admin_service_server::AdminService;
+use leaf_api::grpc::v1::{CreateTagRequest, GetTagRequest, Profile, Tag};
+use leaf_api::profile::DailyOptions;
+use leaf_api::types::CreateTagRequest as HttpCreate;
+use leaf_api::ErrorCode;
+use tonic::{Request, Response, Status};
+
+use crate::http::admin::{create, show};
+use crate::http::auth::{check_admin_call, ConnInfo};
+use crate::http::{ApiError, App};
+use crate::metrics::GrpcMethod;
+
+use super::ids::Ids;
+
+/// The admin service over the node's [`App`].
+#[derive(Clone)]
+pub struct Admin {
+    pub app: Arc<App>,
+}
+
+impl Admin {
+    /// The caller's admin credentials, as `/admin/*` checks them.
+    fn authorize<T>(&self, req: &Request<T>) -> Result<(), ApiError> {
+        let Some(conn) = req.extensions().get::<ConnInfo>() else {
+            // Every call through the listener carries it: refuse rather than guess.
+            return Err(ApiError::new(ErrorCode::Forbidden, "the caller's connection is unknown"));
+        };
+        let authorization = req.metadata().get("authorization").and_then(|v| v.to_str().ok());
+        check_admin_call(&self.app, conn, authorization)
+    }
+}
+
+/// The HTTP API's request for a gRPC one (the same checks follow in [`create`]).
+fn http_request(r: CreateTagRequest) -> Result<HttpCreate, ApiError> {
+    let bad = |m: String| ApiError::new(ErrorCode::InvalidRequest, m);
+    let profile = Profile::try_from(r.profile).map_err(|_| bad(format!("unknown profile {}", r.profile)))?;
+    let daily = match r.daily {
+        None => None,
+        Some(d) => Some(DailyOptions {
+            digits: match d.digits {
+                0 => None,
+                n => Some(u8::try_from(n).map_err(|_| bad(format!("daily digits must be from 1 to 10, got {n}")))?),
+            },
+            utc_offset: (!d.utc_offset.is_empty()).then_some(d.utc_offset),
+        }),
+    };
+    Ok(HttpCreate {
+        tag: r.tag,
+        step: r.step,
+        max_id: r.max_id,
+        description: (!r.description.is_empty()).then_some(r.description),
+        profile: Some(profile.into()),
+        daily,
+        upper_bound: r.upper_bound,
+    })
+}
+
+#[tonic::async_trait]
+impl AdminService for Admin {
+    async fn create_tag(&self, req: Request<CreateTagRequest>) -> Result<Response<Tag>, Status> {
+        let r = async {
+            self.authorize(&req)?;
+            let body = http_request(req.into_inner())?;
+            leaf_api::tag::validate_tag(&body.tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+            create(&self.app, body).await
+        }
+        .await;
+        Ids::answer(&self.app, GrpcMethod::CreateTag, r.map(Tag::from))
+    }
+
+    async fn get_tag(&self, req: Request<GetTagRequest>) -> Result<Response<Tag>, Status> {
+        let r = async {
+            self.authorize(&req)?;
+            let tag = req.into_inner().tag;
+            leaf_api::tag::validate_tag(&tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+            show(&self.app, tag).await
+        }
+        .await;
+        Ids::answer(&self.app, GrpcMethod::GetTag, r.map(Tag::from))
+    }
+}
