@@ -8,8 +8,11 @@
 //!   `kill -9`, restart, membership), used by `tests/cluster.rs` and the benchmark tool.
 //! - [`docker`]: the same as a docker-compose project of the `deploy/` files (image, compose,
 //!   container faults), used by the Docker deployment test and `leaf-chaos --docker`.
+//! - [`order`]: the real-time order check of `monotonic` tags (a call completed before another
+//!   was invoked got smaller IDs).
 //! - `src/bin/leaf-test-node.rs`: the `leaf` CLI under a name this package's tests can spawn.
 pub mod chaos;
 pub mod checker;
 pub mod cluster;
 pub mod docker;
+pub mod order;

@@ -946,5 +946,7 @@ mod snapshot_crash;
 #[path = "cluster/tls.rs"]
 mod tls;
 
+#[path = "cluster/monotonic.rs"]
+mod monotonic;
 #[path = "cluster/pool_single.rs"]
 mod pool_single;
