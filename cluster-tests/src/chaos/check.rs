@@ -8,7 +8,11 @@
 //! - Snowflake IDs decode to the serving node's worker ID and to a timestamp inside the
 //!   operation's window, widened by the clock offsets injected into that node meanwhile, and
 //!   up to the node's documented bound on running ahead of its clock at the top.
-//! - Every `ok` segment ID lies in an allocation committed to the serving node.
+//! - Every `ok` segment ID lies in an allocation committed to the serving node (for a
+//!   monotonic tag, to any node: the leader serves; obfuscated IDs are mapped, so exempt).
+//! - Profiles (issue 19): a monotonic tag's IDs keep real-time order across the cluster; a
+//!   daily tag's IDs are `yyyyMMdd` + counter of a day the run spans; obfuscated IDs are only
+//!   required to be unique (not ordered, so the per-node order check skips them).
 //! - Availability per phase: ok ratio, QPS and the longest gap between successes per node.
 //!
 //! The verdict is `true` (exit 0), `false` (a violation, exit 1) or `unknown` (exit 2: no
@@ -19,7 +23,8 @@ use std::collections::{BTreeMap, HashMap};
 use leaf_api::types::{AllocationJournal, AllocationView};
 use serde::{Deserialize, Serialize};
 
-use super::history::{Event, Meta, Mode, OpEvent, Phase};
+use super::history::{Event, Meta, Mode, OpEvent, Phase, TagProfile};
+use crate::order::{check_real_time_order, OrderViolation as OrderViolationKind, TimedOp};
 
 /// Slack for comparing a snowflake timestamp with the harness's clock (same machine).
 const TIME_TOLERANCE_MS: i64 = 50;
@@ -182,6 +187,13 @@ pub struct Results {
     /// Snowflake IDs from nodes whose worker ID was never recorded (not checkable: the
     /// verdict is at best unknown).
     pub snowflake_unattributed: u64,
+    /// IDs that break their tag's profile: a monotonic ID not above one returned before its
+    /// request was sent (cluster-wide), a daily ID that is not `yyyyMMdd` + counter of a day
+    /// the run spans.
+    #[serde(default)]
+    pub profile_violations: Vec<BadId>,
+    #[serde(default)]
+    pub profile_violation_count: u64,
     /// Journal entries two nodes disagree on.
     pub journal_conflicts: Vec<String>,
     /// Log index ranges no journal covers (allocations there are unknown to the checker).
@@ -286,6 +298,7 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
             warmup_ms: 0,
             faults_ms: 0,
             after_ms: 0,
+            profiles: BTreeMap::new(),
         }
     });
 
@@ -319,6 +332,8 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
         snowflake_violations: Vec::new(),
         snowflake_violation_count: 0,
         snowflake_unattributed: 0,
+        profile_violations: Vec::new(),
+        profile_violation_count: 0,
         journal_conflicts: Vec::new(),
         journal_gaps: Vec::new(),
         journal_through: 0,
@@ -327,8 +342,10 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
         problems,
     };
     uniqueness(&ops, &mut results);
-    order(&ops, &mut results);
-    allocations(&ops, journals, &mut results);
+    order(&ops, &meta.profiles, &mut results);
+    monotonic(&ops, &meta.profiles, &mut results);
+    daily(&ops, &meta, &mut results);
+    allocations(&ops, journals, &meta.profiles, &mut results);
     snowflake(&ops, &meta, &clocks, &workers, &mut results);
     results.availability = availability(&ops, &phases);
 
@@ -336,6 +353,7 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
         || results.order_violation_count > 0
         || results.outside_allocation_count > 0
         || results.snowflake_violation_count > 0
+        || results.profile_violation_count > 0
         || !results.journal_conflicts.is_empty();
     let unsure = results.unverifiable_ids > 0
         || results.snowflake_unattributed > 0
@@ -378,11 +396,12 @@ fn uniqueness(ops: &[Op], r: &mut Results) {
     }
 }
 
-fn order(ops: &[Op], r: &mut Results) {
-    // Per (key, node): the ok operations, by completion time.
+fn order(ops: &[Op], profiles: &BTreeMap<String, TagProfile>, r: &mut Results) {
+    // Per (key, node): the ok operations, by completion time. Obfuscated IDs are not ordered.
     let mut groups: BTreeMap<(String, u64), Vec<&Op>> = BTreeMap::new();
     for op in ops {
-        if op.ok_ids().is_some_and(|ids| !ids.is_empty()) {
+        let obfuscated = op.inv.tag.as_ref().is_some_and(|t| profiles.get(t) == Some(&TagProfile::Obfuscated));
+        if !obfuscated && op.ok_ids().is_some_and(|ids| !ids.is_empty()) {
             groups.entry((op.key(), op.inv.node)).or_default().push(op);
         }
     }
@@ -420,7 +439,76 @@ fn order(ops: &[Op], r: &mut Results) {
     }
 }
 
-fn allocations(ops: &[Op], journals: &[AllocationJournal], r: &mut Results) {
+/// Monotonic tags: real-time order across the whole cluster (`crate::order`).
+fn monotonic(ops: &[Op], profiles: &BTreeMap<String, TagProfile>, r: &mut Results) {
+    for (tag, _) in profiles.iter().filter(|(_, p)| **p == TagProfile::Monotonic) {
+        let of_tag: Vec<&Op> = ops.iter().filter(|o| o.inv.tag.as_ref() == Some(tag) && o.ok_ids().is_some()).collect();
+        let timed: Vec<TimedOp> = of_tag
+            .iter()
+            .map(|o| TimedOp {
+                invoked: o.inv.time_ns,
+                completed: o.reference().complete_ns,
+                ids: o.ok_ids().unwrap_or_default().to_vec(),
+            })
+            .collect();
+        if let Err(v) = check_real_time_order(&timed) {
+            // Duplicates are the uniqueness check's; report the order cases here.
+            let (id, reason, at) = match &v {
+                OrderViolationKind::Duplicate(id) => (*id, "returned twice".to_string(), None),
+                OrderViolationKind::NotIncreasing(o) => (o.ids[0], "a batch not increasing".into(), Some(o.invoked)),
+                OrderViolationKind::RealTime { earlier, later } => (
+                    later.ids[0],
+                    format!(
+                        "not above {} returned by a request that completed at {} ns, before this one was sent",
+                        earlier.ids[earlier.ids.len() - 1],
+                        earlier.completed
+                    ),
+                    Some(later.invoked),
+                ),
+            };
+            let op = at.and_then(|t| of_tag.iter().find(|o| o.inv.time_ns == t)).or(of_tag.first());
+            if let Some(op) = op {
+                tally(&mut r.profile_violation_count, &mut r.profile_violations, || BadId {
+                    key: op.key(),
+                    id,
+                    op: op.reference(),
+                    reason: format!("monotonic: {reason}"),
+                });
+            }
+        }
+    }
+}
+
+/// Daily tags: every ID is `yyyyMMdd` + counter, of a day between the run's start and a day
+/// after it (the leader's clock may run a little ahead of the harness's).
+fn daily(ops: &[Op], meta: &Meta, r: &mut Results) {
+    for (tag, p) in &meta.profiles {
+        let TagProfile::Daily(format) = p else { continue };
+        let first = format.day_at(meta.wall_start_ms - 60_000);
+        let last = first
+            .and_then(|d| format.next_midnight_ms(d))
+            .and_then(|m| format.next_midnight_ms(format.day_at(m)?))
+            .and_then(|m| format.day_at(m));
+        for op in ops.iter().filter(|o| o.inv.tag.as_ref() == Some(tag)) {
+            for &id in op.ok_ids().unwrap_or_default() {
+                let ok = match (format.split(id), first, last) {
+                    (Some((day, _)), Some(a), Some(b)) => (a..=b).contains(&day),
+                    _ => false,
+                };
+                if !ok {
+                    tally(&mut r.profile_violation_count, &mut r.profile_violations, || BadId {
+                        key: op.key(),
+                        id,
+                        op: op.reference(),
+                        reason: format!("daily: not yyyyMMdd + {} digits of a day the run spans", format.digits),
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn allocations(ops: &[Op], journals: &[AllocationJournal], profiles: &BTreeMap<String, TagProfile>, r: &mut Results) {
     let mut merged: BTreeMap<u64, AllocationView> = BTreeMap::new();
     for j in journals {
         for a in &j.allocations {
@@ -436,10 +524,13 @@ fn allocations(ops: &[Op], journals: &[AllocationJournal], r: &mut Results) {
     }
     (r.journal_gaps, r.journal_through) = coverage(journals);
     let complete = r.journal_gaps.is_empty() && !journals.is_empty();
-    // Per (tag, node): allocations sorted by start.
+    // Per (tag, node): allocations sorted by start. A monotonic tag's windows are committed
+    // to the leader that served them, whichever node forwarded the request: node 0 stands for
+    // "any node" there.
     let mut by_owner: HashMap<(&str, u64), Vec<(i64, i64)>> = HashMap::new();
     for a in merged.values() {
-        by_owner.entry((a.tag.as_str(), a.node_id)).or_default().push((a.start, a.end));
+        let owner = if profiles.get(&a.tag) == Some(&TagProfile::Monotonic) { 0 } else { a.node_id };
+        by_owner.entry((a.tag.as_str(), owner)).or_default().push((a.start, a.end));
     }
     for v in by_owner.values_mut() {
         v.sort_unstable();
@@ -448,7 +539,13 @@ fn allocations(ops: &[Op], journals: &[AllocationJournal], r: &mut Results) {
         let (Mode::Segment, Some(tag), Some(ids)) = (op.inv.mode, op.inv.tag.as_deref(), op.ok_ids()) else {
             continue;
         };
-        let owned = by_owner.get(&(tag, op.inv.node)).map(Vec::as_slice).unwrap_or(&[]);
+        // Obfuscated IDs are the bijection's images of the counter, not inside its ranges.
+        let owner = match profiles.get(tag) {
+            Some(TagProfile::Obfuscated) => continue,
+            Some(TagProfile::Monotonic) => 0,
+            _ => op.inv.node,
+        };
+        let owned = by_owner.get(&(tag, owner)).map(Vec::as_slice).unwrap_or(&[]);
         for &id in ids {
             let i = owned.partition_point(|(start, _)| *start <= id);
             if i > 0 && id < owned[i - 1].1 {
@@ -671,11 +768,12 @@ pub fn summary(r: &Results) -> String {
     let _ = writeln!(
         s,
         "\nduplicates {}  order violations {}  outside allocations {}  snowflake violations {}  \
-         unverifiable {}  journal conflicts {}  journal gaps {:?} (through log index {})",
+         profile violations {}  unverifiable {}  journal conflicts {}  journal gaps {:?} (through log index {})",
         r.duplicate_count,
         r.order_violation_count,
         r.outside_allocation_count,
         r.snowflake_violation_count,
+        r.profile_violation_count,
         r.unverifiable_ids,
         r.journal_conflicts.len(),
         r.journal_gaps,
@@ -739,7 +837,69 @@ mod tests {
             warmup_ms: 0,
             faults_ms: 0,
             after_ms: 0,
+            profiles: BTreeMap::new(),
         })
+    }
+
+    /// [`meta`] with tag `t` of profile `p`.
+    fn meta_with(p: TagProfile) -> Event {
+        let Event::Meta(m) = meta() else { unreachable!("meta() is a meta line") };
+        Event::Meta(Meta { profiles: [("t".to_string(), p)].into(), ..m })
+    }
+
+    fn profiled(p: TagProfile, ops: &[(u64, u64, u64, Vec<i64>)]) -> Vec<Event> {
+        let mut h = vec![meta_with(p), Event::Phase { time_ns: 0, phase: Phase::Warmup }];
+        for (n, node, at, ids) in ops {
+            h.extend(op(*n, *node, Mode::Segment, *at, ids.clone()));
+        }
+        h
+    }
+
+    #[test]
+    fn monotonic_order_is_checked_across_nodes() {
+        // Node 1 returns 5 at 10..11 ms; node 2 returns 3 at 20..21 ms: per node fine, but a
+        // monotonic tag must not go back across the cluster.
+        let ops = [(1, 1, 10, vec![5]), (2, 2, 20, vec![3])];
+        let r = check(&profiled(TagProfile::Monotonic, &ops), &allocs(), ok());
+        assert_eq!((r.valid, r.profile_violation_count), (Verdict::False, 1), "{}", summary(&r));
+        assert!(r.profile_violations[0].reason.contains("monotonic"));
+        // The same history of a plain segment tag is fine... except that the IDs must be in the
+        // serving node's allocations: a monotonic tag's windows count for every node.
+        let r = check(&profiled(TagProfile::Monotonic, &[(1, 2, 10, vec![5]), (2, 2, 20, vec![6])]), &allocs(), ok());
+        assert_eq!(r.valid, Verdict::True, "{}", summary(&r));
+        let mut plain = profiled(TagProfile::Monotonic, &[(1, 2, 10, vec![5]), (2, 2, 20, vec![6])]);
+        plain[0] = meta();
+        assert_eq!(check(&plain, &allocs(), ok()).outside_allocation_count, 2);
+    }
+
+    #[test]
+    fn obfuscated_ids_need_only_be_unique() {
+        let ops = [(1, 1, 10, vec![900, 7]), (2, 1, 20, vec![3])];
+        let r = check(&profiled(TagProfile::Obfuscated, &ops), &allocs(), ok());
+        assert_eq!(r.valid, Verdict::True, "{}", summary(&r));
+        let dup = [(1, 1, 10, vec![900, 7]), (2, 1, 20, vec![7])];
+        assert_eq!(check(&profiled(TagProfile::Obfuscated, &dup), &allocs(), ok()).duplicate_count, 1);
+    }
+
+    #[test]
+    fn daily_ids_must_be_dated_within_the_run() {
+        let f = leaf_api::profile::DailyFormat { digits: 2, utc_offset_minutes: 480 };
+        let today = f.day_at(1_800_000_000_000).unwrap();
+        let good = f.compose(today, 5).unwrap();
+        let allocs = vec![journal(&[(1, good, good + 10)])];
+        let r = check(&profiled(TagProfile::Daily(f), &[(1, 1, 10, vec![good])]), &allocs, ok());
+        assert_eq!(r.valid, Verdict::True, "{}", summary(&r));
+        let old = f.compose(20200101, 5).unwrap();
+        let allocs = vec![journal(&[(1, old, old + 10)])];
+        let r = check(&profiled(TagProfile::Daily(f), &[(1, 1, 10, vec![old])]), &allocs, ok());
+        assert_eq!((r.valid, r.profile_violation_count), (Verdict::False, 1), "{}", summary(&r));
+        // Not a date at all (month 13).
+        let bad = 2_027_130_105; // 2027-13-01, counter 05
+        let allocs = vec![journal(&[(1, bad, bad + 10)])];
+        assert_eq!(
+            check(&profiled(TagProfile::Daily(f), &[(1, 1, 10, vec![bad])]), &allocs, ok()).profile_violation_count,
+            1
+        );
     }
 
     fn op(n: u64, node: u64, mode: Mode, at_ms: u64, ids: Vec<i64>) -> [Event; 2] {

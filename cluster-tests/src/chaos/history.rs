@@ -28,6 +28,21 @@ pub struct Meta {
     pub warmup_ms: u64,
     pub faults_ms: u64,
     pub after_ms: u64,
+    /// The workload's tags with another profile than `segment` (absent in older histories).
+    #[serde(default)]
+    pub profiles: std::collections::BTreeMap<String, TagProfile>,
+}
+
+/// A tag's profile as the checker needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TagProfile {
+    /// Strictly increasing in real time across the cluster (served by the leader).
+    Monotonic,
+    /// Unique only (not ordered, not inside the journals' ranges: the IDs are mapped).
+    Obfuscated,
+    /// `yyyyMMdd` + counter: well-formed, dated within the run.
+    Daily(leaf_api::profile::DailyFormat),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -13,6 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use leaf_api::profile::{DailyFormat, Profile};
 use leaf_api::types::{AddLearnerRequest, AllocationJournal, ClockFault, ClusterStatus, CreateTagRequest};
 use leaf_api::ErrorCode;
 use leaf_client::{Client, ClientError};
@@ -22,7 +23,7 @@ use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use super::check::{self, Recovery, Results};
-use super::history::{Event, History, Meta, Mode, OpEvent, Phase, HARNESS_PROCESS};
+use super::history::{Event, History, Meta, Mode, OpEvent, Phase, TagProfile, HARNESS_PROCESS};
 use super::nodes::Nodes;
 use super::proxy::{self, Proxies};
 use super::schedule::{self, ClockMode, FaultKind, PlannedFault, Shape, Target};
@@ -31,6 +32,29 @@ use crate::docker::Compose;
 
 /// Segment tags of the workload: (tag, step). The small step refills every few requests.
 pub const TAGS: [(&str, i64); 3] = [("chaos-a", 1000), ("chaos-b", 100), ("chaos-small", 5)];
+
+/// Tags of the other profiles (issue 19), with their step; a quarter of the segment-mode
+/// requests go to them.
+pub const PROFILE_TAGS: [(&str, i64, TagProfile); 3] = [
+    ("chaos-mono", 20, TagProfile::Monotonic),
+    ("chaos-obf", 50, TagProfile::Obfuscated),
+    ("chaos-daily", 50, TagProfile::Daily(DailyFormat { digits: 8, utc_offset_minutes: 480 })),
+];
+
+/// The create request of a profile tag.
+fn profile_request(tag: &str, step: i64, p: TagProfile) -> CreateTagRequest {
+    let (profile, daily) = match p {
+        TagProfile::Monotonic => (Profile::Monotonic, None),
+        TagProfile::Obfuscated => (Profile::Obfuscated, None),
+        TagProfile::Daily(f) => (Profile::Daily, Some(f.options())),
+    };
+    CreateTagRequest { tag: tag.to_string(), step, profile: Some(profile), daily, ..Default::default() }
+}
+
+/// Every tag of the workload, for the recovery checks.
+fn all_tags() -> impl Iterator<Item = &'static str> {
+    TAGS.iter().map(|(t, _)| *t).chain(PROFILE_TAGS.iter().map(|(t, _, _)| *t))
+}
 /// Snowflake key of the workload.
 pub const SNOWFLAKE_KEY: &str = "chaos";
 /// Default snowflake epoch of the nodes (`snowflake.epoch_ms`).
@@ -202,7 +226,11 @@ async fn worker(process: u32, seed: u64, period: Duration, ops: Arc<Ops>, target
         if let Some((node, client)) = pick {
             let batch = rng.gen_bool(0.2);
             if rng.gen_bool(0.6) {
-                let (tag, _) = TAGS[rng.gen_range(0..TAGS.len())];
+                let tag = if rng.gen_bool(0.25) {
+                    PROFILE_TAGS[rng.gen_range(0..PROFILE_TAGS.len())].0
+                } else {
+                    TAGS[rng.gen_range(0..TAGS.len())].0
+                };
                 let count = if batch { rng.gen_range(2..=50) } else { 1 };
                 ops.run(process, node, &client, Mode::Segment, Some(tag), count).await;
             } else {
@@ -619,7 +647,7 @@ impl Harness {
         let mut failures = Vec::new();
         for &id in &self.members {
             let client = self.client(id);
-            let kinds = TAGS.iter().map(|(t, _)| (Mode::Segment, Some(*t))).chain([(Mode::Snowflake, None)]);
+            let kinds = all_tags().map(|t| (Mode::Segment, Some(t))).chain([(Mode::Snowflake, None)]);
             for (mode, tag) in kinds {
                 loop {
                     match self.ops.run(HARNESS_PROCESS, id, &client, mode, tag, 1).await {
@@ -714,6 +742,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         warmup_ms: warmup.as_millis() as u64,
         faults_ms: faults_len.as_millis() as u64,
         after_ms: after.as_millis() as u64,
+        profiles: PROFILE_TAGS.iter().map(|(t, _, p)| (t.to_string(), *p)).collect(),
     }));
 
     let nodes = match &cfg.docker {
@@ -777,6 +806,11 @@ async fn drive(
             CreateTagRequest { tag: tag.to_string(), step, max_id: None, description: None, ..Default::default() };
         if let Err(e) = h.admin_with(leader, Duration::from_secs(10)).create_tag(&req).await {
             bail!("creating tag {tag} failed: {e}");
+        }
+    }
+    for (tag, step, p) in PROFILE_TAGS {
+        if let Err(e) = h.admin_with(leader, Duration::from_secs(10)).create_tag(&profile_request(tag, step, p)).await {
+            bail!("creating tag {tag} ({p:?}) failed: {e}");
         }
     }
     let failures = h.serve_everywhere(Duration::from_secs(30)).await;
