@@ -393,24 +393,30 @@ impl Metrics {
     }
 }
 
+/// `m` rendered for a follower with nothing in its log (tests of every module's series).
+#[cfg(test)]
+pub(crate) fn render_idle(m: &Metrics) -> String {
+    let status = RaftStatus {
+        node_id: 1,
+        leader_id: None,
+        is_leader: false,
+        term: 0,
+        last_log_index: None,
+        last_applied_index: None,
+        snapshot_index: None,
+        purged_index: None,
+        quorum_ack_age_ms: Some(0),
+        not_ready: None,
+    };
+    m.render(&status, 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn render(m: &Metrics) -> String {
-        let status = RaftStatus {
-            node_id: 1,
-            leader_id: None,
-            is_leader: false,
-            term: 0,
-            last_log_index: None,
-            last_applied_index: None,
-            snapshot_index: None,
-            purged_index: None,
-            quorum_ack_age_ms: Some(0),
-            not_ready: None,
-        };
-        m.render(&status, 0)
+        render_idle(m)
     }
 
     #[test]

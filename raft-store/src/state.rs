@@ -176,6 +176,20 @@ pub struct TagRecord {
     pub upper_bound: Option<i64>,
 }
 
+impl TagRecord {
+    /// A new segment tag created at `at_ms`, with no bound.
+    fn new(at_ms: i64, step: i64, max_id: i64, description: &str) -> Self {
+        TagRecord {
+            max_id,
+            step,
+            description: description.to_string(),
+            created_ms: at_ms,
+            updated_ms: at_ms,
+            ..TagRecord::default()
+        }
+    }
+}
+
 /// A committed, half-open range of IDs `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allocation {
@@ -465,26 +479,14 @@ pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyRe
     check_fields(cmd)?;
     match &cmd.op {
         Op::CreateTag { tag, step, start_max_id, description } => {
-            let record = TagRecord {
-                max_id: *start_max_id,
-                step: *step,
-                description: description.clone(),
-                created_ms: cmd.at_ms,
-                updated_ms: cmd.at_ms,
-                profile: StoredProfile::Segment,
-                upper_bound: None,
-            };
+            let record = TagRecord::new(cmd.at_ms, *step, *start_max_id, description);
             create_tag(state, tag, record, changes)
         }
         Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
             let record = TagRecord {
-                max_id: *start_max_id,
-                step: *step,
-                description: description.clone(),
-                created_ms: cmd.at_ms,
-                updated_ms: cmd.at_ms,
                 profile: profile.clone(),
                 upper_bound: *upper_bound,
+                ..TagRecord::new(cmd.at_ms, *step, *start_max_id, description)
             };
             create_tag(state, tag, record, changes)
         }

@@ -132,22 +132,9 @@ impl Sampler {
 mod tests {
     use super::*;
     use crate::forecast::LAST_ID;
-    use crate::raft::RaftStatus;
 
     fn render(m: &Metrics) -> String {
-        let status = RaftStatus {
-            node_id: 1,
-            leader_id: None,
-            is_leader: false,
-            term: 0,
-            last_log_index: None,
-            last_applied_index: None,
-            snapshot_index: None,
-            purged_index: None,
-            quorum_ack_age_ms: Some(0),
-            not_ready: None,
-        };
-        m.render(&status, 0)
+        crate::metrics::render_idle(m)
     }
 
     /// The series of `name`, sorted (a family's order is its hash map's).
