@@ -59,6 +59,11 @@ pub enum ErrorCode {
     ClockMovedBackwards,
     /// All 1024 snowflake worker IDs are held by other nodes.
     WorkerIdsExhausted,
+    /// The token's request quota on this node is used up for now (`Retry-After` says when to
+    /// come back).
+    RateLimited,
+    /// No token with this ID (never created, or revoked).
+    TokenNotFound,
 }
 
 impl ErrorCode {
@@ -98,11 +103,13 @@ impl ErrorCode {
             ErrorCode::SnowflakeUnavailable => "snowflake_unavailable",
             ErrorCode::ClockMovedBackwards => "clock_moved_backwards",
             ErrorCode::WorkerIdsExhausted => "worker_ids_exhausted",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::TokenNotFound => "token_not_found",
         }
     }
 
     /// Every code, for metrics that pre-register one series per code.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::InvalidTag,
         ErrorCode::InvalidCount,
         ErrorCode::InvalidRequest,
@@ -124,6 +131,8 @@ impl ErrorCode {
         ErrorCode::SnowflakeUnavailable,
         ErrorCode::ClockMovedBackwards,
         ErrorCode::WorkerIdsExhausted,
+        ErrorCode::RateLimited,
+        ErrorCode::TokenNotFound,
     ];
 }
 

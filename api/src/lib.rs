@@ -6,6 +6,8 @@
 //! Raft store, the CLI and the test harnesses.
 //!
 //! Layout:
+//! - [`audit`]: the audit trail's records (who changed what, when) and its query.
+//! - [`dashboard`]: the body of `GET /admin/dashboard`, what the built-in `/ui` page shows.
 //! - [`codec`]: versioned, checksummed bincode envelope for every record written to disk or sent
 //!   between nodes.
 //! - [`error`]: the stable error codes of the public API and their Leaf analogues.
@@ -19,9 +21,13 @@
 //! - [`ranges`]: batches as ranges `[start, end)` (`?format=ranges`, gRPC) and their checks.
 //! - [`routes`]: the public HTTP route table (server, OpenAPI, client and CLI share it).
 //! - [`tag`]: tag-name and count validation (the batch limits).
+//! - [`tokens`]: scoped tokens: rights, tag patterns, quotas, the bearer format and the token
+//!   endpoints' bodies.
 //! - [`types`]: JSON request and response bodies.
 
+pub mod audit;
 pub mod codec;
+pub mod dashboard;
 pub mod error;
 #[cfg(feature = "grpc")]
 pub mod grpc;
@@ -31,6 +37,7 @@ pub mod profile;
 pub mod ranges;
 pub mod routes;
 pub mod tag;
+pub mod tokens;
 pub mod types;
 
 pub use error::{ErrorBody, ErrorCode};

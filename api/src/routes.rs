@@ -15,7 +15,7 @@ pub const LEAF_DECODE: &str = "/decodeSnowflakeId";
 
 /// `GET`: readiness (200 ready, 503 not), `?mode=segment|snowflake|all`.
 pub const HEALTH: &str = "/health";
-/// `GET`: Prometheus text.
+/// `GET`: Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept` prefers it.
 pub const METRICS: &str = "/metrics";
 /// `GET`: this node's per-tag buffers (Leaf's `/cache`).
 pub const CACHE: &str = "/cache";
@@ -23,6 +23,10 @@ pub const CACHE: &str = "/cache";
 pub const DB: &str = "/db";
 /// `GET`: this document's machine-readable form (OpenAPI 3.1).
 pub const OPENAPI: &str = "/openapi.json";
+/// `GET`: the built-in dashboard (HTML; its data comes from [`ADMIN_DASHBOARD`]).
+pub const UI: &str = "/ui";
+/// `GET`: the dashboard's script and style sheet (`app.js`, `app.css`), embedded in the binary.
+pub const UI_ASSET: &str = "/ui/{asset}";
 
 /// `GET` list / `POST` create tags.
 pub const ADMIN_TAGS: &str = "/admin/tags";
@@ -35,6 +39,17 @@ pub const ADMIN_TAG_DECODE: &str = "/admin/tags/{tag}/decode/{id}";
 pub const ADMIN_ALLOCATIONS: &str = "/admin/allocations";
 /// `POST`: skew this node's clock (only with fault injection enabled).
 pub const ADMIN_FAULT_CLOCK: &str = "/admin/fault/clock";
+/// `GET` list / `POST` create scoped tokens (admin token or admin certificate only).
+pub const ADMIN_TOKENS: &str = "/admin/tokens";
+/// `GET` show / `DELETE` revoke one token.
+pub const ADMIN_TOKEN: &str = "/admin/tokens/{id}";
+/// `POST`: a new secret for a token.
+pub const ADMIN_TOKEN_ROTATE: &str = "/admin/tokens/{id}/rotate";
+/// `GET`: the audit trail of admin changes (`?kind=`, `?tag=`, `?token=`, `?since_ms=`,
+/// `?until_ms=`, `?after_seq=`, `?limit=`).
+pub const ADMIN_AUDIT: &str = "/admin/audit";
+/// `GET`: everything the dashboard shows, as this node sees it (the `cluster` right).
+pub const ADMIN_DASHBOARD: &str = "/admin/dashboard";
 
 /// `GET`: membership, leader, term, log indexes, replication, health.
 pub const CLUSTER_STATUS: &str = "/cluster/status";
@@ -57,11 +72,18 @@ pub const ALL: &[&str] = &[
     CACHE,
     DB,
     OPENAPI,
+    UI,
+    UI_ASSET,
     ADMIN_TAGS,
     ADMIN_TAG,
     ADMIN_TAG_DECODE,
     ADMIN_ALLOCATIONS,
     ADMIN_FAULT_CLOCK,
+    ADMIN_TOKENS,
+    ADMIN_TOKEN,
+    ADMIN_TOKEN_ROTATE,
+    ADMIN_AUDIT,
+    ADMIN_DASHBOARD,
     CLUSTER_STATUS,
     CLUSTER_LEARNERS,
     CLUSTER_PROMOTE,

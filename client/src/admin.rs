@@ -8,9 +8,14 @@
 //! - adding a learner (same ID and address), promoting and removing are idempotent at the
 //!   leader: a repeat answers the current membership;
 //! - setting the clock fault sets an absolute offset: idempotent;
-//! - listing and showing are reads.
+//! - creating and revoking a token are **at most once** (a repeat would mint a second token,
+//!   or answer `token_not_found` for a revocation that worked); rotating one may be repeated
+//!   (the caller keeps the newest bearer, the one the cluster holds);
+//! - listing and showing are reads, the audit trail too.
 use hyper::Method;
+use leaf_api::audit::{AuditFilter, AuditPage};
 use leaf_api::routes;
+use leaf_api::tokens::{CreateTokenRequest, IssuedToken, RotateTokenRequest, TokenId, TokenInfo};
 use leaf_api::types::{
     AddLearnerRequest, AllocationJournal, ClockFault, CreateTagRequest, MembershipChange, ObfuscatedDecoded, TagInfo,
     UpdateTagRequest,
@@ -83,6 +88,74 @@ impl Client {
     pub async fn remove(&self, node_id: u64) -> Result<MembershipChange, ClientError> {
         let path = routes::fill(routes::CLUSTER_NODE, &[&node_id.to_string()]);
         self.execute(Call { method: Method::DELETE, ..Call::get(path) }).await?.json()
+    }
+
+    /// `GET /admin/tokens`.
+    pub async fn tokens(&self) -> Result<Vec<TokenInfo>, ClientError> {
+        self.execute(Call::get(routes::ADMIN_TOKENS.to_string())).await?.json()
+    }
+
+    /// `POST /admin/tokens` (at most once): the answer holds the bearer, shown only now.
+    pub async fn create_token(&self, req: &CreateTokenRequest) -> Result<IssuedToken, ClientError> {
+        let call = Call::with_json(Method::POST, routes::ADMIN_TOKENS.to_string(), req, Safety::AtMostOnce)?;
+        self.execute(call).await?.json()
+    }
+
+    /// `GET /admin/tokens/{id}`.
+    pub async fn token(&self, id: TokenId) -> Result<TokenInfo, ClientError> {
+        self.execute(Call::get(routes::fill(routes::ADMIN_TOKEN, &[&id.to_string()]))).await?.json()
+    }
+
+    /// `DELETE /admin/tokens/{id}` (at most once): the token as it was.
+    pub async fn revoke_token(&self, id: TokenId) -> Result<TokenInfo, ClientError> {
+        let path = routes::fill(routes::ADMIN_TOKEN, &[&id.to_string()]);
+        self.execute(Call { method: Method::DELETE, safety: Safety::AtMostOnce, ..Call::get(path) }).await?.json()
+    }
+
+    /// `POST /admin/tokens/{id}/rotate`: the new bearer.
+    pub async fn rotate_token(&self, id: TokenId, req: &RotateTokenRequest) -> Result<IssuedToken, ClientError> {
+        let path = routes::fill(routes::ADMIN_TOKEN_ROTATE, &[&id.to_string()]);
+        self.execute(Call::with_json(Method::POST, path, req, Safety::Idempotent)?).await?.json()
+    }
+
+    /// `GET /admin/audit`: a page of the answering node's audit trail, records after
+    /// `after_seq` passing `filter`, at most `limit` (the node's default when `None`).
+    pub async fn audit(
+        &self,
+        filter: &AuditFilter,
+        after_seq: Option<u64>,
+        limit: Option<u32>,
+    ) -> Result<AuditPage, ClientError> {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        if let Some(k) = filter.kind {
+            q.append_pair("kind", k.as_str());
+        }
+        if let Some(t) = &filter.tag {
+            q.append_pair("tag", t);
+        }
+        if let Some(t) = filter.token {
+            q.append_pair("token", &t.to_string());
+        }
+        for (name, v) in [("since_ms", filter.since_ms), ("until_ms", filter.until_ms)] {
+            if let Some(v) = v {
+                q.append_pair(name, &v.to_string());
+            }
+        }
+        if let Some(s) = after_seq {
+            q.append_pair("after_seq", &s.to_string());
+        }
+        if let Some(l) = limit {
+            q.append_pair("limit", &l.to_string());
+        }
+        let q = q.finish();
+        let path = if q.is_empty() { routes::ADMIN_AUDIT.to_string() } else { format!("{}?{q}", routes::ADMIN_AUDIT) };
+        self.execute(Call::get(path)).await?.json()
+    }
+
+    /// `GET /admin/dashboard`: what the built-in `/ui` page shows, as the answering node sees
+    /// it (the `cluster` right).
+    pub async fn dashboard(&self) -> Result<leaf_api::dashboard::Dashboard, ClientError> {
+        self.execute(Call::get(routes::ADMIN_DASHBOARD.to_string())).await?.json()
     }
 
     /// `POST /admin/fault/clock` (nodes started with fault injection only): answers the

@@ -610,6 +610,13 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     // log; a short propose timeout keeps the refused promotion below quick.
     let (_serial, mut cluster, leader) =
         cluster(3, "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\npropose_timeout_ms = 2000\n").await;
+    let token = leaf_api::tokens::CreateTokenRequest {
+        name: "early".into(),
+        rights: vec![leaf_api::tokens::Right::Tags],
+        tags: vec![leaf_api::tokens::TagPattern::parse("tag-*").unwrap()],
+        quota: None,
+    };
+    let early = cluster.client(1).create_token(&token).await.unwrap();
     for i in 0..60 {
         create_tag(&cluster.client(1 + i % 3), &format!("tag-{i}"), 10).await;
     }
@@ -660,6 +667,19 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     assert!(j4.complete_from_index > 0, "no gap marked after a snapshot install: {j4:?}");
     let tags = cluster.client(4).db().await.unwrap();
     assert_eq!(tags.len(), 60);
+    // The audit trail came with the snapshot: the learner's is the leader's, the token made
+    // before the purge included, and the learner accepts that token.
+    let everything = leaf_api::audit::AuditFilter::default();
+    let on_learner = cluster.client(4).audit(&everything, None, Some(1000)).await.unwrap().records;
+    let on_leader = cluster.client(leader).audit(&everything, None, Some(1000)).await.unwrap().records;
+    use leaf_api::audit::AuditKind;
+    // The token, the 60 tags, then (once noted) the learner itself.
+    assert!(on_learner.len() >= 61, "{on_learner:?}");
+    assert_eq!(on_learner, on_leader[..on_learner.len()]);
+    assert_eq!(on_learner[0].action.kind(), AuditKind::TokenCreated);
+    assert!(on_learner[1..61].iter().all(|r| r.action.kind() == AuditKind::TagCreated), "{on_learner:?}");
+    let t = cluster.client_with(4, Some(&early.bearer), Duration::from_secs(10));
+    assert_eq!(t.tags().await.unwrap().len(), 60, "the learner knows the token from the snapshot");
 
     // The learner serves IDs, unique against those handed out before.
     let from_learner = get_ids(&cluster.client(4), "tag-7", Some(25)).await.unwrap();
@@ -946,6 +966,12 @@ mod snapshot_crash;
 #[path = "cluster/tls.rs"]
 mod tls;
 
+#[path = "cluster/alerts.rs"]
+mod alerts;
+#[path = "cluster/dashboard_ui.rs"]
+mod dashboard_ui;
+#[path = "cluster/governance.rs"]
+mod governance;
 #[path = "cluster/monotonic.rs"]
 mod monotonic;
 #[path = "cluster/pool_single.rs"]

@@ -12,6 +12,8 @@ use serde::Serialize;
 use crate::config::{Config, Overrides};
 
 mod certs;
+mod import;
+mod tokens;
 
 #[derive(Parser, Debug)]
 #[command(name = "leaf", version, about = "Raft-replicated distributed ID service (a successor to Meituan's Leaf)")]
@@ -28,6 +30,27 @@ enum Command {
     Tag {
         #[command(subcommand)]
         cmd: TagCmd,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Scoped tokens: create, list, show, rotate, revoke (the admin token only).
+    Token {
+        #[command(subcommand)]
+        cmd: tokens::TokenCmd,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Move tags from Leaf: its MySQL table `leaf_alloc`, or a CSV export of it, each tag
+    /// starting above anything Leaf can have handed out.
+    /// (`--url` is the source database here; the cluster's node is `--node`.)
+    Import {
+        #[command(subcommand)]
+        cmd: import::ImportCmd,
+    },
+    /// The audit trail: who changed tags, tokens and membership, and when.
+    Audit {
+        #[command(flatten)]
+        args: tokens::AuditArgs,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -132,7 +155,7 @@ struct ConnArgs {
     /// Base URL of a node: http://host:port, or https://host:port for a node with TLS on.
     #[arg(long, visible_alias = "node", global = true, env = "LEAF_URL", default_value = "http://127.0.0.1:8080")]
     url: String,
-    /// Admin bearer token.
+    /// Bearer token: the admin token, or a scoped token (`leaf_<id>_<secret>`).
     #[arg(long, global = true, env = "LEAF_ADMIN_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// PEM file of the CA that signed the node's certificate, for https:// URLs (default: the
@@ -503,6 +526,18 @@ async fn client_command(cmd: Command) -> ExitCode {
     match cmd {
         Command::Serve(_) | Command::Bench(_) | Command::Certs { .. } => ExitCode::FAILURE,
         Command::Health { conn, quiet } => health(conn, quiet).await,
+        Command::Token { cmd, conn } => match connect(conn, TIMEOUT) {
+            Ok(client) => tokens::token(&client, cmd).await,
+            Err(code) => code,
+        },
+        Command::Import { cmd } => match connect(cmd.conn(), TIMEOUT) {
+            Ok(client) => import::run(&client, cmd).await,
+            Err(code) => code,
+        },
+        Command::Audit { args, conn } => match connect(conn, TIMEOUT) {
+            Ok(client) => tokens::audit(&client, args).await,
+            Err(code) => code,
+        },
         Command::Get { cmd, conn } => {
             let client = match connect(conn, TIMEOUT) {
                 Ok(c) => c,

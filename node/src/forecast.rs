@@ -125,16 +125,18 @@ pub fn epoch_years_left(layout: Layout, now_ms: i64) -> f64 {
     ms.max(0) as f64 / MS_PER_YEAR
 }
 
-/// Worker IDs a new node could register at leader time `at_ms`: [`WORKER_IDS`] minus those
-/// held (a record in `workers`) and not reclaimable ([`WorkerRecord::reclaimable`] with the
-/// current `members`).
+/// Worker IDs of `range` (`snowflake.worker_ids`) a new node could register at leader time
+/// `at_ms`: the range's size minus those held (a record in `workers`) and not reclaimable
+/// ([`WorkerRecord::reclaimable`] with the current `members`).
 pub fn free_worker_ids<'a>(
-    workers: impl IntoIterator<Item = &'a WorkerRecord>,
+    workers: impl IntoIterator<Item = (&'a u16, &'a WorkerRecord)>,
     members: &BTreeSet<u64>,
     at_ms: i64,
+    range: crate::config::WorkerIds,
 ) -> u16 {
-    let held = workers.into_iter().filter(|w| !w.reclaimable(at_ms, members)).count();
-    WORKER_IDS.saturating_sub(u16::try_from(held).unwrap_or(u16::MAX))
+    let held = workers.into_iter().filter(|(id, w)| range.contains(**id) && !w.reclaimable(at_ms, members)).count();
+    let size = u16::try_from(range.count()).unwrap_or(WORKER_IDS);
+    size.saturating_sub(u16::try_from(held).unwrap_or(u16::MAX))
 }
 
 #[cfg(test)]

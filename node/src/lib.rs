@@ -7,24 +7,31 @@
 //! tests need).
 //!
 //! Layout:
+//! - [`access`]: scoped tokens (checked against the replicated state, hashed secrets), their
+//!   per-node quotas, and the principal an admin request acts as (the audit trail's actor).
 //! - [`config`]: the one documented `Config` (defaults → TOML → `LEAF_*` env → flags).
 //! - [`clock`]: the wall clock every time-of-day read goes through (fault injection skews it).
+//! - [`clock_watch`]: the peers' clock offsets, read every 15 s while the node runs (metrics).
 //! - [`raft`]: openraft wiring, peer RPC, routing to the leader, membership, status (the only
 //!   module tree naming openraft types).
 //! - [`segment`]: the lock-free double buffer (the per-ID hot path).
 //! - [`tags`]: per-tag actix actors that own refills, and the tag registry.
 //! - [`snowflake`]: the lock-free snowflake generator and the worker actor (registration and
 //!   lease through Raft, durable time window, clock checks).
-//! - [`http`]: the axum edge: routes, OpenAPI document, tower layers, errors → statuses, auth.
+//! - [`http`]: the axum edge: routes, OpenAPI document, tower layers, errors → statuses, auth,
+//!   the built-in dashboard (`/ui`) and its data.
 //! - [`grpc`]: the gRPC API (`leaf.v1.IdService`, health) on the same listener (HTTP/2, h2c or
 //!   ALPN `h2`), over the same ID functions as the HTTP routes.
 //! - [`tls`]: HTTPS on the listener, mutual TLS between nodes, certificate reload.
 //! - [`memory`]: returns freed memory to the OS after connection floods.
-//! - [`metrics`]: Prometheus metrics.
+//! - [`metrics`]: Prometheus metrics (OpenMetrics or text 0.0.4; request latency per route,
+//!   process, Raft, snowflake and cluster gauges).
 //! - [`profiles`]: how obfuscated tags are served (keys, the keyed bijection); the monotonic
 //!   leader path is in [`raft`].
 //! - [`forecast`]: exhaustion forecasts (IDs left and time to exhaustion per tag, the snowflake
 //!   epoch and worker IDs) for `/cache`, `/health` and `/metrics`.
+//! - [`import`]: `leaf import`, Leaf's `leaf_alloc` (MySQL/MariaDB or CSV) into the cluster
+//!   with the margin rule.
 //! - [`certs`]: `leaf certs`, a development CA and the node and client certificates it signs.
 //! - [`cli`]: the command-line interface (client commands go through `leaf-client`, `leaf bench`
 //!   through `leaf-loadgen`).
@@ -37,13 +44,16 @@ use leaf_raft_store::{Allocation, ApplyError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub(crate) mod access;
 pub mod certs;
 pub mod cli;
 pub(crate) mod clock;
+pub(crate) mod clock_watch;
 pub mod config;
 pub(crate) mod forecast;
 pub(crate) mod grpc;
 pub(crate) mod http;
+pub(crate) mod import;
 pub(crate) mod memory;
 pub(crate) mod metrics;
 pub(crate) mod profiles;
@@ -233,13 +243,17 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let tags = Tags::new(&actors, allocator, lookup, config.segment.clone(), metrics.clone());
     let snowflake = if config.snowflake.enabled {
         let rt = tokio::runtime::Handle::current();
-        Snowflake::start(&config.snowflake, &config.data_dir, raft.clone(), rt, actors.arbiter())
+        let file_errors = metrics.snowflake_state_errors();
+        Snowflake::start(&config.snowflake, &config.data_dir, raft.clone(), rt, actors.arbiter(), file_errors)
     } else {
         Snowflake::disabled(&config.snowflake, clock.clone())
     };
     let bootstrapped = Arc::new(AtomicBool::new(false));
-    let forecasts = Arc::new(Forecasts::new(raft.state().clone(), snowflake.layout()));
+    let forecasts = Arc::new(Forecasts::new(raft.state().clone(), snowflake.layout(), config.snowflake.worker_ids));
+    let access = access::Access::new(raft.state().clone(), clock.clone(), &config, metrics.clone());
+    let peer_clocks = Arc::new(clock_watch::PeerClocks::default());
     let app = Arc::new(App {
+        access,
         config: config.clone(),
         raft: raft.clone(),
         tags,
@@ -249,9 +263,13 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         bootstrapped: bootstrapped.clone(),
         tls: tls.clone(),
         forecasts: forecasts.clone(),
+        peer_clocks: peer_clocks.clone(),
+        recent_errors: Default::default(),
+        started: std::time::Instant::now(),
     });
     let (shutdown, rx) = watch::channel(false);
     tokio::spawn(forecasts.run(config.forecast.clone(), metrics, rx.clone()));
+    tokio::spawn(peer_clocks.run(raft.clone(), rx.clone()));
     if let Some(tls) = tls {
         tokio::spawn(tls::reload::run(tls, rx.clone()));
     }
@@ -276,7 +294,8 @@ async fn bootstrap_tags(raft: RaftNode, config: Arc<Config>, done: Arc<AtomicBoo
             if raft.state().tag(&b.tag).is_some() {
                 break;
             }
-            match raft.create_tag(b.tag.clone(), b.step, b.max_id, b.description.clone()).await {
+            let me = leaf_api::audit::Actor::Node { id: raft.node_id() };
+            match raft.create_tag(b.tag.clone(), b.step, b.max_id, b.description.clone(), me).await {
                 Ok(_) => {
                     tracing::info!(tag = %b.tag, step = b.step, "created bootstrap tag");
                     break;

@@ -24,6 +24,10 @@ mod forecast;
 mod grpc;
 #[path = "node/grpc_python.rs"]
 mod grpc_python;
+#[path = "node/leaf_import.rs"]
+mod leaf_import;
+#[path = "node/monitoring.rs"]
+mod monitoring;
 #[path = "node/profiles.rs"]
 mod profiles;
 #[path = "node/ranges.rs"]
@@ -32,6 +36,8 @@ mod ranges;
 mod snowflake_restart;
 #[path = "node/tls.rs"]
 mod tls;
+#[path = "node/tokens.rs"]
+mod tokens;
 
 const TOKEN: &str = "test-admin-token-0123456789";
 
@@ -395,15 +401,19 @@ async fn admin_requires_the_token_when_configured() {
     let cfg = Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
     let (node, good) = start(cfg).await;
     let base = format!("http://{}", node.http_addr());
-    for c in [client(&base, None), client(&base, Some("wrong-token-0123456789".into()))] {
+    let (anonymous, wrong) = (client(&base, None), client(&base, Some("wrong-token-0123456789".into())));
+    for c in [&anonymous, &wrong] {
         let req = CreateTagRequest { tag: "a".into(), step: 5, max_id: None, description: None, ..Default::default() };
         let e = c.create_tag(&req).await.unwrap_err();
         assert_eq!((e.status(), e.code()), (Some(StatusCode::UNAUTHORIZED), Some(ErrorCode::Unauthorized)));
         let e = c.tags().await.unwrap_err();
         assert_eq!(e.status(), Some(StatusCode::UNAUTHORIZED));
-        // The public API needs no token.
-        assert_eq!(get_ids(&c, "leaf-segment-test", None).await.len(), 1);
     }
+    // The public API needs no token; a token that is given is checked, there too.
+    assert_eq!(get_ids(&anonymous, "leaf-segment-test", None).await.len(), 1);
+    let e = wrong.segment_id("leaf-segment-test").await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::UNAUTHORIZED), Some(ErrorCode::Unauthorized)));
+    assert_eq!(get_ids(&good, "leaf-segment-test", None).await.len(), 1, "the admin token gets IDs");
     create_tag(&good, "a", 5, None).await;
     let info = good.update_tag("a", &UpdateTagRequest { step: Some(9), description: Some("x".into()) }).await.unwrap();
     assert_eq!((info.step, info.description.as_str()), (9, "x"));
@@ -639,25 +649,34 @@ async fn runtime_clock_rollback_waits_when_small_and_errors_when_large() {
     let dir = TempDir::new().unwrap();
     let mut cfg = fault_config(&dir);
     cfg.admin_token = Some(TOKEN.into());
+    // A tolerance far above the time two requests take on a loaded machine: with Leaf's 5 ms,
+    // a set-offset call slower than the 3 ms rollback it injects let the clock catch up first
+    // (CI saw "it did not wait").
+    cfg.snowflake.max_backward_ms = 400;
     let (node, c) = start(cfg).await;
     wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(10)).await;
-    // Pin the last ID ahead of the real clock so the rollbacks below are exact.
+    // Pin the last ID ahead of the real clock so the rollbacks below are measured from it.
     set_clock_offset(&c, 1000).await;
     let before = snowflake_ids(&c, None).await[0];
-    // 3 ms back: the node waits twice the gap and issues a larger ID, as Leaf does.
-    set_clock_offset(&c, 997).await;
+    // 300 ms back, less the time these calls take: the node waits twice the gap and issues a
+    // larger ID, as Leaf does.
     let started = std::time::Instant::now();
+    set_clock_offset(&c, 700).await;
     let after = snowflake_ids(&c, None).await[0];
+    let waited = started.elapsed();
     assert!(after > before, "{after} <= {before}");
-    assert!(started.elapsed() >= Duration::from_millis(2), "it did not wait");
-    // 50 ms back: beyond the 5 ms tolerance, a 503 with Leaf's -3, never an ID.
-    set_clock_offset(&c, 950).await;
+    // With d the time from `before` to the second ID's clock reading, the gap is 300 - d ms
+    // and the call waits twice that: at least 300 ms from `before` in all, less the moment
+    // between `before` and `started`.
+    assert!(waited >= Duration::from_millis(200), "it did not wait: {waited:?}");
+    // 1000 ms back: beyond the tolerance, a 503 with Leaf's -3, never an ID.
+    set_clock_offset(&c, -300).await;
     let (s, e) = error_of(&c, Method::GET, "/api/snowflake/get/k?count=10", None).await;
     // (raw: the typed error has no leaf_code)
     assert_eq!((s, e.code, e.leaf_code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ClockMovedBackwards, Some(-3)));
     assert!(e.message.contains("moved back"), "{}", e.message);
     // Once the clock has caught up, IDs resume above every earlier one.
-    tokio::time::sleep(Duration::from_millis(80)).await;
+    set_clock_offset(&c, 1000).await;
     let resumed = snowflake_ids(&c, Some(10)).await;
     assert!(resumed[0] > after);
     // The fault endpoint is admin-only and validates its body.

@@ -13,6 +13,9 @@
 //!   [`StateReader`] for the node's read paths.
 //! - `coverage` (private): the snapshot's log ID the state machine publishes to the log store,
 //!   and why a follower's snapshot install needs it.
+//! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256) and their creation,
+//!   rotation and revocation.
+//! - [`audit`]: the audit trail of admin changes in the state: numbering, retention, paging.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
 //! - [`failpoint`]: crash points for tests (cargo feature `failpoints`; nothing without it).
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.
@@ -24,6 +27,7 @@
 
 use std::path::Path;
 
+pub mod audit;
 mod coverage;
 pub mod failpoint;
 pub mod journal;
@@ -31,6 +35,7 @@ pub mod log_store;
 pub mod profile;
 pub mod state;
 pub mod state_machine;
+pub mod tokens;
 pub mod types;
 
 pub use journal::{Journal, JournalDump, JournalRecord};
@@ -41,6 +46,7 @@ pub use state::{
     WorkerGrant, WorkerRecord, MAX_COMMAND_BYTES, MAX_TAGS, WORKER_IDS,
 };
 pub use state_machine::{StateMachineStore, StateReader};
+pub use tokens::{NewToken, SecretHash, TokenRecord, MAX_TOKENS};
 pub use types::TypeConfig;
 
 /// Flushes (fsyncs) everything written to `db` so far, on tokio's blocking pool.

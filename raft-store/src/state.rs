@@ -7,11 +7,15 @@
 //! [`Changes`] exactly which keys it wrote, which is what the state machine checkpoints.
 use std::collections::{BTreeMap, BTreeSet};
 
+use leaf_api::audit::{Actor, AuditAction, AuditRetention};
 use leaf_api::codec;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag, ValidationError};
+use leaf_api::tokens::TokenId;
 use serde::{Deserialize, Serialize};
 
+use crate::audit::AuditLog;
 pub use crate::profile::StoredProfile;
+use crate::tokens::{NewToken, SecretHash, TokenRecord};
 
 /// A command proposed through Raft.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +69,36 @@ pub enum Op {
         profile: StoredProfile,
         upper_bound: Option<i64>,
     },
+    /// Creates a scoped token (its secret only as a hash).
+    CreateToken(NewToken),
+    /// Replaces a token's secret; the old one keeps working for `grace_ms` of leader time.
+    RotateToken {
+        id: TokenId,
+        secret_hash: SecretHash,
+        grace_ms: i64,
+    },
+    /// Deletes a token: every node refuses it once it applied this.
+    RevokeToken {
+        id: TokenId,
+    },
+    /// Records a membership change (made through openraft's own entries) in the audit trail:
+    /// a `LearnerAdded`, `NodePromoted` or `NodeRemoved` action, nothing else.
+    NoteMembership(AuditAction),
+    /// An admin change (any of the ops above it but allocations and workers) with who asked
+    /// for it; the leader stamps its audit retention in. Recorded in the audit trail.
+    Admin {
+        actor: Actor,
+        retention: AuditRetention,
+        op: Box<Op>,
+    },
+    /// `RegisterWorker` within the worker IDs `first..=last` (a cluster running beside old
+    /// Leaf snowflake servers keeps to its own part of the 1024).
+    RegisterWorkerIn {
+        node_id: u64,
+        lease_ms: i64,
+        first: u16,
+        last: u16,
+    },
 }
 
 impl Op {
@@ -75,7 +109,41 @@ impl Op {
             | Op::CreateTagV2 { tag, .. }
             | Op::UpdateTag { tag, .. }
             | Op::AllocateSegment { tag, .. } => Some(tag),
-            Op::RegisterWorker { .. } | Op::RenewWorker { .. } => None,
+            Op::Admin { op, .. } => op.tag(),
+            Op::RegisterWorker { .. }
+            | Op::RegisterWorkerIn { .. }
+            | Op::RenewWorker { .. }
+            | Op::CreateToken(_)
+            | Op::RotateToken { .. }
+            | Op::RevokeToken { .. }
+            | Op::NoteMembership(_) => None,
+        }
+    }
+
+    /// Whether the operation is an admin change: what the audit trail records and what
+    /// [`Op::Admin`] may wrap.
+    pub fn is_admin(&self) -> bool {
+        match self {
+            Op::CreateTag { .. }
+            | Op::CreateTagV2 { .. }
+            | Op::UpdateTag { .. }
+            | Op::CreateToken(_)
+            | Op::RotateToken { .. }
+            | Op::RevokeToken { .. }
+            | Op::NoteMembership(_) => true,
+            Op::AllocateSegment { .. }
+            | Op::RegisterWorker { .. }
+            | Op::RegisterWorkerIn { .. }
+            | Op::RenewWorker { .. }
+            | Op::Admin { .. } => false,
+        }
+    }
+
+    /// The operation an [`Op::Admin`] wraps, or this one.
+    pub fn inner(&self) -> &Op {
+        match self {
+            Op::Admin { op, .. } => op,
+            other => other,
         }
     }
 
@@ -110,9 +178,11 @@ pub const MAX_HIGH_WATER_AHEAD_MS: i64 = 86_400_000;
 /// profile, 1 + 32 (an obfuscated tag's key); `upper_bound` 1 + 9: 1,231 bytes. 40,000 tags:
 /// 49,240,000 bytes (47.0 MiB). The rest is small and bounded: 1,024
 /// worker records of at most 58 bytes (59 KiB), the node IDs ever in a membership (9 bytes
-/// each) and the membership itself. So the largest possible snapshot is about 47.1 MiB: under
-/// the codec's 64 MiB (with the snapshot's envelope around it) and far below the 256 MiB a
-/// node accepts from a peer. (The test `the_largest_possible_state_still_encodes` builds it.)
+/// each) and the membership itself: about 47.1 MiB. Tokens ([`crate::tokens::MAX_TOKENS`] of
+/// about 1.2 KB) and the audit trail ([`crate::audit::MAX_AUDIT_RECORDS`] of about 1.3 KB) add
+/// about 7 MB, so the largest possible snapshot is 56.7 MB (54.0 MiB): under the codec's 64 MiB
+/// (with the snapshot's envelope around it) and far below the 256 MiB a node accepts from a
+/// peer. (The test `the_largest_possible_state_still_encodes` builds it.)
 pub const MAX_TAGS: usize = 40_000;
 
 /// Largest encoded [`Command`] (through [`leaf_api::codec`]) the leader proposes. The largest
@@ -210,6 +280,11 @@ pub enum Applied {
     },
     Segment(Allocation),
     Worker(WorkerGrant),
+    /// A token as created, rotated, or (revoked) as it was before.
+    Token {
+        id: TokenId,
+        record: TokenRecord,
+    },
 }
 
 /// Why a command was rejected. Rejection is deterministic: every node rejects the same entry.
@@ -236,6 +311,10 @@ pub enum ApplyError {
         "daily tag {tag:?} has handed out every {digits}-digit number of day {day}; the next day starts a new counter"
     )]
     DayExhausted { tag: String, day: u32, digits: u8 },
+    #[error("a token with ID {0} exists already")]
+    TokenExists(TokenId),
+    #[error("no token with ID {0}")]
+    TokenNotFound(TokenId),
 }
 
 impl From<ValidationError> for ApplyError {
@@ -255,6 +334,12 @@ pub struct Changes {
     pub workers: BTreeSet<u16>,
     /// `members` or `members_ever` changed.
     pub members: bool,
+    /// Tokens whose record was written or removed.
+    pub tokens: BTreeSet<u64>,
+    /// Audit records appended or trimmed, by `seq`.
+    pub audit: BTreeSet<u64>,
+    /// The audit trail's retention or next number changed.
+    pub audit_meta: bool,
 }
 
 impl Changes {
@@ -267,7 +352,12 @@ impl Changes {
 
     /// Whether nothing was written.
     pub fn is_empty(&self) -> bool {
-        self.tags.is_empty() && self.workers.is_empty() && !self.members
+        self.tags.is_empty()
+            && self.workers.is_empty()
+            && !self.members
+            && self.tokens.is_empty()
+            && self.audit.is_empty()
+            && !self.audit_meta
     }
 }
 
@@ -285,6 +375,10 @@ pub struct State {
     pub members: BTreeSet<u64>,
     /// Snowflake worker IDs in use, by worker ID.
     pub workers: BTreeMap<u16, WorkerRecord>,
+    /// Scoped tokens, by ID.
+    pub tokens: BTreeMap<u64, TokenRecord>,
+    /// The audit trail of admin changes.
+    pub audit: AuditLog,
 }
 
 impl State {
@@ -371,6 +465,28 @@ fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             check_node_id(*node_id)?;
             check_lease(*lease_ms)
         }
+        Op::RegisterWorkerIn { node_id, lease_ms, first, last } => {
+            check_node_id(*node_id)?;
+            check_lease(*lease_ms)?;
+            if first > last || *last >= WORKER_IDS {
+                return Err(invalid(format!("worker IDs {first}..={last} are not a range within 0..{WORKER_IDS}")));
+            }
+            Ok(())
+        }
+        Op::CreateToken(t) => crate::tokens::check_new(t),
+        Op::RotateToken { grace_ms, .. } => crate::tokens::check_grace(*grace_ms),
+        Op::RevokeToken { .. } => Ok(()),
+        Op::NoteMembership(action) => crate::audit::check_note(action),
+        Op::Admin { actor, retention, op } => {
+            if !op.is_admin() {
+                return Err(invalid("only an admin change may be wrapped with its actor"));
+            }
+            if !actor.is_bounded() {
+                return Err(invalid("the actor's name is too long"));
+            }
+            crate::audit::check_retention(retention)?;
+            check_fields(&Command { at_ms: cmd.at_ms, op: (**op).clone() })
+        }
         Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
             check_node_id(*node_id)?;
             if *worker_id >= WORKER_IDS {
@@ -402,24 +518,47 @@ pub fn check_command(cmd: &Command) -> Result<(), ApplyError> {
     Ok(())
 }
 
-fn register_worker(state: &mut State, at_ms: i64, node_id: u64, lease_ms: i64, changes: &mut Changes) -> ApplyResult {
+/// The node ID a worker record gets when its holder moved to an ID inside a new range: no
+/// node has it (IDs start at 1), so the record is reclaimable once its lease and grace ran
+/// out, and the next holder starts after its high-water mark.
+pub const RELEASED: u64 = 0;
+
+fn register_worker(
+    state: &mut State,
+    at_ms: i64,
+    (node_id, lease_ms): (u64, i64),
+    range: std::ops::RangeInclusive<u16>,
+    changes: &mut Changes,
+) -> ApplyResult {
     if !state.members.contains(&node_id) {
         return Err(ApplyError::NotAMember(node_id));
     }
     let lease_expires_ms = at_ms.saturating_add(lease_ms);
-    if let Some((id, rec)) = state.workers.iter_mut().find(|(_, r)| r.node_id == node_id) {
-        rec.lease_expires_ms = rec.lease_expires_ms.max(lease_expires_ms);
-        rec.lease_ms = lease_ms;
-        changes.workers.insert(*id);
-        return Ok(Applied::Worker(WorkerGrant {
-            worker_id: *id,
-            not_before_ms: rec.high_water_ms,
-            lease_expires_ms: rec.lease_expires_ms,
-        }));
-    }
+    let held = state.workers.iter_mut().find(|(_, r)| r.node_id == node_id);
+    let outside = match held {
+        Some((id, rec)) if range.contains(id) => {
+            rec.lease_expires_ms = rec.lease_expires_ms.max(lease_expires_ms);
+            rec.lease_ms = lease_ms;
+            changes.workers.insert(*id);
+            return Ok(Applied::Worker(WorkerGrant {
+                worker_id: *id,
+                not_before_ms: rec.high_water_ms,
+                lease_expires_ms: rec.lease_expires_ms,
+            }));
+        }
+        Some((id, _)) => Some(*id),
+        None => None,
+    };
     let members = &state.members;
-    let free = (0..WORKER_IDS).find(|id| state.workers.get(id).is_none_or(|r| r.reclaimable(at_ms, members)));
+    let free = range.clone().find(|id| state.workers.get(id).is_none_or(|r| r.reclaimable(at_ms, members)));
     let worker_id = free.ok_or(ApplyError::WorkersExhausted)?;
+    if let Some(old) = outside.and_then(|id| state.workers.get_mut(&id).map(|r| (id, r))) {
+        // The node's ID is outside the range it keeps to now: let the old one go, fenced like
+        // the ID of a node that left (its lease and grace must run out before anyone gets it,
+        // and the next holder starts after its high-water mark).
+        old.1.node_id = RELEASED;
+        changes.workers.insert(old.0);
+    }
     let previous = state.workers.get(&worker_id);
     // A recycled ID starts after everything its previous holder may have issued: its recorded
     // high-water mark, and the handover time (the old lease ended before it).
@@ -477,16 +616,30 @@ fn create_tag(state: &mut State, tag: &str, record: TagRecord, changes: &mut Cha
 /// `changes` are unchanged.
 pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyResult {
     check_fields(cmd)?;
-    match &cmd.op {
+    let (actor, retention, op) = match &cmd.op {
+        Op::Admin { actor, retention, op } => (actor, Some(*retention), &**op),
+        op => (&Actor::Unattributed, None, op),
+    };
+    let applied = change(state, cmd.at_ms, actor, op, changes)?;
+    // Every admin change is recorded, also one from a release before the trail (unwrapped).
+    if op.is_admin() {
+        crate::audit::record(&mut state.audit, cmd.at_ms, (actor, retention), (op, &applied), changes);
+    }
+    Ok(applied)
+}
+
+/// Applies one operation (not a wrapper) made by `actor` at leader time `at_ms`.
+fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut Changes) -> ApplyResult {
+    match op {
         Op::CreateTag { tag, step, start_max_id, description } => {
-            let record = TagRecord::new(cmd.at_ms, *step, *start_max_id, description);
+            let record = TagRecord::new(at_ms, *step, *start_max_id, description);
             create_tag(state, tag, record, changes)
         }
         Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
             let record = TagRecord {
                 profile: profile.clone(),
                 upper_bound: *upper_bound,
-                ..TagRecord::new(cmd.at_ms, *step, *start_max_id, description)
+                ..TagRecord::new(at_ms, *step, *start_max_id, description)
             };
             create_tag(state, tag, record, changes)
         }
@@ -498,21 +651,40 @@ pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyRe
             if let Some(d) = description {
                 record.description = d.clone();
             }
-            record.updated_ms = cmd.at_ms;
+            record.updated_ms = at_ms;
             changes.tag(tag);
             Ok(Applied::Tag { tag: tag.clone(), record: record.clone() })
         }
         Op::AllocateSegment { tag, step, node_id: _ } => {
             let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.clone()))?;
-            let allocation = crate::profile::allocate(tag, record, *step, cmd.at_ms)?;
-            record.updated_ms = cmd.at_ms;
+            let allocation = crate::profile::allocate(tag, record, *step, at_ms)?;
+            record.updated_ms = at_ms;
             changes.tag(tag);
             Ok(Applied::Segment(allocation))
         }
-        Op::RegisterWorker { node_id, lease_ms } => register_worker(state, cmd.at_ms, *node_id, *lease_ms, changes),
-        Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
-            renew_worker(state, cmd.at_ms, (*node_id, *worker_id), *high_water_ms, *lease_ms, changes)
+        Op::RegisterWorker { node_id, lease_ms } => {
+            register_worker(state, at_ms, (*node_id, *lease_ms), 0..=WORKER_IDS - 1, changes)
         }
+        Op::RegisterWorkerIn { node_id, lease_ms, first, last } => {
+            register_worker(state, at_ms, (*node_id, *lease_ms), *first..=*last, changes)
+        }
+        Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
+            renew_worker(state, at_ms, (*node_id, *worker_id), *high_water_ms, *lease_ms, changes)
+        }
+        Op::CreateToken(t) => {
+            let record = crate::tokens::create(state, at_ms, actor, t, changes)?;
+            Ok(Applied::Token { id: t.id, record })
+        }
+        Op::RotateToken { id, secret_hash, grace_ms } => {
+            let record = crate::tokens::rotate(state, at_ms, (*id, *secret_hash, *grace_ms), changes)?;
+            Ok(Applied::Token { id: *id, record })
+        }
+        Op::RevokeToken { id } => {
+            let record = crate::tokens::revoke(state, *id, changes)?;
+            Ok(Applied::Token { id: *id, record })
+        }
+        Op::NoteMembership(_) => Ok(Applied::Nothing),
+        Op::Admin { .. } => Err(invalid("an admin wrapper cannot wrap another")),
     }
 }
 
@@ -863,10 +1035,22 @@ mod tests {
         };
         let tags = |t: &[&str]| Changes { tags: t.iter().map(|t| t.to_string()).collect(), ..Changes::default() };
         let workers = |w: &[u16]| Changes { workers: w.iter().copied().collect(), ..Changes::default() };
-        assert_eq!(run(&mut s, create("t", 10, 1)).1, tags(&["t"]));
+        // An admin change also writes its audit record and the trail's counters.
+        let audited = |t: &[&str], seq: u64| Changes { audit: [seq].into(), audit_meta: true, ..tags(t) };
+        assert_eq!(run(&mut s, create("t", 10, 1)).1, audited(&["t"], 1));
         assert_eq!(run(&mut s, alloc("t", 10)).1, tags(&["t"]));
         let upd = cmd(Op::UpdateTag { tag: "t".into(), step: None, description: Some("x".into()) });
-        assert_eq!(run(&mut s, upd).1, tags(&["t"]));
+        assert_eq!(run(&mut s, upd).1, audited(&["t"], 2));
+        let token = Op::CreateToken(crate::tokens::NewToken {
+            id: TokenId(9),
+            name: "svc".into(),
+            rights: [leaf_api::tokens::Right::Cluster].into(),
+            tags: vec![],
+            quota: None,
+            secret_hash: [1; 32],
+        });
+        let c = run(&mut s, cmd(token)).1;
+        assert_eq!(c, Changes { tokens: [9].into(), audit: [3].into(), audit_meta: true, ..Changes::default() });
         assert_eq!(run(&mut s, alloc("nope", 10)).1, Changes::default());
         assert_eq!(run(&mut s, create("t", 10, 1)).1, Changes::default());
         // A new worker, the same node again (re-registration), a renewal.
@@ -882,5 +1066,120 @@ mod tests {
         assert_eq!(s.workers[&0].previous_node_id, Some(1));
         // The fenced holder's renewal writes nothing.
         assert_eq!(run(&mut s, at(100_001, renew)).1, Changes::default());
+    }
+
+    fn admin(actor: Actor, op: Op) -> Op {
+        Op::Admin { actor, retention: crate::audit::DEFAULT_RETENTION, op: Box::new(op) }
+    }
+
+    fn create_op(tag: &str) -> Op {
+        Op::CreateTag { tag: tag.into(), step: 10, start_max_id: 1, description: "d".into() }
+    }
+
+    /// Every successful admin change is in the trail with its actor and the command's time;
+    /// a refused one, an allocation or a worker lease is not.
+    #[test]
+    fn admin_changes_are_audited_with_their_actor() {
+        let mut s = State::default();
+        record_members(&mut s, [1], &mut Changes::default());
+        let token = Actor::Token { id: TokenId(5), name: "svc".into() };
+        ap(&mut s, &at(100, admin(token.clone(), create_op("t")))).unwrap();
+        ap(&mut s, &at(101, create_op("u"))).unwrap();
+        assert_eq!(
+            ap(&mut s, &at(102, admin(Actor::AdminToken, create_op("t")))),
+            Err(ApplyError::TagExists("t".into()))
+        );
+        ap(&mut s, &alloc("t", 5)).unwrap();
+        grant(register(&mut s, 103, 1));
+        let upd = Op::UpdateTag { tag: "t".into(), step: Some(20), description: None };
+        ap(&mut s, &at(104, admin(Actor::Loopback, upd))).unwrap();
+        let note = Op::NoteMembership(AuditAction::NodeRemoved { node_id: 2 });
+        ap(&mut s, &at(105, admin(Actor::client_cert("ops"), note))).unwrap();
+        let got: Vec<(u64, i64, Actor, leaf_api::audit::AuditKind)> =
+            s.audit.records.iter().map(|r| (r.seq, r.at_ms, r.actor.clone(), r.action.kind())).collect();
+        use leaf_api::audit::AuditKind::*;
+        assert_eq!(
+            got,
+            vec![
+                (1, 100, token, TagCreated),
+                (2, 101, Actor::Unattributed, TagCreated),
+                (3, 104, Actor::Loopback, TagUpdated),
+                (4, 105, Actor::client_cert("ops"), NodeRemoved),
+            ]
+        );
+        assert!(matches!(
+            &s.audit.records[2].action,
+            AuditAction::TagUpdated { step: Some(20), description: false, .. }
+        ));
+    }
+
+    #[test]
+    fn admin_wrappers_are_checked() {
+        let mut s = State::default();
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        let before = s.clone();
+        let bad = [
+            ("allocation", admin(Actor::AdminToken, Op::AllocateSegment { tag: "t".into(), step: 1, node_id: 1 })),
+            ("nested", admin(Actor::AdminToken, admin(Actor::AdminToken, create_op("x")))),
+            ("long name", admin(Actor::ClientCert { name: "x".repeat(65) }, create_op("x"))),
+            (
+                "retention",
+                Op::Admin {
+                    actor: Actor::AdminToken,
+                    retention: AuditRetention { max_records: 0, max_age_ms: 86_400_000 },
+                    op: Box::new(create_op("x")),
+                },
+            ),
+            (
+                "forged note",
+                Op::NoteMembership(AuditAction::TagUpdated { tag: "t".into(), step: None, description: true }),
+            ),
+            (
+                "inner field",
+                admin(
+                    Actor::AdminToken,
+                    Op::CreateTag { tag: "a b".into(), step: 1, start_max_id: 0, description: String::new() },
+                ),
+            ),
+        ];
+        for (what, op) in bad {
+            let mut c = Changes::default();
+            let r = apply(&mut s, &at(5, op), &mut c);
+            assert!(matches!(r, Err(ApplyError::Invalid(_))), "{what}: {r:?}");
+            assert_eq!(s, before, "{what}");
+            assert!(c.is_empty(), "{what}");
+        }
+    }
+
+    /// A cluster beside old Leaf snowflake servers keeps to its range; a node whose ID lies
+    /// outside a new range gets one inside, and its old ID stays fenced until its lease and
+    /// grace ran out.
+    #[test]
+    fn worker_ids_stay_in_their_range() {
+        let mut s = State::default();
+        record_members(&mut s, [1, 2, 3], &mut Changes::default());
+        let reg = |node_id, first, last| Op::RegisterWorkerIn { node_id, lease_ms: 10_000, first, last };
+        assert_eq!(grant(register(&mut s, 0, 1)).worker_id, 0);
+        let g = grant(ap(&mut s, &at(1_000, reg(2, 512, 513))));
+        assert_eq!(g.worker_id, 512);
+        // Node 1 moves into the range: a new ID, and ID 0 is released but not free yet.
+        let renew = Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: 5_000, lease_ms: 10_000 };
+        ap(&mut s, &at(2_000, renew)).unwrap();
+        assert_eq!(grant(ap(&mut s, &at(3_000, reg(1, 512, 513)))).worker_id, 513);
+        assert_eq!(s.workers[&0].node_id, RELEASED);
+        // The range is full now: node 3 is refused and nothing changes.
+        let before = s.clone();
+        assert_eq!(ap(&mut s, &at(3_000, reg(3, 512, 513))), Err(ApplyError::WorkersExhausted));
+        assert_eq!(s, before);
+        // Re-registering inside the range keeps the ID.
+        assert_eq!(grant(ap(&mut s, &at(4_000, reg(1, 512, 513)))).worker_id, 513);
+        // ID 0 goes to someone else only after its lease (12,000) and grace (22,000), and
+        // starts after its high-water mark.
+        assert_eq!(grant(register(&mut s, 21_000, 3)).worker_id, 1);
+        record_members(&mut s, [1, 2, 4], &mut Changes::default());
+        let g = grant(register(&mut s, 22_001, 4));
+        assert_eq!((g.worker_id, g.not_before_ms), (0, 22_001));
+        assert!(matches!(ap(&mut s, &at(0, reg(1, 600, 599))), Err(ApplyError::Invalid(_))));
+        assert!(matches!(ap(&mut s, &at(0, reg(1, 0, WORKER_IDS))), Err(ApplyError::Invalid(_))));
     }
 }

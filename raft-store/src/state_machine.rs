@@ -1,8 +1,14 @@
 //! The state machine on sled, with snapshots.
 //!
 //! Tree `sm`: `t/<tag>` → [`TagRecord`], `w/<worker id, 2 bytes BE>` → [`WorkerRecord`],
-//! `m/applied` → last applied log ID, `m/membership` → last applied membership (the current
-//! members are derived from it), `m/members_ever` → every node ID ever in a membership.
+//! `k/<token id, 8 bytes BE>` → [`TokenRecord`], `a/<seq, 8 bytes BE>` → [`AuditRecord`],
+//! `m/audit` → the trail's [`AuditMeta`], `m/applied` → last applied log ID, `m/membership` →
+//! last applied membership (the current members are derived from it), `m/members_ever` →
+//! every node ID ever in a membership.
+//!
+//! Tokens are also published, after every batch of entries that changed one, as an immutable
+//! map behind an `ArcSwap` ([`StateReader::tokens`]): the request path checks a token with one
+//! atomic load, and a node refuses a revoked token as soon as it applied the revocation.
 //!
 //! The tree is a checkpoint, not a mirror: `apply` changes the state in memory and notes which
 //! keys changed, and every [`CHECKPOINT_EVERY`] entries (and whenever a snapshot is built)
@@ -30,17 +36,21 @@
 use std::io::Cursor;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+use arc_swap::ArcSwap;
+use leaf_api::audit::AuditRecord;
 use leaf_api::codec;
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::audit::{AuditLog, AuditMeta};
 use crate::coverage::Coverage;
 use crate::failpoint::failpoint;
 use crate::journal::{Journal, JournalRecord};
 use crate::state::{
     apply, record_members, Applied, ApplyResult, Changes, Op, State, StoredProfile, TagRecord, WorkerRecord,
 };
+use crate::tokens::TokenRecord;
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
 
 const KEY_APPLIED: &[u8] = b"m/applied";
@@ -48,6 +58,9 @@ const KEY_MEMBERSHIP: &[u8] = b"m/membership";
 const KEY_MEMBERS_EVER: &[u8] = b"m/members_ever";
 const TAG_PREFIX: &[u8] = b"t/";
 const WORKER_PREFIX: &[u8] = b"w/";
+const TOKEN_PREFIX: &[u8] = b"k/";
+const AUDIT_PREFIX: &[u8] = b"a/";
+const KEY_AUDIT_META: &[u8] = b"m/audit";
 const KEY_SNAPSHOT: &[u8] = b"current";
 
 /// Applied entries between checkpoints of the `sm` tree: the most a restart re-applies from the
@@ -131,6 +144,22 @@ struct StateV2 {
     members_ever: std::collections::BTreeSet<u64>,
 }
 
+/// [`SmData`] as releases before tokens and the audit trail stored it.
+#[derive(Deserialize)]
+struct SmDataV4 {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: StateV4,
+}
+
+#[derive(Deserialize)]
+struct StateV4 {
+    tags: std::collections::BTreeMap<String, TagRecord>,
+    members_ever: std::collections::BTreeSet<u64>,
+    members: std::collections::BTreeSet<u64>,
+    workers: std::collections::BTreeMap<u16, WorkerRecord>,
+}
+
 /// [`SmData`] as the third release stored it, before tag profiles.
 #[derive(Deserialize)]
 struct SmDataV3 {
@@ -160,10 +189,26 @@ fn decode_sm_data(bytes: &[u8]) -> Result<SmData, codec::CodecError> {
         Ok(d) => return Ok(d),
         Err(e) => e,
     };
+    if let Ok(old) = codec::decode::<SmDataV4>(bytes) {
+        let s = old.state;
+        let state = State {
+            tags: s.tags,
+            members_ever: s.members_ever,
+            members: s.members,
+            workers: s.workers,
+            ..State::default()
+        };
+        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
+    }
     if let Ok(old) = codec::decode::<SmDataV3>(bytes) {
         let s = old.state;
-        let state =
-            State { tags: upgrade_tags(s.tags), members_ever: s.members_ever, members: s.members, workers: s.workers };
+        let state = State {
+            tags: upgrade_tags(s.tags),
+            members_ever: s.members_ever,
+            members: s.members,
+            workers: s.workers,
+            ..State::default()
+        };
         return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
     }
     if let Ok(old) = codec::decode::<SmDataV2>(bytes) {
@@ -186,15 +231,45 @@ struct StoredSnapshot {
     data: Vec<u8>,
 }
 
+/// The tokens as last applied, by ID: replaced whole after each batch that changed one.
+pub type Tokens = std::collections::BTreeMap<u64, TokenRecord>;
+
 /// Read-only view of the applied state for the rest of the node (tag lookups, `/db`).
 #[derive(Clone)]
-pub struct StateReader(Arc<RwLock<SmData>>);
+pub struct StateReader {
+    data: Arc<RwLock<SmData>>,
+    tokens: Arc<ArcSwap<Tokens>>,
+}
 
 impl StateReader {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, SmData> {
         // A poisoned lock means a panic while applying; the data is still the last consistent
         // state because apply() mutates only on success.
-        self.0.read().unwrap_or_else(|e| e.into_inner())
+        self.data.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The tokens as of the last applied entry: one atomic load, no lock (the request path).
+    pub fn tokens(&self) -> arc_swap::Guard<Arc<Tokens>> {
+        self.tokens.load()
+    }
+
+    /// The audit trail's page of up to `limit` records after `after_seq` passing `filter`,
+    /// the next page's `after_seq`, the oldest record kept and the retention.
+    pub fn audit_page(
+        &self,
+        filter: &leaf_api::audit::AuditFilter,
+        after_seq: u64,
+        limit: usize,
+    ) -> leaf_api::audit::AuditPage {
+        let d = self.read();
+        let log = &d.state.audit;
+        let (records, next_after_seq) = log.page(filter, after_seq, limit);
+        leaf_api::audit::AuditPage {
+            records,
+            next_after_seq,
+            oldest_seq: log.records.front().map(|r| r.seq),
+            retention: log.retention,
+        }
     }
 
     pub fn tag(&self, tag: &str) -> Option<TagRecord> {
@@ -246,6 +321,8 @@ pub struct StateMachineStore {
     sm: sled::Tree,
     snap: sled::Tree,
     data: Arc<RwLock<SmData>>,
+    /// The tokens of `data`, published after each change (see [`StateReader::tokens`]).
+    tokens: Arc<ArcSwap<Tokens>>,
     /// Locked before `data` wherever both are: a checkpoint then never sees a change in `data`
     /// whose key is not yet in the set.
     dirty: Arc<Mutex<Dirty>>,
@@ -282,6 +359,19 @@ fn worker_key(id: u16) -> Vec<u8> {
     k
 }
 
+fn u64_key(prefix: &[u8], id: u64) -> Vec<u8> {
+    let mut k = prefix.to_vec();
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// The `u64` after `prefix` in a key of the `sm` tree.
+fn u64_of_key(prefix: &[u8], k: &[u8]) -> Result<u64, StorageError> {
+    let id: [u8; 8] =
+        k[prefix.len()..].try_into().map_err(|_| sm_read_err(std::io::Error::other(format!("malformed key {k:?}"))))?;
+    Ok(u64::from_be_bytes(id))
+}
+
 impl StateMachineStore {
     pub(crate) fn open(db: &sled::Db, journal_cap: usize, coverage: Coverage) -> Result<Self, StorageError> {
         let sm = db.open_tree("sm").map_err(sm_read_err)?;
@@ -309,12 +399,26 @@ impl StateMachineStore {
                 .map_err(|_| sm_read_err(std::io::Error::other(format!("malformed worker key {:?}", k.as_ref()))))?;
             data.state.workers.insert(u16::from_be_bytes(id), codec::decode(&v).map_err(sm_read_err)?);
         }
+        for item in sm.scan_prefix(TOKEN_PREFIX) {
+            let (k, v) = item.map_err(sm_read_err)?;
+            data.state.tokens.insert(u64_of_key(TOKEN_PREFIX, &k)?, codec::decode(&v).map_err(sm_read_err)?);
+        }
+        if let Some(v) = sm.get(KEY_AUDIT_META).map_err(sm_read_err)? {
+            let meta: AuditMeta = codec::decode(&v).map_err(sm_read_err)?;
+            data.state.audit = AuditLog { retention: meta.retention, next_seq: meta.next_seq, ..AuditLog::default() };
+        }
+        // Big-endian keys scan in `seq` order: the trail's order.
+        for item in sm.scan_prefix(AUDIT_PREFIX) {
+            let (_, v) = item.map_err(sm_read_err)?;
+            data.state.audit.records.push_back(codec::decode::<AuditRecord>(&v).map_err(sm_read_err)?);
+        }
         let applied = data.last_applied.map_or(0, |l| l.index);
         let journal = Journal::open(db, journal_cap, applied).map_err(sm_read_err)?;
         let store = StateMachineStore {
             db: db.clone(),
             sm,
             snap,
+            tokens: Arc::new(ArcSwap::from_pointee(data.state.tokens.clone())),
             data: Arc::new(RwLock::new(data)),
             dirty: Arc::default(),
             snap_write: Arc::default(),
@@ -341,7 +445,12 @@ impl StateMachineStore {
 
     /// A read-only handle on the applied state.
     pub fn reader(&self) -> StateReader {
-        StateReader(self.data.clone())
+        StateReader { data: self.data.clone(), tokens: self.tokens.clone() }
+    }
+
+    /// Publishes `state`'s tokens to the readers.
+    fn publish_tokens(&self, state: &State) {
+        self.tokens.store(Arc::new(state.tokens.clone()));
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, SmData> {
@@ -370,6 +479,24 @@ impl StateMachineStore {
                 Some(record) => batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?),
                 None => batch.remove(worker_key(*id)),
             }
+        }
+        for id in &dirty.changes.tokens {
+            match d.state.tokens.get(id) {
+                Some(record) => batch.insert(u64_key(TOKEN_PREFIX, *id), codec::encode(record).map_err(sm_write_err)?),
+                None => batch.remove(u64_key(TOKEN_PREFIX, *id)),
+            }
+        }
+        let audit = &d.state.audit;
+        for seq in &dirty.changes.audit {
+            // Records are ordered by `seq`: find one by binary search.
+            let i = audit.records.partition_point(|r| r.seq < *seq);
+            match audit.records.get(i).filter(|r| r.seq == *seq) {
+                Some(record) => batch.insert(u64_key(AUDIT_PREFIX, *seq), codec::encode(record).map_err(sm_write_err)?),
+                None => batch.remove(u64_key(AUDIT_PREFIX, *seq)),
+            }
+        }
+        if dirty.changes.audit_meta {
+            batch.insert(KEY_AUDIT_META, codec::encode(&audit.meta()).map_err(sm_write_err)?);
         }
         batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
         if dirty.membership || dirty.changes.members {
@@ -426,10 +553,18 @@ impl StateMachineStore {
         for (id, record) in &new.state.workers {
             batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?);
         }
+        for (id, record) in &new.state.tokens {
+            batch.insert(u64_key(TOKEN_PREFIX, *id), codec::encode(record).map_err(sm_write_err)?);
+        }
+        for record in &new.state.audit.records {
+            batch.insert(u64_key(AUDIT_PREFIX, record.seq), codec::encode(record).map_err(sm_write_err)?);
+        }
+        batch.insert(KEY_AUDIT_META, codec::encode(&new.state.audit.meta()).map_err(sm_write_err)?);
         batch.insert(KEY_APPLIED, codec::encode(&new.last_applied).map_err(sm_write_err)?);
         batch.insert(KEY_MEMBERSHIP, codec::encode(&new.membership).map_err(sm_write_err)?);
         batch.insert(KEY_MEMBERS_EVER, codec::encode(&new.state.members_ever).map_err(sm_write_err)?);
         self.sm.apply_batch(batch).map_err(sm_write_err)?;
+        self.publish_tokens(&new.state);
         *self.write() = new;
         *dirty = Dirty::default();
         Ok(())
@@ -487,6 +622,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let mut results = Vec::new();
         let mut journal = Vec::new();
         let mut dirty = self.lock_dirty();
+        let tokens_before = dirty.changes.tokens.len();
+        let mut tokens_changed = false;
         let mut d = self.write();
         for entry in entries {
             d.last_applied = Some(entry.log_id);
@@ -496,6 +633,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 EntryPayload::Normal(cmd) => {
                     // `apply` notes the keys it writes (none when it refuses the command).
                     let r = apply(&mut d.state, &cmd, &mut dirty.changes);
+                    tokens_changed |= matches!(r, Ok(Applied::Token { .. }));
                     if let (Ok(Applied::Segment(a)), Op::AllocateSegment { tag, node_id, .. }) = (&r, &cmd.op) {
                         let record = JournalRecord {
                             tag: tag.clone(),
@@ -518,6 +656,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             results.push(result);
         }
         let last_index = d.last_applied.map_or(0, |l| l.index);
+        // Before this call returns (and so before openraft reports the entries applied): a
+        // node refuses a revoked token once it applied the revocation.
+        if tokens_changed || dirty.changes.tokens.len() != tokens_before {
+            self.publish_tokens(&d.state);
+        }
         drop(d);
         // The journal before any checkpoint that covers its records: `Journal::open` trusts
         // the checkpointed index to have its allocations recorded.
@@ -745,10 +888,47 @@ mod tests {
             };
             state.workers.insert(id, record);
         }
+        let tags_only = codec::encode(&SmData { state: state.clone(), ..SmData::default() }).unwrap().len();
+        // Every token at its widest: the longest name, eight of the longest patterns, a quota,
+        // a previous secret, an actor with the longest name.
+        use leaf_api::audit::{Actor, AuditAction, MAX_ACTOR_NAME};
+        use leaf_api::tokens::{Quota, Right, TagPattern, TokenId, MAX_TOKEN_NAME, MAX_TOKEN_PATTERNS};
+        let patterns: Vec<TagPattern> = (0..MAX_TOKEN_PATTERNS)
+            .map(|i| TagPattern::parse(&format!("{i:0width$}*", width = leaf_api::tag::MAX_TAG_LEN - 1)).unwrap())
+            .collect();
+        let actor = Actor::Token { id: TokenId(u64::MAX), name: "a".repeat(MAX_ACTOR_NAME) };
+        for i in 0..crate::tokens::MAX_TOKENS as u64 {
+            let record = TokenRecord {
+                name: "n".repeat(MAX_TOKEN_NAME),
+                rights: Right::ALL.into_iter().collect(),
+                tags: patterns.clone(),
+                quota: Some(Quota { rate_per_sec: u32::MAX, burst: u32::MAX }),
+                secret_hash: [0xff; 32],
+                previous: Some(([0xff; 32], i64::MIN)),
+                created_ms: i64::MIN,
+                created_by: actor.clone(),
+                rotated_ms: Some(i64::MIN),
+            };
+            state.tokens.insert(u64::MAX - i, record);
+        }
+        // Every audit record at its widest: a token creation with all of the above.
+        let max = crate::audit::MAX_AUDIT_RECORDS as u64;
+        for seq in 0..max {
+            let action = AuditAction::TokenCreated {
+                token: TokenId(u64::MAX),
+                name: "n".repeat(MAX_TOKEN_NAME),
+                rights: Right::ALL.to_vec(),
+                tags: patterns.clone(),
+                quota: Some(Quota { rate_per_sec: u32::MAX, burst: u32::MAX }),
+            };
+            let record = AuditRecord { seq: u64::MAX - max + seq, at_ms: i64::MIN, actor: actor.clone(), action };
+            state.audit.records.push_back(record);
+        }
         let data = SmData { state, ..SmData::default() };
         let bytes = codec::encode(&data).unwrap();
-        println!("worst-case state: {} bytes", bytes.len());
-        assert!(bytes.len() <= 49_320_000, "{} bytes", bytes.len());
+        println!("worst-case state: {} bytes ({} of them tags and workers)", bytes.len(), tags_only);
+        assert!(tags_only <= 49_320_000, "{tags_only} bytes");
+        assert!(bytes.len() <= 57_000_000, "{} bytes", bytes.len());
         let meta = SnapshotMeta::default();
         let stored = codec::encode(&StoredSnapshot { meta, data: bytes }).unwrap();
         assert!(stored.len() < codec::MAX_PAYLOAD, "{} bytes", stored.len());

@@ -6,7 +6,8 @@
 //! [`Config::validate`] rejects nonsense before anything starts.
 //!
 //! Layout: this file holds [`Config`], its sections and the loading; [`tls`] the `[tls]`
-//! section, [`grpc`] the `[grpc]` one, [`forecast`] the `[forecast]` one.
+//! section, [`grpc`] the `[grpc]` one, [`forecast`] the `[forecast]` one, `access` the `[auth]`
+//! and `[audit]` ones, `worker_ids` the `snowflake.worker_ids` range.
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -15,12 +16,16 @@ use figment::Figment;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag, MAX_STEP};
 use serde::{Deserialize, Serialize};
 
+mod access;
 mod forecast;
 mod grpc;
 mod tls;
+mod worker_ids;
+pub use access::{AuditConfig, AuthConfig};
 pub use forecast::ForecastConfig;
 pub use grpc::GrpcConfig;
 pub use tls::TlsConfig;
+pub use worker_ids::WorkerIds;
 
 /// Keys holding secrets: read from the environment as raw strings (never parsed as numbers),
 /// and never shown in an error or a log line.
@@ -82,6 +87,8 @@ const ENV_KEYS: &[&str] = &[
     "fault",
     "tls",
     "grpc",
+    "auth",
+    "audit",
     "insecure_plaintext_peers",
 ];
 
@@ -141,6 +148,10 @@ pub struct Config {
     pub tls: TlsConfig,
     /// The gRPC API on the same listener (`[grpc]`); on by default. See [`GrpcConfig`].
     pub grpc: GrpcConfig,
+    /// Who may get IDs (`[auth]`): tokens required or not. See [`AuthConfig`].
+    pub auth: AuthConfig,
+    /// The audit trail's retention (`[audit]`). See [`AuditConfig`].
+    pub audit: AuditConfig,
     /// Allow plaintext peer traffic on a non-loopback listener. Without TLS, a node that
     /// listens on a non-loopback address with a `cluster_secret` (so it takes part in a
     /// cluster) refuses to start: Raft traffic, the cluster secret and admin tokens would
@@ -193,6 +204,11 @@ pub struct SnowflakeConfig {
     /// off. NTP keeps healthy clocks within tens of ms; a second catches a misconfigured clock
     /// without failing on a busy network. Default `1000` ms.
     pub max_peer_offset_ms: u64,
+    /// The worker IDs this node may take, `"first-last"`: the same on every node. Give a
+    /// cluster that runs beside old Leaf snowflake servers (numbered from 0) the part they do
+    /// not use, e.g. `"512-1023"` (deploy/README.md, "Moving from Leaf"). A node holding an ID
+    /// outside the range gets a new one inside it at its next start. Default `"0-1023"`.
+    pub worker_ids: WorkerIds,
 }
 
 /// Fault injection (chaos tests only).
@@ -313,6 +329,8 @@ impl Default for Config {
             fault: FaultConfig::default(),
             tls: TlsConfig::default(),
             grpc: GrpcConfig::default(),
+            auth: AuthConfig::default(),
+            audit: AuditConfig::default(),
             insecure_plaintext_peers: false,
         }
     }
@@ -329,6 +347,7 @@ impl Default for SnowflakeConfig {
             max_startup_wait_ms: 5000,
             lease_ttl_ms: 60_000,
             max_peer_offset_ms: 1000,
+            worker_ids: WorkerIds::ALL,
         }
     }
 }
@@ -587,6 +606,7 @@ impl Config {
         self.tls.validate(&mut errs);
         self.grpc.validate(&mut errs);
         self.forecast.validate(&mut errs);
+        self.audit.validate(&mut errs);
         if self.cluster_secret.is_some()
             && !self.tls.enabled()
             && !is_loopback(self.http_addr.ip())
@@ -738,6 +758,9 @@ mod tests {
             jail.set_env("LEAF_URL", "http://ignored");
             jail.set_env("LEAF_CLUSTER_SECRET", "0123456789abcdef");
             jail.set_env("LEAF_PEERS", "1=a:1,2=b:2");
+            jail.set_env("LEAF_SNOWFLAKE__WORKER_IDS", "512-1023");
+            jail.set_env("LEAF_AUTH__REQUIRE_TOKEN_FOR_IDS", "true");
+            jail.set_env("LEAF_AUDIT__MAX_RECORDS", "100");
             let peers = "1=127.0.0.1:8081, 2=leaf2:8080,3=[::1]:8083".parse().unwrap();
             let over = Overrides { data_dir: Some("/tmp/x".into()), peers: Some(peers), ..Default::default() };
             let c = Config::load_with_env(Some(&path), &over, "LEAF_").unwrap();
@@ -749,6 +772,9 @@ mod tests {
             assert_eq!(c.peers.0.len(), 3);
             assert_eq!(c.peers.0[&2], "leaf2:8080");
             assert_eq!(c.cluster_secret(), Some("0123456789abcdef"));
+            assert_eq!(c.snowflake.worker_ids, WorkerIds { first: 512, last: 1023 });
+            assert!(c.auth.require_token_for_ids);
+            assert_eq!(c.audit.max_records, 100);
             Ok(())
         });
     }

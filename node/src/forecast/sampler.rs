@@ -32,13 +32,15 @@ type Rates = ArcSwap<HashMap<String, f64>>;
 pub struct Forecasts {
     state: StateReader,
     layout: Layout,
+    /// `snowflake.worker_ids`: the worker IDs this cluster may take.
+    worker_ids: crate::config::WorkerIds,
     rates: Arc<Rates>,
 }
 
 impl Forecasts {
     /// The forecasts over the applied `state`, for snowflake IDs of `layout`.
-    pub fn new(state: StateReader, layout: Layout) -> Self {
-        Forecasts { state, layout, rates: Arc::default() }
+    pub fn new(state: StateReader, layout: Layout, worker_ids: crate::config::WorkerIds) -> Self {
+        Forecasts { state, layout, worker_ids, rates: Arc::default() }
     }
 
     /// `tag`'s forecast: IDs left as applied now, the rate as of the last sample; `None` if
@@ -53,7 +55,7 @@ impl Forecasts {
     /// The snowflake forecast at `now_ms` (this node's clock, which also stands in for the
     /// leader's when judging whether a worker ID is reclaimable).
     pub fn snowflake(&self, now_ms: i64) -> SnowflakeForecast {
-        let free = self.state.with_state(|s| free_worker_ids(s.workers.values(), &s.members, now_ms));
+        let free = self.state.with_state(|s| free_worker_ids(&s.workers, &s.members, now_ms, self.worker_ids));
         SnowflakeForecast {
             epoch_ends_ms: self.layout.max_ms(),
             epoch_years_left: epoch_years_left(self.layout, now_ms),

@@ -1,6 +1,6 @@
 //! The forecasts' arithmetic: the rate estimator (steady, lumpy, burst, idle, edges), IDs left
 //! and time to exhaustion at the ends of the `i64` range, the snowflake epoch and worker IDs.
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use leaf_raft_store::{WorkerRecord, WORKER_IDS};
@@ -199,20 +199,26 @@ fn worker(node_id: u64, lease_expires_ms: i64) -> WorkerRecord {
 
 #[test]
 fn free_worker_ids_count_the_reclaimable_ones_as_free() {
+    use crate::config::WorkerIds;
     let members: BTreeSet<u64> = [1, 2].into();
     let now = 1_000_000;
-    assert_eq!(free_worker_ids([], &members, now), WORKER_IDS);
-    let held = [
+    let every = WorkerIds::ALL;
+    assert_eq!(free_worker_ids(&BTreeMap::new(), &members, now, every), WORKER_IDS);
+    let held: BTreeMap<u16, WorkerRecord> = [
         // A member's: held even with its lease run out (it may renew).
-        worker(1, 0),
+        (0, worker(1, 0)),
         // A departed node whose lease ran out more than a lease ago: reclaimable.
-        worker(7, now - 60_001),
+        (1, worker(7, now - 60_001)),
         // A departed node still within its lease and the grace after it: held.
-        worker(8, now - 60_000),
-    ];
-    assert_eq!(free_worker_ids(&held, &members, now), WORKER_IDS - 2);
-    let all: Vec<_> = (0..WORKER_IDS).map(|_| worker(2, now)).collect();
-    assert_eq!(free_worker_ids(&all, &members, now), 0);
+        (600, worker(8, now - 60_000)),
+    ]
+    .into();
+    assert_eq!(free_worker_ids(&held, &members, now, every), WORKER_IDS - 2);
+    // Only the configured range counts (old Leaf servers own the rest).
+    let upper: WorkerIds = "512-1023".parse().unwrap();
+    assert_eq!(free_worker_ids(&held, &members, now, upper), 511);
+    let all: BTreeMap<u16, WorkerRecord> = (0..WORKER_IDS).map(|i| (i, worker(2, now))).collect();
+    assert_eq!(free_worker_ids(&all, &members, now, every), 0);
 }
 
 proptest! {

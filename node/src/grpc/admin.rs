@@ -26,7 +26,7 @@ pub struct Admin {
 
 impl Admin {
     /// The caller's admin credentials, as `/admin/*` checks them.
-    fn authorize<T>(&self, req: &Request<T>) -> Result<(), ApiError> {
+    fn authorize<T>(&self, req: &Request<T>) -> Result<crate::access::Principal, ApiError> {
         let Some(conn) = req.extensions().get::<ConnInfo>() else {
             // Every call through the listener carries it: refuse rather than guess.
             return Err(ApiError::new(ErrorCode::Forbidden, "the caller's connection is unknown"));
@@ -65,10 +65,11 @@ fn http_request(r: CreateTagRequest) -> Result<HttpCreate, ApiError> {
 impl AdminService for Admin {
     async fn create_tag(&self, req: Request<CreateTagRequest>) -> Result<Response<Tag>, Status> {
         let r = async {
-            self.authorize(&req)?;
+            let who = self.authorize(&req)?;
+            who.require(leaf_api::tokens::Right::Tags)?;
             let body = http_request(req.into_inner())?;
             leaf_api::tag::validate_tag(&body.tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
-            create(&self.app, body).await
+            create(&self.app, body, &who).await
         }
         .await;
         Ids::answer(&self.app, GrpcMethod::CreateTag, r.map(Tag::from))
@@ -76,9 +77,10 @@ impl AdminService for Admin {
 
     async fn get_tag(&self, req: Request<GetTagRequest>) -> Result<Response<Tag>, Status> {
         let r = async {
-            self.authorize(&req)?;
+            let who = self.authorize(&req)?;
             let tag = req.into_inner().tag;
             leaf_api::tag::validate_tag(&tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+            who.require_on(leaf_api::tokens::Right::Tags, &tag)?;
             show(&self.app, tag).await
         }
         .await;

@@ -18,7 +18,8 @@ pub fn code_of(code: ErrorCode) -> Code {
         InvalidTag | InvalidCount | InvalidRequest | PayloadTooLarge => Code::InvalidArgument,
         Unauthorized => Code::Unauthenticated,
         Forbidden => Code::PermissionDenied,
-        TagNotFound | NotFound | MemberNotFound => Code::NotFound,
+        TagNotFound | NotFound | MemberNotFound | TokenNotFound => Code::NotFound,
+        RateLimited => Code::ResourceExhausted,
         MethodNotAllowed => Code::Unimplemented,
         TagExists | MemberExists => Code::AlreadyExists,
         // The tag cannot give out another segment, the cluster has no worker ID left.

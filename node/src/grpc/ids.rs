@@ -2,7 +2,9 @@
 //! route (tag or key with [`validate_tag`], count 0 = 1 up to [`MAX_RANGE_BATCH`]) and then
 //! calls the very functions `?format=ranges` calls ([`segment_ranges`], [`snowflake_ranges`],
 //! [`decode_id`]); errors become statuses in [`super::error`] only. Every call is counted per
-//! method and status code, and every error per code like HTTP's.
+//! method and status code, and every error per code like HTTP's. Credentials are the HTTP
+//! routes' too: the `authorization` metadata (`Bearer <token>`) through
+//! [`crate::access::Access::check_ids`].
 use std::sync::Arc;
 
 use leaf_api::grpc::v1::id_service_server::IdService;
@@ -32,6 +34,11 @@ fn count_of(count: u32) -> Result<u32, ApiError> {
     }
 }
 
+/// The call's `authorization` metadata, as bytes.
+fn authorization<T>(req: &Request<T>) -> Option<Vec<u8>> {
+    req.metadata().get("authorization").map(|v| v.as_bytes().to_vec())
+}
+
 /// A tag or key checked like the HTTP routes check theirs (`what` prefixes the message).
 fn checked(what: &str, name: &str) -> Result<(), ApiError> {
     validate_tag(name).map_err(|e| ApiError::new(ErrorCode::InvalidTag, format!("{what}{e}")))
@@ -58,9 +65,11 @@ impl Ids {
 #[tonic::async_trait]
 impl IdService for Ids {
     async fn get_segment_ids(&self, req: Request<GetSegmentIdsRequest>) -> Result<Response<IdRanges>, Status> {
+        let auth = authorization(&req);
         let req = req.into_inner();
         let r = async {
             checked("", &req.tag)?;
+            self.app.access.check_ids(auth.as_deref(), Some(&req.tag))?;
             let count = count_of(req.count)?;
             segment_ranges(&self.app, &req.tag, count).await
         }
@@ -69,9 +78,11 @@ impl IdService for Ids {
     }
 
     async fn get_snowflake_ids(&self, req: Request<GetSnowflakeIdsRequest>) -> Result<Response<IdRanges>, Status> {
+        let auth = authorization(&req);
         let req = req.into_inner();
         let r = async {
             checked("snowflake key: ", &req.key)?;
+            self.app.access.check_ids(auth.as_deref(), None)?;
             let count = count_of(req.count)?;
             snowflake_ranges(&self.app, &req.key, count).await
         }
@@ -91,9 +102,11 @@ impl IdService for Ids {
     }
 
     async fn get_segment_id_list(&self, req: Request<GetSegmentIdsRequest>) -> Result<Response<IdList>, Status> {
+        let auth = authorization(&req);
         let req = req.into_inner();
         let r = async {
             checked("", &req.tag)?;
+            self.app.access.check_ids(auth.as_deref(), Some(&req.tag))?;
             let count = match req.count {
                 0 => 1,
                 n if n <= MAX_BATCH => n,

@@ -16,13 +16,15 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{check_node_id_range, ApiQuery, JsonBody, TagParam};
+use super::extract::{check_node_id_range, ApiQuery, Caller, JsonBody, TagParam};
 use super::openapi::{
     AllocationsErrors, CreateTagErrors, DecodeObfuscatedErrors, FaultErrors, ListErrors, ShowTagErrors, UpdateTagErrors,
 };
 use super::{tag_info, tag_not_found, App};
+use crate::access::Principal;
 use crate::profiles::obfuscate::ObfuscateError;
 use crate::tags::ServeAs;
+use leaf_api::tokens::Right;
 
 /// The routes of this area, with their OpenAPI operations.
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -38,8 +40,9 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
 #[utoipa::path(get, path = routes::ADMIN_TAGS, tag = "admin", operation_id = "list_tags",
     security(("admin_token" = [])),
     responses((status = 200, description = "Every tag.", body = Vec<TagInfo>), ListErrors))]
-pub async fn list_tags(State(app): State<Arc<App>>) -> Json<Vec<TagInfo>> {
-    Json(app.tag_list())
+pub async fn list_tags(State(app): State<Arc<App>>, Caller(who): Caller) -> Json<Vec<TagInfo>> {
+    // A scoped token sees the tags its patterns cover.
+    Json(app.tag_list().into_iter().filter(|t| who.may_on(Right::Tags, &t.tag)).collect())
 }
 
 /// Creates a tag (Leaf's `leaf_alloc` row).
@@ -49,15 +52,17 @@ pub async fn list_tags(State(app): State<Arc<App>>) -> Json<Vec<TagInfo>> {
     responses((status = 201, description = "Created.", body = TagInfo), CreateTagErrors))]
 pub async fn create_tag(
     State(app): State<Arc<App>>,
+    Caller(who): Caller,
     JsonBody(body): JsonBody<CreateTagRequest>,
 ) -> Result<(StatusCode, Json<TagInfo>), ApiError> {
-    Ok((StatusCode::CREATED, Json(create(&app, body).await?)))
+    Ok((StatusCode::CREATED, Json(create(&app, body, &who).await?)))
 }
 
-/// Creates a tag from a request (HTTP and gRPC): every field checked, then proposed.
-pub(crate) async fn create(app: &App, body: CreateTagRequest) -> Result<TagInfo, ApiError> {
+/// Creates a tag from a request (HTTP and gRPC) by `who`: every field checked, then proposed.
+pub(crate) async fn create(app: &App, body: CreateTagRequest, who: &Principal) -> Result<TagInfo, ApiError> {
     let bad = |e: leaf_api::tag::ValidationError| ApiError::new(ErrorCode::InvalidRequest, e.to_string());
     validate_tag(&body.tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+    who.require_on(Right::Tags, &body.tag)?;
     validate_step(body.step).map_err(bad)?;
     let max_id = body.max_id.unwrap_or(1);
     validate_max_id(max_id).map_err(bad)?;
@@ -67,7 +72,11 @@ pub(crate) async fn create(app: &App, body: CreateTagRequest) -> Result<TagInfo,
     let (tag, step) = (body.tag, body.step);
     let record = app
         .raft
-        .create_profiled_tag(tag.clone(), step, stored.start, description, (stored.profile, body.upper_bound))
+        .create_profiled_tag(
+            (tag.clone(), step, stored.start, description),
+            (stored.profile, body.upper_bound),
+            who.actor(),
+        )
         .await?;
     Ok(tag_info(tag, record))
 }
@@ -116,7 +125,12 @@ fn stored_profile(
     params(("tag" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$",
         example = "leaf-segment-test")),
     responses((status = 200, description = "The tag.", body = TagInfo), ShowTagErrors))]
-pub async fn show_tag(State(app): State<Arc<App>>, TagParam(tag): TagParam) -> Result<Json<TagInfo>, ApiError> {
+pub async fn show_tag(
+    State(app): State<Arc<App>>,
+    Caller(who): Caller,
+    TagParam(tag): TagParam,
+) -> Result<Json<TagInfo>, ApiError> {
+    who.require_on(Right::Tags, &tag)?;
     Ok(Json(show(&app, tag).await?))
 }
 
@@ -142,9 +156,11 @@ pub(crate) async fn show(app: &App, tag: String) -> Result<TagInfo, ApiError> {
     responses((status = 200, description = "The sequence number.", body = ObfuscatedDecoded), DecodeObfuscatedErrors))]
 pub async fn decode_obfuscated(
     State(app): State<Arc<App>>,
+    Caller(who): Caller,
     params: DecodeParams,
 ) -> Result<Json<ObfuscatedDecoded>, ApiError> {
     let DecodeParams { tag, id } = params;
+    who.require_on(Right::Tags, &tag)?;
     let h = match app.tags.get(&tag) {
         Some(h) => h,
         None => {
@@ -201,9 +217,11 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for DecodeParams {
     responses((status = 200, description = "The tag as updated.", body = TagInfo), UpdateTagErrors))]
 pub async fn update_tag(
     State(app): State<Arc<App>>,
+    Caller(who): Caller,
     TagParam(tag): TagParam,
     JsonBody(body): JsonBody<UpdateTagRequest>,
 ) -> Result<Json<TagInfo>, ApiError> {
+    who.require_on(Right::Tags, &tag)?;
     if body.step.is_none() && body.description.is_none() {
         return Err(ApiError::new(ErrorCode::InvalidRequest, "nothing to update: give step and/or description"));
     }
@@ -213,7 +231,7 @@ pub async fn update_tag(
     if let Some(d) = &body.description {
         check_description(d)?;
     }
-    let record = app.raft.update_tag(tag.clone(), body.step, body.description).await?;
+    let record = app.raft.update_tag(tag.clone(), body.step, body.description, who.actor()).await?;
     Ok(Json(tag_info(tag, record)))
 }
 

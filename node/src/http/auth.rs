@@ -1,10 +1,13 @@
 //! Who may call what: the admin bearer token (or, without one, loopback connections only; or,
 //! with TLS, a client certificate named in `tls.admin_clients`) for everything under
-//! `/admin`, and the cluster secret for everything under `/internal` — with TLS, from a
-//! connection whose certificate the cluster CA signed for a member node. Secrets are compared
-//! in constant time, and everything is checked by [`AuthLayer`] before routing to a handler,
-//! so unknown paths and wrong methods under those prefixes answer 401/403 first, and no
-//! request body is read before the caller is known.
+//! `/admin`, a scoped token for the parts of `/admin` its rights cover ([`admin_right`]), and
+//! the cluster secret for everything under `/internal` — with TLS, from a connection whose
+//! certificate the cluster CA signed for a member node. Secrets are compared in constant time,
+//! and everything is checked by [`AuthLayer`] before routing to a handler, so unknown paths and
+//! wrong methods under those prefixes answer 401/403 first, and no request body is read before
+//! the caller is known. The caller of an admin request goes into the request as a
+//! [`Principal`]: handlers check a scoped token's tag patterns and record it in the audit
+//! trail. ID requests are checked by their handlers ([`crate::access::Access::check_ids`]).
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -18,6 +21,7 @@ use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use super::App;
+use crate::access::Principal;
 use crate::config::is_loopback;
 use crate::raft::network::SECRET_HEADER;
 use crate::raft::service;
@@ -38,21 +42,48 @@ pub fn is_admin(path: &str) -> bool {
 }
 
 /// The admin credentials of a call that came in on `conn` (HTTP `/admin/*`, gRPC
-/// `AdminService`): a client certificate named in `tls.admin_clients`, else the token.
-pub(crate) fn check_admin_call(app: &App, conn: &ConnInfo, authorization: Option<&str>) -> Result<(), ApiError> {
-    if admin_client(&app.config.tls.admin_clients, conn.identity.as_deref()) {
-        return Ok(());
+/// `AdminService`): a client certificate named in `tls.admin_clients`, a scoped token (within
+/// its quota), else the admin token (or loopback without one).
+pub(crate) fn check_admin_call(app: &App, conn: &ConnInfo, authorization: Option<&str>) -> Result<Principal, ApiError> {
+    if let Some(CertIdentity::Client(name)) = conn.identity.as_deref() {
+        if admin_client(&app.config.tls.admin_clients, conn.identity.as_deref()) {
+            return Ok(Principal::Root(leaf_api::audit::Actor::client_cert(name)));
+        }
     }
-    check_admin(app.config.admin_token(), authorization, conn)
+    if let Some(bearer) = authorization.and_then(|v| v.strip_prefix("Bearer ")) {
+        if let Some(p) = app.access.scoped(bearer)? {
+            return Ok(p);
+        }
+    }
+    check_admin(app.config.admin_token(), authorization, conn).map(Principal::Root)
+}
+
+/// The right a scoped token needs for an admin path; `None`: only the root credentials (the
+/// token endpoints: a scoped token never mints or revokes tokens).
+pub fn admin_right(path: &str) -> Option<leaf_api::tokens::Right> {
+    use leaf_api::tokens::Right;
+    let under = |prefix: &str| path == prefix || path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
+    if under(leaf_api::routes::ADMIN_TOKENS) {
+        None
+    } else if under(leaf_api::routes::ADMIN_TAGS) {
+        Some(Right::Tags)
+    } else {
+        Some(Right::Cluster)
+    }
 }
 
 /// Admin and internal paths need their credentials: the verdict on a request that came in on
-/// `conn`, before routing.
-fn check(app: &App, conn: &ConnInfo, req: &Request) -> Result<(), ApiError> {
+/// `conn`, before routing, with the principal of an admin request.
+fn check(app: &App, conn: &ConnInfo, req: &Request) -> Result<Option<Principal>, ApiError> {
     let path = req.uri().path();
     if is_admin(path) {
         let header = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-        check_admin_call(app, conn, header)
+        let principal = check_admin_call(app, conn, header)?;
+        match admin_right(path) {
+            Some(right) => principal.require(right)?,
+            None => principal.require_root("managing tokens")?,
+        }
+        Ok(Some(principal))
     } else if service::is_internal(path) {
         if app.tls.is_some() {
             check_peer_node(conn.identity.as_deref(), |id| {
@@ -60,9 +91,9 @@ fn check(app: &App, conn: &ConnInfo, req: &Request) -> Result<(), ApiError> {
             })?;
         }
         let given = req.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
-        check_cluster_secret(app.config.cluster_secret(), given)
+        check_cluster_secret(app.config.cluster_secret(), given).map(|()| None)
     } else {
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -126,9 +157,14 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
+    fn call(&mut self, mut req: Request) -> Self::Future {
         match check(&self.app, &self.conn, &req) {
-            Ok(()) => Either::Left(self.inner.call(req)),
+            Ok(principal) => {
+                if let Some(p) = principal {
+                    req.extensions_mut().insert(p);
+                }
+                Either::Left(self.inner.call(req))
+            }
             Err(e) => Either::Right(ready(Ok(e.into_response()))),
         }
     }
@@ -161,13 +197,17 @@ pub fn check_cluster_secret(secret: Option<&str>, given: Option<&[u8]>) -> Resul
 }
 
 /// Admin needs the bearer token when one is configured, and a loopback connection when not.
-/// The token is compared in constant time.
-pub fn check_admin(token: Option<&str>, authorization: Option<&str>, conn: &ConnInfo) -> Result<(), ApiError> {
+/// The token is compared in constant time. Answers who it was.
+pub fn check_admin(
+    token: Option<&str>,
+    authorization: Option<&str>,
+    conn: &ConnInfo,
+) -> Result<leaf_api::audit::Actor, ApiError> {
     match token {
         Some(token) => {
             let given = authorization.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
             if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-                Ok(())
+                Ok(leaf_api::audit::Actor::AdminToken)
             } else {
                 Err(ApiError::new(
                     ErrorCode::Unauthorized,
@@ -175,7 +215,7 @@ pub fn check_admin(token: Option<&str>, authorization: Option<&str>, conn: &Conn
                 ))
             }
         }
-        None if is_loopback(conn.local.ip()) && is_loopback(conn.peer.ip()) => Ok(()),
+        None if is_loopback(conn.local.ip()) && is_loopback(conn.peer.ip()) => Ok(leaf_api::audit::Actor::Loopback),
         None => Err(ApiError::new(
             ErrorCode::Forbidden,
             "no admin_token is configured, so admin endpoints answer only on loopback connections",
@@ -253,5 +293,19 @@ mod tests {
             assert_eq!(check_cluster_secret(Some("s3cret"), bad).unwrap_err().code, ErrorCode::Unauthorized);
         }
         assert!(check_cluster_secret(None, Some(b"")).is_err(), "a node without a secret refuses all");
+    }
+
+    #[test]
+    fn scoped_tokens_need_the_right_of_the_path() {
+        use leaf_api::tokens::Right;
+        assert_eq!(admin_right("/admin/tags"), Some(Right::Tags));
+        assert_eq!(admin_right("/admin/tags/orders/decode/5"), Some(Right::Tags));
+        assert_eq!(admin_right("/admin/tagsx"), Some(Right::Cluster));
+        assert_eq!(admin_right("/admin/tokens"), None);
+        assert_eq!(admin_right("/admin/tokens/00000000000000ff/rotate"), None);
+        assert_eq!(admin_right("/admin/tokensx"), Some(Right::Cluster));
+        for p in ["/admin/audit", "/admin/cluster/learners", "/admin/allocations", "/admin/fault/clock", "/admin"] {
+            assert_eq!(admin_right(p), Some(Right::Cluster), "{p}");
+        }
     }
 }

@@ -10,9 +10,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{JsonBody, NodeIdParam};
+use super::extract::{Caller, JsonBody, NodeIdParam};
 use super::openapi::{AddLearnerErrors, MonitorErrors, PromoteErrors, RemoveErrors};
 use super::App;
+use crate::access::Principal;
+use leaf_api::audit::{cut, AuditAction, MAX_AUDIT_ADDR};
 
 /// The routes of this area, with their OpenAPI operations.
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -38,9 +40,22 @@ pub async fn status(State(app): State<Arc<App>>) -> Json<ClusterStatus> {
     responses((status = 200, description = "The committed membership.", body = MembershipChange), AddLearnerErrors))]
 pub async fn add_learner(
     State(app): State<Arc<App>>,
+    Caller(who): Caller,
     JsonBody(body): JsonBody<AddLearnerRequest>,
 ) -> Result<Json<MembershipChange>, ApiError> {
-    Ok(Json(app.raft.add_learner(body.node_id, body.addr).await?))
+    let action = AuditAction::LearnerAdded { node_id: body.node_id, addr: cut(&body.addr, MAX_AUDIT_ADDR) };
+    let change = app.raft.add_learner(body.node_id, body.addr).await?;
+    note(&app, action, &who).await;
+    Ok(Json(change))
+}
+
+/// Records a membership change that committed in the audit trail. openraft commits the change
+/// in its own entry first, so a failure here (a leader change in between) leaves it
+/// unrecorded: logged, and the change stands.
+async fn note(app: &App, action: AuditAction, who: &Principal) {
+    if let Err(e) = app.raft.note_membership(action.clone(), who.actor()).await {
+        tracing::warn!(?action, error = %e, "a membership change committed but its audit record failed");
+    }
 }
 
 /// Makes a learner a voter, once it has nearly the whole log. A voter: no change.
@@ -50,9 +65,12 @@ pub async fn add_learner(
     responses((status = 200, description = "The committed membership.", body = MembershipChange), PromoteErrors))]
 pub async fn promote(
     State(app): State<Arc<App>>,
+    Caller(who): Caller,
     NodeIdParam(id): NodeIdParam,
 ) -> Result<Json<MembershipChange>, ApiError> {
-    Ok(Json(app.raft.promote(id).await?))
+    let change = app.raft.promote(id).await?;
+    note(&app, AuditAction::NodePromoted { node_id: id }, &who).await;
+    Ok(Json(change))
 }
 
 /// Removes a member (voter or learner); its ID is never reused. The last voter cannot be
@@ -63,7 +81,10 @@ pub async fn promote(
     responses((status = 200, description = "The committed membership.", body = MembershipChange), RemoveErrors))]
 pub async fn remove(
     State(app): State<Arc<App>>,
+    Caller(who): Caller,
     NodeIdParam(id): NodeIdParam,
 ) -> Result<Json<MembershipChange>, ApiError> {
-    Ok(Json(app.raft.remove(id).await?))
+    let change = app.raft.remove(id).await?;
+    note(&app, AuditAction::NodeRemoved { node_id: id }, &who).await;
+    Ok(Json(change))
 }

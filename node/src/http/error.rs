@@ -3,7 +3,7 @@
 //! JSON form of the responses the router and the tower layers produce themselves (404, 405,
 //! 413, timeouts).
 use axum::extract::rejection::{BytesRejection, QueryRejection, RawPathParamsRejection};
-use axum::http::header::{HeaderValue, CONTENT_TYPE};
+use axum::http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use leaf_api::{ErrorBody, ErrorCode};
@@ -19,11 +19,19 @@ use crate::tags::{AllocError, TakeError};
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// Seconds for a `Retry-After` header (a rate-limited request).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into() }
+        ApiError { code, message: message.into(), retry_after_secs: None }
+    }
+
+    /// The same error, telling the caller to come back after `secs` seconds.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
     }
 }
 
@@ -35,7 +43,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Unauthorized => StatusCode::UNAUTHORIZED,
         Forbidden => StatusCode::FORBIDDEN,
-        TagNotFound | NotFound => StatusCode::NOT_FOUND,
+        TagNotFound | NotFound | TokenNotFound => StatusCode::NOT_FOUND,
+        RateLimited => StatusCode::TOO_MANY_REQUESTS,
         MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         TagExists | TagExhausted | MemberExists | NodeIdRetired => StatusCode::CONFLICT,
         MemberNotFound => StatusCode::NOT_FOUND,
@@ -52,10 +61,16 @@ fn error_json(code: ErrorCode, message: String) -> Vec<u8> {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let note = super::recent::ErrorNote { code: self.code, message: std::sync::Arc::from(self.message.as_str()) };
         let mut r = (status_of(self.code), error_json(self.code, self.message)).into_response();
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        // Read by the finishing layer, which counts errors per code.
+        if let Some(secs) = self.retry_after_secs {
+            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        // Read by the finishing layer, which counts errors per code, and by the connection,
+        // which keeps the recent ones for the dashboard.
         r.extensions_mut().insert(self.code);
+        r.extensions_mut().insert(note);
         r
     }
 }
@@ -94,6 +109,9 @@ impl From<ProposeError> for ApiError {
                 | ApplyError::DayExhausted { .. },
             ) => ErrorCode::TagExhausted,
             ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
+            ProposeError::Rejected(ApplyError::TokenNotFound(_)) => ErrorCode::TokenNotFound,
+            // Token IDs are 64 random bits: a clash is a fluke; the caller may simply retry.
+            ProposeError::Rejected(ApplyError::TokenExists(_)) => ErrorCode::Unavailable,
             // Worker registration is the snowflake actor's business; no request proposes it.
             ProposeError::Rejected(ApplyError::NotAMember(_) | ApplyError::WorkerLost { .. }) => {
                 ErrorCode::SnowflakeUnavailable

@@ -18,6 +18,32 @@ use serde::de::DeserializeOwned;
 use super::error::ApiError;
 use super::App;
 
+/// The caller of an admin request, as [`super::auth::AuthLayer`] found it (403 if it did not
+/// run: never a 500).
+pub struct Caller(pub crate::access::Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        match parts.extensions.get::<crate::access::Principal>() {
+            Some(p) => Ok(Caller(p.clone())),
+            None => Err(ApiError::new(ErrorCode::Forbidden, "the caller of this request is unknown")),
+        }
+    }
+}
+
+/// The `Authorization` header of an ID request, if any (checked by the handler).
+pub struct Authorization(pub Option<axum::http::HeaderValue>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Authorization {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Authorization(parts.headers.get(axum::http::header::AUTHORIZATION).cloned()))
+    }
+}
+
 /// The route's single path parameter, percent-decoded, as given.
 pub struct RawParam(pub String);
 

@@ -37,9 +37,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::ApiError;
-use super::extract::{batch_of, ApiQuery, Batch, KeyParam, RawParam, TagParam};
+use super::extract::{batch_of, ApiQuery, Authorization, Batch, KeyParam, RawParam, TagParam};
 use super::openapi::{DecodeErrors, SegmentGetErrors, SnowflakeGetErrors, TEXT};
 use super::{tag_not_found, App};
+use crate::metrics::Route;
 use crate::tags::ServeAs;
 
 /// The routes of this area, with their OpenAPI operations.
@@ -101,9 +102,11 @@ impl IdLines {
     ))]
 pub async fn segment_get(
     State(app): State<Arc<App>>,
+    Authorization(auth): Authorization,
     TagParam(tag): TagParam,
     batch: Batch,
 ) -> Result<Response, ApiError> {
+    app.access.check_ids(auth.as_ref().map(|v| v.as_bytes()), Some(&tag))?;
     segment_ids(&app, &tag, batch).await
 }
 
@@ -227,9 +230,11 @@ async fn take(
     ))]
 pub async fn snowflake_get(
     State(app): State<Arc<App>>,
+    Authorization(auth): Authorization,
     KeyParam(key): KeyParam,
     batch: Batch,
 ) -> Result<Response, ApiError> {
+    app.access.check_ids(auth.as_ref().map(|v| v.as_bytes()), None)?;
     snowflake_ids(&app, &key, batch).await
 }
 
@@ -374,19 +379,31 @@ enum FastKind {
     Snowflake,
 }
 
-/// Serves the tag or key `name` of a [`FastKind`] with the routed handlers' validation and work.
-async fn fast(app: &App, kind: FastKind, name: &str, query: Option<&str>) -> Result<Response, ApiError> {
+/// Serves the tag or key `name` of a [`FastKind`] with the routed handlers' validation,
+/// credentials check and work.
+async fn fast(
+    app: &App,
+    (kind, name): (FastKind, &str),
+    query: Option<&str>,
+    auth: Option<&[u8]>,
+) -> Result<Response, ApiError> {
     match kind {
         FastKind::Segment => {
             validate_tag(name).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+            app.access.check_ids(auth, Some(name))?;
             segment_ids(app, name, batch_of(query)?).await
         }
         FastKind::Snowflake => {
             validate_tag(name).map_err(|e| ApiError::new(ErrorCode::InvalidTag, format!("snowflake key: {e}")))?;
+            app.access.check_ids(auth, None)?;
             snowflake_ids(app, name, batch_of(query)?).await
         }
     }
 }
+
+/// The metrics labels of the two fast routes.
+static SEGMENT_ROUTE: std::sync::LazyLock<Route> = std::sync::LazyLock::new(|| Route::of(routes::SEGMENT_GET));
+static SNOWFLAKE_ROUTE: std::sync::LazyLock<Route> = std::sync::LazyLock::new(|| Route::of(routes::SNOWFLAKE_GET));
 
 /// The fast path (module doc): for a request it serves, the future of its finished answer
 /// (errors counted like every other); `None` sends the request to the router. It runs before
@@ -395,6 +412,7 @@ async fn fast(app: &App, kind: FastKind, name: &str, query: Option<&str>) -> Res
 pub fn fast_path<B>(
     app: &Arc<App>,
     req: &axum::http::Request<B>,
+    started: std::time::Instant,
 ) -> Option<BoxFuture<'static, Result<Response, Infallible>>> {
     let path = req.uri().path();
     // Where the tag or key starts in the path: the future owns a clone of the URI.
@@ -404,9 +422,16 @@ pub fn fast_path<B>(
     };
     let app = app.clone();
     let uri = req.uri().clone();
+    let auth = req.headers().get(axum::http::header::AUTHORIZATION).cloned();
     Some(Box::pin(async move {
-        let answer = fast(&app, kind, &uri.path()[at..], uri.query()).await;
-        Ok(super::finish(&app, answer.into_response()))
+        let answer = fast(&app, (kind, &uri.path()[at..]), uri.query(), auth.as_ref().map(|v| v.as_bytes())).await;
+        let answer = super::finish(&app, answer.into_response());
+        let route = match kind {
+            FastKind::Segment => *SEGMENT_ROUTE,
+            FastKind::Snowflake => *SNOWFLAKE_ROUTE,
+        };
+        app.answered(route, started, &answer);
+        Ok(answer)
     }))
 }
 

@@ -11,15 +11,24 @@
 //!   to [`crate::grpc`], plain ID `GET`s to the fast path, the rest to the router).
 //! - [`ids`]: segment and snowflake IDs, the decoders (the per-ID path).
 //! - [`monitor`]: health, metrics, `/cache`, `/db`, `/openapi.json`.
+//! - [`ui`]: the built-in dashboard's page and assets; [`dashboard`]: its data
+//!   (`/admin/dashboard`, with every member's health asked over the internal RPC);
+//!   [`recent`]: the ring of recent error answers it shows.
 //! - [`admin`]: tags, the allocation journal, the clock fault.
+//! - [`tokens`]: scoped tokens (create, list, show, rotate, revoke) and the audit trail.
 //! - [`cluster`]: status, learners, promote, remove.
 //! - [`internal`]: the bincode node-to-node RPC mount (work done by [`crate::raft::service`]).
-//! - [`auth`]: admin bearer token / loopback rule and the cluster secret, before routing.
+//! - [`auth`]: who is calling `/admin` (admin token, admin certificate, scoped token with the
+//!   right for the path, or loopback without a token) and the cluster secret, before routing;
+//!   the caller's [`crate::access::Principal`] goes into the request for the handlers.
 //! - [`extract`]: validating extractors that fail with [`ApiError`].
 //! - [`error`]: [`ApiError`], [`status_of`], conversions from the layers' errors.
 //! - [`openapi`]: the document's info, security scheme and per-endpoint error responses.
 //! - [`proto`]: which HTTP version a connection speaks (HTTP/1.1, or HTTP/2 by h2c prior
 //!   knowledge or ALPN `h2`).
+//!
+//! Every HTTP answer (fast path and router, not gRPC) is timed per route template and status
+//! (`leaf_http_request_duration_seconds`), and an error answer goes into [`recent`].
 //!
 //! Layers, outermost first: the finishing layer (counts errors per code; turns the bodiless
 //! answers of the router and of the layers — 404, 405 with `Allow`, 413, timeout — into JSON
@@ -61,7 +70,7 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::forecast::sampler::Forecasts;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Route};
 use crate::raft::RaftNode;
 use crate::snowflake::Snowflake;
 use crate::tags::Tags;
@@ -69,6 +78,7 @@ use crate::tags::Tags;
 pub mod admin;
 pub mod auth;
 pub mod cluster;
+pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod ids;
@@ -76,12 +86,17 @@ pub mod internal;
 pub mod monitor;
 pub mod openapi;
 pub mod proto;
+pub mod recent;
+pub mod tokens;
+pub mod ui;
 
 pub use auth::ConnInfo;
 pub use error::{status_of, ApiError};
 
 /// Everything a request handler needs.
 pub struct App {
+    /// Scoped tokens and quotas ([`crate::access`]).
+    pub access: crate::access::Access,
     pub config: Arc<Config>,
     pub raft: RaftNode,
     pub tags: Tags,
@@ -95,6 +110,12 @@ pub struct App {
     pub tls: Option<Arc<crate::tls::Tls>>,
     /// The exhaustion forecasts (`/cache`, `/health`, `/metrics`).
     pub forecasts: Arc<Forecasts>,
+    /// The peers' clock offsets (`/metrics`).
+    pub peer_clocks: Arc<crate::clock_watch::PeerClocks>,
+    /// The latest error answers (the dashboard).
+    pub recent_errors: recent::RecentErrors,
+    /// When the node started (the dashboard's uptime).
+    pub started: std::time::Instant,
 }
 
 impl App {
@@ -179,7 +200,10 @@ pub fn api() -> OpenApiRouter<Arc<App>> {
         .merge(ids::routes())
         .merge(monitor::routes())
         .merge(admin::routes())
+        .merge(tokens::routes())
         .merge(cluster::routes())
+        .merge(dashboard::routes())
+        .merge(ui::routes())
 }
 
 /// The routes and the fallback, with the per-area layers. The ID routes get none: they take no
@@ -195,7 +219,10 @@ pub fn router(app: Arc<App>) -> Router {
     let bodies = Router::new()
         .merge(part(monitor::routes()))
         .merge(part(admin::routes()))
+        .merge(part(tokens::routes()))
         .merge(part(cluster::routes()))
+        .merge(part(dashboard::routes()))
+        .merge(part(ui::routes()))
         .route_layer(RequestBodyLimitLayer::new(app.config.http.max_body_bytes))
         // The limit above is the one that counts.
         .route_layer(axum::extract::DefaultBodyLimit::disable())
@@ -379,11 +406,36 @@ fn connection(
             let call = grpc.clone().oneshot(req).map(|r| r.map(|resp| resp.map(axum::body::Body::new)));
             return Either::Right(Either::Right(call));
         }
-        match ids::fast_path(&app, &req) {
-            Some(fast) => Either::Left(fast),
-            None => Either::Right(Either::Left(routes.clone().oneshot(req.map(axum::body::Body::new)))),
+        let started = std::time::Instant::now();
+        // The fast path times its own answer (it holds the app already).
+        if let Some(fast) = ids::fast_path(&app, &req, started) {
+            return Either::Left(fast);
         }
+        let (route, timed) = (Route::of(req.uri().path()), app.clone());
+        let done = move |r: Result<Response, std::convert::Infallible>| {
+            if let Ok(r) = &r {
+                timed.answered(route, started, r);
+            }
+            r
+        };
+        Either::Right(Either::Left(routes.clone().oneshot(req.map(axum::body::Body::new)).map(done)))
     })
+}
+
+impl App {
+    /// Times an answer of `route` and keeps it if it is an error (see the module doc).
+    pub(crate) fn answered(&self, route: Route, started: std::time::Instant, r: &Response) {
+        self.metrics.http_request(route, r.status(), started.elapsed());
+        if let Some(note) = r.extensions().get::<recent::ErrorNote>() {
+            self.recent_errors.record(leaf_api::dashboard::RecentError {
+                at_ms: self.clock.now_ms(),
+                status: r.status().as_u16(),
+                code: note.code,
+                route: route.label().to_string(),
+                message: note.message.to_string(),
+            });
+        }
+    }
 }
 
 /// The answer of a connection beyond `http.max_connections`: a complete 503 response with

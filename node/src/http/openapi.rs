@@ -37,12 +37,15 @@ pub const TEXT: &str = "text/plain; charset=utf-8";
         license(name = "Apache-2.0"),
     ),
     modifiers(&AdminSecurity),
-    components(schemas(ErrorBody, ErrorCode, super::monitor::HealthMode, leaf_api::ranges::IdFormat)),
+    components(schemas(ErrorBody, ErrorCode, super::monitor::HealthMode, leaf_api::ranges::IdFormat,
+        leaf_api::audit::AuditKind)),
     tags(
         (name = "ids", description = "Segment and snowflake IDs (Leaf-compatible)."),
         (name = "monitor", description = "Readiness, metrics, Leaf's monitor pages."),
         (name = "admin", description = "Tags, allocations, fault injection."),
-        (name = "cluster", description = "Cluster status and membership."),
+        (name = "tokens", description = "Scoped tokens and the audit trail."),
+        (name = "cluster", description = "Cluster status and membership, and the dashboard's data."),
+        (name = "ui", description = "The built-in dashboard: a page and its two assets, embedded in the binary."),
     )
 )]
 pub struct ApiDoc;
@@ -55,8 +58,13 @@ impl Modify for AdminSecurity {
         let scheme = HttpBuilder::new()
             .scheme(HttpAuthScheme::Bearer)
             .description(Some(
-                "The node's `admin_token`. A node configured without one answers admin requests only on \
-                 loopback connections (403 `forbidden` elsewhere), and needs no token there.",
+                "The node's `admin_token`, or a scoped token (`leaf_<id>_<secret>`, from `POST /admin/tokens`) \
+                 for the parts of `/admin` its rights cover: `tags` for `/admin/tags*` (on its tag patterns), \
+                 `cluster` for membership, allocations, the audit trail and the fault clock; tokens are managed \
+                 with the admin token only. A node configured without an admin token answers admin requests \
+                 without one only on loopback connections (403 `forbidden` elsewhere). The ID routes take a \
+                 scoped token with the `ids` right too: optional, required with `auth.require_token_for_ids`. \
+                 A scoped token over its quota gets 429 `rate_limited` with `Retry-After`.",
             ))
             .build();
         doc.components
@@ -121,6 +129,8 @@ fn example_message(code: ErrorCode) -> &'static str {
         SnowflakeUnavailable => "snowflake is not serving: no worker ID yet",
         ClockMovedBackwards => "the clock moved back 50 ms, more than the 5 ms tolerated",
         WorkerIdsExhausted => "all 1024 worker IDs are held by other nodes",
+        RateLimited => "token 3f9c2a7d10b4e655 is over its quota on this node; retry in 1 s",
+        TokenNotFound => "no token with ID 3f9c2a7d10b4e655",
     }
 }
 
@@ -175,11 +185,11 @@ macro_rules! error_set {
 
 error_set! {
     /// `GET /api/segment/get/{tag}`.
-    SegmentGetErrors: [InvalidTag, InvalidCount, InvalidRequest, TagNotFound, TagExhausted, SegmentsNotReady, NotReady,
-        Unavailable, ShuttingDown];
+    SegmentGetErrors: [InvalidTag, InvalidCount, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound,
+        TagExhausted, SegmentsNotReady, NotReady, Unavailable, ShuttingDown];
     /// `GET /api/snowflake/get/{key}`.
-    SnowflakeGetErrors: [InvalidTag, InvalidCount, InvalidRequest, SnowflakeUnavailable, ClockMovedBackwards, WorkerIdsExhausted,
-        Unavailable];
+    SnowflakeGetErrors: [InvalidTag, InvalidCount, InvalidRequest, Unauthorized, Forbidden, RateLimited,
+        SnowflakeUnavailable, ClockMovedBackwards, WorkerIdsExhausted, Unavailable];
     /// The decoders.
     DecodeErrors: [InvalidRequest, Unavailable];
     /// `/health` (its 503 is declared with the handler: a `Health` or an error).
@@ -187,27 +197,43 @@ error_set! {
     /// Monitor pages and the cluster status: only refusal or timeout.
     MonitorErrors: [Unavailable];
     /// `GET /admin/tags`.
-    ListErrors: [Unauthorized, Forbidden, Unavailable];
+    ListErrors: [Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `POST /admin/tags`.
-    CreateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TagExists, Unavailable];
+    CreateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, TagExists,
+        Unavailable];
     /// `GET /admin/tags/{tag}`.
-    ShowTagErrors: [InvalidTag, Unauthorized, Forbidden, TagNotFound, NotReady, Unavailable];
+    ShowTagErrors: [InvalidTag, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady, Unavailable];
     /// `GET /admin/tags/{tag}/decode/{id}`.
-    DecodeObfuscatedErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, TagNotFound, NotReady, Unavailable];
+    DecodeObfuscatedErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady,
+        Unavailable];
     /// `PATCH /admin/tags/{tag}`.
-    UpdateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TagNotFound,
+    UpdateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, TagNotFound,
         Unavailable];
     /// `GET /admin/allocations`.
-    AllocationsErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, Unavailable];
+    AllocationsErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `POST /admin/fault/clock`: `not_found` when fault injection is disabled.
-    FaultErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, NotFound, Unavailable];
+    FaultErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, NotFound, Unavailable];
     /// `POST /admin/cluster/learners`.
-    AddLearnerErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, MemberExists, NodeIdRetired,
-        Unavailable];
+    AddLearnerErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, MemberExists,
+        NodeIdRetired, Unavailable];
     /// `POST /admin/cluster/nodes/{id}/promote`.
-    PromoteErrors: [InvalidRequest, Unauthorized, Forbidden, MemberNotFound, Unavailable];
+    PromoteErrors: [InvalidRequest, Unauthorized, Forbidden, RateLimited, MemberNotFound, Unavailable];
     /// `DELETE /admin/cluster/nodes/{id}`.
-    RemoveErrors: [InvalidRequest, Unauthorized, Forbidden, MemberNotFound, Unavailable];
+    RemoveErrors: [InvalidRequest, Unauthorized, Forbidden, RateLimited, MemberNotFound, Unavailable];
+    /// `GET /admin/tokens`.
+    ListTokensErrors: [Unauthorized, Forbidden, Unavailable];
+    /// `POST /admin/tokens`.
+    CreateTokenErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, Unavailable];
+    /// `GET` and `DELETE /admin/tokens/{id}`.
+    TokenErrors: [InvalidRequest, Unauthorized, Forbidden, TokenNotFound, Unavailable];
+    /// `POST /admin/tokens/{id}/rotate`.
+    RotateTokenErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TokenNotFound, Unavailable];
+    /// `GET /admin/audit`.
+    AuditErrors: [InvalidRequest, InvalidTag, Unauthorized, Forbidden, RateLimited, Unavailable];
+    /// `GET /admin/dashboard`.
+    DashboardErrors: [Unauthorized, Forbidden, RateLimited, Unavailable];
+    /// `GET /ui/{asset}`: `not_found` for anything but the page's script and style sheet.
+    UiAssetErrors: [NotFound, Unavailable];
 }
 
 /// The whole document.

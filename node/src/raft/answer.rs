@@ -11,8 +11,9 @@
 //! typed result in one place, [`FromApplied`]; after [`check_applied`] a mismatch there can only
 //! be a bug, and it is refused like a bad answer.
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
+use leaf_api::tokens::TokenId;
 use leaf_api::types::MembershipChange;
-use leaf_raft_store::{Allocation, Applied, Op, TagRecord, WorkerGrant, WORKER_IDS};
+use leaf_raft_store::{Allocation, Applied, Op, TagRecord, TokenRecord, WorkerGrant, WORKER_IDS};
 
 /// Why an answer was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,7 +40,7 @@ pub(crate) fn check_membership(m: &MembershipChange) -> Result<(), AnswerError> 
 
 /// The state machine's result for `op`, checked against `op`.
 pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
-    match (op, applied) {
+    match (op.inner(), applied) {
         (Op::AllocateSegment { step, .. }, Applied::Segment(a)) => {
             if a.start < 0 || a.end <= a.start {
                 return Err(invalid(format!("segment [{}, {}) is empty or negative", a.start, a.end)));
@@ -66,6 +67,28 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             validate_max_id(record.max_id).map_err(|e| invalid(e.to_string()))
         }
         (Op::RegisterWorker { .. }, Applied::Worker(g)) => check_worker(g.worker_id, g.lease_expires_ms),
+        (Op::RegisterWorkerIn { first, last, .. }, Applied::Worker(g)) => {
+            if !(*first..=*last).contains(&g.worker_id) {
+                return Err(invalid(format!("worker ID {} is outside the asked {first}..={last}", g.worker_id)));
+            }
+            check_worker(g.worker_id, g.lease_expires_ms)
+        }
+        (Op::CreateToken(t), Applied::Token { id, record }) => {
+            check_token_answer(t.id, *id, record)?;
+            if record.secret_hash != t.secret_hash || record.name != t.name {
+                return Err(invalid(format!("token {id} answered with another name or secret")));
+            }
+            Ok(())
+        }
+        (Op::RotateToken { id: asked, secret_hash, .. }, Applied::Token { id, record }) => {
+            check_token_answer(*asked, *id, record)?;
+            if record.secret_hash != *secret_hash {
+                return Err(invalid(format!("token {id} answered with another secret")));
+            }
+            Ok(())
+        }
+        (Op::RevokeToken { id: asked }, Applied::Token { id, record }) => check_token_answer(*asked, *id, record),
+        (Op::NoteMembership(_), Applied::Nothing) => Ok(()),
         (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
             if g.worker_id != *worker_id {
                 return Err(invalid(format!("renewal answered for worker ID {}, asked for {worker_id}", g.worker_id)));
@@ -91,9 +114,21 @@ fn op_kind(op: &Op) -> &'static str {
         Op::CreateTag { .. } | Op::CreateTagV2 { .. } => "a tag creation",
         Op::UpdateTag { .. } => "a tag update",
         Op::AllocateSegment { .. } => "a segment allocation",
-        Op::RegisterWorker { .. } => "a worker registration",
+        Op::RegisterWorker { .. } | Op::RegisterWorkerIn { .. } => "a worker registration",
         Op::RenewWorker { .. } => "a worker renewal",
+        Op::CreateToken(_) | Op::RotateToken { .. } | Op::RevokeToken { .. } => "a token change",
+        Op::NoteMembership(_) => "a membership note",
+        Op::Admin { op, .. } => op_kind(op),
     }
+}
+
+/// A token answer is about the token asked for, and its fields are within their bounds.
+fn check_token_answer(asked: TokenId, got: TokenId, record: &TokenRecord) -> Result<(), AnswerError> {
+    if asked != got {
+        return Err(invalid(format!("answer for token {got}, asked for {asked}")));
+    }
+    leaf_api::tokens::validate_name(&record.name).map_err(|e| invalid(e.to_string()))?;
+    leaf_api::tokens::validate_scope(&record.rights, &record.tags).map_err(|e| invalid(e.to_string()))
 }
 
 fn applied_kind(applied: &Applied) -> &'static str {
@@ -102,6 +137,7 @@ fn applied_kind(applied: &Applied) -> &'static str {
         Applied::Tag { .. } => "a tag",
         Applied::Segment(_) => "a segment",
         Applied::Worker(_) => "a worker grant",
+        Applied::Token { .. } => "a token",
     }
 }
 
@@ -123,6 +159,28 @@ impl FromApplied for Allocation {
     fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Segment(a) => Ok(a),
+            other => Err(wrong_kind::<Self>(&other)),
+        }
+    }
+}
+
+impl FromApplied for (TokenId, TokenRecord) {
+    const ASKED: &'static str = "a token change";
+
+    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+        match applied {
+            Applied::Token { id, record } => Ok((id, record)),
+            other => Err(wrong_kind::<Self>(&other)),
+        }
+    }
+}
+
+impl FromApplied for () {
+    const ASKED: &'static str = "a membership note";
+
+    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+        match applied {
+            Applied::Nothing => Ok(()),
             other => Err(wrong_kind::<Self>(&other)),
         }
     }

@@ -36,7 +36,12 @@ impl LeaderOp for Propose {
         // A repeated allocation only wastes a range and a repeated update is idempotent; a
         // repeated create would turn a success into `tag_exists`, so it is not retried when
         // the first attempt may have been delivered.
-        !matches!(self.op, Op::CreateTag { .. } | Op::CreateTagV2 { .. })
+        // Likewise a token creation (the caller would never see the bearer) and a revocation
+        // (a repeat answers `token_not_found`).
+        !matches!(
+            self.op.inner(),
+            Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateToken(_) | Op::RevokeToken { .. }
+        )
     }
 
     fn check(&self, reply: &Self::Reply) -> Result<(), AnswerError> {
@@ -45,7 +50,12 @@ impl LeaderOp for Propose {
 
     async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {
         let budget = deadline.saturating_duration_since(Instant::now());
-        let cmd = Command { at_ms: node.clock.now_ms(), op: self.op };
+        let mut op = self.op;
+        // The leader's retention is the one in force, whoever proposed the change.
+        if let Op::Admin { retention, .. } = &mut op {
+            *retention = node.audit_retention;
+        }
+        let cmd = Command { at_ms: node.clock.now_ms(), op };
         // Peers' forwarded operations skipped this node's HTTP checks: never log one that
         // apply would refuse for its fields or that is too big to replicate.
         leaf_raft_store::check_command(&cmd)?;

@@ -104,6 +104,9 @@ pub struct RaftNode {
     leader_reads: Arc<coalesce::Coalescer>,
     /// The windows of monotonic tags this node serves as leader ([`monotonic`]).
     monotonic: Arc<monotonic::Windows>,
+    /// The audit trail's retention (`[audit]`), stamped into every admin change this node
+    /// proposes as leader.
+    audit_retention: leaf_api::audit::AuditRetention,
 }
 
 impl RaftNode {
@@ -141,6 +144,17 @@ impl RaftNode {
         let before = self.clock.now_ms();
         let peer: i64 = self.peers.call(addr, PATH_TIME, &(), timeout).await?;
         Ok((before, peer, self.clock.now_ms()))
+    }
+
+    /// One internal call to the member at `addr` (cluster secret, mutual TLS, bincode).
+    pub async fn call_peer<Q: serde::Serialize, A: serde::de::DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+        req: &Q,
+        timeout: Duration,
+    ) -> Result<A, network::CallError> {
+        self.peers.call(addr, path, req, timeout).await
     }
 
     /// Entries currently in the log (not yet purged behind a snapshot).

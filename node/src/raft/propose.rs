@@ -1,7 +1,9 @@
 //! What callers ask of the leader: typed proposals (each returns its own kind of result, so no
 //! caller matches on the state machine's [`leaf_raft_store::Applied`]) and the linearizable read
-//! barrier.
-use leaf_raft_store::{Allocation, Op, StoredProfile, TagRecord, WorkerGrant};
+//! barrier. Admin changes carry who asked for them ([`Actor`]) into the audit trail.
+use leaf_api::audit::{Actor, AuditAction};
+use leaf_api::tokens::TokenId;
+use leaf_raft_store::{Allocation, NewToken, Op, SecretHash, StoredProfile, TagRecord, TokenRecord, WorkerGrant};
 use tokio::time::Instant;
 
 use super::answer::FromApplied;
@@ -9,33 +11,38 @@ use super::ops::{Propose, ReadIndex};
 use super::{ProposeError, RaftNode};
 
 impl RaftNode {
-    /// Creates `tag`. Not retried once the first attempt may have been delivered (a repeat
-    /// would answer `tag_exists`).
+    /// `op` as an admin change by `actor`, with this node's audit retention (the leader puts
+    /// its own in).
+    fn admin(&self, actor: Actor, op: Op) -> Op {
+        Op::Admin { actor, retention: self.audit_retention, op: Box::new(op) }
+    }
+
+    /// Creates a segment tag. Not retried once the first attempt may have been delivered (a
+    /// repeat would answer `tag_exists`).
     pub async fn create_tag(
         &self,
         tag: String,
         step: i64,
         start_max_id: i64,
         description: String,
+        actor: Actor,
     ) -> Result<TagRecord, ProposeError> {
-        self.propose(Op::CreateTag { tag, step, start_max_id, description }).await
+        self.propose(self.admin(actor, Op::CreateTag { tag, step, start_max_id, description })).await
     }
 
     /// Creates `tag` with a profile and an optional upper bound. A plain segment tag is
-    /// proposed as `CreateTag`, which nodes of earlier releases still apply (a rolling
-    /// upgrade); the other profiles need every node upgraded.
+    /// proposed as `CreateTag`.
     pub async fn create_profiled_tag(
         &self,
-        tag: String,
-        step: i64,
-        start_max_id: i64,
-        description: String,
+        (tag, step, start_max_id, description): (String, i64, i64, String),
         (profile, upper_bound): (StoredProfile, Option<i64>),
+        actor: Actor,
     ) -> Result<TagRecord, ProposeError> {
         if profile == StoredProfile::Segment && upper_bound.is_none() {
-            return self.create_tag(tag, step, start_max_id, description).await;
+            return self.create_tag(tag, step, start_max_id, description, actor).await;
         }
-        self.propose(Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound }).await
+        let op = Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound };
+        self.propose(self.admin(actor, op)).await
     }
 
     /// Changes `tag`'s stored step and/or description.
@@ -44,8 +51,36 @@ impl RaftNode {
         tag: String,
         step: Option<i64>,
         description: Option<String>,
+        actor: Actor,
     ) -> Result<TagRecord, ProposeError> {
-        self.propose(Op::UpdateTag { tag, step, description }).await
+        self.propose(self.admin(actor, Op::UpdateTag { tag, step, description })).await
+    }
+
+    /// Creates a scoped token (its secret as a hash). Not retried once it may have been
+    /// delivered: the caller would never learn the bearer of a token created twice.
+    pub async fn create_token(&self, token: NewToken, actor: Actor) -> Result<(TokenId, TokenRecord), ProposeError> {
+        self.propose(self.admin(actor, Op::CreateToken(token))).await
+    }
+
+    /// Replaces a token's secret; the old one works for `grace_ms` more of leader time.
+    pub async fn rotate_token(
+        &self,
+        id: TokenId,
+        secret_hash: SecretHash,
+        grace_ms: i64,
+        actor: Actor,
+    ) -> Result<(TokenId, TokenRecord), ProposeError> {
+        self.propose(self.admin(actor, Op::RotateToken { id, secret_hash, grace_ms })).await
+    }
+
+    /// Deletes a token; answers the record it had.
+    pub async fn revoke_token(&self, id: TokenId, actor: Actor) -> Result<(TokenId, TokenRecord), ProposeError> {
+        self.propose(self.admin(actor, Op::RevokeToken { id })).await
+    }
+
+    /// Records a membership change made through openraft in the audit trail.
+    pub async fn note_membership(&self, action: AuditAction, actor: Actor) -> Result<(), ProposeError> {
+        self.propose(self.admin(actor, Op::NoteMembership(action))).await
     }
 
     /// Reserves the next `step` IDs of `tag` for this node: a non-empty range of exactly `step`.
@@ -53,10 +88,15 @@ impl RaftNode {
         self.propose(Op::AllocateSegment { tag, step, node_id: self.node_id }).await
     }
 
-    /// Gives this node a snowflake worker ID (its own again if it holds one) on a lease of
-    /// `lease_ms`.
-    pub async fn register_worker(&self, lease_ms: i64) -> Result<WorkerGrant, ProposeError> {
-        self.propose(Op::RegisterWorker { node_id: self.node_id, lease_ms }).await
+    /// Gives this node a snowflake worker ID within `first..=last` (its own again if it holds
+    /// one there) on a lease of `lease_ms`. The whole range is proposed as `RegisterWorker`,
+    /// which nodes of earlier releases still apply (a rolling upgrade).
+    pub async fn register_worker(&self, lease_ms: i64, (first, last): (u16, u16)) -> Result<WorkerGrant, ProposeError> {
+        let node_id = self.node_id;
+        if (first, last) == (0, leaf_raft_store::WORKER_IDS - 1) {
+            return self.propose(Op::RegisterWorker { node_id, lease_ms }).await;
+        }
+        self.propose(Op::RegisterWorkerIn { node_id, lease_ms, first, last }).await
     }
 
     /// Extends the lease of this node's `worker_id` and raises its time high-water mark; the

@@ -114,6 +114,7 @@ impl RaftNode {
             log,
             peers,
             propose_timeout: Duration::from_millis(r.propose_timeout_ms),
+            audit_retention: config.audit.retention(),
             attempt_timeout: Duration::from_millis((2 * r.election_timeout_max_ms).max(2000)),
             startup_index,
             journal,

@@ -27,6 +27,9 @@ pub struct RaftStatus {
     pub quorum_ack_age_ms: Option<u64>,
     /// `None` when ready, otherwise why not.
     pub not_ready: Option<String>,
+    /// Raft stopped on a storage error (a failed read, write or fsync of its log or state
+    /// machine): the node needs its disk fixed and a restart.
+    pub storage_failed: bool,
 }
 
 impl RaftNode {
@@ -87,6 +90,7 @@ impl RaftNode {
             purged_index: m.purged.map(|l| l.index),
             quorum_ack_age_ms,
             not_ready,
+            storage_failed: matches!(m.running_state, Err(openraft::error::Fatal::StorageError(_))),
         }
     }
 

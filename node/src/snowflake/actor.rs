@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use leaf_raft_store::{ApplyError, WorkerGrant};
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::oneshot;
 
 use super::clock_check;
@@ -58,6 +59,8 @@ pub(super) struct WorkerActor {
     renewing: bool,
     /// Requests waiting for a raised mark.
     waiters: Vec<oneshot::Sender<Result<(), String>>>,
+    /// Failed writes of the state file (`leaf_storage_errors_total{store="snowflake_state"}`).
+    file_errors: Counter,
 }
 
 impl Actor for WorkerActor {
@@ -65,6 +68,16 @@ impl Actor for WorkerActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         match StateFile::load_for(&self.path, self.raft.node_id()) {
+            // A worker ID outside `snowflake.worker_ids` (the range changed, say to make room
+            // for old Leaf servers) is never served, not even on its unexpired lease: the
+            // registration gives one inside, starting above that ID's own Raft mark.
+            Ok(Some(f)) if !self.cfg.worker_ids.contains(f.worker_id) => {
+                tracing::warn!(
+                    worker_id = f.worker_id,
+                    range = %self.cfg.worker_ids,
+                    "the state file's worker ID is outside snowflake.worker_ids; registering a new one"
+                );
+            }
             Ok(f) => self.file = f,
             Err(why) => self.turn_off(why),
         }
@@ -87,6 +100,7 @@ impl WorkerActor {
         cfg: SnowflakeConfig,
         path: PathBuf,
         status: Arc<Mutex<Status>>,
+        file_errors: Counter,
     ) -> Self {
         let actor = WorkerActor {
             gen,
@@ -95,6 +109,7 @@ impl WorkerActor {
             cfg,
             path,
             status,
+            file_errors,
             phase: Phase::AwaitingMembership,
             file: None,
             registration: Registration::Idle { retry_at: Instant::now() },
@@ -205,7 +220,8 @@ impl WorkerActor {
     fn register(&mut self, ctx: &mut Context<Self>) {
         self.registration = Registration::InFlight;
         let (raft, lease_ms) = (self.raft.clone(), self.cfg.lease_ttl_ms as i64);
-        let task = self.rt.spawn(async move { raft.register_worker(lease_ms).await });
+        let range = (self.cfg.worker_ids.first, self.cfg.worker_ids.last);
+        let task = self.rt.spawn(async move { raft.register_worker(lease_ms, range).await });
         let sent = Instant::now();
         ctx.spawn(task.into_actor(self).map(move |res, act, ctx| {
             let res = res.unwrap_or_else(|e| Err(ProposeError::Fatal(e.to_string())));
@@ -310,6 +326,7 @@ impl WorkerActor {
                 Err(e) => Err(e.to_string()),
             };
             if let Err(e) = res {
+                act.file_errors.inc();
                 tracing::error!(error = %e, "cannot fsync the snowflake state file");
                 let why = format!("cannot make the time high-water mark durable: {e}");
                 for w in act.waiters.drain(..) {

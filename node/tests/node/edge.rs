@@ -15,7 +15,7 @@ use tempfile::TempDir;
 use super::{config, start};
 
 /// One request on its own connection; the answer's status, headers and body.
-async fn send<B>(addr: SocketAddr, req: hyper::Request<B>) -> (StatusCode, HeaderMap, Bytes)
+pub(crate) async fn send<B>(addr: SocketAddr, req: hyper::Request<B>) -> (StatusCode, HeaderMap, Bytes)
 where
     B: hyper::body::Body + Send + 'static,
     B::Data: Send,

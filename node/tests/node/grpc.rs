@@ -233,3 +233,65 @@ async fn admin_service_creates_profiled_tags_with_the_token_only() {
     assert!(list.windows(2).any(|w| w[0] > w[1]), "obfuscated IDs came in order");
     node.shutdown().await;
 }
+
+/// Scoped tokens over gRPC: the `authorization` metadata on IdService (scope, required
+/// tokens, quota as RESOURCE_EXHAUSTED) and AdminService (the tags right on its patterns).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_carry_scoped_tokens() {
+    use leaf_api::grpc::v1::admin_service_client::AdminServiceClient;
+    use leaf_api::grpc::v1::{CreateTagRequest, GetTagRequest};
+    use leaf_api::tokens::{CreateTokenRequest, Quota, Right, TagPattern};
+    let dir = TempDir::new().unwrap();
+    let mut cfg = Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
+    cfg.auth.require_token_for_ids = true;
+    let (node, c) = start(cfg).await;
+    create_tag(&c, "orders-eu", 100, None).await;
+    create_tag(&c, "users", 100, None).await;
+    let token = |name: &str, rights: Vec<Right>, quota| CreateTokenRequest {
+        name: name.into(),
+        rights,
+        tags: vec![TagPattern::parse("orders-*").unwrap()],
+        quota,
+    };
+    let t = c.create_token(&token("svc", vec![Right::Ids, Right::Tags], None)).await.unwrap().bearer;
+    let slow = Some(Quota { rate_per_sec: 1, burst: 2 });
+    let s = c.create_token(&token("slow", vec![Right::Ids], slow)).await.unwrap().bearer;
+    let with = |bearer: &str, tag: &str| {
+        let mut r = tonic::Request::new(GetSegmentIdsRequest { tag: tag.into(), count: 10 });
+        r.metadata_mut().insert("authorization", format!("Bearer {bearer}").parse().unwrap());
+        r
+    };
+    let ch = channel(&format!("http://{}", node.http_addr()), None).await;
+    let mut ids = IdServiceClient::new(ch.clone());
+    let e = segment(&mut ids, "orders-eu", 10).await.unwrap_err();
+    assert_eq!((e.code(), leaf_code(&e)), (Code::Unauthenticated, "unauthorized"), "{e:?}");
+    let r: IdRanges = ids.get_segment_ids(with(&t, "orders-eu")).await.unwrap().into_inner().into();
+    r.validate(10).unwrap();
+    let e = ids.get_segment_ids(with(&t, "users")).await.unwrap_err();
+    assert_eq!((e.code(), leaf_code(&e)), (Code::PermissionDenied, "forbidden"), "{e:?}");
+    let e = ids.get_segment_id_list(with(&t, "users")).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let codes: Vec<Code> = futures::future::join_all((0..6).map(|_| {
+        let mut ids = ids.clone();
+        let r = with(&s, "orders-eu");
+        async move { ids.get_segment_ids(r).await.map_or_else(|e| e.code(), |_| Code::Ok) }
+    }))
+    .await;
+    assert!(codes.contains(&Code::ResourceExhausted), "{codes:?}");
+    assert!(codes.iter().filter(|c| **c == Code::Ok).count() <= 3, "{codes:?}");
+    // The admin service: the tags right, on the token's patterns only.
+    let mut admin = AdminServiceClient::new(ch);
+    let auth = |r: &mut tonic::metadata::MetadataMap| {
+        r.insert("authorization", format!("Bearer {t}").parse().unwrap());
+    };
+    let mut get = tonic::Request::new(GetTagRequest { tag: "orders-eu".into() });
+    auth(get.metadata_mut());
+    assert!(admin.get_tag(get).await.is_ok());
+    let mut get = tonic::Request::new(GetTagRequest { tag: "users".into() });
+    auth(get.metadata_mut());
+    assert_eq!(admin.get_tag(get).await.unwrap_err().code(), Code::PermissionDenied);
+    let mut create = tonic::Request::new(CreateTagRequest { tag: "users-2".into(), step: 10, ..Default::default() });
+    auth(create.metadata_mut());
+    assert_eq!(admin.create_tag(create).await.unwrap_err().code(), Code::PermissionDenied);
+    node.shutdown().await;
+}

@@ -1,5 +1,7 @@
 //! Property: the `sm` tree is a faithful checkpoint. Random sequences of commands (valid and
-//! invalid: tag creation, update, allocation, worker registration and renewal, with random
+//! invalid: tag creation, update, allocation, worker registration (in a range, too) and
+//! renewal, token creation, rotation and revocation, admin changes wrapped with an actor and a
+//! small audit retention, so the trail is trimmed, with random
 //! leader times so leases expire and worker IDs are recycled), membership changes and blank
 //! entries go through the real [`StateMachineStore`] in random batches, with explicit
 //! checkpoints, snapshot builds and the every-`CHECKPOINT_EVERY` checkpoints interleaved. The
@@ -70,8 +72,50 @@ fn lease() -> impl Strategy<Value = i64> {
     ]
 }
 
+fn token_op() -> impl Strategy<Value = Op> {
+    use leaf_api::tokens::{Right, TagPattern, TokenId};
+    let id = (0u64..4).prop_map(TokenId);
+    prop_oneof![
+        2 => (id.clone(), prop::sample::select(vec!["svc", "ops", "a b"]), any::<u8>()).prop_map(|(id, name, h)| {
+            Op::CreateToken(leaf_raft_store::NewToken {
+                id,
+                name: name.into(),
+                rights: [Right::Ids].into(),
+                tags: vec![TagPattern::parse("a*").unwrap()],
+                quota: None,
+                secret_hash: [h; 32],
+            })
+        }),
+        1 => (id.clone(), any::<u8>(), prop::sample::select(vec![0i64, 5_000, -1])).prop_map(|(id, h, grace_ms)| {
+            Op::RotateToken { id, secret_hash: [h; 32], grace_ms }
+        }),
+        1 => id.prop_map(|id| Op::RevokeToken { id }),
+    ]
+}
+
+fn admin_op() -> impl Strategy<Value = Op> {
+    use leaf_api::audit::{Actor, AuditRetention};
+    let inner = prop_oneof![
+        2 => (tag(), step_size()).prop_map(|(tag, step)| Op::CreateTag { tag, step, start_max_id: 1, description: String::new() }),
+        1 => (tag(), prop::option::of(step_size())).prop_map(|(tag, step)| Op::UpdateTag { tag, step, description: None }),
+        2 => token_op(),
+        1 => (1u64..7).prop_map(|node_id| Op::NoteMembership(leaf_api::audit::AuditAction::NodePromoted { node_id })),
+    ];
+    (inner, prop::sample::select(vec![3u32, 10, 5_000]), prop::sample::select(vec![60_000i64, 100_000, 86_400_000]))
+        .prop_map(|(op, max_records, max_age_ms)| Op::Admin {
+            actor: Actor::AdminToken,
+            retention: AuditRetention { max_records, max_age_ms },
+            op: Box::new(op),
+        })
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
+        3 => admin_op(),
+        2 => token_op(),
+        1 => (node(), lease(), prop::sample::select(vec![(0u16, 1u16), (2, 3), (5, 4)])).prop_map(
+            |(node_id, lease_ms, (first, last))| Op::RegisterWorkerIn { node_id, lease_ms, first, last }
+        ),
         2 => (tag(), step_size(), prop::sample::select(vec![-5, 0, 1, 1_000, i64::MAX - 3]), description())
             .prop_map(|(tag, step, start_max_id, description)| Op::CreateTag { tag, step, start_max_id, description }),
         2 => (tag(), prop::option::of(step_size()), prop::option::of(description()))
@@ -172,6 +216,9 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
         prop_assert_eq!(&got.state.members_ever, &state.members_ever, "members_ever at index {}", at);
         prop_assert_eq!(&got.state.workers, &state.workers, "workers at index {}", at);
         prop_assert_eq!(&got.state.tags, &state.tags, "tags at index {}", at);
+        prop_assert_eq!(&got.state.tokens, &state.tokens, "tokens at index {}", at);
+        prop_assert_eq!(&got.state.audit, &state.audit, "audit trail at index {}", at);
+        prop_assert_eq!(&**sm.reader().tokens(), &state.tokens, "published tokens at index {}", at);
         Ok(())
     })
 }

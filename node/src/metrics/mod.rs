@@ -2,7 +2,17 @@
 //!
 //! Hot-path counters are plain atomics handed out once per tag ([`Metrics::ids_counter`]), so
 //! counting an ID never takes a lock or hashes a label set.
-use std::sync::atomic::AtomicU64;
+//!
+//! Layout:
+//! - this file: [`Metrics`], the node's registry (`leaf_*` series, and the `process_*` ones
+//!   without the prefix), the counters handed to the rest of the node, and [`Metrics::render`].
+//! - [`exposition`]: OpenMetrics or the Prometheus text format 0.0.4, by the `Accept` header.
+//! - [`latency`]: `leaf_http_request_duration_seconds{route, status}`, lock-free.
+//! - [`node`]: gauges read from the node's state at each scrape (quorum contact, replication
+//!   lag, membership, profiles, tokens, audit, the snowflake worker, peer clocks, build).
+//! - [`process`]: `process_*` from `/proc/self`.
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use leaf_api::ErrorCode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -13,6 +23,15 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::raft::RaftStatus;
+
+pub mod exposition;
+pub mod latency;
+pub mod node;
+pub mod process;
+
+pub use exposition::Format;
+pub use latency::Route;
+pub use node::{NodeFacts, SnowflakeFacts};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct IdLabels {
@@ -28,6 +47,18 @@ struct TagLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CodeLabels {
     code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    token: String,
+    name: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    store: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -113,6 +144,16 @@ pub struct Metrics {
     snowflake_keys: std::sync::RwLock<std::collections::HashMap<String, Counter>>,
     /// The exhaustion forecasts ([`crate::forecast`]).
     forecast: ForecastGauges,
+    /// Requests made with scoped tokens, by token and outcome.
+    token_requests: Family<TokenLabels, Counter>,
+    /// Request durations by route and status.
+    http: Arc<latency::HttpLatency>,
+    /// Gauges set from the node's state at each scrape.
+    node: node::NodeGauges,
+    /// Failed disk operations: Raft's storage (counted once, when a scrape first sees Raft
+    /// stopped by it) and the snowflake state file.
+    storage_errors: Family<StoreLabels, Counter>,
+    raft_storage_failure_counted: AtomicBool,
 }
 
 /// The gauges of the exhaustion forecasts: per tag (set by each sample, removed with the tag)
@@ -139,7 +180,9 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("leaf");
+        let mut root = Registry::default();
+        root.register_collector(Box::new(process::ProcessCollector));
+        let registry = root.sub_registry_with_prefix("leaf");
         let m = Metrics {
             ids: Family::default(),
             refills: Family::default(),
@@ -162,6 +205,11 @@ impl Metrics {
             snowflake_keys: Default::default(),
             grpc_calls: Vec::new(),
             forecast: ForecastGauges::default(),
+            token_requests: Family::default(),
+            http: Arc::default(),
+            node: node::NodeGauges::default(),
+            storage_errors: Family::default(),
+            raft_storage_failure_counted: AtomicBool::new(false),
             registry: Registry::default(),
         };
         let grpc: Family<GrpcLabels, Counter> = Family::default();
@@ -260,13 +308,48 @@ impl Metrics {
         );
         registry.register(
             "snowflake_free_worker_ids",
-            "Snowflake worker IDs (of 1024) not held by a node, or reclaimable, as this node has applied them",
+            "Snowflake worker IDs of snowflake.worker_ids not held by a node, or reclaimable, as this node has applied them",
             f.free_worker_ids.clone(),
         );
+        registry.register(
+            "token_requests",
+            "Requests made with scoped tokens on this node, by token ID, token name and outcome (allowed; \
+             limited: over the token's quota, answered 429; denied: outside its scope, answered 403)",
+            m.token_requests.clone(),
+        );
+        registry.register(
+            "storage_errors",
+            "Failed disk operations, by store (raft: Raft's log or state machine, which stops Raft; \
+             snowflake_state: the snowflake state file)",
+            m.storage_errors.clone(),
+        );
+        for store in ["raft", "snowflake_state"] {
+            let _ = m.storage_errors.get_or_create(&StoreLabels { store });
+        }
+        registry.register_collector(Box::new(latency::HttpLatencyCollector(m.http.clone())));
+        registry.register_collector(Box::new(m.node.clone()));
         for code in ErrorCode::ALL {
             let _ = m.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() });
         }
-        Metrics { registry, grpc_calls, ..m }
+        Metrics { registry: root, grpc_calls, ..m }
+    }
+
+    /// Counts a request of `route` answered with `status` after `took`.
+    pub fn http_request(&self, route: Route, status: axum::http::StatusCode, took: std::time::Duration) {
+        self.http.observe(route, status, took);
+    }
+
+    /// The counter of failed writes of the snowflake state file.
+    pub fn snowflake_state_errors(&self) -> Counter {
+        self.storage_errors.get_or_create(&StoreLabels { store: "snowflake_state" }).clone()
+    }
+
+    /// Error answers counted so far, every code.
+    pub fn errors_total(&self) -> u64 {
+        ErrorCode::ALL
+            .iter()
+            .map(|c| self.errors.get_or_create(&CodeLabels { code: c.as_str().to_string() }).get())
+            .sum()
     }
 
     /// Counts a gRPC call of `method` answered with `code`.
@@ -274,6 +357,25 @@ impl Metrics {
         let i = method as usize * GRPC_CODES + (code as i32).clamp(0, GRPC_CODES as i32 - 1) as usize;
         if let Some(c) = self.grpc_calls.get(i) {
             c.inc();
+        }
+    }
+
+    /// The counters of requests made with token `id` (named `name`): allowed, limited,
+    /// denied. A token's series are made at its first use on this node and removed once it
+    /// is revoked and another token is first used (at most one set per live token).
+    pub fn token_counters(&self, id: &str, name: &str) -> (Counter, Counter, Counter) {
+        let c = |outcome| {
+            self.token_requests
+                .get_or_create(&TokenLabels { token: id.to_string(), name: name.to_string(), outcome })
+                .clone()
+        };
+        (c("allowed"), c("limited"), c("denied"))
+    }
+
+    /// Removes the series of a revoked token (see [`Metrics::token_counters`]).
+    pub fn remove_token_counters(&self, id: &str, name: &str) {
+        for outcome in ["allowed", "limited", "denied"] {
+            self.token_requests.remove(&TokenLabels { token: id.to_string(), name: name.to_string(), outcome });
         }
     }
 
@@ -298,6 +400,16 @@ impl Metrics {
     /// The counter of IDs served for `(mode, tag)`; keep it and increment it lock-free.
     pub fn ids_counter(&self, mode: &str, tag: &str) -> Counter {
         self.ids.get_or_create(&IdLabels { mode: mode.to_string(), tag: tag.to_string() }).clone()
+    }
+
+    /// IDs served for `(mode, tag)` so far; 0 for a pair never counted (no series is made).
+    pub fn ids_served(&self, mode: &str, tag: &str) -> u64 {
+        self.ids.get(&IdLabels { mode: mode.to_string(), tag: tag.to_string() }).map_or(0, |c| c.get())
+    }
+
+    /// Snowflake IDs served so far, every key.
+    pub fn snowflake_served_total(&self) -> u64 {
+        self.snowflake_keys.read().unwrap_or_else(|e| e.into_inner()).values().map(Counter::get).sum()
     }
 
     /// Counts `n` snowflake IDs served for `key`.
@@ -374,8 +486,9 @@ impl Metrics {
         self.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() }).inc();
     }
 
-    /// Renders the text exposition format, refreshing the Raft gauges from `status`.
-    pub fn render(&self, status: &RaftStatus, tags: usize) -> String {
+    /// Renders `format`, refreshing the Raft gauges from `status` and the node gauges from
+    /// `facts`.
+    pub fn render(&self, status: &RaftStatus, tags: usize, facts: NodeFacts, format: Format) -> String {
         let g = |v: Option<u64>| v.unwrap_or(0) as i64;
         self.raft_term.set(status.term as i64);
         self.raft_leader.set(g(status.leader_id));
@@ -385,11 +498,19 @@ impl Metrics {
         self.raft_snapshot.set(g(status.snapshot_index));
         self.tags.set(tags as i64);
         self.ready.set(if status.not_ready.is_none() { 1.0 } else { 0.0 });
+        if status.storage_failed && !self.raft_storage_failure_counted.swap(true, Ordering::Relaxed) {
+            self.storage_errors.get_or_create(&StoreLabels { store: "raft" }).inc();
+        }
+        self.node.set(facts);
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::error!(error = %e, "encode metrics");
         }
-        out
+        let out = exposition::spell_infinities(out);
+        match format {
+            Format::OpenMetrics => out,
+            Format::Text004 => exposition::to_text_004(&out),
+        }
     }
 }
 
@@ -407,8 +528,9 @@ pub(crate) fn render_idle(m: &Metrics) -> String {
         purged_index: None,
         quorum_ack_age_ms: Some(0),
         not_ready: None,
+        storage_failed: false,
     };
-    m.render(&status, 0)
+    m.render(&status, 0, NodeFacts::default(), Format::Text004)
 }
 
 #[cfg(test)]

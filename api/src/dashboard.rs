@@ -1,0 +1,97 @@
+//! The body of `GET /admin/dashboard`: everything the built-in `/ui` page shows, as the node
+//! that answers sees it, in one document (the page polls it).
+use serde::{Deserialize, Serialize};
+
+use crate::types::{CacheEntry, ClusterStatus, Health, MemberRole, TagInfo};
+use crate::ErrorCode;
+
+/// Most tags one dashboard answer lists (`tags_total` counts them all).
+pub const MAX_DASHBOARD_TAGS: usize = 500;
+/// Most recent errors a node keeps for the dashboard.
+pub const MAX_RECENT_ERRORS: usize = 50;
+
+/// `GET /admin/dashboard`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Dashboard {
+    /// The node that answered.
+    pub node_id: u64,
+    /// Its release (`leaf --version`).
+    pub version: String,
+    /// Its clock when it answered, Unix ms (the page's rates divide by differences of this).
+    pub now_ms: i64,
+    /// Seconds since it started.
+    pub uptime_secs: u64,
+    /// Membership, leader, term, log indexes, replication (on the leader) and snowflake
+    /// workers, as this node has applied them (`GET /cluster/status`).
+    pub cluster: ClusterStatus,
+    /// Every member as it answered this node just now, this node included, in membership order.
+    pub nodes: Vec<NodeView>,
+    /// Tags in the replicated state, with this node's buffers: those this node served most first,
+    /// then by name, at most [`MAX_DASHBOARD_TAGS`].
+    pub tags: Vec<TagView>,
+    /// Tags in the replicated state.
+    pub tags_total: usize,
+    /// This node's totals since it started.
+    pub totals: Totals,
+    /// This node's most recent error answers, newest first (at most [`MAX_RECENT_ERRORS`]).
+    pub recent_errors: Vec<RecentError>,
+}
+
+/// A member of the cluster, as it answered the node that builds the dashboard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NodeView {
+    pub node_id: u64,
+    pub addr: String,
+    pub role: MemberRole,
+    /// Its own `/health`; `None` when it did not answer (see `error`).
+    pub health: Option<Health>,
+    /// Why it did not answer.
+    pub error: Option<String>,
+    /// Round trip of the question, ms (0 for the answering node itself).
+    pub rtt_ms: Option<u64>,
+    /// Its clock minus the answering node's, ms, corrected by half the round trip (0 for the
+    /// answering node itself).
+    pub clock_offset_ms: Option<i64>,
+}
+
+/// A tag and this node's buffers of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TagView {
+    /// The tag as stored.
+    pub info: TagInfo,
+    /// This node's buffers and the tag's forecast (`GET /cache`'s entry); `None` until the tag's
+    /// first request on this node.
+    pub cache: Option<CacheEntry>,
+    /// IDs of the tag this node handed out since it started.
+    pub served: u64,
+}
+
+/// A node's totals since it started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Totals {
+    /// Segment-mode IDs handed out (every profile).
+    pub segment_ids: u64,
+    /// Snowflake IDs handed out.
+    pub snowflake_ids: u64,
+    /// Error answers (HTTP and gRPC).
+    pub errors: u64,
+}
+
+/// One error answer of the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RecentError {
+    /// When it was answered, Unix ms.
+    pub at_ms: i64,
+    /// HTTP status.
+    pub status: u16,
+    pub code: ErrorCode,
+    /// The route template (`/api/segment/get/{tag}`), `grpc`, or `unmatched`.
+    pub route: String,
+    /// The answer's message (never a secret).
+    pub message: String,
+}

@@ -1,0 +1,330 @@
+//! Who may do what: scoped tokens checked against the replicated state, their quotas, and the
+//! [`Principal`] every admin request acts as (what the audit trail records).
+//!
+//! - The configured `admin_token`, an admin client certificate (`tls.admin_clients`) and, on a
+//!   node without an admin token, a loopback connection are [`Principal::Root`]: everything,
+//!   tokens included.
+//! - A scoped token (`Authorization: Bearer leaf_<id>_<secret>`) is [`Principal::Token`]: its
+//!   rights on its tag patterns, within its quota on this node. Its secret is hashed (SHA-256)
+//!   and compared in constant time with the hash in the state; the token map is read with one
+//!   atomic load ([`leaf_raft_store::StateReader::tokens`]), so a node refuses a revoked token
+//!   as soon as it has applied the revocation, with no lock on the request path.
+//! - ID requests need no token unless `auth.require_token_for_ids`; one that carries a token is
+//!   checked all the same ([`Access::check_ids`]).
+//!
+//! No error or log line holds a secret: a refused bearer is named by its token ID at most.
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use leaf_api::audit::Actor;
+use leaf_api::tokens::{parse_bearer, Right, TagPattern, TokenId, SECRET_BYTES};
+use leaf_api::ErrorCode;
+use leaf_raft_store::{SecretHash, StateReader, TokenRecord};
+use prometheus_client::metrics::counter::Counter;
+use subtle::ConstantTimeEq;
+
+use crate::clock::{Clock, SystemClock};
+use crate::http::ApiError;
+use crate::metrics::Metrics;
+
+pub mod quota;
+
+/// Who is calling, once the credentials were checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// May do everything, tokens included.
+    Root(Actor),
+    /// A scoped token.
+    Token { id: TokenId, name: String, rights: BTreeSet<Right>, tags: Vec<TagPattern> },
+}
+
+impl Principal {
+    /// What the audit trail records.
+    pub fn actor(&self) -> Actor {
+        match self {
+            Principal::Root(a) => a.clone(),
+            Principal::Token { id, name, .. } => Actor::Token { id: *id, name: name.clone() },
+        }
+    }
+
+    /// Whether the principal has `right` at all.
+    pub fn may(&self, right: Right) -> bool {
+        match self {
+            Principal::Root(_) => true,
+            Principal::Token { rights, .. } => rights.contains(&right),
+        }
+    }
+
+    /// Whether the principal may use `right` on `tag`.
+    pub fn may_on(&self, right: Right, tag: &str) -> bool {
+        match self {
+            Principal::Root(_) => true,
+            Principal::Token { rights, tags, .. } => rights.contains(&right) && tags.iter().any(|p| p.matches(tag)),
+        }
+    }
+
+    /// [`Principal::may_on`], or 403 `forbidden` saying what is missing.
+    pub fn require_on(&self, right: Right, tag: &str) -> Result<(), ApiError> {
+        if self.may_on(right, tag) {
+            return Ok(());
+        }
+        Err(forbidden(self, right, Some(tag)))
+    }
+
+    /// [`Principal::may`], or 403 `forbidden`.
+    pub fn require(&self, right: Right) -> Result<(), ApiError> {
+        if self.may(right) {
+            return Ok(());
+        }
+        Err(forbidden(self, right, None))
+    }
+
+    /// Only the admin token, an admin certificate or a token-less loopback: 403 otherwise.
+    pub fn require_root(&self, what: &str) -> Result<(), ApiError> {
+        match self {
+            Principal::Root(_) => Ok(()),
+            Principal::Token { id, .. } => Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!("token {id} is scoped: {what} needs the admin token or an admin client certificate"),
+            )),
+        }
+    }
+}
+
+fn forbidden(p: &Principal, right: Right, tag: Option<&str>) -> ApiError {
+    let who = match p {
+        Principal::Token { id, .. } => format!("token {id}"),
+        Principal::Root(_) => "this caller".to_string(),
+    };
+    let msg = match tag {
+        Some(tag) => format!("{who} has no '{}' right on tag {tag:?}", right.as_str()),
+        None => format!("{who} has no '{}' right", right.as_str()),
+    };
+    ApiError::new(ErrorCode::Forbidden, msg)
+}
+
+fn unauthorized(msg: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::Unauthorized, msg)
+}
+
+/// A token's quota bucket and counters on this node, made at its first use.
+struct Meter {
+    /// The token's name, for removing its metric series once it is revoked.
+    name: String,
+    bucket: Option<quota::Gcra>,
+    allowed: Counter,
+    limited: Counter,
+    denied: Counter,
+}
+
+/// Checks scoped tokens (see the module doc). One per node, shared by HTTP and gRPC.
+pub struct Access {
+    state: StateReader,
+    clock: Arc<SystemClock>,
+    admin_token: Option<String>,
+    require_for_ids: bool,
+    metrics: Arc<Metrics>,
+    /// Per token, made once and then read with one atomic load.
+    meters: ArcSwap<HashMap<u64, Arc<Meter>>>,
+    /// The zero of the quota buckets' monotonic nanoseconds.
+    epoch: Instant,
+}
+
+impl Access {
+    pub fn new(
+        state: StateReader,
+        clock: Arc<SystemClock>,
+        config: &crate::config::Config,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Access {
+            state,
+            clock,
+            admin_token: config.admin_token().map(str::to_string),
+            require_for_ids: config.auth.require_token_for_ids,
+            metrics,
+            meters: ArcSwap::default(),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// The credentials of an ID request (HTTP `Authorization` or gRPC `authorization`):
+    /// none when `auth.require_token_for_ids` is off; else, or when one is given, the admin
+    /// token or a scoped token with the `ids` right on `tag` (any pattern for snowflake IDs,
+    /// which have no tag), within its quota.
+    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>) -> Result<(), ApiError> {
+        let Some(raw) = authorization else {
+            if self.require_for_ids {
+                return Err(unauthorized("ID requests need 'Authorization: Bearer <token>' on this cluster"));
+            }
+            return Ok(());
+        };
+        let bearer = std::str::from_utf8(raw)
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer <token>'"))?;
+        if self.admin_token.as_ref().is_some_and(|t| bool::from(bearer.as_bytes().ct_eq(t.as_bytes()))) {
+            return Ok(());
+        }
+        let tokens = self.state.tokens();
+        let (id, record) = self.verify(&tokens, bearer)?;
+        let meter = self.meter(id, record);
+        let allowed = match tag {
+            Some(tag) => record.allows(Right::Ids, tag),
+            None => record.has(Right::Ids),
+        };
+        if !allowed {
+            meter.denied.inc();
+            let p = Principal::Token { id, name: String::new(), rights: BTreeSet::new(), tags: vec![] };
+            return Err(forbidden(&p, Right::Ids, tag));
+        }
+        self.take(id, &meter)
+    }
+
+    /// The principal of a scoped token's bearer, within its quota; `Ok(None)` when `bearer`
+    /// is not shaped like one (the admin token, say).
+    pub fn scoped(&self, bearer: &str) -> Result<Option<Principal>, ApiError> {
+        if parse_bearer(bearer).is_none() {
+            return Ok(None);
+        }
+        let tokens = self.state.tokens();
+        let (id, record) = self.verify(&tokens, bearer)?;
+        let meter = self.meter(id, record);
+        self.take(id, &meter)?;
+        Ok(Some(Principal::Token {
+            id,
+            name: record.name.clone(),
+            rights: record.rights.clone(),
+            tags: record.tags.clone(),
+        }))
+    }
+
+    /// The token a bearer names, if its secret is right: the current one, or the one before
+    /// the last rotation during its grace period (by this node's clock).
+    fn verify<'a>(
+        &self,
+        tokens: &'a leaf_raft_store::state_machine::Tokens,
+        bearer: &str,
+    ) -> Result<(TokenId, &'a TokenRecord), ApiError> {
+        let refused = || unauthorized("the bearer is not a valid token (unknown, revoked, rotated or malformed)");
+        let (id, secret) = parse_bearer(bearer).ok_or_else(refused)?;
+        let record = tokens.get(&id.0).ok_or_else(refused)?;
+        let hash = hash_secret(&secret);
+        let current = hash.ct_eq(&record.secret_hash);
+        let previous = match &record.previous {
+            Some((old, until_ms)) => hash.ct_eq(old) & subtle::Choice::from(u8::from(self.clock.now_ms() < *until_ms)),
+            None => subtle::Choice::from(0),
+        };
+        if bool::from(current | previous) {
+            Ok((id, record))
+        } else {
+            Err(refused())
+        }
+    }
+
+    /// The token's meter: made at its first use on this node. Making one also drops the
+    /// meters (and metric series) of tokens revoked since, so they stay as many as the live
+    /// tokens used here.
+    fn meter(&self, id: TokenId, record: &TokenRecord) -> Arc<Meter> {
+        if let Some(m) = self.meters.load().get(&id.0) {
+            return m.clone();
+        }
+        let (allowed, limited, denied) = self.metrics.token_counters(&id.to_string(), &record.name);
+        let bucket = record.quota.map(quota::Gcra::new);
+        let made = Arc::new(Meter { name: record.name.clone(), bucket, allowed, limited, denied });
+        let live = self.state.tokens();
+        let mut out = made.clone();
+        let before = self.meters.rcu(|m| {
+            let mut m = HashMap::clone(m);
+            m.retain(|id, _| live.contains_key(id));
+            out = m.entry(id.0).or_insert_with(|| made.clone()).clone();
+            m
+        });
+        for (gone, meter) in before.iter().filter(|(id, _)| !live.contains_key(id)) {
+            self.metrics.remove_token_counters(&TokenId(*gone).to_string(), &meter.name);
+        }
+        out
+    }
+
+    fn take(&self, id: TokenId, meter: &Meter) -> Result<(), ApiError> {
+        if let Some(bucket) = &meter.bucket {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            if let Err(wait) = bucket.take(now) {
+                meter.limited.inc();
+                let secs = quota::retry_after_secs(wait);
+                return Err(ApiError::new(
+                    ErrorCode::RateLimited,
+                    format!("token {id} is over its quota on this node; retry in {secs} s"),
+                )
+                .retry_after(secs));
+            }
+        }
+        meter.allowed.inc();
+        Ok(())
+    }
+}
+
+/// SHA-256 of a token's secret: what the state stores.
+pub fn hash_secret(secret: &[u8; SECRET_BYTES]) -> SecretHash {
+    let d = ring::digest::digest(&ring::digest::SHA256, secret);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// A new random secret and token ID, from the OS's random source.
+pub fn new_secret() -> Result<(TokenId, [u8; SECRET_BYTES]), ApiError> {
+    use rand::RngCore;
+    let mut secret = [0u8; SECRET_BYTES];
+    let mut id = [0u8; 8];
+    let fill = |buf: &mut [u8]| {
+        rand::rngs::OsRng.try_fill_bytes(buf).map_err(|e| {
+            tracing::error!(error = %e, "the OS random source failed");
+            ApiError::new(ErrorCode::Unavailable, "the node's random source failed; try again")
+        })
+    };
+    fill(&mut secret)?;
+    fill(&mut id)?;
+    Ok((TokenId(u64::from_le_bytes(id)), secret))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(rights: &[Right], tags: &[&str]) -> Principal {
+        Principal::Token {
+            id: TokenId(1),
+            name: "svc".into(),
+            rights: rights.iter().copied().collect(),
+            tags: tags.iter().map(|t| TagPattern::parse(t).unwrap()).collect(),
+        }
+    }
+
+    #[test]
+    fn scopes_decide() {
+        let t = token(&[Right::Ids, Right::Tags], &["orders-*"]);
+        assert!(t.may_on(Right::Ids, "orders-eu"));
+        assert!(!t.may_on(Right::Ids, "users"));
+        assert!(!t.may(Right::Cluster));
+        let e = t.require_on(Right::Tags, "users").unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        assert!(e.message.contains("0000000000000001") && e.message.contains("users"), "{}", e.message);
+        assert!(t.require_root("managing tokens").is_err());
+        let root = Principal::Root(Actor::AdminToken);
+        assert!(root.may_on(Right::Cluster, "x") && root.require_root("x").is_ok());
+        assert_eq!(t.actor(), Actor::Token { id: TokenId(1), name: "svc".into() });
+    }
+
+    #[test]
+    fn secrets_hash_to_sha256() {
+        // SHA-256 of 32 zero bytes.
+        let h = hash_secret(&[0; SECRET_BYTES]);
+        assert_eq!(h[..4], [0x66, 0x68, 0x7a, 0xad]);
+        let (a, sa) = new_secret().unwrap();
+        let (b, sb) = new_secret().unwrap();
+        assert!(a != b && sa != sb);
+    }
+}

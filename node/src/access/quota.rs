@@ -1,0 +1,108 @@
+//! Per-token request quotas on this node: a token bucket as GCRA (the generic cell rate
+//! algorithm), one `AtomicU64` a token, updated with compare-and-swap: no lock on the request
+//! path. A bucket refills `rate_per_sec` requests a second and holds at most `burst`.
+//!
+//! The limit is per node: a client that spreads its calls over three nodes may make up to three
+//! times the rate (documented with the token endpoints).
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use leaf_api::tokens::Quota;
+
+/// One token's bucket. Time is nanoseconds on a monotonic clock the caller passes in.
+#[derive(Debug)]
+pub struct Gcra {
+    /// The theoretical arrival time: when the bucket is full again.
+    tat: AtomicU64,
+    /// Nanoseconds one request costs (1 / rate).
+    interval: u64,
+    /// How far `tat` may run ahead of now: `(burst − 1) × interval`.
+    tolerance: u64,
+}
+
+impl Gcra {
+    pub fn new(q: Quota) -> Self {
+        let interval = 1_000_000_000 / u64::from(q.rate_per_sec.max(1));
+        Gcra { tat: AtomicU64::new(0), interval, tolerance: u64::from(q.burst.max(1) - 1) * interval }
+    }
+
+    /// Takes one request at time `now_ns`; refused with how long to wait until one is allowed.
+    pub fn take(&self, now_ns: u64) -> Result<(), Duration> {
+        let mut tat = self.tat.load(Ordering::Relaxed);
+        loop {
+            let base = tat.max(now_ns);
+            let ahead = base - now_ns;
+            if ahead > self.tolerance {
+                return Err(Duration::from_nanos(ahead - self.tolerance));
+            }
+            match self.tat.compare_exchange_weak(tat, base + self.interval, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(now) => tat = now,
+            }
+        }
+    }
+}
+
+/// Whole seconds for a `Retry-After` header: at least one.
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_burst_then_the_rate() {
+        let g = Gcra::new(Quota { rate_per_sec: 10, burst: 5 });
+        let t0 = 1_000 * SEC;
+        for i in 0..5 {
+            assert!(g.take(t0).is_ok(), "request {i} of the burst");
+        }
+        let wait = g.take(t0).unwrap_err();
+        assert_eq!(wait, Duration::from_millis(100));
+        assert_eq!(retry_after_secs(wait), 1);
+        // One more every 100 ms.
+        assert!(g.take(t0 + SEC / 10).is_ok());
+        assert!(g.take(t0 + SEC / 10).is_err());
+        // After a quiet second the bucket is full again, and no fuller.
+        let t1 = t0 + 2 * SEC;
+        for _ in 0..5 {
+            assert!(g.take(t1).is_ok());
+        }
+        assert!(g.take(t1).is_err());
+    }
+
+    #[test]
+    fn a_burst_of_one_spaces_requests() {
+        let g = Gcra::new(Quota { rate_per_sec: 1, burst: 1 });
+        assert!(g.take(5 * SEC).is_ok());
+        assert_eq!(g.take(5 * SEC + SEC / 2), Err(Duration::from_millis(500)));
+        assert!(g.take(6 * SEC).is_ok());
+    }
+
+    #[test]
+    fn threads_never_take_more_than_the_bucket_holds() {
+        let g = std::sync::Arc::new(Gcra::new(Quota { rate_per_sec: 1, burst: 1000 }));
+        let now = 50 * SEC;
+        let taken: usize = (0..4)
+            .map(|_| {
+                let g = g.clone();
+                std::thread::spawn(move || (0..1000).filter(|_| g.take(now).is_ok()).count())
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .sum();
+        assert_eq!(taken, 1000);
+    }
+
+    #[test]
+    fn retry_after_rounds_up() {
+        assert_eq!(retry_after_secs(Duration::from_millis(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_secs(2)), 2);
+        assert_eq!(retry_after_secs(Duration::from_millis(2001)), 3);
+    }
+}

@@ -1,0 +1,91 @@
+//! `leaf token …` (scoped tokens: create, list, show, rotate, revoke) and `leaf audit` (the
+//! audit trail), over the admin API.
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use leaf_api::audit::{AuditFilter, AuditKind};
+use leaf_api::tokens::{CreateTokenRequest, Quota, Right, RotateTokenRequest, TagPattern, TokenId};
+use leaf_client::Client;
+
+use super::print_json;
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCmd {
+    /// Create a scoped token; prints it with its bearer (shown only now: store it).
+    Create {
+        /// A name for people (the team or service that holds it).
+        name: String,
+        /// What it may do: ids, tags, cluster (comma-separated).
+        #[arg(long, value_delimiter = ',', required = true)]
+        rights: Vec<Right>,
+        /// Tags it covers: `*`, a tag, or a prefix ending in `*` (comma-separated).
+        #[arg(long, value_delimiter = ',', value_parser = TagPattern::parse)]
+        tags: Vec<TagPattern>,
+        /// Requests a second on each node (with --burst).
+        #[arg(long, requires = "burst")]
+        rate: Option<u32>,
+        /// Most requests at once on each node (with --rate).
+        #[arg(long, requires = "rate")]
+        burst: Option<u32>,
+    },
+    /// List the tokens (never their secrets).
+    List,
+    /// Show one token.
+    Show { id: TokenId },
+    /// Give a token a new secret; prints the new bearer.
+    Rotate {
+        id: TokenId,
+        /// How long the old secret keeps working, in ms (default 0).
+        #[arg(long)]
+        grace_ms: Option<i64>,
+    },
+    /// Revoke a token: every node refuses it once it applied the revocation.
+    Revoke { id: TokenId },
+}
+
+/// `leaf audit`: a page of the audit trail, oldest first.
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// Only this kind: tag_created, tag_updated, token_created, token_rotated, token_revoked,
+    /// learner_added, node_promoted, node_removed.
+    #[arg(long)]
+    kind: Option<AuditKind>,
+    /// Only changes of this tag.
+    #[arg(long)]
+    tag: Option<String>,
+    /// Only changes made by or to this token.
+    #[arg(long = "token-id")]
+    token: Option<TokenId>,
+    /// Leader time at or after (Unix ms).
+    #[arg(long)]
+    since_ms: Option<i64>,
+    /// Leader time before (Unix ms).
+    #[arg(long)]
+    until_ms: Option<i64>,
+    /// Records after this one (the previous page's `next_after_seq`).
+    #[arg(long)]
+    after_seq: Option<u64>,
+    /// Most records (1 to 1000; default 100).
+    #[arg(long)]
+    limit: Option<u32>,
+}
+
+pub async fn token(client: &Client, cmd: TokenCmd) -> ExitCode {
+    match cmd {
+        TokenCmd::Create { name, rights, tags, rate, burst } => {
+            let quota = rate.zip(burst).map(|(rate_per_sec, burst)| Quota { rate_per_sec, burst });
+            print_json(client.create_token(&CreateTokenRequest { name, rights, tags, quota }).await)
+        }
+        TokenCmd::List => print_json(client.tokens().await),
+        TokenCmd::Show { id } => print_json(client.token(id).await),
+        TokenCmd::Rotate { id, grace_ms } => {
+            print_json(client.rotate_token(id, &RotateTokenRequest { grace_ms }).await)
+        }
+        TokenCmd::Revoke { id } => print_json(client.revoke_token(id).await),
+    }
+}
+
+pub async fn audit(client: &Client, a: AuditArgs) -> ExitCode {
+    let filter = AuditFilter { kind: a.kind, tag: a.tag, token: a.token, since_ms: a.since_ms, until_ms: a.until_ms };
+    print_json(client.audit(&filter, a.after_seq, a.limit).await)
+}

@@ -1,0 +1,101 @@
+//! Reading Leaf's `leaf_alloc` from a running MySQL or MariaDB (`mysql_async`, pure Rust; TLS
+//! with `?require_ssl=true` in the URL). Every message that could carry the URL has its
+//! password replaced by `***`.
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+
+use super::plan::LeafRow;
+
+/// How long connecting and reading may take.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `url` with its password replaced by `***` (for messages).
+pub fn redacted_url(url: &str) -> String {
+    match password_span(url) {
+        Some((start, end)) => format!("{}***{}", &url[..start], &url[end..]),
+        None => url.to_string(),
+    }
+}
+
+/// Where the password of `scheme://user:password@host` is in `url`.
+fn password_span(url: &str) -> Option<(usize, usize)> {
+    let after_scheme = url.find("://")? + 3;
+    let at = after_scheme + url[after_scheme..].rfind('@')?;
+    let colon = after_scheme + url[after_scheme..at].find(':')?;
+    Some((colon + 1, at))
+}
+
+/// `msg` with every form of `url`'s password (as written and percent-decoded) replaced.
+pub fn scrub(url: &str, msg: &str) -> String {
+    let Some((start, end)) = password_span(url) else { return msg.to_string() };
+    let raw = &url[start..end];
+    let mut out = msg.replace(url, &redacted_url(url));
+    if !raw.is_empty() {
+        let decoded: String = form_urlencoded::parse(format!("p={raw}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default();
+        out = out.replace(raw, "***");
+        if !decoded.is_empty() {
+            out = out.replace(&decoded, "***");
+        }
+    }
+    out
+}
+
+/// Checks a table name: `table` or `database.table`, letters, digits and `_`.
+pub fn check_table(table: &str) -> Result<String, String> {
+    let ok = |p: &str| !p.is_empty() && p.len() <= 64 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let parts: Vec<&str> = table.split('.').collect();
+    if parts.len() > 2 || !parts.iter().all(|p| ok(p)) {
+        return Err(format!("--table {table:?} must be `table` or `database.table` of letters, digits and _"));
+    }
+    Ok(parts.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join("."))
+}
+
+/// Every row of `table` at `url`, by tag.
+pub async fn read(url: &str, table: &str) -> Result<Vec<LeafRow>, String> {
+    let table = check_table(table)?;
+    let opts = mysql_async::Opts::from_url(url).map_err(|e| scrub(url, &format!("--url: {e}")))?;
+    let query = format!("SELECT biz_tag, max_id, step, description FROM {table} ORDER BY biz_tag");
+    let work = async {
+        let mut conn = mysql_async::Conn::new(opts).await?;
+        let rows: Vec<(String, i64, i64, Option<String>)> = conn.query(query).await?;
+        conn.disconnect().await?;
+        Ok::<_, mysql_async::Error>(rows)
+    };
+    let rows = match tokio::time::timeout(READ_TIMEOUT, work).await {
+        Err(_) => return Err(format!("no answer from {} within {READ_TIMEOUT:?}", redacted_url(url))),
+        Ok(r) => r.map_err(|e| scrub(url, &format!("reading {table} at {}: {e}", redacted_url(url))))?,
+    };
+    Ok(rows
+        .into_iter()
+        .map(|(biz_tag, max_id, step, description)| LeafRow { biz_tag, max_id, step, description })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_a_message() {
+        let url = "mysql://leaf:s3cr%40t@db.example:3306/leaf";
+        assert_eq!(redacted_url(url), "mysql://leaf:***@db.example:3306/leaf");
+        let msg = format!("failed for {url}: access denied for password s3cr@t (s3cr%40t)");
+        let s = scrub(url, &msg);
+        assert!(!s.contains("s3cr"), "{s}");
+        assert_eq!(redacted_url("mysql://leaf@db/leaf"), "mysql://leaf@db/leaf");
+        assert_eq!(scrub("mysql://db/leaf", "x"), "x");
+    }
+
+    #[test]
+    fn table_names_are_identifiers() {
+        assert_eq!(check_table("leaf_alloc").unwrap(), "`leaf_alloc`");
+        assert_eq!(check_table("leaf.leaf_alloc").unwrap(), "`leaf`.`leaf_alloc`");
+        for bad in ["", "a.b.c", "a;drop", "a`b", "a b", "a."] {
+            assert!(check_table(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The audit trail in the replicated state: every admin change (tags, tokens, membership)
+//! appended by [`crate::state::apply`] with who asked for it and the leader's time, numbered
+//! 1, 2, 3… alike on every node, and trimmed to the retention the leader stamped into the
+//! latest change. It travels in snapshots with the rest of the state.
+use std::collections::VecDeque;
+
+use leaf_api::audit::{Actor, AuditAction, AuditFilter, AuditRecord, AuditRetention, MAX_AUDIT_ADDR};
+use serde::{Deserialize, Serialize};
+
+use crate::state::{Applied, ApplyError, Changes, Op};
+
+/// Most records the trail keeps, whatever the configured retention. Bounds the snapshot: a
+/// record is at most about 1.3 KB (a token creation with eight 128-byte patterns), so the
+/// trail stays under 6.5 MB (see `the_largest_possible_state_still_encodes`).
+pub const MAX_AUDIT_RECORDS: u32 = 5_000;
+/// Longest retention by age: ten years.
+pub const MAX_AUDIT_AGE_MS: i64 = 10 * 365 * 86_400_000;
+/// Retention until a leader stamps its own: every record the bound allows, for a year.
+pub const DEFAULT_RETENTION: AuditRetention =
+    AuditRetention { max_records: MAX_AUDIT_RECORDS, max_age_ms: 365 * 86_400_000 };
+
+/// The trail as the state holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditLog {
+    pub retention: AuditRetention,
+    /// The number the next record gets.
+    pub next_seq: u64,
+    /// Oldest first, by `seq`.
+    pub records: VecDeque<AuditRecord>,
+}
+
+impl Default for AuditLog {
+    fn default() -> Self {
+        AuditLog { retention: DEFAULT_RETENTION, next_seq: 1, records: VecDeque::new() }
+    }
+}
+
+/// The trail's counters without its records (what the `sm` tree keeps under one key; each
+/// record has its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditMeta {
+    pub retention: AuditRetention,
+    pub next_seq: u64,
+}
+
+impl AuditLog {
+    pub fn meta(&self) -> AuditMeta {
+        AuditMeta { retention: self.retention, next_seq: self.next_seq }
+    }
+
+    /// Up to `limit` records after `after_seq` that pass `filter`, oldest first, and the
+    /// `after_seq` of the next page when more may follow.
+    pub fn page(&self, filter: &AuditFilter, after_seq: u64, limit: usize) -> (Vec<AuditRecord>, Option<u64>) {
+        let start = self.records.partition_point(|r| r.seq <= after_seq);
+        let mut out = Vec::with_capacity(limit.min(64));
+        for r in self.records.iter().skip(start).filter(|r| r.matches(filter)) {
+            if out.len() == limit {
+                let next = out.last().map(|r: &AuditRecord| r.seq);
+                return (out, next);
+            }
+            out.push(r.clone());
+        }
+        (out, None)
+    }
+
+    /// Appends a record of `action` by `actor` at leader time `at_ms`, then trims.
+    fn push(&mut self, at_ms: i64, actor: Actor, action: AuditAction, changes: &mut Changes) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.records.push_back(AuditRecord { seq, at_ms, actor, action });
+        changes.audit.insert(seq);
+        changes.audit_meta = true;
+        self.trim(at_ms, changes);
+    }
+
+    /// Drops the records the retention no longer covers at leader time `at_ms`.
+    fn trim(&mut self, at_ms: i64, changes: &mut Changes) {
+        let oldest_kept = at_ms.saturating_sub(self.retention.max_age_ms);
+        while let Some(front) = self.records.front() {
+            if self.records.len() <= self.retention.max_records as usize && front.at_ms >= oldest_kept {
+                break;
+            }
+            changes.audit.insert(front.seq);
+            self.records.pop_front();
+        }
+    }
+}
+
+/// Checks a retention a leader stamped.
+pub(crate) fn check_retention(r: &AuditRetention) -> Result<(), ApplyError> {
+    if !(1..=MAX_AUDIT_RECORDS).contains(&r.max_records) {
+        return Err(ApplyError::Invalid(format!(
+            "audit retention of {} records is outside 1..={MAX_AUDIT_RECORDS}",
+            r.max_records
+        )));
+    }
+    if !(60_000..=MAX_AUDIT_AGE_MS).contains(&r.max_age_ms) {
+        return Err(ApplyError::Invalid(format!(
+            "audit retention of {} ms is outside a minute to ten years",
+            r.max_age_ms
+        )));
+    }
+    Ok(())
+}
+
+/// Checks what a membership note may hold.
+pub(crate) fn check_note(action: &AuditAction) -> Result<(), ApplyError> {
+    match action {
+        AuditAction::LearnerAdded { node_id, addr } if *node_id > 0 && addr.len() <= MAX_AUDIT_ADDR => Ok(()),
+        AuditAction::NodePromoted { node_id } | AuditAction::NodeRemoved { node_id } if *node_id > 0 => Ok(()),
+        other => Err(ApplyError::Invalid(format!("not a membership note: {:?}", other.kind()))),
+    }
+}
+
+/// Records the admin change `op` that produced `applied`, by `actor`, with `retention` when
+/// the leader stamped one (an unwrapped change from an earlier release keeps the last one).
+pub(crate) fn record(
+    log: &mut AuditLog,
+    at_ms: i64,
+    (actor, retention): (&Actor, Option<AuditRetention>),
+    (op, applied): (&Op, &Applied),
+    changes: &mut Changes,
+) {
+    if let Some(r) = retention {
+        if r != log.retention {
+            log.retention = r;
+            changes.audit_meta = true;
+        }
+    }
+    if let Some(action) = action_of(op, applied) {
+        log.push(at_ms, actor.clone(), action, changes);
+    }
+}
+
+/// What the trail says of `op`, an admin change that succeeded with `applied`.
+fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
+    let action = match (op, applied) {
+        (Op::CreateTag { tag, step, start_max_id, .. }, _) => AuditAction::TagCreated {
+            tag: tag.clone(),
+            profile: leaf_api::profile::Profile::Segment,
+            step: *step,
+            first_id: *start_max_id,
+            upper_bound: None,
+        },
+        (Op::CreateTagV2 { tag, step, start_max_id, profile, upper_bound, .. }, _) => AuditAction::TagCreated {
+            tag: tag.clone(),
+            profile: profile.kind(),
+            step: *step,
+            first_id: *start_max_id,
+            upper_bound: *upper_bound,
+        },
+        (Op::UpdateTag { tag, step, description }, _) => {
+            AuditAction::TagUpdated { tag: tag.clone(), step: *step, description: description.is_some() }
+        }
+        (Op::CreateToken(t), _) => AuditAction::TokenCreated {
+            token: t.id,
+            name: t.name.clone(),
+            rights: t.rights.iter().copied().collect(),
+            tags: t.tags.clone(),
+            quota: t.quota,
+        },
+        (Op::RotateToken { id, grace_ms, .. }, Applied::Token { record, .. }) => {
+            AuditAction::TokenRotated { token: *id, name: record.name.clone(), grace_ms: *grace_ms }
+        }
+        (Op::RevokeToken { id }, Applied::Token { record, .. }) => {
+            AuditAction::TokenRevoked { token: *id, name: record.name.clone() }
+        }
+        (Op::NoteMembership(action), _) => action.clone(),
+        _ => return None,
+    };
+    Some(action)
+}
+
+#[cfg(test)]
+mod tests {
+    use leaf_api::audit::AuditKind;
+
+    use super::*;
+
+    fn log_with(n: u64, retention: AuditRetention) -> (AuditLog, Changes) {
+        let mut log = AuditLog { retention, ..AuditLog::default() };
+        let mut c = Changes::default();
+        for i in 0..n {
+            let action = AuditAction::NodePromoted { node_id: i + 1 };
+            log.push(i as i64 * 1000, Actor::AdminToken, action, &mut c);
+        }
+        (log, c)
+    }
+
+    #[test]
+    fn records_are_numbered_and_trimmed_by_count_and_age() {
+        let (log, c) = log_with(10, AuditRetention { max_records: 4, max_age_ms: 1_000_000 });
+        let seqs: Vec<u64> = log.records.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [7, 8, 9, 10]);
+        assert_eq!(log.next_seq, 11);
+        // Every written or removed key is noted, so a checkpoint deletes the trimmed ones.
+        assert_eq!(c.audit, (1..=10).collect());
+        let (log, _) = log_with(10, AuditRetention { max_records: 100, max_age_ms: 2_500 });
+        let seqs: Vec<u64> = log.records.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [8, 9, 10], "records older than 2.5 s before the newest (9 s) are gone");
+    }
+
+    #[test]
+    fn pages_follow_after_seq_and_filters() {
+        let (log, _) = log_with(10, DEFAULT_RETENTION);
+        let all = AuditFilter::default();
+        let (p, next) = log.page(&all, 0, 4);
+        assert_eq!(p.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        assert_eq!(next, Some(4));
+        let (p, next) = log.page(&all, 8, 4);
+        assert_eq!(p.iter().map(|r| r.seq).collect::<Vec<_>>(), [9, 10]);
+        assert_eq!(next, None);
+        let (p, next) = log.page(&all, 6, 4);
+        assert_eq!(p.len(), 4);
+        assert_eq!(next, None, "exactly the rest: no further page");
+        let since = AuditFilter { since_ms: Some(5_000), kind: Some(AuditKind::NodePromoted), ..all.clone() };
+        assert_eq!(log.page(&since, 0, 100).0.first().map(|r| r.seq), Some(6));
+        let none = AuditFilter { kind: Some(AuditKind::TagCreated), ..all };
+        assert_eq!(log.page(&none, 0, 100), (vec![], None));
+    }
+
+    #[test]
+    fn retention_and_notes_are_checked() {
+        assert!(check_retention(&DEFAULT_RETENTION).is_ok());
+        for bad in [
+            AuditRetention { max_records: 0, max_age_ms: 86_400_000 },
+            AuditRetention { max_records: MAX_AUDIT_RECORDS + 1, max_age_ms: 86_400_000 },
+            AuditRetention { max_records: 10, max_age_ms: 59_999 },
+            AuditRetention { max_records: 10, max_age_ms: MAX_AUDIT_AGE_MS + 1 },
+        ] {
+            assert!(check_retention(&bad).is_err(), "{bad:?}");
+        }
+        assert!(check_note(&AuditAction::NodeRemoved { node_id: 3 }).is_ok());
+        assert!(check_note(&AuditAction::NodeRemoved { node_id: 0 }).is_err());
+        assert!(check_note(&AuditAction::LearnerAdded { node_id: 4, addr: "x".repeat(MAX_AUDIT_ADDR + 1) }).is_err());
+        let tag = AuditAction::TagUpdated { tag: "t".into(), step: None, description: true };
+        assert!(check_note(&tag).is_err(), "a note cannot forge a tag change");
+    }
+}
