@@ -256,6 +256,16 @@ pub fn validate_name(name: &str) -> Result<(), TokenError> {
     }
 }
 
+/// The rights of a request as a set; each may be listed once (the schema's `maxItems` of 3
+/// holds then).
+pub fn rights_set(rights: &[Right]) -> Result<BTreeSet<Right>, TokenError> {
+    let set: BTreeSet<Right> = rights.iter().copied().collect();
+    if set.len() != rights.len() {
+        return Err(TokenError::Scope("a right is listed twice".into()));
+    }
+    Ok(set)
+}
+
 /// Checks a token's scope: at least one right, and 1 to [`MAX_TOKEN_PATTERNS`] distinct
 /// patterns when it has a right that is about tags.
 pub fn validate_scope(rights: &BTreeSet<Right>, tags: &[TagPattern]) -> Result<(), TokenError> {
@@ -428,6 +438,8 @@ mod tests {
         assert!(validate_scope(&rights(&[]), &pats(&["*"])).is_err());
         assert!(validate_scope(&rights(&[Right::Tags]), &[]).is_err());
         assert!(validate_scope(&rights(&[Right::Ids]), &pats(&["a", "a"])).is_err());
+        assert_eq!(rights_set(&[Right::Tags, Right::Ids]).unwrap().len(), 2);
+        assert!(rights_set(&[Right::Ids, Right::Cluster, Right::Ids]).is_err());
         let nine: Vec<String> = (0..9).map(|i| format!("t{i}")).collect();
         let nine: Vec<&str> = nine.iter().map(String::as_str).collect();
         assert!(validate_scope(&rights(&[Right::Ids]), &pats(&nine)).is_err());

@@ -3,7 +3,6 @@
 //!
 //! A token's secret is drawn here from the OS's random source, shown once in the answer, and
 //! proposed only as its SHA-256: the Raft log, snapshots and backups never hold it.
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -13,8 +12,8 @@ use leaf_api::audit::{AuditFilter, AuditKind, AuditPage, DEFAULT_AUDIT_PAGE, MAX
 use leaf_api::routes;
 use leaf_api::tag::validate_tag;
 use leaf_api::tokens::{
-    format_bearer, validate_name, validate_scope, CreateTokenRequest, IssuedToken, RotateTokenRequest, TokenError,
-    TokenId, TokenInfo, MAX_GRACE_MS,
+    format_bearer, rights_set, validate_name, validate_scope, CreateTokenRequest, IssuedToken, RotateTokenRequest,
+    TokenError, TokenId, TokenInfo, MAX_GRACE_MS,
 };
 use leaf_api::ErrorCode;
 use leaf_raft_store::{NewToken, TokenRecord};
@@ -85,7 +84,7 @@ pub async fn create_token(
     JsonBody(body): JsonBody<CreateTokenRequest>,
 ) -> Result<(StatusCode, Json<IssuedToken>), ApiError> {
     validate_name(&body.name).map_err(bad)?;
-    let rights: BTreeSet<_> = body.rights.iter().copied().collect();
+    let rights = rights_set(&body.rights).map_err(bad)?;
     validate_scope(&rights, &body.tags).map_err(bad)?;
     if let Some(q) = &body.quota {
         q.validate().map_err(bad)?;

@@ -243,6 +243,8 @@ async fn token_requests_are_validated() {
         json!({"name": "x", "rights": ["ids"], "tags": []}),
         json!({"name": "x", "rights": ["ids"], "tags": ["a*b"]}),
         json!({"name": "x", "rights": ["ids"], "tags": ["a", "a"]}),
+        json!({"name": "x", "rights": ["ids", "cluster", "ids"], "tags": ["a"]}),
+        json!({"name": "x", "rights": ["ids", "tags", "cluster", "ids"], "tags": ["a"]}),
         json!({"name": "x", "rights": ["ids"], "tags": ["a","b","c","d","e","f","g","h","i"]}),
         json!({"name": "x", "rights": ["ids"], "tags": ["*"], "quota": {"rate_per_sec": 0, "burst": 1}}),
         json!({"name": "x", "rights": ["ids"], "tags": ["*"], "quota": {"rate_per_sec": 1}}),
