@@ -17,7 +17,8 @@
 //!   rotation and revocation.
 //! - [`audit`]: the audit trail of admin changes in the state: numbering, retention, paging.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
-//! - [`failpoint`]: crash points for tests (cargo feature `failpoints`; nothing without it).
+//! - [`failpoint`]: crash points and disk faults for tests (cargo feature `failpoints`; nothing
+//!   without it).
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.
 //!
 //! Every record goes through [`leaf_api::codec`] (versioned, checksummed bincode).
@@ -56,7 +57,15 @@ pub use types::TypeConfig;
 /// switches. The blocking pool wakes one thread.
 pub(crate) async fn flush(db: &sled::Db) -> sled::Result<usize> {
     let db = db.clone();
-    match tokio::task::spawn_blocking(move || db.flush()).await {
+    let flush = move || {
+        // A slow or failing fsync, for tests (see `failpoint`).
+        #[cfg(feature = "failpoints")]
+        if let Some(e) = failpoint::io_fault("disk-fsync") {
+            return Err(sled::Error::Io(e));
+        }
+        db.flush()
+    };
+    match tokio::task::spawn_blocking(flush).await {
         Ok(r) => r,
         Err(e) => Err(sled::Error::Io(std::io::Error::other(format!("flush task failed: {e}")))),
     }

@@ -310,7 +310,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
         let bytes = codec::encode(vote).map_err(|e| StorageIOError::write_vote(&e))?;
         self.meta.insert(KEY_VOTE, bytes).map_err(|e| StorageIOError::write_vote(&e))?;
+        failpoint!("log-vote-written");
         crate::flush(&self.db).await.map_err(|e| StorageIOError::write_vote(&e))?;
+        failpoint!("log-vote-flushed");
         Ok(())
     }
 

@@ -575,12 +575,14 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
         // Checkpoint the state the snapshot holds, so the `sm` tree is never older than the
         // snapshot and the log purged behind it.
+        failpoint!("sm-build-begin");
         let data = {
             let mut dirty = self.lock_dirty();
             let data = self.data.read().unwrap_or_else(|e| e.into_inner()).clone();
             self.checkpoint_from(&mut dirty, &data)?;
             data
         };
+        failpoint!("sm-build-checkpointed");
         let bytes = codec::encode(&data).map_err(|e| snap_write_err(None, e))?;
         let seq = self.db.generate_id().map_err(|e| snap_write_err(None, e))?;
         let snapshot_id = match data.last_applied {
@@ -598,7 +600,9 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
                 self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(&meta), e))?;
             }
         }
+        failpoint!("sm-build-snapshot-written");
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(&meta), e))?;
+        failpoint!("sm-build-done");
         // This snapshot is on disk now (or a newer one is, which already raised the coverage).
         self.coverage.raise(meta.last_log_id);
         tracing::info!(snapshot = %meta.snapshot_id, bytes = bytes.len(), "built snapshot");
@@ -671,7 +675,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         if dirty.entries >= CHECKPOINT_EVERY {
             // Readers may go on meanwhile; nothing changes `data` while `dirty` is held.
             let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+            failpoint!("sm-checkpoint-begin");
             self.checkpoint_from(&mut dirty, &d)?;
+            failpoint!("sm-checkpoint-written");
         }
         Ok(results)
     }

@@ -22,7 +22,7 @@ use super::*;
 /// there: "Failed to get log entries"). The `log-*` points fire on the install's purge, the
 /// first commit point and the first append after it (the test prints whether the install had
 /// finished by then).
-const CASES: &[(&str, &str)] = &[
+pub(super) const CASES: &[(&str, &str)] = &[
     ("sm-install-begin", "return(500)"),
     ("sm-install-snapshot-written", "return(500)"),
     ("sm-install-snapshot-flushed", "return"),

@@ -60,7 +60,11 @@ impl StateFile {
             f.write_all(&bytes)?;
             f.sync_all()?;
         }
+        #[cfg(feature = "failpoints")]
+        leaf_raft_store::failpoint::hit("snowflake-state-synced");
         std::fs::rename(&tmp, path)?;
+        #[cfg(feature = "failpoints")]
+        leaf_raft_store::failpoint::hit("snowflake-state-renamed");
         if let Some(dir) = path.parent() {
             std::fs::File::open(dir)?.sync_all()?;
         }

@@ -1,0 +1,158 @@
+//! Disk faults at the fsync of the Raft store (`disk-fsync`, armed at run time through each
+//! node's `LEAF_FAILPOINTS_FILE`): a slow fsync and an fsync that fails with EIO.
+//!
+//! - Slow (every node's fsync takes 2.5 s, above the 1 s `propose_timeout_ms`): writes are
+//!   refused with a clear 503 (never a 500, never an acknowledgement before the fsync), IDs
+//!   already buffered keep flowing, and once the disk is fast again the same processes commit
+//!   again: no restart.
+//! - EIO (on the leader): its Raft stops at the first failed fsync (after an fsync error the
+//!   page cache cannot be trusted, so the node never retries it; PostgreSQL's lesson), it says
+//!   so with 503s and in `/cluster/status`, counts it in `leaf_storage_errors_total`, the others
+//!   elect a leader and go on; restarted on a healthy disk it catches up. Nothing acknowledged
+//!   is lost and no ID repeats across the whole test.
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The node's answer to a write: 200, or the status and code of its refusal (a request that
+/// got no answer at all fails the test: the node must answer).
+async fn try_create(c: &Client, tag: &str) -> Result<(), (StatusCode, ErrorCode)> {
+    match c.create_tag(&tag_req(tag, 1000)).await {
+        Ok(_) => Ok(()),
+        Err(ClientError::Api { status, code, .. }) => Err((status, code)),
+        Err(e) => panic!("creating {tag}: no answer: {e}"),
+    }
+}
+
+/// Segment IDs of `tag`, each new to `seen` (the IDs handed out per tag).
+fn unique(seen: &mut BTreeSet<(&'static str, i64)>, tag: &'static str, ids: Vec<i64>, what: &str) {
+    for id in ids {
+        assert!(seen.insert((tag, id)), "{what}: ID {id} of {tag} was handed out before");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
+    let _serial = SERIAL.lock().await;
+    let (arms, mut cluster) = armed_cluster(3, "[raft]\npropose_timeout_ms = 1000\n");
+    let set = |id: u64, spec: &str| arms.set(id, spec);
+    let leader = cluster.wait_leader(FORM).await.unwrap();
+    let mut acked = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    create_tag(&cluster.client(leader), "disk", 100_000).await;
+    acked.insert("disk".to_string());
+    // Every node loads its buffers of `disk` before the fault.
+    for id in cluster.ids() {
+        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(10)).await.unwrap(), "before");
+    }
+
+    // Slow fsync everywhere: no write commits within the propose timeout.
+    for id in cluster.ids() {
+        set(id, "disk-fsync=sleep(2500)");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deadline = Instant::now() + WAIT;
+    let mut refusals = 0;
+    let mut i = 0;
+    while refusals < 3 {
+        assert!(Instant::now() < deadline, "slow fsync: no write was refused");
+        i += 1;
+        for id in cluster.ids() {
+            // A name per request: a refused write may still commit later.
+            let tag = format!("slow-{i}-{id}");
+            match try_create(&cluster.client(id), &tag).await {
+                Ok(()) => {
+                    acked.insert(tag.clone());
+                }
+                Err((status, code)) => {
+                    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "slow fsync: {code:?}");
+                    refusals += 1;
+                }
+            }
+        }
+    }
+    // Buffered IDs still flow while the disk is slow.
+    for id in cluster.ids() {
+        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "slow fsync");
+    }
+    // The disk is fast again: the same processes commit again.
+    for id in cluster.ids() {
+        set(id, "");
+    }
+    let deadline = Instant::now() + WAIT;
+    let mut n = 0;
+    loop {
+        let leader = cluster.wait_leader(WAIT).await.unwrap();
+        let tag = format!("after-slow-{n}");
+        n += 1;
+        if try_create(&cluster.client(leader), &tag).await.is_ok() {
+            acked.insert(tag);
+            break;
+        }
+        assert!(Instant::now() < deadline, "slow fsync: no write committed after the disk recovered");
+    }
+    assert!(cluster.ids().into_iter().all(|id| cluster.alive(id)), "a node died of a slow disk");
+    println!("slow fsync: {refusals} writes refused with 503, recovered without a restart");
+
+    // EIO on the leader's fsync: its Raft stops, the others take over.
+    let leader = cluster.wait_leader(WAIT).await.unwrap();
+    let others: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
+    set(leader, "disk-fsync=return");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let c = cluster.client(leader);
+    // The next write through it needs an fsync that fails.
+    let (status, code) = try_create(&c, "eio-0").await.expect_err("a write was acknowledged over a failed fsync");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{code:?}");
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        let s = cluster.status(leader).await.unwrap();
+        if s.health.reason.as_deref().is_some_and(|r| r.contains("raft stopped")) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "EIO: node {leader} still reports {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.health.ready);
+    let (status, _) = try_create(&c, "eio-1").await.expect_err("a write was acknowledged after a failed fsync");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let metrics = c.metrics().await.unwrap();
+    assert!(
+        metrics.lines().any(|l| l.starts_with("leaf_storage_errors_total{store=\"raft\"}") && !l.ends_with(" 0")),
+        "EIO: not counted in leaf_storage_errors_total:\n{}",
+        metrics.lines().filter(|l| l.contains("storage")).collect::<Vec<_>>().join("\n")
+    );
+    // The others elect a leader and go on.
+    let new_leader = cluster.wait_leader_among(&others, WAIT).await.unwrap();
+    create_tag(&cluster.client(new_leader), "after-eio", 10).await;
+    acked.insert("after-eio".to_string());
+    for &id in &others {
+        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "EIO, the others");
+    }
+    // Restarted on a healthy disk, the old leader catches up.
+    set(leader, "");
+    cluster.kill(leader);
+    cluster.spawn(leader).unwrap();
+    let ids = cluster.ids();
+    let l = cluster.wait_leader_among(&ids, WAIT).await.unwrap();
+    let target = cluster.status(l).await.unwrap().committed_index;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = cluster.status(leader).await.ok();
+        if s.as_ref().is_some_and(|s| s.health.ready && s.last_applied_index >= target) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "EIO: node {leader} did not catch up after its restart: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for id in cluster.ids() {
+        let have: BTreeSet<String> = cluster.client(id).tags().await.unwrap().into_iter().map(|t| t.tag).collect();
+        let lost: Vec<&String> = acked.difference(&have).collect();
+        assert!(lost.is_empty(), "node {id} lost acknowledged tags {lost:?}");
+        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "after EIO");
+        unique(&mut seen, "after-eio", get_ids(&cluster.client(id), "after-eio", Some(5)).await.unwrap(), "after EIO");
+    }
+    println!("EIO: node {leader}'s Raft stopped with 503s, node {new_leader} took over, node {leader} came back");
+}
