@@ -53,13 +53,25 @@ pub struct NodeSpec {
     pub peer_addr: String,
     /// Extra environment of its process (e.g. `LEAF_RAFT__SOURCE_IP`).
     pub env: Vec<(String, String)>,
+    /// The address it listens on and clients dial (`127.0.0.1`, or its address in a network
+    /// namespace).
+    pub host: String,
+    /// A command prefix its process runs under (e.g. `ip netns exec <ns>`); empty: none.
+    pub wrapper: Vec<String>,
 }
 
 impl NodeSpec {
     /// A node on a fresh loopback port that peers dial directly.
     pub fn direct(id: u64) -> NodeSpec {
         let port = free_port();
-        NodeSpec { id, port, peer_addr: format!("127.0.0.1:{port}"), env: Vec::new() }
+        NodeSpec {
+            id,
+            port,
+            peer_addr: format!("127.0.0.1:{port}"),
+            env: Vec::new(),
+            host: "127.0.0.1".into(),
+            wrapper: Vec::new(),
+        }
     }
 }
 
@@ -70,6 +82,8 @@ pub struct NodeProc {
     peer_addr: String,
     /// Extra environment of this node's process (e.g. `LEAF_FAULT__CLOCK_OFFSET_MS`).
     env: Vec<(String, String)>,
+    host: String,
+    wrapper: Vec<String>,
     child: Option<Child>,
 }
 
@@ -209,10 +223,10 @@ impl Cluster {
         if self.nodes.contains_key(&spec.id) {
             bail!("node {} exists", spec.id);
         }
-        let NodeSpec { id, port, peer_addr, env } = spec;
+        let NodeSpec { id, port, peer_addr, env, host, wrapper } = spec;
         if self.opts.tls {
-            // Clients dial 127.0.0.1; peers dial `peer_addr` (a proxy's address in chaos runs).
-            let mut hosts = vec!["127.0.0.1".to_string()];
+            // Clients dial `host`; peers dial `peer_addr` (a proxy's address in chaos runs).
+            let mut hosts = vec![host.clone()];
             if let Some((host, _)) = peer_addr.rsplit_once(':') {
                 if !hosts.iter().any(|h| h == host) {
                     hosts.push(host.to_string());
@@ -225,7 +239,7 @@ impl Cluster {
             args.extend(["--days", CERT_DAYS]);
             certs(&self.opts.bin, &["node", "--dir"], &self.tls_dir(), &args)?;
         }
-        self.nodes.insert(id, NodeProc { id, port, peer_addr, env, child: None });
+        self.nodes.insert(id, NodeProc { id, port, peer_addr, env, host, wrapper, child: None });
         self.spawn(id)
     }
 
@@ -292,7 +306,8 @@ impl Cluster {
     }
 
     pub fn addr(&self, id: u64) -> String {
-        format!("127.0.0.1:{}", self.port(id))
+        let n = &self.nodes[&id];
+        format!("{}:{}", n.host, n.port)
     }
 
     pub fn url(&self, id: u64) -> String {
@@ -317,11 +332,11 @@ impl Cluster {
 
     /// (Re)starts node `id` on its data dir and port.
     pub fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
-        let port = self.port(id);
+        let addr = self.addr(id);
         let data = self.dir.path().join(format!("node{id}"));
         let config = self.dir.path().join(format!("node{id}.toml"));
         let mut toml = format!(
-            "node_id = {id}\nhttp_addr = \"127.0.0.1:{port}\"\ndata_dir = {data:?}\npeers = {peers:?}\n\
+            "node_id = {id}\nhttp_addr = {addr:?}\ndata_dir = {data:?}\npeers = {peers:?}\n\
              cluster_secret = {SECRET:?}\nadmin_token = {TOKEN:?}\nbootstrap_tags = []\n{extra}\n",
             data = data.display().to_string(),
             peers = self.peers,
@@ -339,8 +354,16 @@ impl Cluster {
         }
         std::fs::write(&config, toml)?;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(id))?;
-        let env = self.nodes.get(&id).map(|n| n.env.clone()).unwrap_or_default();
-        let child = Command::new(&self.opts.bin)
+        let (env, wrapper) = self.nodes.get(&id).map(|n| (n.env.clone(), n.wrapper.clone())).unwrap_or_default();
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&self.opts.bin);
+                c
+            }
+            None => Command::new(&self.opts.bin),
+        };
+        let child = cmd
             .envs(env)
             .arg("serve")
             .arg("--config")

@@ -40,6 +40,38 @@ async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuard<'static, 
     (serial, cluster, leader)
 }
 
+/// The files the nodes' failpoints are armed from (`LEAF_FAILPOINTS_FILE`), one per node.
+struct Arms(tempfile::TempDir);
+
+impl Arms {
+    fn file(&self, id: u64) -> std::path::PathBuf {
+        self.0.path().join(format!("failpoints-{id}"))
+    }
+
+    /// Arms node `id` with `spec` (empty: disarms it); a running node picks it up within 50 ms,
+    /// a starting one at once.
+    fn set(&self, id: u64, spec: &str) {
+        std::fs::write(self.file(id), spec).unwrap();
+    }
+}
+
+/// An `n`-node cluster whose nodes re-arm their failpoints from [`Arms`] while running (the
+/// caller holds [`SERIAL`]).
+fn armed_cluster(n: u64, extra_toml: &str) -> (Arms, Cluster) {
+    let arms = Arms(tempfile::tempdir().unwrap());
+    let specs = (1..=n)
+        .map(|id| {
+            arms.set(id, "");
+            let mut spec = leaf_cluster_tests::cluster::NodeSpec::direct(id);
+            spec.env = vec![("LEAF_FAILPOINTS_FILE".to_string(), arms.file(id).display().to_string())];
+            spec
+        })
+        .collect();
+    let mut opts = Options::new(bin());
+    opts.extra_toml = extra_toml.to_string();
+    (arms, Cluster::start_specs(specs, opts).unwrap())
+}
+
 fn tag_req(tag: &str, step: i64) -> CreateTagRequest {
     CreateTagRequest { tag: tag.into(), step, max_id: None, description: None, ..Default::default() }
 }
@@ -804,31 +836,38 @@ async fn a_write_forwarded_to_a_hung_leader_moves_on_to_the_next_leader() {
     assert!(message.contains("may or may not"), "{message}");
 }
 
+/// Runs `leaf-chaos` with `args` and the seed `LEAF_CHAOS_SEED` or `default_seed`, as its own
+/// process, as a user runs it; fails (keeping history, results and node logs) unless it exits 0.
+/// Returns the seed, the output directory, the printed summary and `results.json`.
+async fn run_chaos(default_seed: &str, args: &[&str]) -> (String, tempfile::TempDir, String, serde_json::Value) {
+    let seed = std::env::var("LEAF_CHAOS_SEED").unwrap_or_else(|_| default_seed.to_string());
+    let out = tempfile::Builder::new().prefix("leaf-chaos-ci-").tempdir().unwrap();
+    println!("chaos seed {seed}, output in {}", out.path().display());
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_leaf-chaos"))
+        .args(args)
+        .args(["--seed", &seed, "--bin", &bin()])
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    println!("{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    if run.status.code() != Some(0) {
+        let kept = out.keep();
+        panic!("chaos run {args:?} with seed {seed} failed ({:?}); evidence in {}", run.status, kept.display());
+    }
+    let results = serde_json::from_slice(&std::fs::read(out.path().join("results.json")).unwrap()).unwrap();
+    (seed, out, stdout, results)
+}
+
 /// The CI chaos run: 3 nodes, 75 s, every fault kind, a fixed seed (override with
 /// `LEAF_CHAOS_SEED`). The harness runs as its own process, as a user runs it, and must find
 /// the history valid (exit 0) with every fault kind injected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seeded_chaos_run_with_every_fault_kind_passes_the_checker() {
     let _serial = SERIAL.lock().await;
-    let seed = std::env::var("LEAF_CHAOS_SEED").unwrap_or_else(|_| "20261121".to_string());
-    let out = tempfile::Builder::new().prefix("leaf-chaos-ci-").tempdir().unwrap();
-    println!("chaos seed {seed}, output in {}", out.path().display());
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_leaf-chaos"))
-        .args(["--nodes", "3", "--duration", "75s", "--seed", &seed, "--bin", &bin()])
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    println!("{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
-    let results: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.path().join("results.json")).unwrap()).unwrap();
-    if run.status.code() != Some(0) {
-        // Keep the evidence: history, results and node logs.
-        let kept = out.keep();
-        panic!("chaos run with seed {seed} failed ({:?}); evidence in {}", run.status, kept.display());
-    }
+    let (seed, _out, stdout, results) = run_chaos("20261121", &["--nodes", "3", "--duration", "75s"]).await;
     assert_eq!(results["valid"], "true");
     for kind in ["kill", "pause", "partition", "clock", "restart", "membership"] {
         assert!(
@@ -841,6 +880,35 @@ async fn a_seeded_chaos_run_with_every_fault_kind_passes_the_checker() {
     // The partitions bit: Raft connections were blackholed or cut (with this seed's shapes).
     assert!(results["partition_connections_cut"].as_u64().unwrap() > 0, "partitions cut nothing");
     assert!(stdout.contains(&format!("seed {seed}")), "the run must print its seed");
+}
+
+/// The CI run of the namespace backend (root): 3 nodes in network namespaces of their own,
+/// 60 s with iptables partitions (halves, isolated leader, ring; and one-way, flapping, clients
+/// cut), and degraded links (`netem`), a fixed seed (override with `LEAF_CHAOS_SEED`; this one
+/// plans five link faults, so every link shape runs). The history must be
+/// valid, and the drop rules must have dropped packets: the partitions bit. Without root it
+/// prints why and passes, unless `LEAF_REQUIRE_NETNS=1` (set by `.ci/run`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chaos_run_in_network_namespaces_drops_packets_and_passes_the_checker() {
+    if let Some(why) = leaf_cluster_tests::chaos::netns::unavailable() {
+        assert!(std::env::var("LEAF_REQUIRE_NETNS").is_err(), "LEAF_REQUIRE_NETNS is set, but {why}");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let (_seed, out, _stdout, results) =
+        run_chaos("20261147", &["--netns", "--nodes", "3", "--duration", "60s", "--faults", "partition,link,netem"])
+            .await;
+    assert_eq!(results["valid"], "true");
+    for kind in ["partition", "link", "netem"] {
+        assert!(results["faults"][kind].as_u64().unwrap_or(0) >= 1, "no {kind} fault: {}", results["faults"]);
+    }
+    // Every shape only packet filters make ran (the schedule cycles them; this seed plans three).
+    let history = std::fs::read_to_string(out.path().join("history.jsonl")).unwrap();
+    for shape in ["one-way", "flapping", "clients cut"] {
+        assert!(history.contains(shape), "no {shape} partition in the history");
+    }
+    assert!(results["partition_connections_cut"].as_u64().unwrap() > 0, "the drop rules dropped no packet");
 }
 
 fn planted_op(op: u64, node: u64, mode: &str, at_ms: u64, ids: &[i64]) -> [serde_json::Value; 2] {
@@ -962,6 +1030,12 @@ mod id_pool;
 
 #[path = "cluster/snapshot_crash.rs"]
 mod snapshot_crash;
+
+#[path = "cluster/crash_points.rs"]
+mod crash_points;
+
+#[path = "cluster/disk_faults.rs"]
+mod disk_faults;
 
 #[path = "cluster/tls.rs"]
 mod tls;

@@ -36,13 +36,19 @@ struct Args {
     /// Seed of the fault schedule and the workload (default: from the clock; always printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Fault kinds, comma-separated: kill,pause,partition,clock,restart,membership (default:
-    /// all; with --docker all but membership).
+    /// Fault kinds, comma-separated: kill,pause,partition,clock,restart,membership,link,netem
+    /// (default: every kind the backend supports: link and netem need --netns, membership
+    /// does not run with --docker).
     #[arg(long, value_delimiter = ',', value_parser = parse_faults)]
     faults: Vec<FaultKind>,
     /// Run against a docker-compose cluster of the `deploy/` files instead of local processes.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "netns")]
     docker: bool,
+    /// Run each local node in a network namespace of its own on a bridge (root): partitions
+    /// are iptables drops (one-way, flapping and client cuts too) and links can be degraded
+    /// with tc netem.
+    #[arg(long)]
+    netns: bool,
     /// With --docker: the compose file (default: deploy/docker-compose.yml for 3 nodes,
     /// deploy/docker-compose.5.yml for 5).
     #[arg(long, requires = "docker")]
@@ -134,6 +140,17 @@ fn real_main() -> anyhow::Result<i32> {
                 if args.docker {
                     faults.retain(|k| *k != FaultKind::Membership);
                 }
+                if !args.netns {
+                    faults.retain(|k| !matches!(k, FaultKind::Link | FaultKind::Netem));
+                }
+            }
+            if !args.netns && faults.iter().any(|k| matches!(k, FaultKind::Link | FaultKind::Netem)) {
+                anyhow::bail!("the link and netem faults need --netns");
+            }
+            if args.netns {
+                if let Some(why) = leaf_cluster_tests::chaos::netns::unavailable() {
+                    anyhow::bail!("--netns: {why}");
+                }
             }
             faults.dedup();
             let docker = if args.docker { Some(docker_target(&args)?) } else { None };
@@ -155,6 +172,7 @@ fn real_main() -> anyhow::Result<i32> {
                     (None, None) => default_bin()?,
                 },
                 docker,
+                netns: args.netns,
                 recovery_bound: args.recovery_bound,
                 request_timeout: Duration::from_secs(3),
             };

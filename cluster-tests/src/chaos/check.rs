@@ -164,9 +164,10 @@ pub struct Results {
     pub operations: Operations,
     /// Faults started, by kind.
     pub faults: BTreeMap<String, u64>,
-    /// Connections the proxies blackholed or cut during partitions, or (Docker) cut-off
-    /// containers that a node still on the network could not reach; 0 with partitions means they did not bite (e.g.
-    /// nodes not sending from their own source address).
+    /// Connections the proxies blackholed or cut during partitions, packets the namespaces'
+    /// drop rules dropped (`--netns`), or (Docker) cut-off containers that a node still on the
+    /// network could not reach; 0 with partitions means they did not bite (e.g. nodes not
+    /// sending from their own source address).
     pub partition_connections_cut: u64,
     /// Failed harness actions (a fault that could not be injected or healed as planned).
     pub fault_errors: Vec<String>,
@@ -201,6 +202,9 @@ pub struct Results {
     /// Highest log index the journals reach.
     pub journal_through: u64,
     pub availability: BTreeMap<String, PhaseStats>,
+    /// Availability while each kind of fault held.
+    #[serde(default)]
+    pub by_fault: BTreeMap<String, super::by_fault::FaultStats>,
     pub recovery: Option<Recovery>,
     pub problems: Vec<String>,
 }
@@ -338,6 +342,7 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
         journal_gaps: Vec::new(),
         journal_through: 0,
         availability: BTreeMap::new(),
+        by_fault: super::by_fault::by_fault(events),
         recovery,
         problems,
     };
@@ -742,10 +747,11 @@ pub fn summary(r: &Results) -> String {
     );
     let faults: Vec<String> = r.faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
     let _ = writeln!(s, "faults: {}", if faults.is_empty() { "none".into() } else { faults.join(", ") });
-    if r.faults.contains_key("partition") {
+    if r.faults.contains_key("partition") || r.faults.contains_key("link") {
         let _ = writeln!(
             s,
-            "partitions bit {} times (connections the proxies blackholed or cut; cut-off containers a connected peer could not reach)",
+            "partitions bit {} times (connections the proxies blackholed or cut; packets the namespaces' rules \
+             dropped; cut-off containers a connected peer could not reach)",
             r.partition_connections_cut
         );
     }
@@ -805,6 +811,7 @@ pub fn summary(r: &Results) -> String {
             p.longest_snowflake_gap_ms
         );
     }
+    s.push_str(&super::by_fault::table(&r.by_fault));
     if let Some(rec) = &r.recovery {
         let _ = writeln!(
             s,

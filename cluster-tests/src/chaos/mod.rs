@@ -5,15 +5,20 @@
 //! - [`schedule`]: the seeded fault schedule (a seed replays the same schedule).
 //! - [`proxy`]: per-link TCP proxies in front of every node's Raft address, for network
 //!   partitions without root.
-//! - [`nodes`]: what faults act on — local processes and proxies, or compose containers.
+//! - [`netns`]: a network namespace per node (root): iptables partitions, `tc netem`.
+//! - [`nodes`]: what faults act on — local processes behind proxies or in namespaces, or
+//!   compose containers.
 //! - [`history`]: the JSONL history of operations, faults and clock changes.
 //! - [`run`]: one run — cluster, clients, faults, recovery, journal dump.
 //! - [`check`]: the checker over a history and the allocation journals.
+//! - [`by_fault`]: availability while each kind of fault held.
 //!
 //! The binary is `src/bin/leaf-chaos.rs`; the README's "Chaos testing" section explains the
 //! flags and what to do with a failing seed.
+pub mod by_fault;
 pub mod check;
 pub mod history;
+pub mod netns;
 pub mod nodes;
 pub mod proxy;
 pub mod run;

@@ -1,14 +1,17 @@
-//! What a chaos run's faults act on: local `leaf` processes behind per-link proxies, or the
-//! containers of a docker-compose project.
+//! What a chaos run's faults act on: local `leaf` processes behind per-link proxies, local
+//! processes each in a network namespace of its own (`--netns`, root), or the containers of a
+//! docker-compose project.
 //!
-//! | fault | local processes | docker-compose |
-//! |---|---|---|
-//! | kill | `kill -9`, respawn | `docker kill`, `docker start` |
-//! | pause | SIGSTOP / SIGCONT | `docker pause` / `unpause` |
-//! | partition | proxies blackhole links: halves, isolated leader, ring | `docker network disconnect` / `connect`: the minority side (or the leader) is cut off from everyone, clients included; a ring is run as halves |
-//! | restart | SIGTERM, respawn | `docker stop`, `docker start` |
-//! | clock | `/admin/fault/clock` | the same |
-//! | membership | a fresh node ID replaces a member | not supported |
+//! | fault | local processes | network namespaces | docker-compose |
+//! |---|---|---|---|
+//! | kill | `kill -9`, respawn | the same | `docker kill`, `docker start` |
+//! | pause | SIGSTOP / SIGCONT | the same | `docker pause` / `unpause` |
+//! | partition | proxies blackhole links: halves, isolated leader, ring | iptables drops: the same shapes | `docker network disconnect` / `connect`: the minority side (or the leader) is cut off from everyone, clients included; a ring is run as halves |
+//! | link | not supported | iptables: one-way, flapping, clients cut from a minority | not supported |
+//! | netem | not supported | `tc netem` delay, jitter, loss, reordering on chosen links | not supported |
+//! | restart | SIGTERM, respawn | the same | `docker stop`, `docker start` |
+//! | clock | `/admin/fault/clock` | the same | the same |
+//! | membership | a fresh node ID replaces a member | the same (in a new namespace) | not supported |
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
@@ -16,7 +19,8 @@ use std::time::Duration;
 use anyhow::bail;
 use tokio::task::block_in_place;
 
-use super::proxy::{self, Proxies};
+use super::netns::{Netem, Netns};
+use super::proxy::{self, Link, Proxies};
 use super::schedule::{FaultKind, Shape};
 use crate::cluster::Cluster;
 use crate::docker::Compose;
@@ -25,9 +29,7 @@ use crate::docker::Compose;
 pub enum Nodes {
     Local {
         cluster: Cluster,
-        proxies: Proxies,
-        /// The proxies' cut-connection count when the current partition began.
-        cut_at_start: u64,
+        net: LocalNet,
     },
     Docker {
         compose: Compose,
@@ -38,10 +40,74 @@ pub enum Nodes {
     },
 }
 
+/// How local nodes' links are cut.
+pub enum LocalNet {
+    Proxies {
+        proxies: Proxies,
+        /// The proxies' cut-connection count when the current partition began.
+        cut_at_start: u64,
+    },
+    Netns {
+        net: Netns,
+        /// Packets the drop rules of the current partition dropped so far (flapping ones
+        /// replace their rules).
+        dropped: u64,
+    },
+}
+
+/// The links a partition of `shape` over `order` (members in a seeded order) cuts, and its
+/// description. `Ring`s below 5 nodes put the leader into the cut pair.
+fn partition_links(order: &[u64], shape: Shape, leader: u64, minority: usize) -> (BTreeSet<Link>, String) {
+    match shape {
+        Shape::IsolateLeader => {
+            let rest: Vec<u64> = order.iter().copied().filter(|id| *id != leader).collect();
+            (proxy::split(&[vec![leader], rest.clone()]), format!("isolate leader {leader} | {rest:?}"))
+        }
+        Shape::Ring => {
+            // Below 5 nodes a ring cuts one pair, `order[1]`–`order[2]`; the leader goes into
+            // it so the cut always bites (follower–follower links carry no Raft traffic) and
+            // the far end must elect through the bridge.
+            let mut order = order.to_vec();
+            if order.len() < 5 {
+                if let Some(i) = order.iter().position(|id| *id == leader) {
+                    let at = 1 % order.len();
+                    order.swap(i, at);
+                }
+            }
+            (proxy::ring(&order), format!("ring {order:?}"))
+        }
+        Shape::OneWay => {
+            // The leader's packets to a minority are dropped, theirs to it still arrive.
+            let cut: Vec<u64> = order.iter().copied().filter(|id| *id != leader).take(minority).collect();
+            (cut.iter().map(|to| (leader, *to)).collect(), format!("one-way: leader {leader} -> {cut:?} dropped"))
+        }
+        Shape::Halves | Shape::Flapping { .. } | Shape::ClientsCut => {
+            let (a, b) = order.split_at(minority);
+            let flapping = match shape {
+                Shape::Flapping { period_ms } => format!("flapping every {period_ms} ms: "),
+                _ => String::new(),
+            };
+            (proxy::split(&[a.to_vec(), b.to_vec()]), format!("{flapping}halves {a:?} | {b:?}"))
+        }
+    }
+}
+
 impl Nodes {
     /// Whether this kind of fault can be injected here.
     pub fn supports(&self, kind: FaultKind) -> bool {
-        !(matches!(self, Nodes::Docker { .. }) && kind == FaultKind::Membership)
+        match self {
+            Nodes::Local { net: LocalNet::Netns { .. }, .. } => true,
+            Nodes::Local { net: LocalNet::Proxies { .. }, .. } => !matches!(kind, FaultKind::Link | FaultKind::Netem),
+            Nodes::Docker { .. } => !matches!(kind, FaultKind::Membership | FaultKind::Link | FaultKind::Netem),
+        }
+    }
+
+    /// The network namespaces of a `--netns` run.
+    pub fn netns(&mut self) -> Option<&mut Netns> {
+        match self {
+            Nodes::Local { net: LocalNet::Netns { net, .. }, .. } => Some(net),
+            _ => None,
+        }
     }
 
     /// Base URL of node `id`'s public API, as clients reach it.
@@ -146,38 +212,28 @@ impl Nodes {
         let leader = leader.filter(|l| order.contains(l)).unwrap_or(order[0]);
         let minority = ((order.len() - 1) / 2).max(1);
         match self {
-            Nodes::Local { proxies, cut_at_start, .. } => {
-                let (links, detail) = match shape {
-                    Shape::Halves => {
-                        let (a, b) = order.split_at(minority);
-                        (proxy::split(&[a.to_vec(), b.to_vec()]), format!("halves {a:?} | {b:?}"))
-                    }
-                    Shape::IsolateLeader => {
-                        let rest: Vec<u64> = order.iter().copied().filter(|id| *id != leader).collect();
-                        (proxy::split(&[vec![leader], rest.clone()]), format!("isolate leader {leader} | {rest:?}"))
-                    }
-                    Shape::Ring => {
-                        // Below 5 nodes a ring cuts one pair, `order[1]`–`order[2]`; the leader
-                        // goes into it so the cut always bites (follower–follower links carry
-                        // no Raft traffic) and the far end must elect through the bridge.
-                        let mut order = order.to_vec();
-                        if order.len() < 5 {
-                            if let Some(i) = order.iter().position(|id| *id == leader) {
-                                let at = 1 % order.len();
-                                order.swap(i, at);
-                            }
-                        }
-                        (proxy::ring(&order), format!("ring {order:?}"))
-                    }
-                };
+            Nodes::Local { net: LocalNet::Proxies { proxies, cut_at_start }, .. } => {
+                let (links, detail) = partition_links(order, shape, leader, minority);
                 *cut_at_start = proxies.cut_connections();
                 proxies.set_blocked(links);
                 Ok(detail)
             }
+            Nodes::Local { net: LocalNet::Netns { net, dropped }, .. } => {
+                let (links, detail) = partition_links(order, shape, leader, minority);
+                let (links, clients, detail) = match shape {
+                    Shape::ClientsCut => {
+                        let cut: BTreeSet<u64> = order[..minority].iter().copied().collect();
+                        (BTreeSet::new(), cut.clone(), format!("clients cut from {cut:?}"))
+                    }
+                    _ => (links, BTreeSet::new(), detail),
+                };
+                *dropped += block_in_place(|| net.set_blocked(&links, &clients))?;
+                Ok(format!("{detail}: iptables"))
+            }
             Nodes::Docker { compose, detached, verified } => {
                 let (cut, detail): (Vec<u64>, String) = match shape {
                     Shape::IsolateLeader => (vec![leader], format!("isolate leader {leader}")),
-                    Shape::Halves | Shape::Ring => {
+                    _ => {
                         let cut = order[..minority].to_vec();
                         let note =
                             if shape == Shape::Ring { " (a ring cannot be cut with a network disconnect)" } else { "" };
@@ -211,13 +267,17 @@ impl Nodes {
     }
 
     /// Ends any partition. Returns proof that it bit: how many connections the local proxies
-    /// blackholed or cut during it, or how many cut-off containers a connected peer could not
-    /// reach.
+    /// blackholed or cut during it, how many packets the namespaces' rules dropped, or how many
+    /// cut-off containers a connected peer could not reach.
     pub fn heal_links(&mut self) -> anyhow::Result<u64> {
         match self {
-            Nodes::Local { proxies, cut_at_start, .. } => {
+            Nodes::Local { net: LocalNet::Proxies { proxies, cut_at_start }, .. } => {
                 proxies.heal();
                 Ok(proxies.cut_connections().saturating_sub(*cut_at_start))
+            }
+            Nodes::Local { net: LocalNet::Netns { net, dropped }, .. } => {
+                let now = block_in_place(|| net.heal())?;
+                Ok(std::mem::take(dropped) + now)
             }
             Nodes::Docker { compose, detached, verified } => {
                 while let Some(id) = detached.pop_first() {
@@ -228,6 +288,34 @@ impl Nodes {
                 }
                 Ok(std::mem::take(verified))
             }
+        }
+    }
+
+    /// Opens the links of a flapping partition for a while, keeping count of what its rules
+    /// dropped (namespaces only; elsewhere the same as a heal).
+    pub fn open_links(&mut self) -> anyhow::Result<()> {
+        match self {
+            Nodes::Local { net: LocalNet::Netns { net, dropped }, .. } => {
+                *dropped += block_in_place(|| net.heal())?;
+                Ok(())
+            }
+            _ => self.heal_links().map(|_| ()),
+        }
+    }
+
+    /// Degrades `links` with `netem` (namespaces only).
+    pub fn degrade(&mut self, links: &BTreeSet<Link>, netem: &Netem) -> anyhow::Result<()> {
+        match self.netns() {
+            Some(net) => block_in_place(|| net.set_netem(links, netem)),
+            None => bail!("netem needs the namespace backend (--netns)"),
+        }
+    }
+
+    /// Ends any degradation; returns the packets its loss rules dropped.
+    pub fn undegrade(&mut self) -> anyhow::Result<u64> {
+        match self.netns() {
+            Some(net) => block_in_place(|| net.clear_netem()),
+            None => Ok(0),
         }
     }
 

@@ -1,6 +1,7 @@
-//! One chaos run: a cluster of real `leaf` processes behind per-link proxies (or the
-//! containers of a docker-compose project, see [`super::nodes`]), concurrent clients recording
-//! a history, the seeded fault schedule, recovery, and the checker.
+//! One chaos run: a cluster of real `leaf` processes behind per-link proxies or in network
+//! namespaces of their own (or the containers of a docker-compose project, see
+//! [`super::nodes`]), concurrent clients recording a history, the seeded fault schedule,
+//! recovery, and the checker.
 //!
 //! Phases: `warmup` (no faults), `faults` (the schedule), `recovery` (heal everything; every
 //! node must serve segment and snowflake IDs again within the bound), `after` (no faults),
@@ -24,8 +25,9 @@ use tokio::time::Instant;
 
 use super::check::{self, Recovery, Results};
 use super::history::{Event, History, Meta, Mode, OpEvent, Phase, TagProfile, HARNESS_PROCESS};
-use super::nodes::Nodes;
-use super::proxy::{self, Proxies};
+use super::netns::{self, Netns};
+use super::nodes::{LocalNet, Nodes};
+use super::proxy::{self, Link, Proxies};
 use super::schedule::{self, ClockMode, FaultKind, PlannedFault, Shape, Target};
 use crate::cluster::{free_port, node_client, Cluster, NodeSpec, Options, TOKEN};
 use crate::docker::Compose;
@@ -114,6 +116,8 @@ pub struct RunConfig {
     pub bin: PathBuf,
     /// Run against this docker-compose cluster instead of local processes.
     pub docker: Option<DockerTarget>,
+    /// Local processes in network namespaces of their own (root) instead of behind proxies.
+    pub netns: bool,
     /// How long every node may take to serve again after everything is healed.
     pub recovery_bound: Duration,
     /// Per-request timeout of the clients.
@@ -467,7 +471,12 @@ impl Harness {
                 tokio::time::sleep(hold).await;
                 let cut = self.nodes.heal_links()?;
                 let detail = match self.nodes {
-                    Nodes::Local { .. } => format!("all links open; {cut} connections were blackholed or cut"),
+                    Nodes::Local { net: LocalNet::Proxies { .. }, .. } => {
+                        format!("all links open; {cut} connections were blackholed or cut")
+                    }
+                    Nodes::Local { net: LocalNet::Netns { .. }, .. } => {
+                        format!("all links open; {cut} packets were dropped")
+                    }
                     Nodes::Docker { .. } => {
                         format!("all connected again; a connected peer could not reach {cut} of the cut-off containers")
                     }
@@ -528,6 +537,97 @@ impl Harness {
                 }
                 self.fault(kind, "heal", &order, "every node restarted");
             }
+            FaultKind::Link => {
+                if !self.nodes.supports(FaultKind::Link) {
+                    bail!("link faults need the namespace backend (--netns)");
+                }
+                let mut order = self.members.clone();
+                order.shuffle(&mut rng);
+                let shape = f.shape.unwrap_or(Shape::OneWay);
+                let leader = self.leader().await;
+                let detail = match self.nodes.partition(&order, shape, leader) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        self.fault(kind, "error", &order, format!("{e:#}"));
+                        self.nodes.heal_links()?;
+                        return Ok(());
+                    }
+                };
+                self.fault(kind, "start", &order, format!("{detail} for {} ms", f.hold_ms));
+                if let Shape::Flapping { period_ms } = shape {
+                    let end = Instant::now() + hold;
+                    let period = Duration::from_millis(period_ms);
+                    loop {
+                        tokio::time::sleep(period.min(end.saturating_duration_since(Instant::now()))).await;
+                        self.nodes.open_links()?;
+                        if Instant::now() + period >= end {
+                            break;
+                        }
+                        tokio::time::sleep(period).await;
+                        self.nodes.partition(&order, shape, leader)?;
+                    }
+                } else {
+                    tokio::time::sleep(hold).await;
+                }
+                let dropped = self.nodes.heal_links()?;
+                self.record_fault(
+                    kind,
+                    "heal",
+                    &order,
+                    format!("all links open; {dropped} packets were dropped"),
+                    Some(dropped),
+                );
+            }
+            FaultKind::Netem => {
+                if !self.nodes.supports(FaultKind::Netem) {
+                    bail!("netem faults need the namespace backend (--netns)");
+                }
+                let netem = f.netem.unwrap_or(netns::Netem {
+                    delay_ms: 50,
+                    jitter_ms: 10,
+                    loss_pct: 5,
+                    reorder_pct: 10,
+                    rate_kbit: 2000,
+                });
+                // Every link from the leader (if known) and a random half of the others.
+                let leader = self.leader().await;
+                let mut links = BTreeSet::<Link>::new();
+                for &a in &self.members {
+                    for &b in &self.members {
+                        if a != b && (Some(a) == leader || rng.gen_bool(0.5)) {
+                            links.insert((a, b));
+                        }
+                    }
+                }
+                if let Err(e) = self.nodes.degrade(&links, &netem) {
+                    self.fault(kind, "error", &self.members.clone(), format!("{e:#}"));
+                    self.nodes.undegrade()?;
+                    return Ok(());
+                }
+                let nodes: Vec<u64> = links.iter().map(|(a, _)| *a).collect::<BTreeSet<_>>().into_iter().collect();
+                let has_netem = self.nodes.netns().is_some_and(|n| n.has_netem());
+                self.fault(
+                    kind,
+                    "start",
+                    &nodes,
+                    format!(
+                        "{} loss {}%, {} kbit/s on {links:?} for {} ms",
+                        match has_netem {
+                            true => format!(
+                                "netem delay {} ms ± {} ms, reorder {}%,",
+                                netem.delay_ms, netem.jitter_ms, netem.reorder_pct
+                            ),
+                            false => "(no sch_netem in this kernel: no delay or reordering)".to_string(),
+                        },
+                        netem.loss_pct,
+                        netem.rate_kbit,
+                        f.hold_ms
+                    ),
+                );
+                tokio::time::sleep(hold).await;
+                let lost = self.nodes.undegrade()?;
+                self.fault(kind, "heal", &nodes, format!("links restored; the loss rules dropped {lost} packets"));
+            }
             FaultKind::Membership => {
                 if !self.nodes.supports(FaultKind::Membership) {
                     bail!("membership faults are not supported against containers");
@@ -568,15 +668,25 @@ impl Harness {
     /// Replaces member `old` by a fresh node ID: start it, add it as learner, promote it,
     /// remove `old`, stop `old`.
     async fn replace(&mut self, old: u64) -> anyhow::Result<()> {
-        let Nodes::Local { cluster, proxies, .. } = &mut self.nodes else {
+        let Nodes::Local { cluster, net } = &mut self.nodes else {
             bail!("replacing a node needs local processes");
         };
         let new = self.next_id;
         self.next_id += 1;
-        let port = free_port();
-        let proxy_addr = proxies.add(new, ([127, 0, 0, 1], port).into()).await?;
-        let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(new)?.to_string())];
-        cluster.add_node(NodeSpec { id: new, port, peer_addr: proxy_addr.to_string(), env })?;
+        let spec = match net {
+            LocalNet::Proxies { proxies, .. } => {
+                let port = free_port();
+                let proxy_addr = proxies.add(new, ([127, 0, 0, 1], port).into()).await?;
+                let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(new)?.to_string())];
+                NodeSpec { port, peer_addr: proxy_addr.to_string(), env, ..NodeSpec::direct(new) }
+            }
+            LocalNet::Netns { net, .. } => {
+                tokio::task::block_in_place(|| net.add(new))?;
+                netns_spec(net, new)
+            }
+        };
+        let proxy_addr = spec.peer_addr.clone();
+        cluster.add_node(spec)?;
         self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: new, offset_ms: 0 });
         self.fault("membership", "start", &[old, new], format!("replace node {old} by new node {new}"));
         let add = Membership::AddLearner(AddLearnerRequest { node_id: new, addr: proxy_addr.to_string() });
@@ -626,6 +736,7 @@ impl Harness {
     /// Heals everything: links, paused and dead nodes, clock offsets.
     async fn heal_all(&mut self) -> anyhow::Result<()> {
         self.nodes.heal_links()?;
+        self.nodes.undegrade()?;
         for id in self.members.clone() {
             if self.nodes.alive_and_thawed(id)? {
                 if self.offsets.get(&id).is_some_and(|o| *o != 0) {
@@ -746,6 +857,16 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
     }));
 
     let nodes = match &cfg.docker {
+        None if cfg.netns => {
+            let ids: Vec<u64> = (1..=cfg.nodes).collect();
+            let net = tokio::task::block_in_place(|| Netns::create(&ids))?;
+            let specs = ids.iter().map(|id| netns_spec(&net, *id)).collect();
+            let mut opts = Options::new(&cfg.bin);
+            opts.extra_toml = NODE_TOML.to_string();
+            let cluster = Cluster::start_specs(specs, opts)?;
+            println!("network namespaces {}..: nodes at {}..{}", net.namespace(1), net.ip(1), net.ip(cfg.nodes));
+            Nodes::Local { cluster, net: LocalNet::Netns { net, dropped: 0 } }
+        }
         None => {
             let proxies = Proxies::default();
             let mut specs = Vec::new();
@@ -753,12 +874,12 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
                 let port = free_port();
                 let front = proxies.add(id, ([127, 0, 0, 1], port).into()).await?;
                 let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(id)?.to_string())];
-                specs.push(NodeSpec { id, port, peer_addr: front.to_string(), env });
+                specs.push(NodeSpec { port, peer_addr: front.to_string(), env, ..NodeSpec::direct(id) });
             }
             let mut opts = Options::new(&cfg.bin);
             opts.extra_toml = NODE_TOML.to_string();
             let cluster = Cluster::start_specs(specs, opts)?;
-            Nodes::Local { cluster, proxies, cut_at_start: 0 }
+            Nodes::Local { cluster, net: LocalNet::Proxies { proxies, cut_at_start: 0 } }
         }
         Some(d) => {
             // The deploy/ compose file as is, plus the chaos settings in an override file.
@@ -792,6 +913,19 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
     std::fs::write(cfg.out.join("allocations.json"), serde_json::to_vec(&journals)?)?;
     std::fs::write(cfg.out.join("recovery.json"), serde_json::to_vec_pretty(&recovery)?)?;
     check_dir(&cfg.out)
+}
+
+/// Node `id` in its namespace: listening on its own address, run under `ip netns exec`.
+fn netns_spec(net: &Netns, id: u64) -> NodeSpec {
+    let host = net.ip(id).to_string();
+    NodeSpec {
+        id,
+        port: netns::PORT,
+        peer_addr: format!("{host}:{}", netns::PORT),
+        env: Vec::new(),
+        host,
+        wrapper: net.wrapper(id),
+    }
 }
 
 async fn drive(

@@ -11,6 +11,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::netns::Netem;
+
 /// The kinds of fault (`--faults`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -27,16 +29,23 @@ pub enum FaultKind {
     Restart,
     /// Replace a node: add a fresh node ID as learner, promote it, remove the old one.
     Membership,
+    /// Partitions only packet filters make (`--netns`): one-way, flapping, clients cut from a
+    /// minority.
+    Link,
+    /// Delay, jitter, loss and reordering on some links (`--netns`, `tc netem`).
+    Netem,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 6] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::Partition,
         FaultKind::Clock,
         FaultKind::Restart,
         FaultKind::Membership,
+        FaultKind::Link,
+        FaultKind::Netem,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +56,8 @@ impl FaultKind {
             FaultKind::Clock => "clock",
             FaultKind::Restart => "restart",
             FaultKind::Membership => "membership",
+            FaultKind::Link => "link",
+            FaultKind::Netem => "netem",
         }
     }
 }
@@ -92,6 +103,12 @@ pub enum Shape {
     IsolateLeader,
     /// Every node sees a majority, no two the same one (a bridge with 3 or 4 nodes).
     Ring,
+    /// The leader's packets to a minority are dropped; theirs to it arrive (`link`).
+    OneWay,
+    /// Halves, cut and healed every `period_ms` for the fault's duration (`link`).
+    Flapping { period_ms: u64 },
+    /// Clients cannot reach a minority; the nodes still reach each other (`link`).
+    ClientsCut,
 }
 
 /// What a clock fault does.
@@ -117,6 +134,9 @@ pub struct PlannedFault {
     pub shape: Option<Shape>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockMode>,
+    /// The degradation of a `netem` fault (on links picked when it starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netem: Option<Netem>,
     /// Drawn now, used to pick the concrete nodes when the fault starts.
     pub pick: u64,
 }
@@ -148,6 +168,7 @@ pub fn plan(seed: u64, kinds: &[FaultKind], phase_ms: u64) -> Vec<PlannedFault> 
         i += 1;
         let hold_ms = rng.gen_range(1000..=4000);
         let role = [Target::Leader, Target::Follower, Target::Minority, Target::Majority];
+        let mut netem = None;
         let (target, shape, clock) = match kind {
             FaultKind::Kill | FaultKind::Pause => (role[rng.gen_range(0..4)], None, None),
             FaultKind::Partition => {
@@ -166,9 +187,29 @@ pub fn plan(seed: u64, kinds: &[FaultKind], phase_ms: u64) -> Vec<PlannedFault> 
             }
             FaultKind::Restart => (Target::All, None, None),
             FaultKind::Membership => (role[rng.gen_range(0..2)], None, None),
+            FaultKind::Link => {
+                // The shapes in turn, so any three link faults cover all of them.
+                let n = out.iter().filter(|f: &&PlannedFault| f.kind == FaultKind::Link).count();
+                let shape = match n % 3 {
+                    0 => Shape::OneWay,
+                    1 => Shape::Flapping { period_ms: rng.gen_range(200..=1000) },
+                    _ => Shape::ClientsCut,
+                };
+                (Target::All, Some(shape), None)
+            }
+            FaultKind::Netem => {
+                netem = Some(Netem {
+                    delay_ms: rng.gen_range(5..=150),
+                    jitter_ms: rng.gen_range(0..=50),
+                    loss_pct: rng.gen_range(0..=20),
+                    reorder_pct: rng.gen_range(0..=30),
+                    rate_kbit: rng.gen_range(500..=20_000),
+                });
+                (Target::All, None, None)
+            }
         };
         let pick = rng.gen();
-        out.push(PlannedFault { at_ms: at, kind, target, hold_ms, shape, clock, pick });
+        out.push(PlannedFault { at_ms: at, kind, target, hold_ms, shape, clock, netem, pick });
         // Restarts and replacements take their own time; the gap after them is a guess that
         // the runner stretches when they run long.
         let busy = match kind {

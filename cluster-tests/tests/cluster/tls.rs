@@ -41,7 +41,7 @@ async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_en
         ("LEAF_TLS__KEY".to_string(), file("node-4-key.pem")),
         ("LEAF_TLS__CA".to_string(), file("ca.pem")),
     ];
-    cluster.add_node(NodeSpec { id: 4, port, peer_addr: format!("127.0.0.1:{port}"), env }).unwrap();
+    cluster.add_node(NodeSpec { port, peer_addr: format!("127.0.0.1:{port}"), env, ..NodeSpec::direct(4) }).unwrap();
 
     // Added as a learner (the membership change commits among the members), it gets nothing:
     // the leader's dial fails verification against the cluster CA, over and over.
