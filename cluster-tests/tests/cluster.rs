@@ -885,9 +885,10 @@ async fn a_seeded_chaos_run_with_every_fault_kind_passes_the_checker() {
 /// The CI run of the namespace backend (root): 3 nodes in network namespaces of their own,
 /// 60 s with iptables partitions (halves, isolated leader, ring; and one-way, flapping, clients
 /// cut), and degraded links (`netem`), a fixed seed (override with `LEAF_CHAOS_SEED`; this one
-/// plans five link faults, so every link shape runs). The history must be
-/// valid, and the drop rules must have dropped packets: the partitions bit. Without root it
-/// prints why and passes, unless `LEAF_REQUIRE_NETNS=1` (set by `.ci/run`).
+/// plans three link faults, so every link shape runs). The history must be valid, the drop
+/// rules must have dropped packets (the partitions bit), and degraded links must have delayed
+/// packets. Without root it prints why and passes, unless `LEAF_REQUIRE_NETNS=1` (set by
+/// `.ci/run`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chaos_run_in_network_namespaces_drops_packets_and_passes_the_checker() {
     if let Some(why) = leaf_cluster_tests::chaos::netns::unavailable() {
@@ -897,7 +898,7 @@ async fn a_chaos_run_in_network_namespaces_drops_packets_and_passes_the_checker(
     }
     let _serial = SERIAL.lock().await;
     let (_seed, out, _stdout, results) =
-        run_chaos("20261147", &["--netns", "--nodes", "3", "--duration", "60s", "--faults", "partition,link,netem"])
+        run_chaos("20261149", &["--netns", "--nodes", "3", "--duration", "60s", "--faults", "partition,link,netem"])
             .await;
     assert_eq!(results["valid"], "true");
     for kind in ["partition", "link", "netem"] {
@@ -909,6 +910,17 @@ async fn a_chaos_run_in_network_namespaces_drops_packets_and_passes_the_checker(
         assert!(history.contains(shape), "no {shape} partition in the history");
     }
     assert!(results["partition_connections_cut"].as_u64().unwrap() > 0, "the drop rules dropped no packet");
+    // Without sch_netem the NFQUEUE delayer reports what it held at each heal.
+    let delayed: u64 = history
+        .lines()
+        .filter_map(|l| {
+            // "..., <delayed> of <all> packets were delayed and <n> reordered"
+            let head = &l[..l.find(" packets were delayed")?];
+            head[..head.rfind(" of ")?].rsplit(' ').next()?.parse::<u64>().ok()
+        })
+        .sum();
+    let netem_kernel = history.contains("netem delay");
+    assert!(netem_kernel || delayed > 0, "no degraded link delayed a packet");
 }
 
 fn planted_op(op: u64, node: u64, mode: &str, at_ms: u64, ids: &[i64]) -> [serde_json::Value; 2] {

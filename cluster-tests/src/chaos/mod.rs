@@ -5,7 +5,9 @@
 //! - [`schedule`]: the seeded fault schedule (a seed replays the same schedule).
 //! - [`proxy`]: per-link TCP proxies in front of every node's Raft address, for network
 //!   partitions without root.
-//! - [`netns`]: a network namespace per node (root): iptables partitions, `tc netem`.
+//! - [`netns`]: a network namespace per node (root): iptables partitions, link degradation.
+//! - [`delay`]: the userspace NFQUEUE delayer (delay, jitter, reordering) for kernels
+//!   without `sch_netem`.
 //! - [`nodes`]: what faults act on — local processes behind proxies or in namespaces, or
 //!   compose containers.
 //! - [`history`]: the JSONL history of operations, faults and clock changes.
@@ -17,6 +19,7 @@
 //! flags and what to do with a failing seed.
 pub mod by_fault;
 pub mod check;
+pub mod delay;
 pub mod history;
 pub mod netns;
 pub mod nodes;

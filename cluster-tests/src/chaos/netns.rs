@@ -14,10 +14,11 @@
 //! - link degradation (the `netem` fault), per chosen link `from → to`, inside `from`'s
 //!   namespace: random loss with an iptables `statistic` match in a chain `LEAFOUT` hooked into
 //!   `OUTPUT`, and a bandwidth cap with an `htb` class that a `u32` filter sends the link's
-//!   packets to; when the kernel has `sch_netem`, a `netem` qdisc under that class adds delay,
-//!   jitter and reordering. (The CI machine's kernel is built without it:
-//!   `CONFIG_NET_SCH_NETEM` is unset, so there the fault is loss and a bandwidth cap only;
-//!   [`Netns::has_netem`] says which.)
+//!   packets to; delay, jitter and reordering come from a `netem` qdisc under that class when
+//!   the kernel has `sch_netem`, and otherwise from an `NFQUEUE` rule in `LEAFOUT` that hands
+//!   the link's packets to a userspace delayer in the sender's namespace ([`super::delay`]).
+//!   (The CI machine's kernel is built without `sch_netem`: `CONFIG_NET_SCH_NETEM` is unset;
+//!   [`Netns::has_netem`] says which path runs.)
 //!
 //! The host's `FORWARD` chain (Docker sets its policy to DROP, and with `br_netfilter` bridged
 //! packets pass it) gets an `ACCEPT` for the bridge, removed with everything else on drop.
@@ -29,6 +30,7 @@ use std::process::Command;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+use super::delay::{self, DelaySpec, DelayStats, Delayer};
 use super::proxy::Link;
 
 /// The port every node listens on inside its namespace.
@@ -37,7 +39,8 @@ pub const PORT: u16 = 8080;
 /// How a set of links is degraded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Netem {
-    /// Delay, jitter and reordering: applied only where the kernel has `sch_netem`.
+    /// Delay, jitter and reordering: by `sch_netem` where the kernel has it, else by the
+    /// userspace delayer.
     pub delay_ms: u32,
     pub jitter_ms: u32,
     /// Percent of packets dropped.
@@ -103,6 +106,17 @@ pub struct Netns {
     forward_rule: bool,
     /// Whether the kernel has `sch_netem` (probed at creation).
     netem: bool,
+    /// The userspace delayers of degraded links, per sending node (without `sch_netem`).
+    delayers: BTreeMap<u64, Delayer>,
+}
+
+/// What a link degradation did, counted when it is removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Degraded {
+    /// Packets the loss rules dropped.
+    pub lost: u64,
+    /// What the userspace delayers did (zero under `sch_netem`, which counts nothing).
+    pub delay: DelayStats,
 }
 
 impl Netns {
@@ -121,6 +135,7 @@ impl Netns {
             degraded: BTreeMap::new(),
             forward_rule: false,
             netem: false,
+            delayers: BTreeMap::new(),
         };
         let br = net.bridge();
         run("ip", &["link", "add", &br, "type", "bridge"])?;
@@ -251,6 +266,17 @@ impl Netns {
         let loss = format!("{:.4}", f64::from(netem.loss_pct.min(100)) / 100.0);
         for (&from, tos) in &by_sender {
             self.degraded.insert(from, tos.clone());
+            let spec = DelaySpec {
+                delay_ms: netem.delay_ms,
+                jitter_ms: netem.jitter_ms,
+                reorder_pct: netem.reorder_pct,
+                seed: from << 32 | u64::from(netem.delay_ms),
+            };
+            let userspace_delay = !self.netem && !spec.is_noop();
+            if userspace_delay {
+                let ns = std::path::PathBuf::from("/run/netns").join(self.namespace(from));
+                self.delayers.insert(from, Delayer::start(&ns, spec)?);
+            }
             // Class 1:1 (the default) is every other packet, unlimited; class 1:2 the links'.
             self.exec(from, &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"])?;
             self.exec(
@@ -299,20 +325,45 @@ impl Netns {
                         ],
                     )?;
                 }
+                if userspace_delay {
+                    let queue = delay::QUEUE.to_string();
+                    self.exec(
+                        from,
+                        &[
+                            "iptables",
+                            "-A",
+                            "LEAFOUT",
+                            "-d",
+                            &ip,
+                            "-j",
+                            "NFQUEUE",
+                            "--queue-num",
+                            &queue,
+                            "--queue-bypass",
+                        ],
+                    )?;
+                }
             }
         }
         Ok(())
     }
 
-    /// Removes every degradation; returns the packets its loss rules dropped.
-    pub fn clear_netem(&mut self) -> anyhow::Result<u64> {
-        let mut dropped = 0;
+    /// Removes every degradation (rules first, then the delayers release what they hold);
+    /// returns what it did.
+    pub fn clear_netem(&mut self) -> anyhow::Result<Degraded> {
+        let mut done = Degraded::default();
         while let Some((from, _)) = self.degraded.pop_first() {
             self.exec(from, &["tc", "qdisc", "del", "dev", "eth0", "root"])?;
-            dropped += count_drops(&self.exec(from, &["iptables", "-L", "LEAFOUT", "-v", "-x", "-n"])?);
+            done.lost += count_drops(&self.exec(from, &["iptables", "-L", "LEAFOUT", "-v", "-x", "-n"])?);
             self.exec(from, &["iptables", "-F", "LEAFOUT"])?;
         }
-        Ok(dropped)
+        while let Some((_, d)) = self.delayers.pop_first() {
+            let s = d.stop()?;
+            done.delay.delayed += s.delayed;
+            done.delay.reordered += s.reordered;
+            done.delay.packets += s.packets;
+        }
+        Ok(done)
     }
 
     /// Whether node `id` currently reaches `to` over TCP on [`PORT`] within a second (a probe
@@ -339,6 +390,8 @@ fn count_drops(listing: &str) -> u64 {
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        // Released before the namespaces go (each stops within a millisecond or two).
+        self.delayers.clear();
         for id in std::mem::take(&mut self.ids) {
             // Deleting the host end deletes the pair, even while a process still holds the
             // namespace open.
@@ -380,14 +433,23 @@ mod tests {
             return;
         }
         let mut net = Netns::create(&[1, 2]).unwrap();
+        /// Killed on drop, so a failing assertion leaves no listener holding the test's output.
+        struct Reaped(std::process::Child);
+        impl Drop for Reaped {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
         // A listener in node 2's namespace.
-        let mut listener = Command::new("ip")
+        let _listener = Command::new("ip")
             .args(["netns", "exec", &net.namespace(2), "python3", "-c"])
             .arg(format!(
                 "import socket,time\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n\
                  s.bind(('0.0.0.0',{PORT}))\ns.listen(64)\nwhile True:\n c,_=s.accept()\n c.close()"
             ))
             .spawn()
+            .map(Reaped)
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !net.reaches(Some(1), 2) {
@@ -411,16 +473,37 @@ mod tests {
         net.set_netem(&[(1, 2)].into(), &lossy).unwrap();
         assert!(!net.reaches(Some(1), 2), "a link losing every packet still connects");
         assert!(net.reaches(None, 2), "the host's link to node 2 was degraded too");
-        let lost = net.clear_netem().unwrap();
+        let done = net.clear_netem().unwrap();
         if !net.has_netem() {
-            assert!(lost > 0, "the loss rule counted no drop");
+            assert!(done.lost > 0, "the loss rule counted no drop");
         }
         assert!(net.reaches(Some(1), 2));
+        // A 300 ms delay on 1 → 2 holds the SYN: a connection takes at least that long, and
+        // the delayer (without sch_netem) counts what it held.
+        let slow = Netem { delay_ms: 300, jitter_ms: 0, loss_pct: 0, reorder_pct: 0, rate_kbit: 100_000 };
+        net.set_netem(&[(1, 2)].into(), &slow).unwrap();
+        let t = std::time::Instant::now();
+        assert!(net.reaches(Some(1), 2));
+        let took = t.elapsed();
+        assert!(took >= std::time::Duration::from_millis(300), "a 300 ms link connected in {took:?}");
+        let done = net.clear_netem().unwrap();
+        if !net.has_netem() {
+            assert!(done.delay.delayed > 0 && done.delay.packets >= done.delay.delayed, "{done:?}");
+        }
+        // Half the packets at once, half 100 ms ± 100 ms late: some overtake others (a
+        // connection's ACK and FIN leave back to back; 20 connections make missing it ~1e-4).
+        let shuffled = Netem { delay_ms: 100, jitter_ms: 100, loss_pct: 0, reorder_pct: 50, rate_kbit: 100_000 };
+        net.set_netem(&[(1, 2)].into(), &shuffled).unwrap();
+        for _ in 0..20 {
+            assert!(net.reaches(Some(1), 2));
+        }
+        let done = net.clear_netem().unwrap();
+        if !net.has_netem() {
+            assert!(done.delay.reordered > 0, "nothing was reordered: {done:?}");
+        }
         // A bandwidth cap alone lets connections through.
         net.set_netem(&[(1, 2)].into(), &Netem { loss_pct: 0, ..lossy }).unwrap();
         assert!(net.reaches(Some(1), 2));
         net.clear_netem().unwrap();
-        let _ = listener.kill();
-        let _ = listener.wait();
     }
 }

@@ -8,7 +8,7 @@
 //! | pause | SIGSTOP / SIGCONT | the same | `docker pause` / `unpause` |
 //! | partition | proxies blackhole links: halves, isolated leader, ring | iptables drops: the same shapes | `docker network disconnect` / `connect`: the minority side (or the leader) is cut off from everyone, clients included; a ring is run as halves |
 //! | link | not supported | iptables: one-way, flapping, clients cut from a minority | not supported |
-//! | netem | not supported | `tc netem` delay, jitter, loss, reordering on chosen links | not supported |
+//! | netem | not supported | delay, jitter, reordering (`tc netem`, or an NFQUEUE delayer without it), loss, a bandwidth cap on chosen links | not supported |
 //! | restart | SIGTERM, respawn | the same | `docker stop`, `docker start` |
 //! | clock | `/admin/fault/clock` | the same | the same |
 //! | membership | a fresh node ID replaces a member | the same (in a new namespace) | not supported |
@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::bail;
 use tokio::task::block_in_place;
 
-use super::netns::{Netem, Netns};
+use super::netns::{Degraded, Netem, Netns};
 use super::proxy::{self, Link, Proxies};
 use super::schedule::{FaultKind, Shape};
 use crate::cluster::Cluster;
@@ -311,11 +311,11 @@ impl Nodes {
         }
     }
 
-    /// Ends any degradation; returns the packets its loss rules dropped.
-    pub fn undegrade(&mut self) -> anyhow::Result<u64> {
+    /// Ends any degradation; returns what it did.
+    pub fn undegrade(&mut self) -> anyhow::Result<Degraded> {
         match self.netns() {
             Some(net) => block_in_place(|| net.clear_netem()),
-            None => Ok(0),
+            None => Ok(Degraded::default()),
         }
     }
 

@@ -611,22 +611,31 @@ impl Harness {
                     "start",
                     &nodes,
                     format!(
-                        "{} loss {}%, {} kbit/s on {links:?} for {} ms",
-                        match has_netem {
-                            true => format!(
-                                "netem delay {} ms ± {} ms, reorder {}%,",
-                                netem.delay_ms, netem.jitter_ms, netem.reorder_pct
-                            ),
-                            false => "(no sch_netem in this kernel: no delay or reordering)".to_string(),
-                        },
+                        "{} delay {} ms ± {} ms, reorder {}%, loss {}%, {} kbit/s on {links:?} for {} ms",
+                        if has_netem { "netem" } else { "NFQUEUE" },
+                        netem.delay_ms,
+                        netem.jitter_ms,
+                        netem.reorder_pct,
                         netem.loss_pct,
                         netem.rate_kbit,
                         f.hold_ms
                     ),
                 );
                 tokio::time::sleep(hold).await;
-                let lost = self.nodes.undegrade()?;
-                self.fault(kind, "heal", &nodes, format!("links restored; the loss rules dropped {lost} packets"));
+                let done = self.nodes.undegrade()?;
+                let delayed = match has_netem {
+                    true => String::new(),
+                    false => format!(
+                        ", {} of {} packets were delayed and {} reordered",
+                        done.delay.delayed, done.delay.packets, done.delay.reordered
+                    ),
+                };
+                self.fault(
+                    kind,
+                    "heal",
+                    &nodes,
+                    format!("links restored; the loss rules dropped {} packets{delayed}", done.lost),
+                );
             }
             FaultKind::Membership => {
                 if !self.nodes.supports(FaultKind::Membership) {

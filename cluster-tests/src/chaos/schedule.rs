@@ -148,24 +148,23 @@ pub struct PlannedFault {
 /// recovery.
 pub const MAX_OFFSET_MS: i64 = 800;
 
-/// The schedule of a fault phase of `phase_ms`: one fault every few seconds, each enabled
-/// kind once (in a seeded order) before any repeats, so a short run covers all of them.
+/// The schedule of a fault phase of `phase_ms`: one fault every few seconds, in rounds that
+/// each run every enabled kind once in a seeded order, so a short run covers all of them and
+/// a long one has them in equal numbers (within one).
 pub fn plan(seed: u64, kinds: &[FaultKind], phase_ms: u64) -> Vec<PlannedFault> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut out = Vec::new();
     if kinds.is_empty() {
         return out;
     }
-    let mut first_round = kinds.to_vec();
-    first_round.shuffle(&mut rng);
+    let mut round: Vec<FaultKind> = Vec::new();
     let mut at = 1000;
-    let mut i = 0;
     while at + 2000 < phase_ms {
-        let kind = match first_round.get(i) {
-            Some(k) => *k,
-            None => kinds[rng.gen_range(0..kinds.len())],
-        };
-        i += 1;
+        if round.is_empty() {
+            round = kinds.to_vec();
+            round.shuffle(&mut rng);
+        }
+        let kind = round.pop().expect("a round is refilled when empty");
         let hold_ms = rng.gen_range(1000..=4000);
         let role = [Target::Leader, Target::Follower, Target::Minority, Target::Majority];
         let mut netem = None;
@@ -236,6 +235,11 @@ mod tests {
             assert!(a.iter().any(|f| f.kind == k), "{k} missing");
         }
         assert!(a.windows(2).all(|w| w[0].at_ms < w[1].at_ms));
+        // A long phase has every kind in equal numbers, within one.
+        let long = plan(9, &FaultKind::ALL, 3_600_000);
+        let counts: Vec<usize> = FaultKind::ALL.iter().map(|k| long.iter().filter(|f| f.kind == *k).count()).collect();
+        let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        assert!(hi - lo <= 1 && *lo >= 30, "{counts:?}");
         assert!(a.iter().all(|f| f.at_ms + 2000 < 120_000));
         assert!(plan(1, &[], 60_000).is_empty());
         let only = plan(7, &[FaultKind::Pause], 30_000);
