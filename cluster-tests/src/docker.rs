@@ -148,6 +148,12 @@ impl Compose {
         cmd
     }
 
+    /// Gives service `i` (one an override file declares beyond the first N, a spare) a free
+    /// host port, passed as `LEAF<i>_PORT` to later commands.
+    pub fn reserve_port(&mut self, service: u64) {
+        self.ports.entry(service).or_insert_with(free_port);
+    }
+
     /// Sets a variable the compose files read, for later commands (`LEAF2_NODE_ID`, `6`).
     pub fn set_env(&mut self, key: &str, value: &str) {
         self.env.insert(key.to_string(), value.to_string());

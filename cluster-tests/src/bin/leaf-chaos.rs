@@ -37,8 +37,7 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Fault kinds, comma-separated: kill,pause,partition,clock,restart,membership,link,netem
-    /// (default: every kind the backend supports: link and netem need --netns, membership
-    /// does not run with --docker).
+    /// (default: every kind the backend supports: link and netem need --netns).
     #[arg(long, value_delimiter = ',', value_parser = parse_faults)]
     faults: Vec<FaultKind>,
     /// Run against a docker-compose cluster of the `deploy/` files instead of local processes.
@@ -137,9 +136,6 @@ fn real_main() -> anyhow::Result<i32> {
             let mut faults = args.faults.clone();
             if faults.is_empty() {
                 faults = FaultKind::ALL.to_vec();
-                if args.docker {
-                    faults.retain(|k| *k != FaultKind::Membership);
-                }
                 if !args.netns {
                     faults.retain(|k| !matches!(k, FaultKind::Link | FaultKind::Netem));
                 }

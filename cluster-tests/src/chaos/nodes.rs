@@ -11,8 +11,8 @@
 //! | netem | not supported | delay, jitter, reordering (`tc netem`, or an NFQUEUE delayer without it), loss, a bandwidth cap on chosen links | not supported |
 //! | restart | SIGTERM, respawn | the same | `docker stop`, `docker start` |
 //! | clock | `/admin/fault/clock` | the same | the same |
-//! | membership | a fresh node ID replaces a member | the same (in a new namespace) | not supported |
-use std::collections::BTreeSet;
+//! | membership | a fresh node ID replaces a member | the same (in a new namespace) | a fresh node ID in a free compose service (the spare the override declares, or a removed node's, with a fresh volume) replaces a member, whose container and volume are then removed |
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -33,11 +33,41 @@ pub enum Nodes {
     },
     Docker {
         compose: Compose,
-        /// Containers currently detached from the cluster network.
+        /// Services currently detached from the cluster network.
         detached: BTreeSet<u64>,
         /// Containers of the current partition that a connected peer could not reach.
         verified: u64,
+        slots: Slots,
     },
+}
+
+/// Which compose service (`leaf<i>`) runs which node: node `i` runs in `leaf<i>` until it is
+/// replaced; its replacement takes a free service.
+pub struct Slots {
+    services: BTreeMap<u64, u64>,
+    /// Services with no container: free for a replacement node.
+    free: Vec<u64>,
+    /// Every node ever started.
+    ever: BTreeSet<u64>,
+    /// The logs of removed nodes, whose containers are gone.
+    removed_logs: Vec<(u64, String)>,
+}
+
+impl Slots {
+    /// Nodes `1..=nodes` in their own services, and `spares` more services free.
+    pub fn new(nodes: u64, spares: u64) -> Slots {
+        Slots {
+            services: (1..=nodes).map(|id| (id, id)).collect(),
+            free: (nodes + 1..=nodes + spares).rev().collect(),
+            ever: (1..=nodes).collect(),
+            removed_logs: Vec::new(),
+        }
+    }
+
+    /// The service node `id` runs in.
+    pub fn service(&self, id: u64) -> u64 {
+        self.services.get(&id).copied().unwrap_or(id)
+    }
 }
 
 /// How local nodes' links are cut.
@@ -98,7 +128,7 @@ impl Nodes {
         match self {
             Nodes::Local { net: LocalNet::Netns { .. }, .. } => true,
             Nodes::Local { net: LocalNet::Proxies { .. }, .. } => !matches!(kind, FaultKind::Link | FaultKind::Netem),
-            Nodes::Docker { .. } => !matches!(kind, FaultKind::Membership | FaultKind::Link | FaultKind::Netem),
+            Nodes::Docker { .. } => !matches!(kind, FaultKind::Link | FaultKind::Netem),
         }
     }
 
@@ -114,7 +144,7 @@ impl Nodes {
     pub fn url(&self, id: u64) -> String {
         match self {
             Nodes::Local { cluster, .. } => cluster.url(id),
-            Nodes::Docker { compose, .. } => compose.url(id),
+            Nodes::Docker { compose, slots, .. } => compose.url(slots.service(id)),
         }
     }
 
@@ -130,7 +160,7 @@ impl Nodes {
     pub fn ids(&self) -> Vec<u64> {
         match self {
             Nodes::Local { cluster, .. } => cluster.ids(),
-            Nodes::Docker { compose, .. } => compose.ids(),
+            Nodes::Docker { slots, .. } => slots.ever.iter().copied().collect(),
         }
     }
 
@@ -141,7 +171,7 @@ impl Nodes {
                 cluster.kill(id);
                 Ok(())
             }
-            Nodes::Docker { compose, .. } => block_in_place(|| compose.kill(id)),
+            Nodes::Docker { compose, slots, .. } => block_in_place(|| compose.kill(slots.service(id))),
         }
     }
 
@@ -149,7 +179,7 @@ impl Nodes {
     pub fn start(&mut self, id: u64) -> anyhow::Result<()> {
         match self {
             Nodes::Local { cluster, .. } => cluster.spawn(id),
-            Nodes::Docker { compose, .. } => block_in_place(|| compose.start(id)),
+            Nodes::Docker { compose, slots, .. } => block_in_place(|| compose.start(slots.service(id))),
         }
     }
 
@@ -157,7 +187,9 @@ impl Nodes {
     pub fn stop(&mut self, id: u64) -> anyhow::Result<bool> {
         match self {
             Nodes::Local { cluster, .. } => Ok(block_in_place(|| cluster.stop(id))),
-            Nodes::Docker { compose, .. } => block_in_place(|| compose.stop(id, Duration::from_secs(15))),
+            Nodes::Docker { compose, slots, .. } => {
+                block_in_place(|| compose.stop(slots.service(id), Duration::from_secs(15)))
+            }
         }
     }
 
@@ -168,7 +200,7 @@ impl Nodes {
                 cluster.pause(id);
                 Ok(())
             }
-            Nodes::Docker { compose, .. } => block_in_place(|| compose.pause(id)),
+            Nodes::Docker { compose, slots, .. } => block_in_place(|| compose.pause(slots.service(id))),
         }
     }
 
@@ -179,7 +211,7 @@ impl Nodes {
                 cluster.resume(id);
                 Ok(())
             }
-            Nodes::Docker { compose, .. } => block_in_place(|| compose.unpause(id)),
+            Nodes::Docker { compose, slots, .. } => block_in_place(|| compose.unpause(slots.service(id))),
         }
     }
 
@@ -193,10 +225,11 @@ impl Nodes {
                 }
                 Ok(alive)
             }
-            Nodes::Docker { compose, .. } => {
-                let (running, paused, _) = block_in_place(|| compose.state(id))?;
+            Nodes::Docker { compose, slots, .. } => {
+                let service = slots.service(id);
+                let (running, paused, _) = block_in_place(|| compose.state(service))?;
                 if running && paused {
-                    block_in_place(|| compose.unpause(id))?;
+                    block_in_place(|| compose.unpause(service))?;
                 }
                 Ok(running)
             }
@@ -230,7 +263,7 @@ impl Nodes {
                 *dropped += block_in_place(|| net.set_blocked(&links, &clients))?;
                 Ok(format!("{detail}: iptables"))
             }
-            Nodes::Docker { compose, detached, verified } => {
+            Nodes::Docker { compose, detached, verified, slots } => {
                 let (cut, detail): (Vec<u64>, String) = match shape {
                     Shape::IsolateLeader => (vec![leader], format!("isolate leader {leader}")),
                     _ => {
@@ -242,8 +275,8 @@ impl Nodes {
                 };
                 *verified = 0;
                 for &id in &cut {
-                    block_in_place(|| compose.disconnect(id))?;
-                    detached.insert(id);
+                    block_in_place(|| compose.disconnect(slots.service(id)))?;
+                    detached.insert(slots.service(id));
                 }
                 // Proof that it bites: a node still on the network cannot reach the cut ones.
                 if let Some(&peer) = order.iter().find(|id| !cut.contains(id)) {
@@ -251,7 +284,7 @@ impl Nodes {
                         let mut n = 0;
                         for &id in &cut {
                             for _ in 0..5 {
-                                if compose.unreachable_from(peer, id)? {
+                                if compose.unreachable_from(slots.service(peer), slots.service(id))? {
                                     n += 1;
                                     break;
                                 }
@@ -279,10 +312,10 @@ impl Nodes {
                 let now = block_in_place(|| net.heal())?;
                 Ok(std::mem::take(dropped) + now)
             }
-            Nodes::Docker { compose, detached, verified } => {
-                while let Some(id) = detached.pop_first() {
-                    if let Err(e) = block_in_place(|| compose.connect(id)) {
-                        detached.insert(id);
+            Nodes::Docker { compose, detached, verified, .. } => {
+                while let Some(service) = detached.pop_first() {
+                    if let Err(e) = block_in_place(|| compose.connect(service)) {
+                        detached.insert(service);
                         return Err(e);
                     }
                 }
@@ -319,6 +352,48 @@ impl Nodes {
         }
     }
 
+    /// Starts node `new` (a fresh ID, not a member yet) in a free compose service, with a
+    /// fresh volume; returns the address its peers dial.
+    pub fn start_in_container(&mut self, new: u64) -> anyhow::Result<String> {
+        let Nodes::Docker { compose, slots, .. } = self else {
+            bail!("not a docker-compose run");
+        };
+        let Some(service) = slots.free.pop() else {
+            bail!("no free compose service for node {new}");
+        };
+        compose.reserve_port(service);
+        compose.set_env(&format!("LEAF{service}_NODE_ID"), &new.to_string());
+        if let Err(e) = block_in_place(|| compose.up_only(&[service])) {
+            slots.free.push(service);
+            return Err(e);
+        }
+        slots.services.insert(new, service);
+        slots.ever.insert(new);
+        Ok(format!("leaf{service}:8080"))
+    }
+
+    /// Stops a node that is no longer a member, for good: a local process is stopped; a
+    /// container is removed with its volume (its log kept for [`Nodes::finish`]), which frees
+    /// its service for a later replacement.
+    pub fn retire(&mut self, id: u64) -> anyhow::Result<()> {
+        match self {
+            Nodes::Local { cluster, .. } => {
+                block_in_place(|| cluster.stop(id));
+                Ok(())
+            }
+            Nodes::Docker { compose, slots, .. } => {
+                let Some(service) = slots.services.remove(&id) else {
+                    bail!("node {id} runs in no compose service");
+                };
+                let log = block_in_place(|| compose.logs(service)).unwrap_or_else(|e| format!("(no log: {e:#})"));
+                slots.removed_logs.push((id, log));
+                block_in_place(|| compose.destroy(service))?;
+                slots.free.push(service);
+                Ok(())
+            }
+        }
+    }
+
     /// Stops every node (a compose project is taken down with its volumes) and saves each
     /// node's log as `logs/node<N>.log` in `out`.
     pub fn finish(&mut self, out: &Path) -> anyhow::Result<()> {
@@ -334,12 +409,15 @@ impl Nodes {
                 }
                 Ok(())
             }
-            Nodes::Docker { compose, .. } => {
-                for id in compose.ids() {
-                    match block_in_place(|| compose.logs(id)) {
+            Nodes::Docker { compose, slots, .. } => {
+                for (&id, &service) in &slots.services {
+                    match block_in_place(|| compose.logs(service)) {
                         Ok(text) => std::fs::write(logs.join(format!("node{id}.log")), text)?,
                         Err(e) => eprintln!("logs of node {id}: {e:#}"),
                     }
+                }
+                for (id, text) in &slots.removed_logs {
+                    std::fs::write(logs.join(format!("node{id}.log")), text)?;
                 }
                 block_in_place(|| compose.down())
             }

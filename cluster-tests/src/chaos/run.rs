@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use super::check::{self, Recovery, Results};
 use super::history::{Event, History, Meta, Mode, OpEvent, Phase, TagProfile, HARNESS_PROCESS};
 use super::netns::{self, Netns};
-use super::nodes::{LocalNet, Nodes};
+use super::nodes::{LocalNet, Nodes, Slots};
 use super::proxy::{self, Link, Proxies};
 use super::schedule::{self, ClockMode, FaultKind, PlannedFault, Shape, Target};
 use crate::cluster::{free_port, node_client, Cluster, NodeSpec, Options, TOKEN};
@@ -77,15 +77,69 @@ const NODE_ENV: [(&str, &str); 4] = [
 ];
 
 /// The compose override of a chaos run: [`NODE_ENV`] on every service, and no restart
-/// policy, so a killed container stays down until the harness starts it.
+/// policy, so a killed container stays down until the harness starts it. It also declares a
+/// spare service `leaf<N+1>` (not started by `up`), where the first replacement node runs,
+/// and lists it in the `certs` service, so the certificate of whatever node ID it gets is
+/// issued when it starts; later replacements reuse the services of removed nodes.
 fn compose_override(nodes: u64) -> String {
+    let spare = nodes + 1;
     let mut s = String::from("version: \"3.8\"\nservices:\n");
+    s.push_str("  certs:\n    command:\n      - certs\n      - bundle\n      - --dir=/tls\n      - --ca-dir=/ca\n");
+    for i in 1..=spare {
+        s.push_str(&format!("      - --node=${{LEAF{i}_NODE_ID:-{i}}}=leaf{i},127.0.0.1,localhost\n"));
+    }
     for id in 1..=nodes {
         s.push_str(&format!("  leaf{id}:\n    restart: \"no\"\n    environment:\n"));
         for (k, v) in NODE_ENV {
             s.push_str(&format!("      {k}: \"{v}\"\n"));
         }
     }
+    let peers: Vec<String> = (1..=nodes).map(|i| format!("{i}=leaf{i}:8080")).collect();
+    s.push_str(&format!(
+        "  leaf{spare}:
+    image: ${{LEAF_IMAGE:-leaf:latest}}
+    restart: \"no\"
+    stop_grace_period: 15s
+    hostname: leaf{spare}
+    depends_on:
+      certs:
+        condition: service_completed_successfully
+    environment:
+      LEAF_NODE_ID: \"${{LEAF{spare}_NODE_ID:-{spare}}}\"
+      LEAF_PEERS: \"{peers}\"
+      LEAF_CLUSTER_SECRET: \"${{LEAF_CLUSTER_SECRET}}\"
+      LEAF_ADMIN_TOKEN: \"${{LEAF_ADMIN_TOKEN}}\"
+      LEAF_TLS__CERT: \"/tls/node-{{node_id}}.pem\"
+      LEAF_TLS__KEY: \"/tls/node-{{node_id}}-key.pem\"
+      LEAF_TLS__CA: \"/tls/ca.pem\"
+      LEAF_URL: \"https://127.0.0.1:8080\"
+      LEAF_CA: \"/tls/ca.pem\"
+      LEAF_BOOTSTRAP_TAGS: \"[]\"
+      RUST_LOG: \"${{RUST_LOG:-info,openraft=warn,sled=warn}}\"
+",
+        peers = peers.join(",")
+    ));
+    for (k, v) in NODE_ENV {
+        s.push_str(&format!("      {k}: \"{v}\"\n"));
+    }
+    s.push_str(&format!(
+        "    healthcheck:
+      test: [\"CMD\", \"/leaf\", \"health\", \"--quiet\"]
+      interval: 5s
+      timeout: 4s
+      retries: 3
+      start_period: 20s
+    ports:
+      - \"127.0.0.1:${{LEAF{spare}_PORT}}:8080\"
+    volumes:
+      - leaf{spare}-data:/data
+      - leaf-tls:/tls:ro
+    networks:
+      - leaf
+volumes:
+  leaf{spare}-data:
+"
+    ));
     s
 }
 
@@ -677,25 +731,28 @@ impl Harness {
     /// Replaces member `old` by a fresh node ID: start it, add it as learner, promote it,
     /// remove `old`, stop `old`.
     async fn replace(&mut self, old: u64) -> anyhow::Result<()> {
-        let Nodes::Local { cluster, net } = &mut self.nodes else {
-            bail!("replacing a node needs local processes");
-        };
         let new = self.next_id;
         self.next_id += 1;
-        let spec = match net {
-            LocalNet::Proxies { proxies, .. } => {
-                let port = free_port();
-                let proxy_addr = proxies.add(new, ([127, 0, 0, 1], port).into()).await?;
-                let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(new)?.to_string())];
-                NodeSpec { port, peer_addr: proxy_addr.to_string(), env, ..NodeSpec::direct(new) }
+        let proxy_addr = match &mut self.nodes {
+            Nodes::Local { cluster, net } => {
+                let spec = match net {
+                    LocalNet::Proxies { proxies, .. } => {
+                        let port = free_port();
+                        let proxy_addr = proxies.add(new, ([127, 0, 0, 1], port).into()).await?;
+                        let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(new)?.to_string())];
+                        NodeSpec { port, peer_addr: proxy_addr.to_string(), env, ..NodeSpec::direct(new) }
+                    }
+                    LocalNet::Netns { net, .. } => {
+                        tokio::task::block_in_place(|| net.add(new))?;
+                        netns_spec(net, new)
+                    }
+                };
+                let proxy_addr = spec.peer_addr.clone();
+                cluster.add_node(spec)?;
+                proxy_addr
             }
-            LocalNet::Netns { net, .. } => {
-                tokio::task::block_in_place(|| net.add(new))?;
-                netns_spec(net, new)
-            }
+            Nodes::Docker { .. } => self.nodes.start_in_container(new)?,
         };
-        let proxy_addr = spec.peer_addr.clone();
-        cluster.add_node(spec)?;
         self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: new, offset_ms: 0 });
         self.fault("membership", "start", &[old, new], format!("replace node {old} by new node {new}"));
         let add = Membership::AddLearner(AddLearnerRequest { node_id: new, addr: proxy_addr.to_string() });
@@ -708,7 +765,7 @@ impl Harness {
             self.fault("membership", "error", &[new], format!("{e}; removing the new node again"));
             match self.admin_until(&Membership::Remove(new), Some(ErrorCode::MemberNotFound)).await {
                 Ok(()) => {
-                    self.nodes.stop(new)?;
+                    self.nodes.retire(new)?;
                 }
                 Err(e) => {
                     // It may be a voter by now: keep it running and treat it as a member, so
@@ -733,7 +790,7 @@ impl Harness {
             Ok(j) => self.removed_journals.push(j),
             Err(e) => self.fault("membership", "error", &[old], format!("journal of the removed node: {e:#}")),
         }
-        self.nodes.stop(old)?;
+        self.nodes.retire(old)?;
         self.fault("membership", "heal", &[old, new], format!("node {new} is a voter, node {old} removed and stopped"));
         Ok(())
     }
@@ -835,9 +892,6 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
     if !(3..=9).contains(&cfg.nodes) {
         bail!("--nodes must be 3 to 9");
     }
-    if cfg.docker.is_some() && cfg.faults.contains(&FaultKind::Membership) {
-        bail!("membership faults need local processes; leave `membership` out of --faults with --docker");
-    }
     std::fs::create_dir_all(&cfg.out).with_context(|| format!("create {}", cfg.out.display()))?;
     let (warmup, faults_len, after) = phases(cfg.duration);
     let plan = schedule::plan(cfg.seed, &cfg.faults, faults_len.as_millis() as u64);
@@ -850,7 +904,20 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         cfg.faults.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
         cfg.out.display()
     );
-    println!("replay with: --seed {} --nodes {} --duration {}s", cfg.seed, cfg.nodes, cfg.duration.as_secs());
+    let backend = match (&cfg.docker, cfg.netns) {
+        (Some(_), _) => " --docker",
+        (None, true) => " --netns",
+        (None, false) => "",
+    };
+    println!(
+        "replay with:{backend} --seed {} --nodes {} --duration {}ms --faults {} --clients {} --rate {}",
+        cfg.seed,
+        cfg.nodes,
+        cfg.duration.as_millis(),
+        cfg.faults.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
+        cfg.clients,
+        cfg.rate
+    );
 
     let history = Arc::new(History::create(&cfg.out.join("history.jsonl"))?);
     history.write(&Event::Meta(Meta {
@@ -896,9 +963,10 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
             std::fs::write(&chaos, compose_override(cfg.nodes))?;
             let project = format!("leafchaos{}", std::process::id());
             let mut compose = Compose::new(&project, vec![d.compose_file.clone(), chaos], cfg.nodes, &d.image)?;
+            compose.reserve_port(cfg.nodes + 1);
             println!("docker-compose project {project}: {} + compose.chaos.yml", d.compose_file.display());
             tokio::task::block_in_place(|| compose.up())?;
-            Nodes::Docker { compose, detached: BTreeSet::new(), verified: 0 }
+            Nodes::Docker { compose, detached: BTreeSet::new(), verified: 0, slots: Slots::new(cfg.nodes, 1) }
         }
     };
     let ops = Arc::new(Ops { history: history.clone(), next: AtomicU64::new(0) });
@@ -1037,4 +1105,46 @@ pub fn check_dir(dir: &std::path::Path) -> anyhow::Result<Results> {
     let results = check::check(&events, &journals, recovery);
     std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(&results)?)?;
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The override merges with the deploy/ compose files into a valid project whose spare
+    /// service takes its node ID, port and certificate from the variables the harness sets
+    /// (checked with `docker-compose config` where it is installed).
+    #[test]
+    fn the_compose_override_declares_a_spare_with_its_certificate() {
+        for (nodes, file) in [(3, "docker-compose.yml"), (5, "docker-compose.5.yml")] {
+            let spare = nodes + 1;
+            let yaml = compose_override(nodes);
+            assert!(yaml.contains(&format!("  leaf{spare}:\n")), "{yaml}");
+            assert!(yaml.contains(&format!("--node=${{LEAF{spare}_NODE_ID:-{spare}}}=leaf{spare},")), "{yaml}");
+            assert!(yaml.contains(&format!("127.0.0.1:${{LEAF{spare}_PORT}}:8080")), "{yaml}");
+            if std::process::Command::new("docker-compose").arg("version").output().is_err() {
+                eprintln!("docker-compose is not installed: YAML not validated");
+                continue;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let over = dir.path().join("compose.chaos.yml");
+            std::fs::write(&over, &yaml).unwrap();
+            let env_file = dir.path().join("empty.env");
+            std::fs::write(&env_file, "").unwrap();
+            let mut cmd = std::process::Command::new("docker-compose");
+            cmd.arg("--env-file").arg(&env_file).args(["-p", "leafoverridetest", "-f"]);
+            cmd.arg(crate::docker::deploy_dir().join(file)).arg("-f").arg(&over).arg("config");
+            cmd.env("LEAF_CLUSTER_SECRET", "s").env("LEAF_ADMIN_TOKEN", "t");
+            cmd.env(format!("LEAF{spare}_NODE_ID"), "17").env(format!("LEAF{spare}_PORT"), "18017");
+            for i in 1..=nodes {
+                cmd.env(format!("LEAF{i}_PORT"), (18000 + i).to_string());
+            }
+            let out = cmd.output().unwrap();
+            let config = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(config.contains("--node=17=leaf"), "the certs service does not issue node 17's: {config}");
+            assert!(config.contains("LEAF_NODE_ID: '17'") || config.contains("LEAF_NODE_ID: \"17\""), "{config}");
+            assert!(config.contains("18017"), "{config}");
+        }
+    }
 }

@@ -276,3 +276,34 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     let left = block_in_place(|| compose.leftovers()).unwrap();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// `leaf-chaos --docker` replaces nodes of the compose cluster: each membership fault starts a
+/// fresh node ID in a free service (the override's spare first, then a removed node's), adds,
+/// promotes and removes as in local runs, and deletes the old container and volume. A fixed
+/// seed (override with `LEAF_CHAOS_SEED`) plans three replacements, so at least one reuses a
+/// freed service; kills run in between. The history must be valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_chaos_run_replaces_nodes_and_passes_the_checker() {
+    if let Some(why) = docker::unavailable() {
+        assert!(std::env::var_os("LEAF_REQUIRE_DOCKER").is_none(), "LEAF_REQUIRE_DOCKER is set: {why}");
+        println!("SKIPPED the Docker chaos run: {why}");
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    block_in_place(|| docker::build_image(IMAGE)).unwrap();
+    let (_seed, out, _stdout, results) = run_chaos(
+        "20261125",
+        &["--docker", "--image", IMAGE, "--nodes", "3", "--duration", "60s", "--faults", "membership,kill"],
+    )
+    .await;
+    assert_eq!(results["valid"], "true");
+    let replaced = results["faults"]["membership"].as_u64().unwrap_or(0);
+    assert!(replaced >= 3, "{replaced} membership faults: {}", results["faults"]);
+    let history = std::fs::read_to_string(out.path().join("history.jsonl")).unwrap();
+    let done = history.lines().filter(|l| l.contains("is a voter") && l.contains("removed and stopped")).count();
+    assert!(done >= 3, "only {done} replacements completed");
+    // Every node's log was kept, the removed ones' too, although their containers are gone.
+    for id in 1..=6 {
+        assert!(out.path().join(format!("logs/node{id}.log")).exists(), "no log of node {id}");
+    }
+}
