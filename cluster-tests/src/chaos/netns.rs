@@ -306,46 +306,23 @@ impl Netns {
                     ],
                 )?;
                 if netem.loss_pct > 0 && !self.netem {
-                    self.exec(
-                        from,
-                        &[
-                            "iptables",
-                            "-A",
-                            "LEAFOUT",
-                            "-d",
-                            &ip,
-                            "-m",
-                            "statistic",
-                            "--mode",
-                            "random",
-                            "--probability",
-                            &loss,
-                            "-j",
-                            "DROP",
-                        ],
-                    )?;
+                    let random = ["-m", "statistic", "--mode", "random", "--probability", &loss, "-j", "DROP"];
+                    self.append_out(from, &ip, &random)?;
                 }
                 if userspace_delay {
                     let queue = delay::QUEUE.to_string();
-                    self.exec(
-                        from,
-                        &[
-                            "iptables",
-                            "-A",
-                            "LEAFOUT",
-                            "-d",
-                            &ip,
-                            "-j",
-                            "NFQUEUE",
-                            "--queue-num",
-                            &queue,
-                            "--queue-bypass",
-                        ],
-                    )?;
+                    self.append_out(from, &ip, &["-j", "NFQUEUE", "--queue-num", &queue, "--queue-bypass"])?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Appends a rule for `from`'s packets to `ip` to its `LEAFOUT` chain.
+    fn append_out(&self, from: u64, ip: &str, rule: &[&str]) -> anyhow::Result<()> {
+        let mut args = vec!["iptables", "-A", "LEAFOUT", "-d", ip];
+        args.extend_from_slice(rule);
+        self.exec(from, &args).map(drop)
     }
 
     /// Removes every degradation (rules first, then the delayers release what they hold);

@@ -64,9 +64,13 @@ impl Slots {
         }
     }
 
-    /// The service node `id` runs in.
-    pub fn service(&self, id: u64) -> u64 {
-        self.services.get(&id).copied().unwrap_or(id)
+    /// The service node `id` runs in. A node that runs in none (removed, or never started)
+    /// is an error, never a guess: its number may name another node's service by now.
+    pub fn service(&self, id: u64) -> anyhow::Result<u64> {
+        match self.services.get(&id) {
+            Some(s) => Ok(*s),
+            None => bail!("node {id} runs in no compose service"),
+        }
     }
 }
 
@@ -144,7 +148,11 @@ impl Nodes {
     pub fn url(&self, id: u64) -> String {
         match self {
             Nodes::Local { cluster, .. } => cluster.url(id),
-            Nodes::Docker { compose, slots, .. } => compose.url(slots.service(id)),
+            // A node in no service gets an address nothing listens on: its requests fail.
+            Nodes::Docker { compose, slots, .. } => match slots.service(id) {
+                Ok(service) => compose.url(service),
+                Err(_) => format!("https://127.0.0.1:0/no-service-for-node-{id}"),
+            },
         }
     }
 
@@ -171,7 +179,10 @@ impl Nodes {
                 cluster.kill(id);
                 Ok(())
             }
-            Nodes::Docker { compose, slots, .. } => block_in_place(|| compose.kill(slots.service(id))),
+            Nodes::Docker { compose, slots, .. } => {
+                let service = slots.service(id)?;
+                block_in_place(|| compose.kill(service))
+            }
         }
     }
 
@@ -179,7 +190,10 @@ impl Nodes {
     pub fn start(&mut self, id: u64) -> anyhow::Result<()> {
         match self {
             Nodes::Local { cluster, .. } => cluster.spawn(id),
-            Nodes::Docker { compose, slots, .. } => block_in_place(|| compose.start(slots.service(id))),
+            Nodes::Docker { compose, slots, .. } => {
+                let service = slots.service(id)?;
+                block_in_place(|| compose.start(service))
+            }
         }
     }
 
@@ -188,7 +202,8 @@ impl Nodes {
         match self {
             Nodes::Local { cluster, .. } => Ok(block_in_place(|| cluster.stop(id))),
             Nodes::Docker { compose, slots, .. } => {
-                block_in_place(|| compose.stop(slots.service(id), Duration::from_secs(15)))
+                let service = slots.service(id)?;
+                block_in_place(|| compose.stop(service, Duration::from_secs(15)))
             }
         }
     }
@@ -200,7 +215,10 @@ impl Nodes {
                 cluster.pause(id);
                 Ok(())
             }
-            Nodes::Docker { compose, slots, .. } => block_in_place(|| compose.pause(slots.service(id))),
+            Nodes::Docker { compose, slots, .. } => {
+                let service = slots.service(id)?;
+                block_in_place(|| compose.pause(service))
+            }
         }
     }
 
@@ -211,7 +229,10 @@ impl Nodes {
                 cluster.resume(id);
                 Ok(())
             }
-            Nodes::Docker { compose, slots, .. } => block_in_place(|| compose.unpause(slots.service(id))),
+            Nodes::Docker { compose, slots, .. } => {
+                let service = slots.service(id)?;
+                block_in_place(|| compose.unpause(service))
+            }
         }
     }
 
@@ -226,7 +247,7 @@ impl Nodes {
                 Ok(alive)
             }
             Nodes::Docker { compose, slots, .. } => {
-                let service = slots.service(id);
+                let service = slots.service(id)?;
                 let (running, paused, _) = block_in_place(|| compose.state(service))?;
                 if running && paused {
                     block_in_place(|| compose.unpause(service))?;
@@ -275,8 +296,9 @@ impl Nodes {
                 };
                 *verified = 0;
                 for &id in &cut {
-                    block_in_place(|| compose.disconnect(slots.service(id)))?;
-                    detached.insert(slots.service(id));
+                    let service = slots.service(id)?;
+                    block_in_place(|| compose.disconnect(service))?;
+                    detached.insert(service);
                 }
                 // Proof that it bites: a node still on the network cannot reach the cut ones.
                 if let Some(&peer) = order.iter().find(|id| !cut.contains(id)) {
@@ -284,7 +306,7 @@ impl Nodes {
                         let mut n = 0;
                         for &id in &cut {
                             for _ in 0..5 {
-                                if compose.unreachable_from(slots.service(peer), slots.service(id))? {
+                                if compose.unreachable_from(slots.service(peer)?, slots.service(id)?)? {
                                     n += 1;
                                     break;
                                 }

@@ -164,7 +164,7 @@ pub fn plan(seed: u64, kinds: &[FaultKind], phase_ms: u64) -> Vec<PlannedFault> 
             round = kinds.to_vec();
             round.shuffle(&mut rng);
         }
-        let kind = round.pop().expect("a round is refilled when empty");
+        let Some(kind) = round.pop() else { break };
         let hold_ms = rng.gen_range(1000..=4000);
         let role = [Target::Leader, Target::Follower, Target::Minority, Target::Majority];
         let mut netem = None;
