@@ -693,7 +693,7 @@ impl Harness {
             }
             FaultKind::Membership => {
                 if !self.nodes.supports(FaultKind::Membership) {
-                    bail!("membership faults are not supported against containers");
+                    bail!("membership faults are not supported by this backend");
                 }
                 if let Some(&old) = self.resolve(f.target, &mut rng).await.first() {
                     self.replace(old).await?;
