@@ -301,6 +301,15 @@ impl Cluster {
         }
     }
 
+    /// How node `id`'s process ended, once it has ended by itself (`None` while it runs, and
+    /// for a node never started or already reaped by [`Cluster::kill`] or [`Cluster::alive`]).
+    pub fn exited(&mut self, id: u64) -> Option<std::process::ExitStatus> {
+        let node = self.nodes.get_mut(&id)?;
+        let status = node.child.as_mut()?.try_wait().ok()??;
+        node.child = None;
+        Some(status)
+    }
+
     pub fn port(&self, id: u64) -> u16 {
         self.nodes[&id].port
     }

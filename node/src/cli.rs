@@ -9,7 +9,7 @@ use leaf_api::types::{AddLearnerRequest, CreateTagRequest, UpdateTagRequest};
 use leaf_client::{Client, ClientError, HealthMode, TlsOptions};
 use serde::Serialize;
 
-use crate::config::{Config, Overrides};
+use crate::config::{Config, OnStorageFailure, Overrides, STORAGE_FAILURE_EXIT};
 
 mod certs;
 mod import;
@@ -374,6 +374,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let exit_on_storage_failure = config.raft.on_storage_failure == OnStorageFailure::Exit;
     rt.block_on(async move {
         let node = match crate::start(config).await {
             Ok(n) => n,
@@ -382,10 +383,23 @@ fn serve(args: ServeArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        wait_for_signal().await;
-        tracing::info!("shutting down");
+        let code = tokio::select! {
+            _ = wait_for_signal() => {
+                tracing::info!("shutting down");
+                ExitCode::SUCCESS
+            }
+            why = node.storage_failure_reported(crate::STORAGE_FAILURE_REPORT_WINDOW), if exit_on_storage_failure => {
+                tracing::error!(
+                    error = %why,
+                    exit_status = STORAGE_FAILURE_EXIT,
+                    "raft storage failed: shutting down and exiting (raft.on_storage_failure = \"exit\") so a \
+                     supervisor restarts this node from its durable log"
+                );
+                ExitCode::from(STORAGE_FAILURE_EXIT)
+            }
+        };
         node.shutdown().await;
-        ExitCode::SUCCESS
+        code
     })
 }
 

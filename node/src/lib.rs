@@ -115,9 +115,16 @@ pub struct NodeHandle {
     form: JoinHandle<()>,
     quorum: JoinHandle<()>,
     raft: RaftNode,
+    metrics: Arc<Metrics>,
     actors: Option<ActorSystem>,
     bootstrapped: Arc<AtomicBool>,
 }
+
+/// How long a node whose Raft storage failed waits for a `/metrics` scrape to see the failure
+/// before it exits under `raft.on_storage_failure = "exit"`: `leaf_storage_errors_total` dies
+/// with the process, so without the wait `LeafDiskErrors` could never fire for a node that a
+/// supervisor restarts at once.
+pub const STORAGE_FAILURE_REPORT_WINDOW: Duration = Duration::from_secs(30);
 
 impl NodeHandle {
     /// Where the HTTP API listens (the real port when configured with port 0).
@@ -143,6 +150,24 @@ impl NodeHandle {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         true
+    }
+
+    /// Resolves once Raft has stopped on a storage error and a `/metrics` render has counted
+    /// it (`leaf_storage_errors_total{store="raft"}`), or `window` after the failure without
+    /// one, with the error's text. Until then the node answers 503 as under `"stay"`. Never
+    /// resolves while Raft runs or after a normal shutdown.
+    pub async fn storage_failure_reported(&self, window: Duration) -> String {
+        let why = self.raft.storage_failure().await;
+        tracing::error!(
+            error = %why,
+            window_ms = window.as_millis() as u64,
+            "raft storage failed: answering 503 until a /metrics scrape has counted it (or the window ends), then exiting"
+        );
+        let deadline = tokio::time::Instant::now() + window;
+        while !self.metrics.raft_storage_failure_reported() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        why
     }
 
     /// Graceful shutdown: stop accepting, let in-flight requests finish, stop Raft (its storage
@@ -268,7 +293,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         started: std::time::Instant::now(),
     });
     let (shutdown, rx) = watch::channel(false);
-    tokio::spawn(forecasts.run(config.forecast.clone(), metrics, rx.clone()));
+    tokio::spawn(forecasts.run(config.forecast.clone(), metrics.clone(), rx.clone()));
     tokio::spawn(peer_clocks.run(raft.clone(), rx.clone()));
     if let Some(tls) = tls {
         tokio::spawn(tls::reload::run(tls, rx.clone()));
@@ -279,7 +304,18 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let quorum = tokio::spawn(raft.clone().watch_quorum());
     let bootstrap = tokio::spawn(bootstrap_tags(raft.clone(), config.clone(), bootstrapped.clone()));
     tracing::info!(node_id = config.node_id, %http_addr, data_dir = %config.data_dir.display(), "leaf node started");
-    Ok(NodeHandle { http_addr, shutdown, server, bootstrap, form, quorum, raft, actors: Some(actors), bootstrapped })
+    Ok(NodeHandle {
+        http_addr,
+        shutdown,
+        server,
+        bootstrap,
+        form,
+        quorum,
+        raft,
+        metrics,
+        actors: Some(actors),
+        bootstrapped,
+    })
 }
 
 /// Creates the configured bootstrap tags that do not exist yet, once the node is ready.

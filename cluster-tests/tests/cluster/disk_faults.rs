@@ -10,6 +10,9 @@
 //!   so with 503s and in `/cluster/status`, counts it in `leaf_storage_errors_total`, the others
 //!   elect a leader and go on; restarted on a healthy disk it catches up. Nothing acknowledged
 //!   is lost and no ID repeats across the whole test.
+//! - EIO under `raft.on_storage_failure = "exit"`: 503s until a `/metrics` scrape has counted
+//!   the failure, then the process exits with status 75; restarted as a supervisor would, it
+//!   catches up with the same checks.
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -39,15 +42,7 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
     let _serial = SERIAL.lock().await;
     let (arms, mut cluster) = armed_cluster(3, "[raft]\npropose_timeout_ms = 1000\n");
     let set = |id: u64, spec: &str| arms.set(id, spec);
-    let leader = cluster.wait_leader(FORM).await.unwrap();
-    let mut acked = BTreeSet::new();
-    let mut seen = BTreeSet::new();
-    create_tag(&cluster.client(leader), "disk", 100_000).await;
-    acked.insert("disk".to_string());
-    // Every node loads its buffers of `disk` before the fault.
-    for id in cluster.ids() {
-        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(10)).await.unwrap(), "before");
-    }
+    let (_, mut acked, mut seen) = with_disk_tag(&cluster).await;
 
     // Slow fsync everywhere: no write commits within the propose timeout.
     for id in cluster.ids() {
@@ -106,15 +101,7 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
     // The next write through it needs an fsync that fails.
     let (status, code) = try_create(&c, "eio-0").await.expect_err("a write was acknowledged over a failed fsync");
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{code:?}");
-    let deadline = Instant::now() + WAIT;
-    let status = loop {
-        let s = cluster.status(leader).await.unwrap();
-        if s.health.reason.as_deref().is_some_and(|r| r.contains("raft stopped")) {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "EIO: node {leader} still reports {s:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = raft_stopped(&cluster, leader).await;
     assert!(!status.health.ready);
     let (status, _) = try_create(&c, "eio-1").await.expect_err("a write was acknowledged after a failed fsync");
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -133,26 +120,112 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
     }
     // Restarted on a healthy disk, the old leader catches up.
     set(leader, "");
-    cluster.kill(leader);
-    cluster.spawn(leader).unwrap();
+    comes_back(&mut cluster, leader, &acked, &mut seen).await;
+    println!("EIO: node {leader}'s Raft stopped with 503s, node {new_leader} took over, node {leader} came back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_on_storage_failure_exit_an_eio_ends_the_process_and_a_restart_recovers() {
+    let _serial = SERIAL.lock().await;
+    let (arms, mut cluster) = armed_cluster(3, "[raft]\non_storage_failure = \"exit\"\n");
+    let (leader, mut acked, mut seen) = with_disk_tag(&cluster).await;
+    let others: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
+    arms.set(leader, "disk-fsync=return");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The write that needs the failing fsync is refused: the node stays up, answering 503,
+    // until a scrape has seen the failure.
+    let c = cluster.client(leader);
+    let (status, code) = try_create(&c, "eio-0").await.expect_err("a write was acknowledged over a failed fsync");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{code:?}");
+    raft_stopped(&cluster, leader).await;
+    let metrics = c.metrics().await.expect("the node exited before a scrape saw its storage failure");
+    assert!(
+        metrics.lines().any(|l| l.starts_with("leaf_storage_errors_total{store=\"raft\"}") && !l.ends_with(" 0")),
+        "EIO: not counted in leaf_storage_errors_total before the exit"
+    );
+    // Then it exits, well within the 30 s report window.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = cluster.exited(leader) {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "EIO with on_storage_failure = exit: node {leader} still runs after a scrape"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(i32::from(leaf_node::config::STORAGE_FAILURE_EXIT)), "node {leader}: {status}");
+    let new_leader = cluster.wait_leader_among(&others, WAIT).await.unwrap();
+    create_tag(&cluster.client(new_leader), "after-eio", 10).await;
+    acked.insert("after-eio".to_string());
+    for &id in &others {
+        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "EIO, the others");
+    }
+    // What a supervisor does (`restart: unless-stopped`, `Restart=on-failure`), the disk healthy.
+    arms.set(leader, "");
+    comes_back(&mut cluster, leader, &acked, &mut seen).await;
+    println!("EIO: node {leader} exited with {status}, node {new_leader} took over, node {leader} came back");
+}
+
+/// The leader once the cluster formed, with the tag `disk` created (the acknowledged tags)
+/// and every node's buffers of it loaded (the IDs seen so far).
+async fn with_disk_tag(cluster: &Cluster) -> (u64, BTreeSet<String>, BTreeSet<(&'static str, i64)>) {
+    let leader = cluster.wait_leader(FORM).await.unwrap();
+    create_tag(&cluster.client(leader), "disk", 100_000).await;
+    let mut seen = BTreeSet::new();
+    for id in cluster.ids() {
+        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(10)).await.unwrap(), "before");
+    }
+    (leader, BTreeSet::from(["disk".to_string()]), seen)
+}
+
+/// Waits until node `id` reports its Raft stopped (its status, over HTTP: the node must be up).
+async fn raft_stopped(cluster: &Cluster, id: u64) -> ClusterStatus {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = cluster.status(id).await.expect("the node answers its status after a storage failure");
+        if s.health.reason.as_deref().is_some_and(|r| r.contains("raft stopped")) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "EIO: node {id} still reports {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Restarts node `id` (killing it first if it still runs) and checks that it catches up with
+/// the leader's commit index, that every node holds every acknowledged tag, and that no ID of
+/// `disk` or `after-eio` repeats.
+async fn comes_back(
+    cluster: &mut Cluster,
+    id: u64,
+    acked: &BTreeSet<String>,
+    seen: &mut BTreeSet<(&'static str, i64)>,
+) {
+    cluster.kill(id);
+    cluster.spawn(id).unwrap();
     let ids = cluster.ids();
     let l = cluster.wait_leader_among(&ids, WAIT).await.unwrap();
     let target = cluster.status(l).await.unwrap().committed_index;
     let deadline = Instant::now() + WAIT;
     loop {
-        let s = cluster.status(leader).await.ok();
+        let s = cluster.status(id).await.ok();
         if s.as_ref().is_some_and(|s| s.health.ready && s.last_applied_index >= target) {
             break;
         }
-        assert!(Instant::now() < deadline, "EIO: node {leader} did not catch up after its restart: {s:?}");
+        assert!(Instant::now() < deadline, "node {id} did not catch up after its restart: {s:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for id in cluster.ids() {
-        let have: BTreeSet<String> = cluster.client(id).tags().await.unwrap().into_iter().map(|t| t.tag).collect();
+    for n in cluster.ids() {
+        let have: BTreeSet<String> = cluster.client(n).tags().await.unwrap().into_iter().map(|t| t.tag).collect();
         let lost: Vec<&String> = acked.difference(&have).collect();
-        assert!(lost.is_empty(), "node {id} lost acknowledged tags {lost:?}");
-        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "after EIO");
-        unique(&mut seen, "after-eio", get_ids(&cluster.client(id), "after-eio", Some(5)).await.unwrap(), "after EIO");
+        assert!(lost.is_empty(), "node {n} lost acknowledged tags {lost:?}");
+        unique(seen, "disk", get_ids(&cluster.client(n), "disk", Some(5)).await.unwrap(), "after the restart");
+        unique(
+            seen,
+            "after-eio",
+            get_ids(&cluster.client(n), "after-eio", Some(5)).await.unwrap(),
+            "after the restart",
+        );
     }
-    println!("EIO: node {leader}'s Raft stopped with 503s, node {new_leader} took over, node {leader} came back");
 }

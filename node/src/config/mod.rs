@@ -286,7 +286,32 @@ pub struct RaftConfig {
     /// addresses so firewall rules, or the chaos harness's per-link proxies, can tell which node
     /// a connection comes from. Default unset: the OS picks.
     pub source_ip: Option<std::net::IpAddr>,
+    /// What the node does once its Raft storage fails (a failed read, write or fsync of the
+    /// log or state machine; after a failed fsync the page cache cannot be trusted, so Raft is
+    /// never resumed in the same process). `"stay"`: keep running, answer 503 with
+    /// `raft stopped: ...` until an operator restarts it. `"exit"`: the same until a `/metrics`
+    /// scrape has counted the failure (`leaf_storage_errors_total`, so `LeafDiskErrors` fires;
+    /// at most 30 s), then shut down and exit with status 75 (`EX_TEMPFAIL`), so a supervisor
+    /// (`restart: unless-stopped`, systemd's `Restart=on-failure`, Kubernetes) restarts it and
+    /// it recovers from its durable log.
+    /// Default `"stay"`; `deploy/` sets `"exit"`, where a supervisor restarts the node.
+    pub on_storage_failure: OnStorageFailure,
 }
+
+/// [`RaftConfig::on_storage_failure`]: stay up answering 503, or exit for a supervisor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStorageFailure {
+    /// Keep running and answer 503 until an operator restarts the node.
+    #[default]
+    Stay,
+    /// Shut down and exit with [`STORAGE_FAILURE_EXIT`], for a supervisor to restart.
+    Exit,
+}
+
+/// The exit status of `leaf serve` after a storage failure under `on_storage_failure = "exit"`
+/// (`EX_TEMPFAIL` of sysexits.h: try again).
+pub const STORAGE_FAILURE_EXIT: u8 = 75;
 
 /// HTTP limits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -368,6 +393,7 @@ impl Default for RaftConfig {
             keep_logs_after_snapshot: 1000,
             propose_timeout_ms: 5000,
             source_ip: None,
+            on_storage_failure: OnStorageFailure::Stay,
         }
     }
 }
@@ -761,6 +787,7 @@ mod tests {
             jail.set_env("LEAF_SNOWFLAKE__WORKER_IDS", "512-1023");
             jail.set_env("LEAF_AUTH__REQUIRE_TOKEN_FOR_IDS", "true");
             jail.set_env("LEAF_AUDIT__MAX_RECORDS", "100");
+            jail.set_env("LEAF_RAFT__ON_STORAGE_FAILURE", "exit");
             let peers = "1=127.0.0.1:8081, 2=leaf2:8080,3=[::1]:8083".parse().unwrap();
             let over = Overrides { data_dir: Some("/tmp/x".into()), peers: Some(peers), ..Default::default() };
             let c = Config::load_with_env(Some(&path), &over, "LEAF_").unwrap();
@@ -775,6 +802,18 @@ mod tests {
             assert_eq!(c.snowflake.worker_ids, WorkerIds { first: 512, last: 1023 });
             assert!(c.auth.require_token_for_ids);
             assert_eq!(c.audit.max_records, 100);
+            assert_eq!(c.raft.on_storage_failure, OnStorageFailure::Exit);
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure signature
+    fn an_unknown_storage_failure_policy_is_refused() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("LEAF_RAFT__ON_STORAGE_FAILURE", "reboot");
+            let e = Config::load_with_env(None, &Overrides::default(), "LEAF_").unwrap_err().to_string();
+            assert!(e.contains("reboot") && e.contains("stay") && e.contains("exit"), "{e}");
             Ok(())
         });
     }
@@ -794,6 +833,18 @@ mod tests {
             assert_eq!(c.tls.ca, Some(PathBuf::from("/tls/ca.pem")));
             Ok(())
         });
+    }
+
+    #[test]
+    fn the_systemd_config_parses_and_exits_on_storage_failure() {
+        // Secrets come from the unit's environment file, so only the parse is checked here.
+        let c: Config = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::string(include_str!("../../../deploy/systemd/leaf.toml")))
+            .extract()
+            .unwrap();
+        assert_eq!(c.node_id, 1);
+        assert_eq!(c.raft.on_storage_failure, OnStorageFailure::Exit);
+        assert!(c.bootstrap_tags.is_empty());
     }
 
     #[test]

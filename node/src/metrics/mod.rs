@@ -482,6 +482,12 @@ impl Metrics {
         self.refill_seconds.observe(seconds);
     }
 
+    /// Whether a `/metrics` render has counted this node's Raft storage failure, so a scrape
+    /// has seen it (under `raft.on_storage_failure = "exit"` the node waits for that).
+    pub fn raft_storage_failure_reported(&self) -> bool {
+        self.raft_storage_failure_counted.load(Ordering::Relaxed)
+    }
+
     pub fn error(&self, code: ErrorCode) {
         self.errors.get_or_create(&CodeLabels { code: code.as_str().to_string() }).inc();
     }

@@ -199,6 +199,28 @@ impl RaftNode {
             }
         }
     }
+
+    /// Resolves once Raft has stopped on a storage error, with that error's text; never
+    /// resolves while Raft runs or after it stopped for another reason (shutdown).
+    pub async fn storage_failure(&self) -> String {
+        let mut rx = self.raft.metrics();
+        loop {
+            let failed = match &rx.borrow_and_update().running_state {
+                Err(openraft::error::Fatal::StorageError(e)) => Some(e.to_string()),
+                _ => None,
+            };
+            if let Some(why) = failed {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                // Raft's core is gone: its last metrics were read above.
+                if let Err(openraft::error::Fatal::StorageError(e)) = &rx.borrow().running_state {
+                    return e.to_string();
+                }
+                return std::future::pending().await;
+            }
+        }
+    }
 }
 
 /// openraft's server state as `/cluster/status` shows it.
