@@ -294,7 +294,9 @@ pub struct RaftConfig {
     /// at most 30 s), then shut down and exit with status 75 (`EX_TEMPFAIL`), so a supervisor
     /// (`restart: unless-stopped`, systemd's `Restart=on-failure`, Kubernetes) restarts it and
     /// it recovers from its durable log.
-    /// Default `"stay"`; `deploy/` sets `"exit"`, where a supervisor restarts the node.
+    /// Default `"stay"`; `deploy/` sets `"exit"`, where a supervisor restarts the node. `leaf
+    /// serve` acts on it; a program embedding the node awaits
+    /// `NodeHandle::storage_failure_reported` itself.
     pub on_storage_failure: OnStorageFailure,
 }
 
