@@ -184,9 +184,22 @@ fn certs(bin: &Path, cmd: &[&str], dir: &Path, args: &[&str]) -> anyhow::Result<
     Ok(())
 }
 
-/// A free loopback port (bound and released; the tiny race is acceptable in tests).
+/// A free loopback port, never one this process handed out before: the kernel may give a
+/// port it just released to the next bind, and two nodes of one cluster on the same port is
+/// a broken cluster (seen in CI: node 3 could not bind, and its requests reached node 1). The
+/// remaining race, another socket taking the port before the node binds it, is rare enough
+/// for tests.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    for _ in 0..1000 {
+        let port =
+            std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0);
+        if port != 0 && GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
+    0
 }
 
 impl Cluster {
@@ -500,5 +513,20 @@ impl Drop for Cluster {
                 eprintln!("----- node {id} log (last 40 lines) -----\n{}", self.log_tail(id, 40));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::free_port;
+
+    #[test]
+    fn free_ports_are_never_handed_out_twice() {
+        // Plain bind-to-0 ports repeat within a few hundred draws (the ephemeral range is
+        // ~28,000 wide); these must not.
+        let ports: Vec<u16> = (0..2000).map(|_| free_port()).collect();
+        assert!(ports.iter().all(|p| *p != 0));
+        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len());
     }
 }
