@@ -7,7 +7,7 @@ use leaf_api::audit::{AuditFilter, AuditKind};
 use leaf_api::tokens::{CreateTokenRequest, Quota, Right, RotateTokenRequest, TagPattern, TokenId};
 use leaf_client::Client;
 
-use super::print_json;
+use super::remote::print_json;
 
 #[derive(Subcommand, Debug)]
 pub enum TokenCmd {
@@ -55,7 +55,7 @@ pub struct AuditArgs {
     tag: Option<String>,
     /// Only changes made by or to this token.
     #[arg(long = "token-id")]
-    token: Option<TokenId>,
+    token_id: Option<TokenId>,
     /// Leader time at or after (Unix ms).
     #[arg(long)]
     since_ms: Option<i64>,
@@ -86,6 +86,7 @@ pub async fn token(client: &Client, cmd: TokenCmd) -> ExitCode {
 }
 
 pub async fn audit(client: &Client, a: AuditArgs) -> ExitCode {
-    let filter = AuditFilter { kind: a.kind, tag: a.tag, token: a.token, since_ms: a.since_ms, until_ms: a.until_ms };
+    let filter =
+        AuditFilter { kind: a.kind, tag: a.tag, token: a.token_id, since_ms: a.since_ms, until_ms: a.until_ms };
     print_json(client.audit(&filter, a.after_seq, a.limit).await)
 }

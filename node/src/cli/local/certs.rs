@@ -12,7 +12,7 @@ use crate::certs::bundle::{Action, Bundle, NodeSpec, Report};
 use crate::certs::{self, CertsError, Written};
 
 #[derive(Subcommand, Debug)]
-pub(super) enum CertsCmd {
+pub enum CertsCmd {
     /// Create a development CA: DIR/ca.pem and DIR/ca-key.pem (ECDSA P-256, self-signed).
     Ca {
         #[command(flatten)]
@@ -84,7 +84,7 @@ pub(super) enum CertsCmd {
 }
 
 #[derive(Args, Debug)]
-pub(super) struct Out {
+pub struct Out {
     /// Directory of the CA and the certificates (created if missing).
     #[arg(long)]
     dir: PathBuf,
@@ -94,7 +94,7 @@ pub(super) struct Out {
 }
 
 /// Runs one `leaf certs` command.
-pub(super) fn run(cmd: CertsCmd) -> ExitCode {
+pub fn run(cmd: CertsCmd) -> ExitCode {
     let result = match cmd {
         CertsCmd::Bundle { dir, ca_dir, nodes, clients, days, ca_days } => {
             let bundle =

@@ -81,11 +81,11 @@ pub struct CommonArgs {
 
 impl ImportCmd {
     /// The node to import into.
-    pub fn conn(&self) -> super::ConnArgs {
+    pub fn conn(&self) -> crate::cli::remote::ConnArgs {
         let c = match self {
             ImportCmd::LeafMysql { common, .. } | ImportCmd::LeafCsv { common, .. } => common,
         };
-        super::ConnArgs {
+        crate::cli::remote::ConnArgs {
             url: c.node.clone(),
             token: c.token.clone(),
             ca: c.ca.clone(),
@@ -116,7 +116,7 @@ pub async fn run(client: &Client, cmd: ImportCmd) -> ExitCode {
     };
     match import::import(client, rows, &common.options()).await {
         Ok(outcomes) => report(&outcomes, common.json),
-        Err(e) => super::fail(&e),
+        Err(e) => crate::cli::remote::fail(&e),
     }
 }
 

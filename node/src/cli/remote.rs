@@ -1,0 +1,342 @@
+//! The commands that talk to one node's HTTP API through `leaf-client` (`tag`, `get`,
+//! `health`, `cluster`; `token` and `audit` in [`super::tokens`]): their arguments, one attempt
+//! per command as a script expects, the answer printed as the node sent it, and the exit codes
+//! (0 done, 1 unavailable, 2 refused or misused).
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use leaf_api::types::{AddLearnerRequest, CreateTagRequest, UpdateTagRequest};
+use leaf_client::{Client, ClientError, HealthMode, TlsOptions};
+use serde::Serialize;
+
+use super::{import, tokens, Command};
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCmd {
+    /// Membership, leader, term, log indexes and replication as the node sees them.
+    Status,
+    /// Add a node as a learner: it replicates the log and serves IDs but does not vote. Start
+    /// it first with the same cluster_secret and a node ID never used before.
+    AddLearner {
+        node_id: u64,
+        /// `host:port` where the other nodes reach the new node.
+        addr: String,
+    },
+    /// Make a caught-up learner a voter.
+    Promote { node_id: u64 },
+    /// Remove a voter or learner; its ID is never reused.
+    Remove { node_id: u64 },
+}
+
+#[derive(Args, Debug)]
+pub struct ConnArgs {
+    /// Base URL of a node: http://host:port, or https://host:port for a node with TLS on.
+    #[arg(long, visible_alias = "node", global = true, env = "LEAF_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Bearer token: the admin token, or a scoped token (`leaf_<id>_<secret>`).
+    #[arg(long, global = true, env = "LEAF_ADMIN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// PEM file of the CA that signed the node's certificate, for https:// URLs (default: the
+    /// platform's root certificates).
+    #[arg(long, global = true, env = "LEAF_CA")]
+    pub ca: Option<PathBuf>,
+    /// PEM certificate to present to a node that asks for one (mutual TLS; with --client-key).
+    #[arg(long, global = true, env = "LEAF_CLIENT_CERT")]
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key of --client-cert.
+    #[arg(long, global = true, env = "LEAF_CLIENT_KEY")]
+    pub client_key: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TagCmd {
+    /// Create a tag.
+    Create {
+        tag: String,
+        /// Stored step (segment size and floor of the dynamic step).
+        #[arg(long)]
+        step: i64,
+        /// First ID to hand out (default 1).
+        #[arg(long)]
+        max_id: Option<i64>,
+        #[arg(long)]
+        description: Option<String>,
+        /// How the IDs are made: segment (default), monotonic (strictly increasing, served by
+        /// the leader), obfuscated (not ordered, not countable) or daily (yyyyMMdd + counter).
+        #[arg(long)]
+        profile: Option<leaf_api::profile::Profile>,
+        /// Daily tags: counter digits after the date (default 8).
+        #[arg(long, requires = "profile")]
+        digits: Option<u8>,
+        /// Daily tags: the zone whose midnight starts a day, as +HH:MM / -HH:MM (default +00:00).
+        #[arg(long, requires = "profile", allow_hyphen_values = true)]
+        utc_offset: Option<String>,
+        /// The largest ID the tag may hand out, e.g. 9007199254740991 for JavaScript.
+        #[arg(long)]
+        upper_bound: Option<i64>,
+    },
+    /// List all tags.
+    List,
+    /// Show one tag.
+    Show { tag: String },
+    /// An obfuscated tag's ID back to its sequence number.
+    Decode { tag: String, id: i64 },
+    /// Change a tag's step and/or description.
+    Update {
+        tag: String,
+        #[arg(long)]
+        step: Option<i64>,
+        #[arg(long)]
+        description: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GetCmd {
+    /// Segment-mode IDs for a tag.
+    Segment {
+        tag: String,
+        /// How many IDs (1–100,000 one per line; 1–1,000,000 with --ranges).
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        /// Print the IDs as JSON ranges `[start, end)` instead of one per line.
+        #[arg(long)]
+        ranges: bool,
+    },
+    /// Snowflake IDs (the key is only for auditing).
+    Snowflake {
+        #[arg(default_value = "leaf-snowflake")]
+        key: String,
+        /// How many IDs (1–100,000 one per line; 1–1,000,000 with --ranges).
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        /// Print the IDs as JSON ranges `[start, end)` instead of one per line.
+        #[arg(long)]
+        ranges: bool,
+    },
+    /// Decode a snowflake ID: timestamp, worker ID, sequence.
+    Decode { id: i64 },
+}
+
+/// `leaf health`: exit 0 only on a ready answer from `/health` within 3 s.
+async fn health(conn: ConnArgs, quiet: bool) -> ExitCode {
+    let client = match connect(conn, Duration::from_secs(3)) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.health(HealthMode::All).await {
+        Ok(report) => {
+            let text = serde_json::to_string(&report.health).unwrap_or_default();
+            if !report.ready {
+                eprintln!("not ready: HTTP 503: {text}");
+                ExitCode::from(1)
+            } else {
+                if !quiet {
+                    println!("{text}");
+                }
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) if e.status().is_some() => {
+            eprintln!("not ready: {e}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("unreachable: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A client of the one node `conn` names: one attempt per command (as a script expects), the
+/// answer printed as the node sent it.
+pub fn connect(conn: ConnArgs, timeout: Duration) -> Result<Client, ExitCode> {
+    let usage = |e: &dyn std::fmt::Display| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    let tls = TlsOptions::from_files(conn.ca.as_deref(), conn.client_cert.as_deref(), conn.client_key.as_deref())
+        .map_err(|e| usage(&e))?;
+    Client::builder([conn.url])
+        .maybe_token(conn.token)
+        .tls(tls)
+        .timeout(timeout)
+        .deadline(timeout)
+        .retries(0)
+        .build()
+        .map_err(|e| usage(&e))
+}
+
+/// Prints a typed answer as JSON (what the node sent) or the error; the exit code is 0, 1
+/// when the node is unavailable, 2 when the request was refused.
+pub fn print_json<T: Serialize>(result: Result<T, ClientError>) -> ExitCode {
+    match result.and_then(|v| serde_json::to_string(&v).map_err(|e| ClientError::Request(e.to_string()))) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn print_ids(result: Result<Vec<i64>, ClientError>) -> ExitCode {
+    match result {
+        Ok(ids) => {
+            let mut out = String::with_capacity(ids.len() * 20);
+            for id in ids {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(itoa::Buffer::new().format(id));
+            }
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+pub fn fail(e: &ClientError) -> ExitCode {
+    eprintln!("error: {e}");
+    if e.is_unavailable() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::from(2)
+    }
+}
+
+pub(super) async fn client_command(cmd: Command) -> ExitCode {
+    const TIMEOUT: Duration = Duration::from_secs(30);
+    match cmd {
+        Command::Serve(_) | Command::Bench(_) | Command::Certs { .. } => ExitCode::FAILURE,
+        Command::Health { conn, quiet } => health(conn, quiet).await,
+        Command::Token { cmd, conn } => match connect(conn, TIMEOUT) {
+            Ok(client) => tokens::token(&client, cmd).await,
+            Err(code) => code,
+        },
+        Command::Import { cmd } => match connect(cmd.conn(), TIMEOUT) {
+            Ok(client) => import::run(&client, cmd).await,
+            Err(code) => code,
+        },
+        Command::Audit { args, conn } => match connect(conn, TIMEOUT) {
+            Ok(client) => tokens::audit(&client, args).await,
+            Err(code) => code,
+        },
+        Command::Get { cmd, conn } => {
+            let client = match connect(conn, TIMEOUT) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            match cmd {
+                GetCmd::Segment { tag, count, ranges: true } => print_json(client.segment_ranges(&tag, count).await),
+                GetCmd::Segment { tag, count: 1, .. } => print_ids(client.segment_id(&tag).await.map(|id| vec![id])),
+                GetCmd::Segment { tag, count, .. } => print_ids(client.segment_ids(&tag, count).await),
+                GetCmd::Snowflake { key, count, ranges: true } => {
+                    print_json(client.snowflake_ranges(&key, count).await)
+                }
+                GetCmd::Snowflake { key, count: 1, .. } => {
+                    print_ids(client.snowflake_id(&key).await.map(|id| vec![id]))
+                }
+                GetCmd::Snowflake { key, count, .. } => print_ids(client.snowflake_ids(&key, count).await),
+                GetCmd::Decode { id } => print_json(client.decode(id).await),
+            }
+        }
+        Command::Cluster { cmd, conn } => {
+            let client = match connect(conn, TIMEOUT) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            match cmd {
+                ClusterCmd::Status => print_json(client.cluster_status().await),
+                ClusterCmd::AddLearner { node_id, addr } => {
+                    print_json(client.add_learner(&AddLearnerRequest { node_id, addr }).await)
+                }
+                ClusterCmd::Promote { node_id } => print_json(client.promote(node_id).await),
+                ClusterCmd::Remove { node_id } => print_json(client.remove(node_id).await),
+            }
+        }
+        Command::Tag { cmd, conn } => {
+            let client = match connect(conn, TIMEOUT) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            match cmd {
+                TagCmd::Create { tag, step, max_id, description, profile, digits, utc_offset, upper_bound } => {
+                    let daily = (digits.is_some() || utc_offset.is_some())
+                        .then_some(leaf_api::profile::DailyOptions { digits, utc_offset });
+                    let req = CreateTagRequest { tag, step, max_id, description, profile, daily, upper_bound };
+                    print_json(client.create_tag(&req).await)
+                }
+                TagCmd::List => print_json(client.tags().await),
+                TagCmd::Show { tag } => print_json(client.tag(&tag).await),
+                TagCmd::Decode { tag, id } => print_json(client.decode_obfuscated(&tag, id).await),
+                TagCmd::Update { tag, step, description } => {
+                    print_json(client.update_tag(&tag, &UpdateTagRequest { step, description }).await)
+                }
+            }
+        }
+    }
+}
+
+/// Polls `url/health` until it answers ready or `timeout` passes.
+pub async fn wait_healthy(url: &str, timeout: Duration) -> bool {
+    let Ok(client) = Client::builder([url]).retries(0).timeout(Duration::from_secs(5)).build() else { return false };
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if client.health(HealthMode::All).await.is_ok_and(|r| r.ready) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::Cli;
+
+    /// The connection arguments of a parsed `leaf` command line.
+    fn conn_of(args: &[&str]) -> ConnArgs {
+        match Cli::try_parse_from(args).unwrap().command {
+            Command::Health { conn, .. } | Command::Get { conn, .. } => conn,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tls_flags_reach_the_client() {
+        // Global flags: accepted after the subcommand's own arguments too.
+        let conn = conn_of(&[
+            "leaf",
+            "get",
+            "segment",
+            "t",
+            "--url",
+            "https://10.0.0.1:8443",
+            "--ca",
+            "/etc/leaf/ca.pem",
+            "--client-cert",
+            "/etc/leaf/client-ops.pem",
+            "--client-key",
+            "/etc/leaf/client-ops-key.pem",
+        ]);
+        assert_eq!(conn.ca.as_deref(), Some(Path::new("/etc/leaf/ca.pem")));
+        assert_eq!(conn.client_cert.as_deref(), Some(Path::new("/etc/leaf/client-ops.pem")));
+        assert_eq!(conn.client_key.as_deref(), Some(Path::new("/etc/leaf/client-ops-key.pem")));
+        // The files are read when the client is built: a missing CA is a usage error (exit 2).
+        let conn = conn_of(&["leaf", "health", "--url", "https://127.0.0.1:1", "--ca", "/nonexistent/leaf-ca.pem"]);
+        assert_eq!(connect(conn, Duration::from_secs(1)).unwrap_err(), ExitCode::from(2));
+        // A certificate without its key.
+        let conn = conn_of(&["leaf", "health", "--client-cert", "/nonexistent/c.pem"]);
+        assert_eq!(connect(conn, Duration::from_secs(1)).unwrap_err(), ExitCode::from(2));
+        // Plain http:// with no TLS flag still builds.
+        assert!(connect(conn_of(&["leaf", "health", "--url", "http://127.0.0.1:1"]), Duration::from_secs(1)).is_ok());
+    }
+}
