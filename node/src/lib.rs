@@ -18,10 +18,15 @@
 //! - [`tags`]: per-tag actix actors that own refills, and the tag registry.
 //! - [`snowflake`]: the lock-free snowflake generator and the worker actor (registration and
 //!   lease through Raft, durable time window, clock checks).
-//! - [`http`]: the axum edge: routes, OpenAPI document, tower layers, errors → statuses, auth,
-//!   the built-in dashboard (`/ui`) and its data.
-//! - [`grpc`]: the gRPC API (`leaf.v1.IdService`, health) on the same listener (HTTP/2, h2c or
-//!   ALPN `h2`), over the same ID functions as the HTTP routes.
+//! - [`service`]: the service core every edge calls: [`service::App`], the operations (IDs,
+//!   tags, tokens and audit, cluster, health, dashboard), validation, and the one error type
+//!   with its one rule for what a client may see.
+//! - [`http`]: the axum edge: routes, OpenAPI document, tower layers, extractors, errors →
+//!   statuses, the fast ID path, the built-in dashboard page (`/ui`).
+//! - [`grpc`]: the tonic edge (`leaf.v1.IdService`, `AdminService`, health): services and
+//!   `Status` mapping, over the same core operations as the HTTP routes.
+//! - [`listener`]: the one port: accept loop, connection cap, TLS handshake, protocol sniffing,
+//!   and dispatch to the gRPC edge, the HTTP fast path or the HTTP router.
 //! - [`tls`]: HTTPS on the listener, mutual TLS between nodes, certificate reload.
 //! - [`memory`]: returns freed memory to the OS after connection floods.
 //! - [`metrics`]: Prometheus metrics (OpenMetrics or text 0.0.4; request latency per route,
@@ -54,14 +59,19 @@ pub(crate) mod forecast;
 pub(crate) mod grpc;
 pub(crate) mod http;
 pub(crate) mod import;
+pub(crate) mod listener;
 pub(crate) mod memory;
 pub(crate) mod metrics;
 pub(crate) mod profiles;
 pub(crate) mod raft;
 pub(crate) mod segment;
+pub(crate) mod service;
 pub(crate) mod snowflake;
 pub(crate) mod tags;
 pub(crate) mod tls;
+
+#[cfg(test)]
+mod layering;
 
 pub use config::Config;
 pub use raft::RaftStartError;
@@ -85,11 +95,11 @@ pub mod internals {
 
 use crate::clock::SystemClock;
 use crate::forecast::sampler::Forecasts;
-use crate::http::App;
 use crate::metrics::Metrics;
-use crate::raft::{ProposeError, RaftNode};
+use crate::raft::{NewTag, ProposeError, RaftNode};
+use crate::service::App;
 use crate::snowflake::Snowflake;
-use crate::tags::{ActorSystem, AllocError, Allocator, BoxFuture, TagLookup, Tags};
+use crate::tags::{ActorSystem, AllocError, Allocator, BoxFuture, CommitFailure, TagLookup, Tags};
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -218,10 +228,21 @@ impl Allocator for RaftAllocator {
                 // Peer addresses and peer error text go to the log, not to anonymous clients.
                 Ok(Err(e)) => {
                     tracing::warn!(tag = %tag_name, error = %e, "segment allocation failed");
-                    Err(AllocError::Unavailable(e.public_message()))
+                    Err(AllocError::NotCommitted(commit_failure(e)))
                 }
             }
         })
+    }
+}
+
+/// Why a segment did not commit, as a client may read it (the leader's address and error text
+/// stay in the log).
+fn commit_failure(e: ProposeError) -> CommitFailure {
+    match e {
+        ProposeError::NotLeader { .. } | ProposeError::Unavailable(_) => CommitFailure::NoQuorum,
+        ProposeError::Timeout(d) => CommitFailure::Timeout(d),
+        ProposeError::Fatal(why) => CommitFailure::Stopped(why),
+        e @ (ProposeError::Rejected(_) | ProposeError::Member { .. }) => CommitFailure::Rejected(e.public_message()),
     }
 }
 
@@ -277,7 +298,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let forecasts = Arc::new(Forecasts::new(raft.state().clone(), snowflake.layout(), config.snowflake.worker_ids));
     let access = access::Access::new(raft.state().clone(), clock.clone(), &config, metrics.clone());
     let peer_clocks = Arc::new(clock_watch::PeerClocks::default());
-    let app = Arc::new(App {
+    let app = Arc::new(App::new(service::Parts {
         access,
         config: config.clone(),
         raft: raft.clone(),
@@ -289,16 +310,14 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         tls: tls.clone(),
         forecasts: forecasts.clone(),
         peer_clocks: peer_clocks.clone(),
-        recent_errors: Default::default(),
-        started: std::time::Instant::now(),
-    });
+    }));
     let (shutdown, rx) = watch::channel(false);
     tokio::spawn(forecasts.run(config.forecast.clone(), metrics.clone(), rx.clone()));
     tokio::spawn(peer_clocks.run(raft.clone(), rx.clone()));
     if let Some(tls) = tls {
         tokio::spawn(tls::reload::run(tls, rx.clone()));
     }
-    let server = tokio::spawn(http::serve(listener, app, rx));
+    let server = tokio::spawn(listener::serve(listener, app, rx));
     // After the listener answers: forming a cluster asks the peers' `/cluster/status`.
     let form = tokio::spawn(raft.clone().form_cluster(config.peers.0.clone(), advertise));
     let quorum = tokio::spawn(raft.clone().watch_quorum());
@@ -331,7 +350,8 @@ async fn bootstrap_tags(raft: RaftNode, config: Arc<Config>, done: Arc<AtomicBoo
                 break;
             }
             let me = leaf_api::audit::Actor::Node { id: raft.node_id() };
-            match raft.create_tag(b.tag.clone(), b.step, b.max_id, b.description.clone(), me).await {
+            let new = NewTag::segment(b.tag.clone(), b.step, b.max_id, b.description.clone());
+            match raft.create_tag(new, me).await {
                 Ok(_) => {
                     tracing::info!(tag = %b.tag, step = b.step, "created bootstrap tag");
                     break;

@@ -26,9 +26,10 @@ use prometheus_client::metrics::counter::Counter;
 use subtle::ConstantTimeEq;
 
 use crate::clock::{Clock, SystemClock};
-use crate::http::ApiError;
 use crate::metrics::Metrics;
+use crate::service::ApiError;
 
+pub mod credentials;
 pub mod quota;
 
 /// Who is calling, once the credentials were checked.

@@ -11,10 +11,9 @@ use leaf_api::types::CreateTagRequest as HttpCreate;
 use leaf_api::ErrorCode;
 use tonic::{Request, Response, Status};
 
-use crate::http::admin::{create, show};
-use crate::http::auth::{check_admin_call, ConnInfo};
-use crate::http::{ApiError, App};
+use crate::access::credentials::ConnInfo;
 use crate::metrics::GrpcMethod;
+use crate::service::{ApiError, App};
 
 use super::ids::Ids;
 
@@ -32,11 +31,11 @@ impl Admin {
             return Err(ApiError::new(ErrorCode::Forbidden, "the caller's connection is unknown"));
         };
         let authorization = req.metadata().get("authorization").and_then(|v| v.to_str().ok());
-        check_admin_call(&self.app, conn, authorization)
+        self.app.authorize_admin(conn, authorization)
     }
 }
 
-/// The HTTP API's request for a gRPC one (the same checks follow in [`create`]).
+/// The HTTP API's request for a gRPC one (the same checks follow in [`App::create_tag`]).
 fn http_request(r: CreateTagRequest) -> Result<HttpCreate, ApiError> {
     let bad = |m: String| ApiError::new(ErrorCode::InvalidRequest, m);
     let profile = Profile::try_from(r.profile).map_err(|_| bad(format!("unknown profile {}", r.profile)))?;
@@ -68,8 +67,7 @@ impl AdminService for Admin {
             let who = self.authorize(&req)?;
             who.require(leaf_api::tokens::Right::Tags)?;
             let body = http_request(req.into_inner())?;
-            leaf_api::tag::validate_tag(&body.tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
-            create(&self.app, body, &who).await
+            self.app.create_tag(body, &who).await
         }
         .await;
         Ids::answer(&self.app, GrpcMethod::CreateTag, r.map(Tag::from))
@@ -78,10 +76,7 @@ impl AdminService for Admin {
     async fn get_tag(&self, req: Request<GetTagRequest>) -> Result<Response<Tag>, Status> {
         let r = async {
             let who = self.authorize(&req)?;
-            let tag = req.into_inner().tag;
-            leaf_api::tag::validate_tag(&tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
-            who.require_on(leaf_api::tokens::Right::Tags, &tag)?;
-            show(&self.app, tag).await
+            self.app.show_tag(req.into_inner().tag, &who).await
         }
         .await;
         Ids::answer(&self.app, GrpcMethod::GetTag, r.map(Tag::from))

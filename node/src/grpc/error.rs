@@ -6,7 +6,7 @@ use leaf_api::ErrorCode;
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 
-use crate::http::ApiError;
+use crate::service::ApiError;
 
 /// The metadata key holding the stable error code of a failed call.
 pub const LEAF_CODE: &str = "leaf-code";

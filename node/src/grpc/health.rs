@@ -15,8 +15,9 @@ use leaf_api::grpc::ID_SERVICE;
 use tokio::sync::watch;
 use tonic::{Code, Request, Response, Status};
 
-use crate::http::{snowflake_ready, App};
 use crate::metrics::GrpcMethod;
+use crate::service::health::snowflake_ready;
+use crate::service::App;
 
 /// How often a `Watch` stream re-reads the node's state.
 pub const WATCH_POLL: Duration = Duration::from_millis(250);
@@ -70,14 +71,14 @@ impl Health for HealthService {
                 Err(Status::not_found(format!("unknown service {:?}", service.chars().take(128).collect::<String>())))
             }
         };
-        self.app.metrics.grpc_call(GrpcMethod::HealthCheck, r.as_ref().map_or_else(|s| s.code(), |_| Code::Ok));
+        self.app.metrics().grpc_call(GrpcMethod::HealthCheck, r.as_ref().map_or_else(|s| s.code(), |_| Code::Ok));
         r
     }
 
     type WatchStream = BoxStream<'static, Result<HealthCheckResponse, Status>>;
 
     async fn watch(&self, req: Request<HealthCheckRequest>) -> Result<Response<Self::WatchStream>, Status> {
-        self.app.metrics.grpc_call(GrpcMethod::HealthWatch, Code::Ok);
+        self.app.metrics().grpc_call(GrpcMethod::HealthWatch, Code::Ok);
         let start = Watching {
             app: self.app.clone(),
             service: req.into_inner().service,

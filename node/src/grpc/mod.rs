@@ -11,7 +11,7 @@
 //! - [`health`]: the standard health service from live state; `Watch` streams changes.
 //! - [`error`]: the only place an `ApiError` becomes a `tonic::Status` (`leaf-code` metadata).
 //!
-//! **Listener.** `crate::http::serve` speaks HTTP/1.1 and HTTP/2 on the same port (h2c by
+//! **Listener.** The node's listener (`listener/`) speaks HTTP/1.1 and HTTP/2 on the same port (h2c by
 //! prior knowledge without TLS, ALPN `h2` with TLS). A request on HTTP/2 whose `content-type`
 //! starts with `application/grpc` goes to [`routes`] (when `[grpc] enabled`, the default);
 //! every other request, HTTP/1.1 ones always, takes the HTTP path (fast ID path, router). With
@@ -31,7 +31,7 @@ use leaf_api::grpc::v1::id_service_server::IdServiceServer;
 use tokio::sync::watch;
 use tonic::service::Routes;
 
-use crate::http::App;
+use crate::service::App;
 
 pub mod admin;
 pub mod error;

@@ -9,12 +9,9 @@ use leaf_api::types::{AddLearnerRequest, ClusterStatus, MembershipChange};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
 use super::extract::{Caller, JsonBody, NodeIdParam};
 use super::openapi::{AddLearnerErrors, MonitorErrors, PromoteErrors, RemoveErrors};
-use super::App;
-use crate::access::Principal;
-use leaf_api::audit::{cut, AuditAction, MAX_AUDIT_ADDR};
+use crate::service::{ApiError, App};
 
 /// The routes of this area, with their OpenAPI operations.
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -29,7 +26,7 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
 #[utoipa::path(get, path = routes::CLUSTER_STATUS, tag = "cluster", operation_id = "cluster_status",
     responses((status = 200, description = "The cluster as this node sees it.", body = ClusterStatus), MonitorErrors))]
 pub async fn status(State(app): State<Arc<App>>) -> Json<ClusterStatus> {
-    Json(app.raft.cluster_status(app.health()))
+    Json(app.cluster_status())
 }
 
 /// Adds a learner: it receives the log and serves IDs, but does not vote. Idempotent for the
@@ -43,19 +40,7 @@ pub async fn add_learner(
     Caller(who): Caller,
     JsonBody(body): JsonBody<AddLearnerRequest>,
 ) -> Result<Json<MembershipChange>, ApiError> {
-    let action = AuditAction::LearnerAdded { node_id: body.node_id, addr: cut(&body.addr, MAX_AUDIT_ADDR) };
-    let change = app.raft.add_learner(body.node_id, body.addr).await?;
-    note(&app, action, &who).await;
-    Ok(Json(change))
-}
-
-/// Records a membership change that committed in the audit trail. openraft commits the change
-/// in its own entry first, so a failure here (a leader change in between) leaves it
-/// unrecorded: logged, and the change stands.
-async fn note(app: &App, action: AuditAction, who: &Principal) {
-    if let Err(e) = app.raft.note_membership(action.clone(), who.actor()).await {
-        tracing::warn!(?action, error = %e, "a membership change committed but its audit record failed");
-    }
+    Ok(Json(app.add_learner(body, &who).await?))
 }
 
 /// Makes a learner a voter, once it has nearly the whole log. A voter: no change.
@@ -68,9 +53,7 @@ pub async fn promote(
     Caller(who): Caller,
     NodeIdParam(id): NodeIdParam,
 ) -> Result<Json<MembershipChange>, ApiError> {
-    let change = app.raft.promote(id).await?;
-    note(&app, AuditAction::NodePromoted { node_id: id }, &who).await;
-    Ok(Json(change))
+    Ok(Json(app.promote(id, &who).await?))
 }
 
 /// Removes a member (voter or learner); its ID is never reused. The last voter cannot be
@@ -84,7 +67,5 @@ pub async fn remove(
     Caller(who): Caller,
     NodeIdParam(id): NodeIdParam,
 ) -> Result<Json<MembershipChange>, ApiError> {
-    let change = app.raft.remove(id).await?;
-    note(&app, AuditAction::NodeRemoved { node_id: id }, &who).await;
-    Ok(Json(change))
+    Ok(Json(app.remove_member(id, &who).await?))
 }

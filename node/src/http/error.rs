@@ -1,39 +1,14 @@
-//! The one place where errors become HTTP statuses: [`ApiError`], [`status_of`], the
-//! conversions from the layers' typed errors and from axum's extractor rejections, and the
-//! JSON form of the responses the router and the tower layers produce themselves (404, 405,
-//! 413, timeouts).
+//! The one place where errors become HTTP statuses: the core's [`ApiError`] as a response
+//! ([`status_of`] its code), axum's extractor rejections as `ApiError`s, and the JSON form of
+//! the responses the router and the tower layers produce themselves (404, 405, 413, timeouts).
 use axum::extract::rejection::{BytesRejection, QueryRejection, RawPathParamsRejection};
 use axum::http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use leaf_api::{ErrorBody, ErrorCode};
-use leaf_raft_store::ApplyError;
 
-use crate::raft::service::ServiceError;
-use crate::raft::{MemberErrorKind, ProposeError};
-use crate::snowflake::SnowflakeError;
-use crate::tags::{AllocError, TakeError};
-
-/// A failed request, before it becomes a response.
-#[derive(Debug)]
-pub struct ApiError {
-    pub code: ErrorCode,
-    pub message: String,
-    /// Seconds for a `Retry-After` header (a rate-limited request).
-    pub retry_after_secs: Option<u64>,
-}
-
-impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into(), retry_after_secs: None }
-    }
-
-    /// The same error, telling the caller to come back after `secs` seconds.
-    pub fn retry_after(mut self, secs: u64) -> Self {
-        self.retry_after_secs = Some(secs);
-        self
-    }
-}
+use crate::service::recent::ErrorNote;
+use crate::service::ApiError;
 
 /// The HTTP status of each error code.
 pub fn status_of(code: ErrorCode) -> StatusCode {
@@ -61,7 +36,7 @@ fn error_json(code: ErrorCode, message: String) -> Vec<u8> {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let note = super::recent::ErrorNote { code: self.code, message: std::sync::Arc::from(self.message.as_str()) };
+        let note = ErrorNote { code: self.code, message: std::sync::Arc::from(self.message.as_str()) };
         let mut r = (status_of(self.code), error_json(self.code, self.message)).into_response();
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(secs) = self.retry_after_secs {
@@ -95,76 +70,6 @@ pub fn framework_message(code: ErrorCode, allow: Option<&str>, max_body: usize) 
         ErrorCode::PayloadTooLarge => format!("request body exceeds {max_body} bytes"),
         ErrorCode::InvalidRequest => "malformed request".to_string(),
         _ => "the request did not complete in time".to_string(),
-    }
-}
-
-impl From<ProposeError> for ApiError {
-    fn from(e: ProposeError) -> Self {
-        let code = match &e {
-            ProposeError::Rejected(ApplyError::TagExists(_)) => ErrorCode::TagExists,
-            ProposeError::Rejected(ApplyError::TagNotFound(_)) => ErrorCode::TagNotFound,
-            ProposeError::Rejected(
-                ApplyError::TagExhausted { .. }
-                | ApplyError::UpperBoundReached { .. }
-                | ApplyError::DayExhausted { .. },
-            ) => ErrorCode::TagExhausted,
-            ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
-            ProposeError::Rejected(ApplyError::TokenNotFound(_)) => ErrorCode::TokenNotFound,
-            // Token IDs are 64 random bits: a clash is a fluke; the caller may simply retry.
-            ProposeError::Rejected(ApplyError::TokenExists(_)) => ErrorCode::Unavailable,
-            // Worker registration is the snowflake actor's business; no request proposes it.
-            ProposeError::Rejected(ApplyError::NotAMember(_) | ApplyError::WorkerLost { .. }) => {
-                ErrorCode::SnowflakeUnavailable
-            }
-            ProposeError::Rejected(ApplyError::WorkersExhausted) => ErrorCode::WorkerIdsExhausted,
-            ProposeError::Member { kind, .. } => match kind {
-                MemberErrorKind::Exists => ErrorCode::MemberExists,
-                MemberErrorKind::Retired => ErrorCode::NodeIdRetired,
-                MemberErrorKind::NotFound => ErrorCode::MemberNotFound,
-                MemberErrorKind::Invalid => ErrorCode::InvalidRequest,
-            },
-            // Fatal: Raft stopped (a storage error such as a full disk); the message says why.
-            ProposeError::NotLeader { .. }
-            | ProposeError::Timeout(_)
-            | ProposeError::Unavailable(_)
-            | ProposeError::Fatal(_) => ErrorCode::Unavailable,
-        };
-        ApiError::new(code, e.to_string())
-    }
-}
-
-impl From<TakeError> for ApiError {
-    fn from(e: TakeError) -> Self {
-        let code = match &e {
-            TakeError::NotReady { .. } => ErrorCode::SegmentsNotReady,
-            TakeError::Alloc(AllocError::TagNotFound(_)) => ErrorCode::TagNotFound,
-            TakeError::Alloc(AllocError::TagExhausted(_)) => ErrorCode::TagExhausted,
-            TakeError::Alloc(AllocError::Unavailable(_)) => ErrorCode::Unavailable,
-            TakeError::Alloc(AllocError::ShuttingDown) => ErrorCode::ShuttingDown,
-        };
-        ApiError::new(code, e.to_string())
-    }
-}
-
-impl From<SnowflakeError> for ApiError {
-    fn from(e: SnowflakeError) -> Self {
-        let code = match &e {
-            SnowflakeError::NotServing(_) | SnowflakeError::OutOfRange => ErrorCode::SnowflakeUnavailable,
-            SnowflakeError::ClockBackwards { .. } | SnowflakeError::ClockStalled(_) => ErrorCode::ClockMovedBackwards,
-            SnowflakeError::Exhausted(_) => ErrorCode::WorkerIdsExhausted,
-        };
-        ApiError::new(code, e.to_string())
-    }
-}
-
-impl From<ServiceError> for ApiError {
-    fn from(e: ServiceError) -> Self {
-        let code = match &e {
-            ServiceError::NotFound(_) => ErrorCode::NotFound,
-            ServiceError::BadRequest(_) => ErrorCode::InvalidRequest,
-            ServiceError::Encode(_) => ErrorCode::Unavailable,
-        };
-        ApiError::new(code, e.to_string())
     }
 }
 

@@ -11,12 +11,11 @@ use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use leaf_api::ranges::IdFormat;
-use leaf_api::tag::{parse_count, validate_tag, MAX_BATCH, MAX_RANGE_BATCH};
+use leaf_api::tag::{parse_count, MAX_BATCH, MAX_RANGE_BATCH};
 use leaf_api::ErrorCode;
 use serde::de::DeserializeOwned;
 
-use super::error::ApiError;
-use super::App;
+use crate::service::{validate, ApiError, App};
 
 /// The caller of an admin request, as [`super::auth::AuthLayer`] found it (403 if it did not
 /// run: never a 500).
@@ -59,7 +58,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RawParam {
     }
 }
 
-/// A `{tag}` path parameter that passed [`validate_tag`].
+/// A `{tag}` path parameter that passed [`validate::tag`].
 pub struct TagParam(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for TagParam {
@@ -69,7 +68,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TagParam {
         let RawParam(tag) = RawParam::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.message))?;
-        validate_tag(&tag).map_err(|e| ApiError::new(ErrorCode::InvalidTag, e.to_string()))?;
+        validate::tag(&tag)?;
         Ok(TagParam(tag))
     }
 }
@@ -88,14 +87,6 @@ impl<S: Send + Sync> FromRequestParts<S> for KeyParam {
     }
 }
 
-/// Node IDs in URLs are OpenAPI `int64`s: at most `i64::MAX`.
-pub fn check_node_id_range(id: u64) -> Result<(), ApiError> {
-    if id > i64::MAX as u64 {
-        return Err(ApiError::new(ErrorCode::InvalidRequest, format!("node ID {id} is above 2^63-1")));
-    }
-    Ok(())
-}
-
 /// A `{id}` path parameter naming a Raft node: an integer from 1 to `i64::MAX`.
 pub struct NodeIdParam(pub u64);
 
@@ -105,7 +96,7 @@ impl<S: Send + Sync> FromRequestParts<S> for NodeIdParam {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let RawParam(raw) = RawParam::from_request_parts(parts, state).await?;
         match raw.parse::<u64>() {
-            Ok(id) if id > 0 => check_node_id_range(id).map(|()| NodeIdParam(id)),
+            Ok(id) if id > 0 => validate::node_id_range(id).map(|()| NodeIdParam(id)),
             _ => Err(ApiError::new(ErrorCode::InvalidRequest, format!("{raw:?} is not a node ID"))),
         }
     }
@@ -180,7 +171,7 @@ impl<T: DeserializeOwned> FromRequest<Arc<App>> for JsonBody<T> {
     async fn from_request(req: Request, state: &Arc<App>) -> Result<Self, ApiError> {
         let body = Bytes::from_request(req, state).await.map_err(|r| {
             if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                let max = state.config.http.max_body_bytes;
+                let max = state.config().http.max_body_bytes;
                 ApiError::new(ErrorCode::PayloadTooLarge, format!("request body exceeds {max} bytes"))
             } else {
                 ApiError::from(r)

@@ -13,11 +13,8 @@ use axum::routing::post;
 use axum::Router;
 use leaf_api::ErrorCode;
 
-use super::error::ApiError;
-use super::App;
-use crate::clock::Clock;
-use crate::raft::network::{MAX_RPC_BODY, PATH_NODE_HEALTH};
-use crate::raft::service;
+use crate::raft::network::MAX_RPC_BODY;
+use crate::service::{ApiError, App};
 
 /// Every internal path; [`service::handle`] answers 404 for the ones it does not know.
 pub fn routes() -> Router<Arc<App>> {
@@ -33,17 +30,6 @@ async fn rpc(State(app): State<Arc<App>>, uri: Uri, body: Body) -> Result<Respon
             ApiError::new(ErrorCode::InvalidRequest, format!("reading body: {e}"))
         }
     })?;
-    let answer = match uri.path() {
-        PATH_NODE_HEALTH => node_health(&app, &body)?,
-        path => service::handle(&app.raft, path, &body).await?,
-    };
+    let answer = app.internal_rpc(uri.path(), &body).await?;
     Ok(([(CONTENT_TYPE, "application/octet-stream")], answer).into_response())
-}
-
-/// [`PATH_NODE_HEALTH`]: this node's health and clock (the body is empty: `()`).
-fn node_health(app: &App, body: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let () = leaf_api::codec::decode(body)
-        .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("malformed request body: {e}")))?;
-    let probe = super::dashboard::NodeProbe { health: app.health(), now_ms: app.clock.now_ms() };
-    leaf_api::codec::encode(&probe).map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("cannot encode: {e}")))
 }

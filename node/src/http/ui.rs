@@ -18,9 +18,8 @@ use leaf_api::ErrorCode;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::ApiError;
 use super::openapi::{MonitorErrors, UiAssetErrors};
-use super::App;
+use crate::service::{ApiError, App};
 
 const INDEX: &str = include_str!("../ui/assets/index.html");
 const APP_JS: &str = include_str!("../ui/assets/app.js");

@@ -7,6 +7,7 @@
 //! - this file: [`Metrics`], the node's registry (`leaf_*` series, and the `process_*` ones
 //!   without the prefix), the counters handed to the rest of the node, and [`Metrics::render`].
 //! - [`exposition`]: OpenMetrics or the Prometheus text format 0.0.4, by the `Accept` header.
+//! - [`labels`]: the label sets, and the label enums ([`Mode`], [`GrpcMethod`]).
 //! - [`latency`]: `leaf_http_request_duration_seconds{route, status}`, lock-free.
 //! - [`node`]: gauges read from the node's state at each scrape (quorum contact, replication
 //!   lag, membership, profiles, tokens, audit, the snowflake worker, peer clocks, build).
@@ -15,7 +16,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use leaf_api::ErrorCode;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -25,87 +25,16 @@ use prometheus_client::registry::Registry;
 use crate::raft::RaftStatus;
 
 pub mod exposition;
+pub mod labels;
 pub mod latency;
 pub mod node;
 pub mod process;
 
 pub use exposition::Format;
+use labels::{CodeLabels, GrpcLabels, IdLabels, StoreLabels, TagLabels, TokenLabels};
+pub use labels::{GrpcMethod, Mode};
 pub use latency::Route;
 pub use node::{NodeFacts, SnowflakeFacts};
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct IdLabels {
-    mode: String,
-    tag: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TagLabels {
-    tag: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CodeLabels {
-    code: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TokenLabels {
-    token: String,
-    name: String,
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StoreLabels {
-    store: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct GrpcLabels {
-    method: String,
-    code: String,
-}
-
-/// The gRPC methods counted in `leaf_grpc_calls` (every method the node serves).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrpcMethod {
-    GetSegmentIds,
-    GetSnowflakeIds,
-    DecodeSnowflake,
-    HealthCheck,
-    HealthWatch,
-    GetSegmentIdList,
-    CreateTag,
-    GetTag,
-}
-
-impl GrpcMethod {
-    pub const ALL: [GrpcMethod; 8] = [
-        GrpcMethod::GetSegmentIds,
-        GrpcMethod::GetSnowflakeIds,
-        GrpcMethod::DecodeSnowflake,
-        GrpcMethod::HealthCheck,
-        GrpcMethod::HealthWatch,
-        GrpcMethod::GetSegmentIdList,
-        GrpcMethod::CreateTag,
-        GrpcMethod::GetTag,
-    ];
-
-    /// The method's gRPC path without the leading `/`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GrpcMethod::GetSegmentIds => "leaf.v1.IdService/GetSegmentIds",
-            GrpcMethod::GetSnowflakeIds => "leaf.v1.IdService/GetSnowflakeIds",
-            GrpcMethod::DecodeSnowflake => "leaf.v1.IdService/DecodeSnowflake",
-            GrpcMethod::HealthCheck => "grpc.health.v1.Health/Check",
-            GrpcMethod::HealthWatch => "grpc.health.v1.Health/Watch",
-            GrpcMethod::GetSegmentIdList => "leaf.v1.IdService/GetSegmentIdList",
-            GrpcMethod::CreateTag => "leaf.v1.AdminService/CreateTag",
-            GrpcMethod::GetTag => "leaf.v1.AdminService/GetTag",
-        }
-    }
-}
 
 /// gRPC status codes 0 (OK) to 16 (UNAUTHENTICATED).
 const GRPC_CODES: usize = 17;
@@ -398,13 +327,13 @@ impl Metrics {
     }
 
     /// The counter of IDs served for `(mode, tag)`; keep it and increment it lock-free.
-    pub fn ids_counter(&self, mode: &str, tag: &str) -> Counter {
-        self.ids.get_or_create(&IdLabels { mode: mode.to_string(), tag: tag.to_string() }).clone()
+    pub fn ids_counter(&self, mode: Mode, tag: &str) -> Counter {
+        self.ids.get_or_create(&IdLabels { mode: mode.as_str(), tag: tag.to_string() }).clone()
     }
 
     /// IDs served for `(mode, tag)` so far; 0 for a pair never counted (no series is made).
-    pub fn ids_served(&self, mode: &str, tag: &str) -> u64 {
-        self.ids.get(&IdLabels { mode: mode.to_string(), tag: tag.to_string() }).map_or(0, |c| c.get())
+    pub fn ids_served(&self, mode: Mode, tag: &str) -> u64 {
+        self.ids.get(&IdLabels { mode: mode.as_str(), tag: tag.to_string() }).map_or(0, |c| c.get())
     }
 
     /// Snowflake IDs served so far, every key.
@@ -424,7 +353,7 @@ impl Metrics {
         }
         let mut write = self.snowflake_keys.write().unwrap_or_else(|e| e.into_inner());
         let label = if write.len() < MAX_SNOWFLAKE_KEYS { key } else { OTHER_KEYS };
-        let counter = write.entry(label.to_string()).or_insert_with(|| self.ids_counter("snowflake", label));
+        let counter = write.entry(label.to_string()).or_insert_with(|| self.ids_counter(Mode::Snowflake, label));
         counter.inc_by(n);
     }
 
@@ -540,26 +469,4 @@ pub(crate) fn render_idle(m: &Metrics) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn render(m: &Metrics) -> String {
-        render_idle(m)
-    }
-
-    #[test]
-    fn snowflake_keys_beyond_the_cap_count_as_other() {
-        let m = Metrics::new();
-        for i in 0..MAX_SNOWFLAKE_KEYS + 50 {
-            m.snowflake_served(&format!("k{i}"), 2);
-        }
-        m.snowflake_served("k0", 1);
-        m.snowflake_served("never-seen", 3);
-        let text = render(&m);
-        let series = text.lines().filter(|l| l.starts_with("leaf_ids_served_total{mode=\"snowflake\"")).count();
-        assert_eq!(series, MAX_SNOWFLAKE_KEYS + 1, "the label set is bounded: 1,000 keys and `_other`");
-        assert!(text.contains("leaf_ids_served_total{mode=\"snowflake\",tag=\"k0\"} 3"), "{text}");
-        // The 50 keys after the cap (2 IDs each) and the unseen one (3) share `_other`.
-        assert!(text.contains("leaf_ids_served_total{mode=\"snowflake\",tag=\"_other\"} 103"), "{text}");
-    }
-}
+mod tests;

@@ -54,6 +54,7 @@ mod start;
 mod status;
 
 pub use error::{MemberErrorKind, ProposeError};
+pub use propose::NewTag;
 pub use start::RaftStartError;
 pub use status::RaftStatus;
 

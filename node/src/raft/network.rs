@@ -49,7 +49,7 @@ pub const PATH_TIME: &str = "/internal/time";
 /// Whether a peer holds a cluster and who took part in it (a starting node asks).
 pub const PATH_PEER_STATUS: &str = "/internal/peer-status";
 /// A member's health and clock, for the dashboard (answered by the HTTP layer, which knows the
-/// node's snowflake and buffers: [`crate::http::dashboard::NodeProbe`]).
+/// node's snowflake and buffers: [`crate::service::dashboard::NodeProbe`]).
 pub const PATH_NODE_HEALTH: &str = "/internal/node-health";
 
 /// Why an internal call produced no decodable answer.

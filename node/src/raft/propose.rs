@@ -10,6 +10,26 @@ use super::answer::FromApplied;
 use super::ops::{Propose, ReadIndex};
 use super::{ProposeError, RaftNode};
 
+/// A tag to create, every field checked by the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTag {
+    pub tag: String,
+    pub step: i64,
+    /// The first counter value (the tag's `max_id` before its first segment).
+    pub start_max_id: i64,
+    pub description: String,
+    pub profile: StoredProfile,
+    /// The ID the tag never reaches, if bounded.
+    pub upper_bound: Option<i64>,
+}
+
+impl NewTag {
+    /// A plain segment tag without a bound.
+    pub fn segment(tag: String, step: i64, start_max_id: i64, description: String) -> NewTag {
+        NewTag { tag, step, start_max_id, description, profile: StoredProfile::Segment, upper_bound: None }
+    }
+}
+
 impl RaftNode {
     /// `op` as an admin change by `actor`, with this node's audit retention (the leader puts
     /// its own in).
@@ -17,31 +37,16 @@ impl RaftNode {
         Op::Admin { actor, retention: self.audit_retention, op: Box::new(op) }
     }
 
-    /// Creates a segment tag. Not retried once the first attempt may have been delivered (a
-    /// repeat would answer `tag_exists`).
-    pub async fn create_tag(
-        &self,
-        tag: String,
-        step: i64,
-        start_max_id: i64,
-        description: String,
-        actor: Actor,
-    ) -> Result<TagRecord, ProposeError> {
-        self.propose(self.admin(actor, Op::CreateTag { tag, step, start_max_id, description })).await
-    }
-
-    /// Creates `tag` with a profile and an optional upper bound. A plain segment tag is
-    /// proposed as `CreateTag`.
-    pub async fn create_profiled_tag(
-        &self,
-        (tag, step, start_max_id, description): (String, i64, i64, String),
-        (profile, upper_bound): (StoredProfile, Option<i64>),
-        actor: Actor,
-    ) -> Result<TagRecord, ProposeError> {
-        if profile == StoredProfile::Segment && upper_bound.is_none() {
-            return self.create_tag(tag, step, start_max_id, description, actor).await;
-        }
-        let op = Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound };
+    /// Creates a tag. Not retried once the first attempt may have been delivered (a repeat
+    /// would answer `tag_exists`). A plain segment tag without a bound is proposed as
+    /// `CreateTag`, which every node version applies.
+    pub async fn create_tag(&self, new: NewTag, actor: Actor) -> Result<TagRecord, ProposeError> {
+        let NewTag { tag, step, start_max_id, description, profile, upper_bound } = new;
+        let op = if profile == StoredProfile::Segment && upper_bound.is_none() {
+            Op::CreateTag { tag, step, start_max_id, description }
+        } else {
+            Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound }
+        };
         self.propose(self.admin(actor, op)).await
     }
 

@@ -26,10 +26,47 @@ pub struct RaftStatus {
     /// `None` when unknown (no leader, or not confirmed yet).
     pub quorum_ack_age_ms: Option<u64>,
     /// `None` when ready, otherwise why not.
-    pub not_ready: Option<String>,
+    pub not_ready: Option<NotReady>,
     /// Raft stopped on a storage error (a failed read, write or fsync of its log or state
     /// machine): the node needs its disk fixed and a restart.
     pub storage_failed: bool,
+}
+
+/// Why a node's Raft side is not ready to serve new segments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// Raft stopped (a storage error, or shutdown).
+    #[error("raft stopped: {0}")]
+    Stopped(String),
+    #[error("not a member of the cluster (waiting to be added, or removed)")]
+    NotAMember,
+    #[error("no raft leader")]
+    NoLeader,
+    /// No quorum acknowledgement confirmed yet (`leader` is this node, or the leader).
+    #[error("no quorum contact confirmed yet ({0})")]
+    NoQuorumContactYet(LeaderName),
+    /// The last quorum acknowledgement is older than the longest election timeout.
+    #[error("no quorum contact for {age_ms} ms ({leader}): new segments cannot be committed")]
+    QuorumContactLost { age_ms: u64, leader: LeaderName },
+    /// The log present at startup is not applied yet.
+    #[error("applying the log: {applied} of {of}")]
+    ApplyingLog { applied: u64, of: u64 },
+}
+
+/// The leader a readiness reason names: this node, or another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaderName {
+    ThisNode,
+    Other(NodeId),
+}
+
+impl std::fmt::Display for LeaderName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaderName::ThisNode => f.write_str("this leader"),
+            LeaderName::Other(id) => write!(f, "leader {id}"),
+        }
+    }
 }
 
 impl RaftNode {
@@ -64,18 +101,18 @@ impl RaftNode {
             None => None,
         };
         let not_ready = if let Err(e) = &m.running_state {
-            Some(format!("raft stopped: {e}"))
+            Some(NotReady::Stopped(e.to_string()))
         } else if m.membership_config.membership().get_node(&self.node_id).is_none() {
-            Some("not a member of the cluster (waiting to be added, or removed)".to_string())
+            Some(NotReady::NotAMember)
         } else if m.current_leader.is_none() {
-            Some("no raft leader".to_string())
+            Some(NotReady::NoLeader)
         } else if let Some(why) = self.quorum_problem(m.current_leader, m.state, quorum_ack_age_ms) {
             Some(why)
         } else if applied.unwrap_or(0) < self.startup_index {
             // Only the log present at startup gates readiness: entries appended later are
             // applied within a commit round trip, and gating on them would flap `/health`
             // on every segment allocation.
-            Some(format!("applying the log: {} of {}", applied.unwrap_or(0), self.startup_index))
+            Some(NotReady::ApplyingLog { applied: applied.unwrap_or(0), of: self.startup_index })
         } else {
             None
         };
@@ -97,14 +134,12 @@ impl RaftNode {
     /// Why the quorum contact is not good enough to be ready, if it is not: the leader must
     /// have had a quorum acknowledgement within the longest election timeout (a follower: its
     /// leader, as probed), so a node cut off from the quorum reports it within two.
-    fn quorum_problem(&self, leader: Option<NodeId>, state: ServerState, age: Option<u64>) -> Option<String> {
+    fn quorum_problem(&self, leader: Option<NodeId>, state: ServerState, age: Option<u64>) -> Option<NotReady> {
         let leader = leader?;
-        let who = if state == ServerState::Leader { "this leader".to_string() } else { format!("leader {leader}") };
+        let who = if state == ServerState::Leader { LeaderName::ThisNode } else { LeaderName::Other(leader) };
         match age {
-            None => Some(format!("no quorum contact confirmed yet ({who})")),
-            Some(a) if a > self.contact_limit_ms => {
-                Some(format!("no quorum contact for {a} ms ({who}): new segments cannot be committed"))
-            }
+            None => Some(NotReady::NoQuorumContactYet(who)),
+            Some(a) if a > self.contact_limit_ms => Some(NotReady::QuorumContactLost { age_ms: a, leader: who }),
             Some(_) => None,
         }
     }

@@ -389,5 +389,4 @@ impl Phase {
 }
 
 #[cfg(test)]
-#[path = "phase_tests.rs"]
 mod tests;

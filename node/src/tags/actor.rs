@@ -239,7 +239,7 @@ impl TagActor {
         // here, as an error, rather than installed.
         let res = res.and_then(|a| match Segment::new(a.start, a.end) {
             Some(seg) => Ok((a, seg)),
-            None => Err(AllocError::Unavailable(format!("refused an empty segment [{}, {})", a.start, a.end))),
+            None => Err(AllocError::EmptySegment { start: a.start, end: a.end }),
         });
         let reply = match res {
             Ok((a, seg)) => {

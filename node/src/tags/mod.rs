@@ -45,10 +45,33 @@ pub enum AllocError {
     TagNotFound(String),
     #[error("{0}")]
     TagExhausted(String),
+    /// The cluster did not commit the segment.
     #[error("segment allocation failed: {0}")]
-    Unavailable(String),
+    NotCommitted(CommitFailure),
+    /// The allocator answered an empty or inverted range: refused rather than installed.
+    #[error("segment allocation failed: refused an empty segment [{start}, {end})")]
+    EmptySegment { start: i64, end: i64 },
     #[error("the node is shutting down")]
     ShuttingDown,
+}
+
+/// Why the cluster did not commit a segment, as a client may read it: the kind of failure and
+/// whether a retry may help, never a peer's address or error text (those are logged).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitFailure {
+    #[error(
+        "the cluster cannot commit right now (no Raft leader with a quorum is reachable from this node); retry later"
+    )]
+    NoQuorum,
+    #[error("not committed within {0:?}; retry later")]
+    Timeout(Duration),
+    /// Raft stopped on this node (a storage error such as a full disk, or shutdown): the
+    /// operator needs to see which.
+    #[error("raft stopped on this node: {0}")]
+    Stopped(String),
+    /// The state machine refused it (its answer is the same on every node).
+    #[error("{0}")]
+    Rejected(String),
 }
 
 /// Where committed segments come from (Raft in the node, a fake in tests).
@@ -192,7 +215,7 @@ impl Tags {
             buf,
             actor_view,
             addr,
-            served: i.metrics.ids_counter("segment", tag),
+            served: i.metrics.ids_counter(crate::metrics::Mode::Segment, tag),
             waits: i.metrics.wait_counter(tag),
             wait: Duration::from_millis(i.cfg.wait_timeout_ms),
             serve: ServeAs::of(&profile, upper_bound),

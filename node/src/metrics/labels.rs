@@ -1,0 +1,94 @@
+//! The label sets of the node's metric families, and the enums whose values become labels
+//! ([`Mode`], [`GrpcMethod`]).
+use prometheus_client::encoding::EncodeLabelSet;
+
+/// Which mode served IDs: the `mode` label of `leaf_ids_served_total`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Mode {
+    Segment,
+    Snowflake,
+}
+
+impl Mode {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Segment => "segment",
+            Mode::Snowflake => "snowflake",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct IdLabels {
+    pub(super) mode: &'static str,
+    pub(super) tag: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct TagLabels {
+    pub(super) tag: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct CodeLabels {
+    pub(super) code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct TokenLabels {
+    pub(super) token: String,
+    pub(super) name: String,
+    pub(super) outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct StoreLabels {
+    pub(super) store: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct GrpcLabels {
+    pub(super) method: String,
+    pub(super) code: String,
+}
+
+/// The gRPC methods counted in `leaf_grpc_calls` (every method the node serves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrpcMethod {
+    GetSegmentIds,
+    GetSnowflakeIds,
+    DecodeSnowflake,
+    HealthCheck,
+    HealthWatch,
+    GetSegmentIdList,
+    CreateTag,
+    GetTag,
+}
+
+impl GrpcMethod {
+    pub const ALL: [GrpcMethod; 8] = [
+        GrpcMethod::GetSegmentIds,
+        GrpcMethod::GetSnowflakeIds,
+        GrpcMethod::DecodeSnowflake,
+        GrpcMethod::HealthCheck,
+        GrpcMethod::HealthWatch,
+        GrpcMethod::GetSegmentIdList,
+        GrpcMethod::CreateTag,
+        GrpcMethod::GetTag,
+    ];
+
+    /// The method's gRPC path without the leading `/`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrpcMethod::GetSegmentIds => "leaf.v1.IdService/GetSegmentIds",
+            GrpcMethod::GetSnowflakeIds => "leaf.v1.IdService/GetSnowflakeIds",
+            GrpcMethod::DecodeSnowflake => "leaf.v1.IdService/DecodeSnowflake",
+            GrpcMethod::HealthCheck => "grpc.health.v1.Health/Check",
+            GrpcMethod::HealthWatch => "grpc.health.v1.Health/Watch",
+            GrpcMethod::GetSegmentIdList => "leaf.v1.IdService/GetSegmentIdList",
+            GrpcMethod::CreateTag => "leaf.v1.AdminService/CreateTag",
+            GrpcMethod::GetTag => "leaf.v1.AdminService/GetTag",
+        }
+    }
+}

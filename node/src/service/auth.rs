@@ -1,0 +1,68 @@
+//! Who is calling an admin or internal operation, for every edge: the verdict on a call that
+//! came in on a connection ([`ConnInfo`]) with its credentials, over the checks of
+//! [`crate::access::credentials`]. ID requests are checked by [`App::check_ids`].
+use leaf_api::audit::Actor;
+use leaf_api::identity::CertIdentity;
+
+use super::{ApiError, App};
+use crate::access::credentials::{
+    admin_client, admin_right, check_admin, check_cluster_secret, check_peer_node, is_admin, ConnInfo,
+};
+use crate::access::Principal;
+
+/// The credentials a call carries, whatever its wire form.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Credentials<'a> {
+    /// The `Authorization` header or gRPC metadata (`Bearer <token>`).
+    pub authorization: Option<&'a str>,
+    /// The cluster secret header of an internal call.
+    pub cluster_secret: Option<&'a [u8]>,
+}
+
+impl App {
+    /// The admin credentials of a call that came in on `conn` (HTTP `/admin/*`, gRPC
+    /// `AdminService`): a client certificate named in `tls.admin_clients`, a scoped token
+    /// (within its quota), else the admin token (or loopback without one).
+    pub fn authorize_admin(&self, conn: &ConnInfo, authorization: Option<&str>) -> Result<Principal, ApiError> {
+        if let Some(CertIdentity::Client(name)) = conn.identity.as_deref() {
+            if admin_client(&self.config.tls.admin_clients, conn.identity.as_deref()) {
+                return Ok(Principal::Root(Actor::client_cert(name)));
+            }
+        }
+        if let Some(bearer) = authorization.and_then(|v| v.strip_prefix("Bearer ")) {
+            if let Some(p) = self.access.scoped(bearer)? {
+                return Ok(p);
+            }
+        }
+        check_admin(self.config.admin_token(), authorization, conn).map(Principal::Root)
+    }
+
+    /// Admin and internal paths need their credentials: the verdict on a request for `path`
+    /// that came in on `conn`, before routing, with the principal of an admin request. With
+    /// TLS, an internal call needs a certificate the cluster CA signed for a member node (or a
+    /// listed peer, or anyone while this node has no cluster), and always the cluster secret.
+    pub fn authorize(
+        &self,
+        conn: &ConnInfo,
+        path: &str,
+        creds: Credentials<'_>,
+    ) -> Result<Option<Principal>, ApiError> {
+        if is_admin(path) {
+            let principal = self.authorize_admin(conn, creds.authorization)?;
+            match admin_right(path) {
+                Some(right) => principal.require(right)?,
+                None => principal.require_root("managing tokens")?,
+            }
+            Ok(Some(principal))
+        } else if crate::raft::service::is_internal(path) {
+            if self.tls.is_some() {
+                check_peer_node(conn.identity.as_deref(), |id| {
+                    self.config.peers.0.contains_key(&id) || !self.raft.has_membership() || self.raft.knows_node(id)
+                })?;
+            }
+            check_cluster_secret(self.config.cluster_secret(), creds.cluster_secret).map(|()| None)
+        } else {
+            Ok(None)
+        }
+    }
+}

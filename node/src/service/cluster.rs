@@ -1,0 +1,69 @@
+//! Cluster operations: the public status, membership changes (admin, recorded in the audit
+//! trail) and the internal node-to-node RPC (bincode, authenticated by the edge first).
+use leaf_api::audit::{cut, AuditAction, MAX_AUDIT_ADDR};
+use leaf_api::types::{AddLearnerRequest, ClusterStatus, MembershipChange};
+
+use super::dashboard::NodeProbe;
+use super::{ApiError, App};
+use crate::access::Principal;
+use crate::clock::Clock;
+use crate::raft::network::PATH_NODE_HEALTH;
+
+impl App {
+    /// Membership, leader, term, log indexes, replication (on the leader) and this node's
+    /// health.
+    pub fn cluster_status(&self) -> ClusterStatus {
+        self.raft.cluster_status(self.health())
+    }
+
+    /// Adds a learner: it receives the log and serves IDs, but does not vote. Idempotent for
+    /// the same ID and address.
+    pub async fn add_learner(&self, body: AddLearnerRequest, who: &Principal) -> Result<MembershipChange, ApiError> {
+        let action = AuditAction::LearnerAdded { node_id: body.node_id, addr: cut(&body.addr, MAX_AUDIT_ADDR) };
+        let change = self.raft.add_learner(body.node_id, body.addr).await?;
+        self.note_membership(action, who).await;
+        Ok(change)
+    }
+
+    /// Makes a learner a voter, once it has nearly the whole log. A voter: no change.
+    pub async fn promote(&self, id: u64, who: &Principal) -> Result<MembershipChange, ApiError> {
+        let change = self.raft.promote(id).await?;
+        self.note_membership(AuditAction::NodePromoted { node_id: id }, who).await;
+        Ok(change)
+    }
+
+    /// Removes a member (voter or learner); its ID is never reused. The last voter cannot be
+    /// removed (400 `invalid_request`).
+    pub async fn remove_member(&self, id: u64, who: &Principal) -> Result<MembershipChange, ApiError> {
+        let change = self.raft.remove(id).await?;
+        self.note_membership(AuditAction::NodeRemoved { node_id: id }, who).await;
+        Ok(change)
+    }
+
+    /// Records a membership change that committed in the audit trail. openraft commits the
+    /// change in its own entry first, so a failure here (a leader change in between) leaves it
+    /// unrecorded: logged, and the change stands.
+    async fn note_membership(&self, action: AuditAction, who: &Principal) {
+        if let Err(e) = self.raft.note_membership(action.clone(), who.actor()).await {
+            tracing::warn!(?action, error = %e, "a membership change committed but its audit record failed");
+        }
+    }
+
+    /// One internal RPC (`/internal/*`, the caller already authenticated as a peer): its
+    /// bincode answer.
+    pub async fn internal_rpc(&self, path: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+        match path {
+            PATH_NODE_HEALTH => self.node_health(body),
+            path => Ok(crate::raft::service::handle(&self.raft, path, body).await?),
+        }
+    }
+
+    /// This node's health and clock, for a peer's dashboard.
+    fn node_health(&self, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+        let () =
+            leaf_api::codec::decode(body).map_err(|e| ApiError::invalid(format!("malformed request body: {e}")))?;
+        let probe = NodeProbe { health: self.health(), now_ms: self.clock.now_ms() };
+        leaf_api::codec::encode(&probe)
+            .map_err(|e| ApiError::new(leaf_api::ErrorCode::Unavailable, format!("cannot encode: {e}")))
+    }
+}

@@ -1,0 +1,161 @@
+//! The one error type of the service core, [`ApiError`]: a stable [`ErrorCode`] and a message a
+//! client may read, and the one rule for what that message holds. Every layer's typed error
+//! (Raft proposals, segment takes, snowflake, the internal RPC) becomes an `ApiError` here and
+//! nowhere else; the edges only map the code to an HTTP or gRPC status.
+//!
+//! **What a client may see.** A refused request says why in terms of the request (a tag that
+//! does not exist, a bound reached, a malformed field). A failure inside the cluster says what
+//! kind of failure it was and whether a retry may help, never a peer's address or a peer's
+//! error text: those go to this node's log ([`ProposeError::public_message`]).
+use leaf_api::ErrorCode;
+use leaf_raft_store::ApplyError;
+
+use crate::raft::service::ServiceError;
+use crate::raft::{MemberErrorKind, ProposeError};
+use crate::snowflake::SnowflakeError;
+use crate::tags::{AllocError, TakeError};
+
+/// A failed request, before an edge makes it a response.
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Seconds for a `Retry-After` header (a rate-limited request).
+    pub retry_after_secs: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into(), retry_after_secs: None }
+    }
+
+    /// The same error, telling the caller to come back after `secs` seconds.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+
+    /// 400 `invalid_request`.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(ErrorCode::InvalidRequest, message)
+    }
+}
+
+/// The stable code of a failed proposal.
+fn propose_code(e: &ProposeError) -> ErrorCode {
+    match e {
+        ProposeError::Rejected(ApplyError::TagExists(_)) => ErrorCode::TagExists,
+        ProposeError::Rejected(ApplyError::TagNotFound(_)) => ErrorCode::TagNotFound,
+        ProposeError::Rejected(
+            ApplyError::TagExhausted { .. } | ApplyError::UpperBoundReached { .. } | ApplyError::DayExhausted { .. },
+        ) => ErrorCode::TagExhausted,
+        ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
+        ProposeError::Rejected(ApplyError::TokenNotFound(_)) => ErrorCode::TokenNotFound,
+        // Token IDs are 64 random bits: a clash is a fluke; the caller may simply retry.
+        ProposeError::Rejected(ApplyError::TokenExists(_)) => ErrorCode::Unavailable,
+        // Worker registration is the snowflake actor's business; no request proposes it.
+        ProposeError::Rejected(ApplyError::NotAMember(_) | ApplyError::WorkerLost { .. }) => {
+            ErrorCode::SnowflakeUnavailable
+        }
+        ProposeError::Rejected(ApplyError::WorkersExhausted) => ErrorCode::WorkerIdsExhausted,
+        ProposeError::Member { kind, .. } => match kind {
+            MemberErrorKind::Exists => ErrorCode::MemberExists,
+            MemberErrorKind::Retired => ErrorCode::NodeIdRetired,
+            MemberErrorKind::NotFound => ErrorCode::MemberNotFound,
+            MemberErrorKind::Invalid => ErrorCode::InvalidRequest,
+        },
+        // Fatal: Raft stopped (a storage error such as a full disk); the message says why.
+        ProposeError::NotLeader { .. }
+        | ProposeError::Timeout(_)
+        | ProposeError::Unavailable(_)
+        | ProposeError::Fatal(_) => ErrorCode::Unavailable,
+    }
+}
+
+/// A failed proposal, forwarded or not (admin writes, monotonic takes on a follower): the
+/// public message only; the full error, which may name the leader and hold its error text,
+/// goes to the log.
+impl From<ProposeError> for ApiError {
+    fn from(e: ProposeError) -> Self {
+        let code = propose_code(&e);
+        if code == ErrorCode::Unavailable {
+            tracing::debug!(error = %e, "a proposal failed");
+        }
+        ApiError::new(code, e.public_message())
+    }
+}
+
+impl From<TakeError> for ApiError {
+    fn from(e: TakeError) -> Self {
+        let code = match &e {
+            TakeError::NotReady { .. } => ErrorCode::SegmentsNotReady,
+            TakeError::Alloc(AllocError::TagNotFound(_)) => ErrorCode::TagNotFound,
+            TakeError::Alloc(AllocError::TagExhausted(_)) => ErrorCode::TagExhausted,
+            TakeError::Alloc(AllocError::NotCommitted(_) | AllocError::EmptySegment { .. }) => ErrorCode::Unavailable,
+            TakeError::Alloc(AllocError::ShuttingDown) => ErrorCode::ShuttingDown,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<SnowflakeError> for ApiError {
+    fn from(e: SnowflakeError) -> Self {
+        let code = match &e {
+            SnowflakeError::NotServing(_) | SnowflakeError::OutOfRange => ErrorCode::SnowflakeUnavailable,
+            SnowflakeError::ClockBackwards { .. } | SnowflakeError::ClockStalled(_) => ErrorCode::ClockMovedBackwards,
+            SnowflakeError::Exhausted(_) => ErrorCode::WorkerIdsExhausted,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        let code = match &e {
+            ServiceError::NotFound(_) => ErrorCode::NotFound,
+            ServiceError::BadRequest(_) => ErrorCode::InvalidRequest,
+            ServiceError::Encode(_) => ErrorCode::Unavailable,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::tags::CommitFailure;
+
+    /// An address a peer error could carry.
+    const PEER: &str = "10.9.8.7:8443";
+
+    #[test]
+    fn no_failed_proposal_shows_a_peer_address_or_a_peer_s_error_text() {
+        let peer_text = format!("forwarding to node 2 at {PEER} failed: connection refused");
+        for e in [
+            ProposeError::Unavailable(peer_text.clone()),
+            ProposeError::NotLeader { leader: Some(2) },
+            ProposeError::Timeout(Duration::from_secs(3)),
+        ] {
+            let shown = ApiError::from(e);
+            assert_eq!(shown.code, ErrorCode::Unavailable);
+            assert!(!shown.message.contains(PEER) && !shown.message.contains("refused"), "{}", shown.message);
+        }
+        // What the caller asked about is shown as it is.
+        let rejected = ApiError::from(ProposeError::Rejected(ApplyError::TagNotFound("orders".into())));
+        assert_eq!(rejected.code, ErrorCode::TagNotFound);
+        assert!(rejected.message.contains("orders"), "{}", rejected.message);
+    }
+
+    #[test]
+    fn a_segment_that_did_not_commit_says_why_without_peer_details() {
+        for why in [CommitFailure::NoQuorum, CommitFailure::Timeout(Duration::from_secs(1))] {
+            let shown = ApiError::from(TakeError::Alloc(AllocError::NotCommitted(why)));
+            assert_eq!(shown.code, ErrorCode::Unavailable);
+            assert!(shown.message.starts_with("segment allocation failed"), "{}", shown.message);
+        }
+        let empty = ApiError::from(TakeError::Alloc(AllocError::EmptySegment { start: 5, end: 5 }));
+        assert_eq!(empty.code, ErrorCode::Unavailable);
+    }
+}

@@ -1,0 +1,180 @@
+//! Tag operations (admin, over HTTP `/admin/tags*` and gRPC `AdminService`): create with a
+//! profile, show, update, list, decode an obfuscated tag's IDs; and the allocation journal and
+//! the clock fault. Every field is checked here ([`super::validate`]) before it is proposed.
+use leaf_api::profile::{validate_upper_bound, DailyFormat, DailyOptions, Profile, ProfileError, DAILY_FIRST};
+use leaf_api::tokens::Right;
+use leaf_api::types::{AllocationJournal, ClockFault, CreateTagRequest, ObfuscatedDecoded, TagInfo, UpdateTagRequest};
+use leaf_api::ErrorCode;
+use leaf_raft_store::{StoredProfile, TagRecord};
+
+use super::{validate, ApiError, App};
+use crate::access::Principal;
+use crate::raft::NewTag;
+use crate::tags::ServeAs;
+
+impl App {
+    /// Every tag, as stored, that `who` may see (a scoped token sees the tags its patterns
+    /// cover).
+    pub fn list_tags(&self, who: &Principal) -> Vec<TagInfo> {
+        self.all_tags().into_iter().filter(|t| who.may_on(Right::Tags, &t.tag)).collect()
+    }
+
+    /// Every tag, as stored (Leaf's `/db`).
+    pub fn all_tags(&self) -> Vec<TagInfo> {
+        self.raft.state().tags().into_iter().map(|(t, r)| tag_info(t, r)).collect()
+    }
+
+    /// Creates a tag from a request by `who`: every field checked, then proposed.
+    pub async fn create_tag(&self, body: CreateTagRequest, who: &Principal) -> Result<TagInfo, ApiError> {
+        validate::tag(&body.tag)?;
+        who.require_on(Right::Tags, &body.tag)?;
+        validate::step(body.step)?;
+        validate::max_id(body.max_id.unwrap_or(1))?;
+        let description = body.description.unwrap_or_default();
+        validate::description(&description)?;
+        let (profile, start_max_id) =
+            stored_profile(body.profile.unwrap_or_default(), body.daily.as_ref(), body.max_id, body.upper_bound)?;
+        let new = NewTag {
+            tag: body.tag,
+            step: body.step,
+            start_max_id,
+            description,
+            profile,
+            upper_bound: body.upper_bound,
+        };
+        let tag = new.tag.clone();
+        let record = self.raft.create_tag(new, who.actor()).await?;
+        Ok(tag_info(tag, record))
+    }
+
+    /// One tag as `who` may see it, confirming an unknown one with the leader first.
+    pub async fn show_tag(&self, tag: String, who: &Principal) -> Result<TagInfo, ApiError> {
+        validate::tag(&tag)?;
+        who.require_on(Right::Tags, &tag)?;
+        let record = self.known(&tag, |app| app.raft.state().tag(&tag)).await?;
+        Ok(tag_info(tag, record))
+    }
+
+    /// Changes a tag's stored step and/or description.
+    pub async fn update_tag(&self, tag: String, body: UpdateTagRequest, who: &Principal) -> Result<TagInfo, ApiError> {
+        validate::tag(&tag)?;
+        who.require_on(Right::Tags, &tag)?;
+        if body.step.is_none() && body.description.is_none() {
+            return Err(ApiError::invalid("nothing to update: give step and/or description"));
+        }
+        if let Some(step) = body.step {
+            validate::step(step)?;
+        }
+        if let Some(d) = &body.description {
+            validate::description(d)?;
+        }
+        let record = self.raft.update_tag(tag.clone(), body.step, body.description, who.actor()).await?;
+        Ok(tag_info(tag, record))
+    }
+
+    /// An obfuscated tag's ID back to the sequence number it was made from (the key never
+    /// leaves the cluster; this is how an operator reads it).
+    pub async fn decode_obfuscated(
+        &self,
+        tag: String,
+        id: u64,
+        who: &Principal,
+    ) -> Result<ObfuscatedDecoded, ApiError> {
+        validate::tag(&tag)?;
+        who.require_on(Right::Tags, &tag)?;
+        let h = self.segment_handle(&tag).await?;
+        let ServeAs::Obfuscated(o) = h.serve() else {
+            return Err(ApiError::invalid(format!("tag {tag:?} is not obfuscated")));
+        };
+        let sequence = o.decode(id).map_err(|e| ApiError::invalid(e.to_string()))?;
+        Ok(ObfuscatedDecoded { tag, id: id as i64, sequence: sequence as i64 })
+    }
+
+    /// The journal of committed segments and the node each went to, optionally of one tag
+    /// and/or to one node.
+    pub fn allocations(&self, tag: Option<&str>, node: Option<u64>) -> Result<AllocationJournal, ApiError> {
+        if let Some(t) = tag {
+            validate::tag(t)?;
+        }
+        if let Some(node) = node {
+            validate::node_id_range(node)?;
+        }
+        self.raft
+            .allocations(tag, node)
+            .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("allocation journal unreadable: {e}")))
+    }
+
+    /// Whether fault injection is on (the clock fault endpoint exists only then).
+    pub fn fault_injection(&self) -> Result<(), ApiError> {
+        if !self.config.fault.enabled {
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                "fault injection is disabled (start the node with --enable-fault-injection)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Skews this node's clock (only with fault injection enabled).
+    pub fn fault_clock(&self, fault: ClockFault) -> Result<ClockFault, ApiError> {
+        self.fault_injection()?;
+        validate::clock_offset(fault.offset_ms)?;
+        let before = self.clock.offset_ms();
+        self.clock.set_offset_ms(fault.offset_ms);
+        tracing::warn!(before, offset_ms = fault.offset_ms, "FAULT INJECTED: clock offset changed");
+        Ok(fault)
+    }
+}
+
+/// A stored tag as the API shows it.
+pub fn tag_info(tag: String, r: TagRecord) -> TagInfo {
+    TagInfo {
+        tag,
+        max_id: r.max_id,
+        step: r.step,
+        description: r.description,
+        created_ms: r.created_ms,
+        updated_ms: r.updated_ms,
+        profile: r.profile.kind(),
+        daily: match &r.profile {
+            StoredProfile::Daily { format, .. } => Some(format.options()),
+            _ => None,
+        },
+        day: match &r.profile {
+            StoredProfile::Daily { day, .. } if *day != 0 => Some(*day),
+            _ => None,
+        },
+        upper_bound: r.upper_bound,
+    }
+}
+
+/// Checks a create request's profile fields and builds the stored profile with the tag's first
+/// counter value (an obfuscated tag's key is generated here, from the OS's random source).
+fn stored_profile(
+    profile: Profile,
+    daily: Option<&DailyOptions>,
+    max_id: Option<i64>,
+    upper_bound: Option<i64>,
+) -> Result<(StoredProfile, i64), ApiError> {
+    let bad = |e: ProfileError| ApiError::invalid(e.to_string());
+    if daily.is_some() && profile != Profile::Daily {
+        return Err(bad(ProfileError::OptionsWithoutDaily));
+    }
+    let start = max_id.unwrap_or(1);
+    if let Some(b) = upper_bound {
+        validate_upper_bound(b, start).map_err(bad)?;
+    }
+    let profile = match profile {
+        Profile::Segment => StoredProfile::Segment,
+        Profile::Monotonic => StoredProfile::Monotonic,
+        Profile::Obfuscated => StoredProfile::Obfuscated { key: crate::profiles::new_key()? },
+        Profile::Daily => {
+            if upper_bound.is_some() || max_id.is_some() {
+                return Err(bad(ProfileError::DailyBound));
+            }
+            let format = DailyFormat::from_options(daily.unwrap_or(&DailyOptions::default())).map_err(bad)?;
+            return Ok((StoredProfile::Daily { format, day: 0 }, DAILY_FIRST));
+        }
+    };
+    Ok((profile, start))
+}
