@@ -12,7 +12,7 @@ use leaf_api::{ErrorBody, ErrorCode};
 use leaf_node::config::{Config, HttpConfig};
 use tempfile::TempDir;
 
-use super::{config, start};
+use crate::support::{config, start};
 
 /// One request on its own connection; the answer's status, headers and body.
 pub(crate) async fn send<B>(addr: SocketAddr, req: hyper::Request<B>) -> (StatusCode, HeaderMap, Bytes)
@@ -155,7 +155,8 @@ async fn the_fast_id_path_and_the_router_answer_alike() {
     let dir = TempDir::new().unwrap();
     let (node, c) = start(config(&dir)).await;
     let addr = node.http_addr();
-    super::wait_snowflake(&c, leaf_api::types::SnowflakeState::Serving, std::time::Duration::from_secs(15)).await;
+    crate::support::wait_snowflake(&c, leaf_api::types::SnowflakeState::Serving, std::time::Duration::from_secs(15))
+        .await;
     let get = |path: &'static str| call(addr, Method::GET, path, "");
     let id = |r: &(StatusCode, HeaderMap, Bytes)| -> i64 {
         assert_eq!(r.0, StatusCode::OK, "{:?}", r.2);

@@ -1,8 +1,13 @@
 //! Exhaustion forecasts on a live node: a tag's `ids_left` in `/cache` falls as it allocates,
 //! its rate appears after two samples, and `/metrics` and `/health` carry the forecasts.
 //! The sampler runs every 20 ms here; nothing waits on a timer, it polls until it sees.
-use super::*;
+use std::time::Duration;
+
+use crate::support::*;
+use leaf_api::types::SnowflakeState;
 use leaf_api::types::TagForecast;
+use leaf_client::Client;
+use tempfile::TempDir;
 
 /// Polls `/cache` until `tag`'s forecast satisfies `ok`; returns it.
 async fn forecast_until(c: &Client, tag: &str, what: &str, ok: impl Fn(&TagForecast) -> bool) -> TagForecast {

@@ -16,7 +16,14 @@ use leaf_client::tls::TlsOptions;
 use tonic::transport::Channel;
 use tonic::Code;
 
-use super::*;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::support::*;
+use crate::tls;
+use leaf_api::types::SnowflakeState;
+use leaf_node::config::Config;
+use tempfile::TempDir;
 
 const TAG: &str = "leaf-segment-test";
 

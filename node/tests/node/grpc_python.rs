@@ -5,7 +5,12 @@ use std::path::PathBuf;
 
 use leaf_api::ranges::{IdRange, IdRanges};
 
-use super::*;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::*;
+use leaf_api::types::SnowflakeState;
+use serde_json::json;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

@@ -12,7 +12,7 @@ use leaf_client::Client;
 use mysql_async::prelude::Queryable;
 use tempfile::TempDir;
 
-use super::{config, start, TOKEN};
+use crate::support::{config, start, TOKEN};
 
 const PASSWORD: &str = "pw-S3cret-leaf";
 
@@ -307,7 +307,7 @@ async fn snowflake_worker_ids_keep_to_the_configured_range_across_a_change() {
     let mut cfg = config(&dir);
     cfg.snowflake.worker_ids = "512-1023".parse().unwrap();
     let (node, c) = start(cfg.clone()).await;
-    let h = super::wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(20)).await;
+    let h = crate::support::wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(20)).await;
     assert_eq!(h.snowflake.worker_id, Some(512), "{h:?}");
     let before = c.snowflake_ids("k", 100).await.unwrap();
     for id in &before {
@@ -317,7 +317,7 @@ async fn snowflake_worker_ids_keep_to_the_configured_range_across_a_change() {
 
     cfg.snowflake.worker_ids = "700-700".parse().unwrap();
     let (node, c) = start(cfg).await;
-    let h = super::wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(20)).await;
+    let h = crate::support::wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(20)).await;
     assert_eq!(h.snowflake.worker_id, Some(700), "{h:?}");
     let after = c.snowflake_ids("k", 100).await.unwrap();
     let max_before = before.iter().max().unwrap();

@@ -13,8 +13,8 @@ use leaf_api::types::SnowflakeState;
 use leaf_api::ErrorCode;
 use tempfile::TempDir;
 
-use super::edge::send;
-use super::{client, config, create_tag, get_ids, start, wait_snowflake, TOKEN};
+use crate::edge::send;
+use crate::support::{client, config, create_tag, get_ids, start, wait_snowflake, TOKEN};
 
 async fn get(addr: std::net::SocketAddr, path: &str, accept: Option<&str>) -> (StatusCode, hyper::HeaderMap, Bytes) {
     let mut req = hyper::Request::builder().method(Method::GET).uri(path).header("host", "x");

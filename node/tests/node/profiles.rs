@@ -9,7 +9,7 @@ use leaf_client::Method;
 use serde_json::json;
 use tempfile::TempDir;
 
-use super::{config, error_of, get_ids, start};
+use crate::support::{config, error_of, get_ids, start};
 
 fn req(tag: &str, step: i64, profile: Profile) -> CreateTagRequest {
     CreateTagRequest { tag: tag.into(), step, profile: Some(profile), ..Default::default() }

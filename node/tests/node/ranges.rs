@@ -1,7 +1,14 @@
 //! IDs as ranges (`?format=ranges`): a million IDs in a few ranges, unique with the text
 //! form, inside committed allocations; the limits of each format; snowflake ranges decode.
-use super::*;
+use std::time::Duration;
+
+use crate::support::*;
 use leaf_api::ranges::IdRanges;
+use leaf_api::types::SnowflakeState;
+use leaf_api::ErrorCode;
+use leaf_client::{Method, StatusCode};
+use leaf_cluster_tests::checker::check_segment_ids;
+use tempfile::TempDir;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranges_hold_a_million_ids_in_a_few_bytes_unique_with_text_batches() {

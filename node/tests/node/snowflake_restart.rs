@@ -8,7 +8,7 @@ use leaf_api::types::{SnowflakeDecoded, SnowflakeState};
 use leaf_client::Client;
 use tempfile::TempDir;
 
-use super::{chrono_now_ms, client, free_port, health, spawn_leaf, wait_snowflake};
+use crate::support::{chrono_now_ms, client, free_port, health, spawn_leaf, wait_snowflake};
 
 /// From spawning the process to the first snowflake 200. The process itself needs a few hundred
 /// ms to open its storage and listen; before this change the first 200 came only once the clock

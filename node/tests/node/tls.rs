@@ -12,7 +12,15 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::*;
+use std::time::Duration;
+
+use crate::support::*;
+use leaf_api::types::SnowflakeState;
+use leaf_api::{ErrorBody, ErrorCode};
+use leaf_client::Client;
+use leaf_node::config::Config;
+use leaf_node::NodeHandle;
+use tempfile::TempDir;
 
 const SECRET: &str = "tls-test-cluster-secret-0123456789";
 const DAYS: u32 = 30;

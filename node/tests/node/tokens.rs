@@ -11,7 +11,7 @@ use serde_json::json;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{client, config, create_tag, error_of, start, TOKEN};
+use crate::support::{client, config, create_tag, error_of, start, TOKEN};
 
 fn pats(p: &[&str]) -> Vec<TagPattern> {
     p.iter().map(|p| TagPattern::parse(p).unwrap()).collect()
@@ -60,7 +60,12 @@ async fn a_token_scoped_to_a_prefix_gets_its_tags_ids_and_nothing_else() {
     assert!(t.segment_ranges("orders-eu", 100).await.is_ok());
     let r = t.raw(Method::GET, "/api/segment/get/orders%2Deu", None).await.unwrap();
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    super::wait_snowflake(&admin, leaf_api::types::SnowflakeState::Serving, std::time::Duration::from_secs(20)).await;
+    crate::support::wait_snowflake(
+        &admin,
+        leaf_api::types::SnowflakeState::Serving,
+        std::time::Duration::from_secs(20),
+    )
+    .await;
     t.snowflake_id("k").await.expect("ids covers snowflake IDs");
     assert_eq!(refused(t.segment_id("users").await), FORBIDDEN);
     assert_eq!(refused(t.segment_ranges("users", 10).await), FORBIDDEN);

@@ -1,0 +1,52 @@
+//! The `leaf` client commands against a running node.
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::*;
+use leaf_api::types::SnowflakeState;
+use leaf_node::config::Config;
+use tempfile::TempDir;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_commands_work_against_a_node() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(Config { admin_token: Some(TOKEN.into()), ..config(&dir) }).await;
+    // `leaf health` checks both modes.
+    wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(10)).await;
+    let url = format!("http://{}", node.http_addr());
+    let leaf_url = url.clone();
+    let leaf = move |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_leaf"))
+            .args(args)
+            .args(["--url", &leaf_url])
+            .env("LEAF_ADMIN_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let log = [
+            leaf(&["health"]),
+            leaf(&["tag", "create", "cli", "--step", "10", "--description", "from the CLI"]),
+            leaf(&["tag", "create", "cli", "--step", "10"]),
+            leaf(&["tag", "update", "cli", "--step", "20"]),
+            leaf(&["get", "segment", "cli", "--count", "3"]),
+            leaf(&["tag", "show", "cli"]),
+            leaf(&["get", "segment", "missing"]),
+            leaf(&["get", "segment", "cli", "--count", "5", "--ranges"]),
+        ];
+        (log.iter().map(|l| l.0).collect::<Vec<_>>(), log.into_iter().map(|l| l.1).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, [Some(0), Some(0), Some(2), Some(0), Some(0), Some(0), Some(2), Some(0)], "{out:?}");
+    assert!(out[0].contains("\"ready\":true"));
+    assert_eq!(out[4].trim(), "1\n2\n3");
+    assert!(out[5].contains("\"step\":20"));
+    // The first segment was 1..11 (step 10): 4..9 are what is left of it.
+    assert_eq!(out[7].trim(), r#"{"ranges":[{"start":4,"end":9}]}"#);
+    node.shutdown().await;
+    // An unreachable node: health exits 1.
+    let out = Command::new(env!("CARGO_BIN_EXE_leaf")).args(["health", "--url", &url]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -1,0 +1,21 @@
+//! Integration tests of one `leaf` node over real HTTP and gRPC, one module per area; what
+//! they share is in [`support`].
+
+mod certs_cli;
+mod cli;
+mod edge;
+mod errors;
+mod forecast;
+mod grpc;
+mod grpc_python;
+mod ids;
+mod leaf_import;
+mod monitoring;
+mod profiles;
+mod ranges;
+mod restart;
+mod snowflake;
+mod snowflake_restart;
+mod support;
+mod tls;
+mod tokens;

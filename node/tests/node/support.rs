@@ -1,0 +1,124 @@
+//! What the node tests share: a node in-process ([`start`]), a one-attempt client, tag and ID
+//! helpers, and a `leaf` process on a free port ([`spawn_leaf`]).
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use leaf_api::types::{ClockFault, CreateTagRequest, Health, SnowflakeState};
+use leaf_api::ErrorBody;
+use leaf_client::{Client, HealthMode, Method, StatusCode};
+use leaf_node::config::Config;
+use leaf_node::NodeHandle;
+use tempfile::TempDir;
+
+pub const TOKEN: &str = "test-admin-token-0123456789";
+
+pub fn config(dir: &TempDir) -> Config {
+    Config { data_dir: dir.path().to_path_buf(), http_addr: "127.0.0.1:0".parse().unwrap(), ..Config::default() }
+}
+
+pub async fn start(cfg: Config) -> (NodeHandle, Client) {
+    let token = cfg.admin_token().map(str::to_string);
+    let node = leaf_node::start(cfg).await.expect("node starts");
+    assert!(node.wait_ready(Duration::from_secs(10)).await, "node not ready");
+    let client = client(&format!("http://{}", node.http_addr()), token);
+    (node, client)
+}
+
+/// A client of one node: one attempt per call, so every answer is that node's.
+pub fn client(url: &str, token: Option<String>) -> Client {
+    let timeout = Duration::from_secs(30);
+    Client::builder([url]).maybe_token(token).retries(0).timeout(timeout).deadline(timeout).build().unwrap()
+}
+
+pub async fn create_tag(c: &Client, tag: &str, step: i64, max_id: Option<i64>) {
+    let req = CreateTagRequest { tag: tag.into(), step, max_id, description: None, ..Default::default() };
+    c.create_tag(&req).await.unwrap_or_else(|e| panic!("create {tag}: {e}"));
+}
+
+pub async fn get_ids(c: &Client, tag: &str, count: Option<u32>) -> Vec<i64> {
+    let ids = match count {
+        Some(n) => c.segment_ids(tag, n).await,
+        None => c.segment_id(tag).await.map(|id| vec![id]),
+    };
+    ids.unwrap_or_else(|e| panic!("{tag} ({count:?}): {e}"))
+}
+
+pub async fn snowflake_ids(c: &Client, count: Option<u32>) -> Vec<i64> {
+    let ids = match count {
+        Some(n) => c.snowflake_ids("audit-key", n).await,
+        None => c.snowflake_id("audit-key").await.map(|id| vec![id]),
+    };
+    ids.unwrap_or_else(|e| panic!("snowflake ({count:?}): {e}"))
+}
+
+pub async fn health(c: &Client) -> Health {
+    c.health(HealthMode::All).await.unwrap().health
+}
+
+/// Waits until snowflake mode reaches `state` (`serving`, `off`, ...); returns the health.
+pub async fn wait_snowflake(c: &Client, state: SnowflakeState, timeout: Duration) -> Health {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let h = health(c).await;
+        if h.snowflake.state == state {
+            return h;
+        }
+        assert!(std::time::Instant::now() < deadline, "snowflake never reached {state}: {:?}", h.snowflake);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Sends a request as given (deliberately malformed ones included) and reads the error body.
+pub async fn error_of(
+    c: &Client,
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (StatusCode, ErrorBody) {
+    let reply = c.raw(method, path, body.map(|v| bytes::Bytes::from(v.to_string()))).await.unwrap();
+    let (s, b) = (reply.status, reply.body);
+    let e: ErrorBody = serde_json::from_slice(&b).unwrap_or_else(|_| panic!("{path}: not an error body: {b:?}"));
+    (s, e)
+}
+
+pub fn spawn_leaf(dir: &TempDir, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_leaf"))
+        .args(["serve", "--data-dir"])
+        .arg(dir.path())
+        .args(["--http-addr", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn leaf")
+}
+
+pub async fn raw_post(addr: SocketAddr, path: &str, body: &'static str) -> (StatusCode, ErrorBody) {
+    use http_body_util::{BodyExt, Full};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::post(path).header("host", "x").body(Full::new(bytes::Bytes::from(body))).unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status();
+    let b = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&b).unwrap())
+}
+
+pub fn fault_config(dir: &TempDir) -> Config {
+    let mut cfg = config(dir);
+    cfg.fault.enabled = true;
+    cfg
+}
+
+pub async fn set_clock_offset(c: &Client, offset_ms: i64) {
+    let now = c.set_clock_fault(&ClockFault { offset_ms }).await.unwrap();
+    assert_eq!(now.offset_ms, offset_ms);
+}
+
+pub fn chrono_now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+pub use leaf_cluster_tests::cluster::free_port;
