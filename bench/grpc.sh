@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gRPC on the same `leaf` binary against a bare tonic server, on this machine:
-#   bench/grpc.sh LEAF CEILING [SECONDS] [ROUNDS]
+#   bench/grpc.sh LEAF CEILING [SECONDS] [ROUNDS] [OLD_LEAF]
 # LEAF is a `leaf` release binary, CEILING the `grpc_ceiling` example built in release
 # (`cargo build --release -p leaf-node --example grpc_ceiling`: target/release/examples/).
 # Each round runs, alternating, the ceiling then a fresh leaf node (one-node cluster on
@@ -8,14 +8,17 @@
 # SECONDS each, default 10):
 #   single: GetSegmentIds count=1 on both (calls/s; the ceiling answers a constant range);
 #   batch:  GetSegmentIds count=1000 and count=100000 on leaf (IDs/s).
-# Prints every run, then the medians and leaf's single-ID calls/s as a ratio of the ceiling's.
+# OLD_LEAF optionally a second `leaf` (e.g. the previous build), run after LEAF in each round
+# (the load always comes from LEAF's `leaf bench grpc`). Prints every run, then the medians and
+# each leaf's single-ID calls/s as a ratio of the ceiling's.
 # Needs curl and python3.
 set -euo pipefail
 [[ $# -ge 2 ]] || { sed -n '2,13p' "$0"; exit 2; }
-LEAF=$1 CEILING=$2 SECS=${3:-10} ROUNDS=${4:-3}
+LEAF=$1 CEILING=$2 SECS=${3:-10} ROUNDS=${4:-3} OLD=${5:-}
 [[ "$SECS" =~ ^[1-9][0-9]*$ && "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "SECONDS and ROUNDS must be positive numbers" >&2; exit 2; }
 [[ -x "$LEAF" ]] || { echo "$LEAF is not an executable" >&2; exit 2; }
 [[ -x "$CEILING" ]] || { echo "$CEILING is not an executable" >&2; exit 2; }
+[[ -z "$OLD" || -x "$OLD" ]] || { echo "$OLD is not an executable" >&2; exit 2; }
 PORT=18591 CPORT=18592
 WORK=$(mktemp -d)
 PID=
@@ -43,9 +46,9 @@ ceiling_round() { # -> calls/s
     kill "$PID"; wait "$PID" 2>/dev/null || true; PID=
     echo "$c"
 }
-leaf_round() { # -> "single-calls/s ids/s@1000 ids/s@100000"
+leaf_round() { # [BIN] -> "single-calls/s ids/s@1000 ids/s@100000"
     rm -rf "$WORK/data"
-    "$LEAF" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" >"$WORK/node.log" 2>&1 &
+    "${1:-$LEAF}" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" >"$WORK/node.log" 2>&1 &
     PID=$!
     wait_up "http://127.0.0.1:$PORT/health?mode=segment"
     local s b k
@@ -58,14 +61,20 @@ leaf_round() { # -> "single-calls/s ids/s@1000 ids/s@100000"
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 ratio() { python3 -c "print(f'{$1/$2:.3f}')"; }
 
-CS=() LS=() LB=() LK=()
-echo "| round | ceiling single calls/s | leaf single calls/s | leaf count=1000 IDs/s | leaf count=100000 IDs/s |"
-echo "|---:|---:|---:|---:|---:|"
+CS=() LS=() LB=() LK=() OS=()
+echo "| round | ceiling single calls/s | leaf single calls/s | leaf count=1000 IDs/s | leaf count=100000 IDs/s |${OLD:+ old leaf single calls/s |}"
+echo "|---:|---:|---:|---:|---:|${OLD:+---:|}"
 for r in $(seq 1 "$ROUNDS"); do
     cs=$(ceiling_round)
     read -r ls lb lk < <(leaf_round)
     CS+=("$cs") LS+=("$ls") LB+=("$lb") LK+=("$lk")
-    echo "| $r | $cs | $ls | $lb | $lk |"
+    line="| $r | $cs | $ls | $lb | $lk |"
+    if [[ -n $OLD ]]; then
+        read -r os _ < <(leaf_round "$OLD")
+        OS+=("$os")
+        line+=" $os |"
+    fi
+    echo "$line"
 done
 cs=$(median "${CS[@]}") ls=$(median "${LS[@]}") lb=$(median "${LB[@]}") lk=$(median "${LK[@]}")
 echo
@@ -75,3 +84,7 @@ echo "| ceiling, single ID, calls/s | $cs | 1.000 |"
 echo "| leaf, single ID, calls/s | $ls | $(ratio "$ls" "$cs") |"
 echo "| leaf, count=1000, IDs/s | $lb | |"
 echo "| leaf, count=100000, IDs/s | $lk | |"
+if [[ -n $OLD ]]; then
+    os=$(median "${OS[@]}")
+    echo "| old leaf, single ID, calls/s | $os | $(ratio "$os" "$cs") |"
+fi
