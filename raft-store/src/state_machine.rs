@@ -43,15 +43,18 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::apply::{apply, Applied, ApplyResult, Changes};
 use crate::audit::{AuditLog, AuditMeta};
+use crate::command::Op;
 use crate::coverage::Coverage;
 use crate::failpoint::failpoint;
 use crate::journal::{Journal, JournalRecord};
-use crate::state::{
-    apply, record_members, Applied, ApplyResult, Changes, Op, State, StoredProfile, TagRecord, WorkerRecord,
-};
+use crate::profile::StoredProfile;
+use crate::state::{record_members, State};
+use crate::tags::TagRecord;
 use crate::tokens::TokenRecord;
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig};
+use crate::workers::WorkerRecord;
 
 const KEY_APPLIED: &[u8] = b"m/applied";
 const KEY_MEMBERSHIP: &[u8] = b"m/membership";
@@ -867,7 +870,8 @@ mod tests {
     /// the doc computes.
     #[test]
     fn the_largest_possible_state_still_encodes() {
-        use crate::state::{MAX_DESCRIPTION_BYTES, MAX_TAGS, WORKER_IDS};
+        use crate::tags::{MAX_DESCRIPTION_BYTES, MAX_TAGS};
+        use crate::workers::WORKER_IDS;
         let description = "d".repeat(MAX_DESCRIPTION_BYTES);
         let mut state = State::default();
         for i in 0..MAX_TAGS {
