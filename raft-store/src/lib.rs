@@ -13,7 +13,11 @@
 //! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256): create, rotate, revoke.
 //! - [`audit`]: the audit trail of admin changes in the state: numbering, retention, paging.
 //! - [`log_store`]: `RaftLogStorage` on sled, each write fsynced before it is acknowledged.
-//! - [`state_machine`]: `RaftStateMachine` and snapshots on sled, the [`StateReader`].
+//! - [`state_machine`]: `RaftStateMachine` on sled: the state in memory, applying entries.
+//! - `state_machine/store.rs`: its sled I/O: the `sm` tree's keys, loading, checkpoints.
+//! - `state_machine/reader.rs`: the [`StateReader`] for the node's read paths, and its tokens.
+//! - `state_machine/snapshot.rs`: building and installing snapshots, and their coverage.
+//! - `state_machine/legacy.rs`: the layouts of earlier releases (V1 to V4), read into this one.
 //! - `coverage.rs` (private): the snapshot's log ID the state machine publishes to the log store.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
 //! - [`failpoint`]: crash points and disk faults for tests (cargo feature `failpoints`).
