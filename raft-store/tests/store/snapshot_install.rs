@@ -17,6 +17,8 @@ use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader, RaftSnapshotBuilder};
 use tempfile::TempDir;
 
+use crate::support::rt;
+
 /// The follower's own last snapshot (built from its state, which it checkpoints and flushes).
 const OWN_SNAP: u64 = 20;
 /// What the follower's log holds and its state machine applied (in memory) before the install.
@@ -52,10 +54,6 @@ fn entries(r: std::ops::RangeInclusive<u64>) -> Vec<Entry> {
 /// The tag's `max_id` once entries up to `index` are applied.
 fn max_id_at(index: u64) -> i64 {
     1 + (2..=index as i64).sum::<i64>()
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
 /// The leader's snapshot at `SNAP`.
