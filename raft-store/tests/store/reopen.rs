@@ -24,7 +24,7 @@ fn snapshot_survives_reopen_and_installs_elsewhere() {
         drop(_log);
 
         // Reopen: the state and the snapshot are both there.
-        let (_log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let (_log, mut sm) = reopen(dir.path());
         assert_eq!(sm.reader().tag("t").unwrap().max_id, 491);
         let current = sm.get_current_snapshot().await.unwrap().expect("snapshot kept");
         assert_eq!(current.meta, snap.meta);
