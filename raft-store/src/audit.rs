@@ -1,5 +1,5 @@
 //! The audit trail in the replicated state: every admin change (tags, tokens, membership)
-//! appended by [`crate::state::apply`] with who asked for it and the leader's time, numbered
+//! appended by [`crate::apply::apply`] with who asked for it and the leader's time, numbered
 //! 1, 2, 3… alike on every node, and trimmed to the retention the leader stamped into the
 //! latest change. It travels in snapshots with the rest of the state.
 use std::collections::VecDeque;
@@ -7,7 +7,8 @@ use std::collections::VecDeque;
 use leaf_api::audit::{Actor, AuditAction, AuditFilter, AuditRecord, AuditRetention, MAX_AUDIT_ADDR};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{Applied, ApplyError, Changes, Op};
+use crate::apply::{Applied, ApplyError, Changes};
+use crate::command::Op;
 
 /// Most records the trail keeps, whatever the configured retention. Bounds the snapshot: a
 /// record is at most about 1.3 KB (a token creation with eight 128-byte patterns), so the
@@ -174,8 +175,12 @@ fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
 #[cfg(test)]
 mod tests {
     use leaf_api::audit::AuditKind;
+    use leaf_api::tokens::TokenId;
 
     use super::*;
+    use crate::apply::apply;
+    use crate::state::{record_members, State};
+    use crate::testing::{alloc, ap, at, create, grant, register};
 
     fn log_with(n: u64, retention: AuditRetention) -> (AuditLog, Changes) {
         let mut log = AuditLog { retention, ..AuditLog::default() };
@@ -235,5 +240,88 @@ mod tests {
         assert!(check_note(&AuditAction::LearnerAdded { node_id: 4, addr: "x".repeat(MAX_AUDIT_ADDR + 1) }).is_err());
         let tag = AuditAction::TagUpdated { tag: "t".into(), step: None, description: true };
         assert!(check_note(&tag).is_err(), "a note cannot forge a tag change");
+    }
+
+    fn admin(actor: Actor, op: Op) -> Op {
+        Op::Admin { actor, retention: crate::audit::DEFAULT_RETENTION, op: Box::new(op) }
+    }
+
+    fn create_op(tag: &str) -> Op {
+        Op::CreateTag { tag: tag.into(), step: 10, start_max_id: 1, description: "d".into() }
+    }
+
+    /// Every successful admin change is in the trail with its actor and the command's time;
+    /// a refused one, an allocation or a worker lease is not.
+    #[test]
+    fn admin_changes_are_audited_with_their_actor() {
+        let mut s = State::default();
+        record_members(&mut s, [1], &mut Changes::default());
+        let token = Actor::Token { id: TokenId(5), name: "svc".into() };
+        ap(&mut s, &at(100, admin(token.clone(), create_op("t")))).unwrap();
+        ap(&mut s, &at(101, create_op("u"))).unwrap();
+        assert_eq!(
+            ap(&mut s, &at(102, admin(Actor::AdminToken, create_op("t")))),
+            Err(ApplyError::TagExists("t".into()))
+        );
+        ap(&mut s, &alloc("t", 5)).unwrap();
+        grant(register(&mut s, 103, 1));
+        let upd = Op::UpdateTag { tag: "t".into(), step: Some(20), description: None };
+        ap(&mut s, &at(104, admin(Actor::Loopback, upd))).unwrap();
+        let note = Op::NoteMembership(AuditAction::NodeRemoved { node_id: 2 });
+        ap(&mut s, &at(105, admin(Actor::client_cert("ops"), note))).unwrap();
+        let got: Vec<(u64, i64, Actor, leaf_api::audit::AuditKind)> =
+            s.audit.records.iter().map(|r| (r.seq, r.at_ms, r.actor.clone(), r.action.kind())).collect();
+        use leaf_api::audit::AuditKind::*;
+        assert_eq!(
+            got,
+            vec![
+                (1, 100, token, TagCreated),
+                (2, 101, Actor::Unattributed, TagCreated),
+                (3, 104, Actor::Loopback, TagUpdated),
+                (4, 105, Actor::client_cert("ops"), NodeRemoved),
+            ]
+        );
+        assert!(matches!(
+            &s.audit.records[2].action,
+            AuditAction::TagUpdated { step: Some(20), description: false, .. }
+        ));
+    }
+
+    #[test]
+    fn admin_wrappers_are_checked() {
+        let mut s = State::default();
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        let before = s.clone();
+        let bad = [
+            ("allocation", admin(Actor::AdminToken, Op::AllocateSegment { tag: "t".into(), step: 1, node_id: 1 })),
+            ("nested", admin(Actor::AdminToken, admin(Actor::AdminToken, create_op("x")))),
+            ("long name", admin(Actor::ClientCert { name: "x".repeat(65) }, create_op("x"))),
+            (
+                "retention",
+                Op::Admin {
+                    actor: Actor::AdminToken,
+                    retention: AuditRetention { max_records: 0, max_age_ms: 86_400_000 },
+                    op: Box::new(create_op("x")),
+                },
+            ),
+            (
+                "forged note",
+                Op::NoteMembership(AuditAction::TagUpdated { tag: "t".into(), step: None, description: true }),
+            ),
+            (
+                "inner field",
+                admin(
+                    Actor::AdminToken,
+                    Op::CreateTag { tag: "a b".into(), step: 1, start_max_id: 0, description: String::new() },
+                ),
+            ),
+        ];
+        for (what, op) in bad {
+            let mut c = Changes::default();
+            let r = apply(&mut s, &at(5, op), &mut c);
+            assert!(matches!(r, Err(ApplyError::Invalid(_))), "{what}: {r:?}");
+            assert_eq!(s, before, "{what}");
+            assert!(c.is_empty(), "{what}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! as this node applied them, newest `cap` kept.
 //!
 //! It is an audit record for checkers (`GET /admin/allocations`), not replicated state: it is
-//! not in snapshots and nothing in [`crate::state::apply`] reads it. Every node writes the
+//! not in snapshots and nothing in [`crate::apply::apply`] reads it. Every node writes the
 //! allocations it applies, so a node that never installed a snapshot holds all of them since
 //! the cluster began (up to `cap`); [`JournalDump::complete_from_index`] says from which log
 //! index on a node's journal is known to be complete.

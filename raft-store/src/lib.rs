@@ -1,25 +1,28 @@
 //! Raft storage of leaf: the openraft log store and state machine on sled, and the pure state
 //! machine they drive.
 //!
-//! Layout:
-//! - [`state`]: commands, the replicated [`State`] and the pure [`apply`] — no I/O, no clock.
-//! - [`profile`]: a tag's stored profile (segment, monotonic, obfuscated with its key, daily
-//!   with its current day) and how an allocation advances each one's counter.
-//! - [`log_store`]: `RaftLogStorage` on sled; every append, vote, truncate and purge is fsynced
-//!   before it is acknowledged, and no purge or commit point is made durable beyond what the
-//!   state machine's snapshot on disk covers.
-//! - [`state_machine`]: `RaftStateMachine` + snapshot builder on sled (state in memory, its
-//!   tree checkpointed every [`state_machine::CHECKPOINT_EVERY`] entries and at snapshots), and a
-//!   [`StateReader`] for the node's read paths.
-//! - `coverage` (private): the snapshot's log ID the state machine publishes to the log store,
-//!   and why a follower's snapshot install needs it.
-//! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256) and their creation,
-//!   rotation and revocation.
+//! Layout, a file each (the pure ones touch no disk, network or clock):
+//! - `lib.rs`: this map, the re-exports, [`open`] with its [`StoreOptions`], the fsync helper.
+//! - [`command`]: the [`Command`]s proposed through Raft and the [`Op`] each one carries.
+//! - [`check`]: the fields a command may hold, checked without the state; [`check_command`].
+//! - [`apply`](mod@apply): the pure [`apply`](fn@apply), its answers and the keys it wrote.
+//! - [`state`]: the replicated [`State`] and how a membership entry updates its members.
+//! - [`tags`]: tag records, their creation, update and allocation, and the [`MAX_TAGS`] bound.
+//! - [`profile`]: a tag's stored profile and how an allocation advances each one's counter.
+//! - [`workers`]: snowflake worker IDs: registration, renewal, fencing and recycling.
+//! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256): create, rotate, revoke.
 //! - [`audit`]: the audit trail of admin changes in the state: numbering, retention, paging.
+//! - [`log_store`]: `RaftLogStorage` on sled, each write fsynced before it is acknowledged.
+//! - [`state_machine`]: `RaftStateMachine` on sled: the state in memory, applying entries.
+//! - `state_machine/store.rs`: its sled I/O: the `sm` tree's keys, loading, checkpoints.
+//! - `state_machine/reader.rs`: the [`StateReader`] for the node's read paths, and its tokens.
+//! - `state_machine/snapshot.rs`: building and installing snapshots, and their coverage.
+//! - `state_machine/legacy.rs`: the layouts of earlier releases (V1 to V4), read into this one.
+//! - `coverage.rs` (private): the snapshot's log ID the state machine publishes to the log store.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
-//! - [`failpoint`]: crash points and disk faults for tests (cargo feature `failpoints`; nothing
-//!   without it).
+//! - [`failpoint`]: crash points and disk faults for tests (cargo feature `failpoints`).
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.
+//! - `testing.rs` (unit tests only): the helpers the tests of the pure modules share.
 //!
 //! Every record goes through [`leaf_api::codec`] (versioned, checksummed bincode).
 // openraft's trait methods return its `StorageError` (200+ bytes); our helpers return the same
@@ -28,7 +31,10 @@
 
 use std::path::Path;
 
+pub mod apply;
 pub mod audit;
+pub mod check;
+pub mod command;
 mod coverage;
 pub mod failpoint;
 pub mod journal;
@@ -36,19 +42,25 @@ pub mod log_store;
 pub mod profile;
 pub mod state;
 pub mod state_machine;
+pub mod tags;
+#[cfg(test)]
+mod testing;
 pub mod tokens;
 pub mod types;
+pub mod workers;
 
+pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
+pub use check::{check_command, MAX_COMMAND_BYTES};
+pub use command::{Command, Op};
 pub use journal::{Journal, JournalDump, JournalRecord};
 pub use log_store::LogStore;
 pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
-pub use state::{
-    apply, check_command, Allocation, Applied, ApplyError, ApplyResult, Changes, Command, Op, State, TagRecord,
-    WorkerGrant, WorkerRecord, MAX_COMMAND_BYTES, MAX_TAGS, WORKER_IDS,
-};
+pub use state::State;
 pub use state_machine::{StateMachineStore, StateReader};
+pub use tags::{Allocation, TagRecord, MAX_TAGS};
 pub use tokens::{NewToken, SecretHash, TokenRecord, MAX_TOKENS};
 pub use types::TypeConfig;
+pub use workers::{WorkerGrant, WorkerRecord, WORKER_IDS};
 
 /// Flushes (fsyncs) everything written to `db` so far, on tokio's blocking pool.
 ///

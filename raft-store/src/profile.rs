@@ -13,7 +13,8 @@
 use leaf_api::profile::{DailyFormat, Profile, DAILY_FIRST};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{Allocation, ApplyError, TagRecord};
+use crate::apply::ApplyError;
+use crate::tags::{Allocation, TagRecord};
 
 /// Length of an obfuscated tag's key, in bytes.
 pub const OBFUSCATION_KEY_BYTES: usize = 32;

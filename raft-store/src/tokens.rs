@@ -1,5 +1,5 @@
 //! Scoped tokens in the replicated state: their records (the secret only as its SHA-256) and
-//! how creation, rotation and revocation change them. Pure, like [`crate::state::apply`]: the
+//! how creation, rotation and revocation change them. Pure, like [`crate::apply::apply`]: the
 //! node hashes secrets and draws IDs; this module only checks and stores.
 use std::collections::BTreeSet;
 
@@ -7,7 +7,8 @@ use leaf_api::audit::Actor;
 use leaf_api::tokens::{validate_name, validate_scope, Quota, Right, TagPattern, TokenId, MAX_GRACE_MS};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{ApplyError, Changes, State};
+use crate::apply::{ApplyError, Changes};
+use crate::state::State;
 
 /// Most tokens the state holds. Bounds the snapshot: one token is at most about 1.2 KB
 /// (see `the_largest_possible_state_still_encodes`).
@@ -133,7 +134,8 @@ pub(crate) fn revoke(state: &mut State, id: TokenId, changes: &mut Changes) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{apply, Applied, Command, Op};
+    use crate::apply::{apply, Applied};
+    use crate::command::{Command, Op};
 
     pub(crate) fn new_token(id: u64, name: &str, pattern: &str) -> NewToken {
         NewToken {

@@ -2,7 +2,8 @@
 //! needs is named here, so the version-specific generics live in one module.
 use std::io::Cursor;
 
-use crate::state::{ApplyResult, Command};
+use crate::apply::ApplyResult;
+use crate::command::Command;
 
 openraft::declare_raft_types!(
     /// Raft types of a leaf cluster: [`Command`]s in, [`ApplyResult`]s out, `u64` node IDs,

@@ -21,6 +21,8 @@ use openraft::storage::RaftStateMachine;
 use openraft::{BasicNode, CommittedLeaderId, EntryPayload, Membership, RaftSnapshotBuilder};
 use proptest::prelude::*;
 
+use crate::support::{reopen, rt};
+
 /// One log entry's payload, before it gets an index.
 #[derive(Debug, Clone)]
 enum Payload {
@@ -182,8 +184,7 @@ fn model(entries: &[Entry]) -> (Option<LogId>, StoredMembership, State) {
 }
 
 fn run(steps: &[Step]) -> Result<(), TestCaseError> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
+    rt().block_on(async {
         let dir = tempfile::TempDir::new().unwrap();
         let mut all = Vec::new();
         {
@@ -206,7 +207,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
             drop((log, sm));
         }
         // Reopen without any log replay: exactly what the checkpoint holds.
-        let (_log, sm) = super::reopen(dir.path());
+        let (_log, sm) = reopen(dir.path());
         let got = sm.reader().data();
         let at = got.last_applied.map_or(0, |l| l.index) as usize;
         let (last, membership, state) = model(&all[..at]);

@@ -17,6 +17,8 @@ use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader, RaftSnapshotBuilder};
 use tempfile::TempDir;
 
+use crate::support::{reopen, rt};
+
 /// The follower's own last snapshot (built from its state, which it checkpoints and flushes).
 const OWN_SNAP: u64 = 20;
 /// What the follower's log holds and its state machine applied (in memory) before the install.
@@ -54,10 +56,6 @@ fn max_id_at(index: u64) -> i64 {
     1 + (2..=index as i64).sum::<i64>()
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-}
-
 /// The leader's snapshot at `SNAP`.
 async fn leader_snapshot() -> Snapshot {
     let dir = TempDir::new().unwrap();
@@ -86,7 +84,7 @@ async fn follower(held: u64) -> (TempDir, LogStore, StateMachineStore) {
 /// the log starts no later than the state machine, holds every entry after it without a hole,
 /// and that the state is the one of the entries applied. Returns the applied index.
 async fn restart(dir: &TempDir) -> (LogStore, StateMachineStore, u64) {
-    let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+    let (mut log, mut sm) = reopen(dir.path());
     let initial = openraft::StorageHelper::new(&mut log, &mut sm).get_initial_state().await;
     initial.unwrap_or_else(|e| panic!("the restarted node cannot start: {e}"));
     let applied = sm.applied_state().await.unwrap().0.map_or(0, |l| l.index);

@@ -1,0 +1,238 @@
+//! The pure function that applies a command to the replicated [`State`], and what it answers.
+//!
+//! [`apply`] touches no clock, disk or network: the same log yields the same state on every
+//! node. Times come from the command, stamped by the proposer. It validates every field itself
+//! ([`crate::check`]: a peer holding the cluster secret can propose any operation, bypassing the
+//! HTTP checks), bounds the state (so every snapshot stays encodable, see
+//! [`crate::tags::MAX_TAGS`]) and reports in [`Changes`] exactly which keys it wrote, which is
+//! what the state machine checkpoints. Each kind of operation is in its own module:
+//! [`crate::tags`], [`crate::workers`], [`crate::tokens`], and [`crate::audit`] records the
+//! admin changes.
+use std::collections::BTreeSet;
+
+use leaf_api::audit::Actor;
+use leaf_api::tag::ValidationError;
+use leaf_api::tokens::TokenId;
+use serde::{Deserialize, Serialize};
+
+use crate::check::check_fields;
+use crate::command::{Command, Op};
+use crate::state::State;
+use crate::tags::{self, Allocation, TagRecord};
+use crate::tokens::TokenRecord;
+use crate::workers::{self, WorkerGrant, WORKER_IDS};
+
+/// Successful outcome of applying one log entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Applied {
+    /// A blank or membership entry: nothing for the application.
+    Nothing,
+    Tag {
+        tag: String,
+        record: TagRecord,
+    },
+    Segment(Allocation),
+    Worker(WorkerGrant),
+    /// A token as created, rotated, or (revoked) as it was before.
+    Token {
+        id: TokenId,
+        record: TokenRecord,
+    },
+}
+
+/// Why a command was rejected. Rejection is deterministic: every node rejects the same entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum ApplyError {
+    #[error("tag {0:?} already exists")]
+    TagExists(String),
+    #[error("tag {0:?} does not exist")]
+    TagNotFound(String),
+    #[error("tag {tag:?} is exhausted: max_id {max_id} + step {step} overflows a signed 64-bit integer")]
+    TagExhausted { tag: String, max_id: i64, step: i64 },
+    #[error("invalid command: {0}")]
+    Invalid(String),
+    #[error("node {0} is not a member of the cluster, so it cannot hold a worker ID")]
+    NotAMember(u64),
+    #[error("all {WORKER_IDS} worker IDs are held by other nodes (an ID is recycled only after its node left the cluster and its lease expired)")]
+    WorkersExhausted,
+    #[error("worker ID {worker_id} is not held by node {node_id} any more")]
+    WorkerLost { worker_id: u16, node_id: u64 },
+    // New variants go last: answers cross the network between nodes of different releases.
+    #[error("tag {tag:?} is exhausted: every ID up to its upper bound {upper_bound} has been allocated")]
+    UpperBoundReached { tag: String, upper_bound: i64 },
+    #[error(
+        "daily tag {tag:?} has handed out every {digits}-digit number of day {day}; the next day starts a new counter"
+    )]
+    DayExhausted { tag: String, day: u32, digits: u8 },
+    #[error("a token with ID {0} exists already")]
+    TokenExists(TokenId),
+    #[error("no token with ID {0}")]
+    TokenNotFound(TokenId),
+}
+
+impl From<ValidationError> for ApplyError {
+    fn from(e: ValidationError) -> Self {
+        ApplyError::Invalid(e.to_string())
+    }
+}
+
+/// The keys of the state that [`apply`] and [`crate::state::record_members`] wrote: exactly
+/// what a checkpoint of the state must store (a key listed here whose record is gone was
+/// removed). A rejected command writes nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Tags whose record was written.
+    pub tags: BTreeSet<String>,
+    /// Worker IDs whose record was written, including one recycled from another node.
+    pub workers: BTreeSet<u16>,
+    /// `members` or `members_ever` changed.
+    pub members: bool,
+    /// Tokens whose record was written or removed.
+    pub tokens: BTreeSet<u64>,
+    /// Audit records appended or trimmed, by `seq`.
+    pub audit: BTreeSet<u64>,
+    /// The audit trail's retention or next number changed.
+    pub audit_meta: bool,
+}
+
+impl Changes {
+    /// Notes that `tag`'s record was written (without allocating when it already was).
+    pub(crate) fn tag(&mut self, tag: &str) {
+        if !self.tags.contains(tag) {
+            self.tags.insert(tag.to_string());
+        }
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty()
+            && self.workers.is_empty()
+            && !self.members
+            && self.tokens.is_empty()
+            && self.audit.is_empty()
+            && !self.audit_meta
+    }
+}
+
+/// What one log entry produced, as returned to the proposer.
+pub type ApplyResult = Result<Applied, ApplyError>;
+
+/// An [`ApplyError::Invalid`] saying `msg`.
+pub(crate) fn invalid(msg: impl Into<String>) -> ApplyError {
+    ApplyError::Invalid(msg.into())
+}
+
+/// Applies `cmd` to `state` and notes in `changes` every key it wrote. On error the state and
+/// `changes` are unchanged.
+pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyResult {
+    check_fields(cmd)?;
+    let (actor, retention, op) = match &cmd.op {
+        Op::Admin { actor, retention, op } => (actor, Some(*retention), &**op),
+        op => (&Actor::Unattributed, None, op),
+    };
+    let applied = change(state, cmd.at_ms, actor, op, changes)?;
+    // Every admin change is recorded, also one from a release before the trail (unwrapped).
+    if op.is_admin() {
+        crate::audit::record(&mut state.audit, cmd.at_ms, (actor, retention), (op, &applied), changes);
+    }
+    Ok(applied)
+}
+
+/// Applies one operation (not a wrapper) made by `actor` at leader time `at_ms`.
+fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut Changes) -> ApplyResult {
+    match op {
+        Op::CreateTag { tag, step, start_max_id, description } => {
+            let record = TagRecord::new(at_ms, *step, *start_max_id, description);
+            tags::create(state, tag, record, changes)
+        }
+        Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
+            let record = TagRecord {
+                profile: profile.clone(),
+                upper_bound: *upper_bound,
+                ..TagRecord::new(at_ms, *step, *start_max_id, description)
+            };
+            tags::create(state, tag, record, changes)
+        }
+        Op::UpdateTag { tag, step, description } => {
+            tags::update(state, at_ms, tag, (*step, description.as_deref()), changes)
+        }
+        Op::AllocateSegment { tag, step, node_id: _ } => tags::allocate(state, at_ms, tag, *step, changes),
+        Op::RegisterWorker { node_id, lease_ms } => {
+            workers::register(state, at_ms, (*node_id, *lease_ms), 0..=WORKER_IDS - 1, changes)
+        }
+        Op::RegisterWorkerIn { node_id, lease_ms, first, last } => {
+            workers::register(state, at_ms, (*node_id, *lease_ms), *first..=*last, changes)
+        }
+        Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
+            workers::renew(state, at_ms, (*node_id, *worker_id), *high_water_ms, *lease_ms, changes)
+        }
+        Op::CreateToken(t) => {
+            let record = crate::tokens::create(state, at_ms, actor, t, changes)?;
+            Ok(Applied::Token { id: t.id, record })
+        }
+        Op::RotateToken { id, secret_hash, grace_ms } => {
+            let record = crate::tokens::rotate(state, at_ms, (*id, *secret_hash, *grace_ms), changes)?;
+            Ok(Applied::Token { id: *id, record })
+        }
+        Op::RevokeToken { id } => {
+            let record = crate::tokens::revoke(state, *id, changes)?;
+            Ok(Applied::Token { id: *id, record })
+        }
+        Op::NoteMembership(_) => Ok(Applied::Nothing),
+        Op::Admin { .. } => Err(invalid("an admin wrapper cannot wrap another")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::record_members;
+    use crate::testing::{alloc, at, cmd, create};
+
+    /// `Changes` lists exactly the keys each operation wrote.
+    #[test]
+    fn changes_name_every_written_key() {
+        let mut s = State::default();
+        let mut c = Changes::default();
+        record_members(&mut s, [1, 2], &mut c);
+        assert_eq!(c, Changes { members: true, ..Changes::default() });
+        let run = |s: &mut State, cmd: Command| {
+            let mut c = Changes::default();
+            let r = apply(s, &cmd, &mut c);
+            (r, c)
+        };
+        let tags = |t: &[&str]| Changes { tags: t.iter().map(|t| t.to_string()).collect(), ..Changes::default() };
+        let workers = |w: &[u16]| Changes { workers: w.iter().copied().collect(), ..Changes::default() };
+        // An admin change also writes its audit record and the trail's counters.
+        let audited = |t: &[&str], seq: u64| Changes { audit: [seq].into(), audit_meta: true, ..tags(t) };
+        assert_eq!(run(&mut s, create("t", 10, 1)).1, audited(&["t"], 1));
+        assert_eq!(run(&mut s, alloc("t", 10)).1, tags(&["t"]));
+        let upd = cmd(Op::UpdateTag { tag: "t".into(), step: None, description: Some("x".into()) });
+        assert_eq!(run(&mut s, upd).1, audited(&["t"], 2));
+        let token = Op::CreateToken(crate::tokens::NewToken {
+            id: TokenId(9),
+            name: "svc".into(),
+            rights: [leaf_api::tokens::Right::Cluster].into(),
+            tags: vec![],
+            quota: None,
+            secret_hash: [1; 32],
+        });
+        let c = run(&mut s, cmd(token)).1;
+        assert_eq!(c, Changes { tokens: [9].into(), audit: [3].into(), audit_meta: true, ..Changes::default() });
+        assert_eq!(run(&mut s, alloc("nope", 10)).1, Changes::default());
+        assert_eq!(run(&mut s, create("t", 10, 1)).1, Changes::default());
+        // A new worker, the same node again (re-registration), a renewal.
+        assert_eq!(run(&mut s, at(0, Op::RegisterWorker { node_id: 1, lease_ms: 10_000 })).1, workers(&[0]));
+        assert_eq!(run(&mut s, at(5, Op::RegisterWorker { node_id: 1, lease_ms: 10_000 })).1, workers(&[0]));
+        let renew = Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: 9, lease_ms: 10_000 };
+        assert_eq!(run(&mut s, at(6, renew.clone())).1, workers(&[0]));
+        // Node 1 leaves; after its lease and grace, node 3 gets its ID: the recycled key.
+        record_members(&mut s, [2, 3], &mut Changes::default());
+        let (r, c) = run(&mut s, at(100_000, Op::RegisterWorker { node_id: 3, lease_ms: 10_000 }));
+        assert!(matches!(r, Ok(Applied::Worker(g)) if g.worker_id == 0), "{r:?}");
+        assert_eq!(c, workers(&[0]));
+        assert_eq!(s.workers[&0].previous_node_id, Some(1));
+        // The fenced holder's renewal writes nothing.
+        assert_eq!(run(&mut s, at(100_001, renew)).1, Changes::default());
+    }
+}

@@ -1,0 +1,148 @@
+//! Commands proposed through Raft: a [`Command`] carries the proposer's time and an [`Op`],
+//! what it does. Both are in the log as bincode: new [`Op`] variants go last, so the logs of
+//! earlier releases still decode.
+use leaf_api::audit::{Actor, AuditAction, AuditRetention};
+use leaf_api::tokens::TokenId;
+use serde::{Deserialize, Serialize};
+
+use crate::profile::StoredProfile;
+use crate::tokens::{NewToken, SecretHash};
+
+/// A command proposed through Raft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command {
+    /// Wall-clock milliseconds since the Unix epoch on the proposing node.
+    pub at_ms: i64,
+    pub op: Op,
+}
+
+/// What a command does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    CreateTag {
+        tag: String,
+        step: i64,
+        start_max_id: i64,
+        description: String,
+    },
+    UpdateTag {
+        tag: String,
+        step: Option<i64>,
+        description: Option<String>,
+    },
+    /// Reserve `[max_id, max_id + step)` for the proposing node.
+    AllocateSegment {
+        tag: String,
+        step: i64,
+        node_id: u64,
+    },
+    /// Give `node_id` a snowflake worker ID (its own again if it holds one) on a lease of
+    /// `lease_ms` from the command's time.
+    RegisterWorker {
+        node_id: u64,
+        lease_ms: i64,
+    },
+    /// Extend the lease of `worker_id`, held by `node_id`, and raise its time high-water mark.
+    RenewWorker {
+        node_id: u64,
+        worker_id: u16,
+        high_water_ms: i64,
+        lease_ms: i64,
+    },
+    /// Creates a tag with a profile and an optional upper bound (inclusive). `CreateTag`
+    /// stays for logs written by earlier releases (it creates a segment tag); new variants go
+    /// last, so those logs still decode.
+    CreateTagV2 {
+        tag: String,
+        step: i64,
+        start_max_id: i64,
+        description: String,
+        profile: StoredProfile,
+        upper_bound: Option<i64>,
+    },
+    /// Creates a scoped token (its secret only as a hash).
+    CreateToken(NewToken),
+    /// Replaces a token's secret; the old one keeps working for `grace_ms` of leader time.
+    RotateToken {
+        id: TokenId,
+        secret_hash: SecretHash,
+        grace_ms: i64,
+    },
+    /// Deletes a token: every node refuses it once it applied this.
+    RevokeToken {
+        id: TokenId,
+    },
+    /// Records a membership change (made through openraft's own entries) in the audit trail:
+    /// a `LearnerAdded`, `NodePromoted` or `NodeRemoved` action, nothing else.
+    NoteMembership(AuditAction),
+    /// An admin change (any of the ops above it but allocations and workers) with who asked
+    /// for it; the leader stamps its audit retention in. Recorded in the audit trail.
+    Admin {
+        actor: Actor,
+        retention: AuditRetention,
+        op: Box<Op>,
+    },
+    /// `RegisterWorker` within the worker IDs `first..=last` (a cluster running beside old
+    /// Leaf snowflake servers keeps to its own part of the 1024).
+    RegisterWorkerIn {
+        node_id: u64,
+        lease_ms: i64,
+        first: u16,
+        last: u16,
+    },
+}
+
+impl Op {
+    /// The tag the operation is about, if it is a segment-mode operation.
+    pub fn tag(&self) -> Option<&str> {
+        match self {
+            Op::CreateTag { tag, .. }
+            | Op::CreateTagV2 { tag, .. }
+            | Op::UpdateTag { tag, .. }
+            | Op::AllocateSegment { tag, .. } => Some(tag),
+            Op::Admin { op, .. } => op.tag(),
+            Op::RegisterWorker { .. }
+            | Op::RegisterWorkerIn { .. }
+            | Op::RenewWorker { .. }
+            | Op::CreateToken(_)
+            | Op::RotateToken { .. }
+            | Op::RevokeToken { .. }
+            | Op::NoteMembership(_) => None,
+        }
+    }
+
+    /// Whether the operation is an admin change: what the audit trail records and what
+    /// [`Op::Admin`] may wrap.
+    pub fn is_admin(&self) -> bool {
+        match self {
+            Op::CreateTag { .. }
+            | Op::CreateTagV2 { .. }
+            | Op::UpdateTag { .. }
+            | Op::CreateToken(_)
+            | Op::RotateToken { .. }
+            | Op::RevokeToken { .. }
+            | Op::NoteMembership(_) => true,
+            Op::AllocateSegment { .. }
+            | Op::RegisterWorker { .. }
+            | Op::RegisterWorkerIn { .. }
+            | Op::RenewWorker { .. }
+            | Op::Admin { .. } => false,
+        }
+    }
+
+    /// The operation an [`Op::Admin`] wraps, or this one.
+    pub fn inner(&self) -> &Op {
+        match self {
+            Op::Admin { op, .. } => op,
+            other => other,
+        }
+    }
+
+    /// The worker ID the operation changes, if it is known before applying.
+    pub fn worker_id(&self) -> Option<u16> {
+        match self {
+            Op::RenewWorker { worker_id, .. } => Some(*worker_id),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! The layouts of earlier releases, as they are still found on disk or sent by an older
+//! leader, in release order, and how each is read into this release's: tag records
+//! checkpointed before tag profiles ([`decode_tag_record`]), and snapshot data of every
+//! release ([`decode_sm_data`]):
+//! - V1, the first release: the membership and the tags;
+//! - V2: and every node ID ever in a membership;
+//! - V3: and the current members and the snowflake workers;
+//! - V4: and tag profiles (tag records of this release);
+//! - this release's [`SmData`]: and tokens and the audit trail.
+use std::collections::{BTreeMap, BTreeSet};
+
+use leaf_api::codec;
+use serde::Deserialize;
+
+use super::{member_ids, SmData};
+use crate::apply::Changes;
+use crate::profile::StoredProfile;
+use crate::state::{record_members, State};
+use crate::tags::TagRecord;
+use crate::types::{LogId, StoredMembership};
+use crate::workers::WorkerRecord;
+
+/// [`TagRecord`] as releases before tag profiles stored it: a segment tag with no bound.
+#[derive(Deserialize)]
+struct TagRecordV1 {
+    max_id: i64,
+    step: i64,
+    description: String,
+    created_ms: i64,
+    updated_ms: i64,
+}
+
+impl From<TagRecordV1> for TagRecord {
+    fn from(r: TagRecordV1) -> Self {
+        TagRecord {
+            max_id: r.max_id,
+            step: r.step,
+            description: r.description,
+            created_ms: r.created_ms,
+            updated_ms: r.updated_ms,
+            profile: StoredProfile::Segment,
+            upper_bound: None,
+        }
+    }
+}
+
+/// Tags as releases before tag profiles stored them, by name.
+type TagsV1 = BTreeMap<String, TagRecordV1>;
+
+/// [`TagsV1`] as this release's tag records.
+fn upgrade_tags(tags: TagsV1) -> BTreeMap<String, TagRecord> {
+    tags.into_iter().map(|(t, r)| (t, r.into())).collect()
+}
+
+/// A checkpointed tag record of this release or of one before tag profiles.
+pub(super) fn decode_tag_record(bytes: &[u8]) -> Result<TagRecord, codec::CodecError> {
+    codec::decode::<TagRecord>(bytes).or_else(|e| codec::decode::<TagRecordV1>(bytes).map(Into::into).map_err(|_| e))
+}
+
+/// [`SmData`] as snapshots of the first release stored it, before `State::members_ever`.
+#[derive(Deserialize)]
+struct SmDataV1 {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    tags: TagsV1,
+}
+
+/// [`SmData`] as the second release stored it, before snowflake workers.
+#[derive(Deserialize)]
+struct SmDataV2 {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: StateV2,
+}
+
+/// The state in a V2 snapshot.
+#[derive(Deserialize)]
+struct StateV2 {
+    tags: TagsV1,
+    members_ever: BTreeSet<u64>,
+}
+
+/// [`SmData`] as the third release stored it, before tag profiles.
+#[derive(Deserialize)]
+struct SmDataV3 {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: StateV3,
+}
+
+/// The state in a V3 snapshot.
+#[derive(Deserialize)]
+struct StateV3 {
+    tags: TagsV1,
+    members_ever: BTreeSet<u64>,
+    members: BTreeSet<u64>,
+    workers: BTreeMap<u16, WorkerRecord>,
+}
+
+/// [`SmData`] as releases before tokens and the audit trail stored it.
+#[derive(Deserialize)]
+struct SmDataV4 {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: StateV4,
+}
+
+/// The state in a V4 snapshot.
+#[derive(Deserialize)]
+struct StateV4 {
+    tags: BTreeMap<String, TagRecord>,
+    members_ever: BTreeSet<u64>,
+    members: BTreeSet<u64>,
+    workers: BTreeMap<u16, WorkerRecord>,
+}
+
+/// Decodes snapshot data of this release or of an earlier one (the first held only tags, and
+/// the nodes of its membership are the best record of past members it has; the second had no
+/// workers). Each layout is tried newest first; the codec refuses short and trailing bytes, so
+/// a record never decodes as the wrong layout.
+pub(super) fn decode_sm_data(bytes: &[u8]) -> Result<SmData, codec::CodecError> {
+    let e = match codec::decode::<SmData>(bytes) {
+        Ok(d) => return Ok(d),
+        Err(e) => e,
+    };
+    if let Ok(old) = codec::decode::<SmDataV4>(bytes) {
+        let s = old.state;
+        let state = State {
+            tags: s.tags,
+            members_ever: s.members_ever,
+            members: s.members,
+            workers: s.workers,
+            ..State::default()
+        };
+        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
+    }
+    if let Ok(old) = codec::decode::<SmDataV3>(bytes) {
+        let s = old.state;
+        let state = State {
+            tags: upgrade_tags(s.tags),
+            members_ever: s.members_ever,
+            members: s.members,
+            workers: s.workers,
+            ..State::default()
+        };
+        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
+    }
+    if let Ok(old) = codec::decode::<SmDataV2>(bytes) {
+        let mut state =
+            State { tags: upgrade_tags(old.state.tags), members_ever: old.state.members_ever, ..State::default() };
+        record_members(&mut state, member_ids(&old.membership), &mut Changes::default());
+        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
+    }
+    if let Ok(old) = codec::decode::<SmDataV1>(bytes) {
+        let mut state = State { tags: upgrade_tags(old.tags), ..State::default() };
+        record_members(&mut state, member_ids(&old.membership), &mut Changes::default());
+        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
+    }
+    Err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Serialize;
+
+    use super::*;
+
+    /// A tag record as releases before profiles wrote it.
+    #[derive(Serialize, Clone)]
+    struct OldRecord {
+        max_id: i64,
+        step: i64,
+        description: String,
+        created_ms: i64,
+        updated_ms: i64,
+    }
+
+    fn old_record() -> (OldRecord, TagRecord) {
+        let old = OldRecord { max_id: 7, step: 2, description: "d".into(), created_ms: 1, updated_ms: 2 };
+        let new = TagRecord {
+            max_id: 7,
+            step: 2,
+            description: "d".into(),
+            created_ms: 1,
+            updated_ms: 2,
+            profile: StoredProfile::Segment,
+            upper_bound: None,
+        };
+        (old, new)
+    }
+
+    #[test]
+    fn checkpointed_tags_of_releases_before_profiles_still_decode() {
+        let (old, new) = old_record();
+        assert_eq!(decode_tag_record(&codec::encode(&old).unwrap()).unwrap(), new);
+        let daily = TagRecord {
+            profile: StoredProfile::Daily {
+                format: leaf_api::profile::DailyFormat { digits: 6, utc_offset_minutes: 480 },
+                day: 20261123,
+            },
+            ..new.clone()
+        };
+        assert_eq!(decode_tag_record(&codec::encode(&daily).unwrap()).unwrap(), daily);
+        assert!(decode_tag_record(b"garbage").is_err());
+    }
+
+    #[test]
+    fn snapshots_of_earlier_releases_still_decode() {
+        #[derive(Serialize)]
+        struct V1 {
+            last_applied: Option<LogId>,
+            membership: StoredMembership,
+            tags: std::collections::BTreeMap<String, OldRecord>,
+        }
+        let nodes = std::collections::BTreeMap::from([(1, openraft::BasicNode::new("a:1"))]);
+        let membership = StoredMembership::new(None, openraft::Membership::new(vec![[1].into()], nodes));
+        let (old_rec, record) = old_record();
+        let old = V1 {
+            last_applied: None,
+            membership,
+            tags: [("t".to_string(), old_rec.clone()), ("u".into(), old_rec)].into(),
+        };
+        let bytes = codec::encode(&old).unwrap();
+        let d = decode_sm_data(&bytes).unwrap();
+        assert_eq!(d.state.tags["t"], record);
+        assert!(d.state.members_ever.contains(&1));
+        assert!(d.state.members.contains(&1));
+        // The second release's layout: tags and members_ever, no workers.
+        #[derive(Serialize)]
+        struct V2State {
+            tags: std::collections::BTreeMap<String, OldRecord>,
+            members_ever: std::collections::BTreeSet<u64>,
+        }
+        #[derive(Serialize)]
+        struct V2 {
+            last_applied: Option<LogId>,
+            membership: StoredMembership,
+            state: V2State,
+        }
+        let v2 = V2 {
+            last_applied: None,
+            membership: old.membership.clone(),
+            state: V2State { tags: old.tags.clone(), members_ever: [1, 7].into() },
+        };
+        let d2 = decode_sm_data(&codec::encode(&v2).unwrap()).unwrap();
+        assert_eq!(d2.state.members_ever, [1, 7].into());
+        assert_eq!(d2.state.members, [1].into());
+        assert_eq!(d2.state.tags["t"], record);
+        assert!(d2.state.workers.is_empty());
+        // The third release's: members and workers, tags without profiles.
+        #[derive(Serialize)]
+        struct V3State {
+            tags: std::collections::BTreeMap<String, OldRecord>,
+            members_ever: std::collections::BTreeSet<u64>,
+            members: std::collections::BTreeSet<u64>,
+            workers: std::collections::BTreeMap<u16, WorkerRecord>,
+        }
+        #[derive(Serialize)]
+        struct V3 {
+            last_applied: Option<LogId>,
+            membership: StoredMembership,
+            state: V3State,
+        }
+        let worker = WorkerRecord {
+            node_id: 1,
+            high_water_ms: 5,
+            lease_expires_ms: 6,
+            lease_ms: 1000,
+            since_ms: 1,
+            previous_node_id: None,
+        };
+        let v3 = V3 {
+            last_applied: None,
+            membership: old.membership.clone(),
+            state: V3State {
+                tags: old.tags.clone(),
+                members_ever: [1, 7].into(),
+                members: [1].into(),
+                workers: [(3, worker.clone())].into(),
+            },
+        };
+        let d3 = decode_sm_data(&codec::encode(&v3).unwrap()).unwrap();
+        assert_eq!((d3.state.tags["t"].clone(), d3.state.tags["u"].clone()), (record.clone(), record.clone()));
+        assert_eq!(d3.state.workers[&3], worker);
+        assert_eq!(d3.state.members_ever, [1, 7].into());
+        // And the current layout round-trips.
+        let again = decode_sm_data(&codec::encode(&d).unwrap()).unwrap();
+        assert_eq!(again, d);
+        assert!(decode_sm_data(b"garbage").is_err());
+    }
+}

@@ -1,0 +1,102 @@
+//! The read-only view of the applied state for the rest of the node ([`StateReader`]).
+//!
+//! Tokens are also published, after every batch of entries that changed one, as an immutable
+//! map behind an `ArcSwap` ([`StateReader::tokens`]): the request path checks a token with one
+//! atomic load, and a node refuses a revoked token as soon as it applied the revocation.
+use std::sync::{Arc, RwLock};
+
+use arc_swap::ArcSwap;
+
+use super::SmData;
+use crate::state::State;
+use crate::tags::TagRecord;
+use crate::tokens::TokenRecord;
+use crate::types::LogId;
+use crate::workers::WorkerRecord;
+
+/// The tokens as last applied, by ID: replaced whole after each batch that changed one.
+pub type Tokens = std::collections::BTreeMap<u64, TokenRecord>;
+
+/// Read-only view of the applied state for the rest of the node (tag lookups, `/db`).
+#[derive(Clone)]
+pub struct StateReader {
+    data: Arc<RwLock<SmData>>,
+    tokens: Arc<ArcSwap<Tokens>>,
+}
+
+impl StateReader {
+    /// A reader of `data`, whose tokens are published in `tokens`.
+    pub(super) fn new(data: Arc<RwLock<SmData>>, tokens: Arc<ArcSwap<Tokens>>) -> Self {
+        StateReader { data, tokens }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, SmData> {
+        // A poisoned lock means a panic while applying; the data is still the last consistent
+        // state because apply() mutates only on success.
+        self.data.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The tokens as of the last applied entry: one atomic load, no lock (the request path).
+    pub fn tokens(&self) -> arc_swap::Guard<Arc<Tokens>> {
+        self.tokens.load()
+    }
+
+    /// The audit trail's page of up to `limit` records after `after_seq` passing `filter`,
+    /// the next page's `after_seq`, the oldest record kept and the retention.
+    pub fn audit_page(
+        &self,
+        filter: &leaf_api::audit::AuditFilter,
+        after_seq: u64,
+        limit: usize,
+    ) -> leaf_api::audit::AuditPage {
+        let d = self.read();
+        let log = &d.state.audit;
+        let (records, next_after_seq) = log.page(filter, after_seq, limit);
+        leaf_api::audit::AuditPage {
+            records,
+            next_after_seq,
+            oldest_seq: log.records.front().map(|r| r.seq),
+            retention: log.retention,
+        }
+    }
+
+    pub fn tag(&self, tag: &str) -> Option<TagRecord> {
+        self.read().state.tags.get(tag).cloned()
+    }
+
+    pub fn tags(&self) -> Vec<(String, TagRecord)> {
+        self.read().state.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// Snowflake worker IDs in use.
+    pub fn workers(&self) -> Vec<(u16, WorkerRecord)> {
+        self.read().state.workers.iter().map(|(k, v)| (*k, v.clone())).collect()
+    }
+
+    pub fn tag_count(&self) -> usize {
+        self.read().state.tags.len()
+    }
+
+    /// Runs `f` on the applied state under the read lock, for a reader that needs more than
+    /// one record without copying the whole state (the forecasts). Keep `f` short: applying
+    /// the next entry waits for it.
+    pub fn with_state<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.read().state)
+    }
+
+    pub fn last_applied(&self) -> Option<LogId> {
+        self.read().last_applied
+    }
+
+    /// A copy of the whole applied state (tests, diagnostics).
+    pub fn data(&self) -> SmData {
+        self.read().clone()
+    }
+
+    /// Whether `node_id` was a member once and was removed (node IDs are never reused).
+    pub fn is_retired_node(&self, node_id: u64) -> bool {
+        let d = self.read();
+        let current = d.membership.membership().nodes().map(|(id, _)| *id);
+        d.state.is_retired(node_id, current)
+    }
+}

@@ -1,0 +1,250 @@
+//! The state machine's sled I/O: loading the state at open, its checkpoints, and replacing it
+//! whole.
+//!
+//! Tree `sm`: `t/<tag>` → [`TagRecord`](crate::TagRecord), `w/<worker id, 2 bytes BE>` →
+//! [`WorkerRecord`](crate::WorkerRecord), `k/<token id, 8 bytes BE>` →
+//! [`TokenRecord`](crate::TokenRecord), `a/<seq, 8 bytes BE>` → [`AuditRecord`], `m/audit` →
+//! the trail's [`AuditMeta`], `m/applied` → last applied log ID, `m/membership` → last applied
+//! membership (the current members are derived from it), `m/members_ever` → every node ID
+//! ever in a membership.
+//!
+//! The tree is a checkpoint, not a mirror: `apply` changes the state in memory and notes which
+//! keys changed, and every [`CHECKPOINT_EVERY`](super::CHECKPOINT_EVERY) entries (and whenever
+//! a snapshot is built) writes those keys with `m/applied` in one atomic sled batch. sled makes
+//! a batch atomic by writing out its log buffer before and after it, so a batch per entry cost
+//! four disk writes per segment allocation; a checkpoint costs two per `CHECKPOINT_EVERY`
+//! entries. Nothing is lost: the log entries are on disk before they are applied, purges stay
+//! behind the last snapshot, which is never newer than the checkpoint, and on open openraft
+//! re-applies the committed entries after `m/applied`, which yields the same state because
+//! [`apply`](crate::apply::apply) is deterministic. Checkpoints are not flushed on their own;
+//! sled flushes are database-wide, so the next append, vote or purge makes them durable.
+//!
+//! On open, a snapshot newer than the state in `sm` (a crash mid-install) replaces it.
+use std::sync::{Arc, RwLock};
+
+use arc_swap::ArcSwap;
+use leaf_api::audit::AuditRecord;
+use leaf_api::codec;
+
+use super::legacy::{decode_sm_data, decode_tag_record};
+use super::{member_ids, Dirty, SmData, StateMachineStore};
+use crate::audit::{AuditLog, AuditMeta};
+use crate::coverage::Coverage;
+use crate::journal::Journal;
+use crate::types::{LogId, StorageError, StorageIOError};
+
+const KEY_APPLIED: &[u8] = b"m/applied";
+const KEY_MEMBERSHIP: &[u8] = b"m/membership";
+const KEY_MEMBERS_EVER: &[u8] = b"m/members_ever";
+const TAG_PREFIX: &[u8] = b"t/";
+const WORKER_PREFIX: &[u8] = b"w/";
+const TOKEN_PREFIX: &[u8] = b"k/";
+const AUDIT_PREFIX: &[u8] = b"a/";
+const KEY_AUDIT_META: &[u8] = b"m/audit";
+
+/// A read error of the state machine.
+pub(super) fn sm_read_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
+    StorageIOError::read_state_machine(&e).into()
+}
+
+/// A write error of the state machine.
+pub(super) fn sm_write_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
+    StorageIOError::write_state_machine(&e).into()
+}
+
+/// The key of `tag`'s record.
+fn tag_key(tag: &str) -> Vec<u8> {
+    let mut k = TAG_PREFIX.to_vec();
+    k.extend_from_slice(tag.as_bytes());
+    k
+}
+
+/// The key of worker ID `id`'s record.
+fn worker_key(id: u16) -> Vec<u8> {
+    let mut k = WORKER_PREFIX.to_vec();
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// `prefix` and `id`, big-endian (so keys scan in `id` order).
+fn u64_key(prefix: &[u8], id: u64) -> Vec<u8> {
+    let mut k = prefix.to_vec();
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// The `u64` after `prefix` in a key of the `sm` tree.
+fn u64_of_key(prefix: &[u8], k: &[u8]) -> Result<u64, StorageError> {
+    let id: [u8; 8] =
+        k[prefix.len()..].try_into().map_err(|_| sm_read_err(std::io::Error::other(format!("malformed key {k:?}"))))?;
+    Ok(u64::from_be_bytes(id))
+}
+
+impl StateMachineStore {
+    /// Opens the `sm` and `snapshot` trees of `db` and loads the state from them (restoring the
+    /// snapshot when it is newer), and the journal of `journal_cap` allocations.
+    pub(crate) fn open(db: &sled::Db, journal_cap: usize, coverage: Coverage) -> Result<Self, StorageError> {
+        let sm = db.open_tree("sm").map_err(sm_read_err)?;
+        let snap = db.open_tree("snapshot").map_err(sm_read_err)?;
+        let mut data = SmData::default();
+        if let Some(v) = sm.get(KEY_APPLIED).map_err(sm_read_err)? {
+            data.last_applied = codec::decode(&v).map_err(sm_read_err)?;
+        }
+        if let Some(v) = sm.get(KEY_MEMBERSHIP).map_err(sm_read_err)? {
+            data.membership = codec::decode(&v).map_err(sm_read_err)?;
+        }
+        data.state.members = member_ids(&data.membership).collect();
+        if let Some(v) = sm.get(KEY_MEMBERS_EVER).map_err(sm_read_err)? {
+            data.state.members_ever = codec::decode(&v).map_err(sm_read_err)?;
+        }
+        for item in sm.scan_prefix(TAG_PREFIX) {
+            let (k, v) = item.map_err(sm_read_err)?;
+            let tag = String::from_utf8(k[TAG_PREFIX.len()..].to_vec()).map_err(sm_read_err)?;
+            data.state.tags.insert(tag, decode_tag_record(&v).map_err(sm_read_err)?);
+        }
+        for item in sm.scan_prefix(WORKER_PREFIX) {
+            let (k, v) = item.map_err(sm_read_err)?;
+            let id: [u8; 2] = k[WORKER_PREFIX.len()..]
+                .try_into()
+                .map_err(|_| sm_read_err(std::io::Error::other(format!("malformed worker key {:?}", k.as_ref()))))?;
+            data.state.workers.insert(u16::from_be_bytes(id), codec::decode(&v).map_err(sm_read_err)?);
+        }
+        for item in sm.scan_prefix(TOKEN_PREFIX) {
+            let (k, v) = item.map_err(sm_read_err)?;
+            data.state.tokens.insert(u64_of_key(TOKEN_PREFIX, &k)?, codec::decode(&v).map_err(sm_read_err)?);
+        }
+        if let Some(v) = sm.get(KEY_AUDIT_META).map_err(sm_read_err)? {
+            let meta: AuditMeta = codec::decode(&v).map_err(sm_read_err)?;
+            data.state.audit = AuditLog { retention: meta.retention, next_seq: meta.next_seq, ..AuditLog::default() };
+        }
+        // Big-endian keys scan in `seq` order: the trail's order.
+        for item in sm.scan_prefix(AUDIT_PREFIX) {
+            let (_, v) = item.map_err(sm_read_err)?;
+            data.state.audit.records.push_back(codec::decode::<AuditRecord>(&v).map_err(sm_read_err)?);
+        }
+        let applied = data.last_applied.map_or(0, |l| l.index);
+        let journal = Journal::open(db, journal_cap, applied).map_err(sm_read_err)?;
+        let store = StateMachineStore {
+            db: db.clone(),
+            sm,
+            snap,
+            tokens: Arc::new(ArcSwap::from_pointee(data.state.tokens.clone())),
+            data: Arc::new(RwLock::new(data)),
+            dirty: Arc::default(),
+            snap_write: Arc::default(),
+            journal,
+            coverage,
+        };
+        if let Some(stored) = store.stored_snapshot()? {
+            if stored.meta.last_log_id > store.reader().last_applied() {
+                tracing::warn!(snapshot = %stored.meta.snapshot_id, "state machine is older than its snapshot; restoring");
+                let restored = decode_sm_data(&stored.data).map_err(sm_read_err)?;
+                store.replace(restored)?;
+                store.journal.mark_gap(stored.meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
+            }
+        }
+        // The snapshot on disk: a reopen finds at least its state, and the log may go up to it.
+        store.coverage.raise(store.stored_snapshot()?.and_then(|s| s.meta.last_log_id));
+        Ok(store)
+    }
+
+    /// Writes the keys changed since the last checkpoint, from `d`, with `d`'s last applied
+    /// log ID, in one atomic batch. `d` must be the current state (or a copy taken under the
+    /// `dirty` lock).
+    pub(super) fn checkpoint_from(&self, dirty: &mut Dirty, d: &SmData) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for tag in &dirty.changes.tags {
+            match d.state.tags.get(tag) {
+                Some(record) => batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?),
+                None => batch.remove(tag_key(tag)),
+            }
+        }
+        for id in &dirty.changes.workers {
+            match d.state.workers.get(id) {
+                Some(record) => batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?),
+                None => batch.remove(worker_key(*id)),
+            }
+        }
+        for id in &dirty.changes.tokens {
+            match d.state.tokens.get(id) {
+                Some(record) => batch.insert(u64_key(TOKEN_PREFIX, *id), codec::encode(record).map_err(sm_write_err)?),
+                None => batch.remove(u64_key(TOKEN_PREFIX, *id)),
+            }
+        }
+        let audit = &d.state.audit;
+        for seq in &dirty.changes.audit {
+            // Records are ordered by `seq`: find one by binary search.
+            let i = audit.records.partition_point(|r| r.seq < *seq);
+            match audit.records.get(i).filter(|r| r.seq == *seq) {
+                Some(record) => batch.insert(u64_key(AUDIT_PREFIX, *seq), codec::encode(record).map_err(sm_write_err)?),
+                None => batch.remove(u64_key(AUDIT_PREFIX, *seq)),
+            }
+        }
+        if dirty.changes.audit_meta {
+            batch.insert(KEY_AUDIT_META, codec::encode(&audit.meta()).map_err(sm_write_err)?);
+        }
+        batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
+        if dirty.membership || dirty.changes.members {
+            batch.insert(KEY_MEMBERSHIP, codec::encode(&d.membership).map_err(sm_write_err)?);
+            batch.insert(KEY_MEMBERS_EVER, codec::encode(&d.state.members_ever).map_err(sm_write_err)?);
+        }
+        self.sm.apply_batch(batch).map_err(sm_write_err)?;
+        *dirty = Dirty::default();
+        Ok(())
+    }
+
+    /// Writes a checkpoint of the `sm` tree now if anything changed since the last one, and
+    /// flushes it: a clean shutdown calls this so the next start has less to re-apply. Must
+    /// run inside a tokio runtime (the flush uses its blocking pool).
+    pub async fn checkpoint(&self) -> Result<(), StorageError> {
+        {
+            let mut dirty = self.lock_dirty();
+            if dirty.entries > 0 {
+                let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+                self.checkpoint_from(&mut dirty, &d)?;
+            }
+        }
+        crate::flush(&self.db).await.map_err(sm_write_err)?;
+        Ok(())
+    }
+
+    /// The last applied log index written to the `sm` tree (tests).
+    #[doc(hidden)]
+    pub fn checkpointed_index(&self) -> Result<u64, StorageError> {
+        match self.sm.get(KEY_APPLIED).map_err(sm_read_err)? {
+            Some(v) => Ok(codec::decode::<Option<LogId>>(&v).map_err(sm_read_err)?.map_or(0, |l| l.index)),
+            None => Ok(0),
+        }
+    }
+
+    /// Replaces the whole state, in memory and in the `sm` tree.
+    pub(super) fn replace(&self, new: SmData) -> Result<(), StorageError> {
+        let mut dirty = self.lock_dirty();
+        let mut batch = sled::Batch::default();
+        for item in self.sm.iter() {
+            let (k, _) = item.map_err(sm_write_err)?;
+            batch.remove(k);
+        }
+        for (tag, record) in &new.state.tags {
+            batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?);
+        }
+        for (id, record) in &new.state.workers {
+            batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?);
+        }
+        for (id, record) in &new.state.tokens {
+            batch.insert(u64_key(TOKEN_PREFIX, *id), codec::encode(record).map_err(sm_write_err)?);
+        }
+        for record in &new.state.audit.records {
+            batch.insert(u64_key(AUDIT_PREFIX, record.seq), codec::encode(record).map_err(sm_write_err)?);
+        }
+        batch.insert(KEY_AUDIT_META, codec::encode(&new.state.audit.meta()).map_err(sm_write_err)?);
+        batch.insert(KEY_APPLIED, codec::encode(&new.last_applied).map_err(sm_write_err)?);
+        batch.insert(KEY_MEMBERSHIP, codec::encode(&new.membership).map_err(sm_write_err)?);
+        batch.insert(KEY_MEMBERS_EVER, codec::encode(&new.state.members_ever).map_err(sm_write_err)?);
+        self.sm.apply_batch(batch).map_err(sm_write_err)?;
+        self.publish_tokens(&new.state);
+        *self.write() = new;
+        *dirty = Dirty::default();
+        Ok(())
+    }
+}

@@ -1,0 +1,209 @@
+//! Tags in the replicated state: their records ([`TagRecord`]), the ranges an allocation
+//! commits ([`Allocation`]), the bound on their number ([`MAX_TAGS`]), and how creation, update
+//! and allocation change them (each profile's counter rules are in [`crate::profile`]). Pure,
+//! like the rest of [`crate::apply::apply`].
+use serde::{Deserialize, Serialize};
+
+use crate::apply::{invalid, Applied, ApplyError, ApplyResult, Changes};
+use crate::profile::StoredProfile;
+use crate::state::State;
+
+/// Longest tag description, in bytes: the HTTP API's limit, enforced again by
+/// [`crate::apply::apply`].
+pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+
+/// Most tags the replicated state holds; creating one more is refused.
+///
+/// It bounds the snapshot, which every node must be able to encode (the codec refuses payloads
+/// above [`leaf_api::codec::MAX_PAYLOAD`], 64 MiB) and send. Worst case of one tag in a
+/// snapshot (bincode, variable-length integers): the key, 1 + 128 bytes; `max_id` 9; `step`
+/// (at most 10^9) 5; the description, 3 + 1,024; `created_ms` and `updated_ms` 9 each; the
+/// profile, 1 + 32 (an obfuscated tag's key); `upper_bound` 1 + 9: 1,231 bytes. 40,000 tags:
+/// 49,240,000 bytes (47.0 MiB). The rest is small and bounded: 1,024
+/// worker records of at most 58 bytes (59 KiB), the node IDs ever in a membership (9 bytes
+/// each) and the membership itself: about 47.1 MiB. Tokens ([`crate::tokens::MAX_TOKENS`] of
+/// about 1.2 KB) and the audit trail ([`crate::audit::MAX_AUDIT_RECORDS`] of about 1.3 KB) add
+/// about 7 MB, so the largest possible snapshot is 56.7 MB (54.0 MiB): under the codec's 64 MiB
+/// (with the snapshot's envelope around it) and far below the 256 MiB a node accepts from a
+/// peer. (The test `the_largest_possible_state_still_encodes` builds it.)
+pub const MAX_TAGS: usize = 40_000;
+
+/// A tag as stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagRecord {
+    /// The next counter value to allocate (for a daily tag, the counter within `day`).
+    pub max_id: i64,
+    pub step: i64,
+    pub description: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub profile: StoredProfile,
+    /// The largest ID the tag may hand out (inclusive); none: up to `i64::MAX − 1`.
+    pub upper_bound: Option<i64>,
+}
+
+impl TagRecord {
+    /// A new segment tag created at `at_ms`, with no bound.
+    pub(crate) fn new(at_ms: i64, step: i64, max_id: i64, description: &str) -> Self {
+        TagRecord {
+            max_id,
+            step,
+            description: description.to_string(),
+            created_ms: at_ms,
+            updated_ms: at_ms,
+            ..TagRecord::default()
+        }
+    }
+}
+
+/// A committed, half-open range of IDs `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocation {
+    pub start: i64,
+    pub end: i64,
+    /// The tag's stored step at commit time (the floor for the dynamic step).
+    pub stored_step: i64,
+}
+
+/// Creates `tag` with `record`; refused when it exists or the state holds [`MAX_TAGS`].
+pub(crate) fn create(state: &mut State, tag: &str, record: TagRecord, changes: &mut Changes) -> ApplyResult {
+    if state.tags.contains_key(tag) {
+        return Err(ApplyError::TagExists(tag.to_string()));
+    }
+    if state.tags.len() >= MAX_TAGS {
+        return Err(invalid(format!("the cluster holds {MAX_TAGS} tags, the most it may")));
+    }
+    state.tags.insert(tag.to_string(), record.clone());
+    changes.tag(tag);
+    Ok(Applied::Tag { tag: tag.to_string(), record })
+}
+
+/// Changes the given fields of `tag` (its step, its description) at leader time `at_ms`.
+pub(crate) fn update(
+    state: &mut State,
+    at_ms: i64,
+    tag: &str,
+    (step, description): (Option<i64>, Option<&str>),
+    changes: &mut Changes,
+) -> ApplyResult {
+    let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.to_string()))?;
+    if let Some(step) = step {
+        record.step = step;
+    }
+    if let Some(d) = description {
+        record.description = d.to_string();
+    }
+    record.updated_ms = at_ms;
+    changes.tag(tag);
+    Ok(Applied::Tag { tag: tag.to_string(), record: record.clone() })
+}
+
+/// Reserves up to `step` IDs of `tag` at leader time `at_ms`, as its profile counts them
+/// ([`crate::profile::allocate`]).
+pub(crate) fn allocate(state: &mut State, at_ms: i64, tag: &str, step: i64, changes: &mut Changes) -> ApplyResult {
+    let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.to_string()))?;
+    let allocation = crate::profile::allocate(tag, record, step, at_ms)?;
+    record.updated_ms = at_ms;
+    changes.tag(tag);
+    Ok(Applied::Segment(allocation))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Allocation, TagRecord, MAX_TAGS};
+    use crate::apply::{apply, Applied, ApplyError, Changes};
+    use crate::command::{Command, Op};
+    use crate::profile::StoredProfile;
+    use crate::state::State;
+    use crate::testing::{alloc, ap, cmd, create};
+
+    #[test]
+    fn allocations_are_contiguous_and_disjoint() {
+        let mut s = State::default();
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        let a = ap(&mut s, &alloc("t", 10)).unwrap();
+        let b = ap(&mut s, &alloc("t", 25)).unwrap();
+        assert_eq!(a, Applied::Segment(Allocation { start: 1, end: 11, stored_step: 10 }));
+        assert_eq!(b, Applied::Segment(Allocation { start: 11, end: 36, stored_step: 10 }));
+        assert_eq!(s.tags["t"].max_id, 36);
+    }
+
+    #[test]
+    fn overflow_is_exhaustion_not_wrap() {
+        let mut s = State::default();
+        ap(&mut s, &create("t", 10, i64::MAX - 15)).unwrap();
+        assert!(ap(&mut s, &alloc("t", 10)).is_ok());
+        // The last five IDs come as a range cut short at i64::MAX (exclusive).
+        let last = ap(&mut s, &alloc("t", 10)).unwrap();
+        assert_eq!(last, Applied::Segment(Allocation { start: i64::MAX - 5, end: i64::MAX, stored_step: 10 }));
+        let before = s.clone();
+        let err = ap(&mut s, &alloc("t", 1)).unwrap_err();
+        assert!(matches!(err, ApplyError::TagExhausted { max_id: i64::MAX, step: 1, .. }), "{err:?}");
+        assert_eq!(s, before, "a failed allocation must not change the state");
+    }
+
+    #[test]
+    fn unknown_tag() {
+        let mut s = State::default();
+        assert_eq!(ap(&mut s, &alloc("nope", 1)), Err(ApplyError::TagNotFound("nope".into())));
+        let upd = cmd(Op::UpdateTag { tag: "nope".into(), step: Some(5), description: None });
+        assert_eq!(ap(&mut s, &upd), Err(ApplyError::TagNotFound("nope".into())));
+        assert_eq!(s, State::default());
+    }
+
+    #[test]
+    fn duplicate_create_keeps_the_original() {
+        let mut s = State::default();
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        ap(&mut s, &alloc("t", 10)).unwrap();
+        assert_eq!(ap(&mut s, &create("t", 99, 0)), Err(ApplyError::TagExists("t".into())));
+        assert_eq!(s.tags["t"].max_id, 11);
+        assert_eq!(s.tags["t"].step, 10);
+    }
+
+    #[test]
+    fn update_changes_only_given_fields_and_stamps_time() {
+        let mut s = State::default();
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        let upd = Command {
+            at_ms: 1_800_000_000_000,
+            op: Op::UpdateTag { tag: "t".into(), step: Some(20), description: None },
+        };
+        ap(&mut s, &upd).unwrap();
+        let r = &s.tags["t"];
+        assert_eq!((r.step, r.description.as_str(), r.max_id), (20, "d", 1));
+        assert_eq!((r.created_ms, r.updated_ms), (1_700_000_000_000, 1_800_000_000_000));
+        let a = ap(&mut s, &alloc("t", 7)).unwrap();
+        assert_eq!(a, Applied::Segment(Allocation { start: 1, end: 8, stored_step: 20 }));
+    }
+
+    #[test]
+    fn the_tag_count_is_bounded() {
+        let mut s = State::default();
+        for i in 0..MAX_TAGS {
+            s.tags.insert(
+                format!("t{i}"),
+                TagRecord {
+                    max_id: 0,
+                    step: 1,
+                    description: String::new(),
+                    created_ms: 0,
+                    updated_ms: 0,
+                    profile: StoredProfile::Segment,
+                    upper_bound: None,
+                },
+            );
+        }
+        let before = s.clone();
+        let mut changes = Changes::default();
+        let r = apply(&mut s, &create("one-more", 10, 1), &mut changes);
+        assert!(matches!(r, Err(ApplyError::Invalid(ref m)) if m.contains("tags")), "{r:?}");
+        assert_eq!(s, before);
+        assert!(changes.is_empty());
+        // Existing tags still work at the bound; an existing name is still "exists".
+        assert!(ap(&mut s, &alloc("t7", 5)).is_ok());
+        assert_eq!(ap(&mut s, &create("t7", 10, 1)), Err(ApplyError::TagExists("t7".into())));
+        s.tags.remove("t0");
+        assert!(ap(&mut s, &create("one-more", 10, 1)).is_ok());
+    }
+}

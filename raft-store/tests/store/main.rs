@@ -1,0 +1,11 @@
+//! Integration tests of the sled Raft store (the test target `store`): openraft's storage
+//! suite ([`suite`]), what survives a reopen or a snapshot install ([`reopen`]), a crash test
+//! that `kill -9`s a child process writing through the store ([`crash`]); [`snapshot_install`]
+//! replays a follower's snapshot install with crashes, [`checkpoint_prop`] property-tests the
+//! checkpoints. [`support`] holds the helpers they share.
+mod checkpoint_prop;
+mod crash;
+mod reopen;
+mod snapshot_install;
+mod suite;
+mod support;
