@@ -10,9 +10,6 @@ fn main() {
         println!("cargo:rerun-if-changed={p}");
     }
     println!("cargo:rerun-if-changed=build.rs");
-    if std::env::var_os("CARGO_FEATURE_GRPC").is_none() {
-        return;
-    }
     #[cfg(feature = "grpc")]
     if let Err(e) = grpc() {
         // A build script reports failure by exiting non-zero; the message says which proto.
