@@ -3,10 +3,11 @@
 use std::collections::HashSet;
 
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A tag to create at first start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BootstrapTag {
     /// Tag name, 1–128 characters of `[A-Za-z0-9_.:-]`. Required.

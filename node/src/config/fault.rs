@@ -1,8 +1,9 @@
 //! `[fault]`: fault injection, for chaos tests only.
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Fault injection (chaos tests only).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FaultConfig {
     /// Exposes `POST /admin/fault/clock` (admin-authenticated) to skew this node's clock at

@@ -1,9 +1,10 @@
 //! `[forecast]`: how the exhaustion forecasts of `/cache`, `/health` and `/metrics` sample the
 //! replicated state.
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Sampling of the tags' `max_id` for the consumption-rate estimate ([`crate::forecast`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ForecastConfig {
     /// How often every tag's `max_id` is read from the applied state to update its rate.

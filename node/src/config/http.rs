@@ -1,8 +1,9 @@
 //! `[http]`: limits of the HTTP listener (body size, slow clients, connections, shutdown).
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// HTTP limits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
     /// Largest accepted request body; larger ones get 413. Default `65536` bytes.

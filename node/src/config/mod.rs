@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use schemars::generate::SchemaSettings;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 mod access;
@@ -58,8 +60,10 @@ const SECRET_KEYS: &[&str] = &["admin_token", "cluster_secret"];
 
 /// A secret (admin token, cluster secret). Its `Debug` and `Display` never show the value, so
 /// neither an error nor a log line can leak it; [`Secret::expose`] is the one way to read it.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// In the schema, and so in the reference, a secret is a string marked `writeOnly`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
+#[schemars(extend("writeOnly" = true))]
 pub struct Secret(String);
 
 impl Secret {
@@ -93,32 +97,8 @@ impl std::fmt::Display for Secret {
     }
 }
 
-/// Top-level keys that environment variables may set; other `LEAF_*` variables (such as the
-/// CLI's `LEAF_URL`) are ignored by the server.
-const ENV_KEYS: &[&str] = &[
-    "node_id",
-    "data_dir",
-    "http_addr",
-    "advertise_addr",
-    "admin_token",
-    "cluster_secret",
-    "peers",
-    "bootstrap_tags",
-    "segment",
-    "raft",
-    "http",
-    "snowflake",
-    "forecast",
-    "fault",
-    "tls",
-    "grpc",
-    "auth",
-    "audit",
-    "insecure_plaintext_peers",
-];
-
 /// Configuration of one node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Raft ID of this node, unique in its cluster and never reused (a worker's identity in
@@ -151,6 +131,7 @@ pub struct Config {
     /// cluster with exactly these members (doing so on several nodes at once is safe); a node
     /// not listed waits to be added as a learner. Ignored once the data dir holds a cluster.
     /// Default empty: a one-node cluster of this node.
+    #[schemars(with = "String")]
     pub peers: Peers,
     /// Tags created when the cluster has a leader and they do not exist yet (a developer
     /// convenience, like Leaf's sample row). Default: `leaf-segment-test`, step 2000, max_id 1.
@@ -231,6 +212,31 @@ fn redact(e: figment::Error) -> ConfigError {
     ConfigError::Parse(Box::new(e))
 }
 
+/// The JSON schema of [`Config`], every subschema inline: the keys deserializing accepts, with
+/// the fields' doc comments as descriptions.
+fn schema() -> serde_json::Value {
+    let generator = SchemaSettings::draft2020_12().with(|s| s.inline_subschemas = true).into_generator();
+    generator.into_root_schema_for::<Config>().to_value()
+}
+
+/// The top-level keys of [`Config`]: the properties of its schema, so a new field is read from
+/// the environment with no list to update.
+fn top_level_keys() -> Vec<String> {
+    schema()["properties"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// The environment variables named `prefix` and a key: `__` nests (`LEAF_SEGMENT__MAX_STEP`).
+/// Only top-level keys of [`Config`] count, so other `LEAF_*` variables (the CLI's `LEAF_URL`)
+/// are ignored; secrets are left out, [`Config::load`] reads them as raw strings.
+fn env_provider(prefix: &str) -> Env {
+    let keys = top_level_keys();
+    Env::prefixed(prefix).split("__").filter(move |k| {
+        let k = k.as_str().to_ascii_lowercase();
+        let top = k.split("__").next().and_then(|s| s.split('.').next()).unwrap_or("");
+        keys.iter().any(|key| key == top) && !SECRET_KEYS.contains(&top)
+    })
+}
+
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -259,12 +265,7 @@ impl Config {
             }
             fig = fig.merge(Toml::file(path));
         }
-        let env = Env::prefixed(prefix).split("__").filter(|k| {
-            let k = k.as_str().to_ascii_lowercase();
-            let top = k.split("__").next().and_then(|s| s.split('.').next()).unwrap_or("");
-            ENV_KEYS.contains(&top) && !SECRET_KEYS.contains(&top)
-        });
-        fig = fig.merge(env);
+        fig = fig.merge(env_provider(prefix));
         // Secrets bypass figment's value parsing: `LEAF_ADMIN_TOKEN=0123...` must stay the exact
         // string (parsed, it would become a number, and an error would print it).
         for key in SECRET_KEYS {

@@ -2,10 +2,11 @@
 //! what the node does when its Raft storage fails.
 use std::net::IpAddr;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Raft timing, snapshots and proposals.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RaftConfig {
     /// Leader heartbeat interval. openraft also uses it as the timeout of every append-entries
@@ -45,7 +46,7 @@ pub struct RaftConfig {
 }
 
 /// [`RaftConfig::on_storage_failure`]: stay up answering 503, or exit for a supervisor.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnStorageFailure {
     /// Keep running and answer 503 until an operator restarts the node.

@@ -1,10 +1,11 @@
 //! `[segment]`: how segment mode sizes the ranges it hands out and how long a request waits
 //! for one.
 use leaf_api::tag::MAX_STEP;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Segment-mode behaviour of every tag on this node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SegmentConfig {
     /// Cap of the dynamic step when it doubles (Leaf's `MAX_STEP`). A tag whose stored step is

@@ -1,10 +1,11 @@
 //! `[snowflake]`: snowflake mode's epoch, clock safety and worker-ID leases.
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::WorkerIds;
 
 /// Snowflake mode: worker leases and clock safety.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SnowflakeConfig {
     /// Serve `/api/snowflake/get/*` on this node (registering a worker ID through Raft).
@@ -51,6 +52,7 @@ pub struct SnowflakeConfig {
     /// cluster that runs beside old Leaf snowflake servers (numbered from 0) the part they do
     /// not use, e.g. `"512-1023"` (deploy/README.md, "Moving from Leaf"). A node holding an ID
     /// outside the range gets a new one inside it at its next start. Default `"0-1023"`.
+    #[schemars(with = "String")]
     pub worker_ids: WorkerIds,
 }
 

@@ -250,3 +250,86 @@ fn a_non_loopback_listener_needs_an_admin_token() {
     assert!(!is_loopback("::ffff:10.0.0.1".parse().unwrap()));
     assert!(!is_loopback("::".parse().unwrap()));
 }
+
+/// Variables of the command-line client, test harnesses and tools: never configuration.
+const UNRELATED: &[&str] = &[
+    "LEAF_URL",
+    "LEAF_CA",
+    "LEAF_TOKEN",
+    "LEAF_CLIENT_CERT",
+    "LEAF_CLIENT_KEY",
+    "LEAF_IMPORT_MYSQL_URL",
+    "LEAF_FAILPOINTS",
+    "LEAF_FAILPOINTS_FILE",
+    "LEAF_BIN",
+    "LEAF_BLESS",
+];
+
+/// Every environment variable the CLI (`clap`) reads, in every subcommand.
+fn cli_env_vars() -> Vec<String> {
+    fn walk(cmd: &clap::Command, out: &mut Vec<String>) {
+        out.extend(cmd.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()));
+        cmd.get_subcommands().for_each(|sub| walk(sub, out));
+    }
+    let mut out = Vec::new();
+    walk(&<crate::cli::Cli as clap::CommandFactory>::command(), &mut out);
+    out
+}
+
+#[test]
+#[allow(clippy::result_large_err)] // figment::Jail's closure signature
+fn every_serialized_key_is_read_from_the_environment_and_nothing_else() {
+    // The keys as serde writes the defaults, independently of the schema the loader uses: a
+    // field added to `Config` or a section shows up here, and must be read from `LEAF_*`.
+    let defaults = serde_json::to_value(Config::default()).unwrap();
+    let mut wanted = std::collections::BTreeSet::new();
+    for (key, value) in defaults.as_object().unwrap() {
+        if SECRET_KEYS.contains(&key.as_str()) {
+            continue; // read as raw strings, outside figment (see the secrets test)
+        }
+        wanted.insert(key.clone());
+        for field in value.as_object().into_iter().flat_map(|section| section.keys()) {
+            wanted.insert(format!("{key}.{field}"));
+        }
+    }
+    assert!(wanted.contains("insecure_plaintext_peers") && wanted.contains("raft.on_storage_failure"));
+    let cli = cli_env_vars();
+    assert!(cli.iter().any(|v| v == "LEAF_URL"), "{cli:?}");
+    figment::Jail::expect_with(|jail| {
+        for key in &wanted {
+            jail.set_env(format!("LEAF_{}", key.replace('.', "__").to_uppercase()), "1");
+        }
+        for var in UNRELATED.iter().copied().chain(cli.iter().map(String::as_str)) {
+            jail.set_env(var, "x");
+        }
+        let read: std::collections::BTreeSet<String> =
+            env_provider("LEAF_").iter().map(|(key, _)| key.to_string()).collect();
+        assert_eq!(read, wanted);
+        Ok(())
+    });
+}
+
+#[test]
+#[allow(clippy::result_large_err)] // figment::Jail's closure signature
+fn the_cli_variables_do_not_disturb_the_server() {
+    figment::Jail::expect_with(|jail| {
+        for var in UNRELATED.iter().copied().chain(cli_env_vars().iter().map(String::as_str)) {
+            // The admin token is both the CLI's and the server's, by design.
+            if var != "LEAF_ADMIN_TOKEN" {
+                jail.set_env(var, "http://127.0.0.1:1");
+            }
+        }
+        assert_eq!(Config::load_with_env(None, &Overrides::default(), "LEAF_").unwrap(), Config::default());
+        Ok(())
+    });
+}
+
+#[test]
+fn the_secret_keys_are_the_fields_of_type_secret() {
+    let schema = schema();
+    let properties = schema["properties"].as_object().unwrap();
+    let mut found: Vec<&str> =
+        properties.iter().filter(|(_, s)| s["writeOnly"] == true).map(|(k, _)| k.as_str()).collect();
+    found.sort_unstable();
+    assert_eq!(found, SECRET_KEYS, "a field of type Secret is missing from SECRET_KEYS, or the reverse");
+}

@@ -2,6 +2,7 @@
 use std::path::PathBuf;
 
 use leaf_api::identity::validate_client_name;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// TLS of the node's listener and of its connections to peers. Off unless `cert`, `key` and
@@ -21,7 +22,7 @@ use serde::{Deserialize, Serialize};
 /// `cert` and `key` may contain [`NODE_ID_PLACEHOLDER`] (`{node_id}`), replaced by the node's
 /// ID when the configuration is loaded: one setting for every pod of a Kubernetes StatefulSet
 /// (`--node-id-from-hostname`), such as `/tls/node-{node_id}.pem`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsConfig {
     /// PEM certificate chain of this node, its own certificate first. Its subject alternative
