@@ -31,6 +31,8 @@ mod http;
 mod overrides;
 mod peers;
 mod raft;
+#[cfg(test)]
+mod reference;
 mod segment;
 mod snowflake;
 #[cfg(test)]
