@@ -8,10 +8,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
-    /// Refuse ID requests (HTTP and gRPC) without a token: 401 `unauthorized` without one,
-    /// 403 `forbidden` for a token without the `ids` right on the tag. Off: a request without
-    /// a token gets IDs as before, and one with a token is still checked (scope, quota).
-    /// Default `false` (`LEAF_AUTH__REQUIRE_TOKEN_FOR_IDS`).
+    /// Refuse ID requests (HTTP and gRPC) without a token: 401 `unauthorized` without one, 403
+    /// `forbidden` for a token without the `ids` right on the tag. Off: a request without a token
+    /// gets IDs as before, and one with a token is still checked (scope, quota). Default `false`.
     pub require_token_for_ids: bool,
 }
 

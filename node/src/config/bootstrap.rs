@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 pub struct BootstrapTag {
     /// Tag name, 1–128 characters of `[A-Za-z0-9_.:-]`. Required.
     pub tag: String,
-    /// Stored step, 1..=1,000,000,000. Required.
+    /// The tag's stored step, from 1 to 1000000000. Required.
     pub step: i64,
     /// First ID handed out. Default `1` (Leaf's column default).
     #[serde(default = "one")]

@@ -9,7 +9,8 @@ pub struct FaultConfig {
     /// Exposes `POST /admin/fault/clock` (admin-authenticated) to skew this node's clock at
     /// runtime; logged loudly at start. Also `--enable-fault-injection`. Default `false`.
     pub enabled: bool,
-    /// Skew of this node's clock from the start, in ms (needs `enabled`). Default `0`.
+    /// Skew of this node's clock from the start, in ms, positive for ahead (needs `enabled`).
+    /// Within a year either way; default `0`.
     pub clock_offset_ms: i64,
 }
 

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GrpcConfig {
-    /// Serve gRPC requests (`content-type: application/grpc*`). Off: they take the HTTP path
-    /// and get its 404. Default `true` (`LEAF_GRPC__ENABLED`).
+    /// Serve gRPC requests (`content-type: application/grpc*`). Off: they take the HTTP path and
+    /// get its 404. Default `true`.
     pub enabled: bool,
 }
 

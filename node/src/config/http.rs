@@ -6,16 +6,20 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
-    /// Largest accepted request body; larger ones get 413. Default `65536` bytes.
+    /// Largest accepted request body; larger ones get 413. From 1024 to 16777216; default `65536`
+    /// bytes.
     pub max_body_bytes: usize,
-    /// A client that has not sent a complete request head within this time is disconnected;
-    /// this also closes a keep-alive connection idle for that long. Default `10000` ms.
+    /// A client that has not sent a complete request head within this time is disconnected; this
+    /// also closes a keep-alive connection idle for that long. From 100 to 600000; default `10000`
+    /// ms.
     pub header_read_timeout_ms: u64,
-    /// On shutdown, how long in-flight requests may take to finish. Default `10000` ms.
+    /// On shutdown, how long in-flight requests may take to finish. At most 600000; default `10000`
+    /// ms.
     pub shutdown_grace_ms: u64,
-    /// Open client connections at most (idle keep-alive ones included). A connection beyond
-    /// it is answered `503 unavailable` with `Retry-After: 1` and closed, so a connection flood
-    /// costs a bounded amount of memory. Default `4096`; each open connection costs tens of KiB.
+    /// Open client connections at most (idle keep-alive ones included). A connection beyond it is
+    /// answered `503 unavailable` with `Retry-After: 1` and closed, so a connection flood costs a
+    /// bounded amount of memory. From 1 to 1000000; default `4096`; each open connection costs tens
+    /// of KiB.
     pub max_connections: usize,
 }
 

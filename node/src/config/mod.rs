@@ -103,11 +103,11 @@ impl std::fmt::Display for Secret {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Raft ID of this node, unique in its cluster and never reused (a worker's identity in
-    /// later modes). Default `1`.
+    /// Raft ID of this node, unique in its cluster and never reused (a worker's identity in later
+    /// modes). At least 1; default `1`.
     pub node_id: u64,
-    /// Directory of the Raft log, state machine and snapshots; reused on restart. Default
-    /// `./leaf-data`.
+    /// Directory of the Raft log, state machine and snapshots; reused on restart. Must not be
+    /// empty; default `./leaf-data`.
     pub data_dir: PathBuf,
     /// Listener for the public API, monitor and admin endpoints. Port 0 picks a free port (tests).
     /// Default `127.0.0.1:8080`.
@@ -139,26 +139,38 @@ pub struct Config {
     /// convenience, like Leaf's sample row). Default: `leaf-segment-test`, step 2000, max_id 1.
     /// Set to `[]` in production.
     pub bootstrap_tags: Vec<BootstrapTag>,
-    /// Segment-mode behaviour (`[segment]`); defaults on each field of [`SegmentConfig`].
+    /// Segment mode: the step of the ranges of IDs each tag takes, and how long a request waits for
+    /// one.
     pub segment: SegmentConfig,
-    /// Raft timing and snapshots (`[raft]`); defaults on each field of [`RaftConfig`].
+    /// Raft: heartbeat and election timing, snapshots, how long a proposal may take, the address
+    /// connections to peers leave from, and what the node does when its storage fails.
     pub raft: RaftConfig,
-    /// HTTP limits (`[http]`); defaults on each field of [`HttpConfig`].
+    /// Limits of the HTTP listener: request bodies, slow clients, open connections, and the grace
+    /// given to requests at shutdown.
     pub http: HttpConfig,
-    /// Snowflake mode (`[snowflake]`); defaults on each field of [`SnowflakeConfig`].
+    /// Snowflake mode: the epoch, the margins that keep IDs unique when clocks misbehave, and the
+    /// lease and range of worker IDs.
     pub snowflake: SnowflakeConfig,
-    /// Sampling behind the exhaustion forecasts (`[forecast]`); see [`ForecastConfig`].
+    /// How the exhaustion forecasts of `/cache`, `/health` and `/metrics` sample each tag's
+    /// consumption.
     pub forecast: ForecastConfig,
-    /// Fault injection for chaos tests (`[fault]`); off by default.
+    /// Fault injection, for chaos tests only; off by default.
     pub fault: FaultConfig,
-    /// HTTPS and mutual TLS between nodes (`[tls]`); off unless its files are set. See
-    /// [`TlsConfig`].
+    /// HTTPS for clients and mutual TLS between nodes, on the node's one listener. Off unless
+    /// `cert`, `key` and `ca` are all set (`leaf certs` makes a development CA and certificates).
+    /// With TLS on, clients connect with `https://`; `/internal/*` is accepted only from a
+    /// certificate that `ca` signed for a node (`urn:leaf:node:<id>`), and the cluster secret is
+    /// still required; the node dials its peers with `https://`. The files are re-read when they
+    /// change and on SIGHUP: new connections use the new files, and files that fail to load leave
+    /// the old ones in use.
     pub tls: TlsConfig,
-    /// The gRPC API on the same listener (`[grpc]`); on by default. See [`GrpcConfig`].
+    /// The gRPC API (`leaf.v1.IdService`, `grpc.health.v1.Health`) on the HTTP listener: same port,
+    /// same TLS (ALPN `h2`), HTTP/2 cleartext without TLS. On by default.
     pub grpc: GrpcConfig,
-    /// Who may get IDs (`[auth]`): tokens required or not. See [`AuthConfig`].
+    /// Who may get IDs: whether ID requests (HTTP and gRPC) need a token.
     pub auth: AuthConfig,
-    /// The audit trail's retention (`[audit]`). See [`AuditConfig`].
+    /// How long the audit trail of admin changes keeps its records. The leader's values are the
+    /// ones in force: it stamps them into every change it records.
     pub audit: AuditConfig,
     /// Allow plaintext peer traffic on a non-loopback listener. Without TLS, a node that
     /// listens on a non-loopback address with a `cluster_secret` (so it takes part in a

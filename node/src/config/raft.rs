@@ -9,27 +9,27 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RaftConfig {
-    /// Leader heartbeat interval. openraft also uses it as the timeout of every append-entries
-    /// and read-index round trip, so it must exceed a follower's worst fsync plus network
-    /// time; too small and a slow disk looks like a dead follower. Default `250` ms.
+    /// Leader heartbeat interval. openraft also uses it as the timeout of every append-entries and
+    /// read-index round trip, so it must exceed a follower's worst fsync plus network time; too
+    /// small and a slow disk looks like a dead follower. From 10 to 10000; default `250` ms.
     pub heartbeat_ms: u64,
-    /// Lower end of the election timeout: a follower that hears no leader for a random time
-    /// between min and max starts an election. Default `1000` ms.
+    /// Lower end of the election timeout: a follower that hears no leader for a random time between
+    /// min and max starts an election. Above `heartbeat_ms`; default `1000` ms.
     pub election_timeout_min_ms: u64,
-    /// Upper end of the election timeout. Default `2000` ms.
+    /// Upper end of the election timeout, above `election_timeout_min_ms`. Default `2000` ms.
     pub election_timeout_max_ms: u64,
-    /// Build a snapshot after this many applied entries, then purge the log behind it.
-    /// Default `10000`.
+    /// Build a snapshot after this many applied entries, then purge the log behind it. At least 1;
+    /// default `10000`.
     pub snapshot_every: u64,
     /// Entries kept behind a snapshot so slightly lagging followers catch up from the log.
     /// Default `1000`.
     pub keep_logs_after_snapshot: u64,
-    /// How long a proposal (segment allocation, tag change) may take before it fails with 503.
-    /// Default `5000` ms.
+    /// How long a proposal (segment allocation, tag change) may take before it fails with 503. From
+    /// 100 to 600000; default `5000` ms.
     pub propose_timeout_ms: u64,
     /// Local IP address that connections to peers leave from. Set it on a host with several
-    /// addresses so firewall rules, or the chaos harness's per-link proxies, can tell which node
-    /// a connection comes from. Default unset: the OS picks.
+    /// addresses so firewall rules, or the chaos harness's per-link proxies, can tell which node a
+    /// connection comes from. A unicast address of this host; default unset: the OS picks.
     pub source_ip: Option<IpAddr>,
     /// What the node does once its Raft storage fails (a failed read, write or fsync of the
     /// log or state machine; after a failed fsync the page cache cannot be trusted, so Raft is

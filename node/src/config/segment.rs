@@ -9,13 +9,13 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct SegmentConfig {
     /// Cap of the dynamic step when it doubles (Leaf's `MAX_STEP`). A tag whose stored step is
-    /// larger uses its stored step. Default `1000000`.
+    /// larger uses its stored step. From 1 to 1000000000; default `1000000`.
     pub max_step: i64,
-    /// How long a request waits for a committed segment when both buffers are empty, before a
-    /// 503 `segments_not_ready`. Default `2000` ms.
+    /// How long a request waits for a committed segment when both buffers are empty, before a 503
+    /// `segments_not_ready`. From 1 to 60000; default `2000` ms.
     pub wait_timeout_ms: u64,
-    /// A refill sooner than this after the previous one doubles the step (Leaf: 15 min).
-    /// Default `900` s.
+    /// A refill sooner than this after the previous one doubles the step (Leaf: 15 min). At most
+    /// `halve_after_secs`; default `900` s.
     pub double_below_secs: u64,
     /// A refill this long or longer after the previous one halves the step, never below the
     /// stored step (Leaf: 30 min). Default `1800` s.

@@ -37,13 +37,13 @@ pub struct TlsConfig {
     pub ca: Option<PathBuf>,
     /// PEM certificate(s) of the CA that signs client certificates. Default: `ca`.
     pub client_ca: Option<PathBuf>,
-    /// Client names (`urn:leaf:client:<name>` certificates signed by the client CA) allowed to
-    /// use `/admin/*` without the bearer token. Default none.
+    /// Client names (`urn:leaf:client:<name>` certificates signed by the client CA) allowed to use
+    /// `/admin/*` without the bearer token. Default empty.
     pub admin_clients: Vec<String>,
     /// Refuse any connection that presents no valid certificate (the public API included).
     /// Default `false`: a client certificate is optional outside `/internal/*`.
     pub require_client_cert: bool,
-    /// How often the files are checked for changes. Default `2000` ms.
+    /// How often the files are checked for changes. From 100 to 3600000; default `2000` ms.
     pub reload_interval_ms: u64,
 }
 
