@@ -1,22 +1,27 @@
 //! `[auth]` (who may get IDs) and `[audit]` (how long the audit trail keeps records).
 use leaf_api::audit::AuditRetention;
 use leaf_raft_store::audit::{MAX_AUDIT_AGE_MS, MAX_AUDIT_RECORDS};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Access to the ID endpoints.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
-    /// Refuse ID requests (HTTP and gRPC) without a token: 401 `unauthorized` without one,
-    /// 403 `forbidden` for a token without the `ids` right on the tag. Off: a request without
-    /// a token gets IDs as before, and one with a token is still checked (scope, quota).
-    /// Default `false` (`LEAF_AUTH__REQUIRE_TOKEN_FOR_IDS`).
+    /// Refuse ID requests (HTTP and gRPC) without a token: 401 `unauthorized` without one, 403
+    /// `forbidden` for a token without the `ids` right on the tag. Off: a request without a token
+    /// gets IDs as before, and one with a token is still checked (scope, quota). Default `false`.
     pub require_token_for_ids: bool,
+}
+
+impl AuthConfig {
+    /// Nothing can be wrong with it today; kept so a new field gets its check here.
+    pub(super) fn validate(&self, _errs: &mut [String]) {}
 }
 
 /// The audit trail's retention, stamped by the leader into every admin change it records:
 /// the leader's configuration is the one in force.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
     /// Most records kept (the oldest go first). 1 to 5000; default `5000`.

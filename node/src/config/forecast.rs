@@ -1,17 +1,18 @@
 //! `[forecast]`: how the exhaustion forecasts of `/cache`, `/health` and `/metrics` sample the
 //! replicated state.
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Sampling of the tags' `max_id` for the consumption-rate estimate ([`crate::forecast`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ForecastConfig {
-    /// How often every tag's `max_id` is read from the applied state to update its rate.
-    /// Default `10000` ms (`LEAF_FORECAST__SAMPLE_INTERVAL_MS`).
+    /// How often every tag's `max_id` is read from the applied state to update its rate. From 10 to
+    /// 3600000; default `10000` ms.
     pub sample_interval_ms: u64,
-    /// Time constant of the exponentially weighted rate: an allocation weighs `1/e` as much
-    /// after this long, so one large segment moves the rate by its size over this window.
-    /// Default `900` s.
+    /// Time constant of the exponentially weighted rate: an allocation weighs `1/e` as much after
+    /// this long, so one large segment moves the rate by its size over this window. From 1 to
+    /// 86400; default `900` s.
     pub window_secs: u64,
 }
 

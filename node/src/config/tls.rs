@@ -2,6 +2,7 @@
 use std::path::PathBuf;
 
 use leaf_api::identity::validate_client_name;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// TLS of the node's listener and of its connections to peers. Off unless `cert`, `key` and
@@ -21,7 +22,7 @@ use serde::{Deserialize, Serialize};
 /// `cert` and `key` may contain [`NODE_ID_PLACEHOLDER`] (`{node_id}`), replaced by the node's
 /// ID when the configuration is loaded: one setting for every pod of a Kubernetes StatefulSet
 /// (`--node-id-from-hostname`), such as `/tls/node-{node_id}.pem`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsConfig {
     /// PEM certificate chain of this node, its own certificate first. Its subject alternative
@@ -36,13 +37,13 @@ pub struct TlsConfig {
     pub ca: Option<PathBuf>,
     /// PEM certificate(s) of the CA that signs client certificates. Default: `ca`.
     pub client_ca: Option<PathBuf>,
-    /// Client names (`urn:leaf:client:<name>` certificates signed by the client CA) allowed to
-    /// use `/admin/*` without the bearer token. Default none.
+    /// Client names (`urn:leaf:client:<name>` certificates signed by the client CA) allowed to use
+    /// `/admin/*` without the bearer token. Default empty.
     pub admin_clients: Vec<String>,
     /// Refuse any connection that presents no valid certificate (the public API included).
     /// Default `false`: a client certificate is optional outside `/internal/*`.
     pub require_client_cert: bool,
-    /// How often the files are checked for changes. Default `2000` ms.
+    /// How often the files are checked for changes. From 100 to 3600000; default `2000` ms.
     pub reload_interval_ms: u64,
 }
 

@@ -1,0 +1,53 @@
+//! `[http]`: limits of the HTTP listener (body size, slow clients, connections, shutdown).
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// HTTP limits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Largest accepted request body; larger ones get 413. From 1024 to 16777216; default `65536`
+    /// bytes.
+    pub max_body_bytes: usize,
+    /// A client that has not sent a complete request head within this time is disconnected; this
+    /// also closes a keep-alive connection idle for that long. From 100 to 600000; default `10000`
+    /// ms.
+    pub header_read_timeout_ms: u64,
+    /// On shutdown, how long in-flight requests may take to finish. At most 600000; default `10000`
+    /// ms.
+    pub shutdown_grace_ms: u64,
+    /// Open client connections at most (idle keep-alive ones included). A connection beyond it is
+    /// answered `503 unavailable` with `Retry-After: 1` and closed, so a connection flood costs a
+    /// bounded amount of memory. From 1 to 1000000; default `4096`; each open connection costs tens
+    /// of KiB.
+    pub max_connections: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            max_body_bytes: 64 * 1024,
+            header_read_timeout_ms: 10_000,
+            shutdown_grace_ms: 10_000,
+            max_connections: 4096,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// Appends what is wrong with the section to `errs`.
+    pub(super) fn validate(&self, errs: &mut Vec<String>) {
+        if !(1024..=16 * 1024 * 1024).contains(&self.max_body_bytes) {
+            errs.push("http.max_body_bytes must be from 1024 to 16777216".to_string());
+        }
+        if !(100..=600_000).contains(&self.header_read_timeout_ms) {
+            errs.push("http.header_read_timeout_ms must be from 100 to 600000".to_string());
+        }
+        if !(1..=1_000_000).contains(&self.max_connections) {
+            errs.push("http.max_connections must be from 1 to 1000000".to_string());
+        }
+        if self.shutdown_grace_ms > 600_000 {
+            errs.push("http.shutdown_grace_ms must be at most 600000".to_string());
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! `[raft]`: Raft timing, snapshots, proposals, the address peer connections leave from, and
+//! what the node does when its Raft storage fails.
+use std::net::IpAddr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Raft timing, snapshots and proposals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RaftConfig {
+    /// Leader heartbeat interval. openraft also uses it as the timeout of every append-entries and
+    /// read-index round trip, so it must exceed a follower's worst fsync plus network time; too
+    /// small and a slow disk looks like a dead follower. From 10 to 10000; default `250` ms.
+    pub heartbeat_ms: u64,
+    /// Lower end of the election timeout: a follower that hears no leader for a random time between
+    /// min and max starts an election. Above `heartbeat_ms`; default `1000` ms.
+    pub election_timeout_min_ms: u64,
+    /// Upper end of the election timeout, above `election_timeout_min_ms`. Default `2000` ms.
+    pub election_timeout_max_ms: u64,
+    /// Build a snapshot after this many applied entries, then purge the log behind it. At least 1;
+    /// default `10000`.
+    pub snapshot_every: u64,
+    /// Entries kept behind a snapshot so slightly lagging followers catch up from the log.
+    /// Default `1000`.
+    pub keep_logs_after_snapshot: u64,
+    /// How long a proposal (segment allocation, tag change) may take before it fails with 503. From
+    /// 100 to 600000; default `5000` ms.
+    pub propose_timeout_ms: u64,
+    /// Local IP address that connections to peers leave from. Set it on a host with several
+    /// addresses so firewall rules, or the chaos harness's per-link proxies, can tell which node a
+    /// connection comes from. A unicast address of this host; default unset: the OS picks.
+    pub source_ip: Option<IpAddr>,
+    /// What the node does once its Raft storage fails (a failed read, write or fsync of the
+    /// log or state machine; after a failed fsync the page cache cannot be trusted, so Raft is
+    /// never resumed in the same process). `"stay"`: keep running, answer 503 with
+    /// `raft stopped: ...` until an operator restarts it. `"exit"`: the same until a `/metrics`
+    /// scrape has counted the failure (`leaf_storage_errors_total`, so `LeafDiskErrors` fires;
+    /// at most 30 s), then shut down and exit with status 75 (`EX_TEMPFAIL`), so a supervisor
+    /// (`restart: unless-stopped`, systemd's `Restart=on-failure`, Kubernetes) restarts it and
+    /// it recovers from its durable log.
+    /// Default `"stay"`; `deploy/` sets `"exit"`, where a supervisor restarts the node. `leaf
+    /// serve` acts on it; a program embedding the node awaits
+    /// `NodeHandle::storage_failure_reported` itself.
+    pub on_storage_failure: OnStorageFailure,
+}
+
+/// [`RaftConfig::on_storage_failure`]: stay up answering 503, or exit for a supervisor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStorageFailure {
+    /// Keep running and answer 503 until an operator restarts the node.
+    #[default]
+    Stay,
+    /// Shut down and exit with [`STORAGE_FAILURE_EXIT`], for a supervisor to restart.
+    Exit,
+}
+
+/// The exit status of `leaf serve` after a storage failure under `on_storage_failure = "exit"`
+/// (`EX_TEMPFAIL` of sysexits.h: try again).
+pub const STORAGE_FAILURE_EXIT: u8 = 75;
+
+impl Default for RaftConfig {
+    fn default() -> Self {
+        RaftConfig {
+            heartbeat_ms: 250,
+            election_timeout_min_ms: 1000,
+            election_timeout_max_ms: 2000,
+            snapshot_every: 10_000,
+            keep_logs_after_snapshot: 1000,
+            propose_timeout_ms: 5000,
+            source_ip: None,
+            on_storage_failure: OnStorageFailure::Stay,
+        }
+    }
+}
+
+impl RaftConfig {
+    /// Appends what is wrong with the section to `errs`.
+    pub(super) fn validate(&self, errs: &mut Vec<String>) {
+        if !(10..=10_000).contains(&self.heartbeat_ms) {
+            errs.push("raft.heartbeat_ms must be from 10 to 10000".to_string());
+        }
+        if self.election_timeout_min_ms <= self.heartbeat_ms {
+            errs.push("raft.election_timeout_min_ms must exceed raft.heartbeat_ms".to_string());
+        }
+        if self.election_timeout_max_ms <= self.election_timeout_min_ms {
+            errs.push("raft.election_timeout_max_ms must exceed raft.election_timeout_min_ms".to_string());
+        }
+        if self.snapshot_every == 0 {
+            errs.push("raft.snapshot_every must be at least 1".to_string());
+        }
+        if !(100..=600_000).contains(&self.propose_timeout_ms) {
+            errs.push("raft.propose_timeout_ms must be from 100 to 600000".to_string());
+        }
+        if let Some(ip) = self.source_ip {
+            let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+            if ip.is_unspecified() || ip.is_multicast() || broadcast {
+                errs.push(format!(
+                    "raft.source_ip {ip} is not a unicast address of this host (leave it unset to let the OS pick)"
+                ));
+            }
+        }
+    }
+}
