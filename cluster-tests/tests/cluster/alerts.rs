@@ -8,8 +8,9 @@
 //! unless `LEAF_REQUIRE_PROMETHEUS=1` (CI installs it).
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use super::*;
+use crate::support::*;
 
 /// The Prometheus server of the test, killed on drop.
 struct Prometheus {

@@ -8,11 +8,15 @@
 //! Skipped when Chromium is not installed, unless `LEAF_REQUIRE_CHROMIUM=1` (CI installs it).
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
-use leaf_cluster_tests::cluster::Options;
+use leaf_api::types::SnowflakeState;
+use leaf_cluster_tests::cluster::{Cluster, Options};
 
-use super::*;
+use crate::support::*;
 
 /// The browser, if installed (`chromium`, Debian's package).
 fn chromium() -> Option<&'static str> {

@@ -16,7 +16,12 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::*;
+use leaf_api::types::ClusterStatus;
+use leaf_api::ErrorCode;
+use leaf_client::{Client, ClientError, StatusCode};
+use leaf_cluster_tests::cluster::Cluster;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(30);
 

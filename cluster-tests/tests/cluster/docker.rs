@@ -7,15 +7,18 @@
 //!
 //! Runs when a Docker engine and docker-compose answer; otherwise it prints why and passes
 //! (set `LEAF_REQUIRE_DOCKER=1` to make a missing engine a failure instead).
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use leaf_cluster_tests::cluster::TOKEN;
+use leaf_api::types::{ClusterStatus, MemberRole};
+use leaf_client::{HealthMode, StatusCode};
+use leaf_cluster_tests::cluster::{node_client, TOKEN};
 use leaf_cluster_tests::docker::{self, Compose};
 use tokio::task::block_in_place;
 
-use super::*;
+use crate::chaos::run_chaos;
+use crate::support::*;
 
 /// Its own tag, so the test never replaces an operator's `leaf:latest`.
 const IMAGE: &str = "leaf:test";

@@ -3,12 +3,16 @@
 //! restarted, and the new leader killed too. Every call that completed before another was
 //! invoked got smaller IDs (the real-time order of `leaf_cluster_tests::order`), every ID is
 //! unique, and the calls kept succeeding around the kills.
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use leaf_api::profile::Profile;
+use leaf_api::types::CreateTagRequest;
+use leaf_client::Client;
 use leaf_cluster_tests::order::{check_real_time_order, TimedOp};
 
-use super::*;
+use crate::support::*;
 
 /// One client's loop: calls of 1, 3 or ranges of 5 IDs, recorded with invoke and complete
 /// times from `base`, until `stop`. Failed calls (during elections) are counted, not recorded:

@@ -1,9 +1,13 @@
 //! Mutual TLS across processes: a node whose certificate another CA signed can neither join
 //! the cluster nor call any member's internal endpoints, while the members keep serving.
-use leaf_cluster_tests::cluster::{free_port, tls_client_config, NodeSpec, TOKEN};
+use std::time::Duration;
+
+use leaf_api::types::AddLearnerRequest;
+use leaf_cluster_tests::cluster::{free_port, node_client, tls_client_config, NodeSpec, SECRET, TOKEN};
+use leaf_node::internals::ops::OpKind;
 use leaf_node::internals::{CallError, PeerClient, PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
 
-use super::*;
+use crate::support::*;
 
 /// `leaf certs ARGS...` with the test binary.
 fn certs(args: &[&str]) {
