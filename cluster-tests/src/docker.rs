@@ -84,6 +84,40 @@ fn run(cmd: &mut Command) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// What `docker inspect` says of a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerState {
+    pub running: bool,
+    /// Frozen by `docker pause`.
+    pub paused: bool,
+    /// Attached to the cluster network.
+    pub attached: bool,
+}
+
+/// A container's health as its healthcheck (`leaf health`) reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContainerHealth {
+    Starting,
+    Healthy,
+    Unhealthy,
+    /// The container has no healthcheck.
+    None,
+    /// A status this harness does not know, as Docker printed it.
+    Other(String),
+}
+
+impl ContainerHealth {
+    fn parse(status: &str) -> ContainerHealth {
+        match status {
+            "starting" => ContainerHealth::Starting,
+            "healthy" => ContainerHealth::Healthy,
+            "unhealthy" => ContainerHealth::Unhealthy,
+            "none" => ContainerHealth::None,
+            other => ContainerHealth::Other(other.to_string()),
+        }
+    }
+}
+
 /// One compose project of `nodes` services `leaf1`..`leafN`. Methods name a service by its
 /// number `i` (`leaf<i>`), which is also its node ID unless `LEAF<i>_NODE_ID` says otherwise.
 pub struct Compose {
@@ -314,21 +348,23 @@ impl Compose {
         self.docker(&["network", "connect", &net], id).map(drop)
     }
 
-    /// (running, paused, attached to the cluster network) of node `id`'s container.
-    pub fn state(&self, id: u64) -> anyhow::Result<(bool, bool, bool)> {
+    /// The state of node `id`'s container.
+    pub fn state(&self, id: u64) -> anyhow::Result<ContainerState> {
         let net = self.network();
         let fmt = format!("{{{{.State.Running}}}} {{{{.State.Paused}}}} {{{{if index .NetworkSettings.Networks \"{net}\"}}}}true{{{{else}}}}false{{{{end}}}}");
         let out = self.docker(&["inspect", "-f", &fmt], id)?;
         let f: Vec<bool> = out.split_whitespace().map(|w| w == "true").collect();
         match f[..] {
-            [running, paused, attached] => Ok((running, paused, attached)),
+            [running, paused, attached] => Ok(ContainerState { running, paused, attached }),
             _ => bail!("unexpected docker inspect output {out:?}"),
         }
     }
 
-    /// The container's health as Docker's healthcheck reports it (`healthy`, `starting`, ...).
-    pub fn health(&self, id: u64) -> anyhow::Result<String> {
-        self.docker(&["inspect", "-f", "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}"], id)
+    /// The container's health as Docker's healthcheck reports it.
+    pub fn health(&self, id: u64) -> anyhow::Result<ContainerHealth> {
+        let status =
+            self.docker(&["inspect", "-f", "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}"], id)?;
+        Ok(ContainerHealth::parse(&status))
     }
 
     /// Waits until Docker reports every node healthy (its own healthcheck, `leaf health`).
@@ -339,7 +375,7 @@ impl Compose {
             for &id in ids {
                 states.push((id, self.health(id)?));
             }
-            if states.iter().all(|(_, s)| s == "healthy") {
+            if states.iter().all(|(_, s)| *s == ContainerHealth::Healthy) {
                 return Ok(start.elapsed());
             }
             if start.elapsed() > timeout {

@@ -152,7 +152,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
 
     // kill -9 the leader's container: the other two elect a leader and keep serving.
     block_in_place(|| compose.kill(leader)).unwrap();
-    assert!(!block_in_place(|| compose.state(leader)).unwrap().0, "the killed container still runs");
+    assert!(!block_in_place(|| compose.state(leader)).unwrap().running, "the killed container still runs");
     let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
     for round in 0..20 {
         for &id in &others {
