@@ -21,11 +21,14 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
     let killed = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let survivor_failures = Arc::new(AtomicU64::new(0));
+    // IDs served by each node so far (index: node ID).
+    let served: Arc<[AtomicU64; 4]> = Arc::default();
     let mut tasks = Vec::new();
     for id in 1..=3u64 {
         for _ in 0..2 {
             let c = cluster.client(id);
-            let (killed, stop, failures) = (killed.clone(), stop.clone(), survivor_failures.clone());
+            let (killed, stop, failures, served) =
+                (killed.clone(), stop.clone(), survivor_failures.clone(), served.clone());
             tasks.push(tokio::spawn(async move {
                 let mut got = Vec::new();
                 let mut errors = Vec::new();
@@ -34,7 +37,10 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
                         break;
                     }
                     match get_ids(&c, "hot", None).await {
-                        Ok(ids) => got.extend(ids),
+                        Ok(ids) => {
+                            served[id as usize].fetch_add(ids.len() as u64, Ordering::Relaxed);
+                            got.extend(ids);
+                        }
                         Err(e) if id != leader => {
                             failures.fetch_add(1, Ordering::Relaxed);
                             errors.push(e);
@@ -47,7 +53,8 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
             }));
         }
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let count = |id: u64| served[id as usize].load(Ordering::Relaxed);
+    wait_until("every node serving under load", FORM, || (1..=3).all(|id| count(id) >= 300)).await;
     cluster.kill(leader);
     killed.store(true, Ordering::Relaxed);
     let survivors: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
@@ -56,7 +63,12 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
     create_tag(&cluster.client(survivors[0]), "created-during-election", 10).await;
     let new_leader = cluster.wait_leader_among(&survivors, FORM).await.unwrap();
     assert_ne!(new_leader, leader);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The survivors go on serving under the new leader.
+    let elected: Vec<u64> = survivors.iter().map(|&id| count(id)).collect();
+    wait_until("the survivors serving after the election", FORM, || {
+        survivors.iter().zip(&elected).all(|(&id, &at)| count(id) >= at + 300)
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
     let mut before_restart = Vec::new();
     let mut per_node: BTreeMap<u64, usize> = BTreeMap::new();

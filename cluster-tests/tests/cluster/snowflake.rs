@@ -9,13 +9,25 @@ use leaf_client::StatusCode;
 
 use crate::support::*;
 
+/// `snowflake.lease_ttl_ms` of the lease expiry test.
+const LEASE_TTL_MS: i64 = 4000;
+
+/// Waits until this machine's wall clock reads past `unix_ms`.
+async fn wait_for_wall_clock(unix_ms: i64) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let left = u64::try_from(unix_ms - now).unwrap_or(0);
+    assert!(left < 30_000, "waiting {left} ms for the wall clock: the lease is far longer than configured");
+    tokio::time::sleep(Duration::from_millis(left)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     // Short leases so the test sees expiry: 4 s lease, recyclable 8 s after the last renewal.
     // (With 2 s / 4 s, electing a new leader after freezing node 3 plus starting and adding node
     // 4 took longer than the grace once on a loaded machine, and node 4 then rightly got the
     // recycled ID.)
-    let (_serial, mut cluster, _) = cluster(3, "[snowflake]\nlease_ttl_ms = 4000\ntime_window_ms = 500\n").await;
+    let (_serial, mut cluster, _) =
+        cluster(3, &format!("[snowflake]\nlease_ttl_ms = {LEASE_TTL_MS}\ntime_window_ms = 500\n")).await;
     for id in 1..=3 {
         wait_snowflake(&cluster, id, SnowflakeState::Serving).await;
     }
@@ -32,8 +44,11 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     let w4 = wait_snowflake(&cluster, 4, SnowflakeState::Serving).await.worker_id.unwrap();
     assert_ne!(w4, w3, "recycled before the old lease (plus grace) ran out");
     // Once it has, the next new node gets node 3's worker ID, starting above its high-water mark.
-    tokio::time::sleep(Duration::from_millis(8500)).await;
-    let hw3 = cluster.status(1).await.unwrap().workers.iter().find(|w| w.worker_id == w3).unwrap().high_water_ms;
+    // The state machine recycles it `lease_ttl_ms` after the lease ran out, in leader time
+    // (this machine's clock): wait for that moment.
+    let rec3 = cluster.status(1).await.unwrap().workers.into_iter().find(|w| w.worker_id == w3).unwrap();
+    let hw3 = rec3.high_water_ms;
+    wait_for_wall_clock(rec3.lease_expires_ms + LEASE_TTL_MS + 250).await;
     cluster.start_extra(5).unwrap();
     cluster.client(2).add_learner(&AddLearnerRequest { node_id: 5, addr: cluster.addr(5) }).await.unwrap();
     let h5 = wait_snowflake(&cluster, 5, SnowflakeState::Serving).await;

@@ -31,6 +31,15 @@ pub(crate) async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuar
     (serial, cluster, leader)
 }
 
+/// Waits until `done()` holds, checking every 20 ms; fails the test with `what` after `within`.
+pub(crate) async fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The files the nodes' failpoints are armed from (`LEAF_FAILPOINTS_FILE`), one per node.
 pub(crate) struct Arms(tempfile::TempDir);
 
@@ -43,6 +52,23 @@ impl Arms {
     /// a starting one at once.
     pub(crate) fn set(&self, id: u64, spec: &str) {
         std::fs::write(self.file(id), spec).unwrap();
+    }
+
+    /// Arms running node `id` of `cluster` with `spec` and waits until it has (its log says
+    /// it re-armed from the file).
+    pub(crate) async fn arm(&self, cluster: &Cluster, id: u64, spec: &str) {
+        let log_len = || std::fs::metadata(cluster.log_path(id)).map_or(0, |m| m.len() as usize);
+        let from = log_len();
+        self.set(id, spec);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = std::fs::read(cluster.log_path(id)).unwrap_or_default();
+            if String::from_utf8_lossy(&log[from.min(log.len())..]).contains("leaf failpoints armed from") {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "node {id} did not arm {spec:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 

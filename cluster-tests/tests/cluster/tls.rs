@@ -22,6 +22,10 @@ fn handshakes_refused(metrics: &str) -> f64 {
         .expect("the TLS metrics")
 }
 
+/// Dials of the leader that node 4 must have refused before the test looks at what the leader
+/// replicated to it.
+const DIALS_REFUSED: f64 = 5.0;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_endpoints() {
     let (_serial, mut cluster, leader) = cluster(3, "").await;
@@ -52,11 +56,21 @@ async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_en
     let req = AddLearnerRequest { node_id: 4, addr: cluster.addr(4) };
     let added = tokio::time::timeout(Duration::from_secs(20), cluster.client(leader).add_learner(&req)).await;
     eprintln!("add-learner of the foreign node: {added:?}");
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The leader keeps dialing it; node 4 refuses every handshake (its CA signed no member).
+    let own = node_client(&cluster.url(4), Some(TOKEN), Some(&foreign.path().join("ca.pem")), Duration::from_secs(10));
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let refused = handshakes_refused(&own.metrics().await.unwrap());
+        if refused >= DIALS_REFUSED {
+            eprintln!("node 4 refused {refused} handshakes");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "node 4 refused only {refused} handshakes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let s = cluster.status(leader).await.unwrap();
     let to_4 = s.replication.iter().flatten().find(|r| r.node_id == 4);
     assert!(to_4.is_none_or(|r| r.matched_index.is_none()), "the leader replicated to node 4: {s:?}");
-    let own = node_client(&cluster.url(4), Some(TOKEN), Some(&foreign.path().join("ca.pem")), Duration::from_secs(10));
     let s = own.cluster_status().await.unwrap();
     assert_eq!((s.leader_id, s.last_applied_index, s.term), (None, None, 0), "node 4 learned something: {s:?}");
     assert!(s.members.is_empty(), "node 4 knows members: {s:?}");
