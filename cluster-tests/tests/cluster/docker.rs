@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 
 use leaf_api::types::{ClusterStatus, MemberRole};
 use leaf_client::{HealthMode, StatusCode};
+use leaf_cluster_tests::chaos::schedule::FaultKind;
 use leaf_cluster_tests::cluster::{node_client, TOKEN};
 use leaf_cluster_tests::docker::{self, Compose};
 use tokio::task::block_in_place;
 
-use crate::chaos::run_chaos;
+use crate::chaos::{chaos_run, run_chaos};
 use crate::support::*;
 
 /// Its own tag, so the test never replaces an operator's `leaf:latest`.
@@ -283,8 +284,10 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
 /// `leaf-chaos --docker` replaces nodes of the compose cluster: each membership fault starts a
 /// fresh node ID in a free service (the override's spare first, then a removed node's), adds,
 /// promotes and removes as in local runs, and deletes the old container and volume. A fixed
-/// seed (override with `LEAF_CHAOS_SEED`) plans three replacements, so at least one reuses a
-/// freed service; kills run in between. The history must be valid.
+/// seed (override with `LEAF_CHAOS_SEED`), and a run as long as its schedule needs for three
+/// replacements (44 s), so at least one reuses a freed service; kills run in between (a
+/// container's kill and start, and a replacement, overrun their planned slots by seconds:
+/// hence the wider margin). The history must be valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_chaos_run_replaces_nodes_and_passes_the_checker() {
     if let Some(why) = docker::unavailable() {
@@ -294,11 +297,10 @@ async fn a_docker_chaos_run_replaces_nodes_and_passes_the_checker() {
     }
     let _serial = SERIAL.lock().await;
     block_in_place(|| docker::build_image(IMAGE)).unwrap();
-    let (_seed, out, _stdout, results) = run_chaos(
-        "20261125",
-        &["--docker", "--image", IMAGE, "--nodes", "3", "--duration", "60s", "--faults", "membership,kill"],
-    )
-    .await;
+    let kinds = [FaultKind::Membership, FaultKind::Kill];
+    let run = chaos_run(20261536, &kinds, &[(FaultKind::Membership, 3), (FaultKind::Kill, 1)], Duration::from_secs(8));
+    let (out, _stdout, results) =
+        run_chaos(&run, &["--docker", "--image", IMAGE, "--nodes", "3", "--faults", "membership,kill"]).await;
     assert_eq!(results["valid"], "true");
     let replaced = results["faults"]["membership"].as_u64().unwrap_or(0);
     assert!(replaced >= 3, "{replaced} membership faults: {}", results["faults"]);
