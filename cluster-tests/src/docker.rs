@@ -51,9 +51,26 @@ pub fn unavailable() -> Option<String> {
 }
 
 /// Builds the image with `deploy/build-image.sh` (static binary, FROM scratch).
+///
+/// The script runs without the variables cargo sets for a test or build-script process
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...): build scripts such as ring's rerun when those
+/// change, so inherited from a test they made the static build start over from ring up
+/// (minutes) even when the same build had just been made from a shell, or by CI beforehand.
 pub fn build_image(image: &str) -> anyhow::Result<()> {
     let script = deploy_dir().join("build-image.sh");
-    let status = Command::new(&script).arg(image).status().with_context(|| format!("run {}", script.display()))?;
+    let mut cmd = Command::new(&script);
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        let from_cargo = ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_BIN_", "CARGO_CRATE_", "CARGO_PRIMARY_PACKAGE"]
+            .iter()
+            .any(|p| k.starts_with(p))
+            || k == "CARGO_TARGET_TMPDIR"
+            || k == "OUT_DIR";
+        if from_cargo {
+            cmd.env_remove(&key);
+        }
+    }
+    let status = cmd.arg(image).status().with_context(|| format!("run {}", script.display()))?;
     if !status.success() {
         bail!("{} failed: {status}", script.display());
     }
