@@ -51,9 +51,26 @@ pub fn unavailable() -> Option<String> {
 }
 
 /// Builds the image with `deploy/build-image.sh` (static binary, FROM scratch).
+///
+/// The script runs without the variables cargo sets for a test or build-script process
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, ...): build scripts such as ring's rerun when those
+/// change, so inherited from a test they made the static build start over from ring up
+/// (minutes) even when the same build had just been made from a shell, or by CI beforehand.
 pub fn build_image(image: &str) -> anyhow::Result<()> {
     let script = deploy_dir().join("build-image.sh");
-    let status = Command::new(&script).arg(image).status().with_context(|| format!("run {}", script.display()))?;
+    let mut cmd = Command::new(&script);
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        let from_cargo = ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_BIN_", "CARGO_CRATE_", "CARGO_PRIMARY_PACKAGE"]
+            .iter()
+            .any(|p| k.starts_with(p))
+            || k == "CARGO_TARGET_TMPDIR"
+            || k == "OUT_DIR";
+        if from_cargo {
+            cmd.env_remove(&key);
+        }
+    }
+    let status = cmd.arg(image).status().with_context(|| format!("run {}", script.display()))?;
     if !status.success() {
         bail!("{} failed: {status}", script.display());
     }
@@ -82,6 +99,40 @@ fn run(cmd: &mut Command) -> anyhow::Result<String> {
         bail!("`{}` failed ({}): {}", shown(cmd), out.status, String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// What `docker inspect` says of a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerState {
+    pub running: bool,
+    /// Frozen by `docker pause`.
+    pub paused: bool,
+    /// Attached to the cluster network.
+    pub attached: bool,
+}
+
+/// A container's health as its healthcheck (`leaf health`) reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContainerHealth {
+    Starting,
+    Healthy,
+    Unhealthy,
+    /// The container has no healthcheck.
+    None,
+    /// A status this harness does not know, as Docker printed it.
+    Other(String),
+}
+
+impl ContainerHealth {
+    fn parse(status: &str) -> ContainerHealth {
+        match status {
+            "starting" => ContainerHealth::Starting,
+            "healthy" => ContainerHealth::Healthy,
+            "unhealthy" => ContainerHealth::Unhealthy,
+            "none" => ContainerHealth::None,
+            other => ContainerHealth::Other(other.to_string()),
+        }
+    }
 }
 
 /// One compose project of `nodes` services `leaf1`..`leafN`. Methods name a service by its
@@ -314,21 +365,23 @@ impl Compose {
         self.docker(&["network", "connect", &net], id).map(drop)
     }
 
-    /// (running, paused, attached to the cluster network) of node `id`'s container.
-    pub fn state(&self, id: u64) -> anyhow::Result<(bool, bool, bool)> {
+    /// The state of node `id`'s container.
+    pub fn state(&self, id: u64) -> anyhow::Result<ContainerState> {
         let net = self.network();
         let fmt = format!("{{{{.State.Running}}}} {{{{.State.Paused}}}} {{{{if index .NetworkSettings.Networks \"{net}\"}}}}true{{{{else}}}}false{{{{end}}}}");
         let out = self.docker(&["inspect", "-f", &fmt], id)?;
         let f: Vec<bool> = out.split_whitespace().map(|w| w == "true").collect();
         match f[..] {
-            [running, paused, attached] => Ok((running, paused, attached)),
+            [running, paused, attached] => Ok(ContainerState { running, paused, attached }),
             _ => bail!("unexpected docker inspect output {out:?}"),
         }
     }
 
-    /// The container's health as Docker's healthcheck reports it (`healthy`, `starting`, ...).
-    pub fn health(&self, id: u64) -> anyhow::Result<String> {
-        self.docker(&["inspect", "-f", "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}"], id)
+    /// The container's health as Docker's healthcheck reports it.
+    pub fn health(&self, id: u64) -> anyhow::Result<ContainerHealth> {
+        let status =
+            self.docker(&["inspect", "-f", "{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}"], id)?;
+        Ok(ContainerHealth::parse(&status))
     }
 
     /// Waits until Docker reports every node healthy (its own healthcheck, `leaf health`).
@@ -339,7 +392,7 @@ impl Compose {
             for &id in ids {
                 states.push((id, self.health(id)?));
             }
-            if states.iter().all(|(_, s)| s == "healthy") {
+            if states.iter().all(|(_, s)| *s == ContainerHealth::Healthy) {
                 return Ok(start.elapsed());
             }
             if start.elapsed() > timeout {

@@ -5,7 +5,7 @@
 //! - [`checker`]: verifies what clients received against what the cluster committed —
 //!   uniqueness per tag and "every ID lies inside a committed allocation".
 //! - [`cluster`]: a local cluster of real `leaf` processes on loopback (start, SIGTERM,
-//!   `kill -9`, restart, membership), used by `tests/cluster.rs` and the benchmark tool.
+//!   `kill -9`, restart, membership), used by `tests/cluster/` and the benchmark tool.
 //! - [`docker`]: the same as a docker-compose project of the `deploy/` files (image, compose,
 //!   container faults), used by the Docker deployment test and `leaf-chaos --docker`.
 //! - [`order`]: the real-time order check of `monotonic` tags (a call completed before another

@@ -135,10 +135,7 @@ fn real_main() -> anyhow::Result<i32> {
             });
             let mut faults = args.faults.clone();
             if faults.is_empty() {
-                faults = FaultKind::ALL.to_vec();
-                if !args.netns {
-                    faults.retain(|k| !matches!(k, FaultKind::Link | FaultKind::Netem));
-                }
+                faults = FaultKind::defaults(args.netns);
             }
             if !args.netns && faults.iter().any(|k| matches!(k, FaultKind::Link | FaultKind::Netem)) {
                 anyhow::bail!("the link and netem faults need --netns");

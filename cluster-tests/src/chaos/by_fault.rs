@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::history::Event;
+use super::history::{Event, FaultAction, FaultSubject};
 
 /// The operations invoked while faults of one kind held.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -24,26 +24,26 @@ pub struct FaultStats {
 /// The fault windows of a history: `(kind, start_ns, end_ns)`. A window ends at its fault's
 /// `heal`, or (a fault that errored before its heal) at the next fault's start or the end of the
 /// history.
-fn windows(events: &[Event]) -> Vec<(String, u64, u64)> {
+fn windows(events: &[Event]) -> Vec<(FaultSubject, u64, u64)> {
     let mut out = Vec::new();
-    let mut open: Option<(String, u64)> = None;
+    let mut open: Option<(FaultSubject, u64)> = None;
     let mut last_ns = 0;
     for e in events {
         if let Event::Fault { time_ns, kind, action, .. } = e {
             last_ns = last_ns.max(*time_ns);
-            match action.as_str() {
-                "start" => {
+            match action {
+                FaultAction::Start => {
                     if let Some((k, start)) = open.take() {
                         out.push((k, start, *time_ns));
                     }
-                    open = Some((kind.clone(), *time_ns));
+                    open = Some((*kind, *time_ns));
                 }
-                "heal" => {
+                FaultAction::Heal => {
                     if let Some((k, start)) = open.take_if(|(k, _)| k == kind) {
                         out.push((k, start, *time_ns));
                     }
                 }
-                _ => {}
+                FaultAction::Step | FaultAction::Error => {}
             }
         }
         if let Event::Invoke(o) | Event::Ok(o) | Event::Fail(o) | Event::Info(o) = e {
@@ -61,7 +61,7 @@ pub fn by_fault(events: &[Event]) -> BTreeMap<String, FaultStats> {
     let windows = windows(events);
     let mut out: BTreeMap<String, FaultStats> = BTreeMap::new();
     for (kind, start, end) in &windows {
-        let s = out.entry(kind.clone()).or_default();
+        let s = out.entry(kind.to_string()).or_default();
         s.faults += 1;
         s.seconds += end.saturating_sub(*start) as f64 / 1e9;
     }
@@ -73,14 +73,14 @@ pub fn by_fault(events: &[Event]) -> BTreeMap<String, FaultStats> {
                 let i = windows.partition_point(|(_, start, _)| *start <= o.time_ns);
                 if let Some(w) = i.checked_sub(1).filter(|w| o.time_ns < windows[*w].2) {
                     in_window.insert(o.op, w);
-                    if let Some(s) = out.get_mut(&windows[w].0) {
+                    if let Some(s) = out.get_mut(windows[w].0.name()) {
                         s.invoked += 1;
                     }
                 }
             }
             Event::Ok(o) | Event::Fail(o) | Event::Info(o) => {
                 let Some(&w) = in_window.get(&o.op) else { continue };
-                let Some(s) = out.get_mut(&windows[w].0) else { continue };
+                let Some(s) = out.get_mut(windows[w].0.name()) else { continue };
                 match e {
                     Event::Ok(_) => s.ok += 1,
                     Event::Fail(_) => s.fail += 1,
@@ -116,13 +116,14 @@ pub fn table(stats: &BTreeMap<String, FaultStats>) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::history::{Mode, OpEvent};
+    use super::super::schedule::FaultKind;
     use super::*;
 
-    fn fault(t_ms: u64, kind: &str, action: &str) -> Event {
+    fn fault(t_ms: u64, kind: FaultKind, action: FaultAction) -> Event {
         Event::Fault {
             time_ns: t_ms * 1_000_000,
             kind: kind.into(),
-            action: action.into(),
+            action,
             nodes: vec![1],
             detail: String::new(),
             cut: None,
@@ -149,19 +150,19 @@ mod tests {
         let events = vec![
             Event::Invoke(op(0, 5)), // before any fault
             Event::Ok(op(0, 6)),
-            fault(10, "kill", "start"),
+            fault(10, FaultKind::Kill, FaultAction::Start),
             Event::Invoke(op(1, 11)),
             Event::Invoke(op(2, 12)),
             Event::Ok(op(1, 13)),
             Event::Fail(op(2, 30)), // completes after the heal: still the kill's
-            fault(20, "kill", "heal"),
+            fault(20, FaultKind::Kill, FaultAction::Heal),
             Event::Invoke(op(3, 25)), // between faults
             Event::Ok(op(3, 26)),
-            fault(40, "netem", "start"),
+            fault(40, FaultKind::Netem, FaultAction::Start),
             Event::Invoke(op(4, 41)),
             Event::Info(op(4, 42)),
-            fault(50, "membership", "start"), // netem never healed: ends here
-            fault(55, "membership", "error"),
+            fault(50, FaultKind::Membership, FaultAction::Start), // netem never healed: ends here
+            fault(55, FaultKind::Membership, FaultAction::Error),
             Event::Invoke(op(5, 56)), // membership never healed: to the end
         ];
         let s = by_fault(&events);

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use leaf_api::types::{AllocationJournal, AllocationView};
 use serde::{Deserialize, Serialize};
 
-use super::history::{Event, Meta, Mode, OpEvent, Phase, TagProfile};
+use super::history::{Event, FaultAction, Meta, Mode, OpEvent, Phase, TagProfile};
 use crate::order::{check_real_time_order, OrderViolation as OrderViolationKind, TimedOp};
 
 /// Slack for comparing a snowflake timestamp with the harness's clock (same machine).
@@ -209,9 +209,19 @@ pub struct Results {
     pub problems: Vec<String>,
 }
 
+/// How an operation completed (the history's `ok`, `fail` and `info` lines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Completion {
+    Ok,
+    /// A definite error answer.
+    Fail,
+    /// Outcome unknown.
+    Info,
+}
+
 struct Op {
     inv: OpEvent,
-    done: Option<(String, OpEvent)>,
+    done: Option<(Completion, OpEvent)>,
 }
 
 impl Op {
@@ -234,7 +244,7 @@ impl Op {
 
     fn ok_ids(&self) -> Option<&[i64]> {
         match &self.done {
-            Some((t, e)) if t == "ok" => Some(&e.ids),
+            Some((Completion::Ok, e)) => Some(&e.ids),
             _ => None,
         }
     }
@@ -262,20 +272,20 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
             }
             Event::Ok(o) | Event::Fail(o) | Event::Info(o) => {
                 let t = match e {
-                    Event::Ok(_) => "ok",
-                    Event::Fail(_) => "fail",
-                    _ => "info",
+                    Event::Ok(_) => Completion::Ok,
+                    Event::Fail(_) => Completion::Fail,
+                    _ => Completion::Info,
                 };
                 match by_op.get(&o.op) {
-                    Some(&i) if ops[i].done.is_none() => ops[i].done = Some((t.to_string(), o.clone())),
+                    Some(&i) if ops[i].done.is_none() => ops[i].done = Some((t, o.clone())),
                     _ => problems.push(format!("completion of op {} without a pending invocation", o.op)),
                 }
             }
             Event::Fault { kind, action, detail, time_ns, cut, .. } => {
                 partition_cut += cut.unwrap_or(0);
-                if action == "start" {
-                    *faults.entry(kind.clone()).or_default() += 1;
-                } else if action == "error" {
+                if *action == FaultAction::Start {
+                    *faults.entry(kind.to_string()).or_default() += 1;
+                } else if *action == FaultAction::Error {
                     fault_errors.push(format!("{kind} at {:.1}s: {detail}", *time_ns as f64 / 1e9));
                 }
             }
@@ -309,10 +319,10 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
     let mut operations = Operations::default();
     for op in &ops {
         operations.invoked += 1;
-        match op.done.as_ref().map(|(t, _)| t.as_str()) {
-            Some("ok") => operations.ok += 1,
-            Some("fail") => operations.fail += 1,
-            Some(_) => operations.info += 1,
+        match op.done.as_ref().map(|(t, _)| *t) {
+            Some(Completion::Ok) => operations.ok += 1,
+            Some(Completion::Fail) => operations.fail += 1,
+            Some(Completion::Info) => operations.info += 1,
             None => operations.open += 1,
         }
     }
@@ -683,16 +693,16 @@ fn availability(ops: &[Op], phases: &[(u64, Phase)]) -> BTreeMap<String, PhaseSt
             s.invoked += 1;
             let done_ns = op.done.as_ref().map_or(op.inv.time_ns, |(_, e)| e.time_ns);
             last_ns = last_ns.max(done_ns);
-            let ok = match op.done.as_ref().map(|(t, _)| t.as_str()) {
-                Some("ok") => {
+            let ok = match op.done.as_ref().map(|(t, _)| *t) {
+                Some(Completion::Ok) => {
                     s.ok += 1;
                     true
                 }
-                Some("fail") => {
+                Some(Completion::Fail) => {
                     s.fail += 1;
                     false
                 }
-                _ => {
+                Some(Completion::Info) | None => {
                     s.info += 1;
                     false
                 }

@@ -5,14 +5,18 @@
 //! broken connection), linked by `op`. Times are nanoseconds on the harness's monotonic clock
 //! since the run started; the `meta` line maps them to wall-clock time. Faults, heals, clock
 //! offsets, phases and the worker ID of each node are recorded in the same stream.
+use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
+use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+
+use super::schedule::FaultKind;
 
 /// First line of every history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,6 +100,89 @@ pub struct OpEvent {
     pub error: Option<String>,
 }
 
+/// What a fault line is about: a kind of fault, or the heal of everything that ends the fault
+/// phase. Recorded as the kind's name (`"kill"`, ...) or `"heal"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FaultSubject {
+    Kind(FaultKind),
+    /// Links opened, nodes restarted and clocks reset after the fault phase.
+    HealAll,
+}
+
+impl FaultSubject {
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultSubject::Kind(k) => k.name(),
+            FaultSubject::HealAll => "heal",
+        }
+    }
+}
+
+impl From<FaultKind> for FaultSubject {
+    fn from(k: FaultKind) -> Self {
+        FaultSubject::Kind(k)
+    }
+}
+
+impl fmt::Display for FaultSubject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FaultSubject {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "heal" => Ok(FaultSubject::HealAll),
+            kind => kind.parse().map(FaultSubject::Kind),
+        }
+    }
+}
+
+impl Serialize for FaultSubject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for FaultSubject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a fault line records of its fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultAction {
+    /// Injected: the fault holds from here.
+    Start,
+    /// Healed: the fault is over.
+    Heal,
+    /// One step of a multi-step fault (a node of a rolling restart, a restart of the final heal).
+    Step,
+    /// A harness action that failed (a fault not injected or not healed as planned).
+    Error,
+}
+
+impl FaultAction {
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultAction::Start => "start",
+            FaultAction::Heal => "heal",
+            FaultAction::Step => "step",
+            FaultAction::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for FaultAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Process number of the harness's own requests (recovery checks, final requests).
 pub const HARNESS_PROCESS: u32 = 1_000_000;
 
@@ -112,12 +199,11 @@ pub enum Event {
     Ok(OpEvent),
     Fail(OpEvent),
     Info(OpEvent),
-    /// A fault injected (`action` "start"), healed ("heal"), a step of a multi-step fault
-    /// ("step"), or a failed harness action ("error").
+    /// A fault injected, healed, a step of a multi-step fault, or a failed harness action.
     Fault {
         time_ns: u64,
-        kind: String,
-        action: String,
+        kind: FaultSubject,
+        action: FaultAction,
         nodes: Vec<u64>,
         detail: String,
         /// On a partition's heal: connections the proxies blackholed or cut while it held.
@@ -193,4 +279,34 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<Event>> {
         events.push(serde_json::from_str(&line).with_context(|| format!("{}:{}", path.display(), n + 1))?);
     }
     Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fault lines keep the strings recorded histories have: the kind's name (or `heal`) and
+    /// `start`, `heal`, `step` or `error`.
+    #[test]
+    fn fault_lines_keep_their_recorded_strings() {
+        let cases = [
+            (FaultSubject::Kind(FaultKind::Kill), FaultAction::Start, r#""kind":"kill","action":"start""#),
+            (FaultSubject::Kind(FaultKind::Netem), FaultAction::Heal, r#""kind":"netem","action":"heal""#),
+            (FaultSubject::Kind(FaultKind::Restart), FaultAction::Step, r#""kind":"restart","action":"step""#),
+            (FaultSubject::HealAll, FaultAction::Heal, r#""kind":"heal","action":"heal""#),
+            (FaultSubject::HealAll, FaultAction::Error, r#""kind":"heal","action":"error""#),
+        ];
+        for (kind, action, text) in cases {
+            let e = Event::Fault { time_ns: 7, kind, action, nodes: vec![1], detail: "d".into(), cut: None };
+            let line = serde_json::to_string(&e).unwrap();
+            assert!(line.contains(text), "{line}");
+            assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), e);
+        }
+        let old = r#"{"type":"fault","time_ns":1,"kind":"membership","action":"start","nodes":[1,4],"detail":"x"}"#;
+        assert!(matches!(
+            serde_json::from_str::<Event>(old).unwrap(),
+            Event::Fault { kind: FaultSubject::Kind(FaultKind::Membership), action: FaultAction::Start, .. }
+        ));
+        assert!(serde_json::from_str::<Event>(&old.replace("membership", "nuke")).is_err());
+    }
 }

@@ -248,11 +248,11 @@ impl Nodes {
             }
             Nodes::Docker { compose, slots, .. } => {
                 let service = slots.service(id)?;
-                let (running, paused, _) = block_in_place(|| compose.state(service))?;
-                if running && paused {
+                let state = block_in_place(|| compose.state(service))?;
+                if state.running && state.paused {
                     block_in_place(|| compose.unpause(service))?;
                 }
-                Ok(running)
+                Ok(state.running)
             }
         }
     }

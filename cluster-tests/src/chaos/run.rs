@@ -24,7 +24,9 @@ use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use super::check::{self, Recovery, Results};
-use super::history::{Event, History, Meta, Mode, OpEvent, Phase, TagProfile, HARNESS_PROCESS};
+use super::history::{
+    Event, FaultAction, FaultSubject, History, Meta, Mode, OpEvent, Phase, TagProfile, HARNESS_PROCESS,
+};
 use super::netns::{self, Netns};
 use super::nodes::{LocalNet, Nodes, Slots};
 use super::proxy::{self, Link, Proxies};
@@ -337,16 +339,24 @@ impl Harness {
         node_client(&self.nodes.url(id), Some(TOKEN), self.nodes.ca().as_deref(), timeout)
     }
 
-    fn fault(&self, kind: &str, action: &str, nodes: &[u64], detail: impl Into<String>) {
+    fn fault(&self, kind: impl Into<FaultSubject>, action: FaultAction, nodes: &[u64], detail: impl Into<String>) {
         self.record_fault(kind, action, nodes, detail.into(), None);
     }
 
-    fn record_fault(&self, kind: &str, action: &str, nodes: &[u64], detail: String, cut: Option<u64>) {
+    fn record_fault(
+        &self,
+        kind: impl Into<FaultSubject>,
+        action: FaultAction,
+        nodes: &[u64],
+        detail: String,
+        cut: Option<u64>,
+    ) {
+        let kind = kind.into();
         println!("[{:7.1}s] {kind} {action} {nodes:?} {detail}", self.history.now_ns() as f64 / 1e9);
         self.history.write(&Event::Fault {
             time_ns: self.history.now_ns(),
-            kind: kind.to_string(),
-            action: action.to_string(),
+            kind,
+            action,
             nodes: nodes.to_vec(),
             detail,
             cut,
@@ -429,22 +439,22 @@ impl Harness {
 
     /// Applies a container or process fault to each of `nodes`; a failure is recorded and the
     /// remaining nodes still get theirs. Returns the nodes it was applied to.
-    fn each(&mut self, kind: &str, nodes: &[u64], f: fn(&mut Nodes, u64) -> anyhow::Result<()>) -> Vec<u64> {
+    fn each(&mut self, kind: FaultKind, nodes: &[u64], f: fn(&mut Nodes, u64) -> anyhow::Result<()>) -> Vec<u64> {
         let mut done = Vec::new();
         for &id in nodes {
             match f(&mut self.nodes, id) {
                 Ok(()) => done.push(id),
-                Err(e) => self.fault(kind, "error", &[id], format!("{e:#}")),
+                Err(e) => self.fault(kind, FaultAction::Error, &[id], format!("{e:#}")),
             }
         }
         done
     }
 
     /// Restarts each of `nodes`; a failure is recorded and the others are still restarted.
-    fn spawn_each(&mut self, kind: &str, nodes: &[u64]) {
+    fn spawn_each(&mut self, kind: impl Into<FaultSubject> + Copy, nodes: &[u64]) {
         for &id in nodes {
             if let Err(e) = self.spawn(id) {
-                self.fault(kind, "error", &[id], format!("restart failed: {e:#}"));
+                self.fault(kind, FaultAction::Error, &[id], format!("restart failed: {e:#}"));
             }
         }
     }
@@ -459,7 +469,12 @@ impl Harness {
         } else {
             let previous = self.offsets.get(&id).copied().unwrap_or(0);
             self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: id, offset_ms: previous });
-            self.fault("clock", "error", &[id], format!("setting offset {offset_ms} ms failed: {res:?}"));
+            self.fault(
+                FaultKind::Clock,
+                FaultAction::Error,
+                &[id],
+                format!("setting offset {offset_ms} ms failed: {res:?}"),
+            );
         }
     }
 
@@ -482,7 +497,7 @@ impl Harness {
         }
         let mut rng = StdRng::seed_from_u64(f.pick);
         let hold = Duration::from_millis(f.hold_ms);
-        let kind = f.kind.name();
+        let kind = f.kind;
         match f.kind {
             FaultKind::Kill => {
                 let nodes = self.resolve(f.target, &mut rng).await;
@@ -491,10 +506,10 @@ impl Harness {
                 if nodes.is_empty() {
                     return Ok(());
                 }
-                self.fault(kind, "start", &nodes, format!("kill -9 {:?} for {} ms", f.target, f.hold_ms));
+                self.fault(kind, FaultAction::Start, &nodes, format!("kill -9 {:?} for {} ms", f.target, f.hold_ms));
                 tokio::time::sleep(hold).await;
                 self.spawn_each(kind, &nodes);
-                self.fault(kind, "heal", &nodes, "restarted");
+                self.fault(kind, FaultAction::Heal, &nodes, "restarted");
             }
             FaultKind::Pause => {
                 let nodes = self.resolve(f.target, &mut rng).await;
@@ -502,10 +517,10 @@ impl Harness {
                 if nodes.is_empty() {
                     return Ok(());
                 }
-                self.fault(kind, "start", &nodes, format!("SIGSTOP {:?} for {} ms", f.target, f.hold_ms));
+                self.fault(kind, FaultAction::Start, &nodes, format!("SIGSTOP {:?} for {} ms", f.target, f.hold_ms));
                 tokio::time::sleep(hold).await;
                 self.each(kind, &nodes, |n, id| n.resume(id));
-                self.fault(kind, "heal", &nodes, "SIGCONT");
+                self.fault(kind, FaultAction::Heal, &nodes, "SIGCONT");
             }
             FaultKind::Partition => {
                 let mut order = self.members.clone();
@@ -516,12 +531,12 @@ impl Harness {
                     Ok(d) => d,
                     Err(e) => {
                         // Not recorded as a partition: undo whatever part of it was made.
-                        self.fault(kind, "error", &order, format!("partition failed: {e:#}"));
+                        self.fault(kind, FaultAction::Error, &order, format!("partition failed: {e:#}"));
                         self.nodes.heal_links()?;
                         return Ok(());
                     }
                 };
-                self.fault(kind, "start", &order, format!("{detail} for {} ms", f.hold_ms));
+                self.fault(kind, FaultAction::Start, &order, format!("{detail} for {} ms", f.hold_ms));
                 tokio::time::sleep(hold).await;
                 let cut = self.nodes.heal_links()?;
                 let detail = match self.nodes {
@@ -535,13 +550,18 @@ impl Harness {
                         format!("all connected again; a connected peer could not reach {cut} of the cut-off containers")
                     }
                 };
-                self.record_fault(kind, "heal", &order, detail, Some(cut));
+                self.record_fault(kind, FaultAction::Heal, &order, detail, Some(cut));
             }
             FaultKind::Clock => {
                 let nodes = self.resolve(f.target, &mut rng).await;
                 match f.clock.unwrap_or(ClockMode::Skew { offset_ms: 100 }) {
                     ClockMode::Skew { offset_ms } => {
-                        self.fault(kind, "start", &nodes, format!("skew {offset_ms} ms for {} ms", f.hold_ms));
+                        self.fault(
+                            kind,
+                            FaultAction::Start,
+                            &nodes,
+                            format!("skew {offset_ms} ms for {} ms", f.hold_ms),
+                        );
                         for &id in &nodes {
                             self.set_clock(id, offset_ms).await;
                         }
@@ -550,7 +570,7 @@ impl Harness {
                     ClockMode::Strobe { offset_ms, period_ms } => {
                         self.fault(
                             kind,
-                            "start",
+                            FaultAction::Start,
                             &nodes,
                             format!("strobe 0 <-> {offset_ms} ms every {period_ms} ms for {} ms", f.hold_ms),
                         );
@@ -568,28 +588,33 @@ impl Harness {
                 for &id in &nodes {
                     self.set_clock(id, 0).await;
                 }
-                self.fault(kind, "heal", &nodes, "offset 0");
+                self.fault(kind, FaultAction::Heal, &nodes, "offset 0");
             }
             FaultKind::Restart => {
                 let mut order = self.members.clone();
                 order.shuffle(&mut rng);
-                self.fault(kind, "start", &order, "rolling restart (SIGTERM, start, wait until ready)");
+                self.fault(kind, FaultAction::Start, &order, "rolling restart (SIGTERM, start, wait until ready)");
                 for &id in &order {
                     let clean = match self.nodes.stop(id) {
                         Ok(clean) => clean,
                         Err(e) => {
-                            self.fault(kind, "error", &[id], format!("stop failed: {e:#}"));
+                            self.fault(kind, FaultAction::Error, &[id], format!("stop failed: {e:#}"));
                             false
                         }
                     };
                     self.spawn_each(kind, &[id]);
                     let ready = self.wait_ready(id, Duration::from_secs(30)).await;
-                    self.fault(kind, "step", &[id], format!("restarted (clean exit {clean}, ready {ready})"));
+                    self.fault(
+                        kind,
+                        FaultAction::Step,
+                        &[id],
+                        format!("restarted (clean exit {clean}, ready {ready})"),
+                    );
                     if !ready {
-                        self.fault(kind, "error", &[id], "not ready 30 s after restart");
+                        self.fault(kind, FaultAction::Error, &[id], "not ready 30 s after restart");
                     }
                 }
-                self.fault(kind, "heal", &order, "every node restarted");
+                self.fault(kind, FaultAction::Heal, &order, "every node restarted");
             }
             FaultKind::Link => {
                 if !self.nodes.supports(FaultKind::Link) {
@@ -602,12 +627,12 @@ impl Harness {
                 let detail = match self.nodes.partition(&order, shape, leader) {
                     Ok(d) => d,
                     Err(e) => {
-                        self.fault(kind, "error", &order, format!("{e:#}"));
+                        self.fault(kind, FaultAction::Error, &order, format!("{e:#}"));
                         self.nodes.heal_links()?;
                         return Ok(());
                     }
                 };
-                self.fault(kind, "start", &order, format!("{detail} for {} ms", f.hold_ms));
+                self.fault(kind, FaultAction::Start, &order, format!("{detail} for {} ms", f.hold_ms));
                 if let Shape::Flapping { period_ms } = shape {
                     let end = Instant::now() + hold;
                     let period = Duration::from_millis(period_ms);
@@ -626,7 +651,7 @@ impl Harness {
                 let dropped = self.nodes.heal_links()?;
                 self.record_fault(
                     kind,
-                    "heal",
+                    FaultAction::Heal,
                     &order,
                     format!("all links open; {dropped} packets were dropped"),
                     Some(dropped),
@@ -654,7 +679,7 @@ impl Harness {
                     }
                 }
                 if let Err(e) = self.nodes.degrade(&links, &netem) {
-                    self.fault(kind, "error", &self.members.clone(), format!("{e:#}"));
+                    self.fault(kind, FaultAction::Error, &self.members.clone(), format!("{e:#}"));
                     self.nodes.undegrade()?;
                     return Ok(());
                 }
@@ -662,7 +687,7 @@ impl Harness {
                 let has_netem = self.nodes.netns().is_some_and(|n| n.has_netem());
                 self.fault(
                     kind,
-                    "start",
+                    FaultAction::Start,
                     &nodes,
                     format!(
                         "{} delay {} ms ± {} ms, reorder {}%, loss {}%, {} kbit/s on {links:?} for {} ms",
@@ -686,7 +711,7 @@ impl Harness {
                 };
                 self.fault(
                     kind,
-                    "heal",
+                    FaultAction::Heal,
                     &nodes,
                     format!("links restored; the loss rules dropped {} packets{delayed}", done.lost),
                 );
@@ -754,7 +779,12 @@ impl Harness {
             Nodes::Docker { .. } => self.nodes.start_in_container(new)?,
         };
         self.history.write(&Event::Clock { time_ns: self.history.now_ns(), node: new, offset_ms: 0 });
-        self.fault("membership", "start", &[old, new], format!("replace node {old} by new node {new}"));
+        self.fault(
+            FaultKind::Membership,
+            FaultAction::Start,
+            &[old, new],
+            format!("replace node {old} by new node {new}"),
+        );
         let add = Membership::AddLearner(AddLearnerRequest { node_id: new, addr: proxy_addr.to_string() });
         let steps = async {
             self.admin_until(&add, Some(ErrorCode::MemberExists)).await.map_err(|e| format!("add learner: {e}"))?;
@@ -762,7 +792,7 @@ impl Harness {
             Ok::<(), String>(())
         };
         if let Err(e) = steps.await {
-            self.fault("membership", "error", &[new], format!("{e}; removing the new node again"));
+            self.fault(FaultKind::Membership, FaultAction::Error, &[new], format!("{e}; removing the new node again"));
             match self.admin_until(&Membership::Remove(new), Some(ErrorCode::MemberNotFound)).await {
                 Ok(()) => {
                     self.nodes.retire(new)?;
@@ -770,7 +800,12 @@ impl Harness {
                 Err(e) => {
                     // It may be a voter by now: keep it running and treat it as a member, so
                     // the heal restarts it and the final checks include it.
-                    self.fault("membership", "error", &[new], format!("removing it failed too ({e}); it stays"));
+                    self.fault(
+                        FaultKind::Membership,
+                        FaultAction::Error,
+                        &[new],
+                        format!("removing it failed too ({e}); it stays"),
+                    );
                     self.members.push(new);
                     self.targets.write().unwrap_or_else(|e| e.into_inner()).insert(new, self.client(new));
                 }
@@ -781,17 +816,27 @@ impl Harness {
         self.targets.write().unwrap_or_else(|e| e.into_inner()).insert(new, self.client(new));
         self.record_workers().await;
         if let Err(e) = self.admin_until(&Membership::Remove(old), Some(ErrorCode::MemberNotFound)).await {
-            self.fault("membership", "error", &[old], format!("remove: {e}; node {old} stays"));
+            self.fault(FaultKind::Membership, FaultAction::Error, &[old], format!("remove: {e}; node {old} stays"));
             return Ok(());
         }
         self.members.retain(|id| *id != old);
         self.targets.write().unwrap_or_else(|e| e.into_inner()).remove(&old);
         match self.journal(old).await {
             Ok(j) => self.removed_journals.push(j),
-            Err(e) => self.fault("membership", "error", &[old], format!("journal of the removed node: {e:#}")),
+            Err(e) => self.fault(
+                FaultKind::Membership,
+                FaultAction::Error,
+                &[old],
+                format!("journal of the removed node: {e:#}"),
+            ),
         }
         self.nodes.retire(old)?;
-        self.fault("membership", "heal", &[old, new], format!("node {new} is a voter, node {old} removed and stopped"));
+        self.fault(
+            FaultKind::Membership,
+            FaultAction::Heal,
+            &[old, new],
+            format!("node {new} is a voter, node {old} removed and stopped"),
+        );
         Ok(())
     }
 
@@ -809,11 +854,21 @@ impl Harness {
                     self.set_clock(id, 0).await;
                 }
             } else {
-                self.fault("heal", "step", &[id], "not running (exited or killed): restarting");
-                self.spawn_each("heal", &[id]);
+                self.fault(
+                    FaultSubject::HealAll,
+                    FaultAction::Step,
+                    &[id],
+                    "not running (exited or killed): restarting",
+                );
+                self.spawn_each(FaultSubject::HealAll, &[id]);
             }
         }
-        self.fault("heal", "heal", &self.members.clone(), "all links open, all nodes running, clocks at offset 0");
+        self.fault(
+            FaultSubject::HealAll,
+            FaultAction::Heal,
+            &self.members.clone(),
+            "all links open, all nodes running, clocks at offset 0",
+        );
         Ok(())
     }
 
@@ -1054,7 +1109,7 @@ async fn drive(
             break;
         }
         if let Err(e) = h.inject(f).await {
-            h.fault(f.kind.name(), "error", &[], e.to_string());
+            h.fault(f.kind, FaultAction::Error, &[], e.to_string());
         }
     }
     tokio::time::sleep_until(start + faults_len).await;

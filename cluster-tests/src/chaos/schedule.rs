@@ -48,6 +48,12 @@ impl FaultKind {
         FaultKind::Netem,
     ];
 
+    /// The kinds a run injects when `--faults` names none: every kind the backend supports
+    /// (link and netem need the namespace backend).
+    pub fn defaults(netns: bool) -> Vec<FaultKind> {
+        FaultKind::ALL.into_iter().filter(|k| netns || !matches!(k, FaultKind::Link | FaultKind::Netem)).collect()
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::Kill => "kill",

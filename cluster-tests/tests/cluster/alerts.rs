@@ -8,8 +8,9 @@
 //! unless `LEAF_REQUIRE_PROMETHEUS=1` (CI installs it).
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use super::*;
+use crate::support::*;
 
 /// The Prometheus server of the test, killed on drop.
 struct Prometheus {
@@ -113,6 +114,33 @@ impl Prometheus {
         targets.iter().filter(|t| t["health"] == "up").count()
     }
 
+    /// The time of each rule group's last evaluation (empty while Prometheus does not answer).
+    async fn last_evaluations(&self) -> Vec<String> {
+        let Ok(v) = self.get("/api/v1/rules").await else { return Vec::new() };
+        let groups = v["data"]["groups"].as_array().cloned().unwrap_or_default();
+        groups.iter().map(|g| g["lastEvaluation"].as_str().unwrap_or("").to_string()).collect()
+    }
+
+    /// Waits until every rule group has been evaluated `n` more times.
+    async fn evaluations(&self, n: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let mut last = self.last_evaluations().await;
+        let mut seen = vec![0; last.len()];
+        while last.is_empty() || seen.iter().any(|s| *s < n) {
+            assert!(tokio::time::Instant::now() < deadline, "Prometheus evaluated its rules {seen:?} times, not {n}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = self.last_evaluations().await;
+            if now.len() != last.len() {
+                seen = vec![0; now.len()];
+            } else {
+                for (s, (a, b)) in seen.iter_mut().zip(now.iter().zip(&last)) {
+                    *s += usize::from(a != b);
+                }
+            }
+            last = now;
+        }
+    }
+
     /// Waits until `done(firing alerts)` holds; panics with the last set after `timeout`.
     async fn wait_for(&self, what: &str, timeout: Duration, done: impl Fn(&BTreeSet<(String, String)>) -> bool) {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -150,7 +178,7 @@ async fn prometheus_fires_and_resolves_the_outage_alerts_as_nodes_die_and_return
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // Healthy: a few evaluations (with `for: 1s`) and none of the outage alerts.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    prom.evaluations(4).await;
     let firing = prom.firing().await;
     assert!(OUTAGE.iter().all(|a| !fires(&firing, a, None)), "a healthy cluster fires {firing:?}");
 
@@ -159,7 +187,7 @@ async fn prometheus_fires_and_resolves_the_outage_alerts_as_nodes_die_and_return
     cluster.kill(follower);
     let gone = cluster.addr(follower);
     prom.wait_for("one follower down", Duration::from_secs(30), |f| fires(f, "LeafNodeDown", Some(&gone))).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    prom.evaluations(3).await;
     let firing = prom.firing().await;
     assert!(!fires(&firing, "LeafQuorumLost", None) && !fires(&firing, "LeafNoLeader", None), "{firing:?}");
 

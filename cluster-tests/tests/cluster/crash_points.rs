@@ -2,7 +2,7 @@
 //! repeats no ID.
 //!
 //! Every crash point of `leaf_raft_store::failpoint::CRASH_POINTS` has one case, here or in
-//! [`super::snapshot_crash`] (the points on a follower's path to taking a snapshot: install,
+//! [`crate::snapshot_crash`] (the points on a follower's path to taking a snapshot: install,
 //! purge, commit, append). Each case here arms one point on one node of a running 3-node TLS
 //! cluster through its `LEAF_FAILPOINTS_FILE` (`leaf-test-node` re-arms from that file while
 //! running), drives the cluster down the path that passes the point (an election, a conflicting
@@ -17,10 +17,12 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use leaf_cluster_tests::cluster::TOKEN;
+use leaf_api::types::SnowflakeState;
+use leaf_client::Client;
+use leaf_cluster_tests::cluster::{Cluster, TOKEN};
 use leaf_raft_store::failpoint::CRASH_POINTS;
 
-use super::*;
+use crate::support::*;
 
 /// How a case reaches its crash point on the armed node.
 #[derive(Debug, Clone, Copy)]
@@ -40,7 +42,7 @@ enum Path {
     Snowflake,
 }
 
-/// The crash points of this test (the rest are [`super::snapshot_crash::CASES`]).
+/// The crash points of this test (the rest are [`crate::snapshot_crash::CASES`]).
 const CASES: &[(&str, Path)] = &[
     ("log-vote-written", Path::Election),
     ("log-vote-flushed", Path::Election),
@@ -62,10 +64,10 @@ const WAIT: Duration = Duration::from_secs(30);
 #[test]
 fn every_crash_point_has_a_case() {
     let covered: BTreeSet<&str> =
-        CASES.iter().map(|(p, _)| *p).chain(super::snapshot_crash::CASES.iter().map(|(p, _)| *p)).collect();
+        CASES.iter().map(|(p, _)| *p).chain(crate::snapshot_crash::CASES.iter().map(|(p, _)| *p)).collect();
     let all: BTreeSet<&str> = CRASH_POINTS.iter().copied().collect();
     assert_eq!(covered, all, "crash points without a case (or cases of no crash point)");
-    assert_eq!(CASES.len() + super::snapshot_crash::CASES.len(), all.len(), "a crash point has two cases");
+    assert_eq!(CASES.len() + crate::snapshot_crash::CASES.len(), all.len(), "a crash point has two cases");
 }
 
 /// What the cluster acknowledged so far.

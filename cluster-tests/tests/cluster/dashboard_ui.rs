@@ -8,11 +8,15 @@
 //! Skipped when Chromium is not installed, unless `LEAF_REQUIRE_CHROMIUM=1` (CI installs it).
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
-use leaf_cluster_tests::cluster::Options;
+use leaf_api::types::SnowflakeState;
+use leaf_cluster_tests::cluster::{Cluster, Options};
 
-use super::*;
+use crate::support::*;
 
 /// The browser, if installed (`chromium`, Debian's package).
 fn chromium() -> Option<&'static str> {
@@ -122,7 +126,17 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
     for id in 1..=3 {
         wait_snowflake(&cluster, id, SnowflakeState::Serving).await;
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The browsed node has served both tags (the page shows its counts).
+    let typed = cluster.client_with(follower, Some(&ui), Duration::from_secs(10));
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let d = typed.dashboard().await.unwrap();
+        if ["orders", "users"].iter().all(|tag| d.tags.iter().any(|t| t.info.tag == *tag && t.served > 0)) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "node {follower} served no IDs of the tags: {:?}", d.tags);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let page = format!("{}/ui?refresh=1", cluster.url(follower));
     let with_token = format!("{page}#token={ui}");
@@ -163,7 +177,7 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
         t.await.unwrap();
     }
     // The same data through the typed client, as the page got it.
-    let d = cluster.client_with(follower, Some(&ui), Duration::from_secs(10)).dashboard().await.unwrap();
+    let d = typed.dashboard().await.unwrap();
     let dead = d.nodes.iter().find(|n| n.node_id == victim).unwrap();
     assert!(dead.health.is_none() && dead.error.is_some(), "{dead:?}");
     assert!(d.tags.iter().any(|t| t.info.tag == "orders" && t.served > 0), "{:?}", d.tags);

@@ -16,7 +16,12 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::*;
+use leaf_api::types::ClusterStatus;
+use leaf_api::ErrorCode;
+use leaf_client::{Client, ClientError, StatusCode};
+use leaf_cluster_tests::cluster::Cluster;
+
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -46,9 +51,8 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
 
     // Slow fsync everywhere: no write commits within the propose timeout.
     for id in cluster.ids() {
-        set(id, "disk-fsync=sleep(2500)");
+        arms.arm(&cluster, id, "disk-fsync=sleep(2500)").await;
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let deadline = Instant::now() + WAIT;
     let mut refusals = 0;
     let mut i = 0;
@@ -95,8 +99,7 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
     // EIO on the leader's fsync: its Raft stops, the others take over.
     let leader = cluster.wait_leader(WAIT).await.unwrap();
     let others: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
-    set(leader, "disk-fsync=return");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    arms.arm(&cluster, leader, "disk-fsync=return").await;
     let c = cluster.client(leader);
     // The next write through it needs an fsync that fails.
     let (status, code) = try_create(&c, "eio-0").await.expect_err("a write was acknowledged over a failed fsync");
@@ -130,8 +133,7 @@ async fn with_on_storage_failure_exit_an_eio_ends_the_process_and_a_restart_reco
     let (arms, mut cluster) = armed_cluster(3, "[raft]\non_storage_failure = \"exit\"\n");
     let (leader, mut acked, mut seen) = with_disk_tag(&cluster).await;
     let others: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
-    arms.set(leader, "disk-fsync=return");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    arms.arm(&cluster, leader, "disk-fsync=return").await;
     // The write that needs the failing fsync is refused: the node stays up, answering 503,
     // until a scrape has seen the failure.
     let c = cluster.client(leader);

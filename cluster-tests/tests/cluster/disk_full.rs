@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use leaf_cluster_tests::cluster::{free_port, TOKEN};
+use leaf_api::types::CreateTagRequest;
+use leaf_client::{Client, HealthMode, StatusCode};
+use leaf_cluster_tests::cluster::{free_port, node_client, TOKEN};
 
-use super::*;
+use crate::support::*;
 
 /// A loop-mounted ext4 file system, unmounted on drop.
 struct SmallDisk {

@@ -7,15 +7,19 @@
 //!
 //! Runs when a Docker engine and docker-compose answer; otherwise it prints why and passes
 //! (set `LEAF_REQUIRE_DOCKER=1` to make a missing engine a failure instead).
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use leaf_cluster_tests::cluster::TOKEN;
+use leaf_api::types::{ClusterStatus, MemberRole};
+use leaf_client::{HealthMode, StatusCode};
+use leaf_cluster_tests::chaos::schedule::FaultKind;
+use leaf_cluster_tests::cluster::{node_client, TOKEN};
 use leaf_cluster_tests::docker::{self, Compose};
 use tokio::task::block_in_place;
 
-use super::*;
+use crate::chaos::{chaos_run, run_chaos};
+use crate::support::*;
 
 /// Its own tag, so the test never replaces an operator's `leaf:latest`.
 const IMAGE: &str = "leaf:test";
@@ -89,8 +93,15 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     assert_eq!(inspect("{{json .Config.Healthcheck.Test}}"), r#"["CMD","/leaf","health","--quiet"]"#);
 
     let project = format!("leafci{}", std::process::id());
-    // The 3-node file, plus nodes 4 and 5 for later (started only when the cluster grows).
-    let files = vec![docker::compose_file(3).unwrap(), docker::deploy_dir().join("docker-compose.add-4-5.yml")];
+    // The 3-node file, plus nodes 4 and 5 for later (started only when the cluster grows), and
+    // the healthcheck every second instead of every 5 s: the same check, which the test waits
+    // for after each `up` and `start`.
+    let checks = tempfile::tempdir().unwrap();
+    let every_second = checks.path().join("healthcheck-1s.yml");
+    let services: String = (1..=5).map(|i| format!("  leaf{i}:\n    healthcheck:\n      interval: 1s\n")).collect();
+    std::fs::write(&every_second, format!("version: \"3.8\"\nservices:\n{services}")).unwrap();
+    let files =
+        vec![docker::compose_file(3).unwrap(), docker::deploy_dir().join("docker-compose.add-4-5.yml"), every_second];
     let mut compose = Compose::new(&project, files, 5, IMAGE).unwrap();
     block_in_place(|| compose.up_only(&[1, 2, 3])).unwrap();
     let took = block_in_place(|| compose.wait_healthy(&[1, 2, 3], Duration::from_secs(90))).unwrap();
@@ -149,7 +160,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
 
     // kill -9 the leader's container: the other two elect a leader and keep serving.
     block_in_place(|| compose.kill(leader)).unwrap();
-    assert!(!block_in_place(|| compose.state(leader)).unwrap().0, "the killed container still runs");
+    assert!(!block_in_place(|| compose.state(leader)).unwrap().running, "the killed container still runs");
     let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
     for round in 0..20 {
         for &id in &others {
@@ -280,8 +291,10 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
 /// `leaf-chaos --docker` replaces nodes of the compose cluster: each membership fault starts a
 /// fresh node ID in a free service (the override's spare first, then a removed node's), adds,
 /// promotes and removes as in local runs, and deletes the old container and volume. A fixed
-/// seed (override with `LEAF_CHAOS_SEED`) plans three replacements, so at least one reuses a
-/// freed service; kills run in between. The history must be valid.
+/// seed (override with `LEAF_CHAOS_SEED`), and a run as long as its schedule needs for three
+/// replacements (46 s), so at least one reuses a freed service; kills run in between (a
+/// container's kill and start, and a replacement's container start, overrun their planned
+/// slots by seconds: hence the wider margin). The history must be valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_chaos_run_replaces_nodes_and_passes_the_checker() {
     if let Some(why) = docker::unavailable() {
@@ -291,11 +304,10 @@ async fn a_docker_chaos_run_replaces_nodes_and_passes_the_checker() {
     }
     let _serial = SERIAL.lock().await;
     block_in_place(|| docker::build_image(IMAGE)).unwrap();
-    let (_seed, out, _stdout, results) = run_chaos(
-        "20261125",
-        &["--docker", "--image", IMAGE, "--nodes", "3", "--duration", "60s", "--faults", "membership,kill"],
-    )
-    .await;
+    let kinds = [FaultKind::Membership, FaultKind::Kill];
+    let run = chaos_run(20261536, &kinds, &[(FaultKind::Membership, 3), (FaultKind::Kill, 1)], Duration::from_secs(10));
+    let (out, _stdout, results) =
+        run_chaos(&run, &["--docker", "--image", IMAGE, "--nodes", "3", "--faults", "membership,kill"]).await;
     assert_eq!(results["valid"], "true");
     let replaced = results["faults"]["membership"].as_u64().unwrap_or(0);
     assert!(replaced >= 3, "{replaced} membership faults: {}", results["faults"]);

@@ -2,10 +2,15 @@
 //! `orders-*` gets IDs for `orders-eu` and 403 for `users` on every node; revoked through a
 //! follower, it is refused by each node as soon as that node has applied the leader's
 //! commit (no retry, no grace), and every node's audit trail records the same changes.
+use std::time::Duration;
+
 use leaf_api::audit::{Actor, AuditFilter, AuditKind};
 use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
+use leaf_api::ErrorCode;
+use leaf_client::StatusCode;
+use leaf_cluster_tests::cluster::Cluster;
 
-use super::*;
+use crate::support::*;
 
 /// Waits until node `id` has applied at least `index`.
 async fn applied(cluster: &Cluster, id: u64, index: u64) {

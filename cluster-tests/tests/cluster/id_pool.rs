@@ -4,11 +4,17 @@
 //! The application sees no error, every segment ID is unique and inside an allocation the
 //! cluster committed (the checker), and every snowflake ID is unique.
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use leaf_client::pool::{IdPool, PoolOptions, TagPool};
+use leaf_client::Client;
+use leaf_cluster_tests::checker::check_segment_ids;
+use leaf_cluster_tests::cluster::Cluster;
 
-use super::*;
+use crate::support::*;
 
 /// What one application thread took, and the errors it saw.
 struct Taken {

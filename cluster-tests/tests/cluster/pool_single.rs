@@ -2,11 +2,14 @@
 //! each inside a committed allocation), async and non-blocking takes, snowflake IDs, a refused
 //! lease for an unknown tag, and a node list whose first node is dead.
 use std::collections::HashSet;
+use std::time::Duration;
 
 use leaf_client::pool::{IdKind, IdPool, PoolError, PoolOptions};
+use leaf_client::Client;
+use leaf_cluster_tests::checker::check_segment_ids;
 use leaf_cluster_tests::cluster::{free_port, TOKEN};
 
-use super::*;
+use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_id_pool_on_one_node_hands_out_unique_committed_ids() {

@@ -13,7 +13,9 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::*;
+use leaf_cluster_tests::cluster::Cluster;
+
+use crate::support::*;
 
 /// Crash point and its `fail` actions. `return(500)` stalls the crashing step half a second
 /// first, so that openraft's purge for the same install, which runs concurrently, has reached
@@ -22,7 +24,7 @@ use super::*;
 /// there: "Failed to get log entries"). The `log-*` points fire on the install's purge, the
 /// first commit point and the first append after it (the test prints whether the install had
 /// finished by then).
-pub(super) const CASES: &[(&str, &str)] = &[
+pub(crate) const CASES: &[(&str, &str)] = &[
     ("sm-install-begin", "return(500)"),
     ("sm-install-snapshot-written", "return(500)"),
     ("sm-install-snapshot-flushed", "return"),

@@ -1,9 +1,13 @@
 //! Mutual TLS across processes: a node whose certificate another CA signed can neither join
 //! the cluster nor call any member's internal endpoints, while the members keep serving.
-use leaf_cluster_tests::cluster::{free_port, tls_client_config, NodeSpec, TOKEN};
+use std::time::Duration;
+
+use leaf_api::types::AddLearnerRequest;
+use leaf_cluster_tests::cluster::{free_port, node_client, tls_client_config, NodeSpec, SECRET, TOKEN};
+use leaf_node::internals::ops::OpKind;
 use leaf_node::internals::{CallError, PeerClient, PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
 
-use super::*;
+use crate::support::*;
 
 /// `leaf certs ARGS...` with the test binary.
 fn certs(args: &[&str]) {
@@ -17,6 +21,10 @@ fn handshakes_refused(metrics: &str) -> f64 {
         .find_map(|l| l.strip_prefix("leaf_tls_handshake_failures_total ").and_then(|v| v.trim().parse().ok()))
         .expect("the TLS metrics")
 }
+
+/// Dials of the leader that node 4 must have refused before the test looks at what the leader
+/// replicated to it.
+const DIALS_REFUSED: f64 = 5.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_endpoints() {
@@ -48,11 +56,21 @@ async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_en
     let req = AddLearnerRequest { node_id: 4, addr: cluster.addr(4) };
     let added = tokio::time::timeout(Duration::from_secs(20), cluster.client(leader).add_learner(&req)).await;
     eprintln!("add-learner of the foreign node: {added:?}");
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The leader keeps dialing it; node 4 refuses every handshake (its CA signed no member).
+    let own = node_client(&cluster.url(4), Some(TOKEN), Some(&foreign.path().join("ca.pem")), Duration::from_secs(10));
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let refused = handshakes_refused(&own.metrics().await.unwrap());
+        if refused >= DIALS_REFUSED {
+            eprintln!("node 4 refused {refused} handshakes");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "node 4 refused only {refused} handshakes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let s = cluster.status(leader).await.unwrap();
     let to_4 = s.replication.iter().flatten().find(|r| r.node_id == 4);
     assert!(to_4.is_none_or(|r| r.matched_index.is_none()), "the leader replicated to node 4: {s:?}");
-    let own = node_client(&cluster.url(4), Some(TOKEN), Some(&foreign.path().join("ca.pem")), Duration::from_secs(10));
     let s = own.cluster_status().await.unwrap();
     assert_eq!((s.leader_id, s.last_applied_index, s.term), (None, None, 0), "node 4 learned something: {s:?}");
     assert!(s.members.is_empty(), "node 4 knows members: {s:?}");

@@ -1,0 +1,152 @@
+//! Membership: a learner catches up from a snapshot (the log behind it purged), serves IDs,
+//! is promoted with the CLI; a follower is removed; node IDs are never reused; membership
+//! errors have clear statuses.
+use std::time::Duration;
+
+use leaf_api::types::{AddLearnerRequest, ClusterStatus, MemberRole, Role};
+use leaf_api::ErrorCode;
+use leaf_client::{Method, StatusCode};
+use leaf_cluster_tests::checker::check_segment_ids;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_are_removed() {
+    // Snapshot often and keep almost no log behind it, so a new node cannot catch up from the
+    // log; a short propose timeout keeps the refused promotion below quick.
+    let (_serial, mut cluster, leader) =
+        cluster(3, "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\npropose_timeout_ms = 2000\n").await;
+    let token = leaf_api::tokens::CreateTokenRequest {
+        name: "early".into(),
+        rights: vec![leaf_api::tokens::Right::Tags],
+        tags: vec![leaf_api::tokens::TagPattern::parse("tag-*").unwrap()],
+        quota: None,
+    };
+    let early = cluster.client(1).create_token(&token).await.unwrap();
+    for i in 0..60 {
+        create_tag(&cluster.client(1 + i % 3), &format!("tag-{i}"), 10).await;
+    }
+    let taken = get_ids(&cluster.client(2), "tag-7", Some(25)).await.unwrap();
+    // Snapshots are built and the log purged in the background.
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let s = cluster.status(leader).await.unwrap();
+        if s.purged_index.unwrap_or(0) > 10 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the leader never purged its log: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Node 4 starts outside the membership and waits; it is not ready until added.
+    let port = cluster.start_extra(4).unwrap();
+    let s = loop {
+        match cluster.status(4).await {
+            Ok(s) => break s,
+            Err(_) if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("node 4 never answered: {e}"),
+        }
+    };
+    assert!(!s.health.ready && s.members.is_empty(), "{s:?}");
+
+    // Added through a follower (forwarded to the leader).
+    let follower = if leader == 1 { 2 } else { 1 };
+    let add = AddLearnerRequest { node_id: 4, addr: format!("127.0.0.1:{port}") };
+    let change = cluster.client(follower).add_learner(&add).await.unwrap();
+    assert_eq!(change.learners, vec![4]);
+
+    // It catches up from a snapshot: it holds every tag although the log behind them is gone.
+    let deadline = tokio::time::Instant::now() + FORM;
+    let s4 = loop {
+        let s = cluster.status(4).await.unwrap();
+        let l = cluster.status(leader).await.unwrap();
+        if s.health.segment_ready && s.last_applied_index >= l.committed_index {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "learner did not catch up: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(s4.state, Role::Learner);
+    assert!(s4.snapshot_index.is_some(), "caught up without a snapshot: {s4:?}");
+    // Its allocation journal says it lacks what the snapshot covered.
+    let j4 = journal(&cluster.client(4), "tag-7").await;
+    assert!(j4.complete_from_index > 0, "no gap marked after a snapshot install: {j4:?}");
+    let tags = cluster.client(4).db().await.unwrap();
+    assert_eq!(tags.len(), 60);
+    // The audit trail came with the snapshot: the learner's is the leader's, the token made
+    // before the purge included, and the learner accepts that token.
+    let everything = leaf_api::audit::AuditFilter::default();
+    let on_learner = cluster.client(4).audit(&everything, None, Some(1000)).await.unwrap().records;
+    let on_leader = cluster.client(leader).audit(&everything, None, Some(1000)).await.unwrap().records;
+    use leaf_api::audit::AuditKind;
+    // The token, the 60 tags, then (once noted) the learner itself.
+    assert!(on_learner.len() >= 61, "{on_learner:?}");
+    assert_eq!(on_learner, on_leader[..on_learner.len()]);
+    assert_eq!(on_learner[0].action.kind(), AuditKind::TokenCreated);
+    assert!(on_learner[1..61].iter().all(|r| r.action.kind() == AuditKind::TagCreated), "{on_learner:?}");
+    let t = cluster.client_with(4, Some(&early.bearer), Duration::from_secs(10));
+    assert_eq!(t.tags().await.unwrap().len(), 60, "the learner knows the token from the snapshot");
+
+    // The learner serves IDs, unique against those handed out before.
+    let from_learner = get_ids(&cluster.client(4), "tag-7", Some(25)).await.unwrap();
+    let mut all = taken.clone();
+    all.extend(&from_learner);
+    let report = check_segment_ids(&all, &all_allocations(&cluster, &[1, 2, 3, 4], "tag-7").await);
+    assert!(report.is_valid(), "checker: {report:?}");
+
+    // Promote it to voter (CLI, against a follower).
+    let out = std::process::Command::new(bin())
+        .args(["cluster", "promote", "4", "--node", &cluster.url(follower), "--token"])
+        .arg(leaf_cluster_tests::cluster::TOKEN)
+        .arg("--ca")
+        .arg(cluster.ca().unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = cluster.status(leader).await.unwrap();
+    assert_eq!(s.members.iter().filter(|m| m.role == MemberRole::Voter).count(), 4, "{s:?}");
+
+    // Remove a follower that is not node 4; stop it; the rest keep working.
+    let removed = (1..=3).find(|&id| id != leader && id != follower).unwrap();
+    let change = cluster.client(leader).remove(removed).await.unwrap();
+    assert!(!change.voters.contains(&removed) && !change.learners.contains(&removed), "{change:?}");
+    assert!(cluster.stop(removed), "removed node exits cleanly");
+    let rest: Vec<u64> = [1, 2, 3, 4].into_iter().filter(|&id| id != removed).collect();
+    cluster.wait_leader_among(&rest, FORM).await.unwrap();
+    create_tag(&cluster.client(4), "after-removal", 10).await;
+    for &id in &rest {
+        get_ids(&cluster.client(id), "after-removal", None).await.unwrap();
+    }
+    let s: ClusterStatus = cluster.status(4).await.unwrap();
+    assert!(s.members.iter().all(|m| m.node_id != removed), "{s:?}");
+
+    // Node IDs are never reused; membership errors have clear statuses.
+    let c = cluster.client(4);
+    let add = |node_id: u64, addr: &str| AddLearnerRequest { node_id, addr: addr.into() };
+    let (st, code, message) = api_error(c.add_learner(&add(removed, "127.0.0.1:1")).await);
+    assert_eq!((st, code), (StatusCode::CONFLICT, ErrorCode::NodeIdRetired), "{message}");
+    let (st, code, _) = api_error(c.add_learner(&add(4, "127.0.0.1:1")).await);
+    assert_eq!((st, code), (StatusCode::CONFLICT, ErrorCode::MemberExists));
+    let (st, code, _) = api_error(c.promote(99).await);
+    assert_eq!((st, code), (StatusCode::NOT_FOUND, ErrorCode::MemberNotFound));
+    let (st, code, _) = api_error(c.remove(99).await);
+    assert_eq!((st, code), (StatusCode::NOT_FOUND, ErrorCode::MemberNotFound));
+    let (st, e) = error_of(&c, Method::DELETE, "/admin/cluster/nodes/abc", None).await;
+    assert_eq!((st, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
+    let (st, code, _) = api_error(c.add_learner(&add(9, "no port")).await);
+    assert_eq!((st, code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest));
+    let anonymous = cluster.client_with(4, None, Duration::from_secs(30));
+    let (st, code, _) = api_error(anonymous.remove(1).await);
+    assert_eq!((st, code), (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized));
+
+    // A learner that never answers is not made a voter (503 after the bounded retry), and a
+    // learner can be removed.
+    let dead = format!("127.0.0.1:{}", leaf_cluster_tests::cluster::free_port());
+    c.add_learner(&add(5, &dead)).await.unwrap();
+    let (st, code, message) = api_error(c.promote(5).await);
+    assert_eq!((st, code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{message}");
+    let s = cluster.status(4).await.unwrap();
+    assert!(s.members.iter().any(|m| m.node_id == 5 && m.role == MemberRole::Learner), "{s:?}");
+    let change = c.remove(5).await.unwrap();
+    assert!(change.learners.is_empty() && !change.voters.contains(&5), "{change:?}");
+}

@@ -1,0 +1,226 @@
+//! What every cluster test shares: the one-at-a-time lock, starting a cluster, failpoint
+//! arms, and small helpers for tags, IDs, journals, errors and snowflake state.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use leaf_api::types::{AllocationJournal, AllocationView, CreateTagRequest, Health, SnowflakeHealth, SnowflakeState};
+use leaf_api::{ErrorBody, ErrorCode};
+use leaf_client::{Client, ClientError, HealthMode, Method, StatusCode};
+use leaf_cluster_tests::cluster::{Cluster, NodeSpec, Options};
+
+/// Held by every test that starts nodes: they run one at a time (several clusters at once on a
+/// 2-core machine would test the scheduler more than leaf).
+pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// How long a cluster may take to form (or re-form) and agree on a leader.
+pub(crate) const FORM: Duration = Duration::from_secs(30);
+
+/// The `leaf` binary the nodes run: `LEAF_BIN`, or this package's `leaf-test-node`.
+pub(crate) fn bin() -> String {
+    std::env::var("LEAF_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_leaf-test-node").to_string())
+}
+
+/// Starts an `n`-node cluster with `extra_toml` in every node's config, once the previous
+/// test's cluster is gone, and waits for its leader.
+pub(crate) async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuard<'static, ()>, Cluster, u64) {
+    let serial = SERIAL.lock().await;
+    let mut opts = Options::new(bin());
+    opts.extra_toml = extra_toml.to_string();
+    let cluster = Cluster::start(n, opts).unwrap();
+    let leader = cluster.wait_leader(FORM).await.unwrap();
+    (serial, cluster, leader)
+}
+
+/// Waits until `done()` holds, checking every 20 ms; fails the test with `what` after `within`.
+pub(crate) async fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The files the nodes' failpoints are armed from (`LEAF_FAILPOINTS_FILE`), one per node.
+pub(crate) struct Arms(tempfile::TempDir);
+
+impl Arms {
+    pub(crate) fn file(&self, id: u64) -> std::path::PathBuf {
+        self.0.path().join(format!("failpoints-{id}"))
+    }
+
+    /// Arms node `id` with `spec` (empty: disarms it); a running node picks it up within 50 ms,
+    /// a starting one at once.
+    pub(crate) fn set(&self, id: u64, spec: &str) {
+        std::fs::write(self.file(id), spec).unwrap();
+    }
+
+    /// Arms running node `id` of `cluster` with `spec` and waits until it has (its log says
+    /// it re-armed from the file).
+    pub(crate) async fn arm(&self, cluster: &Cluster, id: u64, spec: &str) {
+        let log_len = || std::fs::metadata(cluster.log_path(id)).map_or(0, |m| m.len() as usize);
+        let from = log_len();
+        self.set(id, spec);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = std::fs::read(cluster.log_path(id)).unwrap_or_default();
+            if String::from_utf8_lossy(&log[from.min(log.len())..]).contains("leaf failpoints armed from") {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "node {id} did not arm {spec:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// An `n`-node cluster whose nodes re-arm their failpoints from [`Arms`] while running (the
+/// caller holds [`SERIAL`]).
+pub(crate) fn armed_cluster(n: u64, extra_toml: &str) -> (Arms, Cluster) {
+    let arms = Arms(tempfile::tempdir().unwrap());
+    let specs = (1..=n)
+        .map(|id| {
+            arms.set(id, "");
+            let mut spec = NodeSpec::direct(id);
+            spec.env = vec![("LEAF_FAILPOINTS_FILE".to_string(), arms.file(id).display().to_string())];
+            spec
+        })
+        .collect();
+    let mut opts = Options::new(bin());
+    opts.extra_toml = extra_toml.to_string();
+    (arms, Cluster::start_specs(specs, opts).unwrap())
+}
+
+pub(crate) fn tag_req(tag: &str, step: i64) -> CreateTagRequest {
+    CreateTagRequest { tag: tag.into(), step, max_id: None, description: None, ..Default::default() }
+}
+
+pub(crate) async fn create_tag(c: &Client, tag: &str, step: i64) {
+    c.create_tag(&tag_req(tag, step)).await.unwrap_or_else(|e| panic!("create {tag}: {e}"));
+}
+
+pub(crate) async fn get_ids(c: &Client, tag: &str, count: Option<u32>) -> Result<Vec<i64>, String> {
+    let ids = match count {
+        Some(n) => c.segment_ids(tag, n).await,
+        None => c.segment_id(tag).await.map(|id| vec![id]),
+    };
+    ids.map_err(|e| format!("{tag} ({count:?}): {e}"))
+}
+
+/// The node's journal of `tag`'s committed allocations (every node's, as this node applied them).
+pub(crate) async fn journal(c: &Client, tag: &str) -> AllocationJournal {
+    c.allocations(Some(tag), None).await.unwrap()
+}
+
+/// The status, code and message of a call that must fail with an API error.
+pub(crate) fn api_error<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (StatusCode, ErrorCode, String) {
+    match r {
+        Err(ClientError::Api { status, code, message }) => (status, code, message),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// Sends a request as given (deliberately malformed ones included) and reads the error body.
+pub(crate) async fn error_of(
+    c: &Client,
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (StatusCode, ErrorBody) {
+    let r = c.raw(method, path, body.map(|v| bytes::Bytes::from(v.to_string()))).await.unwrap();
+    let e = serde_json::from_slice(&r.body).unwrap_or_else(|_| panic!("{path}: not an error body: {:?}", r.body));
+    (r.status, e)
+}
+
+/// `clients` tasks per node, each fetching `per_client` IDs (mostly single, some batches).
+pub(crate) async fn load(cluster: &Cluster, nodes: &[u64], tag: &str, clients: usize, per_client: usize) -> Vec<i64> {
+    let mut tasks = Vec::new();
+    for &id in nodes {
+        for k in 0..clients {
+            let c = cluster.client(id);
+            let tag = tag.to_string();
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::with_capacity(per_client);
+                let mut n = 0u32;
+                while got.len() < per_client {
+                    n += 1;
+                    let batch = if n.is_multiple_of(16) { Some(1 + (n + k as u32) % 40) } else { None };
+                    got.extend(get_ids(&c, &tag, batch).await.unwrap_or_else(|e| panic!("node {id}: {e}")));
+                }
+                got
+            }));
+        }
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+/// The union of the nodes' journals; they must agree on every allocation both hold, and one of
+/// them must be complete since the cluster began. (A node's journal holds what it has applied,
+/// so a proposer may not list its newest allocation yet; the leader always does.)
+pub(crate) async fn all_allocations(cluster: &Cluster, nodes: &[u64], tag: &str) -> Vec<AllocationView> {
+    let mut all: BTreeMap<u64, AllocationView> = BTreeMap::new();
+    let mut complete = false;
+    for &id in nodes {
+        let j = journal(&cluster.client(id), tag).await;
+        complete |= j.complete_from_index == 0;
+        for a in j.allocations {
+            if let Some(prev) = all.insert(a.log_index, a.clone()) {
+                assert_eq!(prev, a, "nodes disagree on the allocation at log index {}", a.log_index);
+            }
+        }
+    }
+    assert!(complete, "no journal among nodes {nodes:?} is complete");
+    all.into_values().collect()
+}
+
+pub(crate) async fn snowflake_health(cluster: &Cluster, id: u64) -> Option<SnowflakeHealth> {
+    cluster.client(id).health(HealthMode::All).await.ok().map(|r| r.health.snowflake)
+}
+
+/// Waits until node `id`'s snowflake mode is in `state`.
+pub(crate) async fn wait_snowflake(cluster: &Cluster, id: u64, state: SnowflakeState) -> SnowflakeHealth {
+    let deadline = std::time::Instant::now() + FORM;
+    loop {
+        let h = snowflake_health(cluster, id).await;
+        if let Some(h) = h.as_ref().filter(|h| h.state == state) {
+            return h.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "node {id}: snowflake never {state}: {h:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub(crate) async fn snowflake_get(c: &Client, count: u32) -> Result<Vec<i64>, (StatusCode, String)> {
+    // No answer at all is reported as "200" so that a test expecting a refusal fails on it.
+    c.snowflake_ids("test", count).await.map_err(|e| (e.status().unwrap_or(StatusCode::OK), e.to_string()))
+}
+
+/// `rounds` batches of `batch` snowflake IDs from each node, concurrently.
+pub(crate) async fn snowflake_load(cluster: &Cluster, nodes: &[u64], rounds: usize, batch: u32) -> Vec<i64> {
+    let tasks: Vec<_> = nodes
+        .iter()
+        .map(|&id| {
+            let c = cluster.client(id);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..rounds {
+                    got.extend(snowflake_get(&c, batch).await.unwrap_or_else(|e| panic!("node {id}: {e:?}")));
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
+}
+
+/// `/health` of node `id`: whether it answered 200 (ready in `mode`), and the report.
+pub(crate) async fn health_of(cluster: &Cluster, id: u64, mode: HealthMode) -> (bool, Health) {
+    let r = cluster.client(id).health(mode).await.unwrap();
+    (r.ready, r.health)
+}
