@@ -239,7 +239,9 @@ impl Allocator for RaftAllocator {
 /// stay in the log).
 fn commit_failure(e: ProposeError) -> CommitFailure {
     match e {
-        ProposeError::NotLeader { .. } | ProposeError::Unavailable(_) => CommitFailure::NoQuorum,
+        ProposeError::NotLeader { .. } | ProposeError::Unavailable(_) | ProposeError::Uncertain { .. } => {
+            CommitFailure::NoQuorum
+        }
         ProposeError::Timeout(d) => CommitFailure::Timeout(d),
         ProposeError::Fatal(why) => CommitFailure::Stopped(why),
         e @ (ProposeError::Rejected(_) | ProposeError::Member { .. }) => CommitFailure::Rejected(e.public_message()),

@@ -273,10 +273,19 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
         .await,
     );
 
-    // Unique, and every segment ID inside an allocation committed through Raft.
-    let allocations = journal(&client(1), "docker-ci").await.allocations;
-    let report = leaf_cluster_tests::checker::check_segment_ids(&segment, &allocations);
-    assert!(report.is_valid(), "{report:?}");
+    // Unique, and every segment ID inside an allocation committed through Raft: in node 1's
+    // journal once node 1 has applied the newest allocations (node 6's last one may still be
+    // on its way to node 1 when node 6 serves from it).
+    until_ok("every segment ID inside node 1's journal", Duration::from_secs(30), || async {
+        let allocations = journal(&client(1), "docker-ci").await.allocations;
+        let report = leaf_cluster_tests::checker::check_segment_ids(&segment, &allocations);
+        if report.is_valid() {
+            Ok(())
+        } else {
+            Err(format!("{report:?}"))
+        }
+    })
+    .await;
     assert_eq!(segment.len(), 3 * 150 + 20 * 2 * 50 + 150 + 2 * 150 + 150);
     let unique: HashSet<i64> = snowflake.iter().copied().collect();
     assert_eq!(unique.len(), snowflake.len(), "duplicate snowflake IDs");

@@ -27,6 +27,10 @@ pub enum ProposeError {
     Unavailable(String),
     #[error("raft stopped: {0}")]
     Fatal(String),
+    /// A forwarded write reached the leader, and no answer came back: it may or may not have
+    /// been done (`detail` may name the leader's address: logged, never shown).
+    #[error("leader {leader} may or may not have done it: {detail}")]
+    Uncertain { leader: NodeId, detail: String },
 }
 
 impl ProposeError {
@@ -44,6 +48,10 @@ impl ProposeError {
             }
             ProposeError::Timeout(d) => format!("not committed within {d:?}; retry later"),
             ProposeError::Fatal(e) => format!("raft stopped on this node: {e}"),
+            ProposeError::Uncertain { leader, .. } => format!(
+                "leader {leader} may or may not have done it: the request reached it and no answer came back; \
+                 check before retrying"
+            ),
         }
     }
 }
@@ -93,6 +101,10 @@ mod tests {
                  HTTP 500: secret stack trace"
                     .into(),
             ),
+            ProposeError::Uncertain {
+                leader: 3,
+                detail: "10.0.0.8:8080 refused the request: HTTP 500: secret stack trace".into(),
+            },
             ProposeError::NotLeader { leader: Some(2) },
         ];
         for e in leaky {

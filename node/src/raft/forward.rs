@@ -83,9 +83,7 @@ impl RaftNode {
                                 tracing::error!(leader = l, error = %e, req = ?op, "refused the leader's answer");
                             }
                             if !(e.surely_not_delivered() || retry_unknown) {
-                                return Err(ProposeError::Unavailable(format!(
-                                    "leader {l} may or may not have done it: {e}"
-                                )));
+                                return Err(ProposeError::Uncertain { leader: l, detail: e.to_string() });
                             }
                             tracing::debug!(leader = l, error = %e, "forwarding to the leader failed; retrying");
                             last = Some(ProposeError::Unavailable(format!("leader {l}: {e}")));

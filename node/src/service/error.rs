@@ -68,6 +68,7 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
         ProposeError::NotLeader { .. }
         | ProposeError::Timeout(_)
         | ProposeError::Unavailable(_)
+        | ProposeError::Uncertain { .. }
         | ProposeError::Fatal(_) => ErrorCode::Unavailable,
     }
 }
@@ -135,6 +136,7 @@ mod tests {
         let peer_text = format!("forwarding to node 2 at {PEER} failed: connection refused");
         for e in [
             ProposeError::Unavailable(peer_text.clone()),
+            ProposeError::Uncertain { leader: 2, detail: peer_text.clone() },
             ProposeError::NotLeader { leader: Some(2) },
             ProposeError::Timeout(Duration::from_secs(3)),
         ] {
@@ -142,6 +144,9 @@ mod tests {
             assert_eq!(shown.code, ErrorCode::Unavailable);
             assert!(!shown.message.contains(PEER) && !shown.message.contains("refused"), "{}", shown.message);
         }
+        // An uncertain outcome says so (the caller must check before retrying a create).
+        let uncertain = ApiError::from(ProposeError::Uncertain { leader: 2, detail: peer_text });
+        assert!(uncertain.message.contains("may or may not"), "{}", uncertain.message);
         // What the caller asked about is shown as it is.
         let rejected = ApiError::from(ProposeError::Rejected(ApplyError::TagNotFound("orders".into())));
         assert_eq!(rejected.code, ErrorCode::TagNotFound);
