@@ -13,6 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::access::credentials::ConnInfo;
 use crate::metrics::GrpcMethod;
+use crate::service::auth::Credentials;
 use crate::service::{ApiError, App};
 
 use super::ids::Ids;
@@ -30,8 +31,9 @@ impl Admin {
             // Every call through the listener carries it: refuse rather than guess.
             return Err(ApiError::new(ErrorCode::Forbidden, "the caller's connection is unknown"));
         };
-        let authorization = req.metadata().get("authorization").and_then(|v| v.to_str().ok());
-        self.app.authorize_admin(conn, authorization)
+        // Present but not text is a credential sent, and checked (refused), not one absent.
+        let authorization = req.metadata().get("authorization").map(|v| v.to_str().unwrap_or(""));
+        self.app.authorize_admin(conn, Credentials { authorization, ..Credentials::default() })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The tower layer that asks the service core who is calling, before routing: everything under
 //! `/admin` needs admin credentials (the admin bearer token, or loopback without one; an admin
-//! client certificate; a scoped token with the right for the path), everything under
+//! client certificate; a scoped token with the right for the path) and a request that is not
+//! another web origin's (`Origin`, and `Host` for token-less loopback), everything under
 //! `/internal` the cluster secret (and, with TLS, a member node's certificate). The checks
 //! themselves are [`crate::service::App::authorize`]'s. A refused request gets its 401/403 and
 //! never reaches a handler, so unknown paths and wrong methods under those prefixes answer
@@ -10,11 +11,11 @@
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{AUTHORIZATION, HOST, ORIGIN};
 use axum::response::{IntoResponse, Response};
 use futures::future::{ready, Either, Ready};
 
-use crate::access::credentials::ConnInfo;
+use crate::access::credentials::{ConnInfo, Provenance};
 use crate::raft::network::SECRET_HEADER;
 use crate::service::auth::Credentials;
 use crate::service::App;
@@ -58,9 +59,16 @@ where
     }
 
     fn call(&mut self, mut req: Request) -> Self::Future {
+        let text = |name| req.headers().get(name).map(|v: &axum::http::HeaderValue| v.to_str().unwrap_or(""));
         let creds = Credentials {
-            authorization: req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()),
+            // Present but not text is a credential sent, and checked (refused), not one absent.
+            authorization: text(AUTHORIZATION),
             cluster_secret: req.headers().get(SECRET_HEADER).map(|v| v.as_bytes()),
+            provenance: Provenance {
+                // HTTP/1.1 sends Host; HTTP/2 the :authority, which lands in the URI.
+                host: text(HOST).or_else(|| req.uri().authority().map(|a| a.as_str())),
+                origin: text(ORIGIN),
+            },
         };
         match self.app.authorize(&self.conn, req.uri().path(), creds) {
             Ok(principal) => {

@@ -2,8 +2,10 @@
 //! [`ApiError`] (never axum's plain-text rejections): path parameters (tag, snowflake key,
 //! node ID, raw), the `count` and `format` query parameters, typed query strings and JSON bodies.
 //!
-//! JSON bodies are parsed whatever their `Content-Type` (as before the move to axum, so
-//! `curl -d` works); their size is bounded by the body-limit layer.
+//! JSON bodies must say `Content-Type: application/json`: a web page can send a cross-site
+//! request with a body only as `text/plain` or a form without asking the node first (a CORS
+//! preflight, which the node never grants), so refusing those keeps other sites' pages from
+//! driving JSON endpoints. Their size is bounded by the body-limit layer.
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -169,6 +171,13 @@ impl<T: DeserializeOwned> FromRequest<Arc<App>> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &Arc<App>) -> Result<Self, ApiError> {
+        let content_type = req.headers().get(axum::http::header::CONTENT_TYPE).map(|v| v.as_bytes());
+        if !is_json(content_type) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "the request body must be JSON with 'Content-Type: application/json'",
+            ));
+        }
         let body = Bytes::from_request(req, state).await.map_err(|r| {
             if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 let max = state.config().http.max_body_bytes;
@@ -183,9 +192,39 @@ impl<T: DeserializeOwned> FromRequest<Arc<App>> for JsonBody<T> {
     }
 }
 
+/// Whether a `Content-Type` is JSON: `application/json` (any case, parameters allowed, such as
+/// `; charset=utf-8`) or a `+json` type of `application/`.
+fn is_json(content_type: Option<&[u8]>) -> bool {
+    let Some(Ok(value)) = content_type.map(std::str::from_utf8) else { return false };
+    let essence = value.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_json_content_types_carry_json_bodies() {
+        for ok in
+            ["application/json", "Application/JSON", "application/json; charset=utf-8", "application/merge-patch+json"]
+        {
+            assert!(is_json(Some(ok.as_bytes())), "{ok}");
+        }
+        // What a page of another site can send without a preflight, and the rest.
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "",
+            "json",
+            "text/json",
+        ] {
+            assert!(!is_json(Some(bad.as_bytes())), "{bad}");
+        }
+        assert!(!is_json(None));
+        assert!(!is_json(Some(&[0xff, 0xfe])));
+    }
 
     #[test]
     fn batches_read_count_and_format_with_the_format_s_limit() {

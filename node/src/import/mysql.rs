@@ -1,6 +1,8 @@
 //! Reading Leaf's `leaf_alloc` from a running MySQL or MariaDB (`mysql_async`, pure Rust; TLS
 //! with `?require_ssl=true` in the URL). Every message that could carry the URL has its
-//! password replaced by `***`.
+//! password replaced by `***`. The password comes from the environment
+//! ([`PASSWORD_ENV`], or the URL in `LEAF_IMPORT_MYSQL_URL`), never from the command line,
+//! where every user of the machine can read it (`ps`, `/proc/<pid>/cmdline`).
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
@@ -9,6 +11,28 @@ use super::plan::LeafRow;
 
 /// How long connecting and reading may take.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The variable that may hold the MySQL password, apart from the URL.
+pub const PASSWORD_ENV: &str = "LEAF_IMPORT_MYSQL_PASSWORD";
+
+/// Refuses a URL with a password that is among the process's arguments (`args`): it would be
+/// readable by every user of the machine for as long as the import runs.
+pub fn check_not_in_args(url: &str, args: impl IntoIterator<Item = String>) -> Result<(), String> {
+    let Some((start, end)) = password_span(url) else { return Ok(()) };
+    if start == end {
+        return Ok(());
+    }
+    let password = &url[start..end];
+    if args.into_iter().any(|a| a.contains(password)) {
+        return Err(format!(
+            "the --url on the command line holds a password, which every user of this machine can read \
+             (ps); give it in {PASSWORD_ENV} (and the URL without it), or the whole URL in \
+             LEAF_IMPORT_MYSQL_URL: {}",
+            redacted_url(url)
+        ));
+    }
+    Ok(())
+}
 
 /// `url` with its password replaced by `***` (for messages).
 pub fn redacted_url(url: &str) -> String {
@@ -54,10 +78,17 @@ pub fn check_table(table: &str) -> Result<String, String> {
     Ok(parts.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join("."))
 }
 
-/// Every row of `table` at `url`, by tag.
-pub async fn read(url: &str, table: &str) -> Result<Vec<LeafRow>, String> {
+/// Every row of `table` at `url`, by tag; `password`, if given, replaces the URL's.
+pub async fn read(url: &str, password: Option<&str>, table: &str) -> Result<Vec<LeafRow>, String> {
     let table = check_table(table)?;
-    let opts = mysql_async::Opts::from_url(url).map_err(|e| scrub(url, &format!("--url: {e}")))?;
+    let hide = |msg: String| match password {
+        Some(p) if !p.is_empty() => scrub(url, &msg).replace(p, "***"),
+        _ => scrub(url, &msg),
+    };
+    let mut opts = mysql_async::Opts::from_url(url).map_err(|e| hide(format!("--url: {e}")))?;
+    if let Some(p) = password {
+        opts = mysql_async::OptsBuilder::from_opts(opts).pass(Some(p)).into();
+    }
     let query = format!("SELECT biz_tag, max_id, step, description FROM {table} ORDER BY biz_tag");
     let work = async {
         let mut conn = mysql_async::Conn::new(opts).await?;
@@ -67,7 +98,7 @@ pub async fn read(url: &str, table: &str) -> Result<Vec<LeafRow>, String> {
     };
     let rows = match tokio::time::timeout(READ_TIMEOUT, work).await {
         Err(_) => return Err(format!("no answer from {} within {READ_TIMEOUT:?}", redacted_url(url))),
-        Ok(r) => r.map_err(|e| scrub(url, &format!("reading {table} at {}: {e}", redacted_url(url))))?,
+        Ok(r) => r.map_err(|e| hide(format!("reading {table} at {}: {e}", redacted_url(url))))?,
     };
     Ok(rows
         .into_iter()
@@ -78,6 +109,20 @@ pub async fn read(url: &str, table: &str) -> Result<Vec<LeafRow>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_on_the_command_line_is_refused_and_not_repeated() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let url = "mysql://leaf:pa55word@db:3306/leaf";
+        let e = check_not_in_args(url, args(&["leaf", "import", "leaf-mysql", "--url", url])).unwrap_err();
+        assert!(e.contains(PASSWORD_ENV) && !e.contains("pa55word"), "{e}");
+        assert!(check_not_in_args(url, args(&["leaf", &format!("--url={url}")])).is_err());
+        // From the environment, or without a password: nothing to refuse.
+        assert!(check_not_in_args(url, args(&["leaf", "import", "leaf-mysql"])).is_ok());
+        let bare = "mysql://leaf@db:3306/leaf";
+        assert!(check_not_in_args(bare, args(&["leaf", "--url", bare])).is_ok());
+        assert!(check_not_in_args("mysql://leaf:@db/leaf", args(&["--url", "mysql://leaf:@db/leaf"])).is_ok());
+    }
 
     #[test]
     fn passwords_never_reach_a_message() {

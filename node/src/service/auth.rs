@@ -6,7 +6,8 @@ use leaf_api::identity::CertIdentity;
 
 use super::{ApiError, App};
 use crate::access::credentials::{
-    admin_client, admin_right, check_admin, check_cluster_secret, check_peer_node, is_admin, ConnInfo,
+    admin_client, admin_right, check_admin, check_cluster_secret, check_origin, check_peer_node, is_admin, ConnInfo,
+    Provenance,
 };
 use crate::access::Principal;
 
@@ -17,24 +18,28 @@ pub struct Credentials<'a> {
     pub authorization: Option<&'a str>,
     /// The cluster secret header of an internal call.
     pub cluster_secret: Option<&'a [u8]>,
+    /// Where a browser's request comes from (HTTP only; gRPC has no browser callers).
+    pub provenance: Provenance<'a>,
 }
 
 impl App {
     /// The admin credentials of a call that came in on `conn` (HTTP `/admin/*`, gRPC
     /// `AdminService`): a client certificate named in `tls.admin_clients`, a scoped token
-    /// (within its quota), else the admin token (or loopback without one).
-    pub fn authorize_admin(&self, conn: &ConnInfo, authorization: Option<&str>) -> Result<Principal, ApiError> {
+    /// (within its quota), else the admin token (or loopback without one, for a request
+    /// addressed to a loopback name). A sent bearer that is none of these is refused, even
+    /// where no credential was needed.
+    pub fn authorize_admin(&self, conn: &ConnInfo, creds: Credentials<'_>) -> Result<Principal, ApiError> {
         if let Some(CertIdentity::Client(name)) = conn.identity.as_deref() {
             if admin_client(&self.config.tls.admin_clients, conn.identity.as_deref()) {
                 return Ok(Principal::Root(Actor::client_cert(name)));
             }
         }
-        if let Some(bearer) = authorization.and_then(|v| v.strip_prefix("Bearer ")) {
+        if let Some(bearer) = creds.authorization.and_then(|v| v.strip_prefix("Bearer ")) {
             if let Some(p) = self.access.scoped(bearer)? {
                 return Ok(p);
             }
         }
-        check_admin(self.config.admin_token(), authorization, conn).map(Principal::Root)
+        check_admin(self.config.admin_token(), creds.authorization, conn, creds.provenance.host).map(Principal::Root)
     }
 
     /// Admin and internal paths need their credentials: the verdict on a request for `path`
@@ -48,7 +53,8 @@ impl App {
         creds: Credentials<'_>,
     ) -> Result<Option<Principal>, ApiError> {
         if is_admin(path) {
-            let principal = self.authorize_admin(conn, creds.authorization)?;
+            check_origin(creds.provenance)?;
+            let principal = self.authorize_admin(conn, creds)?;
             match admin_right(path) {
                 Some(right) => principal.require(right)?,
                 None => principal.require_root("managing tokens")?,

@@ -30,7 +30,11 @@ where
 }
 
 async fn call(addr: SocketAddr, method: Method, path: &str, body: &'static str) -> (StatusCode, HeaderMap, Bytes) {
-    let req = hyper::Request::builder().method(method).uri(path).header("host", "x");
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json");
     send(addr, req.body(Full::new(Bytes::from(body))).unwrap()).await
 }
 
@@ -121,7 +125,11 @@ async fn rejections_and_the_body_limit_are_json_errors() {
     let chunks = futures::stream::iter(
         (0..8).map(|_| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(vec![b' '; 256])))),
     );
-    let req = hyper::Request::post("/admin/tags").header("host", "x").body(StreamBody::new(chunks)).unwrap();
+    let req = hyper::Request::post("/admin/tags")
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(StreamBody::new(chunks))
+        .unwrap();
     assert!(req.headers().get(CONTENT_LENGTH).is_none());
     let answer = send(addr, req).await;
     assert_error("streamed body over the limit", &answer, ErrorCode::PayloadTooLarge);

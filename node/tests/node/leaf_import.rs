@@ -129,12 +129,26 @@ async fn leaf_allocate(conn: &mut mysql_async::Conn, tag: &str, increment: i64) 
     (max_id - increment, max_id)
 }
 
-/// Runs `leaf import` with `args` against the node at `url`: (exit code, stdout, stderr).
+/// Runs `leaf import` with `args` against the node at `url`: (exit code, stdout, stderr). A
+/// `--url` goes in `LEAF_IMPORT_MYSQL_URL` instead, as an operator gives a URL with a
+/// password (the command line refuses one).
 fn leaf_import(url: &str, args: &[&str]) -> (i32, String, String) {
+    let mut args = args.to_vec();
+    let mut env = Vec::new();
+    if let Some(i) = args.iter().position(|a| *a == "--url") {
+        env.push(("LEAF_IMPORT_MYSQL_URL", args[i + 1]));
+        args.drain(i..=i + 1);
+    }
+    leaf_import_with(url, &args, &env)
+}
+
+/// [`leaf_import`] with `args` as given and `env` set.
+fn leaf_import_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_leaf"))
         .arg("import")
         .args(args)
         .args(["--node", url, "--token", TOKEN])
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -247,13 +261,29 @@ async fn tags_imported_from_a_live_leaf_mysql_never_collide_with_leafs_ids() {
     assert!(err.contains("still allocating") && err.contains("orders"), "{err}");
     assert!(admin.tag("fresh").await.is_err(), "a refused import created a tag");
 
-    // A wrong password: refused, and the password is in no message.
+    // A wrong password: refused, and the password is in no message, whether it came in the
+    // URL or apart from it.
     let wrong = db.url("not-the-Password-42");
     let url = format!("http://{}", node.http_addr());
     let (code, out, err) = leaf_import(&url, &["leaf-mysql", "--url", &wrong, "--settle-ms", "0"]);
     assert_ne!(code, 0);
     assert!(!err.contains("not-the-Password-42") && !out.contains("not-the-Password-42"), "{err}");
     assert!(err.contains("***"), "{err}");
+    let bare = format!("mysql://leaf@127.0.0.1:{}/leafdb", db.port);
+    let env = [("LEAF_IMPORT_MYSQL_PASSWORD", "not-the-Password-42")];
+    let (code, out, err) = leaf_import_with(&url, &["leaf-mysql", "--url", &bare, "--settle-ms", "0"], &env);
+    assert_ne!(code, 0);
+    assert!(!err.contains("not-the-Password-42") && !out.contains("not-the-Password-42"), "{err}");
+    // The right one apart from the URL reads the table (a dry run: everything is imported).
+    let env = [("LEAF_IMPORT_MYSQL_PASSWORD", PASSWORD)];
+    let args = ["leaf-mysql", "--url", &bare, "--settle-ms", "0", "--dry-run", "--json"];
+    let (code, out, err) = leaf_import_with(&url, &args, &env);
+    assert!(statuses(&out).iter().any(|(t, _)| t == "orders"), "{code} {out} {err}");
+    // A password on the command line, where `ps` shows it to every user: refused before use.
+    let right = db.url(PASSWORD);
+    let (code, out, err) = leaf_import_with(&url, &["leaf-mysql", "--url", &right, "--settle-ms", "0"], &[]);
+    assert_eq!(code, 2, "{out} {err}");
+    assert!(err.contains("LEAF_IMPORT_MYSQL_PASSWORD") && !err.contains(PASSWORD), "{err}");
     drop(conn);
     node.shutdown().await;
 }

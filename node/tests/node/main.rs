@@ -14,6 +14,7 @@ mod monitoring;
 mod profiles;
 mod ranges;
 mod restart;
+mod security;
 mod snowflake;
 mod snowflake_restart;
 mod support;

@@ -17,7 +17,7 @@ use crate::edge::send;
 use crate::support::{client, config, create_tag, get_ids, start, wait_snowflake, TOKEN};
 
 async fn get(addr: std::net::SocketAddr, path: &str, accept: Option<&str>) -> (StatusCode, hyper::HeaderMap, Bytes) {
-    let mut req = hyper::Request::builder().method(Method::GET).uri(path).header("host", "x");
+    let mut req = hyper::Request::builder().method(Method::GET).uri(path).header("host", "localhost");
     if let Some(a) = accept {
         req = req.header(ACCEPT, a);
     }

@@ -99,7 +99,11 @@ pub async fn raw_post(addr: SocketAddr, path: &str, body: &'static str) -> (Stat
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
     tokio::spawn(conn);
-    let req = hyper::Request::post(path).header("host", "x").body(Full::new(bytes::Bytes::from(body))).unwrap();
+    let req = hyper::Request::post(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(bytes::Bytes::from(body)))
+        .unwrap();
     let resp = send.send_request(req).await.unwrap();
     let status = resp.status();
     let b = resp.into_body().collect().await.unwrap().to_bytes();

@@ -14,8 +14,10 @@ pub enum ImportCmd {
     /// Read `leaf_alloc` from a running MySQL or MariaDB and create every tag in the cluster,
     /// starting above anything Leaf can have handed out. Fence the Leaf servers first.
     LeafMysql {
-        /// mysql://user:password@host:port/database (add ?require_ssl=true for TLS). Never
-        /// printed; its password is masked in every message.
+        /// mysql://user@host:port/database (add ?require_ssl=true for TLS), with the password
+        /// in LEAF_IMPORT_MYSQL_PASSWORD; or the whole URL, password included, in
+        /// LEAF_IMPORT_MYSQL_URL. A password on the command line is refused (any user can read
+        /// it with ps). Never printed; the password is masked in every message.
         #[arg(long, env = "LEAF_IMPORT_MYSQL_URL", hide_env_values = true)]
         url: String,
         /// The table (`table` or `database.table`).
@@ -127,9 +129,11 @@ async fn read(cmd: ImportCmd) -> Result<(Vec<import::plan::LeafRow>, CommonArgs)
             if allow_live && common.margin_allocations == 0 {
                 return Err("--allow-live needs --margin-allocations of at least 1".into());
             }
-            let first = mysql::read(&url, &table).await?;
+            mysql::check_not_in_args(&url, std::env::args())?;
+            let password = std::env::var(mysql::PASSWORD_ENV).ok();
+            let first = mysql::read(&url, password.as_deref(), &table).await?;
             tokio::time::sleep(Duration::from_millis(settle_ms)).await;
-            let second = mysql::read(&url, &table).await?;
+            let second = mysql::read(&url, password.as_deref(), &table).await?;
             let changed = import::changed_between(&first, &second);
             if !changed.is_empty() && !allow_live {
                 let some: Vec<&str> = changed.iter().take(10).map(String::as_str).collect();
