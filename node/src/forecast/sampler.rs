@@ -78,9 +78,14 @@ impl Forecasts {
                     return;
                 }
             }
-            let tags = self
-                .state
-                .with_state(|s| s.tags.iter().map(|(t, r)| (t.clone(), r.max_id, last_id(r))).collect::<Vec<_>>());
+            // Obfuscated tags get no forecast: their allocation rate would count their IDs.
+            let tags = self.state.with_state(|s| {
+                s.tags
+                    .iter()
+                    .filter(|(_, r)| !matches!(r.profile, leaf_raft_store::StoredProfile::Obfuscated { .. }))
+                    .map(|(t, r)| (t.clone(), r.max_id, last_id(r)))
+                    .collect::<Vec<_>>()
+            });
             sampler.sample(start.elapsed(), tags);
         }
     }

@@ -90,16 +90,16 @@ pub async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Respons
 
 /// This node's per-tag buffers (Leaf's `/cache`), each with the tag's exhaustion forecast.
 #[utoipa::path(get, path = routes::CACHE, tag = "monitor", operation_id = "cache",
-    responses((status = 200, description = "The tags loaded on this node.", body = Vec<CacheEntry>), MonitorErrors))]
+    responses((status = 200, description = "The tags loaded on this node, but obfuscated ones (their positions would count their IDs).", body = Vec<CacheEntry>), MonitorErrors))]
 pub async fn cache(State(app): State<Arc<App>>) -> Json<Vec<CacheEntry>> {
-    Json(app.cache())
+    Json(app.public_cache())
 }
 
 /// The tags as stored in the replicated state (Leaf's `/db`).
 #[utoipa::path(get, path = routes::DB, tag = "monitor", operation_id = "db",
-    responses((status = 200, description = "Every tag.", body = Vec<TagInfo>), MonitorErrors))]
+    responses((status = 200, description = "Every tag but obfuscated ones (their max_id would count their IDs; GET /admin/tags lists them).", body = Vec<TagInfo>), MonitorErrors))]
 pub async fn db(State(app): State<Arc<App>>) -> Json<Vec<TagInfo>> {
-    Json(app.all_tags())
+    Json(app.public_tags())
 }
 
 /// This document (OpenAPI 3.1).

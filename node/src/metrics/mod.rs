@@ -331,11 +331,6 @@ impl Metrics {
         self.ids.get_or_create(&IdLabels { mode: mode.as_str(), tag: tag.to_string() }).clone()
     }
 
-    /// IDs served for `(mode, tag)` so far; 0 for a pair never counted (no series is made).
-    pub fn ids_served(&self, mode: Mode, tag: &str) -> u64 {
-        self.ids.get(&IdLabels { mode: mode.as_str(), tag: tag.to_string() }).map_or(0, |c| c.get())
-    }
-
     /// Snowflake IDs served so far, every key.
     pub fn snowflake_served_total(&self) -> u64 {
         self.snowflake_keys.read().unwrap_or_else(|e| e.into_inner()).values().map(Counter::get).sum()

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use super::tags::tag_info;
 use super::App;
 use crate::clock::Clock;
-use crate::metrics::Mode;
 use crate::raft::network::PATH_NODE_HEALTH;
 use crate::snowflake::clock_check;
 
@@ -68,7 +67,8 @@ impl App {
         let mut tags: Vec<TagView> = records
             .into_iter()
             .map(|(tag, record)| {
-                let served = self.metrics.ids_served(Mode::Segment, &tag);
+                // From the tag's handle, not /metrics: an obfuscated tag has no public series.
+                let served = self.tags.get(&tag).map_or(0, |h| h.served());
                 let cache = caches.get(&tag).cloned();
                 TagView { info: tag_info(tag, record), cache, served }
             })

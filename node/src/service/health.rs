@@ -65,10 +65,20 @@ impl App {
         }
     }
 
-    /// This node's per-tag buffers (Leaf's `/cache`), each with the tag's exhaustion forecast.
+    /// This node's per-tag buffers, each with the tag's exhaustion forecast (the admin view).
     pub fn cache(&self) -> Vec<CacheEntry> {
+        self.cache_of(|_| true)
+    }
+
+    /// Leaf's `/cache`, for anyone: [`App::cache`] without obfuscated tags, whose segment
+    /// positions would count their IDs.
+    pub fn public_cache(&self) -> Vec<CacheEntry> {
+        self.cache_of(|h| !matches!(h.serve(), crate::tags::ServeAs::Obfuscated(_)))
+    }
+
+    fn cache_of(&self, shown: impl Fn(&crate::tags::TagHandle) -> bool) -> Vec<CacheEntry> {
         let loaded = self.tags.loaded();
-        let entries = loaded.iter().map(|h| {
+        let entries = loaded.iter().filter(|h| shown(h)).map(|h| {
             let mut e = h.inspect();
             e.forecast = self.forecasts.tag(&e.tag);
             e

@@ -24,6 +24,15 @@ impl App {
         self.raft.state().tags().into_iter().map(|(t, r)| tag_info(t, r)).collect()
     }
 
+    /// Leaf's `/db`, for anyone: every tag but the obfuscated ones, whose `max_id` would count
+    /// their IDs (the admin view, `GET /admin/tags`, lists them).
+    pub fn public_tags(&self) -> Vec<TagInfo> {
+        let tags = self.raft.state().tags().into_iter();
+        tags.filter(|(_, r)| !matches!(r.profile, StoredProfile::Obfuscated { .. }))
+            .map(|(t, r)| tag_info(t, r))
+            .collect()
+    }
+
     /// Creates a tag from a request by `who`: every field checked, then proposed.
     pub async fn create_tag(&self, body: CreateTagRequest, who: &Principal) -> Result<TagInfo, ApiError> {
         validate::tag(&body.tag)?;

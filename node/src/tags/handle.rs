@@ -71,6 +71,11 @@ impl TagHandle {
         &self.tag
     }
 
+    /// IDs of this tag this node handed out since the tag was loaded.
+    pub fn served(&self) -> u64 {
+        self.served.get()
+    }
+
     /// Counts `n` IDs served another way than [`TagHandle::take`] (`leaf_ids_served`).
     pub fn count_served(&self, n: u64) {
         self.served.inc_by(n);

@@ -192,7 +192,15 @@ impl Tags {
         }
         let i = &self.inner;
         let buf = Arc::new(DoubleBuffer::new());
-        let (refills, failures) = i.metrics.refill_counters(tag);
+        let serve = ServeAs::of(&profile, upper_bound);
+        // An obfuscated tag's IDs must not be countable: none of its counters is a series of
+        // the public /metrics (they count, unregistered, for the admin dashboard alone).
+        let (refills, failures, served, waits) = if matches!(serve, ServeAs::Obfuscated(_)) {
+            Default::default()
+        } else {
+            let (refills, failures) = i.metrics.refill_counters(tag);
+            (refills, failures, i.metrics.ids_counter(crate::metrics::Mode::Segment, tag), i.metrics.wait_counter(tag))
+        };
         let actor_view =
             Arc::new(ArcSwap::from_pointee(ActorView { dynamic_step: stored_step, ..ActorView::default() }));
         let actor = TagActor::new(TagActorParts {
@@ -215,10 +223,10 @@ impl Tags {
             buf,
             actor_view,
             addr,
-            served: i.metrics.ids_counter(crate::metrics::Mode::Segment, tag),
-            waits: i.metrics.wait_counter(tag),
+            served,
+            waits,
             wait: Duration::from_millis(i.cfg.wait_timeout_ms),
-            serve: ServeAs::of(&profile, upper_bound),
+            serve,
         });
         let mut map = HashMap::clone(&i.map.load());
         map.insert(tag.to_string(), handle.clone());

@@ -105,3 +105,45 @@ async fn a_sent_credential_is_always_checked() {
     assert_eq!(call(addr, Method::GET, "/admin/tags", &h, "").await.0, StatusCode::OK, "any name, with the token");
     node.shutdown().await;
 }
+
+/// An obfuscated tag's IDs are neither ordered nor countable, so no public endpoint may count
+/// them: before, three IDs showed as `"position": 4` in `/cache`, as `max_id` in `/db` and as
+/// `leaf_ids_served_total{tag="secret-orders"} 3` in `/metrics`, to anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_obfuscated_tag_is_not_countable_from_the_public_endpoints() {
+    use leaf_api::profile::Profile;
+    use leaf_api::types::CreateTagRequest;
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let secret = CreateTagRequest {
+        tag: "secret-orders".into(),
+        step: 100,
+        profile: Some(Profile::Obfuscated),
+        ..Default::default()
+    };
+    c.create_tag(&secret).await.unwrap();
+    crate::support::create_tag(&c, "plain-orders", 100, None).await;
+    for tag in ["secret-orders", "plain-orders"] {
+        crate::support::get_ids(&c, tag, Some(3)).await;
+    }
+    // Anyone: the plain tag is there, the obfuscated one nowhere.
+    let cache = c.cache().await.unwrap();
+    assert!(cache.iter().any(|e| e.tag == "plain-orders"), "{cache:?}");
+    assert!(cache.iter().all(|e| e.tag != "secret-orders"), "/cache shows its positions: {cache:?}");
+    let db = c.db().await.unwrap();
+    assert!(db.iter().any(|t| t.tag == "plain-orders"));
+    assert!(db.iter().all(|t| t.tag != "secret-orders"), "/db shows its max_id");
+    let metrics = c.metrics().await.unwrap();
+    assert!(metrics.contains("tag=\"plain-orders\""), "the plain tag's series are still there");
+    assert!(
+        !metrics.contains("secret-orders"),
+        "/metrics counts it:\n{}",
+        metrics.lines().filter(|l| l.contains("secret")).collect::<Vec<_>>().join("\n")
+    );
+    // The admin view still has it, served count included.
+    assert!(c.tags().await.unwrap().iter().any(|t| t.tag == "secret-orders"));
+    let dash = c.dashboard().await.unwrap();
+    let view = dash.tags.iter().find(|t| t.info.tag == "secret-orders").expect("the dashboard lists it");
+    assert_eq!(view.served, 3);
+    node.shutdown().await;
+}
