@@ -40,7 +40,9 @@ async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_en
     // Node 4 with a certificate for its own ID and address, from a CA of its own.
     let foreign = tempfile::tempdir().unwrap();
     let dir = foreign.path().to_str().unwrap();
-    certs(&["ca", "--dir", dir, "--days", "30"]);
+    // The CA outlives the node certificate made a moment later (same --days would not, by the
+    // seconds between the two commands, and `leaf certs` rightly refuses that).
+    certs(&["ca", "--dir", dir, "--days", "31"]);
     certs(&["node", "--dir", dir, "--id", "4", "--host", "127.0.0.1", "--days", "30"]);
     let file = |name: &str| foreign.path().join(name).display().to_string();
     let port = free_port();
@@ -105,4 +107,43 @@ async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_en
     assert_eq!(cluster.wait_leader_among(&[1, 2, 3], FORM).await.unwrap(), leader);
     create_tag(&cluster.client(2), "after-foreign", 10).await;
     assert_eq!(get_ids(&cluster.client(3), "after-foreign", Some(5)).await.unwrap().len(), 5);
+}
+
+/// A member's certificate proves which member it is: a Raft message claiming another node is
+/// refused (before, any member could vote or append in another's name), and a node removed
+/// from the cluster is refused although the static peer list still names it (before, the list
+/// let it in for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_speaks_only_for_its_own_current_member() {
+    use openraft::raft::VoteRequest;
+    use openraft::Vote;
+    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let [a, b] = [1, 2, 3].into_iter().filter(|id| *id != leader).collect::<Vec<_>>()[..] else { unreachable!() };
+    let as_a = PeerClient::with_client_config(Some(SECRET), cluster.peer_tls_config(a).unwrap().unwrap());
+    let as_b = PeerClient::with_client_config(Some(SECRET), cluster.peer_tls_config(b).unwrap().unwrap());
+    let refused = |r: Result<serde_json::Value, CallError>| matches!(r, Err(CallError::Refused { status: 403, .. }));
+
+    // Node a's certificate asks the leader for its vote as candidate b, in a far term that
+    // would depose the leader if it were heard.
+    let term = cluster.status(leader).await.unwrap().term;
+    let forged: VoteRequest<u64> = VoteRequest::new(Vote::new(term + 100, b), None);
+    let r = as_a.call(&cluster.addr(leader), PATH_VOTE, &forged, Duration::from_secs(5)).await;
+    assert!(refused(r.clone()), "a vote in another node's name got {r:?}");
+    assert_eq!(cluster.status(leader).await.unwrap().term, term, "the forged vote moved the term");
+
+    // Node b is removed; its certificate no longer opens the members' internal endpoints.
+    cluster.client(leader).remove(b).await.unwrap();
+    cluster.kill(b);
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let r = as_b.call(&cluster.addr(a), PATH_TIME, &(), Duration::from_secs(5)).await;
+        if refused(r.clone()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "node {a} still answers removed node {b}: {r:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The remaining members still serve.
+    create_tag(&cluster.client(a), "after-removal", 10).await;
+    assert_eq!(get_ids(&cluster.client(leader), "after-removal", Some(5)).await.unwrap().len(), 5);
 }

@@ -112,11 +112,16 @@ pub fn admin_client(allowed: &[String], identity: Option<&CertIdentity>) -> bool
     matches!(identity, Some(CertIdentity::Client(name)) if allowed.iter().any(|a| a == name))
 }
 
+/// The member node whose certificate made an internal call (with TLS): Raft messages must
+/// come from the node they name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerNode(pub u64);
+
 /// With TLS, `/internal/*` needs a certificate the cluster CA signed for a node that
-/// `is_member` accepts: a member, a listed peer, or anyone while this node has no cluster.
-pub fn check_peer_node(identity: Option<&CertIdentity>, is_member: impl Fn(u64) -> bool) -> Result<(), ApiError> {
+/// `is_member` accepts: a current member, or anyone while this node has no cluster yet.
+pub fn check_peer_node(identity: Option<&CertIdentity>, is_member: impl Fn(u64) -> bool) -> Result<PeerNode, ApiError> {
     match identity {
-        Some(CertIdentity::Node(id)) if is_member(*id) => Ok(()),
+        Some(CertIdentity::Node(id)) if is_member(*id) => Ok(PeerNode(*id)),
         Some(CertIdentity::Node(id)) => Err(ApiError::new(
             ErrorCode::Forbidden,
             format!("node {id} is not a member of this cluster: internal endpoints refuse it"),

@@ -17,7 +17,7 @@ use futures::future::{ready, Either, Ready};
 
 use crate::access::credentials::{ConnInfo, Provenance};
 use crate::raft::network::SECRET_HEADER;
-use crate::service::auth::Credentials;
+use crate::service::auth::{Credentials, Verdict};
 use crate::service::App;
 
 /// The tower layer that runs the check before the router. Hand-written rather than
@@ -71,9 +71,15 @@ where
             },
         };
         match self.app.authorize(&self.conn, req.uri().path(), creds) {
-            Ok(principal) => {
-                if let Some(p) = principal {
-                    req.extensions_mut().insert(p);
+            Ok(verdict) => {
+                match verdict {
+                    Verdict::Admin(principal) => {
+                        req.extensions_mut().insert(principal);
+                    }
+                    Verdict::Peer(Some(peer)) => {
+                        req.extensions_mut().insert(peer);
+                    }
+                    Verdict::Peer(None) | Verdict::Anyone => {}
                 }
                 Either::Left(self.inner.call(req))
             }

@@ -10,9 +10,11 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::Extension;
 use axum::Router;
 use leaf_api::ErrorCode;
 
+use crate::access::credentials::PeerNode;
 use crate::raft::network::MAX_RPC_BODY;
 use crate::service::{ApiError, App};
 
@@ -21,7 +23,12 @@ pub fn routes() -> Router<Arc<App>> {
     Router::new().route("/internal/{*rpc}", post(rpc))
 }
 
-async fn rpc(State(app): State<Arc<App>>, uri: Uri, body: Body) -> Result<Response, ApiError> {
+async fn rpc(
+    State(app): State<Arc<App>>,
+    caller: Option<Extension<PeerNode>>,
+    uri: Uri,
+    body: Body,
+) -> Result<Response, ApiError> {
     let body = axum::body::to_bytes(body, MAX_RPC_BODY).await.map_err(|e| {
         let e = e.into_inner();
         if e.is::<http_body_util::LengthLimitError>() {
@@ -30,6 +37,6 @@ async fn rpc(State(app): State<Arc<App>>, uri: Uri, body: Body) -> Result<Respon
             ApiError::new(ErrorCode::InvalidRequest, format!("reading body: {e}"))
         }
     })?;
-    let answer = app.internal_rpc(uri.path(), &body).await?;
+    let answer = app.internal_rpc(uri.path(), &body, caller.map(|Extension(p)| p)).await?;
     Ok(([(CONTENT_TYPE, "application/octet-stream")], answer).into_response())
 }

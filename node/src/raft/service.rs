@@ -1,5 +1,7 @@
 //! Cluster-internal RPC, server side: decodes a peer's bincode request, hands it to Raft and
-//! encodes the answer. The HTTP edge has already checked the cluster secret and the body size.
+//! encodes the answer. The HTTP edge has already checked the cluster secret and the body size;
+//! with TLS, it names the member node whose certificate made the call, and a Raft message that
+//! claims to come from another node is refused.
 use leaf_api::codec;
 use leaf_raft_store::types::NodeId;
 use leaf_raft_store::TypeConfig;
@@ -8,6 +10,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
 };
+use openraft::Vote;
 
 use super::leader::LeaderOp;
 use super::network::{PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
@@ -23,6 +26,17 @@ pub enum ServiceError {
     BadRequest(String),
     #[error("cannot encode the answer: {0}")]
     Encode(String),
+    #[error("a Raft message from node {claimed} came with node {caller}'s certificate")]
+    Impersonation { claimed: NodeId, caller: NodeId },
+}
+
+/// A Raft message names its sender in its vote (the leader of an append or snapshot, the
+/// candidate of a vote request); with TLS that must be the node whose certificate called.
+fn check_sender(vote: &Vote<NodeId>, caller: Option<NodeId>) -> Result<(), ServiceError> {
+    match (caller, vote.leader_id().voted_for()) {
+        (Some(caller), Some(claimed)) if claimed != caller => Err(ServiceError::Impersonation { claimed, caller }),
+        _ => Ok(()),
+    }
 }
 
 fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ServiceError> {
@@ -38,21 +52,25 @@ pub fn is_internal(path: &str) -> bool {
     path == "/internal" || path.starts_with("/internal/")
 }
 
-/// Handles one authenticated internal request.
-pub async fn handle(node: &RaftNode, path: &str, body: &[u8]) -> Result<Vec<u8>, ServiceError> {
+/// Handles one authenticated internal request; `caller`: the node whose certificate made it
+/// (with TLS).
+pub async fn handle(node: &RaftNode, path: &str, body: &[u8], caller: Option<NodeId>) -> Result<Vec<u8>, ServiceError> {
     match path {
         PATH_APPEND => {
             let req: AppendEntriesRequest<TypeConfig> = decode(body)?;
+            check_sender(&req.vote, caller)?;
             let r: Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> = node.raft.append_entries(req).await;
             encode(&r)
         }
         PATH_VOTE => {
             let req: VoteRequest<NodeId> = decode(body)?;
+            check_sender(&req.vote, caller)?;
             let r: Result<VoteResponse<NodeId>, RaftError<NodeId>> = node.raft.vote(req).await;
             encode(&r)
         }
         PATH_SNAPSHOT => {
             let req: InstallSnapshotRequest<TypeConfig> = decode(body)?;
+            check_sender(&req.vote, caller)?;
             let (id, offset, len, done) = (req.meta.snapshot_id.clone(), req.offset, req.data.len(), req.done);
             node.chunks.admit(&id, offset, len).map_err(ServiceError::BadRequest)?;
             let r: Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> =
@@ -90,4 +108,20 @@ async fn forwarded<O: LeaderOp>(node: &RaftNode, body: &[u8]) -> Result<Vec<u8>,
     let (op, budget) = ops::accept::<O>(body).map_err(|e| ServiceError::BadRequest(e.to_string()))?;
     let result = op.execute(node, node.deadline_within(budget)).await;
     encode(&ForwardAnswer::<O::Reply> { op: O::KIND, result })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_raft_message_must_come_from_the_node_it_names() {
+        let leader = Vote::new_committed(3, 2);
+        assert!(check_sender(&leader, Some(2)).is_ok());
+        assert!(check_sender(&leader, None).is_ok(), "plaintext: no certificate to bind it to");
+        assert!(matches!(check_sender(&leader, Some(3)), Err(ServiceError::Impersonation { claimed: 2, caller: 3 })));
+        // A candidate's vote request, too.
+        assert!(check_sender(&Vote::new(4, 5), Some(5)).is_ok());
+        assert!(check_sender(&Vote::new(4, 5), Some(1)).is_err());
+    }
 }

@@ -7,7 +7,7 @@ use leaf_api::identity::CertIdentity;
 use super::{ApiError, App};
 use crate::access::credentials::{
     admin_client, admin_right, check_admin, check_cluster_secret, check_origin, check_peer_node, is_admin, ConnInfo,
-    Provenance,
+    PeerNode, Provenance,
 };
 use crate::access::Principal;
 
@@ -43,15 +43,11 @@ impl App {
     }
 
     /// Admin and internal paths need their credentials: the verdict on a request for `path`
-    /// that came in on `conn`, before routing, with the principal of an admin request. With
-    /// TLS, an internal call needs a certificate the cluster CA signed for a member node (or a
-    /// listed peer, or anyone while this node has no cluster), and always the cluster secret.
-    pub fn authorize(
-        &self,
-        conn: &ConnInfo,
-        path: &str,
-        creds: Credentials<'_>,
-    ) -> Result<Option<Principal>, ApiError> {
+    /// that came in on `conn`, before routing. With TLS, an internal call needs a certificate
+    /// the cluster CA signed for a current member node (or any node while this one has no
+    /// cluster yet: a new learner waits for its leader), and always the cluster secret. A node
+    /// removed from the cluster is refused even if the static peer list still names it.
+    pub fn authorize(&self, conn: &ConnInfo, path: &str, creds: Credentials<'_>) -> Result<Verdict, ApiError> {
         if is_admin(path) {
             check_origin(creds.provenance)?;
             let principal = self.authorize_admin(conn, creds)?;
@@ -59,16 +55,29 @@ impl App {
                 Some(right) => principal.require(right)?,
                 None => principal.require_root("managing tokens")?,
             }
-            Ok(Some(principal))
+            Ok(Verdict::Admin(principal))
         } else if crate::raft::service::is_internal(path) {
-            if self.tls.is_some() {
-                check_peer_node(conn.identity.as_deref(), |id| {
-                    self.config.peers.0.contains_key(&id) || !self.raft.has_membership() || self.raft.knows_node(id)
-                })?;
-            }
-            check_cluster_secret(self.config.cluster_secret(), creds.cluster_secret).map(|()| None)
+            let peer = match self.tls {
+                Some(_) => Some(check_peer_node(conn.identity.as_deref(), |id| {
+                    !self.raft.has_membership() || self.raft.knows_node(id)
+                })?),
+                None => None,
+            };
+            check_cluster_secret(self.config.cluster_secret(), creds.cluster_secret)?;
+            Ok(Verdict::Peer(peer))
         } else {
-            Ok(None)
+            Ok(Verdict::Anyone)
         }
     }
+}
+
+/// What a request's credentials proved, for the edge to hand on to the handler.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    /// An admin request and who made it.
+    Admin(Principal),
+    /// An internal call, and the member whose certificate made it (with TLS).
+    Peer(Option<PeerNode>),
+    /// Anything else: the ID and monitor routes check what they need themselves.
+    Anyone,
 }

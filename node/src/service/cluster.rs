@@ -5,6 +5,7 @@ use leaf_api::types::{AddLearnerRequest, ClusterStatus, MembershipChange};
 
 use super::dashboard::NodeProbe;
 use super::{ApiError, App};
+use crate::access::credentials::PeerNode;
 use crate::access::Principal;
 use crate::clock::Clock;
 use crate::raft::network::PATH_NODE_HEALTH;
@@ -51,10 +52,10 @@ impl App {
 
     /// One internal RPC (`/internal/*`, the caller already authenticated as a peer): its
     /// bincode answer.
-    pub async fn internal_rpc(&self, path: &str, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    pub async fn internal_rpc(&self, path: &str, body: &[u8], caller: Option<PeerNode>) -> Result<Vec<u8>, ApiError> {
         match path {
             PATH_NODE_HEALTH => self.node_health(body),
-            path => Ok(crate::raft::service::handle(&self.raft, path, body).await?),
+            path => Ok(crate::raft::service::handle(&self.raft, path, body, caller.map(|p| p.0)).await?),
         }
     }
 

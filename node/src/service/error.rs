@@ -116,6 +116,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotFound(_) => ErrorCode::NotFound,
             ServiceError::BadRequest(_) => ErrorCode::InvalidRequest,
             ServiceError::Encode(_) => ErrorCode::Unavailable,
+            ServiceError::Impersonation { .. } => ErrorCode::Forbidden,
         };
         ApiError::new(code, e.to_string())
     }
