@@ -166,7 +166,7 @@ impl Access {
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer <token>'"))?;
-        if self.admin_token.as_ref().is_some_and(|t| bool::from(bearer.as_bytes().ct_eq(t.as_bytes()))) {
+        if self.admin_token.as_ref().is_some_and(|t| credentials::secret_eq(bearer.as_bytes(), t.as_bytes())) {
             return Ok(());
         }
         let tokens = self.state.tokens();

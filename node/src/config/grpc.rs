@@ -11,15 +11,22 @@ pub struct GrpcConfig {
     /// Serve gRPC requests (`content-type: application/grpc*`). Off: they take the HTTP path and
     /// get its 404. Default `true`.
     pub enabled: bool,
+    /// Most `grpc.health.v1.Health/Watch` streams open at once on this node (each re-reads the
+    /// node's state every 250 ms and needs no credential); one more gets `RESOURCE_EXHAUSTED`.
+    /// 1 to 100000; default `1024`.
+    pub max_health_watches: u32,
 }
 
 impl Default for GrpcConfig {
     fn default() -> Self {
-        GrpcConfig { enabled: true }
+        GrpcConfig { enabled: true, max_health_watches: 1024 }
     }
 }
 
 impl GrpcConfig {
-    /// Nothing can be wrong with it today; kept so a new field gets its check here.
-    pub(super) fn validate(&self, _errs: &mut [String]) {}
+    pub(super) fn validate(&self, errs: &mut Vec<String>) {
+        if !(1..=100_000).contains(&self.max_health_watches) {
+            errs.push(format!("grpc.max_health_watches must be 1 to 100000, not {}", self.max_health_watches));
+        }
+    }
 }

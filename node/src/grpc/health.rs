@@ -3,7 +3,9 @@
 //! `segment` and `snowflake` each mode's (`/health?mode=segment|snowflake`); any other name is
 //! `NOT_FOUND` for `Check` and `SERVICE_UNKNOWN` for `Watch` (as the protocol says). `Watch`
 //! sends the current status at once, then each change (polled every [`WATCH_POLL`]), and a
-//! last `NOT_SERVING` when the node shuts down, which ends the stream.
+//! last `NOT_SERVING` when the node shuts down, which ends the stream. At most
+//! `grpc.max_health_watches` streams are open at once (they need no credential, and each polls):
+//! one more gets `RESOURCE_EXHAUSTED`.
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use leaf_api::grpc::health::health_check_response::ServingStatus;
 use leaf_api::grpc::health::health_server::Health;
 use leaf_api::grpc::health::{HealthCheckRequest, HealthCheckResponse};
 use leaf_api::grpc::ID_SERVICE;
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tonic::{Code, Request, Response, Status};
 
 use crate::metrics::GrpcMethod;
@@ -25,8 +27,17 @@ pub const WATCH_POLL: Duration = Duration::from_millis(250);
 /// The health service over the node's [`App`]; `shutdown` turns true when the node stops.
 #[derive(Clone)]
 pub struct HealthService {
-    pub app: Arc<App>,
-    pub shutdown: watch::Receiver<bool>,
+    app: Arc<App>,
+    shutdown: watch::Receiver<bool>,
+    /// One permit per open `Watch` stream.
+    watches: Arc<Semaphore>,
+}
+
+impl HealthService {
+    pub fn new(app: Arc<App>, shutdown: watch::Receiver<bool>) -> Self {
+        let watches = Arc::new(Semaphore::new(app.config().grpc.max_health_watches as usize));
+        HealthService { app, shutdown, watches }
+    }
 }
 
 /// Whether `service` is serving now; `None` for a name this node does not know.
@@ -59,6 +70,8 @@ struct Watching {
     last: Option<ServingStatus>,
     shutdown: watch::Receiver<bool>,
     done: bool,
+    /// Held while the stream is open.
+    _permit: OwnedSemaphorePermit,
 }
 
 #[tonic::async_trait]
@@ -78,8 +91,16 @@ impl Health for HealthService {
     type WatchStream = BoxStream<'static, Result<HealthCheckResponse, Status>>;
 
     async fn watch(&self, req: Request<HealthCheckRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        let Ok(permit) = self.watches.clone().try_acquire_owned() else {
+            self.app.metrics().grpc_call(GrpcMethod::HealthWatch, Code::ResourceExhausted);
+            let max = self.app.config().grpc.max_health_watches;
+            return Err(Status::resource_exhausted(format!(
+                "this node has {max} health watch streams open (grpc.max_health_watches); use Check, or retry later"
+            )));
+        };
         self.app.metrics().grpc_call(GrpcMethod::HealthWatch, Code::Ok);
         let start = Watching {
+            _permit: permit,
             app: self.app.clone(),
             service: req.into_inner().service,
             last: None,

@@ -46,7 +46,7 @@ pub const MAX_REQUEST_BYTES: usize = 4 * 1024;
 /// The gRPC services of a node; `shutdown` ends health `Watch` streams when the node stops.
 pub fn routes(app: Arc<App>, shutdown: watch::Receiver<bool>) -> Routes {
     let ids = IdServiceServer::new(ids::Ids { app: app.clone() }).max_decoding_message_size(MAX_REQUEST_BYTES);
-    let health = HealthServer::new(health::HealthService { app: app.clone(), shutdown })
+    let health = HealthServer::new(health::HealthService::new(app.clone(), shutdown))
         .max_decoding_message_size(MAX_REQUEST_BYTES);
     let admin = AdminServiceServer::new(admin::Admin { app: app.clone() }).max_decoding_message_size(MAX_REQUEST_BYTES);
     Routes::new(ids).add_service(admin).add_service(health).prepare()

@@ -302,3 +302,39 @@ async fn grpc_calls_carry_scoped_tokens() {
     assert_eq!(admin.create_tag(create).await.unwrap_err().code(), Code::PermissionDenied);
     node.shutdown().await;
 }
+
+/// Health `Watch` streams need no credential and each polls the node: before, anyone could
+/// open as many as the connections allowed. Past `grpc.max_health_watches`, one more is
+/// refused with `RESOURCE_EXHAUSTED`; closing one makes room, and `Check` always answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_watch_streams_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&dir);
+    cfg.grpc.max_health_watches = 2;
+    let (node, _http) = start(cfg).await;
+    let mut health = HealthClient::new(channel(&format!("http://{}", node.http_addr()), None).await);
+    let watch =
+        |mut h: HealthClient<Channel>| async move { h.watch(HealthCheckRequest { service: String::new() }).await };
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut stream = watch(health.clone()).await.unwrap().into_inner();
+        stream.message().await.unwrap().expect("a first status");
+        open.push(stream);
+    }
+    let refused = watch(health.clone()).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    check(&mut health, "").await.expect("Check is not bounded");
+    // A closed stream frees its place (the server sees the reset a moment later).
+    drop(open.pop());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match watch(health.clone()).await {
+            Ok(_) => break,
+            Err(e) if e.code() == Code::ResourceExhausted && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await
+            }
+            Err(e) => panic!("no room after a stream closed: {e:?}"),
+        }
+    }
+    node.shutdown().await;
+}
