@@ -112,6 +112,11 @@ pub fn admin_client(allowed: &[String], identity: Option<&CertIdentity>) -> bool
     matches!(identity, Some(CertIdentity::Client(name)) if allowed.iter().any(|a| a == name))
 }
 
+/// The address a request came from, for the handlers of the ID routes (the anonymous quota);
+/// the auth layer puts it into every request it lets through that is neither admin nor internal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub IpAddr);
+
 /// The member node whose certificate made an internal call (with TLS): Raft messages must
 /// come from the node they name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

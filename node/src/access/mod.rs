@@ -29,6 +29,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::metrics::Metrics;
 use crate::service::ApiError;
 
+pub mod anonymous;
 pub mod credentials;
 pub mod quota;
 
@@ -131,6 +132,16 @@ pub struct Access {
     meters: ArcSwap<HashMap<u64, Arc<Meter>>>,
     /// The zero of the quota buckets' monotonic nanoseconds.
     epoch: Instant,
+    /// The quota of requests without a token, per address (`None`: off).
+    anonymous: Option<anonymous::AnonymousQuota>,
+}
+
+/// An ID request's ask: how many IDs, from which client address (for the quota of requests
+/// without a token).
+#[derive(Debug, Clone, Copy)]
+pub struct IdAsk {
+    pub addr: std::net::IpAddr,
+    pub ids: u32,
 }
 
 impl Access {
@@ -148,19 +159,24 @@ impl Access {
             metrics,
             meters: ArcSwap::default(),
             epoch: Instant::now(),
+            anonymous: match config.auth.anonymous_ids_per_sec {
+                0 => None,
+                rate => Some(anonymous::AnonymousQuota::new(rate, config.auth.anonymous_burst_ids)),
+            },
         }
     }
 
     /// The credentials of an ID request (HTTP `Authorization` or gRPC `authorization`):
     /// none when `auth.require_token_for_ids` is off; else, or when one is given, the admin
     /// token or a scoped token with the `ids` right on `tag` (any pattern for snowflake IDs,
-    /// which have no tag), within its quota.
-    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>) -> Result<(), ApiError> {
+    /// which have no tag), within its quota. Without a token, `ask` is charged to its address's
+    /// anonymous quota.
+    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>, ask: IdAsk) -> Result<(), ApiError> {
         let Some(raw) = authorization else {
             if self.require_for_ids {
                 return Err(unauthorized("ID requests need 'Authorization: Bearer <token>' on this cluster"));
             }
-            return Ok(());
+            return self.take_anonymous(ask);
         };
         let bearer = std::str::from_utf8(raw)
             .ok()
@@ -182,6 +198,23 @@ impl Access {
             return Err(forbidden(&p, Right::Ids, tag));
         }
         self.take(id, &meter)
+    }
+
+    fn take_anonymous(&self, ask: IdAsk) -> Result<(), ApiError> {
+        let Some(q) = &self.anonymous else { return Ok(()) };
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        q.take(ask.addr, u64::from(ask.ids), now).map_err(|wait| {
+            let secs = quota::retry_after_secs(wait);
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "requests without a token from {} are over this node's quota of IDs \
+                     (auth.anonymous_ids_per_sec); retry in {secs} s, or use a token",
+                    ask.addr
+                ),
+            )
+            .retry_after(secs)
+        })
     }
 
     /// The principal of a scoped token's bearer, within its quota; `Ok(None)` when `bearer`

@@ -26,16 +26,30 @@ impl Gcra {
         Gcra { tat: AtomicU64::new(0), interval, tolerance: u64::from(q.burst.max(1) - 1) * interval }
     }
 
+    /// A bucket of `per_sec` units a second holding at most `burst` (each at least 1).
+    pub fn per_sec(per_sec: u32, burst: u32) -> Self {
+        Gcra::new(Quota { rate_per_sec: per_sec, burst })
+    }
+
     /// Takes one request at time `now_ns`; refused with how long to wait until one is allowed.
     pub fn take(&self, now_ns: u64) -> Result<(), Duration> {
+        self.take_n(now_ns, 1)
+    }
+
+    /// Takes `n` units (at least 1) at once at time `now_ns`: all or none; refused with how long
+    /// to wait until they are allowed (never, if `n` is above the burst: the caller bounds it).
+    pub fn take_n(&self, now_ns: u64, n: u64) -> Result<(), Duration> {
+        let n = n.max(1);
         let mut tat = self.tat.load(Ordering::Relaxed);
         loop {
             let base = tat.max(now_ns);
-            let ahead = base - now_ns;
+            // As far ahead as the bucket would be before the last of the `n` units.
+            let ahead = (base - now_ns).saturating_add((n - 1).saturating_mul(self.interval));
             if ahead > self.tolerance {
                 return Err(Duration::from_nanos(ahead - self.tolerance));
             }
-            match self.tat.compare_exchange_weak(tat, base + self.interval, Ordering::Relaxed, Ordering::Relaxed) {
+            let next = base.saturating_add(n.saturating_mul(self.interval));
+            match self.tat.compare_exchange_weak(tat, next, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return Ok(()),
                 Err(now) => tat = now,
             }
@@ -97,6 +111,24 @@ mod tests {
             .map(|h| h.join().unwrap())
             .sum();
         assert_eq!(taken, 1000);
+    }
+
+    #[test]
+    fn units_are_taken_all_or_none() {
+        // 1,000 a second, at most 5,000 at once.
+        let g = Gcra::per_sec(1000, 5000);
+        let t0 = 1_000 * SEC;
+        assert!(g.take_n(t0, 5000).is_ok(), "the whole burst in one take");
+        assert_eq!(g.take_n(t0, 1), Err(Duration::from_millis(1)));
+        // Half a second later, 500 are back: 500 fit, 501 do not (and take nothing).
+        let t1 = t0 + SEC / 2;
+        assert_eq!(g.take_n(t1, 501), Err(Duration::from_millis(1)));
+        assert!(g.take_n(t1, 500).is_ok());
+        assert!(g.take_n(t1, 1).is_err());
+        // More than the burst never fits.
+        let fresh = Gcra::per_sec(1000, 5000);
+        assert!(fresh.take_n(t0, 5001).is_err());
+        assert!(fresh.take_n(t0, 5000).is_ok());
     }
 
     #[test]

@@ -5,18 +5,40 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Access to the ID endpoints.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Refuse ID requests (HTTP and gRPC) without a token: 401 `unauthorized` without one, 403
     /// `forbidden` for a token without the `ids` right on the tag. Off: a request without a token
     /// gets IDs as before, and one with a token is still checked (scope, quota). Default `false`.
     pub require_token_for_ids: bool,
+    /// IDs a second that ID requests without a token may take from this node, per client
+    /// address (an IPv6 address counts by its /64), counted in IDs: a request for 1,000 costs
+    /// 1,000. Over it: 429 `rate_limited` with `Retry-After`. 0 turns the quota off. Default
+    /// `10000000`: far above what a client asking for IDs as it needs them takes, it stops one
+    /// address from draining a tag's range at a node's full ranges speed.
+    pub anonymous_ids_per_sec: u32,
+    /// The most IDs such an address may take at once, after a quiet spell. At least 1000000 (a
+    /// single request may ask for that many, as ranges). Default `20000000`.
+    pub anonymous_burst_ids: u32,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig { require_token_for_ids: false, anonymous_ids_per_sec: 10_000_000, anonymous_burst_ids: 20_000_000 }
+    }
 }
 
 impl AuthConfig {
-    /// Nothing can be wrong with it today; kept so a new field gets its check here.
-    pub(super) fn validate(&self, _errs: &mut [String]) {}
+    pub(super) fn validate(&self, errs: &mut Vec<String>) {
+        let largest = leaf_api::tag::MAX_RANGE_BATCH;
+        if self.anonymous_ids_per_sec > 0 && self.anonymous_burst_ids < largest {
+            errs.push(format!(
+                "auth.anonymous_burst_ids must be at least {largest} (one request may ask for that many IDs), not {}",
+                self.anonymous_burst_ids
+            ));
+        }
+    }
 }
 
 /// The audit trail's retention, stamped by the leader into every admin change it records:

@@ -12,8 +12,11 @@ use leaf_api::grpc::v1::id_service_server::IdService;
 use leaf_api::grpc::v1::{
     DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest, IdList, IdRanges, SnowflakeParts,
 };
+use leaf_api::ErrorCode;
 use tonic::{Request, Response, Status};
 
+use crate::access::credentials::ConnInfo;
+use crate::access::IdAsk;
 use crate::metrics::GrpcMethod;
 use crate::service::{validate, ApiError, App};
 
@@ -26,6 +29,14 @@ pub struct Ids {
 /// The call's `authorization` metadata, as bytes.
 fn authorization<T>(req: &Request<T>) -> Option<Vec<u8>> {
     req.metadata().get("authorization").map(|v| v.as_bytes().to_vec())
+}
+
+/// The client's address, from the connection the listener put into the call.
+fn client_addr<T>(req: &Request<T>) -> Result<std::net::IpAddr, ApiError> {
+    match req.extensions().get::<ConnInfo>() {
+        Some(conn) => Ok(conn.peer.ip()),
+        None => Err(ApiError::new(ErrorCode::Forbidden, "the caller's connection is unknown")),
+    }
 }
 
 impl Ids {
@@ -49,12 +60,12 @@ impl Ids {
 #[tonic::async_trait]
 impl IdService for Ids {
     async fn get_segment_ids(&self, req: Request<GetSegmentIdsRequest>) -> Result<Response<IdRanges>, Status> {
-        let auth = authorization(&req);
+        let (auth, addr) = (authorization(&req), client_addr(&req));
         let req = req.into_inner();
         let r = async {
             validate::tag(&req.tag)?;
-            self.app.check_ids(auth.as_deref(), Some(&req.tag))?;
             let count = validate::range_count(req.count)?;
+            self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: count })?;
             self.app.segment_ranges(&req.tag, count).await
         }
         .await;
@@ -62,12 +73,12 @@ impl IdService for Ids {
     }
 
     async fn get_snowflake_ids(&self, req: Request<GetSnowflakeIdsRequest>) -> Result<Response<IdRanges>, Status> {
-        let auth = authorization(&req);
+        let (auth, addr) = (authorization(&req), client_addr(&req));
         let req = req.into_inner();
         let r = async {
             validate::key(&req.key)?;
-            self.app.check_ids(auth.as_deref(), None)?;
             let count = validate::range_count(req.count)?;
+            self.app.check_ids(auth.as_deref(), None, IdAsk { addr: addr?, ids: count })?;
             self.app.snowflake_ranges(&req.key, count).await
         }
         .await;
@@ -86,12 +97,12 @@ impl IdService for Ids {
     }
 
     async fn get_segment_id_list(&self, req: Request<GetSegmentIdsRequest>) -> Result<Response<IdList>, Status> {
-        let auth = authorization(&req);
+        let (auth, addr) = (authorization(&req), client_addr(&req));
         let req = req.into_inner();
         let r = async {
             validate::tag(&req.tag)?;
-            self.app.check_ids(auth.as_deref(), Some(&req.tag))?;
             let count = validate::list_count(req.count)?;
+            self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: count })?;
             self.app.segment_list(&req.tag, count).await
         }
         .await;

@@ -15,7 +15,7 @@ use axum::http::header::{AUTHORIZATION, HOST, ORIGIN};
 use axum::response::{IntoResponse, Response};
 use futures::future::{ready, Either, Ready};
 
-use crate::access::credentials::{ConnInfo, Provenance};
+use crate::access::credentials::{ClientAddr, ConnInfo, Provenance};
 use crate::raft::network::SECRET_HEADER;
 use crate::service::auth::{Credentials, Verdict};
 use crate::service::App;
@@ -79,7 +79,10 @@ where
                     Verdict::Peer(Some(peer)) => {
                         req.extensions_mut().insert(peer);
                     }
-                    Verdict::Peer(None) | Verdict::Anyone => {}
+                    Verdict::Anyone => {
+                        req.extensions_mut().insert(ClientAddr(self.conn.peer.ip()));
+                    }
+                    Verdict::Peer(None) => {}
                 }
                 Either::Left(self.inner.call(req))
             }

@@ -34,14 +34,21 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
-/// The `Authorization` header of an ID request, if any (checked by the handler).
-pub struct Authorization(pub Option<axum::http::HeaderValue>);
+/// Who makes an ID request: its `Authorization` header, if any (checked by the handler), and
+/// the client's address, as [`super::auth::AuthLayer`] found it (403 if it did not run).
+pub struct IdCaller {
+    pub authorization: Option<axum::http::HeaderValue>,
+    pub addr: std::net::IpAddr,
+}
 
-impl<S: Send + Sync> FromRequestParts<S> for Authorization {
-    type Rejection = std::convert::Infallible;
+impl<S: Send + Sync> FromRequestParts<S> for IdCaller {
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Authorization(parts.headers.get(axum::http::header::AUTHORIZATION).cloned()))
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let Some(crate::access::credentials::ClientAddr(addr)) = parts.extensions.get().copied() else {
+            return Err(ApiError::new(ErrorCode::Forbidden, "the caller of this request is unknown"));
+        };
+        Ok(IdCaller { authorization: parts.headers.get(axum::http::header::AUTHORIZATION).cloned(), addr })
     }
 }
 

@@ -10,6 +10,7 @@
 //! router; the prefixes come from [`leaf_api::routes`], and a test checks the two paths
 //! answer alike.
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::http::Method;
@@ -20,6 +21,7 @@ use leaf_api::ErrorCode;
 
 use super::extract::batch_of;
 use super::ids::{segment_ids, snowflake_ids};
+use crate::access::IdAsk;
 use crate::metrics::Route;
 use crate::service::{validate, ApiError, App};
 
@@ -84,18 +86,20 @@ async fn fast(
     app: &App,
     (kind, name): (FastKind, &str),
     query: Option<&str>,
-    auth: Option<&[u8]>,
+    (auth, addr): (Option<&[u8]>, IpAddr),
 ) -> Result<Response, ApiError> {
     match kind {
         FastKind::Segment => {
             validate::tag(name)?;
-            app.check_ids(auth, Some(name))?;
-            segment_ids(app, name, batch_of(query)?).await
+            let batch = batch_of(query)?;
+            app.check_ids(auth, Some(name), IdAsk { addr, ids: batch.count.unwrap_or(1) })?;
+            segment_ids(app, name, batch).await
         }
         FastKind::Snowflake => {
             validate::key(name)?;
-            app.check_ids(auth, None)?;
-            snowflake_ids(app, name, batch_of(query)?).await
+            let batch = batch_of(query)?;
+            app.check_ids(auth, None, IdAsk { addr, ids: batch.count.unwrap_or(1) })?;
+            snowflake_ids(app, name, batch).await
         }
     }
 }
@@ -112,6 +116,7 @@ pub fn fast_path<B>(
     app: &Arc<App>,
     req: &axum::http::Request<B>,
     started: std::time::Instant,
+    client: IpAddr,
 ) -> Option<BoxFuture<'static, Result<Response, Infallible>>> {
     let path = req.uri().path();
     // Where the tag or key starts in the path: the future owns a clone of the URI.
@@ -123,7 +128,8 @@ pub fn fast_path<B>(
     let uri = req.uri().clone();
     let auth = req.headers().get(axum::http::header::AUTHORIZATION).cloned();
     Some(Box::pin(async move {
-        let answer = fast(&app, (kind, &uri.path()[at..]), uri.query(), auth.as_ref().map(|v| v.as_bytes())).await;
+        let caller = (auth.as_ref().map(|v| v.as_bytes()), client);
+        let answer = fast(&app, (kind, &uri.path()[at..]), uri.query(), caller).await;
         let answer = super::finish(&app, answer.into_response());
         let route = match kind {
             FastKind::Segment => *SEGMENT_ROUTE,

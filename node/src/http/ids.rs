@@ -21,8 +21,9 @@ use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::extract::{ApiQuery, Authorization, Batch, KeyParam, RawParam, TagParam};
+use super::extract::{ApiQuery, Batch, IdCaller, KeyParam, RawParam, TagParam};
 use super::openapi::{DecodeErrors, SegmentGetErrors, SnowflakeGetErrors, TEXT};
+use crate::access::IdAsk;
 use crate::service::{ApiError, App};
 
 /// The routes of this area, with their OpenAPI operations.
@@ -84,11 +85,12 @@ impl IdLines {
     ))]
 pub async fn segment_get(
     State(app): State<Arc<App>>,
-    Authorization(auth): Authorization,
+    caller: IdCaller,
     TagParam(tag): TagParam,
     batch: Batch,
 ) -> Result<Response, ApiError> {
-    app.check_ids(auth.as_ref().map(|v| v.as_bytes()), Some(&tag))?;
+    let ask = IdAsk { addr: caller.addr, ids: batch.count.unwrap_or(1) };
+    app.check_ids(caller.authorization.as_ref().map(|v| v.as_bytes()), Some(&tag), ask)?;
     segment_ids(&app, &tag, batch).await
 }
 
@@ -132,11 +134,12 @@ pub async fn segment_ids(app: &App, tag: &str, batch: Batch) -> Result<Response,
     ))]
 pub async fn snowflake_get(
     State(app): State<Arc<App>>,
-    Authorization(auth): Authorization,
+    caller: IdCaller,
     KeyParam(key): KeyParam,
     batch: Batch,
 ) -> Result<Response, ApiError> {
-    app.check_ids(auth.as_ref().map(|v| v.as_bytes()), None)?;
+    let ask = IdAsk { addr: caller.addr, ids: batch.count.unwrap_or(1) };
+    app.check_ids(caller.authorization.as_ref().map(|v| v.as_bytes()), None, ask)?;
     snowflake_ids(&app, &key, batch).await
 }
 

@@ -38,7 +38,7 @@ pub(super) fn connection(
         }
         let started = std::time::Instant::now();
         // The fast path times its own answer (it holds the app already).
-        if let Some(fast) = crate::http::fast_path(&app, &req, started) {
+        if let Some(fast) = crate::http::fast_path(&app, &req, started, info.peer.ip()) {
             return Either::Left(fast);
         }
         let (route, timed) = (Route::of(req.uri().path()), app.clone());

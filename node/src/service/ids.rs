@@ -10,13 +10,14 @@ use leaf_api::types::SnowflakeDecoded;
 use leaf_api::ErrorCode;
 
 use super::{ApiError, App};
+use crate::access::IdAsk;
 use crate::tags::{ServeAs, TagHandle};
 
 impl App {
     /// Checks an ID request's credentials (the `Authorization` header or gRPC metadata, if
     /// any): for a segment tag, or for snowflake IDs (`tag: None`).
-    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>) -> Result<(), ApiError> {
-        self.access.check_ids(authorization, tag)
+    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>, ask: IdAsk) -> Result<(), ApiError> {
+        self.access.check_ids(authorization, tag, ask)
     }
 
     /// The segment handle of a validated tag, confirming an unknown tag with the leader first.

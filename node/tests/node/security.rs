@@ -147,3 +147,44 @@ async fn an_obfuscated_tag_is_not_countable_from_the_public_endpoints() {
     assert_eq!(view.served, 3);
     node.shutdown().await;
 }
+
+/// One request `GET ...?count=1000000&format=ranges` without a token took a million IDs, and
+/// nothing bounded the next one: a single anonymous client could drain a bounded or daily tag.
+/// Requests without a token now share a quota of IDs per client address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_a_token_have_a_quota_of_ids_per_address() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
+    (cfg.auth.anonymous_ids_per_sec, cfg.auth.anonymous_burst_ids) = (10, 1_000_000);
+    let (node, c) = start(cfg).await;
+    crate::support::create_tag(&c, "drained", 1000, None).await;
+    let addr = node.http_addr();
+    let host = addr.to_string();
+    let h = [("host", host.as_str())];
+    let whole_burst = "/api/segment/get/drained?count=1000000&format=ranges";
+    assert_eq!(call(addr, Method::GET, whole_burst, &h, "").await.0, StatusCode::OK);
+    // The next anonymous request from this address, even for one ID, waits its turn.
+    let (status, headers, _) = send(
+        addr,
+        hyper::Request::get("/api/segment/get/drained").header("host", &host).body(Full::new(Bytes::new())).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(headers.contains_key("retry-after"), "{headers:?}");
+    // The routed path (an escaped tag) and snowflake IDs count against the same quota.
+    let (status, code) = call(addr, Method::GET, "/api/segment/get/draine%64", &h, "").await;
+    assert_eq!((status, code), (StatusCode::TOO_MANY_REQUESTS, Some(ErrorCode::RateLimited)));
+    assert_eq!(call(addr, Method::GET, "/api/snowflake/get/k", &h, "").await.0, StatusCode::TOO_MANY_REQUESTS);
+    // Another address has its own quota (127.0.0.2 is loopback too).
+    let other = tokio::net::TcpSocket::new_v4().unwrap();
+    other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let stream = other.connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    let req =
+        hyper::Request::get("/api/segment/get/drained").header("host", &host).body(Full::new(Bytes::new())).unwrap();
+    assert_eq!(sender.send_request(req).await.unwrap().status(), StatusCode::OK, "127.0.0.2 was charged");
+    // A token is not anonymous: its own quota (none here) applies.
+    assert_eq!(crate::support::get_ids(&c, "drained", Some(1000)).await.len(), 1000);
+    node.shutdown().await;
+}
