@@ -10,7 +10,12 @@
 //!   atomic load ([`leaf_raft_store::StateReader::tokens`]), so a node refuses a revoked token
 //!   as soon as it has applied the revocation, with no lock on the request path.
 //! - ID requests need no token unless `auth.require_token_for_ids`; one that carries a token is
-//!   checked all the same ([`Access::check_ids`]).
+//!   checked all the same ([`Access::check_ids`]), and one without is charged to its client
+//!   address's quota of IDs ([`anonymous`]).
+//!
+//! Layout: [`credentials`] (the checks without wire formats: admin token, loopback, origin,
+//! cluster secret, peer certificates), [`quota`] (the GCRA bucket), [`anonymous`] (the
+//! per-address table), and here the token map, meters and principals.
 //!
 //! No error or log line holds a secret: a refused bearer is named by its token ID at most.
 use std::collections::{BTreeSet, HashMap};
