@@ -14,7 +14,8 @@ pub struct AuthConfig {
     pub require_token_for_ids: bool,
     /// IDs a second that ID requests without a token may take from this node, per client
     /// address (an IPv6 address counts by its /64), counted in IDs: a request for 1,000 costs
-    /// 1,000. Over it: 429 `rate_limited` with `Retry-After`. 0 turns the quota off. Default
+    /// 1,000. Over it: 429 `rate_limited` with `Retry-After`. 0 turns the quota off; at most
+    /// 1000000000. Default
     /// `10000000`: far above what a client asking for IDs as it needs them takes, it stops one
     /// address from draining a tag's range at a node's full ranges speed.
     pub anonymous_ids_per_sec: u32,
@@ -31,6 +32,14 @@ impl Default for AuthConfig {
 
 impl AuthConfig {
     pub(super) fn validate(&self, errs: &mut Vec<String>) {
+        // Above this a bucket's nanoseconds per ID would round to 0: no quota at all, silently.
+        const MAX_IDS_PER_SEC: u32 = 1_000_000_000;
+        if self.anonymous_ids_per_sec > MAX_IDS_PER_SEC {
+            errs.push(format!(
+                "auth.anonymous_ids_per_sec must be at most {MAX_IDS_PER_SEC} (0 turns the quota off), not {}",
+                self.anonymous_ids_per_sec
+            ));
+        }
         let largest = leaf_api::tag::MAX_RANGE_BATCH;
         if self.anonymous_ids_per_sec > 0 && self.anonymous_burst_ids < largest {
             errs.push(format!(

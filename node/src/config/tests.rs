@@ -333,3 +333,26 @@ fn the_secret_keys_are_the_fields_of_type_secret() {
     found.sort_unstable();
     assert_eq!(found, SECRET_KEYS, "a field of type Secret is missing from SECRET_KEYS, or the reverse");
 }
+
+#[test]
+fn quota_and_watch_nonsense_is_rejected() {
+    let invalid = |c: Config| match c.validate() {
+        Err(ConfigError::Invalid(errs)) => errs.join("; "),
+        other => panic!("accepted: {other:?}"),
+    };
+    let mut c = Config::default();
+    c.auth.anonymous_burst_ids = 999_999;
+    assert!(invalid(c).contains("auth.anonymous_burst_ids"));
+    let mut c = Config::default();
+    c.auth.anonymous_ids_per_sec = 1_000_000_001;
+    assert!(invalid(c).contains("auth.anonymous_ids_per_sec"));
+    for watches in [0, 100_001] {
+        let mut c = Config::default();
+        c.grpc.max_health_watches = watches;
+        assert!(invalid(c).contains("grpc.max_health_watches"));
+    }
+    // Off, the burst does not matter.
+    let mut c = Config::default();
+    (c.auth.anonymous_ids_per_sec, c.auth.anonymous_burst_ids) = (0, 0);
+    c.validate().unwrap();
+}

@@ -15,15 +15,16 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The variable that may hold the MySQL password, apart from the URL.
 pub const PASSWORD_ENV: &str = "LEAF_IMPORT_MYSQL_PASSWORD";
 
-/// Refuses a URL with a password that is among the process's arguments (`args`): it would be
-/// readable by every user of the machine for as long as the import runs.
+/// Refuses a URL with a password that came on the command line (`args`: `--url URL` or
+/// `--url=URL`): it would be readable by every user of the machine for as long as the import
+/// runs. The same URL from `LEAF_IMPORT_MYSQL_URL` is fine.
 pub fn check_not_in_args(url: &str, args: impl IntoIterator<Item = String>) -> Result<(), String> {
-    let Some((start, end)) = password_span(url) else { return Ok(()) };
-    if start == end {
-        return Ok(());
+    match password_span(url) {
+        Some((start, end)) if start < end => {}
+        _ => return Ok(()),
     }
-    let password = &url[start..end];
-    if args.into_iter().any(|a| a.contains(password)) {
+    let given = format!("--url={url}");
+    if args.into_iter().any(|a| a == url || a == given) {
         return Err(format!(
             "the --url on the command line holds a password, which every user of this machine can read \
              (ps); give it in {PASSWORD_ENV} (and the URL without it), or the whole URL in \
@@ -122,6 +123,12 @@ mod tests {
         let bare = "mysql://leaf@db:3306/leaf";
         assert!(check_not_in_args(bare, args(&["leaf", "--url", bare])).is_ok());
         assert!(check_not_in_args("mysql://leaf:@db/leaf", args(&["--url", "mysql://leaf:@db/leaf"])).is_ok());
+        // A short password that merely occurs in another argument is not the URL on the
+        // command line (the URL came from the environment).
+        let short = "mysql://leaf:a@db/leaf";
+        assert!(
+            check_not_in_args(short, args(&["/usr/bin/leaf", "import", "leaf-mysql", "--table", "leaf_alloc"])).is_ok()
+        );
     }
 
     #[test]

@@ -175,15 +175,21 @@ async fn requests_without_a_token_have_a_quota_of_ids_per_address() {
     let (status, code) = call(addr, Method::GET, "/api/segment/get/draine%64", &h, "").await;
     assert_eq!((status, code), (StatusCode::TOO_MANY_REQUESTS, Some(ErrorCode::RateLimited)));
     assert_eq!(call(addr, Method::GET, "/api/snowflake/get/k", &h, "").await.0, StatusCode::TOO_MANY_REQUESTS);
-    // Another address has its own quota (127.0.0.2 is loopback too).
+    // Another address has its own quota (127.0.0.2 is loopback too on Linux; where it is not
+    // configured, as on macOS, that part is skipped and says so).
     let other = tokio::net::TcpSocket::new_v4().unwrap();
-    other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
-    let stream = other.connect(addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
-    let req =
-        hyper::Request::get("/api/segment/get/drained").header("host", &host).body(Full::new(Bytes::new())).unwrap();
-    assert_eq!(sender.send_request(req).await.unwrap().status(), StatusCode::OK, "127.0.0.2 was charged");
+    match other.bind("127.0.0.2:0".parse().unwrap()) {
+        Ok(()) => {
+            let stream = other.connect(addr).await.unwrap();
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            tokio::spawn(conn);
+            let get = hyper::Request::get("/api/segment/get/drained").header("host", &host);
+            let status = sender.send_request(get.body(Full::new(Bytes::new())).unwrap()).await.unwrap().status();
+            assert_eq!(status, StatusCode::OK, "127.0.0.2 was charged");
+        }
+        Err(e) => eprintln!("SKIPPED the second-address check: cannot bind 127.0.0.2 here: {e}"),
+    }
     // A token is not anonymous: its own quota (none here) applies.
     assert_eq!(crate::support::get_ids(&c, "drained", Some(1000)).await.len(), 1000);
     node.shutdown().await;

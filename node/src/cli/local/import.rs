@@ -129,7 +129,8 @@ async fn read(cmd: ImportCmd) -> Result<(Vec<import::plan::LeafRow>, CommonArgs)
             if allow_live && common.margin_allocations == 0 {
                 return Err("--allow-live needs --margin-allocations of at least 1".into());
             }
-            mysql::check_not_in_args(&url, std::env::args())?;
+            // args_os: an argument that is not UTF-8 must not panic here (it is not the URL).
+            mysql::check_not_in_args(&url, std::env::args_os().map(|a| a.to_string_lossy().into_owned()))?;
             let password = std::env::var(mysql::PASSWORD_ENV).ok();
             let first = mysql::read(&url, password.as_deref(), &table).await?;
             tokio::time::sleep(Duration::from_millis(settle_ms)).await;
