@@ -193,6 +193,10 @@ impl<T: DeserializeOwned> FromRequest<Arc<App>> for JsonBody<T> {
                 ApiError::from(r)
             }
         })?;
+        // Every body of this API is an object; serde would also read a struct from an array.
+        if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::new(ErrorCode::InvalidRequest, "the request body must be a JSON object"));
+        }
         serde_json::from_slice(&body)
             .map(JsonBody)
             .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("invalid JSON body: {e}")))
