@@ -15,6 +15,11 @@ pub const MAX_RANGE_BATCH: u32 = 1_000_000;
 /// exhausted by a handful of typos.
 pub const MAX_STEP: i64 = 1_000_000_000;
 
+/// Longest tag description, in bytes of UTF-8: 1,024 ASCII characters, fewer of other scripts
+/// (341 CJK characters). Bytes, not characters, because the replicated state bounds its size in
+/// bytes; the API, the import and raft-store's apply all check this one limit.
+pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+
 /// Why a tag name, count or step was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationError {
@@ -30,6 +35,8 @@ pub enum ValidationError {
     Step(i64),
     #[error("max_id must be from 0 to 9223372036854775807, got {0}")]
     MaxId(i64),
+    #[error("description is {0} bytes long in UTF-8; the limit is {MAX_DESCRIPTION_BYTES} bytes")]
+    DescriptionTooLong(usize),
 }
 
 /// Checks a tag name: 1–128 bytes of `[A-Za-z0-9_.:-]`.
@@ -73,6 +80,28 @@ pub fn validate_max_id(max_id: i64) -> Result<(), ValidationError> {
     }
 }
 
+/// Checks a description: at most [`MAX_DESCRIPTION_BYTES`] bytes of UTF-8.
+pub fn validate_description(description: &str) -> Result<(), ValidationError> {
+    if description.len() <= MAX_DESCRIPTION_BYTES {
+        Ok(())
+    } else {
+        Err(ValidationError::DescriptionTooLong(description.len()))
+    }
+}
+
+/// The longest prefix of `description` that [`validate_description`] accepts, cut at a
+/// character boundary.
+pub fn truncate_description(description: &str) -> &str {
+    if description.len() <= MAX_DESCRIPTION_BYTES {
+        return description;
+    }
+    let mut end = MAX_DESCRIPTION_BYTES;
+    while !description.is_char_boundary(end) {
+        end -= 1;
+    }
+    &description[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +140,21 @@ mod tests {
         assert!(validate_max_id(0).is_ok());
         assert!(validate_max_id(i64::MAX).is_ok());
         assert!(validate_max_id(-1).is_err());
+    }
+
+    #[test]
+    fn descriptions_are_bounded_in_bytes() {
+        assert!(validate_description(&"x".repeat(MAX_DESCRIPTION_BYTES)).is_ok());
+        assert_eq!(
+            validate_description(&"x".repeat(MAX_DESCRIPTION_BYTES + 1)),
+            Err(ValidationError::DescriptionTooLong(1025))
+        );
+        // 342 three-byte characters: within a 1,024-character limit, beyond the byte limit.
+        assert_eq!(validate_description(&"订".repeat(342)), Err(ValidationError::DescriptionTooLong(1026)));
+        assert!(validate_description(&"订".repeat(341)).is_ok());
+        let long = "订".repeat(600);
+        let cut = truncate_description(&long);
+        assert_eq!((cut.len(), cut.chars().count()), (1023, 341));
+        assert_eq!(truncate_description("short"), "short");
     }
 }

@@ -22,6 +22,7 @@ pub struct CreateTagRequest {
     #[serde(deserialize_with = "crate::json_int::opt_i64")]
     pub max_id: Option<i64>,
     #[serde(default)]
+    /// Free text, at most 1,024 bytes of UTF-8 (1,024 ASCII characters, 341 CJK ones).
     #[cfg_attr(feature = "openapi", schema(max_length = 1024, example = "order IDs"))]
     pub description: Option<String>,
     /// How the tag's IDs are made (`segment` when absent); fixed for the tag's life.
@@ -51,6 +52,7 @@ pub struct UpdateTagRequest {
     #[serde(deserialize_with = "crate::json_int::opt_i64")]
     pub step: Option<i64>,
     #[serde(default)]
+    /// Free text, at most 1,024 bytes of UTF-8 (1,024 ASCII characters, 341 CJK ones).
     #[cfg_attr(feature = "openapi", schema(max_length = 1024, example = "order IDs"))]
     pub description: Option<String>,
 }

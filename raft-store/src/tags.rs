@@ -8,9 +8,9 @@ use crate::apply::{invalid, Applied, ApplyError, ApplyResult, Changes};
 use crate::profile::StoredProfile;
 use crate::state::State;
 
-/// Longest tag description, in bytes: the HTTP API's limit, enforced again by
+/// Longest tag description, in bytes: the API's limit, enforced again by
 /// [`crate::apply::apply`].
-pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+pub use leaf_api::tag::MAX_DESCRIPTION_BYTES;
 
 /// Most tags the replicated state holds; creating one more is refused.
 ///

@@ -90,7 +90,7 @@ pub async fn import(client: &Client, rows: Vec<LeafRow>, opts: &Options) -> Resu
             }
             Planned::Create { first_id, description, truncated } => (*first_id, description, *truncated),
         };
-        let note = truncated.then(|| "description cut to 1024 characters".to_string());
+        let note = truncated.then(|| "description cut to 1024 bytes".to_string());
         if blocked {
             out.push(outcome(row, Some(first_id), Status::NotAttempted, note));
             continue;

@@ -16,8 +16,6 @@ use leaf_api::tag::{validate_step, validate_tag};
 
 /// Leaf's `SegmentIDGenImpl.MAX_STEP`: the largest step its dynamic step grows to.
 pub const LEAF_MAX_STEP: i64 = 1_000_000;
-/// Longest description the cluster stores (characters).
-pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 
 /// One row of `leaf_alloc`, as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,8 +78,8 @@ fn check(row: &LeafRow, margin_allocations: u32, duplicate: bool) -> Planned {
         return Planned::Invalid(format!("max_id {} plus the margin overflows a 64-bit ID", row.max_id));
     };
     let d = row.description.clone().unwrap_or_default();
-    let truncated = d.chars().count() > MAX_DESCRIPTION_CHARS;
-    let description = if truncated { d.chars().take(MAX_DESCRIPTION_CHARS).collect() } else { d };
+    let description = leaf_api::tag::truncate_description(&d).to_string();
+    let truncated = description.len() < d.len();
     Planned::Create { first_id, description, truncated }
 }
 
@@ -106,7 +104,7 @@ mod tests {
 
     #[test]
     fn what_the_cluster_cannot_hold_is_reported() {
-        let long = "x".repeat(2000);
+        let long = "订".repeat(400);
         let rows = vec![
             row("has space", 1, 1),
             row("a/b", 1, 1),
@@ -124,7 +122,7 @@ mod tests {
             assert!(matches!(r.planned, Planned::Invalid(_)), "{r:?}");
         }
         match &p[8].planned {
-            Planned::Create { description, truncated: true, .. } => assert_eq!(description.chars().count(), 1024),
+            Planned::Create { description, truncated: true, .. } => assert_eq!(description.len(), 1023),
             other => panic!("{other:?}"),
         }
         assert!(

@@ -25,17 +25,10 @@ pub fn max_id(max_id: i64) -> Result<(), ApiError> {
     validate_max_id(max_id).map_err(|e| ApiError::invalid(e.to_string()))
 }
 
-/// The most characters a description may have. Descriptions are free text for people, bounded
-/// so the replicated state stays small: 1,024 characters (so at most 4 KiB), counted as the
-/// OpenAPI `maxLength` counts them.
-pub const MAX_DESCRIPTION_CHARS: usize = 1024;
-
-/// A tag's description.
+/// A tag's description: at most [`leaf_api::tag::MAX_DESCRIPTION_BYTES`] bytes of UTF-8, the
+/// limit the replicated state enforces, so what passes here is never refused by apply.
 pub fn description(d: &str) -> Result<(), ApiError> {
-    if d.chars().count() > MAX_DESCRIPTION_CHARS {
-        return Err(ApiError::invalid(format!("description is longer than {MAX_DESCRIPTION_CHARS} characters")));
-    }
-    Ok(())
+    leaf_api::tag::validate_description(d).map_err(|e| ApiError::invalid(e.to_string()))
 }
 
 /// Node IDs in URLs are OpenAPI `int64`s: at most `i64::MAX`.
@@ -99,8 +92,8 @@ mod tests {
 
     #[test]
     fn descriptions_and_offsets_are_bounded() {
-        assert!(description(&"é".repeat(MAX_DESCRIPTION_CHARS)).is_ok());
-        assert_eq!(description(&"x".repeat(MAX_DESCRIPTION_CHARS + 1)).unwrap_err().code, ErrorCode::InvalidRequest);
+        assert!(description(&"é".repeat(512)).is_ok());
+        assert_eq!(description(&"é".repeat(513)).unwrap_err().code, ErrorCode::InvalidRequest);
         assert!(clock_offset(-(MAX_CLOCK_OFFSET_MS as i64)).is_ok());
         assert!(clock_offset(MAX_CLOCK_OFFSET_MS as i64 + 1).is_err());
         assert!(node_id_range(i64::MAX as u64).is_ok() && node_id_range(i64::MAX as u64 + 1).is_err());

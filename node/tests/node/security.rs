@@ -194,3 +194,26 @@ async fn requests_without_a_token_have_a_quota_of_ids_per_address() {
     assert_eq!(crate::support::get_ids(&c, "drained", Some(1000)).await.len(), 1000);
     node.shutdown().await;
 }
+
+/// The description limit was 1,024 characters at the API and 1,024 bytes in the replicated
+/// state: 600 CJK characters passed the edge, were proposed, and came back from apply as a
+/// different error. The edge now checks the state's own limit, in bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_description_is_checked_at_the_edge_by_the_states_own_limit() {
+    use leaf_api::types::{CreateTagRequest, UpdateTagRequest};
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let cjk = |n: usize| "订".repeat(n);
+    let create =
+        |d: String| CreateTagRequest { tag: "described".into(), step: 10, description: Some(d), ..Default::default() };
+    let err = c.create_tag(&create(cjk(600))).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("1800 bytes long in UTF-8"), "refused at the edge: {msg}");
+    assert!(c.tag("described").await.is_err());
+    c.create_tag(&create(cjk(341))).await.expect("1,023 bytes fit");
+    let patch = UpdateTagRequest { description: Some(cjk(342)), ..Default::default() };
+    let msg = c.update_tag("described", &patch).await.unwrap_err().to_string();
+    assert!(msg.contains("1026 bytes"), "{msg}");
+    assert_eq!(c.tag("described").await.unwrap().description, cjk(341));
+    node.shutdown().await;
+}
