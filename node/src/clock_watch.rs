@@ -31,7 +31,7 @@ impl PeerClocks {
     /// Asks every peer now and keeps the usable answers.
     pub async fn sample(&self, raft: &RaftNode) {
         let calls = raft.peer_addrs().into_iter().map(|(id, addr)| async move {
-            let sample = match raft.peer_time(&addr, TIMEOUT).await {
+            let sample = match raft.peer_time(id, &addr, TIMEOUT).await {
                 Ok((before, peer, after)) => clock_check::sample(before, peer, after, TIMEOUT)
                     .map_err(|why| tracing::debug!(peer = id, %why, "peer clock sample discarded"))
                     .ok(),

@@ -92,7 +92,7 @@ where
 
 async fn allocate(peers: &PeerClient, addr: &str, leader: u64) -> anyhow::Result<()> {
     let op = Op::AllocateSegment { tag: "bench".into(), step: 1000, node_id: leader };
-    match ops::call(peers, addr, &Propose { op }, Duration::from_secs(10)).await?? {
+    match ops::call(peers, leader, addr, &Propose { op }, Duration::from_secs(10)).await?? {
         Applied::Segment(_) => Ok(()),
         other => bail!("not a segment: {other:?}"),
     }

@@ -89,7 +89,7 @@ async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_en
         for path in &paths {
             // No answer at all: the handshake is refused (once, in a CI run, a call got no
             // reply within its 5 s instead, so the client's timeout counts as no answer too).
-            match peer.call::<_, serde_json::Value>(&cluster.addr(id), path, &(), Duration::from_secs(5)).await {
+            match peer.call::<_, serde_json::Value>(id, &cluster.addr(id), path, &(), Duration::from_secs(5)).await {
                 Err(CallError::Transport { .. } | CallError::Unreachable { .. } | CallError::Timeout { .. }) => {}
                 other => panic!("node {id} {path}: a foreign certificate got {other:?}"),
             }
@@ -138,7 +138,7 @@ async fn a_certificate_speaks_only_for_its_own_current_member() {
     // would depose the leader if it were heard.
     let term = cluster.status(leader).await.unwrap().term;
     let forged: VoteRequest<u64> = VoteRequest::new(Vote::new(term + 100, b), None);
-    let r = as_a.call(&cluster.addr(leader), PATH_VOTE, &forged, Duration::from_secs(5)).await;
+    let r = as_a.call(leader, &cluster.addr(leader), PATH_VOTE, &forged, Duration::from_secs(5)).await;
     assert!(refused(r.clone()), "a vote in another node's name got {r:?}");
     assert_eq!(cluster.status(leader).await.unwrap().term, term, "the forged vote moved the term");
 
@@ -147,7 +147,7 @@ async fn a_certificate_speaks_only_for_its_own_current_member() {
     cluster.kill(b);
     let deadline = tokio::time::Instant::now() + FORM;
     loop {
-        let r = as_b.call(&cluster.addr(a), PATH_TIME, &(), Duration::from_secs(5)).await;
+        let r = as_b.call(a, &cluster.addr(a), PATH_TIME, &(), Duration::from_secs(5)).await;
         if refused(r.clone()) {
             break;
         }
@@ -157,4 +157,37 @@ async fn a_certificate_speaks_only_for_its_own_current_member() {
     // The remaining members still serve.
     create_tag(&cluster.client(a), "after-removal", 10).await;
     assert_eq!(get_ids(&cluster.client(leader), "after-removal", Some(5)).await.unwrap().len(), 5);
+}
+
+/// A node dials the member it means: the certificate that answers must speak for that member.
+/// Before, any member's certificate answered for every address, so a learner registered at
+/// another member's address was "replicated to" by that member, which took the leader's
+/// appends for its own (counting one node twice is how a quorum is faked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dialled_peer_must_be_the_member_it_is_meant_to_be() {
+    let (_serial, cluster, leader) = cluster(3, "").await;
+    let other = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
+    let impostor_addr = cluster.peer_addr(other).unwrap();
+    let admin = cluster.client(leader);
+    let before = handshakes_refused(&cluster.client(other).metrics().await.unwrap());
+    admin.add_learner(&AddLearnerRequest { node_id: 9, addr: impostor_addr }).await.unwrap();
+
+    // The leader dials "node 9" and finds node `other`'s certificate: it refuses the
+    // handshake, again and again, and `other` counts each refusal.
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let refused = handshakes_refused(&cluster.client(other).metrics().await.unwrap()) - before;
+        if refused >= DIALS_REFUSED {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the leader's dials of node 9 were not refused: {refused}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = cluster.status(leader).await.unwrap();
+    let replication = status.replication.expect("the leader reports replication");
+    let nine = replication.iter().find(|r| r.node_id == 9).expect("node 9 is a member");
+    assert_eq!(nine.matched_index, None, "node {other} took node 9's appends: {replication:?}");
+    // The real members are unaffected.
+    create_tag(&cluster.client(other), "after-impostor", 10).await;
+    assert_eq!(get_ids(&cluster.client(leader), "after-impostor", Some(5)).await.unwrap().len(), 5);
 }

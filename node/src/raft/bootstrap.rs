@@ -142,7 +142,7 @@ impl RaftNode {
     /// in an unknown version (logged).
     async fn peer_status(&self, id: NodeId, addr: &str) -> Option<PeerStatus> {
         let timeout = Duration::from_secs(1);
-        match self.peers.call::<_, PeerStatus>(addr, PATH_PEER_STATUS, &PEER_STATUS_VERSION, timeout).await {
+        match self.peers.call::<_, PeerStatus>(id, addr, PATH_PEER_STATUS, &PEER_STATUS_VERSION, timeout).await {
             Ok(s) if s.version == PEER_STATUS_VERSION && s.node_id == id => Some(s),
             Ok(s) => {
                 tracing::warn!(peer = id, addr, version = s.version, answered_as = s.node_id, "ignoring a peer status");

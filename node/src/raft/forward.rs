@@ -72,7 +72,7 @@ impl RaftNode {
                     // One attempt may not eat the whole budget: a hung leader is replaced by an
                     // election well within `attempt_timeout`, and the new one must get a try.
                     let wait = deadline.saturating_duration_since(Instant::now()).min(self.attempt_timeout);
-                    match ops::call(&self.peers, &addr, op, wait).await {
+                    match ops::call(&self.peers, l, &addr, op, wait).await {
                         Ok(Err(e @ ProposeError::NotLeader { .. })) => last = Some(e),
                         Ok(Err(e @ ProposeError::Unavailable(_))) if retry_unknown => last = Some(e),
                         Ok(result) => return result,

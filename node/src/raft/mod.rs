@@ -141,21 +141,27 @@ impl RaftNode {
     }
 
     /// Reads a peer's clock: `(local ms before, peer ms, local ms after)`.
-    pub async fn peer_time(&self, addr: &str, timeout: Duration) -> Result<(i64, i64, i64), network::CallError> {
+    pub async fn peer_time(
+        &self,
+        id: NodeId,
+        addr: &str,
+        timeout: Duration,
+    ) -> Result<(i64, i64, i64), network::CallError> {
         let before = self.clock.now_ms();
-        let peer: i64 = self.peers.call(addr, PATH_TIME, &(), timeout).await?;
+        let peer: i64 = self.peers.call(id, addr, PATH_TIME, &(), timeout).await?;
         Ok((before, peer, self.clock.now_ms()))
     }
 
-    /// One internal call to the member at `addr` (cluster secret, mutual TLS, bincode).
+    /// One internal call to member `id` at `addr` (cluster secret, mutual TLS, bincode).
     pub async fn call_peer<Q: serde::Serialize, A: serde::de::DeserializeOwned>(
         &self,
+        id: NodeId,
         addr: &str,
         path: &str,
         req: &Q,
         timeout: Duration,
     ) -> Result<A, network::CallError> {
-        self.peers.call(addr, path, req, timeout).await
+        self.peers.call(id, addr, path, req, timeout).await
     }
 
     /// Entries currently in the log (not yet purged behind a snapshot).

@@ -2,7 +2,8 @@
 //! vote and snapshot messages and forwarded requests to peers as bincode bodies.
 //!
 //! With `[tls]` on, peers are dialled with `https://` over mutual TLS: the peer's certificate
-//! must be signed by the cluster CA for the address dialled, and this node presents its own
+//! must be signed by the cluster CA for the address dialled and speak for the member dialled
+//! (`urn:leaf:node:<id>`, one connection pool per member), and this node presents its own
 //! (the configs come from [`crate::tls::Tls`]; a reload swaps the connection pool, so new
 //! connections use the new files). Every request carries the cluster secret in
 //! [`SECRET_HEADER`] as well; the receiving side is
@@ -10,7 +11,8 @@
 //! ([`CallError::surely_not_delivered`]), which decides whether a forwarded proposal may be
 //! retried, and become openraft's `Unreachable` (connect failures, so it backs off), `Timeout`
 //! or `Network` errors.
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -100,15 +102,32 @@ enum TlsSource {
     Fixed(Arc<rustls::ClientConfig>),
 }
 
-/// A connection pool, built from one generation of the TLS files.
+/// The connection pools of one generation of the TLS files.
 struct Pool {
     generation: u64,
     http: Dialer,
 }
 
 enum Dialer {
-    Plain(HyperClient<HttpConnector, Full<Bytes>>),
-    Tls(HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>),
+    Plain(Box<HyperClient<HttpConnector, Full<Bytes>>>),
+    /// One pool per member dialled: each member's connections check that the certificate
+    /// speaks for that member ([`crate::tls::identity::NodeBound`]), so a connection made for
+    /// one node is never reused for another.
+    Tls {
+        configs: TlsConfigs,
+        source_ip: Option<std::net::IpAddr>,
+        per_node: Mutex<HashMap<NodeId, HttpsClient>>,
+    },
+}
+
+type HttpsClient = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The client configs of one TLS generation.
+enum TlsConfigs {
+    /// The node's files: every member is dialled with a config bound to it.
+    Bound(Arc<crate::tls::Loaded>),
+    /// A test's config, as it is (the dialled node is not checked).
+    Fixed(Arc<rustls::ClientConfig>),
 }
 
 impl PeerClient {
@@ -156,9 +175,11 @@ impl PeerClient {
         self.secret.is_some()
     }
 
-    /// POSTs `req` to `http://{addr}{path}` and decodes the answer, all within `timeout`.
+    /// POSTs `req` to member `to` at `http://{addr}{path}` and decodes the answer, all within
+    /// `timeout`. With TLS, the answering certificate must speak for `to`.
     pub async fn call<Q: Serialize, A: DeserializeOwned>(
         &self,
+        to: NodeId,
         addr: &str,
         path: &str,
         req: &Q,
@@ -170,7 +191,7 @@ impl PeerClient {
         let pool = self.current();
         let scheme = match pool.http {
             Dialer::Plain(_) => "http",
-            Dialer::Tls(_) => "https",
+            Dialer::Tls { .. } => "https",
         };
         let request = Request::builder()
             .method(Method::POST)
@@ -182,7 +203,7 @@ impl PeerClient {
         let exchange = async {
             let sent = match &pool.http {
                 Dialer::Plain(http) => http.request(request).await,
-                Dialer::Tls(http) => http.request(request).await,
+                Dialer::Tls { .. } => pool.https_to(to).request(request).await,
             };
             let resp = sent.map_err(|e| {
                 if e.is_connect() {
@@ -210,32 +231,63 @@ impl PeerClient {
     }
 }
 
-/// A connection pool for `tls` (none: plaintext).
-fn pool(source_ip: Option<std::net::IpAddr>, tls: Option<&TlsSource>) -> Pool {
+impl Pool {
+    /// The pool of connections to member `to` (TLS only).
+    fn https_to(&self, to: NodeId) -> HttpsClient {
+        let Dialer::Tls { configs, source_ip, per_node } = &self.http else { unreachable!("TLS pools only") };
+        let mut clients = per_node.lock().unwrap_or_else(|e| e.into_inner());
+        let client = clients.entry(to).or_insert_with(|| {
+            let config = match configs {
+                TlsConfigs::Bound(loaded) => loaded.client_for(to),
+                TlsConfigs::Fixed(config) => (**config).clone(),
+            };
+            let mut connector = http_connector(*source_ip);
+            connector.enforce_http(false);
+            let https = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(config)
+                .https_only()
+                .enable_http1()
+                .wrap_connector(connector);
+            client_builder().build(https)
+        });
+        client.clone()
+    }
+}
+
+/// The TCP side of a peer connection.
+fn http_connector(source_ip: Option<std::net::IpAddr>) -> HttpConnector {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_local_address(source_ip);
     // A peer that does not accept within a second is down for Raft's purposes; openraft
     // then backs off instead of piling up connection attempts.
     connector.set_connect_timeout(Some(Duration::from_secs(1)));
+    connector
+}
+
+fn client_builder() -> hyper_util::client::legacy::Builder {
     let mut builder = HyperClient::builder(TokioExecutor::new());
     builder.pool_idle_timeout(Duration::from_secs(30)).pool_max_idle_per_host(8);
-    let (generation, config) = match tls {
-        None => return Pool { generation: 0, http: Dialer::Plain(builder.build(connector)) },
-        Some(TlsSource::Fixed(config)) => (0, config.clone()),
+    builder
+}
+
+/// The connection pools for `tls` (none: plaintext).
+fn pool(source_ip: Option<std::net::IpAddr>, tls: Option<&TlsSource>) -> Pool {
+    let (generation, configs) = match tls {
+        None => {
+            return Pool {
+                generation: 0,
+                http: Dialer::Plain(Box::new(client_builder().build(http_connector(source_ip)))),
+            }
+        }
+        Some(TlsSource::Fixed(config)) => (0, TlsConfigs::Fixed(config.clone())),
         Some(TlsSource::Reloading(tls)) => {
             // Read the generation first: a reload racing with this build is picked up next call.
             let generation = tls.generation();
-            (generation, tls.current().client.clone())
+            (generation, TlsConfigs::Bound(tls.current()))
         }
     };
-    connector.enforce_http(false);
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config((*config).clone())
-        .https_only()
-        .enable_http1()
-        .wrap_connector(connector);
-    Pool { generation, http: Dialer::Tls(builder.build(https)) }
+    Pool { generation, http: Dialer::Tls { configs, source_ip, per_node: Mutex::new(HashMap::new()) } }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -285,7 +337,7 @@ impl PeerConnection {
         E: std::error::Error + DeserializeOwned,
     {
         let ttl = option.hard_ttl();
-        match self.client.call::<Q, Result<A, E>>(&self.addr, path, req, ttl).await {
+        match self.client.call::<Q, Result<A, E>>(self.target, &self.addr, path, req, ttl).await {
             Ok(Ok(a)) => Ok(a),
             Ok(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
             // A peer that refuses our secret or does not know the endpoint (misconfiguration,

@@ -208,10 +208,11 @@ impl ForwardError {
     }
 }
 
-/// Sends `op` to the node at `addr` (which executes it if it leads) and waits up to `timeout`,
+/// Sends `op` to node `to` at `addr` (which executes it if it leads) and waits up to `timeout`,
 /// which is also the budget the leader is given.
 pub async fn call<O: ForwardOp>(
     peers: &PeerClient,
+    to: NodeId,
     addr: &str,
     op: &O,
     timeout: Duration,
@@ -221,7 +222,7 @@ pub async fn call<O: ForwardOp>(
         budget_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         op,
     };
-    let answer: ForwardAnswer<O::Reply> = peers.call(addr, O::KIND.path(), &wire, timeout).await?;
+    let answer: ForwardAnswer<O::Reply> = peers.call(to, addr, O::KIND.path(), &wire, timeout).await?;
     answer_for::<O>(addr, answer)
 }
 

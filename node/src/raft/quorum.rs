@@ -85,7 +85,7 @@ async fn run(node: RaftNode, interval: Duration) {
             continue;
         }
         let sent = Instant::now();
-        match ops::call(&node.peers, &addr, &QuorumAge, interval).await {
+        match ops::call(&node.peers, leader, &addr, &QuorumAge, interval).await {
             Ok(Ok(Some(age))) => node.contact.confirm(leader, sent, age),
             Ok(Ok(None)) => tracing::debug!(leader, "the leader had no quorum acknowledgement yet"),
             Ok(Err(e)) => tracing::debug!(leader, error = %e, "leader refused the quorum age"),

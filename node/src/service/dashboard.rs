@@ -98,8 +98,11 @@ impl App {
     /// it cannot be shown.
     async fn probe(&self, node_id: u64, addr: &str) -> Result<(NodeProbe, clock_check::Sample), String> {
         let before = self.clock.now_ms();
-        let probe: NodeProbe =
-            self.raft.call_peer(addr, PATH_NODE_HEALTH, &(), PROBE_TIMEOUT).await.map_err(|e| e.to_string())?;
+        let probe: NodeProbe = self
+            .raft
+            .call_peer(node_id, addr, PATH_NODE_HEALTH, &(), PROBE_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())?;
         let after = self.clock.now_ms();
         if probe.health.node_id != node_id {
             return Err(format!("{addr} answered as node {}, not {node_id}", probe.health.node_id));

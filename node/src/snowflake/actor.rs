@@ -167,7 +167,7 @@ impl WorkerActor {
         let task = self.rt.spawn(async move {
             let calls = raft.peer_addrs().into_iter().map(|(id, addr)| {
                 let raft = raft.clone();
-                async move { (id, raft.peer_time(&addr, PEER_TIME_TIMEOUT).await) }
+                async move { (id, raft.peer_time(id, &addr, PEER_TIME_TIMEOUT).await) }
             });
             futures::future::join_all(calls).await
         });

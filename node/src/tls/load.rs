@@ -34,6 +34,8 @@ pub struct Loaded {
     pub(super) node_verifier: Arc<dyn ClientCertVerifier>,
     /// Verifies a presented certificate against the client CA (`client_ca`, else `ca`).
     pub(super) client_verifier: Arc<dyn ClientCertVerifier>,
+    /// Verifies a dialled peer's certificate against the cluster CA and the dialled name.
+    server_verifier: Arc<WebPkiServerVerifier>,
     /// Expiry of this node's certificate, Unix seconds.
     pub not_after: i64,
 }
@@ -93,7 +95,10 @@ impl Loaded {
         let listener_verifier = verifier(&either, !config.require_client_cert)?;
 
         // This node's certificate: for this node, signed by the cluster CA, matching its key.
-        let not_after = check_own_cert(cert, &chain, node_id, &node_verifier, &ca_roots, &provider)?;
+        let server_verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(ca_roots.clone()), provider.clone())
+            .build()
+            .map_err(|e| TlsError::Config(format!("server certificate verifier: {e}")))?;
+        let not_after = check_own_cert(cert, &chain, node_id, &node_verifier, &server_verifier)?;
         let signing = provider.key_provider.load_private_key(key.clone_key()).map_err(|_| TlsError::KeyMismatch)?;
         match CertifiedKey::new(chain.clone(), signing).keys_match() {
             Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {}
@@ -120,7 +125,24 @@ impl Loaded {
             .with_root_certificates(ca_roots)
             .with_client_auth_cert(chain, key)
             .map_err(rustls_err)?;
-        Ok(Loaded { server: Arc::new(server), client: Arc::new(client), node_verifier, client_verifier, not_after })
+        Ok(Loaded {
+            server: Arc::new(server),
+            client: Arc::new(client),
+            node_verifier,
+            client_verifier,
+            server_verifier,
+            not_after,
+        })
+    }
+
+    /// The config to dial member `node` with: [`Loaded::client`], and the dialled peer's
+    /// certificate must also speak for `node` ([`super::identity::NodeBound`]), so another
+    /// member, or a removed one, at the address cannot answer in its name.
+    pub fn client_for(&self, node: u64) -> ClientConfig {
+        let mut config = (*self.client).clone();
+        let bound = super::identity::NodeBound::new(self.server_verifier.clone(), node);
+        config.dangerous().set_certificate_verifier(Arc::new(bound));
+        config
     }
 }
 
@@ -130,8 +152,7 @@ fn check_own_cert(
     chain: &[CertificateDer<'static>],
     node_id: u64,
     node_verifier: &Arc<dyn ClientCertVerifier>,
-    ca_roots: &RootCertStore,
-    provider: &Arc<CryptoProvider>,
+    server_verifier: &WebPkiServerVerifier,
 ) -> Result<i64, TlsError> {
     let bad = |message: String| TlsError::Cert { path: path.to_path_buf(), message };
     let (own, intermediates) = chain.split_first().ok_or_else(|| bad("no certificate".into()))?;
@@ -156,9 +177,6 @@ fn check_own_cert(
         .map_err(|e| bad(format!("not usable as a client certificate of the cluster CA (tls.ca): {e}")))?;
     // Peers also check it as a server certificate; a name is checked per dial, so only the
     // chain and the server usage here.
-    let server_verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(ca_roots.clone()), provider.clone())
-        .build()
-        .map_err(|e| TlsError::Config(format!("server certificate verifier: {e}")))?;
     let probe = rustls_pki_types::ServerName::try_from(format!("node-{node_id}.invalid"))
         .map_err(|e| TlsError::Config(e.to_string()))?;
     match server_verifier.verify_server_cert(own, intermediates, &probe, &[], now) {

@@ -148,7 +148,7 @@ async fn snapshot_chunks_out_of_order_or_too_large_get_400_and_the_node_lives() 
         Result<InstallSnapshotResponse<u64>, openraft::error::RaftError<u64, openraft::error::InstallSnapshotError>>;
     let send = |req: InstallSnapshotRequest<TypeConfig>| {
         let (peer, addr) = (peer.clone(), addr.clone());
-        async move { peer.call::<_, Answer>(&addr, PATH_SNAPSHOT, &req, Duration::from_secs(5)).await }
+        async move { peer.call::<_, Answer>(1, &addr, PATH_SNAPSHOT, &req, Duration::from_secs(5)).await }
     };
     for (what, req) in [
         ("offset 2^40 first", chunk(1 << 40, 16)),

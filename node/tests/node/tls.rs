@@ -152,12 +152,12 @@ async fn internal_rpcs_need_a_member_node_certificate_from_the_cluster_ca() {
         let addr = addr.clone();
         async move {
             let peer = PeerClient::with_client_config(Some(SECRET), cfg);
-            peer.call::<_, serde_json::Value>(&addr, path, &(), Duration::from_secs(5)).await
+            peer.call::<_, serde_json::Value>(1, &addr, path, &(), Duration::from_secs(5)).await
         }
     };
     // Its own certificate is a member's: the clock RPC answers.
     let own = PeerClient::with_client_config(Some(SECRET), peer_config(&ca, pair(pki.path(), "node-1")));
-    let now: i64 = own.call(&addr, leaf_node::internals::PATH_TIME, &(), Duration::from_secs(5)).await.unwrap();
+    let now: i64 = own.call(1, &addr, leaf_node::internals::PATH_TIME, &(), Duration::from_secs(5)).await.unwrap();
     assert!(now > 0);
 
     for path in internal_paths() {
