@@ -9,12 +9,15 @@ use openraft::{BasicNode, ChangeMembers};
 use tokio::time::Instant;
 
 use super::error::{member_err, write_error};
+use super::learner_proof;
 use super::ops::{AddLearner, Promote, Remove};
 use super::{MemberErrorKind, ProposeError, RaftNode};
 use crate::config::check_host_port;
 
 /// How many entries a learner may lag behind the leader and still be promoted to voter.
 const CATCH_UP_SLACK: u64 = 100;
+/// Longest wait for a new learner's proof (cluster without TLS).
+const LEARNER_PROOF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl RaftNode {
     /// Adds `node_id` at `addr` as a learner: it receives the log (or a snapshot) and serves
@@ -63,6 +66,16 @@ impl RaftNode {
                 ))
             }
             None => {}
+        }
+        // Without TLS nothing proves who listens at `addr`, and every request to it would carry
+        // the secret (and the first appends, the whole state): it proves itself first.
+        if !self.peers.is_tls() {
+            let secret = self.peers.secret().expect("checked above");
+            let timeout = deadline.saturating_duration_since(Instant::now()).min(LEARNER_PROOF_TIMEOUT);
+            learner_proof::ask(&self.peers, secret, node_id, &addr, timeout).await.map_err(|e| match e {
+                e @ learner_proof::Unproven::NoAnswer { .. } => ProposeError::Unavailable(e.to_string()),
+                e @ learner_proof::Unproven::Refused { .. } => member_err(MemberErrorKind::Invalid, e.to_string()),
+            })?;
         }
         let change = self.raft.add_learner(node_id, BasicNode::new(addr), false);
         self.commit_membership(change, deadline).await

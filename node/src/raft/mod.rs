@@ -17,6 +17,8 @@
 //!   the read barrier;
 //! - [`leader`]: what the leader executes for each request, and how it is retried and checked;
 //! - [`membership`]: adding learners, promoting and removing members;
+//! - [`learner_proof`]: a new learner's proof that it holds the cluster secret (clusters
+//!   without TLS), asked before anything is sent to it;
 //! - [`monotonic`]: strictly increasing IDs of `monotonic` tags, served by the leader from
 //!   windows committed ahead of use, each answer confirmed by a quorum round;
 //! - [`status`]: readiness ([`RaftStatus`]), `/cluster/status` and the allocation journal;
@@ -43,6 +45,7 @@ mod coalesce;
 mod error;
 mod forward;
 mod leader;
+pub mod learner_proof;
 mod membership;
 mod monotonic;
 pub mod network;

@@ -175,6 +175,16 @@ impl PeerClient {
         self.secret.is_some()
     }
 
+    /// The cluster secret, to check a learner's proof with.
+    pub(super) fn secret(&self) -> Option<&[u8]> {
+        self.secret.as_deref().map(|v| v.as_bytes())
+    }
+
+    /// Whether peers are dialled over mutual TLS (their certificates prove who they are).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// POSTs `req` to member `to` at `http://{addr}{path}` and decodes the answer, all within
     /// `timeout`. With TLS, the answering certificate must speak for `to`.
     pub async fn call<Q: Serialize, A: DeserializeOwned>(
@@ -186,6 +196,31 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<A, CallError> {
         let secret = self.secret.as_ref().ok_or(CallError::NoSecret)?;
+        self.send(to, addr, path, req, Some(secret), timeout).await
+    }
+
+    /// Like [`PeerClient::call`], without the cluster secret: for a node that has not proved it
+    /// holds it ([`super::learner_proof`]).
+    pub async fn call_unproven<Q: Serialize, A: DeserializeOwned>(
+        &self,
+        to: NodeId,
+        addr: &str,
+        path: &str,
+        req: &Q,
+        timeout: Duration,
+    ) -> Result<A, CallError> {
+        self.send(to, addr, path, req, None, timeout).await
+    }
+
+    async fn send<Q: Serialize, A: DeserializeOwned>(
+        &self,
+        to: NodeId,
+        addr: &str,
+        path: &str,
+        req: &Q,
+        secret: Option<&Arc<HeaderValue>>,
+        timeout: Duration,
+    ) -> Result<A, CallError> {
         let body =
             codec::encode(req).map_err(|e| CallError::Transport { addr: addr.into(), message: e.to_string() })?;
         let pool = self.current();
@@ -193,11 +228,14 @@ impl PeerClient {
             Dialer::Plain(_) => "http",
             Dialer::Tls { .. } => "https",
         };
-        let request = Request::builder()
+        let mut request = Request::builder()
             .method(Method::POST)
             .uri(format!("{scheme}://{addr}{path}"))
-            .header(CONTENT_TYPE, "application/octet-stream")
-            .header(SECRET_HEADER, secret.as_ref().clone())
+            .header(CONTENT_TYPE, "application/octet-stream");
+        if let Some(secret) = secret {
+            request = request.header(SECRET_HEADER, secret.as_ref().clone());
+        }
+        let request = request
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| CallError::Unreachable { addr: addr.into(), message: format!("bad address: {e}") })?;
         let exchange = async {

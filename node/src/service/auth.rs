@@ -56,6 +56,9 @@ impl App {
                 None => principal.require_root("managing tokens")?,
             }
             Ok(Verdict::Admin(principal))
+        } else if path == crate::raft::learner_proof::PATH_LEARNER_PROOF && self.tls.is_none() {
+            // A node proving it holds the secret to a leader that has not sent it.
+            Ok(Verdict::Peer(None))
         } else if crate::raft::service::is_internal(path) {
             let peer = match self.tls {
                 Some(_) => Some(check_peer_node(conn.identity.as_deref(), |id| {

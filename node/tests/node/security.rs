@@ -217,3 +217,83 @@ async fn a_description_is_checked_at_the_edge_by_the_states_own_limit() {
     assert_eq!(c.tag("described").await.unwrap().description, cjk(341));
     node.shutdown().await;
 }
+
+/// What a fake node at the address a learner is added at saw: each request's head.
+async fn fake_node() -> (std::net::SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let n = conn.read(&mut buf).await.unwrap_or(0);
+                log.lock().unwrap().push(String::from_utf8_lossy(&buf[..n]).to_lowercase());
+                // Whatever it is asked, a "yes" (as a hostile node would say).
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// On a cluster without TLS the leader sends a learner the cluster secret with every request
+/// and the whole state in its first appends. A `cluster`-right token could add a learner at any
+/// address, and the leader then sent both there. Now adding one takes the admin token, and the
+/// learner must prove it holds the secret before anything is sent to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_proves_itself_before_it_receives_the_secret_or_the_state() {
+    use leaf_api::tokens::{CreateTokenRequest, Right};
+    use leaf_api::types::AddLearnerRequest;
+    const SECRET: &str = "the-cluster-secret-of-this-test";
+    let dir = TempDir::new().unwrap();
+    let cfg =
+        leaf_node::Config { admin_token: Some(TOKEN.into()), cluster_secret: Some(SECRET.into()), ..config(&dir) };
+    let (node, admin) = start(cfg).await;
+    let url = format!("http://{}", node.http_addr());
+    let (fake, seen) = fake_node().await;
+    let add = |node_id: u64, addr: String| AddLearnerRequest { node_id, addr };
+
+    // A token with the cluster right is not enough without TLS.
+    let req = CreateTokenRequest { name: "ops".into(), rights: vec![Right::Cluster], tags: vec![], quota: None };
+    let ops = crate::support::client(&url, Some(admin.create_token(&req).await.unwrap().bearer));
+    let e = ops.add_learner(&add(7, fake.to_string())).await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::FORBIDDEN), Some(ErrorCode::Forbidden)), "{e}");
+
+    // The admin token, and a node that answers "yes" to everything: it is not admitted.
+    let e = admin.add_learner(&add(7, fake.to_string())).await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::BAD_REQUEST), Some(ErrorCode::InvalidRequest)), "{e}");
+    assert!(e.to_string().contains("did not prove"), "{e}");
+    let members = admin.cluster_status().await.unwrap().members;
+    assert!(members.iter().all(|m| m.node_id != 7), "{members:?}");
+
+    // A real node with another secret, and one asked to be a node it is not: refused too.
+    let other_dir = TempDir::new().unwrap();
+    let other_cfg =
+        leaf_node::Config { node_id: 8, cluster_secret: Some("another-cluster-secret".into()), ..config(&other_dir) };
+    let (other, _) = start(other_cfg).await;
+    let other_addr = other.http_addr().to_string();
+    for (id, addr) in [(8, other_addr.clone()), (9, other_addr)] {
+        let e = admin.add_learner(&add(id, addr)).await.unwrap_err();
+        assert_eq!(e.code(), Some(ErrorCode::InvalidRequest), "{e}");
+    }
+    other.shutdown().await;
+    // Nothing at the address: 503, worth a retry once the node runs.
+    let e = admin.add_learner(&add(10, format!("127.0.0.1:{}", free_port()))).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Unavailable), "{e}");
+
+    let seen = seen.lock().unwrap().clone();
+    assert!(!seen.is_empty(), "the leader never asked the fake node");
+    for head in &seen {
+        assert!(head.starts_with("post /internal/learner-proof "), "{head:.200}");
+        assert!(!head.contains("x-leaf-cluster-secret") && !head.contains(&SECRET.to_lowercase()), "{head:.200}");
+    }
+    node.shutdown().await;
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
