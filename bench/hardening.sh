@@ -71,7 +71,7 @@ for run in 1 2; do
             CL+=($!); PIDS+=($!)
         done
         for i in 1 2 3; do wait_up "http://127.0.0.1:1849$i/health?mode=segment"; done
-        leader=$(curl -fs http://127.0.0.1:18491/cluster/status | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader_id"])')
+        leader=$(curl -fs -H "Authorization: Bearer $TOKEN" http://127.0.0.1:18491/cluster/status | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader_id"])')
         f=1; [[ $leader == 1 ]] && f=2
         k=$(rate /api/segment/get/leaf-segment-test "http://127.0.0.1:1849$f")
         u=$(rate "/api/segment/get/u-{rand}" "http://127.0.0.1:1849$f")

@@ -178,7 +178,7 @@ PEERS="1=127.0.0.1:${CP[0]},2=127.0.0.1:${CP[1]},3=127.0.0.1:${CP[2]}"
 CPIDS=()
 for i in 1 2 3; do CPIDS+=("$(start_node "$i" "${CP[$((i-1))]}" "$WORK/cluster$i" "$PEERS" LEAF_SEGMENT__MAX_STEP=1000000)"); done
 for i in 1 2 3; do wait_ready "http://127.0.0.1:${CP[$((i-1))]}" 60; done
-LEADER="$(curl -s "http://127.0.0.1:${CP[0]}/cluster/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader_id"])')"
+LEADER="$(curl -s -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:${CP[0]}/cluster/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["leader_id"])')"
 FOLLOWER=1; [[ "$LEADER" == 1 ]] && FOLLOWER=2
 FURL="http://127.0.0.1:${CP[$((FOLLOWER-1))]}"
 admin "http://127.0.0.1:${CP[$((LEADER-1))]}" POST /admin/tags '{"tag":"bench-large","step":1000000}'

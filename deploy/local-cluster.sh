@@ -17,8 +17,9 @@
 # and localhost) with `leaf certs bundle` in .local-cluster/tls/, and copies the CA certificate
 # to .local-cluster/ca.pem for clients:
 #   curl --cacert .local-cluster/ca.pem https://127.0.0.1:8081/health
-#   leaf cluster status --node https://127.0.0.1:8081 --ca .local-cluster/ca.pem
-#   (or export LEAF_CA=.local-cluster/ca.pem once)
+#   leaf cluster status --node https://127.0.0.1:8081 --ca .local-cluster/ca.pem \
+#       --token "$(cat .local-cluster/admin_token)"   (/cluster/status takes a credential)
+#   (or export LEAF_CA=.local-cluster/ca.pem LEAF_ADMIN_TOKEN="$(cat .local-cluster/admin_token)" once)
 # Later `up`s reuse them (a 5-node `up` after `clean` issues all five). LEAF_LOCAL_PLAINTEXT=1
 # on the first `up` runs the cluster over plain http instead (allowed: it listens on loopback
 # only); the choice is remembered until `clean`.
@@ -138,11 +139,11 @@ up() {
     if [[ "$SCHEME" == https ]]; then
         echo "CA certificate: $CA   (TLS; LEAF_LOCAL_PLAINTEXT=1 after 'clean' for plain http)"
         echo "try:  curl --cacert $CA $(url 1)/api/segment/get/leaf-segment-test"
-        echo "      $BIN cluster status --node $(url 1) --ca $CA"
-        echo "      (or: export LEAF_CA=$CA)"
+        echo "      $BIN cluster status --node $(url 1) --ca $CA --token \$(cat $DIR/admin_token)"
+        echo "      (or: export LEAF_CA=$CA LEAF_ADMIN_TOKEN=\$(cat $DIR/admin_token))"
     else
         echo "try:  curl $(url 1)/api/segment/get/leaf-segment-test"
-        echo "      $BIN cluster status --node $(url 1)"
+        echo "      $BIN cluster status --node $(url 1) --token \$(cat $DIR/admin_token)"
     fi
 }
 
@@ -178,7 +179,7 @@ status() {
     done
     for i in $(seq 1 "$n"); do
         local out
-        if running_pid "$i" >/dev/null && out="$("$BIN" cluster status --node "$(url "$i")" "${CA_ARGS[@]+"${CA_ARGS[@]}"}")"; then
+        if running_pid "$i" >/dev/null && out="$(LEAF_ADMIN_TOKEN="$(cat "$DIR/admin_token")" "$BIN" cluster status --node "$(url "$i")" "${CA_ARGS[@]+"${CA_ARGS[@]}"}")"; then
             if command -v python3 >/dev/null; then python3 -m json.tool <<<"$out"; else echo "$out"; fi
             return 0
         fi

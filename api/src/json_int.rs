@@ -33,9 +33,14 @@ macro_rules! integral {
             }
         }
 
-        /// `#[serde(deserialize_with)]` for a required field.
+        /// `#[serde(deserialize_with)]` for a required field. Binary formats (bincode, which
+        /// cannot `deserialize_any`) read the plain integer.
         pub fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
-            d.deserialize_any(Integral::<$ty>(std::marker::PhantomData))
+            if d.is_human_readable() {
+                d.deserialize_any(Integral::<$ty>(std::marker::PhantomData))
+            } else {
+                <$ty as serde::Deserialize>::deserialize(d)
+            }
         }
 
         /// `#[serde(deserialize_with)]` for an optional field (`null` is `None`).
@@ -66,6 +71,7 @@ macro_rules! integral {
 }
 
 integral!(i64, i64, opt_i64);
+integral!(u32, u32, opt_u32);
 integral!(u64, u64, opt_u64);
 
 #[cfg(test)]
@@ -104,5 +110,15 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A quota is stored with bincode (in the replicated state) and read from JSON: both work.
+    #[test]
+    fn binary_formats_read_the_plain_integer() {
+        let q: crate::tokens::Quota = serde_json::from_str(r#"{"rate_per_sec": 100.0, "burst": 2e2}"#).unwrap();
+        assert_eq!((q.rate_per_sec, q.burst), (100, 200));
+        let bytes = crate::codec::encode(&q).unwrap();
+        assert_eq!(crate::codec::decode::<crate::tokens::Quota>(&bytes).unwrap(), q);
+        assert!(serde_json::from_str::<crate::tokens::Quota>(r#"{"rate_per_sec": 1.5, "burst": 2}"#).is_err());
     }
 }

@@ -38,6 +38,10 @@ pub enum Right {
     Tags,
     /// Membership changes, the allocation journal, the audit trail and the fault clock.
     Cluster,
+    /// The monitor views: `/db`, `/cache`, `/metrics`, `/cluster/status`, `/health` (those not
+    /// configured public, `auth.public_endpoints`) and the dashboard's data; tags shown only
+    /// where the token's patterns match, obfuscated tags never.
+    Monitor,
 }
 
 impl Right {
@@ -46,10 +50,11 @@ impl Right {
             Right::Ids => "ids",
             Right::Tags => "tags",
             Right::Cluster => "cluster",
+            Right::Monitor => "monitor",
         }
     }
 
-    pub const ALL: [Right; 3] = [Right::Ids, Right::Tags, Right::Cluster];
+    pub const ALL: [Right; 4] = [Right::Ids, Right::Tags, Right::Cluster, Right::Monitor];
 }
 
 impl std::str::FromStr for Right {
@@ -123,8 +128,10 @@ impl std::fmt::Display for TagPattern {
 #[serde(deny_unknown_fields)]
 pub struct Quota {
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000, example = 100))]
+    #[serde(deserialize_with = "crate::json_int::u32")]
     pub rate_per_sec: u32,
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000, example = 200))]
+    #[serde(deserialize_with = "crate::json_int::u32")]
     pub burst: u32,
 }
 
@@ -270,7 +277,7 @@ pub fn rights_set(rights: &[Right]) -> Result<BTreeSet<Right>, TokenError> {
 /// patterns when it has a right that is about tags.
 pub fn validate_scope(rights: &BTreeSet<Right>, tags: &[TagPattern]) -> Result<(), TokenError> {
     if rights.is_empty() {
-        return Err(TokenError::Scope("a token needs at least one right: ids, tags or cluster".into()));
+        return Err(TokenError::Scope("a token needs at least one right: ids, tags, cluster or monitor".into()));
     }
     if tags.len() > MAX_TOKEN_PATTERNS {
         return Err(TokenError::Scope(format!("at most {MAX_TOKEN_PATTERNS} tag patterns, got {}", tags.len())));
@@ -322,7 +329,7 @@ pub struct CreateTokenRequest {
         schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.:@\-]+$", example = "orders-service")
     )]
     pub name: String,
-    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 3))]
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 4))]
     pub rights: Vec<Right>,
     /// Tag patterns (needed with `ids` or `tags`).
     #[serde(default)]
@@ -340,7 +347,7 @@ pub struct CreateTokenRequest {
 pub struct RotateTokenRequest {
     /// How long the old secret keeps working (0 when absent: refused as soon as the rotation
     /// commits).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::json_int::opt_i64")]
     #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 86_400_000, example = 60000))]
     pub grace_ms: Option<i64>,
 }

@@ -102,6 +102,8 @@ pub fn admin_right(path: &str) -> Option<leaf_api::tokens::Right> {
         None
     } else if under(leaf_api::routes::ADMIN_TAGS) {
         Some(Right::Tags)
+    } else if path == leaf_api::routes::ADMIN_DASHBOARD {
+        Some(Right::Monitor)
     } else {
         Some(Right::Cluster)
     }

@@ -56,6 +56,16 @@ impl Principal {
         }
     }
 
+    /// Whether a monitor view shown to this principal may include `tag` (the root sees every
+    /// tag; a token the tags its patterns match, whatever its rights). Obfuscated tags are left
+    /// out of the monitor views by their callers, for everyone.
+    pub fn sees_tag(&self, tag: &str) -> bool {
+        match self {
+            Principal::Root(_) => true,
+            Principal::Token { tags, .. } => tags.iter().any(|p| p.matches(tag)),
+        }
+    }
+
     /// Whether the principal has `right` at all.
     pub fn may(&self, right: Right) -> bool {
         match self {

@@ -22,16 +22,72 @@ pub struct AuthConfig {
     /// The most IDs such an address may take at once, after a quiet spell. At least 1000000 (a
     /// single request may ask for that many, as ranges). Default `20000000`.
     pub anonymous_burst_ids: u32,
+    /// The monitor endpoints anyone may read without a credential, from `health`, `metrics`,
+    /// `db`, `cache` and `cluster_status`. The others take the admin token, an admin client
+    /// certificate or a token with the `monitor` right (which sees only the tags its patterns
+    /// match), or, on a node without an admin token, a loopback request. Default
+    /// `["health", "metrics"]`, for load balancers and Prometheus; `/metrics` names every tag and
+    /// token (obfuscated tags never), so leave it out where names are confidential and give the
+    /// scraper a `monitor` token.
+    pub public_endpoints: Vec<PublicEndpoint>,
+}
+
+/// A monitor endpoint that `auth.public_endpoints` can open to anyone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PublicEndpoint {
+    /// `GET /health`.
+    Health,
+    /// `GET /metrics`.
+    Metrics,
+    /// `GET /db`.
+    Db,
+    /// `GET /cache`.
+    Cache,
+    /// `GET /cluster/status`.
+    ClusterStatus,
+}
+
+impl PublicEndpoint {
+    /// The endpoint at `path`, if it is a monitor endpoint.
+    pub fn at(path: &str) -> Option<PublicEndpoint> {
+        use leaf_api::routes;
+        match path {
+            routes::HEALTH => Some(PublicEndpoint::Health),
+            routes::METRICS => Some(PublicEndpoint::Metrics),
+            routes::DB => Some(PublicEndpoint::Db),
+            routes::CACHE => Some(PublicEndpoint::Cache),
+            routes::CLUSTER_STATUS => Some(PublicEndpoint::ClusterStatus),
+            _ => None,
+        }
+    }
 }
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        AuthConfig { require_token_for_ids: false, anonymous_ids_per_sec: 10_000_000, anonymous_burst_ids: 20_000_000 }
+        AuthConfig {
+            require_token_for_ids: false,
+            anonymous_ids_per_sec: 10_000_000,
+            anonymous_burst_ids: 20_000_000,
+            public_endpoints: vec![PublicEndpoint::Health, PublicEndpoint::Metrics],
+        }
+    }
+}
+
+impl AuthConfig {
+    /// Whether anyone may read the monitor endpoint `e` without a credential.
+    pub fn is_public(&self, e: PublicEndpoint) -> bool {
+        self.public_endpoints.contains(&e)
     }
 }
 
 impl AuthConfig {
     pub(super) fn validate(&self, errs: &mut Vec<String>) {
+        for (i, e) in self.public_endpoints.iter().enumerate() {
+            if self.public_endpoints[..i].contains(e) {
+                errs.push(format!("auth.public_endpoints lists {e:?} twice"));
+            }
+        }
         // Above this a bucket's nanoseconds per ID would round to 0: no quota at all, silently.
         const MAX_IDS_PER_SEC: u32 = 1_000_000_000;
         if self.anonymous_ids_per_sec > MAX_IDS_PER_SEC {

@@ -41,7 +41,7 @@ mod tls;
 mod validate;
 mod worker_ids;
 
-pub use access::{AuditConfig, AuthConfig};
+pub use access::{AuditConfig, AuthConfig, PublicEndpoint};
 pub use addr::{check_host_port, is_loopback};
 pub use bootstrap::BootstrapTag;
 pub use fault::FaultConfig;

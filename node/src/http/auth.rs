@@ -73,7 +73,7 @@ where
         match self.app.authorize(&self.conn, req.uri().path(), creds) {
             Ok(verdict) => {
                 match verdict {
-                    Verdict::Admin(principal) => {
+                    Verdict::Admin(principal) | Verdict::Monitor(principal) => {
                         req.extensions_mut().insert(principal);
                     }
                     Verdict::Peer(Some(peer)) => {

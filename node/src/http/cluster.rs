@@ -24,6 +24,7 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
 
 /// Membership, leader, term, log indexes, replication (on the leader) and this node's health.
 #[utoipa::path(get, path = routes::CLUSTER_STATUS, tag = "cluster", operation_id = "cluster_status",
+    security(("admin_token" = [])),
     responses((status = 200, description = "The cluster as this node sees it.", body = ClusterStatus), MonitorErrors))]
 pub async fn status(State(app): State<Arc<App>>) -> Json<ClusterStatus> {
     Json(app.cluster_status())

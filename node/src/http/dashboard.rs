@@ -1,5 +1,5 @@
 //! `GET /admin/dashboard`: everything the `/ui` page shows, as this node sees it (the
-//! `cluster` right); the data is [`crate::service::App::dashboard`]'s.
+//! `monitor` right); the data is [`crate::service::App::dashboard`]'s.
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -9,6 +9,7 @@ use leaf_api::routes;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::extract::Caller;
 use super::openapi::DashboardErrors;
 use crate::service::App;
 
@@ -22,6 +23,6 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
 #[utoipa::path(get, path = routes::ADMIN_DASHBOARD, tag = "cluster", operation_id = "dashboard",
     security(("admin_token" = [])),
     responses((status = 200, description = "The dashboard's data.", body = Dashboard), DashboardErrors))]
-pub async fn dashboard(State(app): State<Arc<App>>) -> Json<Dashboard> {
-    Json(app.dashboard().await)
+pub async fn dashboard(State(app): State<Arc<App>>, Caller(who): Caller) -> Json<Dashboard> {
+    Json(app.dashboard(&who).await)
 }

@@ -68,6 +68,7 @@ impl IdLines {
 /// increasing; the IDs of a tag are unique across the cluster. With `format=ranges` the body is
 /// JSON: a few ranges `[start, end)` whatever the count (up to 1,000,000).
 #[utoipa::path(get, path = routes::SEGMENT_GET, tag = "ids", operation_id = "segment_get",
+    security((), ("admin_token" = [])),
     params(
         ("tag" = String, Path, description = "The tag (Leaf's biz_tag).", min_length = 1, max_length = 128,
             pattern = r"^[A-Za-z0-9_.:\-]+$", example = "leaf-segment-test"),
@@ -116,6 +117,7 @@ pub async fn segment_ids(app: &App, tag: &str, batch: Batch) -> Result<Response,
 /// Leaf-compatible; the key is only for auditing (counted in metrics). The IDs of one
 /// millisecond are consecutive, so ranges are about one per millisecond the batch spans.
 #[utoipa::path(get, path = routes::SNOWFLAKE_GET, tag = "ids", operation_id = "snowflake_get",
+    security((), ("admin_token" = [])),
     params(
         ("key" = String, Path, description = "Audit key, validated like a tag.", min_length = 1, max_length = 128,
             pattern = r"^[A-Za-z0-9_.:\-]+$", example = "orders"),

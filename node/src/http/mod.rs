@@ -112,6 +112,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(bodies)
         .merge(internal::routes().route_layer(timeout).route_layer(trace()))
         .fallback(fallback)
+        .layer(axum::Extension(openapi::served_json(app.config())))
         .with_state(app)
 }
 

@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use leaf_api::routes;
 use leaf_api::types::{CacheEntry, Health, TagInfo};
@@ -14,7 +15,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::extract::ApiQuery;
-use super::openapi::{self, HealthErrors, MonitorErrors};
+use super::openapi::{self, HealthErrors, MonitorErrors, PublicErrors};
+use crate::access::Principal;
 use crate::metrics::Format;
 use crate::service::health::{is_ready, Readiness};
 use crate::service::{ApiError, App};
@@ -50,6 +52,7 @@ pub struct HealthQuery {
 
 /// Readiness: 200 when the asked-for mode is ready, 503 (with the same body) when not.
 #[utoipa::path(get, path = routes::HEALTH, tag = "monitor", operation_id = "health",
+    security((), ("admin_token" = [])),
     params(("mode" = Option<HealthMode>, Query, description = "The readiness that sets the status (default all).")),
     responses(
         (status = 200, description = "Ready.", body = Health),
@@ -76,6 +79,7 @@ pub async fn health(
 /// Prometheus metrics: OpenMetrics 1.0 when the `Accept` header prefers it (as Prometheus
 /// does), the text format 0.0.4 otherwise.
 #[utoipa::path(get, path = routes::METRICS, tag = "monitor", operation_id = "metrics",
+    security((), ("admin_token" = [])),
     responses(
         (status = 200, description = "Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept` prefers \
             `application/openmetrics-text; version=1.0.0`.", body = String,
@@ -83,23 +87,30 @@ pub async fn health(
             example = "# TYPE leaf_raft_is_leader gauge\nleaf_raft_is_leader 1\n"),
         MonitorErrors,
     ))]
-pub async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub async fn metrics(
+    State(app): State<Arc<App>>,
+    viewer: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> Response {
     let format = Format::negotiate(headers.get(ACCEPT).and_then(|v| v.to_str().ok()));
-    ([(CONTENT_TYPE, format.content_type())], app.render_metrics(format)).into_response()
+    let text = app.render_metrics(format, viewer.as_deref());
+    ([(CONTENT_TYPE, format.content_type())], text).into_response()
 }
 
 /// This node's per-tag buffers (Leaf's `/cache`), each with the tag's exhaustion forecast.
 #[utoipa::path(get, path = routes::CACHE, tag = "monitor", operation_id = "cache",
+    security(("admin_token" = [])),
     responses((status = 200, description = "The tags loaded on this node, but obfuscated ones (their positions would count their IDs).", body = Vec<CacheEntry>), MonitorErrors))]
-pub async fn cache(State(app): State<Arc<App>>) -> Json<Vec<CacheEntry>> {
-    Json(app.public_cache())
+pub async fn cache(State(app): State<Arc<App>>, viewer: Option<Extension<Principal>>) -> Json<Vec<CacheEntry>> {
+    Json(app.public_cache(viewer.as_deref()))
 }
 
 /// The tags as stored in the replicated state (Leaf's `/db`).
 #[utoipa::path(get, path = routes::DB, tag = "monitor", operation_id = "db",
+    security(("admin_token" = [])),
     responses((status = 200, description = "Every tag but obfuscated ones (their max_id would count their IDs; GET /admin/tags lists them).", body = Vec<TagInfo>), MonitorErrors))]
-pub async fn db(State(app): State<Arc<App>>) -> Json<Vec<TagInfo>> {
-    Json(app.public_tags())
+pub async fn db(State(app): State<Arc<App>>, viewer: Option<Extension<Principal>>) -> Json<Vec<TagInfo>> {
+    Json(app.public_tags(viewer.as_deref()))
 }
 
 /// This document (OpenAPI 3.1).
@@ -107,8 +118,8 @@ pub async fn db(State(app): State<Arc<App>>) -> Json<Vec<TagInfo>> {
     responses(
         (status = 200, description = "The OpenAPI document of this API.", content_type = "application/json",
             body = Object),
-        MonitorErrors,
+        PublicErrors,
     ))]
-pub async fn openapi_json() -> Response {
-    ([(CONTENT_TYPE, "application/json")], openapi::document_json().clone()).into_response()
+pub async fn openapi_json(Extension(doc): Extension<openapi::Served>) -> Response {
+    ([(CONTENT_TYPE, "application/json")], doc.0).into_response()
 }

@@ -16,7 +16,7 @@ use leaf_api::{ErrorBody, ErrorCode};
 use utoipa::openapi::example::ExampleBuilder;
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Type};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr};
 use utoipa::{Modify, ToSchema};
 
@@ -60,11 +60,14 @@ impl Modify for AdminSecurity {
             .description(Some(
                 "The node's `admin_token`, or a scoped token (`leaf_<id>_<secret>`, from `POST /admin/tokens`) \
                  for the parts of `/admin` its rights cover: `tags` for `/admin/tags*` (on its tag patterns), \
-                 `cluster` for membership, allocations, the audit trail and the fault clock; tokens are managed \
-                 with the admin token only. A node configured without an admin token answers admin requests \
-                 without one only on loopback connections (403 `forbidden` elsewhere). The ID routes take a \
-                 scoped token with the `ids` right too: optional, required with `auth.require_token_for_ids`. \
-                 A scoped token over its quota gets 429 `rate_limited` with `Retry-After`.",
+                 `cluster` for membership, allocations, the audit trail and the fault clock, `monitor` for \
+                 `/db`, `/cache`, `/cluster/status`, the dashboard's data, and `/health` and `/metrics` where they \
+                 are not public (`auth.public_endpoints`; a token sees only its tags there); tokens are managed \
+                 with the admin token only. A node configured without an admin token answers admin and monitor \
+                 requests without one only on loopback connections (403 `forbidden` elsewhere). The ID routes take \
+                 a scoped token with the `ids` right too: optional, required with `auth.require_token_for_ids`. \
+                 A credential that is sent is always checked (401 if it is not valid). A scoped token over its \
+                 quota gets 429 `rate_limited` with `Retry-After`.",
             ))
             .build();
         doc.components
@@ -192,10 +195,13 @@ error_set! {
         SnowflakeUnavailable, ClockMovedBackwards, WorkerIdsExhausted, Unavailable];
     /// The decoders.
     DecodeErrors: [InvalidRequest, Unavailable];
-    /// `/health` (its 503 is declared with the handler: a `Health` or an error).
-    HealthErrors: [InvalidRequest];
-    /// Monitor pages and the cluster status: only refusal or timeout.
-    MonitorErrors: [Unavailable];
+    /// `/health` (its 503 is declared with the handler: a `Health` or an error): a credential,
+    /// optional, is checked when sent.
+    HealthErrors: [InvalidRequest, Unauthorized, Forbidden, RateLimited];
+    /// Routes that take no credential (the OpenAPI document): only refusal or timeout.
+    PublicErrors: [Unavailable];
+    /// Monitor pages and the cluster status: the `monitor` right unless configured public.
+    MonitorErrors: [Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `GET /admin/tags`.
     ListErrors: [Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `POST /admin/tags`.
@@ -237,20 +243,46 @@ error_set! {
 }
 
 /// The whole document.
-pub fn document() -> OpenApi {
-    let mut doc = super::api().into_openapi();
-    // After the routes added their schemas.
-    UpdateNeedsAField.modify(&mut doc);
-    doc
+/// The document a node configured as `config` serves: [`document`] with each operation's
+/// security as that node applies it. A credential is required where the node refuses a call
+/// without one: admin routes with an admin token, monitor routes with one unless public
+/// (`auth.public_endpoints`), ID routes with `auth.require_token_for_ids`. Elsewhere it is
+/// optional (`[{}, {admin_token}]`): not needed, and checked when sent. Pretty JSON with a
+/// final newline; `docs/openapi.json` is the one of a node with an admin token and defaults.
+pub fn served_json(config: &crate::Config) -> Served {
+    let mut doc = document().clone();
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let required = if path.starts_with("/admin") {
+            config.admin_token().is_some()
+        } else if let Some(endpoint) = crate::config::PublicEndpoint::at(path) {
+            config.admin_token().is_some() && !config.auth.is_public(endpoint)
+        } else {
+            config.auth.require_token_for_ids
+        };
+        let ops = [&mut item.get, &mut item.post, &mut item.patch, &mut item.delete];
+        for op in ops.into_iter().flatten() {
+            let Some(security) = op.security.as_mut() else { continue };
+            let token = SecurityRequirement::new("admin_token", Vec::<String>::new());
+            *security = if required { vec![token] } else { vec![SecurityRequirement::default(), token] };
+        }
+    }
+    let mut text = doc.to_pretty_json().unwrap_or_default();
+    text.push('\n');
+    Served(Bytes::from(text))
 }
 
-/// The document as served and committed: pretty JSON with a final newline, rendered once.
-pub fn document_json() -> &'static Bytes {
-    static JSON: OnceLock<Bytes> = OnceLock::new();
-    JSON.get_or_init(|| {
-        let mut text = document().to_pretty_json().unwrap_or_default();
-        text.push('\n');
-        Bytes::from(text)
+/// The OpenAPI document a node serves (built once, at the router's start).
+#[derive(Clone)]
+pub struct Served(pub Bytes);
+
+/// The document, built once.
+fn document() -> &'static OpenApi {
+    static DOC: OnceLock<OpenApi> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let mut doc = super::api().into_openapi();
+        // After the routes added their schemas.
+        UpdateNeedsAField.modify(&mut doc);
+        doc
     })
 }
 
@@ -266,31 +298,75 @@ mod tests {
         assert_eq!(documented, table);
     }
 
+    /// Each operation's security in the document served with `config`: `Some(true)` required,
+    /// `Some(false)` optional, `None` none.
+    fn security(config: &crate::Config) -> Vec<(String, Option<bool>, Vec<String>)> {
+        let doc: serde_json::Value = serde_json::from_slice(&served_json(config).0).unwrap();
+        let mut out = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (_, op) in item.as_object().unwrap() {
+                let statuses = op["responses"].as_object().unwrap().keys().cloned().collect();
+                let security = op.get("security").and_then(|s| s.as_array()).map(|reqs| {
+                    let optional = reqs.iter().any(|r| r.as_object().is_some_and(|o| o.is_empty()));
+                    assert!(reqs.iter().any(|r| r.get("admin_token").is_some()), "{path}");
+                    !optional
+                });
+                out.push((path.clone(), security, statuses));
+            }
+        }
+        out
+    }
+
+    fn with_token() -> crate::Config {
+        crate::Config { admin_token: Some("t".repeat(32).into()), ..Default::default() }
+    }
+
     #[test]
-    fn every_operation_documents_its_errors_and_admin_needs_the_token() {
-        let doc = document();
-        for (path, item) in &doc.paths.paths {
-            let ops = [&item.get, &item.post, &item.patch, &item.delete];
-            for op in ops.into_iter().flatten() {
-                let statuses: Vec<&String> = op.responses.responses.keys().collect();
-                assert!(statuses.iter().any(|s| s.starts_with('2')), "{path}: {statuses:?}");
-                assert!(statuses.iter().any(|s| *s == "503"), "{path}: no 503 ({statuses:?})");
-                let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
-                assert_eq!(secured, path.starts_with("/admin"), "{path}: security");
-                if secured {
-                    assert!(statuses.iter().any(|s| *s == "401") && statuses.iter().any(|s| *s == "403"), "{path}");
-                }
+    fn every_operation_documents_its_errors_and_its_credential() {
+        for (path, security, statuses) in security(&with_token()) {
+            assert!(statuses.iter().any(|s| s.starts_with('2')), "{path}: {statuses:?}");
+            assert!(statuses.iter().any(|s| *s == "503"), "{path}: no 503 ({statuses:?})");
+            let monitor = ["/db", "/cache", "/cluster/status"].contains(&path.as_str());
+            let optional = ["/health", "/metrics"].contains(&path.as_str()) || path.contains("/get/");
+            let expected = if path.starts_with("/admin") || monitor {
+                Some(true)
+            } else if optional {
+                Some(false)
+            } else {
+                None
+            };
+            assert_eq!(security, expected, "{path}: security");
+            if security.is_some() {
+                assert!(statuses.iter().any(|s| *s == "401") && statuses.iter().any(|s| *s == "403"), "{path}");
             }
         }
     }
 
-    /// `docs/openapi.json` is what the node serves; `UPDATE_OPENAPI=1` rewrites it.
+    /// Without an admin token a loopback call needs no credential anywhere; with the monitor
+    /// endpoints closed or tokens required for IDs, those need one.
+    #[test]
+    fn the_served_security_follows_the_configuration() {
+        for (path, security, _) in security(&crate::Config::default()) {
+            assert_ne!(security, Some(true), "{path}: required without an admin token");
+        }
+        let mut strict = with_token();
+        strict.auth.public_endpoints.clear();
+        strict.auth.require_token_for_ids = true;
+        for (path, security, _) in security(&strict) {
+            if path != "/openapi.json" && !path.starts_with("/ui") && !path.contains("decode") {
+                assert_eq!(security, Some(true), "{path}");
+            }
+        }
+    }
+
+    /// `docs/openapi.json` is what a node with an admin token serves; `UPDATE_OPENAPI=1`
+    /// rewrites it.
     #[test]
     fn the_committed_document_is_current() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");
-        let served = document_json();
+        let served = served_json(&with_token()).0;
         if std::env::var_os("UPDATE_OPENAPI").is_some() {
-            std::fs::write(path, served).expect("write docs/openapi.json");
+            std::fs::write(path, &served).expect("write docs/openapi.json");
         }
         let committed = std::fs::read(path).unwrap_or_default();
         assert!(

@@ -12,6 +12,7 @@
 //! - [`node`]: gauges read from the node's state at each scrape (quorum contact, replication
 //!   lag, membership, profiles, tokens, audit, the snowflake worker, peer clocks, build).
 //! - [`process`]: `process_*` from `/proc/self`.
+//! - [`scope`]: the exposition as a scoped `monitor` token reads it (its tags, its token).
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ pub mod labels;
 pub mod latency;
 pub mod node;
 pub mod process;
+pub mod scope;
 
 pub use exposition::Format;
 use labels::{CodeLabels, GrpcLabels, IdLabels, StoreLabels, TagLabels, TokenLabels};

@@ -10,6 +10,8 @@ use crate::access::credentials::{
     PeerNode, Provenance,
 };
 use crate::access::Principal;
+use crate::config::PublicEndpoint;
+use leaf_api::tokens::Right;
 
 /// The credentials a call carries, whatever its wire form.
 #[derive(Debug, Clone, Copy, Default)]
@@ -56,6 +58,19 @@ impl App {
                 None => principal.require_root("managing tokens")?,
             }
             Ok(Verdict::Admin(principal))
+        } else if let Some(endpoint) = PublicEndpoint::at(path) {
+            // Public: anyone; a credential that is sent must be a valid one, and then the view
+            // is the credential's (a scoped token sees its own tags).
+            if self.config.auth.is_public(endpoint) {
+                return match creds.authorization {
+                    Some(_) => Ok(Verdict::Monitor(self.authorize_admin(conn, creds)?)),
+                    None => Ok(Verdict::Anyone),
+                };
+            }
+            check_origin(creds.provenance)?;
+            let principal = self.authorize_admin(conn, creds)?;
+            principal.require(Right::Monitor)?;
+            Ok(Verdict::Monitor(principal))
         } else if path == crate::raft::learner_proof::PATH_LEARNER_PROOF && self.tls.is_none() {
             // A node proving it holds the secret to a leader that has not sent it.
             Ok(Verdict::Peer(None))
@@ -79,6 +94,8 @@ impl App {
 pub enum Verdict {
     /// An admin request and who made it.
     Admin(Principal),
+    /// A monitor endpoint that is not public, and who reads it (what it sees follows).
+    Monitor(Principal),
     /// An internal call, and the member whose certificate made it (with TLS).
     Peer(Option<PeerNode>),
     /// Anything else: the ID and monitor routes check what they need themselves.

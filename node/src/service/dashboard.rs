@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::tags::tag_info;
 use super::App;
+use crate::access::Principal;
 use crate::clock::Clock;
 use crate::raft::network::PATH_NODE_HEALTH;
 use crate::snowflake::clock_check;
@@ -28,8 +29,11 @@ pub struct NodeProbe {
 impl App {
     /// Everything the built-in dashboard shows: the cluster, every member's health as it
     /// answered just now (with its round trip and clock offset), the tags with this node's
-    /// buffers and served counts, its totals and its recent error answers.
-    pub async fn dashboard(&self) -> Dashboard {
+    /// buffers and served counts, its totals and its recent error answers. A scoped `monitor`
+    /// token sees the tags its patterns match, no obfuscated tag, and no recent errors (their
+    /// messages name other tenants' tags); the totals are over what it sees.
+    pub async fn dashboard(&self, viewer: &Principal) -> Dashboard {
+        let root = matches!(viewer, Principal::Root(_));
         let health = self.health();
         let cluster = self.raft.cluster_status(health.clone());
         let probes = cluster.members.iter().map(|m| {
@@ -60,7 +64,12 @@ impl App {
             }
         });
         let nodes = futures::future::join_all(probes).await;
-        let records = self.raft.state().tags();
+        let mut records = self.raft.state().tags();
+        if !root {
+            records.retain(|(tag, r)| {
+                viewer.sees_tag(tag) && !matches!(r.profile, leaf_raft_store::profile::StoredProfile::Obfuscated { .. })
+            });
+        }
         let tags_total = records.len();
         let caches: HashMap<String, leaf_api::types::CacheEntry> =
             self.cache().into_iter().map(|e| (e.tag.clone(), e)).collect();
@@ -90,7 +99,7 @@ impl App {
                 snowflake_ids: self.metrics.snowflake_served_total(),
                 errors: self.metrics.errors_total(),
             },
-            recent_errors: self.recent_errors.newest_first(),
+            recent_errors: if root { self.recent_errors.newest_first() } else { Vec::new() },
         }
     }
 

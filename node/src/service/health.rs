@@ -6,6 +6,7 @@ use leaf_api::profile::Profile;
 use leaf_api::types::{CacheEntry, Health, MemberRole, SnowflakeHealth, SnowflakeState};
 
 use super::App;
+use crate::access::Principal;
 use crate::clock::Clock;
 use crate::metrics::{Format, NodeFacts, SnowflakeFacts};
 
@@ -70,10 +71,13 @@ impl App {
         self.cache_of(|_| true)
     }
 
-    /// Leaf's `/cache`, for anyone: [`App::cache`] without obfuscated tags, whose segment
-    /// positions would count their IDs.
-    pub fn public_cache(&self) -> Vec<CacheEntry> {
-        self.cache_of(|h| !matches!(h.serve(), crate::tags::ServeAs::Obfuscated(_)))
+    /// Leaf's `/cache` as `viewer` may read it (none: a public endpoint): [`App::cache`]
+    /// without obfuscated tags, whose segment positions would count their IDs, and only the
+    /// tags a scoped viewer's patterns match.
+    pub fn public_cache(&self, viewer: Option<&Principal>) -> Vec<CacheEntry> {
+        self.cache_of(|h| {
+            !matches!(h.serve(), crate::tags::ServeAs::Obfuscated(_)) && viewer.is_none_or(|p| p.sees_tag(h.tag()))
+        })
     }
 
     fn cache_of(&self, shown: impl Fn(&crate::tags::TagHandle) -> bool) -> Vec<CacheEntry> {
@@ -86,13 +90,21 @@ impl App {
         entries.collect()
     }
 
-    /// The metrics exposition in `format`, with the gauges set for this scrape.
-    pub fn render_metrics(&self, format: Format) -> String {
+    /// The metrics exposition in `format`, with the gauges set for this scrape, as `viewer`
+    /// may read it: a scoped token sees the series of its tags and its own token only
+    /// ([`crate::metrics::scope`]).
+    pub fn render_metrics(&self, format: Format, viewer: Option<&Principal>) -> String {
         let sf = self.forecasts.snowflake(self.clock.now_ms());
         self.metrics.set_snowflake_forecast(sf.epoch_years_left, sf.free_worker_ids);
         let status = self.raft.status();
         let facts = self.node_facts(&status);
-        self.metrics.render(&status, self.raft.state().tag_count(), facts, format)
+        let text = self.metrics.render(&status, self.raft.state().tag_count(), facts, format);
+        match viewer {
+            Some(p @ Principal::Token { id, .. }) => {
+                crate::metrics::scope::scoped(&text, |t| p.sees_tag(t), &id.to_string())
+            }
+            _ => text,
+        }
     }
 
     /// What the node gauges show at this scrape (see [`crate::metrics::node`]).

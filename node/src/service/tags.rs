@@ -24,13 +24,16 @@ impl App {
         self.raft.state().tags().into_iter().map(|(t, r)| tag_info(t, r)).collect()
     }
 
-    /// Leaf's `/db`, for anyone: every tag but the obfuscated ones, whose `max_id` would count
-    /// their IDs (the admin view, `GET /admin/tags`, lists them).
-    pub fn public_tags(&self) -> Vec<TagInfo> {
+    /// Leaf's `/db` as `viewer` may read it (none: a public endpoint): every tag but the
+    /// obfuscated ones, whose `max_id` would count their IDs (the admin view, `GET /admin/tags`,
+    /// lists them), and only the tags a scoped viewer's patterns match.
+    pub fn public_tags(&self, viewer: Option<&Principal>) -> Vec<TagInfo> {
         let tags = self.raft.state().tags().into_iter();
-        tags.filter(|(_, r)| !matches!(r.profile, StoredProfile::Obfuscated { .. }))
-            .map(|(t, r)| tag_info(t, r))
-            .collect()
+        tags.filter(|(t, r)| {
+            !matches!(r.profile, StoredProfile::Obfuscated { .. }) && viewer.is_none_or(|p| p.sees_tag(t))
+        })
+        .map(|(t, r)| tag_info(t, r))
+        .collect()
     }
 
     /// Creates a tag from a request by `who`: every field checked, then proposed.

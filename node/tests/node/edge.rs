@@ -142,8 +142,9 @@ async fn rejections_and_the_body_limit_are_json_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_served_openapi_document_is_the_committed_one() {
+    // The committed document is a node's with an admin token (the production setup).
     let dir = TempDir::new().unwrap();
-    let (node, _c) = start(config(&dir)).await;
+    let (node, _c) = start(leaf_node::Config { admin_token: Some(crate::support::TOKEN.into()), ..config(&dir) }).await;
     let (s, headers, body) = call(node.http_addr(), Method::GET, leaf_api::routes::OPENAPI, "").await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(headers.get(CONTENT_TYPE).unwrap(), "application/json");

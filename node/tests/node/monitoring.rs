@@ -110,7 +110,7 @@ async fn metrics_negotiate_their_format_cover_every_area_and_pass_promtool() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_data_needs_the_cluster_right_and_the_page_is_served_with_a_strict_csp() {
+async fn the_dashboard_data_needs_the_monitor_right_and_the_page_is_served_with_a_strict_csp() {
     let dir = TempDir::new().unwrap();
     let cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), bootstrap_tags: vec![], ..config(&dir) };
     let (node, admin) = start(cfg).await;
@@ -120,7 +120,7 @@ async fn the_dashboard_data_needs_the_cluster_right_and_the_page_is_served_with_
     assert_eq!(get_ids(&admin, "orders", Some(30)).await.len(), 30);
     let _ = admin.segment_id("missing").await.unwrap_err();
 
-    // Without a token, and with a scoped token lacking the cluster right: refused.
+    // Without a token, and with scoped tokens lacking the monitor right: refused.
     let anonymous = client(&base, None);
     let e = anonymous.dashboard().await.unwrap_err();
     assert_eq!((e.status(), e.code()), (Some(StatusCode::UNAUTHORIZED), Some(ErrorCode::Unauthorized)));
@@ -134,8 +134,11 @@ async fn the_dashboard_data_needs_the_cluster_right_and_the_page_is_served_with_
     let e = client(&base, Some(ids_only.bearer)).dashboard().await.unwrap_err();
     assert_eq!((e.status(), e.code()), (Some(StatusCode::FORBIDDEN), Some(ErrorCode::Forbidden)));
     let ops = admin.create_token(&scoped(vec![Right::Cluster], "ops")).await.unwrap();
+    let e = client(&base, Some(ops.bearer)).dashboard().await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::FORBIDDEN), Some(ErrorCode::Forbidden)));
+    let watch = admin.create_token(&scoped(vec![Right::Monitor], "watch")).await.unwrap();
 
-    let d = client(&base, Some(ops.bearer)).dashboard().await.unwrap();
+    let d = client(&base, Some(watch.bearer)).dashboard().await.unwrap();
     assert_eq!(d.node_id, 1);
     assert_eq!(d.version, env!("CARGO_PKG_VERSION"));
     assert_eq!(d.cluster.leader_id, Some(1));
@@ -152,18 +155,22 @@ async fn the_dashboard_data_needs_the_cluster_right_and_the_page_is_served_with_
     assert!(cache.initialised && cache.forecast.is_some(), "{cache:?}");
     assert!(d.tags[1].cache.is_none() && d.tags[1].served == 0, "{:?}", d.tags[1]);
     assert_eq!(d.totals.segment_ids, 30);
-    // The recent errors, newest first: the 403 and 401 above, the 404 before them.
+    // A scoped token sees no recent errors (their messages name any tenant's tags); the admin
+    // does, newest first: the two 403s and the 401 above, the 404 before them.
+    assert!(d.recent_errors.is_empty(), "{:?}", d.recent_errors);
+    let d = admin.dashboard().await.unwrap();
     let seen: Vec<(u16, ErrorCode, &str)> =
         d.recent_errors.iter().map(|e| (e.status, e.code, e.route.as_str())).collect();
     assert_eq!(
         seen,
         [
             (403, ErrorCode::Forbidden, "/admin/dashboard"),
+            (403, ErrorCode::Forbidden, "/admin/dashboard"),
             (401, ErrorCode::Unauthorized, "/admin/dashboard"),
             (404, ErrorCode::TagNotFound, "/api/segment/get/{tag}"),
         ]
     );
-    assert!(d.recent_errors[2].message.contains("missing"), "{:?}", d.recent_errors[2]);
+    assert!(d.recent_errors[3].message.contains("missing"), "{:?}", d.recent_errors[3]);
     assert!(d.totals.errors >= 3, "{:?}", d.totals);
 
     // The page and its assets: public, embedded, with the security headers.

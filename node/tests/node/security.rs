@@ -297,3 +297,91 @@ async fn a_learner_proves_itself_before_it_receives_the_secret_or_the_state() {
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
+
+/// `/db`, `/cache`, `/metrics` and `/cluster/status` listed every tag and token name to anyone,
+/// even with `auth.require_token_for_ids`. They now take the `monitor` right (or the admin
+/// credentials), but for those configured public (`/health` and `/metrics` by default), and a
+/// scoped reader sees only its own tags and token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_monitor_views_take_the_monitor_right_and_show_a_token_only_its_tags() {
+    use leaf_api::profile::Profile;
+    use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
+    use leaf_api::types::CreateTagRequest;
+    let dir = TempDir::new().unwrap();
+    let cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), bootstrap_tags: vec![], ..config(&dir) };
+    let (node, admin) = start(cfg).await;
+    let url = format!("http://{}", node.http_addr());
+    for tag in ["t-a", "t-b", "other"] {
+        crate::support::create_tag(&admin, tag, 100, None).await;
+        crate::support::get_ids(&admin, tag, Some(2)).await;
+    }
+    let hidden = CreateTagRequest {
+        tag: "t-hidden".into(),
+        step: 100,
+        profile: Some(Profile::Obfuscated),
+        ..Default::default()
+    };
+    admin.create_tag(&hidden).await.unwrap();
+    crate::support::get_ids(&admin, "t-hidden", Some(2)).await;
+    let token = |name: &str, rights: Vec<Right>| CreateTokenRequest {
+        name: name.into(),
+        rights,
+        tags: vec![TagPattern::parse("t-*").unwrap()],
+        quota: None,
+    };
+    let tenant = admin.create_token(&token("tenant-t", vec![Right::Monitor, Right::Ids])).await.unwrap();
+    let ids_only = admin.create_token(&token("ids-only", vec![Right::Ids])).await.unwrap();
+    let other_tenant = admin.create_token(&token("other-tenant", vec![Right::Ids])).await.unwrap();
+    // The other tenant's token shows in /metrics once it has been used.
+    crate::support::get_ids(&crate::support::client(&url, Some(other_tenant.bearer)), "t-a", Some(1)).await;
+
+    // Anyone: the public two answer, the others do not.
+    let anonymous = crate::support::client(&url, None);
+    anonymous.health(leaf_client::HealthMode::All).await.unwrap();
+    let public_metrics = anonymous.metrics().await.unwrap();
+    assert!(public_metrics.contains("tag=\"other\"") && !public_metrics.contains("t-hidden"));
+    for e in [
+        anonymous.db().await.map(|_| ()).unwrap_err(),
+        anonymous.cache().await.map(|_| ()).unwrap_err(),
+        anonymous.cluster_status().await.map(|_| ()).unwrap_err(),
+    ] {
+        assert_eq!(e.code(), Some(ErrorCode::Unauthorized), "{e}");
+    }
+    // A sent credential is checked, on public endpoints too.
+    let forged = crate::support::client(&url, Some("leaf_0000000000000000_00".into()));
+    assert_eq!(
+        forged.health(leaf_client::HealthMode::All).await.map(|_| ()).unwrap_err().code(),
+        Some(ErrorCode::Unauthorized)
+    );
+    // A token without the monitor right: 403.
+    let e = crate::support::client(&url, Some(ids_only.bearer)).db().await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Forbidden), "{e}");
+
+    // The tenant's monitor token: its tags, never the obfuscated one, its own token only.
+    let reader = crate::support::client(&url, Some(tenant.bearer));
+    let db: Vec<String> = reader.db().await.unwrap().into_iter().map(|t| t.tag).collect();
+    assert_eq!(db, ["t-a", "t-b"]);
+    let mut cache: Vec<String> = reader.cache().await.unwrap().into_iter().map(|e| e.tag).collect();
+    cache.sort();
+    assert_eq!(cache, ["t-a", "t-b"]);
+    reader.cluster_status().await.unwrap();
+    let metrics = reader.metrics().await.unwrap();
+    assert!(metrics.contains("tag=\"t-a\"") && metrics.contains("leaf_raft_is_leader"), "{metrics:.2000}");
+    for absent in ["tag=\"other\"", "t-hidden", "other-tenant"] {
+        assert!(!metrics.contains(absent), "{absent} in the tenant's /metrics");
+    }
+    assert!(public_metrics.contains("other-tenant"), "the filter above is not vacuous");
+    // The admin sees every tag but the obfuscated one in /db (GET /admin/tags lists that).
+    let all: Vec<String> = admin.db().await.unwrap().into_iter().map(|t| t.tag).collect();
+    assert_eq!(all, ["other", "t-a", "t-b"]);
+    node.shutdown().await;
+
+    // Configured public: anyone reads /db again (Leaf's behaviour), still without obfuscated tags.
+    let mut cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), bootstrap_tags: vec![], ..config(&dir) };
+    cfg.auth.public_endpoints.push(leaf_node::config::PublicEndpoint::Db);
+    let (node, _) = start(cfg).await;
+    let anonymous = crate::support::client(&format!("http://{}", node.http_addr()), None);
+    let db: Vec<String> = anonymous.db().await.unwrap().into_iter().map(|t| t.tag).collect();
+    assert_eq!(db, ["other", "t-a", "t-b"]);
+    node.shutdown().await;
+}
