@@ -99,7 +99,7 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
     }
     let ui = CreateTokenRequest {
         name: "dashboard".into(),
-        rights: vec![Right::Cluster],
+        rights: vec![Right::Monitor],
         tags: vec![TagPattern::parse("*").unwrap()],
         quota: None,
     };
