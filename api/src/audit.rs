@@ -182,6 +182,12 @@ impl AuditAction {
         }
     }
 
+    /// Whether the record is a security record (tokens, membership), kept apart from the tag
+    /// records, which tenants write at will, so that no number of tag changes pushes one out.
+    pub fn is_security(&self) -> bool {
+        !matches!(self, AuditAction::TagCreated { .. } | AuditAction::TagUpdated { .. })
+    }
+
     /// The tag the change is about, if any.
     pub fn tag(&self) -> Option<&str> {
         match self {

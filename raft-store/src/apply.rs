@@ -15,6 +15,7 @@ use leaf_api::tag::ValidationError;
 use leaf_api::tokens::TokenId;
 use serde::{Deserialize, Serialize};
 
+use crate::audit::Trim;
 use crate::check::check_fields;
 use crate::command::{Command, Op};
 use crate::state::State;
@@ -126,14 +127,15 @@ pub(crate) fn invalid(msg: impl Into<String>) -> ApplyError {
 /// `changes` are unchanged.
 pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyResult {
     check_fields(cmd)?;
-    let (actor, retention, op) = match &cmd.op {
-        Op::Admin { actor, retention, op } => (actor, Some(*retention), &**op),
-        op => (&Actor::Unattributed, None, op),
+    let (actor, retention, op, trim) = match &cmd.op {
+        Op::Admin { actor, retention, op } => (actor, Some(*retention), &**op, Trim::Together),
+        Op::AdminApart { actor, retention, op } => (actor, Some(*retention), &**op, Trim::Apart),
+        op => (&Actor::Unattributed, None, op, Trim::Together),
     };
     let applied = change(state, cmd.at_ms, actor, op, changes)?;
     // Every admin change is recorded, also one from a release before the trail (unwrapped).
     if op.is_admin() {
-        crate::audit::record(&mut state.audit, cmd.at_ms, (actor, retention), (op, &applied), changes);
+        crate::audit::record(&mut state.audit, cmd.at_ms, (actor, retention, trim), (op, &applied), changes);
     }
     Ok(applied)
 }
@@ -179,7 +181,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
             Ok(Applied::Token { id: *id, record })
         }
         Op::NoteMembership(_) => Ok(Applied::Nothing),
-        Op::Admin { .. } => Err(invalid("an admin wrapper cannot wrap another")),
+        Op::Admin { .. } | Op::AdminApart { .. } => Err(invalid("an admin wrapper cannot wrap another")),
     }
 }
 

@@ -65,13 +65,17 @@ impl AuditLog {
     }
 
     /// Appends a record of `action` by `actor` at leader time `at_ms`, then trims.
-    fn push(&mut self, at_ms: i64, actor: Actor, action: AuditAction, changes: &mut Changes) {
+    fn push(&mut self, at_ms: i64, actor: Actor, action: AuditAction, trim: Trim, changes: &mut Changes) {
         let seq = self.next_seq;
         self.next_seq += 1;
+        let security = action.is_security();
         self.records.push_back(AuditRecord { seq, at_ms, actor, action });
         changes.audit.insert(seq);
         changes.audit_meta = true;
-        self.trim(at_ms, changes);
+        match trim {
+            Trim::Together => self.trim(at_ms, changes),
+            Trim::Apart => self.trim_apart(at_ms, security, changes),
+        }
     }
 
     /// Drops the records the retention no longer covers at leader time `at_ms`.
@@ -85,6 +89,33 @@ impl AuditLog {
             self.records.pop_front();
         }
     }
+
+    /// Drops the records older than the retention's age, and the oldest records of the new
+    /// record's kind (security or tag) beyond `max_records` of that kind.
+    fn trim_apart(&mut self, at_ms: i64, security: bool, changes: &mut Changes) {
+        let oldest_kept = at_ms.saturating_sub(self.retention.max_age_ms);
+        while let Some(front) = self.records.front().filter(|r| r.at_ms < oldest_kept) {
+            changes.audit.insert(front.seq);
+            self.records.pop_front();
+        }
+        let max = self.retention.max_records as usize;
+        let mut of_kind = self.records.iter().filter(|r| r.action.is_security() == security).count();
+        while of_kind > max {
+            let Some(i) = self.records.iter().position(|r| r.action.is_security() == security) else { break };
+            if let Some(r) = self.records.remove(i) {
+                changes.audit.insert(r.seq);
+            }
+            of_kind -= 1;
+        }
+    }
+}
+
+/// How the trail trims when a record is added: all records together (entries of releases
+/// before [`crate::command::Op::AdminApart`]), or each kind apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trim {
+    Together,
+    Apart,
 }
 
 /// Checks a retention a leader stamped.
@@ -118,7 +149,7 @@ pub(crate) fn check_note(action: &AuditAction) -> Result<(), ApplyError> {
 pub(crate) fn record(
     log: &mut AuditLog,
     at_ms: i64,
-    (actor, retention): (&Actor, Option<AuditRetention>),
+    (actor, retention, trim): (&Actor, Option<AuditRetention>, Trim),
     (op, applied): (&Op, &Applied),
     changes: &mut Changes,
 ) {
@@ -129,7 +160,7 @@ pub(crate) fn record(
         }
     }
     if let Some(action) = action_of(op, applied) {
-        log.push(at_ms, actor.clone(), action, changes);
+        log.push(at_ms, actor.clone(), action, trim, changes);
     }
 }
 
@@ -187,7 +218,7 @@ mod tests {
         let mut c = Changes::default();
         for i in 0..n {
             let action = AuditAction::NodePromoted { node_id: i + 1 };
-            log.push(i as i64 * 1000, Actor::AdminToken, action, &mut c);
+            log.push(i as i64 * 1000, Actor::AdminToken, action, Trim::Together, &mut c);
         }
         (log, c)
     }
@@ -203,6 +234,39 @@ mod tests {
         let (log, _) = log_with(10, AuditRetention { max_records: 100, max_age_ms: 2_500 });
         let seqs: Vec<u64> = log.records.iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [8, 9, 10], "records older than 2.5 s before the newest (9 s) are gone");
+    }
+
+    /// A tenant with the `tags` right could push every token and membership record out of the
+    /// trail with `max_records` tag updates. Trimmed apart, each kind keeps its own newest.
+    #[test]
+    fn tag_records_never_push_security_records_out_when_trimmed_apart() {
+        let retention = AuditRetention { max_records: 3, max_age_ms: 1_000_000 };
+        let tag = |i: u64| AuditAction::TagUpdated { tag: format!("t-{i}"), step: None, description: true };
+        for (trim, kept) in [(Trim::Together, false), (Trim::Apart, true)] {
+            let mut log = AuditLog { retention, ..AuditLog::default() };
+            let mut c = Changes::default();
+            log.push(0, Actor::AdminToken, AuditAction::NodeRemoved { node_id: 2 }, trim, &mut c);
+            for i in 1..=10 {
+                log.push(i as i64, Actor::Token { id: TokenId(7), name: "tenant".into() }, tag(i), trim, &mut c);
+            }
+            let security = log.records.iter().filter(|r| r.action.is_security()).count();
+            assert_eq!(security == 1, kept, "{trim:?}: {:?}", log.records);
+            let tags: Vec<u64> = log.records.iter().filter(|r| !r.action.is_security()).map(|r| r.seq).collect();
+            assert_eq!(tags, [9, 10, 11], "{trim:?}: the newest tag records");
+            // Ordered by seq still (pages and the store's binary search rely on it).
+            assert!(log.records.iter().zip(log.records.iter().skip(1)).all(|(a, b)| a.seq < b.seq));
+            // Every removed record is noted for the store.
+            assert_eq!(c.audit, (1..=11).collect());
+        }
+        // Apart, security records have their own bound, and age still applies to both.
+        let mut log = AuditLog { retention: AuditRetention { max_records: 2, max_age_ms: 100 }, ..AuditLog::default() };
+        let mut c = Changes::default();
+        for i in 0..5 {
+            log.push(i, Actor::AdminToken, AuditAction::NodePromoted { node_id: 1 }, Trim::Apart, &mut c);
+        }
+        assert_eq!(log.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [4, 5]);
+        log.push(1_000, Actor::AdminToken, tag(1), Trim::Apart, &mut c);
+        assert_eq!(log.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [6], "the old ones aged out");
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
         Op::RotateToken { grace_ms, .. } => crate::tokens::check_grace(*grace_ms),
         Op::RevokeToken { .. } => Ok(()),
         Op::NoteMembership(action) => crate::audit::check_note(action),
-        Op::Admin { actor, retention, op } => {
+        Op::Admin { actor, retention, op } | Op::AdminApart { actor, retention, op } => {
             if !op.is_admin() {
                 return Err(invalid("only an admin change may be wrapped with its actor"));
             }

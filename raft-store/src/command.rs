@@ -76,7 +76,9 @@ pub enum Op {
     /// a `LearnerAdded`, `NodePromoted` or `NodeRemoved` action, nothing else.
     NoteMembership(AuditAction),
     /// An admin change (any of the ops above it but allocations and workers) with who asked
-    /// for it; the leader stamps its audit retention in. Recorded in the audit trail.
+    /// for it; the leader stamps its audit retention in. Recorded in the audit trail, which
+    /// trims its records together (the newest `max_records` of every kind): what releases
+    /// before [`Op::AdminApart`] wrote.
     Admin {
         actor: Actor,
         retention: AuditRetention,
@@ -90,6 +92,14 @@ pub enum Op {
         first: u16,
         last: u16,
     },
+    /// [`Op::Admin`], recorded in a trail that keeps security records (tokens, membership)
+    /// apart from tag records: each kind keeps its own newest `max_records`, so a tenant's tag
+    /// changes never push a token or membership record out.
+    AdminApart {
+        actor: Actor,
+        retention: AuditRetention,
+        op: Box<Op>,
+    },
 }
 
 impl Op {
@@ -100,7 +110,7 @@ impl Op {
             | Op::CreateTagV2 { tag, .. }
             | Op::UpdateTag { tag, .. }
             | Op::AllocateSegment { tag, .. } => Some(tag),
-            Op::Admin { op, .. } => op.tag(),
+            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.tag(),
             Op::RegisterWorker { .. }
             | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. }
@@ -126,14 +136,15 @@ impl Op {
             | Op::RegisterWorker { .. }
             | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. }
-            | Op::Admin { .. } => false,
+            | Op::Admin { .. }
+            | Op::AdminApart { .. } => false,
         }
     }
 
     /// The operation an [`Op::Admin`] wraps, or this one.
     pub fn inner(&self) -> &Op {
         match self {
-            Op::Admin { op, .. } => op,
+            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op,
             other => other,
         }
     }

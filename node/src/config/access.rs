@@ -111,7 +111,9 @@ impl AuthConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
-    /// Most records kept (the oldest go first). 1 to 5000; default `5000`.
+    /// Most records kept of each kind, security records (tokens, membership) and tag records
+    /// apart, so tag changes never push a security record out (the oldest of a kind go first).
+    /// 1 to 5000; default `5000`.
     pub max_records: u32,
     /// Records older than this many days (leader time) go. 1 to 3650; default `365`.
     pub max_age_days: u32,

@@ -118,7 +118,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::RenewWorker { .. } => "a worker renewal",
         Op::CreateToken(_) | Op::RotateToken { .. } | Op::RevokeToken { .. } => "a token change",
         Op::NoteMembership(_) => "a membership note",
-        Op::Admin { op, .. } => op_kind(op),
+        Op::Admin { op, .. } | Op::AdminApart { op, .. } => op_kind(op),
     }
 }
 

@@ -52,7 +52,7 @@ impl LeaderOp for Propose {
         let budget = deadline.saturating_duration_since(Instant::now());
         let mut op = self.op;
         // The leader's retention is the one in force, whoever proposed the change.
-        if let Op::Admin { retention, .. } = &mut op {
+        if let Op::Admin { retention, .. } | Op::AdminApart { retention, .. } = &mut op {
             *retention = node.audit_retention;
         }
         let cmd = Command { at_ms: node.clock.now_ms(), op };

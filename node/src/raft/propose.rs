@@ -34,7 +34,7 @@ impl RaftNode {
     /// `op` as an admin change by `actor`, with this node's audit retention (the leader puts
     /// its own in).
     fn admin(&self, actor: Actor, op: Op) -> Op {
-        Op::Admin { actor, retention: self.audit_retention, op: Box::new(op) }
+        Op::AdminApart { actor, retention: self.audit_retention, op: Box::new(op) }
     }
 
     /// Creates a tag. Not retried once the first attempt may have been delivered (a repeat

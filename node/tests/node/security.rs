@@ -385,3 +385,36 @@ async fn the_monitor_views_take_the_monitor_right_and_show_a_token_only_its_tags
     assert_eq!(db, ["other", "t-a", "t-b"]);
     node.shutdown().await;
 }
+
+/// The trail kept the newest `audit.max_records` records of every kind together, and every tag
+/// update is one: a tenant allowed to update its tags could push every token and membership
+/// record out. Security records are now kept apart from tag records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_push_security_records_out_of_the_audit_trail() {
+    use leaf_api::audit::{AuditAction, AuditFilter};
+    use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
+    use leaf_api::types::UpdateTagRequest;
+    let dir = TempDir::new().unwrap();
+    let mut cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), bootstrap_tags: vec![], ..config(&dir) };
+    cfg.audit.max_records = 5;
+    let (node, admin) = start(cfg).await;
+    let req = CreateTokenRequest {
+        name: "tenant".into(),
+        rights: vec![Right::Tags],
+        tags: vec![TagPattern::parse("t-*").unwrap()],
+        quota: None,
+    };
+    let issued = admin.create_token(&req).await.unwrap();
+    let tenant = crate::support::client(&format!("http://{}", node.http_addr()), Some(issued.bearer));
+    crate::support::create_tag(&tenant, "t-1", 10, None).await;
+    for step in 11..31 {
+        let patch = UpdateTagRequest { step: Some(step), ..Default::default() };
+        tenant.update_tag("t-1", &patch).await.unwrap();
+    }
+    let page = admin.audit(&AuditFilter::default(), None, Some(100)).await.unwrap();
+    let created = page.records.iter().filter(|r| matches!(r.action, AuditAction::TokenCreated { .. })).count();
+    assert_eq!(created, 1, "the token's creation was pushed out: {:?}", page.records);
+    let tag_records = page.records.iter().filter(|r| !r.action.is_security()).count();
+    assert_eq!(tag_records, 5, "tag records keep their own bound");
+    node.shutdown().await;
+}

@@ -103,12 +103,18 @@ fn admin_op() -> impl Strategy<Value = Op> {
         2 => token_op(),
         1 => (1u64..7).prop_map(|node_id| Op::NoteMembership(leaf_api::audit::AuditAction::NodePromoted { node_id })),
     ];
-    (inner, prop::sample::select(vec![3u32, 10, 5_000]), prop::sample::select(vec![60_000i64, 100_000, 86_400_000]))
-        .prop_map(|(op, max_records, max_age_ms)| Op::Admin {
-            actor: Actor::AdminToken,
-            retention: AuditRetention { max_records, max_age_ms },
-            op: Box::new(op),
-        })
+    let retention =
+        (prop::sample::select(vec![3u32, 10, 5_000]), prop::sample::select(vec![60_000i64, 100_000, 86_400_000]))
+            .prop_map(|(max_records, max_age_ms)| AuditRetention { max_records, max_age_ms });
+    // Both trims: together (earlier releases' entries) and apart.
+    (inner, retention, any::<bool>()).prop_map(|(op, retention, apart)| {
+        let (actor, op) = (Actor::AdminToken, Box::new(op));
+        if apart {
+            Op::AdminApart { actor, retention, op }
+        } else {
+            Op::Admin { actor, retention, op }
+        }
+    })
 }
 
 fn op() -> impl Strategy<Value = Op> {
