@@ -16,6 +16,7 @@ mod disk_faults;
 mod disk_full;
 mod docker;
 mod failover;
+mod flood;
 mod formation;
 mod forwarding;
 mod governance;

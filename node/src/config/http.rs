@@ -1,4 +1,5 @@
-//! `[http]`: limits of the HTTP listener (body size, slow clients, connections, shutdown).
+//! `[http]`: limits of the HTTP listener (body size, slow clients, connections per node and per
+//! address, the peers' reserve, idle HTTP/2 connections, shutdown).
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +22,20 @@ pub struct HttpConfig {
     /// bounded amount of memory. From 1 to 1000000; default `4096`; each open connection costs tens
     /// of KiB.
     pub max_connections: usize,
+    /// Of those, the most one client address holds (an IPv6 address counts by its /64), so one
+    /// host cannot take every connection. From 1 to 1000000; default `1024`. Raise it for a
+    /// proxy or NAT that carries many clients from one address.
+    pub max_connections_per_address: usize,
+    /// Connections beyond `max_connections` that only member nodes may hold: with TLS, a
+    /// connection that finds every client slot taken may handshake on one of these, and keeps it
+    /// only if its certificate speaks for a current member (without TLS nothing proves a peer
+    /// before its first request, so they are not used). From 0 to 10000; default `64`.
+    pub reserved_peer_connections: usize,
+    /// An HTTP/2 connection (gRPC channels, h2c) with no request in flight for this long is
+    /// closed gracefully (GOAWAY; clients reconnect when they need to). HTTP/1.1 keep-alive
+    /// connections go after `header_read_timeout_ms`. From 100 to 86400000; default `300000`
+    /// ms.
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -30,6 +45,9 @@ impl Default for HttpConfig {
             header_read_timeout_ms: 10_000,
             shutdown_grace_ms: 10_000,
             max_connections: 4096,
+            max_connections_per_address: 1024,
+            reserved_peer_connections: 64,
+            idle_timeout_ms: 300_000,
         }
     }
 }
@@ -45,6 +63,15 @@ impl HttpConfig {
         }
         if !(1..=1_000_000).contains(&self.max_connections) {
             errs.push("http.max_connections must be from 1 to 1000000".to_string());
+        }
+        if !(1..=1_000_000).contains(&self.max_connections_per_address) {
+            errs.push("http.max_connections_per_address must be from 1 to 1000000".to_string());
+        }
+        if self.reserved_peer_connections > 10_000 {
+            errs.push("http.reserved_peer_connections must be at most 10000".to_string());
+        }
+        if !(100..=86_400_000).contains(&self.idle_timeout_ms) {
+            errs.push("http.idle_timeout_ms must be from 100 to 86400000".to_string());
         }
         if self.shutdown_grace_ms > 600_000 {
             errs.push("http.shutdown_grace_ms must be at most 600000".to_string());

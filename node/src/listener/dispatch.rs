@@ -19,6 +19,7 @@ pub(super) fn connection(
     routes: &Router,
     grpc: &Option<tonic::service::Routes>,
     info: ConnInfo,
+    activity: Option<Arc<super::idle::Activity>>,
 ) -> impl hyper::service::Service<
     hyper::Request<hyper::body::Incoming>,
     Response = Response,
@@ -30,24 +31,33 @@ pub(super) fn connection(
     let app = app.clone();
     let grpc = grpc.clone();
     hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-        if let Some(grpc) = grpc.as_ref().filter(|_| crate::grpc::is_grpc(&req)) {
+        // Held until the response is ready (HTTP/2 only: the idle timeout's count).
+        let busy = activity.as_ref().map(|a| a.begin());
+        let answer = if let Some(grpc) = grpc.as_ref().filter(|_| crate::grpc::is_grpc(&req)) {
             // The admin service checks who is calling (the HTTP auth layer is not in the way).
             req.extensions_mut().insert(info.clone());
             let call = grpc.clone().oneshot(req).map(|r| r.map(|resp| resp.map(axum::body::Body::new)));
-            return Either::Right(Either::Right(call));
-        }
-        let started = std::time::Instant::now();
-        // The fast path times its own answer (it holds the app already).
-        if let Some(fast) = crate::http::fast_path(&app, &req, started, info.peer.ip()) {
-            return Either::Left(fast);
-        }
-        let (route, timed) = (Route::of(req.uri().path()), app.clone());
-        let done = move |r: Result<Response, std::convert::Infallible>| {
-            if let Ok(r) = &r {
-                crate::http::answered(&timed, route, started, r);
+            Either::Right(Either::Right(call))
+        } else {
+            let started = std::time::Instant::now();
+            // The fast path times its own answer (it holds the app already).
+            match crate::http::fast_path(&app, &req, started, info.peer.ip()) {
+                Some(fast) => Either::Left(fast),
+                None => {
+                    let (route, timed) = (Route::of(req.uri().path()), app.clone());
+                    let done = move |r: Result<Response, std::convert::Infallible>| {
+                        if let Ok(r) = &r {
+                            crate::http::answered(&timed, route, started, r);
+                        }
+                        r
+                    };
+                    Either::Right(Either::Left(routes.clone().oneshot(req.map(axum::body::Body::new)).map(done)))
+                }
             }
-            r
         };
-        Either::Right(Either::Left(routes.clone().oneshot(req.map(axum::body::Body::new)).map(done)))
+        answer.map(move |r| {
+            drop(busy);
+            r
+        })
     })
 }

@@ -5,8 +5,11 @@
 //! path, the rest to the HTTP router inside its layers. It is the one module that knows both
 //! edges; they never import each other.
 //!
-//! `http.max_connections` is enforced at accept: a connection beyond it gets a complete 503
-//! `unavailable` with `Retry-After: 1` and is closed without reading the request. With
+//! The connection caps are enforced at accept ([`admission`]: `http.max_connections`, at most
+//! `http.max_connections_per_address` of them per address, and a reserve for member nodes): a
+//! connection beyond them gets a complete 503 `unavailable` with `Retry-After: 1` and is
+//! closed without reading the request. An HTTP/2 connection idle for `http.idle_timeout_ms` is
+//! shut down gracefully ([`idle`]). With
 //! `[tls]`, an accepted connection is handshaken first ([`crate::tls::accept`], within
 //! `http.header_read_timeout_ms`), and the identity of its client certificate goes into its
 //! [`ConnInfo`].
@@ -20,14 +23,16 @@ use tokio::sync::watch;
 use crate::access::credentials::ConnInfo;
 use crate::service::App;
 
+mod admission;
 mod dispatch;
+mod idle;
 pub mod proto;
 
 use dispatch::connection;
 
 /// Serves `listener` until `shutdown` turns true, then lets in-flight requests finish for up to
 /// `http.shutdown_grace_ms`.
-pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: watch::Receiver<bool>) {
     let local = match listener.local_addr() {
         Ok(a) => a,
         Err(e) => {
@@ -35,13 +40,20 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
             return;
         }
     };
-    let protocols = proto::Protocols::new(Duration::from_millis(app.config().http.header_read_timeout_ms));
+    let http = &app.config().http;
+    let protocols = proto::Protocols::new(Duration::from_millis(http.header_read_timeout_ms));
     let routes = crate::http::router(app.clone());
     let grpc = app.config().grpc.enabled.then(|| crate::grpc::routes(app.clone(), shutdown.clone()));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let slots = Arc::new(tokio::sync::Semaphore::new(app.config().http.max_connections));
+    let admission = admission::Admission::new(
+        http.max_connections,
+        http.max_connections_per_address,
+        http.reserved_peer_connections,
+    );
     let trimmer = Arc::new(crate::memory::Trimmer::default());
     let trimming = tokio::spawn(trimmer.clone().run(Duration::from_secs(2)));
+    // Every connection task holds a sender; shutdown waits until all are dropped.
+    let (open_tx, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
+    let mut stop = shutdown.clone();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -54,61 +66,139 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, mut shutdown: watch::Re
                         continue;
                     }
                 };
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                let Some(ticket) = admission.admit(peer.ip(), app.tls().is_some()) else {
                     app.metrics().connection_refused();
                     tokio::spawn(refuse_connection(stream));
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
                 let info = ConnInfo { local: stream.local_addr().unwrap_or(local), peer, identity: None };
-                let trimmer = trimmer.clone();
-                let (app, routes, grpc, protocols, watcher) =
-                    (app.clone(), routes.clone(), grpc.clone(), protocols.clone(), graceful.watcher());
-                let mut stopping = shutdown.clone();
+                let conn = Conn {
+                    app: app.clone(),
+                    routes: routes.clone(),
+                    grpc: grpc.clone(),
+                    protocols: protocols.clone(),
+                    stopping: shutdown.clone(),
+                };
+                let (trimmer, open) = (trimmer.clone(), open_tx.clone());
                 tokio::spawn(async move {
-                    let first_bytes = Duration::from_millis(app.config().http.header_read_timeout_ms);
-                    match app.tls().cloned() {
-                        None => {
-                            // The watcher holds up graceful shutdown: a connection that has not
-                            // said which protocol it speaks is dropped at once, as hyper drops
-                            // an HTTP/1 connection that has not started a request.
-                            let sniffed = tokio::select! {
-                                p = proto::sniff(&stream, first_bytes) => p,
-                                _ = stopping.wait_for(|stop| *stop) => None,
-                            };
-                            if let Some(p) = sniffed {
-                                let svc = connection(&app, &routes, &grpc, info);
-                                let conn = protocols.builder(p).serve_connection(TokioIo::new(stream), svc);
-                                if let Err(e) = watcher.watch(conn.into_owned()).await {
-                                    tracing::debug!(error = %e, "connection ended with an error");
-                                }
-                            }
-                        }
-                        Some(tls) => match crate::tls::accept::accept(&tls, stream, first_bytes).await {
-                            Ok(accepted) => {
-                                let p = proto::of_alpn(accepted.stream.get_ref().1.alpn_protocol());
-                                let info = ConnInfo { identity: accepted.identity.map(Arc::new), ..info };
-                                let svc = connection(&app, &routes, &grpc, info);
-                                let conn = protocols.builder(p).serve_connection(TokioIo::new(accepted.stream), svc);
-                                if let Err(e) = watcher.watch(conn.into_owned()).await {
-                                    tracing::debug!(error = %e, "connection ended with an error");
-                                }
-                            }
-                            Err(e) => tracing::debug!(%peer, error = %e, "TLS connection refused"),
-                        },
-                    }
-                    drop(slot);
+                    conn.run(stream, info, ticket).await;
                     trimmer.connection_closed();
+                    drop(open);
                 });
             }
-            _ = shutdown.changed() => break,
+            _ = stop.changed() => break,
         }
     }
     drop(listener);
+    drop(open_tx);
     trimming.abort();
     let grace = Duration::from_millis(app.config().http.shutdown_grace_ms);
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(grace, all_closed.recv()).await.is_err() {
         tracing::warn!(?grace, "in-flight requests did not finish within the shutdown grace period");
+    }
+}
+
+/// What one connection's task needs.
+struct Conn {
+    app: Arc<App>,
+    routes: axum::Router,
+    grpc: Option<tonic::service::Routes>,
+    protocols: proto::Protocols,
+    stopping: watch::Receiver<bool>,
+}
+
+impl Conn {
+    /// Serves one admitted connection to its end (`ticket` holds its slot until then).
+    async fn run(mut self, stream: tokio::net::TcpStream, info: ConnInfo, ticket: admission::Ticket) {
+        let first_bytes = Duration::from_millis(self.app.config().http.header_read_timeout_ms);
+        match self.app.tls().cloned() {
+            None => {
+                // A connection that has not said which protocol it speaks is dropped at
+                // shutdown, as hyper drops an HTTP/1 connection that has not started a request.
+                let sniffed = tokio::select! {
+                    p = proto::sniff(&stream, first_bytes) => p,
+                    _ = self.stopping.wait_for(|stop| *stop) => None,
+                };
+                if let Some(p) = sniffed {
+                    self.serve(TokioIo::new(stream), p, info).await;
+                }
+            }
+            Some(tls) => {
+                let handshake = if ticket.reserved { first_bytes.min(admission::PROBATION) } else { first_bytes };
+                self.tls_then_serve(&tls, stream, handshake, info, &ticket).await;
+            }
+        }
+        drop(ticket);
+    }
+
+    /// The TLS handshake (within `handshake`), then HTTP, unless the connection is on a
+    /// reserved slot without a member's certificate.
+    async fn tls_then_serve(
+        self,
+        tls: &crate::tls::Tls,
+        stream: tokio::net::TcpStream,
+        handshake: Duration,
+        info: ConnInfo,
+        ticket: &admission::Ticket,
+    ) {
+        match crate::tls::accept::accept(tls, stream, handshake).await {
+            Ok(accepted) => {
+                let member = match &accepted.identity {
+                    Some(leaf_api::identity::CertIdentity::Node(id)) => self.app.is_current_member(*id),
+                    _ => false,
+                };
+                if !ticket.keep_if_member(member) {
+                    // On a reserved slot without a member's certificate.
+                    self.app.metrics().connection_refused();
+                    return;
+                }
+                let p = proto::of_alpn(accepted.stream.get_ref().1.alpn_protocol());
+                let info = ConnInfo { identity: accepted.identity.map(Arc::new), ..info };
+                self.serve(TokioIo::new(accepted.stream), p, info).await;
+            }
+            Err(e) => tracing::debug!(peer = %info.peer, error = %e, "TLS connection refused"),
+        }
+    }
+
+    /// Serves HTTP on an established connection until it ends: at shutdown, and for HTTP/2
+    /// after `http.idle_timeout_ms` without a request in flight, gracefully (in-flight
+    /// requests finish).
+    async fn serve<I>(mut self, io: TokioIo<I>, p: proto::Proto, info: ConnInfo)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let activity = (p == proto::Proto::Http2).then(idle::Activity::new);
+        let svc = connection(&self.app, &self.routes, &self.grpc, info, activity.clone());
+        let conn = self.protocols.builder(p).serve_connection(io, svc);
+        let mut conn = std::pin::pin!(conn);
+        let idle_timeout = Duration::from_millis(self.app.config().http.idle_timeout_ms);
+        let idle = async {
+            match activity {
+                Some(a) => idle::idle(a, idle_timeout).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut idle = std::pin::pin!(idle);
+        let mut closing = false;
+        loop {
+            tokio::select! {
+                ended = conn.as_mut() => {
+                    if let Err(e) = ended {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    return;
+                }
+                _ = &mut idle, if !closing => {
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                _ = self.stopping.wait_for(|stop| *stop), if !closing => {
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
     }
 }
 

@@ -76,9 +76,7 @@ impl App {
             Ok(Verdict::Peer(None))
         } else if crate::raft::service::is_internal(path) {
             let peer = match self.tls {
-                Some(_) => Some(check_peer_node(conn.identity.as_deref(), |id| {
-                    !self.raft.has_membership() || self.raft.knows_node(id)
-                })?),
+                Some(_) => Some(check_peer_node(conn.identity.as_deref(), |id| self.is_current_member(id))?),
                 None => None,
             };
             check_cluster_secret(self.config.cluster_secret(), creds.cluster_secret)?;
@@ -86,6 +84,14 @@ impl App {
         } else {
             Ok(Verdict::Anyone)
         }
+    }
+}
+
+impl App {
+    /// Whether node `id` may speak to this node as a peer: a current member, or any node while
+    /// this one has no cluster yet (a new learner waits for its leader).
+    pub fn is_current_member(&self, id: u64) -> bool {
+        !self.raft.has_membership() || self.raft.knows_node(id)
     }
 }
 

@@ -386,6 +386,29 @@ async fn the_monitor_views_take_the_monitor_right_and_show_a_token_only_its_tags
     node.shutdown().await;
 }
 
+/// An HTTP/2 connection that answers the node's pings and never sends a request held its
+/// connection slot for good (hyper closes only idle HTTP/1.1 connections, and HTTP/2 peers that
+/// stop answering pings). It is now closed after `http.idle_timeout_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = config(&dir);
+    cfg.http.idle_timeout_ms = 300;
+    let (node, _c) = start(cfg).await;
+    let tcp = tokio::net::TcpStream::connect(node.http_addr()).await.unwrap();
+    let builder = hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    let (mut sender, conn) = builder.handshake::<_, Full<Bytes>>(hyper_util::rt::TokioIo::new(tcp)).await.unwrap();
+    let driven = tokio::spawn(conn);
+    // A request in flight and answered: the connection is in use, then idle.
+    let req =
+        hyper::Request::get(format!("http://{}/openapi.json", node.http_addr())).body(Full::new(Bytes::new())).unwrap();
+    assert_eq!(sender.send_request(req).await.unwrap().status(), StatusCode::OK);
+    // The node closes it (GOAWAY): the client's connection task ends on its own.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(20), driven).await;
+    assert!(matches!(closed, Ok(Ok(Ok(())))), "the idle connection is still open: {closed:?}");
+    node.shutdown().await;
+}
+
 /// The trail kept the newest `audit.max_records` records of every kind together, and every tag
 /// update is one: a tenant allowed to update its tags could push every token and membership
 /// record out. Security records are now kept apart from tag records.
