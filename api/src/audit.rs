@@ -114,6 +114,18 @@ pub enum AuditAction {
     NodeRemoved {
         node_id: u64,
     },
+    /// An obfuscated tag's ID decoded back to its sequence number: whoever can decode can
+    /// count the tag's IDs, so each decode is on record.
+    ObfuscatedDecoded {
+        tag: String,
+        id: i64,
+    },
+    /// A node's clock skewed by fault injection (chaos tests only): its snowflake IDs and
+    /// leases follow the skewed clock.
+    ClockFaultSet {
+        node_id: u64,
+        offset_ms: i64,
+    },
 }
 
 /// The kinds of [`AuditAction`], for filtering.
@@ -129,10 +141,12 @@ pub enum AuditKind {
     LearnerAdded,
     NodePromoted,
     NodeRemoved,
+    ObfuscatedDecoded,
+    ClockFaultSet,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 8] = [
+    pub const ALL: [AuditKind; 10] = [
         AuditKind::TagCreated,
         AuditKind::TagUpdated,
         AuditKind::TokenCreated,
@@ -141,6 +155,8 @@ impl AuditKind {
         AuditKind::LearnerAdded,
         AuditKind::NodePromoted,
         AuditKind::NodeRemoved,
+        AuditKind::ObfuscatedDecoded,
+        AuditKind::ClockFaultSet,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -153,6 +169,8 @@ impl AuditKind {
             AuditKind::LearnerAdded => "learner_added",
             AuditKind::NodePromoted => "node_promoted",
             AuditKind::NodeRemoved => "node_removed",
+            AuditKind::ObfuscatedDecoded => "obfuscated_decoded",
+            AuditKind::ClockFaultSet => "clock_fault_set",
         }
     }
 }
@@ -179,19 +197,27 @@ impl AuditAction {
             AuditAction::LearnerAdded { .. } => AuditKind::LearnerAdded,
             AuditAction::NodePromoted { .. } => AuditKind::NodePromoted,
             AuditAction::NodeRemoved { .. } => AuditKind::NodeRemoved,
+            AuditAction::ObfuscatedDecoded { .. } => AuditKind::ObfuscatedDecoded,
+            AuditAction::ClockFaultSet { .. } => AuditKind::ClockFaultSet,
         }
     }
 
-    /// Whether the record is a security record (tokens, membership), kept apart from the tag
-    /// records, which tenants write at will, so that no number of tag changes pushes one out.
+    /// Whether the record is a security record (tokens, membership, clock faults), kept apart
+    /// from the tag records (created, updated, decoded), which tenants write at will, so that no
+    /// number of tag records pushes one out.
     pub fn is_security(&self) -> bool {
-        !matches!(self, AuditAction::TagCreated { .. } | AuditAction::TagUpdated { .. })
+        !matches!(
+            self,
+            AuditAction::TagCreated { .. } | AuditAction::TagUpdated { .. } | AuditAction::ObfuscatedDecoded { .. }
+        )
     }
 
     /// The tag the change is about, if any.
     pub fn tag(&self) -> Option<&str> {
         match self {
-            AuditAction::TagCreated { tag, .. } | AuditAction::TagUpdated { tag, .. } => Some(tag),
+            AuditAction::TagCreated { tag, .. }
+            | AuditAction::TagUpdated { tag, .. }
+            | AuditAction::ObfuscatedDecoded { tag, .. } => Some(tag),
             _ => None,
         }
     }

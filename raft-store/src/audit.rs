@@ -137,10 +137,17 @@ pub(crate) fn check_retention(r: &AuditRetention) -> Result<(), ApplyError> {
 
 /// Checks what a membership note may hold.
 pub(crate) fn check_note(action: &AuditAction) -> Result<(), ApplyError> {
+    const MAX_CLOCK_FAULT_MS: u64 = 365 * 86_400_000;
     match action {
         AuditAction::LearnerAdded { node_id, addr } if *node_id > 0 && addr.len() <= MAX_AUDIT_ADDR => Ok(()),
         AuditAction::NodePromoted { node_id } | AuditAction::NodeRemoved { node_id } if *node_id > 0 => Ok(()),
-        other => Err(ApplyError::Invalid(format!("not a membership note: {:?}", other.kind()))),
+        AuditAction::ObfuscatedDecoded { tag, id } if leaf_api::tag::validate_tag(tag).is_ok() && *id >= 0 => Ok(()),
+        AuditAction::ClockFaultSet { node_id, offset_ms }
+            if *node_id > 0 && offset_ms.unsigned_abs() <= MAX_CLOCK_FAULT_MS =>
+        {
+            Ok(())
+        }
+        other => Err(ApplyError::Invalid(format!("not an audit note: {:?}", other.kind()))),
     }
 }
 

@@ -72,8 +72,9 @@ pub enum Op {
     RevokeToken {
         id: TokenId,
     },
-    /// Records a membership change (made through openraft's own entries) in the audit trail:
-    /// a `LearnerAdded`, `NodePromoted` or `NodeRemoved` action, nothing else.
+    /// Records in the audit trail what is not a change of the replicated state: a membership
+    /// change (made through openraft's own entries: `LearnerAdded`, `NodePromoted`,
+    /// `NodeRemoved`), an obfuscated decode or a clock fault; nothing else.
     NoteMembership(AuditAction),
     /// An admin change (any of the ops above it but allocations and workers) with who asked
     /// for it; the leader stamps its audit retention in. Recorded in the audit trail, which

@@ -158,10 +158,11 @@ pub async fn allocations(
     responses((status = 200, description = "The offset now in force.", body = ClockFault), FaultErrors))]
 pub async fn fault_clock(
     State(app): State<Arc<App>>,
+    Caller(who): Caller,
     body: Result<JsonBody<ClockFault>, ApiError>,
 ) -> Result<Json<ClockFault>, ApiError> {
     // Disabled first: a node without fault injection says so whatever the body.
     app.fault_injection()?;
     let JsonBody(body) = body?;
-    Ok(Json(app.fault_clock(body)?))
+    Ok(Json(app.fault_clock(body, &who)?))
 }

@@ -83,8 +83,9 @@ impl RaftNode {
         self.propose(self.admin(actor, Op::RevokeToken { id })).await
     }
 
-    /// Records a membership change made through openraft in the audit trail.
-    pub async fn note_membership(&self, action: AuditAction, actor: Actor) -> Result<(), ProposeError> {
+    /// Records in the audit trail what changed no replicated state: a membership change made
+    /// through openraft, an obfuscated decode, a clock fault.
+    pub async fn note(&self, action: AuditAction, actor: Actor) -> Result<(), ProposeError> {
         self.propose(self.admin(actor, Op::NoteMembership(action))).await
     }
 

@@ -1,6 +1,7 @@
 //! Tag operations (admin, over HTTP `/admin/tags*` and gRPC `AdminService`): create with a
 //! profile, show, update, list, decode an obfuscated tag's IDs; and the allocation journal and
 //! the clock fault. Every field is checked here ([`super::validate`]) before it is proposed.
+use leaf_api::audit::AuditAction;
 use leaf_api::profile::{validate_upper_bound, DailyFormat, DailyOptions, Profile, ProfileError, DAILY_FIRST};
 use leaf_api::tokens::Right;
 use leaf_api::types::{AllocationJournal, ClockFault, CreateTagRequest, ObfuscatedDecoded, TagInfo, UpdateTagRequest};
@@ -99,6 +100,9 @@ impl App {
             return Err(ApiError::invalid(format!("tag {tag:?} is not obfuscated")));
         };
         let sequence = o.decode(id).map_err(|e| ApiError::invalid(e.to_string()))?;
+        // On record before it is answered: whoever decodes can count the tag's IDs.
+        let action = AuditAction::ObfuscatedDecoded { tag: tag.clone(), id: id as i64 };
+        self.raft.note(action, who.actor()).await?;
         Ok(ObfuscatedDecoded { tag, id: id as i64, sequence: sequence as i64 })
     }
 
@@ -128,12 +132,21 @@ impl App {
     }
 
     /// Skews this node's clock (only with fault injection enabled).
-    pub fn fault_clock(&self, fault: ClockFault) -> Result<ClockFault, ApiError> {
+    pub fn fault_clock(&self, fault: ClockFault, who: &Principal) -> Result<ClockFault, ApiError> {
         self.fault_injection()?;
         validate::clock_offset(fault.offset_ms)?;
         let before = self.clock.offset_ms();
         self.clock.set_offset_ms(fault.offset_ms);
         tracing::warn!(before, offset_ms = fault.offset_ms, "FAULT INJECTED: clock offset changed");
+        // Recorded in the background: a node cut off from its quorum (what chaos tests make)
+        // must take the fault at once; a record that cannot be written is logged.
+        let action = AuditAction::ClockFaultSet { node_id: self.config.node_id, offset_ms: fault.offset_ms };
+        let (raft, actor) = (self.raft.clone(), who.actor());
+        tokio::spawn(async move {
+            if let Err(e) = raft.note(action, actor).await {
+                tracing::warn!(error = %e, "the clock fault is in force but its audit record failed");
+            }
+        });
         Ok(fault)
     }
 }

@@ -441,3 +441,54 @@ async fn a_tenant_cannot_push_security_records_out_of_the_audit_trail() {
     assert_eq!(tag_records, 5, "tag records keep their own bound");
     node.shutdown().await;
 }
+
+/// Whoever decodes an obfuscated tag's IDs can count them, and a clock fault moves a node's
+/// snowflake IDs: neither was on record. Both are audited now, with who did it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn obfuscated_decodes_and_clock_faults_are_audited() {
+    use leaf_api::audit::{Actor, AuditAction, AuditFilter, AuditKind};
+    use leaf_api::profile::Profile;
+    use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
+    use leaf_api::types::CreateTagRequest;
+    let dir = TempDir::new().unwrap();
+    let cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..crate::support::fault_config(&dir) };
+    let (node, admin) = start(cfg).await;
+    let url = format!("http://{}", node.http_addr());
+    let secret = CreateTagRequest {
+        tag: "t-secret".into(),
+        step: 100,
+        profile: Some(Profile::Obfuscated),
+        ..Default::default()
+    };
+    admin.create_tag(&secret).await.unwrap();
+    let id = crate::support::get_ids(&admin, "t-secret", Some(1)).await[0];
+    let req = CreateTokenRequest {
+        name: "decoder".into(),
+        rights: vec![Right::Tags],
+        tags: vec![TagPattern::parse("t-*").unwrap()],
+        quota: None,
+    };
+    let issued = admin.create_token(&req).await.unwrap();
+    let tenant = crate::support::client(&url, Some(issued.bearer));
+    assert_eq!(tenant.decode_obfuscated("t-secret", id).await.unwrap().sequence, 1);
+    let decoded = AuditFilter { kind: Some(AuditKind::ObfuscatedDecoded), ..Default::default() };
+    let page = admin.audit(&decoded, None, None).await.unwrap();
+    let [record] = &page.records[..] else { panic!("{:?}", page.records) };
+    assert_eq!(record.action, AuditAction::ObfuscatedDecoded { tag: "t-secret".into(), id });
+    assert_eq!(record.actor, Actor::Token { id: issued.token.id, name: "decoder".into() });
+
+    crate::support::set_clock_offset(&admin, 250).await;
+    let faults = AuditFilter { kind: Some(AuditKind::ClockFaultSet), ..Default::default() };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let page = admin.audit(&faults, None, None).await.unwrap();
+        if let [record] = &page.records[..] {
+            assert_eq!(record.action, AuditAction::ClockFaultSet { node_id: 1, offset_ms: 250 });
+            assert_eq!(record.actor, Actor::AdminToken);
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no clock fault record: {:?}", page.records);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    node.shutdown().await;
+}
