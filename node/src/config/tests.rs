@@ -121,6 +121,25 @@ fn typos_and_nonsense_are_rejected() {
 }
 
 #[test]
+fn connection_and_access_nonsense_is_rejected() {
+    let mut c = Config::default();
+    c.http.max_connections_per_address = 0;
+    c.http.reserved_peer_connections = 10_001;
+    c.http.idle_timeout_ms = 99;
+    c.auth.public_endpoints = vec![crate::config::PublicEndpoint::Db, crate::config::PublicEndpoint::Db];
+    let Err(ConfigError::Invalid(errs)) = c.validate() else { panic!("accepted") };
+    assert_eq!(errs.len(), 4, "{errs:?}");
+    // An endpoint that is not a monitor endpoint is a parse error, naming the key.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leaf.toml");
+    std::fs::write(&path, "[auth]\npublic_endpoints = [\"admin\"]\n").unwrap();
+    let Err(ConfigError::Parse(e)) = Config::load_with_env(Some(&path), &Overrides::default(), no_env()) else {
+        panic!("accepted")
+    };
+    assert!(e.to_string().contains("public_endpoints"), "{e}");
+}
+
+#[test]
 fn snowflake_and_fault_nonsense_is_rejected() {
     let mut c = Config::default();
     c.snowflake.epoch_ms = -1;

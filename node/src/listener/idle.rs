@@ -51,13 +51,13 @@ impl Drop for Busy {
 pub async fn idle(activity: Arc<Activity>, timeout: Duration) {
     let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     loop {
-        let last = activity.last_ms.load(Ordering::Relaxed);
-        let quiet = activity.now_ms().saturating_sub(last);
-        if activity.in_flight.load(Ordering::Acquire) == 0 && quiet >= timeout_ms {
+        let busy = activity.in_flight.load(Ordering::Acquire) > 0;
+        let quiet = activity.now_ms().saturating_sub(activity.last_ms.load(Ordering::Relaxed));
+        if !busy && quiet >= timeout_ms {
             return;
         }
         // Busy now: look again a full timeout later; quiet: when the timeout would be up.
-        let wait = if activity.in_flight.load(Ordering::Acquire) > 0 { timeout_ms } else { timeout_ms - quiet };
+        let wait = if busy { timeout_ms } else { timeout_ms.saturating_sub(quiet) };
         tokio::time::sleep(Duration::from_millis(wait.max(1))).await;
     }
 }

@@ -70,7 +70,9 @@ impl RaftNode {
         // Without TLS nothing proves who listens at `addr`, and every request to it would carry
         // the secret (and the first appends, the whole state): it proves itself first.
         if !self.peers.is_tls() {
-            let secret = self.peers.secret().expect("checked above");
+            let Some(secret) = self.peers.secret() else {
+                return Err(member_err(MemberErrorKind::Invalid, "the leader has no cluster_secret"));
+            };
             let timeout = deadline.saturating_duration_since(Instant::now()).min(LEARNER_PROOF_TIMEOUT);
             learner_proof::ask(&self.peers, secret, node_id, &addr, timeout).await.map_err(|e| match e {
                 e @ learner_proof::Unproven::NoAnswer { .. } => ProposeError::Unavailable(e.to_string()),

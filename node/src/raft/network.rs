@@ -241,7 +241,9 @@ impl PeerClient {
         let exchange = async {
             let sent = match &pool.http {
                 Dialer::Plain(http) => http.request(request).await,
-                Dialer::Tls { .. } => pool.https_to(to).request(request).await,
+                Dialer::Tls { configs, source_ip, per_node } => {
+                    https_to(configs, *source_ip, per_node, to).request(request).await
+                }
             };
             let resp = sent.map_err(|e| {
                 if e.is_connect() {
@@ -269,27 +271,29 @@ impl PeerClient {
     }
 }
 
-impl Pool {
-    /// The pool of connections to member `to` (TLS only).
-    fn https_to(&self, to: NodeId) -> HttpsClient {
-        let Dialer::Tls { configs, source_ip, per_node } = &self.http else { unreachable!("TLS pools only") };
-        let mut clients = per_node.lock().unwrap_or_else(|e| e.into_inner());
-        let client = clients.entry(to).or_insert_with(|| {
-            let config = match configs {
-                TlsConfigs::Bound(loaded) => loaded.client_for(to),
-                TlsConfigs::Fixed(config) => (**config).clone(),
-            };
-            let mut connector = http_connector(*source_ip);
-            connector.enforce_http(false);
-            let https = hyper_rustls::HttpsConnectorBuilder::new()
-                .with_tls_config(config)
-                .https_only()
-                .enable_http1()
-                .wrap_connector(connector);
-            client_builder().build(https)
-        });
-        client.clone()
-    }
+/// The pool of connections to member `to`, made at the first call to it.
+fn https_to(
+    configs: &TlsConfigs,
+    source_ip: Option<std::net::IpAddr>,
+    per_node: &Mutex<HashMap<NodeId, HttpsClient>>,
+    to: NodeId,
+) -> HttpsClient {
+    let mut clients = per_node.lock().unwrap_or_else(|e| e.into_inner());
+    let client = clients.entry(to).or_insert_with(|| {
+        let config = match configs {
+            TlsConfigs::Bound(loaded) => loaded.client_for(to),
+            TlsConfigs::Fixed(config) => (**config).clone(),
+        };
+        let mut connector = http_connector(source_ip);
+        connector.enforce_http(false);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_only()
+            .enable_http1()
+            .wrap_connector(connector);
+        client_builder().build(https)
+    });
+    client.clone()
 }
 
 /// The TCP side of a peer connection.
