@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::profile::Profile;
-use crate::tokens::{Quota, Right, TagPattern, TokenId};
+use crate::tokens::{IdQuota, Quota, Right, TagPattern, TokenId};
 
 /// Longest name of a client certificate an actor carries, in bytes (longer ones are cut).
 pub const MAX_ACTOR_NAME: usize = 64;
@@ -126,6 +126,17 @@ pub enum AuditAction {
         node_id: u64,
         offset_ms: i64,
     },
+    /// A token created with its limits in IDs and tags (kind `token_created`; releases before
+    /// those limits recorded `token_created`).
+    TokenCreatedWithLimits {
+        token: TokenId,
+        name: String,
+        rights: Vec<Right>,
+        tags: Vec<TagPattern>,
+        quota: Option<Quota>,
+        id_quota: Option<IdQuota>,
+        max_tags: Option<u32>,
+    },
 }
 
 /// The kinds of [`AuditAction`], for filtering.
@@ -191,7 +202,7 @@ impl AuditAction {
         match self {
             AuditAction::TagCreated { .. } => AuditKind::TagCreated,
             AuditAction::TagUpdated { .. } => AuditKind::TagUpdated,
-            AuditAction::TokenCreated { .. } => AuditKind::TokenCreated,
+            AuditAction::TokenCreated { .. } | AuditAction::TokenCreatedWithLimits { .. } => AuditKind::TokenCreated,
             AuditAction::TokenRotated { .. } => AuditKind::TokenRotated,
             AuditAction::TokenRevoked { .. } => AuditKind::TokenRevoked,
             AuditAction::LearnerAdded { .. } => AuditKind::LearnerAdded,
@@ -226,6 +237,7 @@ impl AuditAction {
     pub fn token(&self) -> Option<TokenId> {
         match self {
             AuditAction::TokenCreated { token, .. }
+            | AuditAction::TokenCreatedWithLimits { token, .. }
             | AuditAction::TokenRotated { token, .. }
             | AuditAction::TokenRevoked { token, .. } => Some(*token),
             _ => None,
@@ -359,6 +371,15 @@ mod tests {
                 rights: vec![],
                 tags: vec![],
                 quota: None,
+            },
+            AuditAction::TokenCreatedWithLimits {
+                token: TokenId(4),
+                name: "n".into(),
+                rights: vec![],
+                tags: vec![],
+                quota: None,
+                id_quota: None,
+                max_tags: Some(3),
             },
         ] {
             let r = AuditRecord { seq: 9, at_ms: -1, actor: a.clone(), action };

@@ -1,5 +1,5 @@
 //! Scoped access tokens: what a token may do ([`Right`]), on which tags ([`TagPattern`]), how
-//! fast ([`Quota`]), how it is named ([`TokenId`]) and sent (the bearer string of
+//! fast ([`Quota`] in requests, [`IdQuota`] in IDs), how many tags it may create, how it is named ([`TokenId`]) and sent (the bearer string of
 //! [`parse_bearer`] / [`format_bearer`]), and the bodies of the token endpoints.
 //!
 //! A bearer is `leaf_<id>_<secret>`: the token's public ID (16 lowercase hex digits) and 32
@@ -18,6 +18,11 @@ pub const MAX_TOKEN_NAME: usize = 64;
 pub const MAX_TOKEN_PATTERNS: usize = 8;
 /// Largest `rate_per_sec` and `burst` of a quota.
 pub const MAX_QUOTA: u32 = 1_000_000;
+/// Largest `ids_per_sec` and `burst_ids` of an [`IdQuota`]: above it a bucket's nanoseconds
+/// per ID would round to 0.
+pub const MAX_ID_QUOTA: u32 = 1_000_000_000;
+/// Largest `max_tags` of a token: the most tags the cluster holds.
+pub const MAX_TOKEN_TAGS: u32 = 40_000;
 /// Longest grace period of a rotation, during which the old secret still works (a day).
 pub const MAX_GRACE_MS: i64 = 86_400_000;
 /// Bytes of a token's secret.
@@ -143,6 +148,41 @@ impl Quota {
             }
         }
         Ok(())
+    }
+}
+
+/// A token's limit in IDs on each node it calls, whatever the requests they come in: a token
+/// bucket refilled at `ids_per_sec` IDs a second, holding at most `burst_ids`. One request for
+/// more than `burst_ids` IDs is refused (400), since it could never fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct IdQuota {
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000_000, example = 100000))]
+    #[serde(deserialize_with = "crate::json_int::u32")]
+    pub ids_per_sec: u32,
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000_000, example = 1000000))]
+    #[serde(deserialize_with = "crate::json_int::u32")]
+    pub burst_ids: u32,
+}
+
+impl IdQuota {
+    pub fn validate(&self) -> Result<(), TokenError> {
+        for (what, v) in [("ids_per_sec", self.ids_per_sec), ("burst_ids", self.burst_ids)] {
+            if !(1..=MAX_ID_QUOTA).contains(&v) {
+                return Err(TokenError::Quota(format!("{what} must be from 1 to {MAX_ID_QUOTA}, got {v}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a token's `max_tags`: 1 to [`MAX_TOKEN_TAGS`].
+pub fn validate_max_tags(max_tags: u32) -> Result<(), TokenError> {
+    if (1..=MAX_TOKEN_TAGS).contains(&max_tags) {
+        Ok(())
+    } else {
+        Err(TokenError::MaxTags(max_tags))
     }
 }
 
@@ -312,6 +352,8 @@ pub enum TokenError {
     Id(String),
     #[error("grace_ms must be from 0 to {MAX_GRACE_MS}, got {0}")]
     Grace(i64),
+    #[error("max_tags must be from 1 to {MAX_TOKEN_TAGS}, got {0}")]
+    MaxTags(u32),
 }
 
 fn clip(s: &str) -> String {
@@ -319,7 +361,7 @@ fn clip(s: &str) -> String {
 }
 
 /// `POST /admin/tokens`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateTokenRequest {
@@ -338,6 +380,13 @@ pub struct CreateTokenRequest {
     /// A request rate limit on each node; none: unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<Quota>,
+    /// A limit in IDs on each node (one request for 1,000 IDs takes 1,000); none: unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_quota: Option<IdQuota>,
+    /// The most tags the token may ever create (with the `tags` right); none: unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::json_int::opt_u32")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 40_000, example = 100))]
+    pub max_tags: Option<u32>,
 }
 
 /// `POST /admin/tokens/{id}/rotate`.
@@ -362,6 +411,13 @@ pub struct TokenInfo {
     pub tags: Vec<TagPattern>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<Quota>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_quota: Option<IdQuota>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tags: Option<u32>,
+    /// How many tags the token has created.
+    #[serde(default)]
+    pub tags_created: u32,
     /// Leader time (Unix ms) of the creation.
     pub created_ms: i64,
     pub created_by: Actor,
@@ -457,5 +513,10 @@ mod tests {
         assert!(Quota { rate_per_sec: 0, burst: 1 }.validate().is_err());
         assert!(Quota { rate_per_sec: 1, burst: MAX_QUOTA + 1 }.validate().is_err());
         assert!(Quota { rate_per_sec: MAX_QUOTA, burst: 1 }.validate().is_ok());
+        assert!(IdQuota { ids_per_sec: 0, burst_ids: 1 }.validate().is_err());
+        assert!(IdQuota { ids_per_sec: 1, burst_ids: MAX_ID_QUOTA + 1 }.validate().is_err());
+        assert!(IdQuota { ids_per_sec: MAX_ID_QUOTA, burst_ids: 1 }.validate().is_ok());
+        assert!(validate_max_tags(0).is_err() && validate_max_tags(MAX_TOKEN_TAGS + 1).is_err());
+        assert!(validate_max_tags(1).is_ok() && validate_max_tags(MAX_TOKEN_TAGS).is_ok());
     }
 }

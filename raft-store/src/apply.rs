@@ -69,6 +69,8 @@ pub enum ApplyError {
     TokenExists(TokenId),
     #[error("no token with ID {0}")]
     TokenNotFound(TokenId),
+    #[error("token {token} has created the {max_tags} tags its max_tags allows")]
+    TokenTagLimit { token: TokenId, max_tags: u32 },
 }
 
 impl From<ValidationError> for ApplyError {
@@ -145,7 +147,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
     match op {
         Op::CreateTag { tag, step, start_max_id, description } => {
             let record = TagRecord::new(at_ms, *step, *start_max_id, description);
-            tags::create(state, tag, record, changes)
+            create_tag(state, actor, tag, record, changes)
         }
         Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
             let record = TagRecord {
@@ -153,7 +155,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
                 upper_bound: *upper_bound,
                 ..TagRecord::new(at_ms, *step, *start_max_id, description)
             };
-            tags::create(state, tag, record, changes)
+            create_tag(state, actor, tag, record, changes)
         }
         Op::UpdateTag { tag, step, description } => {
             tags::update(state, at_ms, tag, (*step, description.as_deref()), changes)
@@ -169,8 +171,12 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
             workers::renew(state, at_ms, (*node_id, *worker_id), *high_water_ms, *lease_ms, changes)
         }
         Op::CreateToken(t) => {
-            let record = crate::tokens::create(state, at_ms, actor, t, changes)?;
+            let record = crate::tokens::create(state, at_ms, actor, (t, Default::default()), changes)?;
             Ok(Applied::Token { id: t.id, record })
+        }
+        Op::CreateTokenV2 { token, limits } => {
+            let record = crate::tokens::create(state, at_ms, actor, (token, *limits), changes)?;
+            Ok(Applied::Token { id: token.id, record })
         }
         Op::RotateToken { id, secret_hash, grace_ms } => {
             let record = crate::tokens::rotate(state, at_ms, (*id, *secret_hash, *grace_ms), changes)?;
@@ -183,6 +189,14 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::NoteMembership(_) => Ok(Applied::Nothing),
         Op::Admin { .. } | Op::AdminApart { .. } => Err(invalid("an admin wrapper cannot wrap another")),
     }
+}
+
+/// Creates a tag within its creator's tag budget (a token's `max_tags`), and counts it.
+fn create_tag(state: &mut State, actor: &Actor, tag: &str, record: TagRecord, changes: &mut Changes) -> ApplyResult {
+    crate::tokens::check_tag_budget(state, actor)?;
+    let applied = tags::create(state, tag, record, changes)?;
+    crate::tokens::count_tag(state, actor, changes);
+    Ok(applied)
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ impl AuditLog {
     }
 
     /// Appends a record of `action` by `actor` at leader time `at_ms`, then trims.
-    fn push(&mut self, at_ms: i64, actor: Actor, action: AuditAction, trim: Trim, changes: &mut Changes) {
+    pub(crate) fn push(&mut self, at_ms: i64, actor: Actor, action: AuditAction, trim: Trim, changes: &mut Changes) {
         let seq = self.next_seq;
         self.next_seq += 1;
         let security = action.is_security();
@@ -197,6 +197,15 @@ fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
             rights: t.rights.iter().copied().collect(),
             tags: t.tags.clone(),
             quota: t.quota,
+        },
+        (Op::CreateTokenV2 { token: t, limits }, _) => AuditAction::TokenCreatedWithLimits {
+            token: t.id,
+            name: t.name.clone(),
+            rights: t.rights.iter().copied().collect(),
+            tags: t.tags.clone(),
+            quota: t.quota,
+            id_quota: limits.id_quota,
+            max_tags: limits.max_tags,
         },
         (Op::RotateToken { id, grace_ms, .. }, Applied::Token { record, .. }) => {
             AuditAction::TokenRotated { token: *id, name: record.name.clone(), grace_ms: *grace_ms }

@@ -86,6 +86,10 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             Ok(())
         }
         Op::CreateToken(t) => crate::tokens::check_new(t),
+        Op::CreateTokenV2 { token, limits } => {
+            crate::tokens::check_new(token)?;
+            limits.check()
+        }
         Op::RotateToken { grace_ms, .. } => crate::tokens::check_grace(*grace_ms),
         Op::RevokeToken { .. } => Ok(()),
         Op::NoteMembership(action) => crate::audit::check_note(action),

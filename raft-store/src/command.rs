@@ -6,7 +6,7 @@ use leaf_api::tokens::TokenId;
 use serde::{Deserialize, Serialize};
 
 use crate::profile::StoredProfile;
-use crate::tokens::{NewToken, SecretHash};
+use crate::tokens::{NewToken, SecretHash, TokenLimits};
 
 /// A command proposed through Raft.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +101,12 @@ pub enum Op {
         retention: AuditRetention,
         op: Box<Op>,
     },
+    /// Creates a scoped token with limits in IDs and tags. `CreateToken` stays for logs of
+    /// earlier releases (a token without them).
+    CreateTokenV2 {
+        token: NewToken,
+        limits: TokenLimits,
+    },
 }
 
 impl Op {
@@ -116,6 +122,7 @@ impl Op {
             | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. }
             | Op::CreateToken(_)
+            | Op::CreateTokenV2 { .. }
             | Op::RotateToken { .. }
             | Op::RevokeToken { .. }
             | Op::NoteMembership(_) => None,
@@ -130,6 +137,7 @@ impl Op {
             | Op::CreateTagV2 { .. }
             | Op::UpdateTag { .. }
             | Op::CreateToken(_)
+            | Op::CreateTokenV2 { .. }
             | Op::RotateToken { .. }
             | Op::RevokeToken { .. }
             | Op::NoteMembership(_) => true,
@@ -139,6 +147,19 @@ impl Op {
             | Op::RenewWorker { .. }
             | Op::Admin { .. }
             | Op::AdminApart { .. } => false,
+        }
+    }
+
+    /// Whether applying the operation may change a token's record: a token change, or a tag
+    /// created with a token (which counts it).
+    pub fn touches_tokens(&self) -> bool {
+        match self {
+            Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => true,
+            Op::Admin { actor, op, .. } | Op::AdminApart { actor, op, .. } => {
+                op.touches_tokens()
+                    || (actor.token().is_some() && matches!(**op, Op::CreateTag { .. } | Op::CreateTagV2 { .. }))
+            }
+            _ => false,
         }
     }
 

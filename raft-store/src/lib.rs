@@ -58,7 +58,7 @@ pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
 pub use state::State;
 pub use state_machine::{StateMachineStore, StateReader};
 pub use tags::{Allocation, TagRecord, MAX_TAGS};
-pub use tokens::{NewToken, SecretHash, TokenRecord, MAX_TOKENS};
+pub use tokens::{NewToken, SecretHash, TokenLimits, TokenRecord, MAX_TOKENS};
 pub use types::TypeConfig;
 pub use workers::{WorkerGrant, WorkerRecord, WORKER_IDS};
 

@@ -140,7 +140,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 EntryPayload::Normal(cmd) => {
                     // `apply` notes the keys it writes (none when it refuses the command).
                     let r = apply(&mut d.state, &cmd, &mut dirty.changes);
-                    tokens_changed |= matches!(r, Ok(Applied::Token { .. }));
+                    tokens_changed |= r.is_ok() && cmd.op.touches_tokens();
                     if let (Ok(Applied::Segment(a)), Op::AllocateSegment { tag, node_id, .. }) = (&r, &cmd.op) {
                         let record = JournalRecord {
                             tag: tag.clone(),

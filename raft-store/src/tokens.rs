@@ -4,7 +4,9 @@
 use std::collections::BTreeSet;
 
 use leaf_api::audit::Actor;
-use leaf_api::tokens::{validate_name, validate_scope, Quota, Right, TagPattern, TokenId, MAX_GRACE_MS};
+use leaf_api::tokens::{
+    validate_max_tags, validate_name, validate_scope, IdQuota, Quota, Right, TagPattern, TokenId, MAX_GRACE_MS,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{ApplyError, Changes};
@@ -31,6 +33,32 @@ pub struct TokenRecord {
     pub created_ms: i64,
     pub created_by: Actor,
     pub rotated_ms: Option<i64>,
+    pub limits: TokenLimits,
+    /// Tags created with this token, ever (archived ones included).
+    pub tags_created: u32,
+}
+
+/// A token's limits beyond its request quota (a release after the first one with tokens
+/// added them; its tokens have none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenLimits {
+    /// IDs a second on each node.
+    pub id_quota: Option<IdQuota>,
+    /// The most tags the token may create.
+    pub max_tags: Option<u32>,
+}
+
+impl TokenLimits {
+    pub(crate) fn check(&self) -> Result<(), ApplyError> {
+        let invalid = |e: leaf_api::tokens::TokenError| ApplyError::Invalid(e.to_string());
+        if let Some(q) = &self.id_quota {
+            q.validate().map_err(invalid)?;
+        }
+        if let Some(m) = self.max_tags {
+            validate_max_tags(m).map_err(invalid)?;
+        }
+        Ok(())
+    }
 }
 
 impl TokenRecord {
@@ -83,9 +111,10 @@ pub(crate) fn create(
     state: &mut State,
     at_ms: i64,
     actor: &Actor,
-    t: &NewToken,
+    (t, limits): (&NewToken, TokenLimits),
     changes: &mut Changes,
 ) -> Result<TokenRecord, ApplyError> {
+    limits.check()?;
     if state.tokens.contains_key(&t.id.0) {
         return Err(ApplyError::TokenExists(t.id));
     }
@@ -105,6 +134,8 @@ pub(crate) fn create(
         created_ms: at_ms,
         created_by: actor.clone(),
         rotated_ms: None,
+        limits,
+        tags_created: 0,
     };
     state.tokens.insert(t.id.0, record.clone());
     changes.tokens.insert(t.id.0);
@@ -123,6 +154,27 @@ pub(crate) fn rotate(
     record.rotated_ms = Some(at_ms);
     changes.tokens.insert(id.0);
     Ok(record.clone())
+}
+
+/// Refuses a tag creation by a token that has created its `max_tags` already. Changes nothing:
+/// [`count_tag`] counts the tag once it is created.
+pub(crate) fn check_tag_budget(state: &State, actor: &Actor) -> Result<(), ApplyError> {
+    let Some(id) = actor.token() else { return Ok(()) };
+    match state.tokens.get(&id.0) {
+        Some(r) if r.limits.max_tags.is_some_and(|max| r.tags_created >= max) => {
+            Err(ApplyError::TokenTagLimit { token: id, max_tags: r.limits.max_tags.unwrap_or_default() })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Counts a tag created by `actor`, if it is a token (one revoked since proposing counts nothing).
+pub(crate) fn count_tag(state: &mut State, actor: &Actor, changes: &mut Changes) {
+    let Some(id) = actor.token() else { return };
+    if let Some(r) = state.tokens.get_mut(&id.0) {
+        r.tags_created = r.tags_created.saturating_add(1);
+        changes.tokens.insert(id.0);
+    }
 }
 
 pub(crate) fn revoke(state: &mut State, id: TokenId, changes: &mut Changes) -> Result<TokenRecord, ApplyError> {
@@ -208,6 +260,46 @@ mod tests {
         let rot = Op::RotateToken { id: TokenId(1), secret_hash: [0; 32], grace_ms: MAX_GRACE_MS + 1 };
         assert!(matches!(run(&mut s, 1, rot).0, Err(ApplyError::Invalid(_))));
         assert_eq!(s, State::default());
+    }
+
+    #[test]
+    fn a_token_creates_at_most_its_max_tags() {
+        let mut s = State::default();
+        let limits = TokenLimits { id_quota: None, max_tags: Some(2) };
+        run(&mut s, 1, Op::CreateTokenV2 { token: new_token(1, "svc", "t-*"), limits }).0.unwrap();
+        let by = |actor: &Actor, tag: &str| Op::AdminApart {
+            actor: actor.clone(),
+            retention: crate::audit::DEFAULT_RETENTION,
+            op: Box::new(Op::CreateTag { tag: tag.into(), step: 10, start_max_id: 1, description: String::new() }),
+        };
+        let token = Actor::Token { id: TokenId(1), name: "svc".into() };
+        for tag in ["t-1", "t-2"] {
+            let (r, c) = run(&mut s, 2, by(&token, tag));
+            assert!(r.is_ok(), "{r:?}");
+            assert!(c.tokens.contains(&1), "the count is written");
+        }
+        assert_eq!(s.tokens[&1].tags_created, 2);
+        let before = s.clone();
+        let (r, c) = run(&mut s, 3, by(&token, "t-3"));
+        assert_eq!(r, Err(ApplyError::TokenTagLimit { token: TokenId(1), max_tags: 2 }));
+        assert!(c.is_empty());
+        assert_eq!(s, before, "nothing changed: no tag, no count, no audit record");
+        // A failed creation counts nothing; others are not bound by the token's budget.
+        assert!(run(&mut s, 4, by(&Actor::AdminToken, "t-3")).0.is_ok());
+        assert!(matches!(run(&mut s, 4, by(&Actor::AdminToken, "t-3")).0, Err(ApplyError::TagExists(_))));
+        assert_eq!(s.tokens[&1].tags_created, 2);
+        // A token without a limit is counted all the same.
+        run(&mut s, 5, Op::CreateToken(new_token(2, "free", "*"))).0.unwrap();
+        let free = Actor::Token { id: TokenId(2), name: "free".into() };
+        assert!(run(&mut s, 6, by(&free, "u-1")).0.is_ok());
+        assert_eq!(s.tokens[&2].tags_created, 1);
+        // Limits out of range are refused like the rest of a token.
+        let bad = TokenLimits { id_quota: None, max_tags: Some(0) };
+        let (r, c) = run(&mut s, 7, Op::CreateTokenV2 { token: new_token(3, "bad", "*"), limits: bad });
+        assert!(matches!(r, Err(ApplyError::Invalid(_))), "{r:?}");
+        assert!(c.is_empty());
+        let bad = TokenLimits { id_quota: Some(IdQuota { ids_per_sec: 0, burst_ids: 1 }), max_tags: None };
+        assert!(run(&mut s, 7, Op::CreateTokenV2 { token: new_token(3, "bad", "*"), limits: bad }).0.is_err());
     }
 
     #[test]

@@ -102,6 +102,7 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
         rights: vec![Right::Monitor],
         tags: vec![TagPattern::parse("*").unwrap()],
         quota: None,
+        ..Default::default()
     };
     let ui = admin.create_token(&ui).await.unwrap().bearer;
     // Clients on every node (admin token: IDs need one here) until the end of the test.

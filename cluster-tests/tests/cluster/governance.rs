@@ -36,6 +36,7 @@ async fn a_scoped_token_is_enforced_everywhere_and_refused_on_every_node_once_it
         rights: vec![Right::Ids],
         tags: vec![TagPattern::parse("orders-*").unwrap()],
         quota: None,
+        ..Default::default()
     };
     // Created through a follower: forwarded to the leader like any admin change.
     let issued = cluster.client(follower).create_token(&req).await.unwrap();

@@ -21,6 +21,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
         rights: vec![leaf_api::tokens::Right::Tags],
         tags: vec![leaf_api::tokens::TagPattern::parse("tag-*").unwrap()],
         quota: None,
+        ..Default::default()
     };
     let early = cluster.client(1).create_token(&token).await.unwrap();
     for i in 0..60 {

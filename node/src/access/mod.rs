@@ -131,6 +131,8 @@ struct Meter {
     /// The token's name, for removing its metric series once it is revoked.
     name: String,
     bucket: Option<quota::Gcra>,
+    /// The token's quota in IDs, and the most one request may ask for.
+    ids: Option<(quota::Gcra, u32)>,
     allowed: Counter,
     limited: Counter,
     denied: Counter,
@@ -212,7 +214,31 @@ impl Access {
             let p = Principal::Token { id, name: String::new(), rights: BTreeSet::new(), tags: vec![] };
             return Err(forbidden(&p, Right::Ids, tag));
         }
-        self.take(id, &meter)
+        if let Some((_, burst)) = &meter.ids {
+            if ask.ids > *burst {
+                meter.denied.inc();
+                return Err(ApiError::invalid(format!(
+                    "token {id} may take at most {burst} IDs at once (its burst_ids); ask for fewer"
+                )));
+            }
+        }
+        self.take(id, &meter)?;
+        self.take_ids(id, &meter, ask.ids)
+    }
+
+    /// Charges `n` IDs to the token's quota in IDs, if it has one.
+    fn take_ids(&self, id: TokenId, meter: &Meter, n: u32) -> Result<(), ApiError> {
+        let Some((bucket, _)) = &meter.ids else { return Ok(()) };
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        bucket.take_n(now, u64::from(n)).map_err(|wait| {
+            meter.limited.inc();
+            let secs = quota::retry_after_secs(wait);
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!("token {id} is over its quota of IDs on this node; retry in {secs} s"),
+            )
+            .retry_after(secs)
+        })
     }
 
     fn take_anonymous(&self, ask: IdAsk) -> Result<(), ApiError> {
@@ -282,7 +308,8 @@ impl Access {
         }
         let (allowed, limited, denied) = self.metrics.token_counters(&id.to_string(), &record.name);
         let bucket = record.quota.map(quota::Gcra::new);
-        let made = Arc::new(Meter { name: record.name.clone(), bucket, allowed, limited, denied });
+        let ids = record.limits.id_quota.map(|q| (quota::Gcra::per_sec(q.ids_per_sec, q.burst_ids), q.burst_ids));
+        let made = Arc::new(Meter { name: record.name.clone(), bucket, ids, allowed, limited, denied });
         let live = self.state.tokens();
         let mut out = made.clone();
         let before = self.meters.rcu(|m| {

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use leaf_api::audit::{AuditFilter, AuditKind};
-use leaf_api::tokens::{CreateTokenRequest, Quota, Right, RotateTokenRequest, TagPattern, TokenId};
+use leaf_api::tokens::{CreateTokenRequest, IdQuota, Quota, Right, RotateTokenRequest, TagPattern, TokenId};
 use leaf_client::Client;
 
 use super::remote::print_json;
@@ -27,6 +27,15 @@ pub enum TokenCmd {
         /// Most requests at once on each node (with --rate).
         #[arg(long, requires = "rate")]
         burst: Option<u32>,
+        /// IDs a second on each node, whatever the requests they come in (with --burst-ids).
+        #[arg(long, requires = "burst_ids")]
+        ids_per_sec: Option<u32>,
+        /// Most IDs at once on each node, and in one request (with --ids-per-sec).
+        #[arg(long, requires = "ids_per_sec")]
+        burst_ids: Option<u32>,
+        /// The most tags it may ever create.
+        #[arg(long)]
+        max_tags: Option<u32>,
     },
     /// List the tokens (never their secrets).
     List,
@@ -47,7 +56,7 @@ pub enum TokenCmd {
 #[derive(Args, Debug)]
 pub struct AuditArgs {
     /// Only this kind: tag_created, tag_updated, token_created, token_rotated, token_revoked,
-    /// learner_added, node_promoted, node_removed.
+    /// learner_added, node_promoted, node_removed, obfuscated_decoded, clock_fault_set.
     #[arg(long)]
     kind: Option<AuditKind>,
     /// Only changes of this tag.
@@ -72,9 +81,12 @@ pub struct AuditArgs {
 
 pub async fn token(client: &Client, cmd: TokenCmd) -> ExitCode {
     match cmd {
-        TokenCmd::Create { name, rights, tags, rate, burst } => {
+        TokenCmd::Create { name, rights, tags, rate, burst, ids_per_sec, burst_ids, max_tags } => {
             let quota = rate.zip(burst).map(|(rate_per_sec, burst)| Quota { rate_per_sec, burst });
-            print_json(client.create_token(&CreateTokenRequest { name, rights, tags, quota }).await)
+            let id_quota =
+                ids_per_sec.zip(burst_ids).map(|(ids_per_sec, burst_ids)| IdQuota { ids_per_sec, burst_ids });
+            let body = CreateTokenRequest { name, rights, tags, quota, id_quota, max_tags };
+            print_json(client.create_token(&body).await)
         }
         TokenCmd::List => print_json(client.tokens().await),
         TokenCmd::Show { id } => print_json(client.token(id).await),

@@ -73,7 +73,7 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             }
             check_worker(g.worker_id, g.lease_expires_ms)
         }
-        (Op::CreateToken(t), Applied::Token { id, record }) => {
+        (Op::CreateToken(t) | Op::CreateTokenV2 { token: t, .. }, Applied::Token { id, record }) => {
             check_token_answer(t.id, *id, record)?;
             if record.secret_hash != t.secret_hash || record.name != t.name {
                 return Err(invalid(format!("token {id} answered with another name or secret")));
@@ -116,7 +116,9 @@ fn op_kind(op: &Op) -> &'static str {
         Op::AllocateSegment { .. } => "a segment allocation",
         Op::RegisterWorker { .. } | Op::RegisterWorkerIn { .. } => "a worker registration",
         Op::RenewWorker { .. } => "a worker renewal",
-        Op::CreateToken(_) | Op::RotateToken { .. } | Op::RevokeToken { .. } => "a token change",
+        Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => {
+            "a token change"
+        }
         Op::NoteMembership(_) => "a membership note",
         Op::Admin { op, .. } | Op::AdminApart { op, .. } => op_kind(op),
     }

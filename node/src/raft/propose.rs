@@ -3,7 +3,9 @@
 //! barrier. Admin changes carry who asked for them ([`Actor`]) into the audit trail.
 use leaf_api::audit::{Actor, AuditAction};
 use leaf_api::tokens::TokenId;
-use leaf_raft_store::{Allocation, NewToken, Op, SecretHash, StoredProfile, TagRecord, TokenRecord, WorkerGrant};
+use leaf_raft_store::{
+    Allocation, NewToken, Op, SecretHash, StoredProfile, TagRecord, TokenLimits, TokenRecord, WorkerGrant,
+};
 use tokio::time::Instant;
 
 use super::answer::FromApplied;
@@ -63,8 +65,13 @@ impl RaftNode {
 
     /// Creates a scoped token (its secret as a hash). Not retried once it may have been
     /// delivered: the caller would never learn the bearer of a token created twice.
-    pub async fn create_token(&self, token: NewToken, actor: Actor) -> Result<(TokenId, TokenRecord), ProposeError> {
-        self.propose(self.admin(actor, Op::CreateToken(token))).await
+    pub async fn create_token(
+        &self,
+        token: NewToken,
+        limits: TokenLimits,
+        actor: Actor,
+    ) -> Result<(TokenId, TokenRecord), ProposeError> {
+        self.propose(self.admin(actor, Op::CreateTokenV2 { token, limits })).await
     }
 
     /// Replaces a token's secret; the old one works for `grace_ms` more of leader time.

@@ -51,6 +51,7 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
         ) => ErrorCode::TagExhausted,
         ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
         ProposeError::Rejected(ApplyError::TokenNotFound(_)) => ErrorCode::TokenNotFound,
+        ProposeError::Rejected(ApplyError::TokenTagLimit { .. }) => ErrorCode::Forbidden,
         // Token IDs are 64 random bits: a clash is a fluke; the caller may simply retry.
         ProposeError::Rejected(ApplyError::TokenExists(_)) => ErrorCode::Unavailable,
         // Worker registration is the snowflake actor's business; no request proposes it.

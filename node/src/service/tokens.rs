@@ -5,11 +5,11 @@
 //! proposed only as its SHA-256: the Raft log, snapshots and backups never hold it.
 use leaf_api::audit::{AuditFilter, AuditKind, AuditPage, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE};
 use leaf_api::tokens::{
-    format_bearer, rights_set, validate_name, validate_scope, CreateTokenRequest, IssuedToken, RotateTokenRequest,
-    TokenError, TokenId, TokenInfo, MAX_GRACE_MS,
+    format_bearer, rights_set, validate_max_tags, validate_name, validate_scope, CreateTokenRequest, IssuedToken,
+    RotateTokenRequest, TokenError, TokenId, TokenInfo, MAX_GRACE_MS,
 };
 use leaf_api::ErrorCode;
-use leaf_raft_store::{NewToken, TokenRecord};
+use leaf_raft_store::{NewToken, TokenLimits, TokenRecord};
 
 use super::{validate, ApiError, App};
 use crate::access::{hash_secret, new_secret, Principal};
@@ -55,6 +55,13 @@ impl App {
         if let Some(q) = &body.quota {
             q.validate().map_err(bad)?;
         }
+        if let Some(q) = &body.id_quota {
+            q.validate().map_err(bad)?;
+        }
+        if let Some(m) = body.max_tags {
+            validate_max_tags(m).map_err(bad)?;
+        }
+        let limits = TokenLimits { id_quota: body.id_quota, max_tags: body.max_tags };
         let (id, secret) = new_secret()?;
         let token = NewToken {
             id,
@@ -64,7 +71,7 @@ impl App {
             quota: body.quota,
             secret_hash: hash_secret(&secret),
         };
-        let (id, record) = self.raft.create_token(token, who.actor()).await?;
+        let (id, record) = self.raft.create_token(token, limits, who.actor()).await?;
         tracing::info!(token = %id, name = %record.name, "created a scoped token");
         Ok(IssuedToken { token: token_info(id, record), bearer: format_bearer(id, &secret) })
     }
@@ -128,6 +135,9 @@ pub fn token_info(id: TokenId, r: TokenRecord) -> TokenInfo {
         rights: r.rights.into_iter().collect(),
         tags: r.tags,
         quota: r.quota,
+        id_quota: r.limits.id_quota,
+        max_tags: r.limits.max_tags,
+        tags_created: r.tags_created,
         created_ms: r.created_ms,
         created_by: r.created_by,
         rotated_ms: r.rotated_ms,

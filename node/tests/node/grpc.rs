@@ -259,6 +259,7 @@ async fn grpc_calls_carry_scoped_tokens() {
         rights,
         tags: vec![TagPattern::parse("orders-*").unwrap()],
         quota,
+        ..Default::default()
     };
     let t = c.create_token(&token("svc", vec![Right::Ids, Right::Tags], None)).await.unwrap().bearer;
     let slow = Some(Quota { rate_per_sec: 1, burst: 2 });

@@ -129,6 +129,7 @@ async fn the_dashboard_data_needs_the_monitor_right_and_the_page_is_served_with_
         rights,
         tags: vec![TagPattern::parse("*").unwrap()],
         quota: None,
+        ..Default::default()
     };
     let ids_only = admin.create_token(&scoped(vec![Right::Ids, Right::Tags], "ids-only")).await.unwrap();
     let e = client(&base, Some(ids_only.bearer)).dashboard().await.unwrap_err();

@@ -258,7 +258,13 @@ async fn a_learner_proves_itself_before_it_receives_the_secret_or_the_state() {
     let add = |node_id: u64, addr: String| AddLearnerRequest { node_id, addr };
 
     // A token with the cluster right is not enough without TLS.
-    let req = CreateTokenRequest { name: "ops".into(), rights: vec![Right::Cluster], tags: vec![], quota: None };
+    let req = CreateTokenRequest {
+        name: "ops".into(),
+        rights: vec![Right::Cluster],
+        tags: vec![],
+        quota: None,
+        ..Default::default()
+    };
     let ops = crate::support::client(&url, Some(admin.create_token(&req).await.unwrap().bearer));
     let e = ops.add_learner(&add(7, fake.to_string())).await.unwrap_err();
     assert_eq!((e.status(), e.code()), (Some(StatusCode::FORBIDDEN), Some(ErrorCode::Forbidden)), "{e}");
@@ -328,6 +334,7 @@ async fn the_monitor_views_take_the_monitor_right_and_show_a_token_only_its_tags
         rights,
         tags: vec![TagPattern::parse("t-*").unwrap()],
         quota: None,
+        ..Default::default()
     };
     let tenant = admin.create_token(&token("tenant-t", vec![Right::Monitor, Right::Ids])).await.unwrap();
     let ids_only = admin.create_token(&token("ids-only", vec![Right::Ids])).await.unwrap();
@@ -414,7 +421,7 @@ async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
 /// record out. Security records are now kept apart from tag records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cannot_push_security_records_out_of_the_audit_trail() {
-    use leaf_api::audit::{AuditAction, AuditFilter};
+    use leaf_api::audit::AuditFilter;
     use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
     use leaf_api::types::UpdateTagRequest;
     let dir = TempDir::new().unwrap();
@@ -426,6 +433,7 @@ async fn a_tenant_cannot_push_security_records_out_of_the_audit_trail() {
         rights: vec![Right::Tags],
         tags: vec![TagPattern::parse("t-*").unwrap()],
         quota: None,
+        ..Default::default()
     };
     let issued = admin.create_token(&req).await.unwrap();
     let tenant = crate::support::client(&format!("http://{}", node.http_addr()), Some(issued.bearer));
@@ -435,7 +443,7 @@ async fn a_tenant_cannot_push_security_records_out_of_the_audit_trail() {
         tenant.update_tag("t-1", &patch).await.unwrap();
     }
     let page = admin.audit(&AuditFilter::default(), None, Some(100)).await.unwrap();
-    let created = page.records.iter().filter(|r| matches!(r.action, AuditAction::TokenCreated { .. })).count();
+    let created = page.records.iter().filter(|r| r.action.kind() == leaf_api::audit::AuditKind::TokenCreated).count();
     assert_eq!(created, 1, "the token's creation was pushed out: {:?}", page.records);
     let tag_records = page.records.iter().filter(|r| !r.action.is_security()).count();
     assert_eq!(tag_records, 5, "tag records keep their own bound");
@@ -467,6 +475,7 @@ async fn obfuscated_decodes_and_clock_faults_are_audited() {
         rights: vec![Right::Tags],
         tags: vec![TagPattern::parse("t-*").unwrap()],
         quota: None,
+        ..Default::default()
     };
     let issued = admin.create_token(&req).await.unwrap();
     let tenant = crate::support::client(&url, Some(issued.bearer));
@@ -490,5 +499,56 @@ async fn obfuscated_decodes_and_clock_faults_are_audited() {
         assert!(tokio::time::Instant::now() < deadline, "no clock fault record: {:?}", page.records);
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    node.shutdown().await;
+}
+
+/// A quota counted requests: a token allowed one request a second took a million IDs in one
+/// ranges call. And a token with the `tags` right could create tags up to the cluster's limit.
+/// A token now has a quota in IDs and a limit on the tags it creates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_quota_counts_ids_and_its_tag_creations_are_bounded() {
+    use leaf_api::tokens::{CreateTokenRequest, IdQuota, Quota, Right, TagPattern};
+    use leaf_api::types::CreateTagRequest;
+    let dir = TempDir::new().unwrap();
+    let cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
+    let (node, admin) = start(cfg).await;
+    let url = format!("http://{}", node.http_addr());
+    let req = CreateTokenRequest {
+        name: "tenant".into(),
+        rights: vec![Right::Ids, Right::Tags],
+        tags: vec![TagPattern::parse("t-*").unwrap()],
+        quota: Some(Quota { rate_per_sec: 1_000, burst: 1_000 }),
+        // One ID a second refills nothing that matters while the test runs.
+        id_quota: Some(IdQuota { ids_per_sec: 1, burst_ids: 1_000 }),
+        max_tags: Some(2),
+    };
+    let issued = admin.create_token(&req).await.unwrap();
+    let tenant = crate::support::client(&url, Some(issued.bearer));
+    for tag in ["t-1", "t-2"] {
+        let body = CreateTagRequest { tag: tag.into(), step: 100, ..Default::default() };
+        tenant.create_tag(&body).await.unwrap();
+    }
+
+    // The attack: a million IDs in one call. Refused as a whole, and it takes nothing.
+    let e = tenant.segment_ranges("t-1", 1_000_000).await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::BAD_REQUEST), Some(ErrorCode::InvalidRequest)), "{e}");
+    assert!(e.to_string().contains("burst_ids"), "{e}");
+    let ranges = tenant.segment_ranges("t-1", 1_000).await.unwrap();
+    assert_eq!(ranges.count(), 1_000, "the whole burst, once");
+    // Ten more IDs would take ten seconds of refill: refused with when to retry.
+    let e = tenant.segment_ids("t-2", 10).await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::TOO_MANY_REQUESTS), Some(ErrorCode::RateLimited)), "{e}");
+    // Other callers are not charged for it.
+    assert_eq!(admin.segment_ids("t-2", 1_000).await.unwrap().len(), 1_000);
+
+    // Its third tag is refused, with nothing created; the admin is not bound by its budget.
+    let third = CreateTagRequest { tag: "t-3".into(), step: 100, ..Default::default() };
+    let e = tenant.create_tag(&third).await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::FORBIDDEN), Some(ErrorCode::Forbidden)), "{e}");
+    assert!(e.to_string().contains("max_tags"), "{e}");
+    assert!(admin.tag("t-3").await.is_err(), "no tag was created");
+    let info = admin.token(issued.token.id).await.unwrap();
+    assert_eq!((info.tags_created, info.max_tags, info.id_quota), (2, Some(2), req.id_quota));
+    admin.create_tag(&third).await.unwrap();
     node.shutdown().await;
 }

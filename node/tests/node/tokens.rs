@@ -18,7 +18,13 @@ fn pats(p: &[&str]) -> Vec<TagPattern> {
 }
 
 async fn issue(admin: &Client, name: &str, rights: &[Right], tags: &[&str], quota: Option<Quota>) -> IssuedToken {
-    let req = CreateTokenRequest { name: name.into(), rights: rights.to_vec(), tags: pats(tags), quota };
+    let req = CreateTokenRequest {
+        name: name.into(),
+        rights: rights.to_vec(),
+        tags: pats(tags),
+        quota,
+        ..Default::default()
+    };
     admin.create_token(&req).await.unwrap_or_else(|e| panic!("create token {name}: {e}"))
 }
 
@@ -94,7 +100,13 @@ async fn a_token_scoped_to_a_prefix_gets_its_tags_ids_and_nothing_else() {
     // A scoped token never manages tokens, whatever its rights.
     let all = issue(&admin, "everything", &[Right::Ids, Right::Tags, Right::Cluster], &["*"], None).await;
     let ac = client(&base, Some(all.bearer.clone()));
-    let req = CreateTokenRequest { name: "escalate".into(), rights: vec![Right::Ids], tags: pats(&["*"]), quota: None };
+    let req = CreateTokenRequest {
+        name: "escalate".into(),
+        rights: vec![Right::Ids],
+        tags: pats(&["*"]),
+        quota: None,
+        ..Default::default()
+    };
     assert_eq!(refused(ac.create_token(&req).await), FORBIDDEN);
     assert_eq!(refused(ac.revoke_token(issued.token.id).await), FORBIDDEN);
 
@@ -288,7 +300,13 @@ async fn token_requests_are_validated() {
     assert_eq!((status, e.code), (StatusCode::NOT_FOUND, ErrorCode::TokenNotFound));
     // Names are unique.
     issue(&admin, "dup", &[Right::Cluster], &[], None).await;
-    let req = CreateTokenRequest { name: "dup".into(), rights: vec![Right::Cluster], tags: vec![], quota: None };
+    let req = CreateTokenRequest {
+        name: "dup".into(),
+        rights: vec![Right::Cluster],
+        tags: vec![],
+        quota: None,
+        ..Default::default()
+    };
     assert_eq!(refused(admin.create_token(&req).await).1, Some(ErrorCode::InvalidRequest));
     node.shutdown().await;
 }

@@ -6,7 +6,9 @@
 //! - V2: and every node ID ever in a membership;
 //! - V3: and the current members and the snowflake workers;
 //! - V4: and tag profiles (tag records of this release);
-//! - this release's [`SmData`]: and tokens and the audit trail.
+//! - V5: and tokens (without limits in IDs and tags: [`decode_token_record`]) and the audit
+//!   trail;
+//! - this release's [`SmData`]: tokens with those limits.
 use std::collections::{BTreeMap, BTreeSet};
 
 use leaf_api::codec;
@@ -14,9 +16,11 @@ use serde::Deserialize;
 
 use super::{member_ids, SmData};
 use crate::apply::Changes;
+use crate::audit::AuditLog;
 use crate::profile::StoredProfile;
 use crate::state::{record_members, State};
 use crate::tags::TagRecord;
+use crate::tokens::{SecretHash, TokenRecord};
 use crate::types::{LogId, StoredMembership};
 use crate::workers::WorkerRecord;
 
@@ -57,6 +61,45 @@ pub(super) fn decode_tag_record(bytes: &[u8]) -> Result<TagRecord, codec::CodecE
     codec::decode::<TagRecord>(bytes).or_else(|e| codec::decode::<TagRecordV1>(bytes).map(Into::into).map_err(|_| e))
 }
 
+/// [`TokenRecord`] as releases before token limits in IDs and tags stored it.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize, Clone))]
+struct TokenRecordV1 {
+    name: String,
+    rights: BTreeSet<leaf_api::tokens::Right>,
+    tags: Vec<leaf_api::tokens::TagPattern>,
+    quota: Option<leaf_api::tokens::Quota>,
+    secret_hash: SecretHash,
+    previous: Option<(SecretHash, i64)>,
+    created_ms: i64,
+    created_by: leaf_api::audit::Actor,
+    rotated_ms: Option<i64>,
+}
+
+impl From<TokenRecordV1> for TokenRecord {
+    fn from(r: TokenRecordV1) -> Self {
+        TokenRecord {
+            name: r.name,
+            rights: r.rights,
+            tags: r.tags,
+            quota: r.quota,
+            secret_hash: r.secret_hash,
+            previous: r.previous,
+            created_ms: r.created_ms,
+            created_by: r.created_by,
+            rotated_ms: r.rotated_ms,
+            limits: Default::default(),
+            tags_created: 0,
+        }
+    }
+}
+
+/// A checkpointed token record of this release or of one before token limits.
+pub(super) fn decode_token_record(bytes: &[u8]) -> Result<TokenRecord, codec::CodecError> {
+    codec::decode::<TokenRecord>(bytes)
+        .or_else(|e| codec::decode::<TokenRecordV1>(bytes).map(Into::into).map_err(|_| e))
+}
+
 /// [`SmData`] as snapshots of the first release stored it, before `State::members_ever`.
 #[derive(Deserialize)]
 struct SmDataV1 {
@@ -80,14 +123,6 @@ struct StateV2 {
     members_ever: BTreeSet<u64>,
 }
 
-/// [`SmData`] as the third release stored it, before tag profiles.
-#[derive(Deserialize)]
-struct SmDataV3 {
-    last_applied: Option<LogId>,
-    membership: StoredMembership,
-    state: StateV3,
-}
-
 /// The state in a V3 snapshot.
 #[derive(Deserialize)]
 struct StateV3 {
@@ -95,14 +130,6 @@ struct StateV3 {
     members_ever: BTreeSet<u64>,
     members: BTreeSet<u64>,
     workers: BTreeMap<u16, WorkerRecord>,
-}
-
-/// [`SmData`] as releases before tokens and the audit trail stored it.
-#[derive(Deserialize)]
-struct SmDataV4 {
-    last_applied: Option<LogId>,
-    membership: StoredMembership,
-    state: StateV4,
 }
 
 /// The state in a V4 snapshot.
@@ -114,6 +141,58 @@ struct StateV4 {
     workers: BTreeMap<u16, WorkerRecord>,
 }
 
+/// The state in a V5 snapshot.
+#[derive(Deserialize)]
+struct StateV5 {
+    tags: BTreeMap<String, TagRecord>,
+    members_ever: BTreeSet<u64>,
+    members: BTreeSet<u64>,
+    workers: BTreeMap<u16, WorkerRecord>,
+    tokens: BTreeMap<u64, TokenRecordV1>,
+    audit: AuditLog,
+}
+
+/// [`SmData`] as a release from the third on stored it, with that release's state `S`.
+#[derive(Deserialize)]
+struct Old<S> {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: S,
+}
+
+impl<S: Into<State>> Old<S> {
+    fn upgrade(self) -> SmData {
+        SmData { last_applied: self.last_applied, membership: self.membership, state: self.state.into() }
+    }
+}
+
+impl From<StateV5> for State {
+    fn from(s: StateV5) -> State {
+        let tokens = s.tokens.into_iter().map(|(id, r)| (id, r.into())).collect();
+        State {
+            tags: s.tags,
+            members_ever: s.members_ever,
+            members: s.members,
+            workers: s.workers,
+            tokens,
+            audit: s.audit,
+        }
+    }
+}
+
+impl From<StateV4> for State {
+    fn from(s: StateV4) -> State {
+        State { tags: s.tags, members_ever: s.members_ever, members: s.members, workers: s.workers, ..State::default() }
+    }
+}
+
+impl From<StateV3> for State {
+    fn from(s: StateV3) -> State {
+        let (members_ever, members, workers) = (s.members_ever, s.members, s.workers);
+        State { tags: upgrade_tags(s.tags), members_ever, members, workers, ..State::default() }
+    }
+}
+
 /// Decodes snapshot data of this release or of an earlier one (the first held only tags, and
 /// the nodes of its membership are the best record of past members it has; the second had no
 /// workers). Each layout is tried newest first; the codec refuses short and trailing bytes, so
@@ -123,27 +202,14 @@ pub(super) fn decode_sm_data(bytes: &[u8]) -> Result<SmData, codec::CodecError> 
         Ok(d) => return Ok(d),
         Err(e) => e,
     };
-    if let Ok(old) = codec::decode::<SmDataV4>(bytes) {
-        let s = old.state;
-        let state = State {
-            tags: s.tags,
-            members_ever: s.members_ever,
-            members: s.members,
-            workers: s.workers,
-            ..State::default()
-        };
-        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
+    if let Ok(old) = codec::decode::<Old<StateV5>>(bytes) {
+        return Ok(old.upgrade());
     }
-    if let Ok(old) = codec::decode::<SmDataV3>(bytes) {
-        let s = old.state;
-        let state = State {
-            tags: upgrade_tags(s.tags),
-            members_ever: s.members_ever,
-            members: s.members,
-            workers: s.workers,
-            ..State::default()
-        };
-        return Ok(SmData { last_applied: old.last_applied, membership: old.membership, state });
+    if let Ok(old) = codec::decode::<Old<StateV4>>(bytes) {
+        return Ok(old.upgrade());
+    }
+    if let Ok(old) = codec::decode::<Old<StateV3>>(bytes) {
+        return Ok(old.upgrade());
     }
     if let Ok(old) = codec::decode::<SmDataV2>(bytes) {
         let mut state =
@@ -187,6 +253,50 @@ mod tests {
             upper_bound: None,
         };
         (old, new)
+    }
+
+    fn old_token() -> (TokenRecordV1, TokenRecord) {
+        let old = TokenRecordV1 {
+            name: "svc".into(),
+            rights: [leaf_api::tokens::Right::Ids].into(),
+            tags: vec![leaf_api::tokens::TagPattern::parse("o-*").unwrap()],
+            quota: Some(leaf_api::tokens::Quota { rate_per_sec: 5, burst: 6 }),
+            secret_hash: [7; 32],
+            previous: Some(([8; 32], 99)),
+            created_ms: 1,
+            created_by: leaf_api::audit::Actor::Loopback,
+            rotated_ms: Some(2),
+        };
+        let new = TokenRecord {
+            name: old.name.clone(),
+            rights: old.rights.clone(),
+            tags: old.tags.clone(),
+            quota: old.quota,
+            secret_hash: old.secret_hash,
+            previous: old.previous,
+            created_ms: 1,
+            created_by: old.created_by.clone(),
+            rotated_ms: Some(2),
+            limits: Default::default(),
+            tags_created: 0,
+        };
+        (old, new)
+    }
+
+    #[test]
+    fn checkpointed_tokens_of_releases_before_limits_still_decode() {
+        let (old, new) = old_token();
+        assert_eq!(decode_token_record(&codec::encode(&old).unwrap()).unwrap(), new);
+        let limited = TokenRecord {
+            limits: crate::tokens::TokenLimits {
+                id_quota: Some(leaf_api::tokens::IdQuota { ids_per_sec: 10, burst_ids: 100 }),
+                max_tags: Some(3),
+            },
+            tags_created: 2,
+            ..new
+        };
+        assert_eq!(decode_token_record(&codec::encode(&limited).unwrap()).unwrap(), limited);
+        assert!(decode_token_record(b"garbage").is_err());
     }
 
     #[test]
@@ -283,6 +393,42 @@ mod tests {
         assert_eq!((d3.state.tags["t"].clone(), d3.state.tags["u"].clone()), (record.clone(), record.clone()));
         assert_eq!(d3.state.workers[&3], worker);
         assert_eq!(d3.state.members_ever, [1, 7].into());
+        // The fifth release's: tokens without limits, and the audit trail.
+        #[derive(Serialize)]
+        struct V5State {
+            tags: std::collections::BTreeMap<String, TagRecord>,
+            members_ever: std::collections::BTreeSet<u64>,
+            members: std::collections::BTreeSet<u64>,
+            workers: std::collections::BTreeMap<u16, WorkerRecord>,
+            tokens: std::collections::BTreeMap<u64, TokenRecordV1>,
+            audit: AuditLog,
+        }
+        #[derive(Serialize)]
+        struct V5 {
+            last_applied: Option<LogId>,
+            membership: StoredMembership,
+            state: V5State,
+        }
+        let (old_token, token) = old_token();
+        let mut audit = AuditLog::default();
+        let action = leaf_api::audit::AuditAction::NodePromoted { node_id: 7 };
+        audit.push(3, leaf_api::audit::Actor::AdminToken, action, crate::audit::Trim::Apart, &mut Changes::default());
+        let v5 = V5 {
+            last_applied: None,
+            membership: old.membership.clone(),
+            state: V5State {
+                tags: [("t".to_string(), record.clone())].into(),
+                members_ever: [1, 7].into(),
+                members: [1].into(),
+                workers: [(3, worker.clone())].into(),
+                tokens: [(9, old_token)].into(),
+                audit: audit.clone(),
+            },
+        };
+        let d5 = decode_sm_data(&codec::encode(&v5).unwrap()).unwrap();
+        assert_eq!(d5.state.tokens[&9], token);
+        assert_eq!(d5.state.audit, audit);
+        assert_eq!(d5.state.workers[&3], worker);
         // And the current layout round-trips.
         let again = decode_sm_data(&codec::encode(&d).unwrap()).unwrap();
         assert_eq!(again, d);

@@ -26,7 +26,7 @@ use arc_swap::ArcSwap;
 use leaf_api::audit::AuditRecord;
 use leaf_api::codec;
 
-use super::legacy::{decode_sm_data, decode_tag_record};
+use super::legacy::{decode_sm_data, decode_tag_record, decode_token_record};
 use super::{member_ids, Dirty, SmData, StateMachineStore};
 use crate::audit::{AuditLog, AuditMeta};
 use crate::coverage::Coverage;
@@ -111,7 +111,7 @@ impl StateMachineStore {
         }
         for item in sm.scan_prefix(TOKEN_PREFIX) {
             let (k, v) = item.map_err(sm_read_err)?;
-            data.state.tokens.insert(u64_of_key(TOKEN_PREFIX, &k)?, codec::decode(&v).map_err(sm_read_err)?);
+            data.state.tokens.insert(u64_of_key(TOKEN_PREFIX, &k)?, decode_token_record(&v).map_err(sm_read_err)?);
         }
         if let Some(v) = sm.get(KEY_AUDIT_META).map_err(sm_read_err)? {
             let meta: AuditMeta = codec::decode(&v).map_err(sm_read_err)?;
