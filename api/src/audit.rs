@@ -137,6 +137,16 @@ pub enum AuditAction {
         id_quota: Option<IdQuota>,
         max_tags: Option<u32>,
     },
+    /// A tag archived: it hands out nothing more, and its name is never reused.
+    TagArchived {
+        tag: String,
+        /// Its counter when archived: no ID at or above it was handed out.
+        max_id: i64,
+    },
+    /// An archived tag brought back, its counter where it stopped.
+    TagRestored {
+        tag: String,
+    },
 }
 
 /// The kinds of [`AuditAction`], for filtering.
@@ -154,10 +164,12 @@ pub enum AuditKind {
     NodeRemoved,
     ObfuscatedDecoded,
     ClockFaultSet,
+    TagArchived,
+    TagRestored,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 10] = [
+    pub const ALL: [AuditKind; 12] = [
         AuditKind::TagCreated,
         AuditKind::TagUpdated,
         AuditKind::TokenCreated,
@@ -168,6 +180,8 @@ impl AuditKind {
         AuditKind::NodeRemoved,
         AuditKind::ObfuscatedDecoded,
         AuditKind::ClockFaultSet,
+        AuditKind::TagArchived,
+        AuditKind::TagRestored,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -182,6 +196,8 @@ impl AuditKind {
             AuditKind::NodeRemoved => "node_removed",
             AuditKind::ObfuscatedDecoded => "obfuscated_decoded",
             AuditKind::ClockFaultSet => "clock_fault_set",
+            AuditKind::TagArchived => "tag_archived",
+            AuditKind::TagRestored => "tag_restored",
         }
     }
 }
@@ -210,6 +226,8 @@ impl AuditAction {
             AuditAction::NodeRemoved { .. } => AuditKind::NodeRemoved,
             AuditAction::ObfuscatedDecoded { .. } => AuditKind::ObfuscatedDecoded,
             AuditAction::ClockFaultSet { .. } => AuditKind::ClockFaultSet,
+            AuditAction::TagArchived { .. } => AuditKind::TagArchived,
+            AuditAction::TagRestored { .. } => AuditKind::TagRestored,
         }
     }
 
@@ -219,7 +237,11 @@ impl AuditAction {
     pub fn is_security(&self) -> bool {
         !matches!(
             self,
-            AuditAction::TagCreated { .. } | AuditAction::TagUpdated { .. } | AuditAction::ObfuscatedDecoded { .. }
+            AuditAction::TagCreated { .. }
+                | AuditAction::TagUpdated { .. }
+                | AuditAction::ObfuscatedDecoded { .. }
+                | AuditAction::TagArchived { .. }
+                | AuditAction::TagRestored { .. }
         )
     }
 
@@ -228,7 +250,9 @@ impl AuditAction {
         match self {
             AuditAction::TagCreated { tag, .. }
             | AuditAction::TagUpdated { tag, .. }
-            | AuditAction::ObfuscatedDecoded { tag, .. } => Some(tag),
+            | AuditAction::ObfuscatedDecoded { tag, .. }
+            | AuditAction::TagArchived { tag, .. }
+            | AuditAction::TagRestored { tag } => Some(tag),
             _ => None,
         }
     }

@@ -63,6 +63,7 @@ impl From<crate::types::TagInfo> for v1::Tag {
             }),
             day: t.day,
             upper_bound: t.upper_bound,
+            archived_ms: t.archived_ms,
         }
     }
 }

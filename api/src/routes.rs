@@ -32,6 +32,10 @@ pub const UI_ASSET: &str = "/ui/{asset}";
 pub const ADMIN_TAGS: &str = "/admin/tags";
 /// `GET` show / `PATCH` update one tag.
 pub const ADMIN_TAG: &str = "/admin/tags/{tag}";
+/// `POST`: archive a tag (it stays, serving nothing, its name never reused).
+pub const ADMIN_TAG_ARCHIVE: &str = "/admin/tags/{tag}/archive";
+/// `POST`: bring an archived tag back.
+pub const ADMIN_TAG_RESTORE: &str = "/admin/tags/{tag}/restore";
 /// `GET`: an obfuscated tag's ID back to its sequence number (admin only: the key never leaves
 /// the cluster).
 pub const ADMIN_TAG_DECODE: &str = "/admin/tags/{tag}/decode/{id}";
@@ -76,6 +80,8 @@ pub const ALL: &[&str] = &[
     UI_ASSET,
     ADMIN_TAGS,
     ADMIN_TAG,
+    ADMIN_TAG_ARCHIVE,
+    ADMIN_TAG_RESTORE,
     ADMIN_TAG_DECODE,
     ADMIN_ALLOCATIONS,
     ADMIN_FAULT_CLOCK,

@@ -83,6 +83,10 @@ pub struct TagInfo {
     /// The largest ID the tag may hand out (inclusive), if bounded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upper_bound: Option<i64>,
+    /// When the tag was archived (leader time, Unix ms), if it is: it hands out no ID until
+    /// it is restored, and its name is never given to another tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_ms: Option<i64>,
 }
 
 /// One segment of a tag's double buffer (`GET /cache`).

@@ -53,6 +53,18 @@ impl Client {
         self.execute(call).await?.json()
     }
 
+    /// `POST /admin/tags/{tag}/archive` (idempotent): the tag, archived.
+    pub async fn archive_tag(&self, tag: &str) -> Result<TagInfo, ClientError> {
+        let path = routes::fill(routes::ADMIN_TAG_ARCHIVE, &[tag]);
+        self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }).await?.json()
+    }
+
+    /// `POST /admin/tags/{tag}/restore` (idempotent): the tag, serving again.
+    pub async fn restore_tag(&self, tag: &str) -> Result<TagInfo, ClientError> {
+        let path = routes::fill(routes::ADMIN_TAG_RESTORE, &[tag]);
+        self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }).await?.json()
+    }
+
     /// `GET /admin/allocations`: the answering node's journal, optionally of one tag and/or
     /// one owning node.
     pub async fn allocations(&self, tag: Option<&str>, node: Option<u64>) -> Result<AllocationJournal, ClientError> {

@@ -287,8 +287,12 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
     let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });
     let state = raft.state().clone();
-    let lookup: TagLookup = Arc::new(move |tag| state.tag(tag).map(|r| (r.step, r.profile, r.upper_bound)));
-    let tags = Tags::new(&actors, allocator, lookup, config.segment.clone(), metrics.clone());
+    // An archived tag is not served: it is never loaded, and unloaded once archived.
+    let lookup: TagLookup = Arc::new(move |tag| {
+        state.tag(tag).filter(|r| r.archived_ms.is_none()).map(|r| (r.step, r.profile, r.upper_bound))
+    });
+    let archives = raft.state().archives();
+    let tags = Tags::new(&actors, allocator, (lookup, archives), config.segment.clone(), metrics.clone());
     let snowflake = if config.snowflake.enabled {
         let rt = tokio::runtime::Handle::current();
         let file_errors = metrics.snowflake_state_errors();

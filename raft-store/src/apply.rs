@@ -71,6 +71,8 @@ pub enum ApplyError {
     TokenNotFound(TokenId),
     #[error("token {token} has created the {max_tags} tags its max_tags allows")]
     TokenTagLimit { token: TokenId, max_tags: u32 },
+    #[error("tag {0:?} is archived: it hands out no ID until it is restored")]
+    TagArchived(String),
 }
 
 impl From<ValidationError> for ApplyError {
@@ -160,6 +162,8 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::UpdateTag { tag, step, description } => {
             tags::update(state, at_ms, tag, (*step, description.as_deref()), changes)
         }
+        Op::ArchiveTag { tag } => tags::archive(state, at_ms, tag, changes),
+        Op::RestoreTag { tag } => tags::restore(state, at_ms, tag, changes),
         Op::AllocateSegment { tag, step, node_id: _ } => tags::allocate(state, at_ms, tag, *step, changes),
         Op::RegisterWorker { node_id, lease_ms } => {
             workers::register(state, at_ms, (*node_id, *lease_ms), 0..=WORKER_IDS - 1, changes)

@@ -188,6 +188,10 @@ fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
             first_id: *start_max_id,
             upper_bound: *upper_bound,
         },
+        (Op::ArchiveTag { tag }, Applied::Tag { record, .. }) => {
+            AuditAction::TagArchived { tag: tag.clone(), max_id: record.max_id }
+        }
+        (Op::RestoreTag { tag }, _) => AuditAction::TagRestored { tag: tag.clone() },
         (Op::UpdateTag { tag, step, description }, _) => {
             AuditAction::TagUpdated { tag: tag.clone(), step: *step, description: description.is_some() }
         }

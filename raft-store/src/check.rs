@@ -68,6 +68,7 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             }
             Ok(())
         }
+        Op::ArchiveTag { tag } | Op::RestoreTag { tag } => Ok(validate_tag(tag)?),
         Op::AllocateSegment { tag, step, node_id } => {
             validate_tag(tag)?;
             validate_step(*step)?;

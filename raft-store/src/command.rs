@@ -107,6 +107,14 @@ pub enum Op {
         token: NewToken,
         limits: TokenLimits,
     },
+    /// Archives a tag: it allocates nothing more, and its name is never given to another tag.
+    ArchiveTag {
+        tag: String,
+    },
+    /// Brings an archived tag back, its counter where it stopped.
+    RestoreTag {
+        tag: String,
+    },
 }
 
 impl Op {
@@ -116,6 +124,8 @@ impl Op {
             Op::CreateTag { tag, .. }
             | Op::CreateTagV2 { tag, .. }
             | Op::UpdateTag { tag, .. }
+            | Op::ArchiveTag { tag }
+            | Op::RestoreTag { tag }
             | Op::AllocateSegment { tag, .. } => Some(tag),
             Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.tag(),
             Op::RegisterWorker { .. }
@@ -136,6 +146,8 @@ impl Op {
             Op::CreateTag { .. }
             | Op::CreateTagV2 { .. }
             | Op::UpdateTag { .. }
+            | Op::ArchiveTag { .. }
+            | Op::RestoreTag { .. }
             | Op::CreateToken(_)
             | Op::CreateTokenV2 { .. }
             | Op::RotateToken { .. }

@@ -129,7 +129,7 @@ mod tests {
     use super::*;
 
     fn record(profile: StoredProfile, max_id: i64, upper_bound: Option<i64>) -> TagRecord {
-        TagRecord { max_id, step: 10, description: String::new(), created_ms: 0, updated_ms: 0, profile, upper_bound }
+        TagRecord { max_id, step: 10, profile, upper_bound, ..TagRecord::default() }
     }
 
     const NOV23_UTC: i64 = 1_795_392_000_000; // 2026-11-23T00:00:00Z

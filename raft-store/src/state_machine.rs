@@ -7,7 +7,7 @@
 //!   published [`Tokens`].
 //! - `snapshot`: building a snapshot and installing one, and the coverage it gives the log
 //!   store.
-//! - `legacy`: the layouts of earlier releases (V1 to V4) and how they are read.
+//! - `legacy`: the layouts of earlier releases (V1 to V5) and how they are read.
 //!
 //! Trees `journal` and `journal_meta`: the [`Journal`] of committed allocations (an audit
 //! record outside the replicated state; a snapshot install marks a gap in it).
@@ -69,6 +69,9 @@ pub struct StateMachineStore {
     data: Arc<RwLock<SmData>>,
     /// The tokens of `data`, published after each change (see [`StateReader::tokens`]).
     tokens: Arc<ArcSwap<Tokens>>,
+    /// Raised after each applied tag archive and each installed snapshot (see
+    /// [`StateReader::archives`]).
+    archives: Arc<std::sync::atomic::AtomicU64>,
     /// Locked before `data` wherever both are: a checkpoint then never sees a change in `data`
     /// whose key is not yet in the set.
     dirty: Arc<Mutex<Dirty>>,
@@ -94,7 +97,12 @@ impl StateMachineStore {
 
     /// A read-only handle on the applied state.
     pub fn reader(&self) -> StateReader {
-        StateReader::new(self.data.clone(), self.tokens.clone())
+        StateReader::new(self.data.clone(), self.tokens.clone(), self.archives.clone())
+    }
+
+    /// Tells the readers that tags may have been archived (after the state says so).
+    fn publish_archives(&self) {
+        self.archives.fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     /// Publishes `state`'s tokens to the readers.
@@ -131,6 +139,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let mut dirty = self.lock_dirty();
         let tokens_before = dirty.changes.tokens.len();
         let mut tokens_changed = false;
+        let mut archived = false;
         let mut d = self.write();
         for entry in entries {
             d.last_applied = Some(entry.log_id);
@@ -141,6 +150,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                     // `apply` notes the keys it writes (none when it refuses the command).
                     let r = apply(&mut d.state, &cmd, &mut dirty.changes);
                     tokens_changed |= r.is_ok() && cmd.op.touches_tokens();
+                    archived |= r.is_ok() && matches!(cmd.op.inner(), Op::ArchiveTag { .. });
                     if let (Ok(Applied::Segment(a)), Op::AllocateSegment { tag, node_id, .. }) = (&r, &cmd.op) {
                         let record = JournalRecord {
                             tag: tag.clone(),
@@ -169,6 +179,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             self.publish_tokens(&d.state);
         }
         drop(d);
+        if archived {
+            self.publish_archives();
+        }
         // The journal before any checkpoint that covers its records: `Journal::open` trusts
         // the checkpointed index to have its allocations recorded.
         if !journal.is_empty() {

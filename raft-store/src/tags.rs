@@ -18,14 +18,15 @@ pub use leaf_api::tag::MAX_DESCRIPTION_BYTES;
 /// above [`leaf_api::codec::MAX_PAYLOAD`], 64 MiB) and send. Worst case of one tag in a
 /// snapshot (bincode, variable-length integers): the key, 1 + 128 bytes; `max_id` 9; `step`
 /// (at most 10^9) 5; the description, 3 + 1,024; `created_ms` and `updated_ms` 9 each; the
-/// profile, 1 + 32 (an obfuscated tag's key); `upper_bound` 1 + 9: 1,231 bytes. 40,000 tags:
-/// 49,240,000 bytes (47.0 MiB). The rest is small and bounded: 1,024
-/// worker records of at most 58 bytes (59 KiB), the node IDs ever in a membership (9 bytes
-/// each) and the membership itself: about 47.1 MiB. Tokens ([`crate::tokens::MAX_TOKENS`] of
-/// about 1.2 KB) and the audit trail ([`crate::audit::MAX_AUDIT_RECORDS`] of about 1.3 KB) add
-/// about 7 MB, so the largest possible snapshot is 56.7 MB (54.0 MiB): under the codec's 64 MiB
-/// (with the snapshot's envelope around it) and far below the 256 MiB a node accepts from a
-/// peer. (The test `the_largest_possible_state_still_encodes` builds it.)
+/// profile, 1 + 32 (an obfuscated tag's key); `upper_bound` 1 + 9; `archived_ms` 1 + 9: 1,241
+/// bytes. 40,000 tags (archived ones count): 49,640,000 bytes (47.3 MiB). The rest is small
+/// and bounded: 1,024 worker records of at most 58 bytes (59 KiB), the node IDs ever in a
+/// membership (9 bytes each) and the membership itself: about 47.4 MiB. Tokens ([`crate::tokens::MAX_TOKENS`] of
+/// about 1.2 KB) and the audit trail ([`crate::audit::MAX_AUDIT_RECORDS`] of each kind, about
+/// 1.3 KB a security record) add about 8.7 MB, so the largest possible snapshot is 58.4 MB
+/// (55.7 MiB): under the codec's 64 MiB (with the snapshot's envelope around it) and far below
+/// the 256 MiB a node accepts from a peer. (The test `the_largest_possible_state_still_encodes`
+/// builds it.)
 pub const MAX_TAGS: usize = 40_000;
 
 /// A tag as stored.
@@ -40,6 +41,10 @@ pub struct TagRecord {
     pub profile: StoredProfile,
     /// The largest ID the tag may hand out (inclusive); none: up to `i64::MAX − 1`.
     pub upper_bound: Option<i64>,
+    /// Leader time (Unix ms) the tag was archived, if it is: an archived tag allocates nothing
+    /// and its name is never given to a new tag, so its IDs are never handed out again; it
+    /// keeps its counter (and an obfuscated tag its key) for a restore.
+    pub archived_ms: Option<i64>,
 }
 
 impl TagRecord {
@@ -78,6 +83,36 @@ pub(crate) fn create(state: &mut State, tag: &str, record: TagRecord, changes: &
     Ok(Applied::Tag { tag: tag.to_string(), record })
 }
 
+/// The record of `tag` if it exists and is not archived.
+fn live<'a>(state: &'a mut State, tag: &str) -> Result<&'a mut TagRecord, ApplyError> {
+    match state.tags.get_mut(tag) {
+        None => Err(ApplyError::TagNotFound(tag.to_string())),
+        Some(r) if r.archived_ms.is_some() => Err(ApplyError::TagArchived(tag.to_string())),
+        Some(r) => Ok(r),
+    }
+}
+
+/// Archives `tag` at leader time `at_ms` (see [`TagRecord::archived_ms`]).
+pub(crate) fn archive(state: &mut State, at_ms: i64, tag: &str, changes: &mut Changes) -> ApplyResult {
+    let record = live(state, tag)?;
+    record.archived_ms = Some(at_ms);
+    record.updated_ms = at_ms;
+    changes.tag(tag);
+    Ok(Applied::Tag { tag: tag.to_string(), record: record.clone() })
+}
+
+/// Brings an archived `tag` back: it allocates again from where its counter stopped.
+pub(crate) fn restore(state: &mut State, at_ms: i64, tag: &str, changes: &mut Changes) -> ApplyResult {
+    let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.to_string()))?;
+    if record.archived_ms.is_none() {
+        return Err(invalid(format!("tag {tag:?} is not archived")));
+    }
+    record.archived_ms = None;
+    record.updated_ms = at_ms;
+    changes.tag(tag);
+    Ok(Applied::Tag { tag: tag.to_string(), record: record.clone() })
+}
+
 /// Changes the given fields of `tag` (its step, its description) at leader time `at_ms`.
 pub(crate) fn update(
     state: &mut State,
@@ -86,7 +121,7 @@ pub(crate) fn update(
     (step, description): (Option<i64>, Option<&str>),
     changes: &mut Changes,
 ) -> ApplyResult {
-    let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.to_string()))?;
+    let record = live(state, tag)?;
     if let Some(step) = step {
         record.step = step;
     }
@@ -101,7 +136,7 @@ pub(crate) fn update(
 /// Reserves up to `step` IDs of `tag` at leader time `at_ms`, as its profile counts them
 /// ([`crate::profile::allocate`]).
 pub(crate) fn allocate(state: &mut State, at_ms: i64, tag: &str, step: i64, changes: &mut Changes) -> ApplyResult {
-    let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.to_string()))?;
+    let record = live(state, tag)?;
     let allocation = crate::profile::allocate(tag, record, step, at_ms)?;
     record.updated_ms = at_ms;
     changes.tag(tag);
@@ -115,7 +150,37 @@ mod tests {
     use crate::command::{Command, Op};
     use crate::profile::StoredProfile;
     use crate::state::State;
-    use crate::testing::{alloc, ap, cmd, create};
+    use crate::testing::{alloc, ap, at, cmd, create};
+
+    #[test]
+    fn an_archived_tag_allocates_nothing_and_its_name_is_never_reused() {
+        let mut s = State::default();
+        ap(&mut s, &create("t", 10, 1)).unwrap();
+        ap(&mut s, &alloc("t", 10)).unwrap();
+        let archive = at(5, Op::ArchiveTag { tag: "t".into() });
+        assert!(matches!(ap(&mut s, &archive), Ok(Applied::Tag { ref record, .. }) if record.archived_ms == Some(5)));
+        let archived = s.clone();
+        for refused in [
+            alloc("t", 10),
+            create("t", 10, 1),
+            archive.clone(),
+            at(6, Op::UpdateTag { tag: "t".into(), step: Some(5), description: None }),
+        ] {
+            let mut c = Changes::default();
+            let r = apply(&mut s, &refused, &mut c);
+            assert!(matches!(r, Err(ApplyError::TagArchived(_) | ApplyError::TagExists(_))), "{refused:?}: {r:?}");
+            assert!(c.is_empty());
+            assert_eq!(s, archived);
+        }
+        // Restored, it goes on from where it stopped: no ID twice.
+        ap(&mut s, &at(7, Op::RestoreTag { tag: "t".into() })).unwrap();
+        assert_eq!(
+            ap(&mut s, &alloc("t", 10)).unwrap(),
+            Applied::Segment(Allocation { start: 11, end: 21, stored_step: 10 })
+        );
+        assert!(ap(&mut s, &at(8, Op::RestoreTag { tag: "t".into() })).is_err(), "not archived");
+        assert_eq!(ap(&mut s, &at(8, Op::ArchiveTag { tag: "u".into() })), Err(ApplyError::TagNotFound("u".into())));
+    }
 
     #[test]
     fn allocations_are_contiguous_and_disjoint() {
@@ -183,15 +248,7 @@ mod tests {
         for i in 0..MAX_TAGS {
             s.tags.insert(
                 format!("t{i}"),
-                TagRecord {
-                    max_id: 0,
-                    step: 1,
-                    description: String::new(),
-                    created_ms: 0,
-                    updated_ms: 0,
-                    profile: StoredProfile::Segment,
-                    upper_bound: None,
-                },
+                TagRecord { max_id: 0, step: 1, profile: StoredProfile::Segment, ..TagRecord::default() },
             );
         }
         let before = s.clone();

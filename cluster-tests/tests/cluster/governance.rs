@@ -1,7 +1,8 @@
 //! Scoped tokens on a 3-node TLS cluster with tokens required for IDs: a token scoped to
 //! `orders-*` gets IDs for `orders-eu` and 403 for `users` on every node; revoked through a
 //! follower, it is refused by each node as soon as that node has applied the leader's
-//! commit (no retry, no grace), and every node's audit trail records the same changes.
+//! commit (no retry, no grace), and every node's audit trail records the same changes. A tag
+//! archived through a follower stops being served by each node once it applied the archive.
 use std::time::Duration;
 
 use leaf_api::audit::{Actor, AuditFilter, AuditKind};
@@ -84,4 +85,17 @@ async fn a_scoped_token_is_enforced_everywhere_and_refused_on_every_node_once_it
     assert!(trails.windows(2).all(|w| w[0] == w[1]), "nodes disagree on the audit trail: {trails:?}");
     let tags_created = trails[0].iter().filter(|r| r.action.kind() == AuditKind::TagCreated).count();
     assert_eq!(tags_created, 2, "orders-eu and users: {:?}", trails[0]);
+
+    // Archived through a follower while every node holds a buffer of its IDs: each node stops
+    // serving it as soon as it applied the archive, and none serves it again.
+    for id in 1..=3 {
+        get_ids(&cluster.client(id), "orders-eu", Some(5)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
+    }
+    cluster.client(follower).archive_tag("orders-eu").await.unwrap();
+    let archived_at = cluster.status(leader).await.unwrap().last_applied_index.unwrap();
+    for id in 1..=3 {
+        applied(&cluster, id, archived_at).await;
+        let (status, code, message) = api_error(cluster.client(id).segment_id("orders-eu").await);
+        assert_eq!((status, code), (StatusCode::NOT_FOUND, ErrorCode::TagNotFound), "node {id}: {message}");
+    }
 }

@@ -91,6 +91,10 @@ pub enum TagCmd {
         #[arg(long)]
         description: Option<String>,
     },
+    /// Archive a tag: no node serves it any more and its name is never reused.
+    Archive { tag: String },
+    /// Bring an archived tag back, its counter where it stopped.
+    Restore { tag: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -271,6 +275,8 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
                 }
                 TagCmd::List => print_json(client.tags().await),
                 TagCmd::Show { tag } => print_json(client.tag(&tag).await),
+                TagCmd::Archive { tag } => print_json(client.archive_tag(&tag).await),
+                TagCmd::Restore { tag } => print_json(client.restore_tag(&tag).await),
                 TagCmd::Decode { tag, id } => print_json(client.decode_obfuscated(&tag, id).await),
                 TagCmd::Update { tag, step, description } => {
                     print_json(client.update_tag(&tag, &UpdateTagRequest { step, description }).await)

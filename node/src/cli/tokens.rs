@@ -56,7 +56,8 @@ pub enum TokenCmd {
 #[derive(Args, Debug)]
 pub struct AuditArgs {
     /// Only this kind: tag_created, tag_updated, token_created, token_rotated, token_revoked,
-    /// learner_added, node_promoted, node_removed, obfuscated_decoded, clock_fault_set.
+    /// learner_added, node_promoted, node_removed, obfuscated_decoded, clock_fault_set,
+    /// tag_archived, tag_restored.
     #[arg(long)]
     kind: Option<AuditKind>,
     /// Only changes of this tag.

@@ -78,11 +78,15 @@ impl Forecasts {
                     return;
                 }
             }
-            // Obfuscated tags get no forecast: their allocation rate would count their IDs.
+            // Obfuscated tags get no forecast: their allocation rate would count their IDs;
+            // archived ones allocate nothing.
             let tags = self.state.with_state(|s| {
                 s.tags
                     .iter()
-                    .filter(|(_, r)| !matches!(r.profile, leaf_raft_store::StoredProfile::Obfuscated { .. }))
+                    .filter(|(_, r)| {
+                        !matches!(r.profile, leaf_raft_store::StoredProfile::Obfuscated { .. })
+                            && r.archived_ms.is_none()
+                    })
                     .map(|(t, r)| (t.clone(), r.max_id, last_id(r)))
                     .collect::<Vec<_>>()
             });

@@ -83,4 +83,22 @@ impl AdminService for Admin {
         .await;
         Ids::answer(&self.app, GrpcMethod::GetTag, r.map(Tag::from))
     }
+
+    async fn archive_tag(&self, req: Request<GetTagRequest>) -> Result<Response<Tag>, Status> {
+        let r = async {
+            let who = self.authorize(&req)?;
+            self.app.archive_tag(req.into_inner().tag, &who).await
+        }
+        .await;
+        Ids::answer(&self.app, GrpcMethod::ArchiveTag, r.map(Tag::from))
+    }
+
+    async fn restore_tag(&self, req: Request<GetTagRequest>) -> Result<Response<Tag>, Status> {
+        let r = async {
+            let who = self.authorize(&req)?;
+            self.app.restore_tag(req.into_inner().tag, &who).await
+        }
+        .await;
+        Ids::answer(&self.app, GrpcMethod::RestoreTag, r.map(Tag::from))
+    }
 }

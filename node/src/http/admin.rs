@@ -14,7 +14,8 @@ use utoipa_axum::routes;
 
 use super::extract::{ApiQuery, Caller, JsonBody, TagParam};
 use super::openapi::{
-    AllocationsErrors, CreateTagErrors, DecodeObfuscatedErrors, FaultErrors, ListErrors, ShowTagErrors, UpdateTagErrors,
+    AllocationsErrors, ArchiveTagErrors, CreateTagErrors, DecodeObfuscatedErrors, FaultErrors, ListErrors,
+    ShowTagErrors, UpdateTagErrors,
 };
 use crate::service::{validate, ApiError, App};
 
@@ -23,6 +24,8 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new()
         .routes(routes!(list_tags, create_tag))
         .routes(routes!(show_tag, update_tag))
+        .routes(routes!(archive_tag))
+        .routes(routes!(restore_tag))
         .routes(routes!(decode_obfuscated))
         .routes(routes!(allocations))
         .routes(routes!(fault_clock))
@@ -127,6 +130,37 @@ pub async fn update_tag(
     JsonBody(body): JsonBody<UpdateTagRequest>,
 ) -> Result<Json<TagInfo>, ApiError> {
     Ok(Json(app.update_tag(tag, body, &who).await?))
+}
+
+/// Archives a tag: no node serves it once it applied the archive, no ID is allocated for it
+/// again, and its name is never given to a new tag (`POST .../restore` brings it back).
+/// Archiving an archived tag changes nothing.
+#[utoipa::path(post, path = routes::ADMIN_TAG_ARCHIVE, tag = "admin", operation_id = "archive_tag",
+    security(("admin_token" = [])),
+    params(("tag" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$",
+        example = "leaf-segment-test")),
+    responses((status = 200, description = "The tag as archived.", body = TagInfo), ArchiveTagErrors))]
+pub async fn archive_tag(
+    State(app): State<Arc<App>>,
+    Caller(who): Caller,
+    TagParam(tag): TagParam,
+) -> Result<Json<TagInfo>, ApiError> {
+    Ok(Json(app.archive_tag(tag, &who).await?))
+}
+
+/// Brings an archived tag back: it serves again from where its counter stopped. Restoring a
+/// tag that is not archived changes nothing.
+#[utoipa::path(post, path = routes::ADMIN_TAG_RESTORE, tag = "admin", operation_id = "restore_tag",
+    security(("admin_token" = [])),
+    params(("tag" = String, Path, min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$",
+        example = "leaf-segment-test")),
+    responses((status = 200, description = "The tag as restored.", body = TagInfo), ArchiveTagErrors))]
+pub async fn restore_tag(
+    State(app): State<Arc<App>>,
+    Caller(who): Caller,
+    TagParam(tag): TagParam,
+) -> Result<Json<TagInfo>, ApiError> {
+    Ok(Json(app.restore_tag(tag, &who).await?))
 }
 
 #[derive(Deserialize)]

@@ -215,6 +215,8 @@ error_set! {
     /// `PATCH /admin/tags/{tag}`.
     UpdateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, TagNotFound,
         Unavailable];
+    /// `POST /admin/tags/{tag}/archive` and `/restore`.
+    ArchiveTagErrors: [InvalidTag, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady, Unavailable];
     /// `GET /admin/allocations`.
     AllocationsErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `POST /admin/fault/clock`: `not_found` when fault injection is disabled.

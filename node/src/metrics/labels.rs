@@ -64,10 +64,12 @@ pub enum GrpcMethod {
     GetSegmentIdList,
     CreateTag,
     GetTag,
+    ArchiveTag,
+    RestoreTag,
 }
 
 impl GrpcMethod {
-    pub const ALL: [GrpcMethod; 8] = [
+    pub const ALL: [GrpcMethod; 10] = [
         GrpcMethod::GetSegmentIds,
         GrpcMethod::GetSnowflakeIds,
         GrpcMethod::DecodeSnowflake,
@@ -76,6 +78,8 @@ impl GrpcMethod {
         GrpcMethod::GetSegmentIdList,
         GrpcMethod::CreateTag,
         GrpcMethod::GetTag,
+        GrpcMethod::ArchiveTag,
+        GrpcMethod::RestoreTag,
     ];
 
     /// The method's gRPC path without the leading `/`.
@@ -89,6 +93,8 @@ impl GrpcMethod {
             GrpcMethod::GetSegmentIdList => "leaf.v1.IdService/GetSegmentIdList",
             GrpcMethod::CreateTag => "leaf.v1.AdminService/CreateTag",
             GrpcMethod::GetTag => "leaf.v1.AdminService/GetTag",
+            GrpcMethod::ArchiveTag => "leaf.v1.AdminService/ArchiveTag",
+            GrpcMethod::RestoreTag => "leaf.v1.AdminService/RestoreTag",
         }
     }
 }

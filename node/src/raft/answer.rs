@@ -56,7 +56,11 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             validate_step(a.stored_step).map_err(|e| invalid(format!("stored step: {e}")))
         }
         (
-            Op::CreateTag { tag, .. } | Op::CreateTagV2 { tag, .. } | Op::UpdateTag { tag, .. },
+            Op::CreateTag { tag, .. }
+            | Op::CreateTagV2 { tag, .. }
+            | Op::UpdateTag { tag, .. }
+            | Op::ArchiveTag { tag }
+            | Op::RestoreTag { tag },
             Applied::Tag { tag: got, record },
         ) => {
             if got != tag {
@@ -113,6 +117,7 @@ fn op_kind(op: &Op) -> &'static str {
     match op {
         Op::CreateTag { .. } | Op::CreateTagV2 { .. } => "a tag creation",
         Op::UpdateTag { .. } => "a tag update",
+        Op::ArchiveTag { .. } | Op::RestoreTag { .. } => "a tag archive or restore",
         Op::AllocateSegment { .. } => "a segment allocation",
         Op::RegisterWorker { .. } | Op::RegisterWorkerIn { .. } => "a worker registration",
         Op::RenewWorker { .. } => "a worker renewal",

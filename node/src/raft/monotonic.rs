@@ -108,6 +108,9 @@ impl LeaderOp for MonotonicTake {
             .state
             .tag(&self.tag)
             .ok_or_else(|| ProposeError::Rejected(ApplyError::TagNotFound(self.tag.clone())))?;
+        if record.archived_ms.is_some() {
+            return Err(ProposeError::Rejected(ApplyError::TagArchived(self.tag.clone())));
+        }
         if record.profile.kind() != Profile::Monotonic {
             return Err(ProposeError::Rejected(ApplyError::Invalid(format!(
                 "tag {:?} has the {} profile, not monotonic",

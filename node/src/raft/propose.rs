@@ -63,6 +63,16 @@ impl RaftNode {
         self.propose(self.admin(actor, Op::UpdateTag { tag, step, description })).await
     }
 
+    /// Archives `tag`: it allocates nothing more and its name is never reused.
+    pub async fn archive_tag(&self, tag: String, actor: Actor) -> Result<TagRecord, ProposeError> {
+        self.propose(self.admin(actor, Op::ArchiveTag { tag })).await
+    }
+
+    /// Brings an archived `tag` back, its counter where it stopped.
+    pub async fn restore_tag(&self, tag: String, actor: Actor) -> Result<TagRecord, ProposeError> {
+        self.propose(self.admin(actor, Op::RestoreTag { tag })).await
+    }
+
     /// Creates a scoped token (its secret as a hash). Not retried once it may have been
     /// delivered: the caller would never learn the bearer of a token created twice.
     pub async fn create_token(

@@ -65,6 +65,7 @@ impl App {
         });
         let nodes = futures::future::join_all(probes).await;
         let mut records = self.raft.state().tags();
+        records.retain(|(_, r)| r.archived_ms.is_none());
         if !root {
             records.retain(|(tag, r)| {
                 viewer.sees_tag(tag) && !matches!(r.profile, leaf_raft_store::profile::StoredProfile::Obfuscated { .. })

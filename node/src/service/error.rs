@@ -45,7 +45,7 @@ impl ApiError {
 fn propose_code(e: &ProposeError) -> ErrorCode {
     match e {
         ProposeError::Rejected(ApplyError::TagExists(_)) => ErrorCode::TagExists,
-        ProposeError::Rejected(ApplyError::TagNotFound(_)) => ErrorCode::TagNotFound,
+        ProposeError::Rejected(ApplyError::TagNotFound(_) | ApplyError::TagArchived(_)) => ErrorCode::TagNotFound,
         ProposeError::Rejected(
             ApplyError::TagExhausted { .. } | ApplyError::UpperBoundReached { .. } | ApplyError::DayExhausted { .. },
         ) => ErrorCode::TagExhausted,

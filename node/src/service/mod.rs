@@ -150,7 +150,13 @@ impl App {
                 format!("cannot confirm whether tag {tag:?} exists: {}", e.public_message()),
             )
         })?;
-        look(self).ok_or_else(|| tag_not_found(tag))
+        look(self).ok_or_else(|| match self.raft.state().tag(tag) {
+            Some(r) if r.archived_ms.is_some() => ApiError::new(
+                ErrorCode::TagNotFound,
+                format!("tag {tag:?} is archived: it hands out no ID until it is restored"),
+            ),
+            _ => tag_not_found(tag),
+        })
     }
 }
 

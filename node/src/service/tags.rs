@@ -1,6 +1,6 @@
 //! Tag operations (admin, over HTTP `/admin/tags*` and gRPC `AdminService`): create with a
-//! profile, show, update, list, decode an obfuscated tag's IDs; and the allocation journal and
-//! the clock fault. Every field is checked here ([`super::validate`]) before it is proposed.
+//! profile, show, update, list, archive and restore, decode an obfuscated tag's IDs; and the
+//! allocation journal and the clock fault. Every field is checked here ([`super::validate`]) before it is proposed.
 use leaf_api::audit::AuditAction;
 use leaf_api::profile::{validate_upper_bound, DailyFormat, DailyOptions, Profile, ProfileError, DAILY_FIRST};
 use leaf_api::tokens::Right;
@@ -15,7 +15,7 @@ use crate::tags::ServeAs;
 
 impl App {
     /// Every tag, as stored, that `who` may see (a scoped token sees the tags its patterns
-    /// cover).
+    /// cover), archived ones included.
     pub fn list_tags(&self, who: &Principal) -> Vec<TagInfo> {
         self.all_tags().into_iter().filter(|t| who.may_on(Right::Tags, &t.tag)).collect()
     }
@@ -26,12 +26,14 @@ impl App {
     }
 
     /// Leaf's `/db` as `viewer` may read it (none: a public endpoint): every tag but the
-    /// obfuscated ones, whose `max_id` would count their IDs (the admin view, `GET /admin/tags`,
-    /// lists them), and only the tags a scoped viewer's patterns match.
+    /// obfuscated ones, whose `max_id` would count their IDs, and the archived ones (the admin
+    /// view, `GET /admin/tags`, lists both), and only the tags a scoped viewer's patterns match.
     pub fn public_tags(&self, viewer: Option<&Principal>) -> Vec<TagInfo> {
         let tags = self.raft.state().tags().into_iter();
         tags.filter(|(t, r)| {
-            !matches!(r.profile, StoredProfile::Obfuscated { .. }) && viewer.is_none_or(|p| p.sees_tag(t))
+            !matches!(r.profile, StoredProfile::Obfuscated { .. })
+                && r.archived_ms.is_none()
+                && viewer.is_none_or(|p| p.sees_tag(t))
         })
         .map(|(t, r)| tag_info(t, r))
         .collect()
@@ -82,6 +84,40 @@ impl App {
             validate::description(d)?;
         }
         let record = self.raft.update_tag(tag.clone(), body.step, body.description, who.actor()).await?;
+        Ok(tag_info(tag, record))
+    }
+
+    /// Archives a tag: every node stops serving it once it applied the archive (the IDs left in
+    /// its buffers are dropped), no ID is allocated for it again, and its name is never given
+    /// to a new tag. An archived tag is answered as it is.
+    pub async fn archive_tag(&self, tag: String, who: &Principal) -> Result<TagInfo, ApiError> {
+        self.set_archived(tag, true, who).await
+    }
+
+    /// Brings an archived tag back: it serves again from where its counter stopped. A tag
+    /// that is not archived is answered as it is.
+    pub async fn restore_tag(&self, tag: String, who: &Principal) -> Result<TagInfo, ApiError> {
+        self.set_archived(tag, false, who).await
+    }
+
+    /// Archives or restores `tag`, unless the committed state has it so already (read after a
+    /// barrier through the leader, so a retry after a lost answer is answered, not refused).
+    async fn set_archived(&self, tag: String, archive: bool, who: &Principal) -> Result<TagInfo, ApiError> {
+        validate::tag(&tag)?;
+        who.require_on(Right::Tags, &tag)?;
+        self.raft.read_barrier().await.map_err(|e| {
+            ApiError::new(ErrorCode::NotReady, format!("cannot read tag {tag:?} as committed: {}", e.public_message()))
+        })?;
+        let record = self.raft.state().tag(&tag).ok_or_else(|| super::tag_not_found(&tag))?;
+        if record.archived_ms.is_some() == archive {
+            return Ok(tag_info(tag, record));
+        }
+        let record = if archive {
+            self.raft.archive_tag(tag.clone(), who.actor()).await?
+        } else {
+            self.raft.restore_tag(tag.clone(), who.actor()).await?
+        };
+        tracing::info!(tag, max_id = record.max_id, archived = archive, "tag archived or restored");
         Ok(tag_info(tag, record))
     }
 
@@ -170,6 +206,7 @@ pub fn tag_info(tag: String, r: TagRecord) -> TagInfo {
             _ => None,
         },
         upper_bound: r.upper_bound,
+        archived_ms: r.archived_ms,
     }
 }
 

@@ -21,6 +21,7 @@ pub mod step;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -146,6 +147,10 @@ pub struct Tags {
 
 struct TagsInner {
     map: ArcSwap<HashMap<String, Arc<TagHandle>>>,
+    /// The state's archive counter ([`leaf_raft_store::StateReader::archives`]), and the value
+    /// `map` was last checked at.
+    archives: Arc<AtomicU64>,
+    checked: AtomicU64,
     loading: Mutex<()>,
     arbiter: actix::ArbiterHandle,
     allocator: Arc<dyn Allocator>,
@@ -158,13 +163,15 @@ impl Tags {
     pub fn new(
         actors: &ActorSystem,
         allocator: Arc<dyn Allocator>,
-        lookup: TagLookup,
+        (lookup, archives): (TagLookup, Arc<AtomicU64>),
         cfg: SegmentConfig,
         metrics: Arc<Metrics>,
     ) -> Self {
         Tags {
             inner: Arc::new(TagsInner {
                 map: ArcSwap::default(),
+                checked: AtomicU64::new(archives.load(Ordering::Acquire)),
+                archives,
                 loading: Mutex::new(()),
                 arbiter: actors.arbiter().clone(),
                 allocator,
@@ -175,8 +182,10 @@ impl Tags {
         }
     }
 
-    /// The handle of `tag`, loading it on first use; `None` if the tag does not exist.
+    /// The handle of `tag`, loading it on first use; `None` if the tag does not exist (or is
+    /// archived: a node that applied an archive serves the tag no more).
     pub fn get(&self, tag: &str) -> Option<Arc<TagHandle>> {
+        self.check_archives();
         if let Some(h) = self.inner.map.load().get(tag) {
             return Some(h.clone());
         }
@@ -235,8 +244,45 @@ impl Tags {
         Some(handle)
     }
 
+    /// Unloads the loaded tags the state no longer serves (archived since): their buffered IDs
+    /// are dropped (skipped, never reused) and, with their handles gone, their actors stop. A
+    /// request already holding a handle may still finish taking from it.
+    /// Unloads archived tags if the state archived any since the last check: one atomic load.
+    #[inline]
+    fn check_archives(&self) {
+        let archives = self.inner.archives.load(Ordering::Acquire);
+        if archives != self.inner.checked.load(Ordering::Relaxed) {
+            self.unload_archived(archives);
+        }
+    }
+
+    #[cold]
+    fn unload_archived(&self, archives: u64) {
+        let i = &self.inner;
+        let _guard = i.loading.lock().unwrap_or_else(|e| e.into_inner());
+        if i.checked.load(Ordering::Relaxed) == archives {
+            return;
+        }
+        let map = i.map.load_full();
+        let gone: Vec<&String> = map.keys().filter(|t| (i.lookup)(t).is_none()).collect();
+        if gone.is_empty() {
+            i.checked.store(archives, Ordering::Relaxed);
+            return;
+        }
+        let mut next = HashMap::clone(&map);
+        for tag in &gone {
+            if let Some(h) = next.remove(*tag) {
+                let dropped = h.buf.retire_below(i64::MAX);
+                tracing::info!(tag = %tag, dropped, "archived tag unloaded");
+            }
+        }
+        i.map.store(Arc::new(next));
+        i.checked.store(archives, Ordering::Relaxed);
+    }
+
     /// Every loaded tag, sorted by name.
     pub fn loaded(&self) -> Vec<Arc<TagHandle>> {
+        self.check_archives();
         let mut v: Vec<_> = self.inner.map.load().values().cloned().collect();
         v.sort_by(|a, b| a.tag.cmp(&b.tag));
         v

@@ -64,7 +64,7 @@ fn setup(alloc: FakeAllocator, cfg: SegmentConfig) -> (ActorSystem, Tags, Arc<Fa
     let step = alloc.stored_step;
     let lookup: TagLookup =
         Arc::new(move |t| (t == "t").then_some((step, leaf_raft_store::StoredProfile::Segment, None)));
-    let tags = Tags::new(&actors, alloc.clone(), lookup, cfg, Arc::new(Metrics::new()));
+    let tags = Tags::new(&actors, alloc.clone(), (lookup, Arc::default()), cfg, Arc::new(Metrics::new()));
     (actors, tags, alloc)
 }
 

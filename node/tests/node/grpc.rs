@@ -238,6 +238,14 @@ async fn admin_service_creates_profiled_tags_with_the_token_only() {
     let list = list.into_inner().ids;
     assert_eq!(list.iter().collect::<HashSet<_>>().len(), 500);
     assert!(list.windows(2).any(|w| w[0] > w[1]), "obfuscated IDs came in order");
+    // Archived, a tag serves nothing until it is restored.
+    let archived = admin.archive_tag(with_token(GetTagRequest { tag: "mono".into() })).await.unwrap().into_inner();
+    assert!(archived.archived_ms.is_some());
+    assert_eq!(segment(&mut ids, "mono", 1).await.unwrap_err().code(), Code::NotFound);
+    let restored = admin.restore_tag(with_token(GetTagRequest { tag: "mono".into() })).await.unwrap().into_inner();
+    assert_eq!(restored.archived_ms, None);
+    let again = segment(&mut ids, "mono", 10).await.unwrap();
+    assert!(again.ranges[0].start >= m.ranges.last().unwrap().end, "{m:?} then {again:?}");
     node.shutdown().await;
 }
 

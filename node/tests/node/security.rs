@@ -502,6 +502,18 @@ async fn obfuscated_decodes_and_clock_faults_are_audited() {
     node.shutdown().await;
 }
 
+/// A node with the admin token, and a client of it with a token made from `req`.
+async fn with_tenant(
+    dir: &TempDir,
+    req: &leaf_api::tokens::CreateTokenRequest,
+) -> (leaf_node::NodeHandle, leaf_client::Client, leaf_client::Client, leaf_api::tokens::IssuedToken) {
+    let cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(dir) };
+    let (node, admin) = start(cfg).await;
+    let issued = admin.create_token(req).await.unwrap();
+    let tenant = crate::support::client(&format!("http://{}", node.http_addr()), Some(issued.bearer.clone()));
+    (node, admin, tenant, issued)
+}
+
 /// A quota counted requests: a token allowed one request a second took a million IDs in one
 /// ranges call. And a token with the `tags` right could create tags up to the cluster's limit.
 /// A token now has a quota in IDs and a limit on the tags it creates.
@@ -510,9 +522,6 @@ async fn a_token_quota_counts_ids_and_its_tag_creations_are_bounded() {
     use leaf_api::tokens::{CreateTokenRequest, IdQuota, Quota, Right, TagPattern};
     use leaf_api::types::CreateTagRequest;
     let dir = TempDir::new().unwrap();
-    let cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
-    let (node, admin) = start(cfg).await;
-    let url = format!("http://{}", node.http_addr());
     let req = CreateTokenRequest {
         name: "tenant".into(),
         rights: vec![Right::Ids, Right::Tags],
@@ -522,8 +531,7 @@ async fn a_token_quota_counts_ids_and_its_tag_creations_are_bounded() {
         id_quota: Some(IdQuota { ids_per_sec: 1, burst_ids: 1_000 }),
         max_tags: Some(2),
     };
-    let issued = admin.create_token(&req).await.unwrap();
-    let tenant = crate::support::client(&url, Some(issued.bearer));
+    let (node, admin, tenant, issued) = with_tenant(&dir, &req).await;
     for tag in ["t-1", "t-2"] {
         let body = CreateTagRequest { tag: tag.into(), step: 100, ..Default::default() };
         tenant.create_tag(&body).await.unwrap();
@@ -550,5 +558,64 @@ async fn a_token_quota_counts_ids_and_its_tag_creations_are_bounded() {
     let info = admin.token(issued.token.id).await.unwrap();
     assert_eq!((info.tags_created, info.max_tags, info.id_quota), (2, Some(2), req.id_quota));
     admin.create_tag(&third).await.unwrap();
+    node.shutdown().await;
+}
+
+/// Tags could not be deleted: a tenant's abandoned tags stayed listed and served forever. An
+/// archived tag now serves nothing on any node, its name is never given to a new tag (which
+/// would hand out its IDs again), and a restore goes on above every ID it handed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archived_tag_never_hands_out_an_id_it_handed_out_before() {
+    use leaf_api::audit::{AuditFilter, AuditKind};
+    use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
+    use leaf_api::types::CreateTagRequest;
+    let dir = TempDir::new().unwrap();
+    let req = CreateTokenRequest {
+        name: "tenant".into(),
+        rights: vec![Right::Ids, Right::Tags],
+        tags: vec![TagPattern::parse("t-*").unwrap()],
+        ..Default::default()
+    };
+    let (node, admin, tenant, _) = with_tenant(&dir, &req).await;
+    let create = CreateTagRequest { tag: "t-old".into(), step: 1_000, ..Default::default() };
+    tenant.create_tag(&create).await.unwrap();
+    // Loaded, with a buffer of IDs it has not handed out yet.
+    let before = tenant.segment_ids("t-old", 10).await.unwrap();
+    // Another tenant's tag is out of reach.
+    assert_eq!(tenant.archive_tag("leaf-segment-test").await.unwrap_err().status(), Some(StatusCode::FORBIDDEN));
+
+    let archived = tenant.archive_tag("t-old").await.unwrap();
+    assert!(archived.archived_ms.is_some(), "{archived:?}");
+    let e = tenant.segment_id("t-old").await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::NOT_FOUND), Some(ErrorCode::TagNotFound)), "{e}");
+    assert!(e.to_string().contains("archived"), "{e}");
+    // Its name cannot be taken again, even with another profile or a fresh counter.
+    let again = CreateTagRequest { tag: "t-old".into(), step: 10, max_id: Some(1), ..Default::default() };
+    let e = admin.create_tag(&again).await.unwrap_err();
+    assert_eq!((e.status(), e.code()), (Some(StatusCode::CONFLICT), Some(ErrorCode::TagExists)), "{e}");
+    // Archiving it again changes nothing (a retry after a lost answer is answered).
+    assert_eq!(tenant.archive_tag("t-old").await.unwrap().archived_ms, archived.archived_ms);
+    // Out of the public views; the admin view still shows it, marked.
+    assert!(!admin.db().await.unwrap().iter().any(|t| t.tag == "t-old"));
+    assert!(!admin.cache().await.unwrap().iter().any(|c| c.tag == "t-old"));
+    let listed = admin.tags().await.unwrap();
+    assert!(listed.iter().any(|t| t.tag == "t-old" && t.archived_ms.is_some()), "{listed:?}");
+    let page = admin.audit(&AuditFilter { tag: Some("t-old".into()), ..Default::default() }, None, None).await.unwrap();
+    assert!(page.records.iter().any(|r| r.action.kind() == AuditKind::TagArchived), "{:?}", page.records);
+
+    // Restored, it goes on above everything it ever had: no ID twice.
+    tenant.restore_tag("t-old").await.unwrap();
+    let after = tenant.segment_ids("t-old", 10).await.unwrap();
+    let highest = *before.iter().max().unwrap();
+    assert!(after.iter().all(|id| *id > highest + 990), "{before:?} then {after:?}: the old buffer is skipped");
+    assert_eq!(tenant.restore_tag("t-old").await.unwrap().archived_ms, None);
+    let trail =
+        admin.audit(&AuditFilter { tag: Some("t-old".into()), ..Default::default() }, None, None).await.unwrap();
+    let kinds: Vec<AuditKind> = trail.records.iter().map(|r| r.action.kind()).collect();
+    assert_eq!(
+        kinds,
+        [AuditKind::TagCreated, AuditKind::TagArchived, AuditKind::TagRestored],
+        "no-ops are not changes"
+    );
     node.shutdown().await;
 }

@@ -1,6 +1,6 @@
 //! The layouts of earlier releases, as they are still found on disk or sent by an older
-//! leader, in release order, and how each is read into this release's: tag records
-//! checkpointed before tag profiles ([`decode_tag_record`]), and snapshot data of every
+//! leader, in release order, and how each is read into this release's: checkpointed tag and
+//! token records ([`decode_tag_record`], [`decode_token_record`]), and snapshot data of every
 //! release ([`decode_sm_data`]):
 //! - V1, the first release: the membership and the tags;
 //! - V2: and every node ID ever in a membership;
@@ -8,7 +8,8 @@
 //! - V4: and tag profiles (tag records of this release);
 //! - V5: and tokens (without limits in IDs and tags: [`decode_token_record`]) and the audit
 //!   trail;
-//! - this release's [`SmData`]: tokens with those limits.
+//! - this release's [`SmData`]: tokens with those limits, and archived tags (tag records
+//!   before archiving: [`decode_tag_record`]).
 use std::collections::{BTreeMap, BTreeSet};
 
 use leaf_api::codec;
@@ -36,29 +37,68 @@ struct TagRecordV1 {
 
 impl From<TagRecordV1> for TagRecord {
     fn from(r: TagRecordV1) -> Self {
+        let (max_id, step, description, created_ms, updated_ms) =
+            (r.max_id, r.step, r.description, r.created_ms, r.updated_ms);
+        let v2 = TagRecordV2 {
+            max_id,
+            step,
+            description,
+            created_ms,
+            updated_ms,
+            profile: StoredProfile::Segment,
+            upper_bound: None,
+        };
+        v2.into()
+    }
+}
+
+/// [`TagRecord`] as releases with tag profiles and before archiving stored it.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize, Clone))]
+struct TagRecordV2 {
+    max_id: i64,
+    step: i64,
+    description: String,
+    created_ms: i64,
+    updated_ms: i64,
+    profile: StoredProfile,
+    upper_bound: Option<i64>,
+}
+
+impl From<TagRecordV2> for TagRecord {
+    fn from(r: TagRecordV2) -> Self {
         TagRecord {
             max_id: r.max_id,
             step: r.step,
             description: r.description,
             created_ms: r.created_ms,
             updated_ms: r.updated_ms,
-            profile: StoredProfile::Segment,
-            upper_bound: None,
+            profile: r.profile,
+            upper_bound: r.upper_bound,
+            archived_ms: None,
         }
     }
 }
 
 /// Tags as releases before tag profiles stored them, by name.
 type TagsV1 = BTreeMap<String, TagRecordV1>;
+/// Tags as releases with profiles and before archiving stored them, by name.
+type TagsV2 = BTreeMap<String, TagRecordV2>;
 
-/// [`TagsV1`] as this release's tag records.
-fn upgrade_tags(tags: TagsV1) -> BTreeMap<String, TagRecord> {
+/// Tags of an earlier layout as this release's tag records.
+fn upgrade_tags<R: Into<TagRecord>>(tags: BTreeMap<String, R>) -> BTreeMap<String, TagRecord> {
     tags.into_iter().map(|(t, r)| (t, r.into())).collect()
 }
 
-/// A checkpointed tag record of this release or of one before tag profiles.
+/// A checkpointed tag record of this release or of an earlier one (before archiving, before
+/// tag profiles).
 pub(super) fn decode_tag_record(bytes: &[u8]) -> Result<TagRecord, codec::CodecError> {
-    codec::decode::<TagRecord>(bytes).or_else(|e| codec::decode::<TagRecordV1>(bytes).map(Into::into).map_err(|_| e))
+    codec::decode::<TagRecord>(bytes).or_else(|e| {
+        codec::decode::<TagRecordV2>(bytes)
+            .map(Into::into)
+            .or_else(|_| codec::decode::<TagRecordV1>(bytes).map(Into::into))
+            .map_err(|_| e)
+    })
 }
 
 /// [`TokenRecord`] as releases before token limits in IDs and tags stored it.
@@ -135,7 +175,7 @@ struct StateV3 {
 /// The state in a V4 snapshot.
 #[derive(Deserialize)]
 struct StateV4 {
-    tags: BTreeMap<String, TagRecord>,
+    tags: TagsV2,
     members_ever: BTreeSet<u64>,
     members: BTreeSet<u64>,
     workers: BTreeMap<u16, WorkerRecord>,
@@ -144,7 +184,7 @@ struct StateV4 {
 /// The state in a V5 snapshot.
 #[derive(Deserialize)]
 struct StateV5 {
-    tags: BTreeMap<String, TagRecord>,
+    tags: TagsV2,
     members_ever: BTreeSet<u64>,
     members: BTreeSet<u64>,
     workers: BTreeMap<u16, WorkerRecord>,
@@ -169,20 +209,15 @@ impl<S: Into<State>> Old<S> {
 impl From<StateV5> for State {
     fn from(s: StateV5) -> State {
         let tokens = s.tokens.into_iter().map(|(id, r)| (id, r.into())).collect();
-        State {
-            tags: s.tags,
-            members_ever: s.members_ever,
-            members: s.members,
-            workers: s.workers,
-            tokens,
-            audit: s.audit,
-        }
+        let (members_ever, members, workers) = (s.members_ever, s.members, s.workers);
+        State { tags: upgrade_tags(s.tags), members_ever, members, workers, tokens, audit: s.audit }
     }
 }
 
 impl From<StateV4> for State {
     fn from(s: StateV4) -> State {
-        State { tags: s.tags, members_ever: s.members_ever, members: s.members, workers: s.workers, ..State::default() }
+        let (members_ever, members, workers) = (s.members_ever, s.members, s.workers);
+        State { tags: upgrade_tags(s.tags), members_ever, members, workers, ..State::default() }
     }
 }
 
@@ -251,6 +286,32 @@ mod tests {
             updated_ms: 2,
             profile: StoredProfile::Segment,
             upper_bound: None,
+            archived_ms: None,
+        };
+        (old, new)
+    }
+
+    /// A tag record with a profile and a bound, as releases before archiving wrote it.
+    fn v2_record() -> (TagRecordV2, TagRecord) {
+        let profile = StoredProfile::Obfuscated { key: [3; crate::OBFUSCATION_KEY_BYTES] };
+        let old = TagRecordV2 {
+            max_id: 70,
+            step: 5,
+            description: "v2".into(),
+            created_ms: 1,
+            updated_ms: 2,
+            profile: profile.clone(),
+            upper_bound: Some(900),
+        };
+        let new = TagRecord {
+            max_id: 70,
+            step: 5,
+            description: "v2".into(),
+            created_ms: 1,
+            updated_ms: 2,
+            profile,
+            upper_bound: Some(900),
+            archived_ms: None,
         };
         (old, new)
     }
@@ -311,6 +372,10 @@ mod tests {
             ..new.clone()
         };
         assert_eq!(decode_tag_record(&codec::encode(&daily).unwrap()).unwrap(), daily);
+        let (v2, upgraded) = v2_record();
+        assert_eq!(decode_tag_record(&codec::encode(&v2).unwrap()).unwrap(), upgraded);
+        let archived = TagRecord { archived_ms: Some(9), ..upgraded };
+        assert_eq!(decode_tag_record(&codec::encode(&archived).unwrap()).unwrap(), archived);
         assert!(decode_tag_record(b"garbage").is_err());
     }
 
@@ -396,7 +461,7 @@ mod tests {
         // The fifth release's: tokens without limits, and the audit trail.
         #[derive(Serialize)]
         struct V5State {
-            tags: std::collections::BTreeMap<String, TagRecord>,
+            tags: std::collections::BTreeMap<String, TagRecordV2>,
             members_ever: std::collections::BTreeSet<u64>,
             members: std::collections::BTreeSet<u64>,
             workers: std::collections::BTreeMap<u16, WorkerRecord>,
@@ -417,7 +482,7 @@ mod tests {
             last_applied: None,
             membership: old.membership.clone(),
             state: V5State {
-                tags: [("t".to_string(), record.clone())].into(),
+                tags: [("t".to_string(), v2_record().0)].into(),
                 members_ever: [1, 7].into(),
                 members: [1].into(),
                 workers: [(3, worker.clone())].into(),
@@ -427,6 +492,7 @@ mod tests {
         };
         let d5 = decode_sm_data(&codec::encode(&v5).unwrap()).unwrap();
         assert_eq!(d5.state.tokens[&9], token);
+        assert_eq!(d5.state.tags["t"], v2_record().1);
         assert_eq!(d5.state.audit, audit);
         assert_eq!(d5.state.workers[&3], worker);
         // And the current layout round-trips.

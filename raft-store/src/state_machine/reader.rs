@@ -22,12 +22,25 @@ pub type Tokens = std::collections::BTreeMap<u64, TokenRecord>;
 pub struct StateReader {
     data: Arc<RwLock<SmData>>,
     tokens: Arc<ArcSwap<Tokens>>,
+    archives: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl StateReader {
     /// A reader of `data`, whose tokens are published in `tokens`.
-    pub(super) fn new(data: Arc<RwLock<SmData>>, tokens: Arc<ArcSwap<Tokens>>) -> Self {
-        StateReader { data, tokens }
+    pub(super) fn new(
+        data: Arc<RwLock<SmData>>,
+        tokens: Arc<ArcSwap<Tokens>>,
+        archives: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
+        StateReader { data, tokens, archives }
+    }
+
+    /// A counter raised after each applied tag archive and each installed snapshot, before
+    /// the node reports the entry applied (`Release`; read it with `Acquire`): a node's request
+    /// path compares it with the last value it saw and drops the tags it loaded that are
+    /// archived now, so their buffers stop serving.
+    pub fn archives(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.archives.clone()
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, SmData> {

@@ -129,6 +129,7 @@ impl StateMachineStore {
             sm,
             snap,
             tokens: Arc::new(ArcSwap::from_pointee(data.state.tokens.clone())),
+            archives: Arc::default(),
             data: Arc::new(RwLock::new(data)),
             dirty: Arc::default(),
             snap_write: Arc::default(),
@@ -245,6 +246,7 @@ impl StateMachineStore {
         self.publish_tokens(&new.state);
         *self.write() = new;
         *dirty = Dirty::default();
+        self.publish_archives();
         Ok(())
     }
 }
