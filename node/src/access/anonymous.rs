@@ -30,9 +30,10 @@ impl AnonymousQuota {
         AnonymousQuota { cells, key: Default::default() }
     }
 
-    /// Takes `n` IDs for a request from `addr` at `now_ns` (monotonic); refused with the wait.
-    pub fn take(&self, addr: IpAddr, n: u64, now_ns: u64) -> Result<(), Duration> {
-        self.cells[self.cell(addr)].take_n(now_ns, n)
+    /// Takes `n` IDs for a request from `addr` at the time `clock` reads (monotonic
+    /// nanoseconds); refused with the wait.
+    pub fn take(&self, addr: IpAddr, n: u64, clock: impl Fn() -> u64) -> Result<(), Duration> {
+        self.cells[self.cell(addr)].take_n_by(clock, n)
     }
 
     fn cell(&self, addr: IpAddr) -> usize {
@@ -59,14 +60,14 @@ mod tests {
         let q = AnonymousQuota::new(10, 1_000);
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         let t0 = 100 * SEC;
-        assert!(q.take(a, 1_000, t0).is_ok(), "one request for the whole burst");
-        let wait = q.take(a, 1, t0).unwrap_err();
+        assert!(q.take(a, 1_000, || t0).is_ok(), "one request for the whole burst");
+        let wait = q.take(a, 1, || t0).unwrap_err();
         assert_eq!(wait, Duration::from_millis(100), "then one ID every 100 ms");
         if q.cell(a) != q.cell(b) {
-            assert!(q.take(b, 1_000, t0).is_ok(), "another address is not charged for it");
+            assert!(q.take(b, 1_000, || t0).is_ok(), "another address is not charged for it");
         }
-        assert!(q.take(a, 10, t0 + SEC).is_ok(), "ten a second come back");
-        assert!(q.take(a, 1, t0 + SEC).is_err());
+        assert!(q.take(a, 10, || t0 + SEC).is_ok(), "ten a second come back");
+        assert!(q.take(a, 1, || t0 + SEC).is_err());
     }
 
     #[test]

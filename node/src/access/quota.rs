@@ -32,20 +32,38 @@ impl Gcra {
     }
 
     /// Takes one request at time `now_ns`; refused with how long to wait until one is allowed.
+    #[cfg(test)]
     pub fn take(&self, now_ns: u64) -> Result<(), Duration> {
         self.take_n(now_ns, 1)
     }
 
     /// Takes `n` units (at least 1) at once at time `now_ns`: all or none; refused with how long
     /// to wait until they are allowed (never, if `n` is above the burst: the caller bounds it).
+    #[cfg(test)]
     pub fn take_n(&self, now_ns: u64, n: u64) -> Result<(), Duration> {
+        self.take_n_by(|| now_ns, n)
+    }
+
+    /// [`Gcra::take_n`] at the time `clock` reads. Before refusing, the clock is read once
+    /// more: a thread preempted between reading it and updating the bucket (a millisecond is
+    /// common on a busy machine) would otherwise judge other threads' later takes against its
+    /// stale time and refuse although the bucket has room, which a large rate with a burst of
+    /// a millisecond's worth turns into spurious refusals.
+    pub fn take_n_by(&self, clock: impl Fn() -> u64, n: u64) -> Result<(), Duration> {
         let n = n.max(1);
+        let mut now_ns = clock();
+        let mut read_again = true;
         let mut tat = self.tat.load(Ordering::Relaxed);
         loop {
             let base = tat.max(now_ns);
             // As far ahead as the bucket would be before the last of the `n` units.
             let ahead = (base - now_ns).saturating_add((n - 1).saturating_mul(self.interval));
             if ahead > self.tolerance {
+                if std::mem::take(&mut read_again) {
+                    now_ns = now_ns.max(clock());
+                    tat = self.tat.load(Ordering::Relaxed);
+                    continue;
+                }
                 return Err(Duration::from_nanos(ahead - self.tolerance));
             }
             let next = base.saturating_add(n.saturating_mul(self.interval));
@@ -129,6 +147,37 @@ mod tests {
         let fresh = Gcra::per_sec(1000, 5000);
         assert!(fresh.take_n(t0, 5001).is_err());
         assert!(fresh.take_n(t0, 5000).is_ok());
+    }
+
+    #[test]
+    fn a_time_read_before_a_preemption_is_read_again_before_refusing() {
+        // A billion a second, a million at once: a millisecond of tolerance.
+        let g = Gcra::per_sec(1_000_000_000, 1_000_000);
+        let t0 = 1_000 * SEC;
+        let t1 = t0 + SEC / 200;
+        // Another thread took at t1; this one read the clock at t0, then was preempted.
+        assert!(g.take_n(t1, 1).is_ok());
+        let reads = std::cell::Cell::new(0);
+        let clock = || {
+            reads.set(reads.get() + 1);
+            if reads.get() == 1 {
+                t0
+            } else {
+                t1
+            }
+        };
+        assert!(g.take_n_by(clock, 1).is_ok(), "refused on a stale time");
+        assert_eq!(reads.get(), 2);
+        // A bucket that is truly over is refused after one more read, not read forever.
+        let full = Gcra::per_sec(1, 1);
+        assert!(full.take_n(t1, 1).is_ok());
+        let reads = std::cell::Cell::new(0);
+        let moving = || {
+            reads.set(reads.get() + 1);
+            t1 + reads.get()
+        };
+        assert!(full.take_n_by(moving, 1).is_err());
+        assert_eq!(reads.get(), 2);
     }
 
     #[test]
