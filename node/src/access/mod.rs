@@ -126,6 +126,17 @@ fn unauthorized(msg: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::Unauthorized, msg)
 }
 
+/// A bearer that is no token of this cluster (nor the admin token).
+fn refused() -> ApiError {
+    unauthorized("the bearer is not a valid token (unknown, revoked, rotated or malformed)")
+}
+
+/// A token's current secret as last verified, with the stored hash it matched.
+struct Seen {
+    secret: [u8; SECRET_BYTES],
+    hash: SecretHash,
+}
+
 /// A token's quota bucket and counters on this node, made at its first use.
 struct Meter {
     /// The token's name, for removing its metric series once it is revoked.
@@ -133,6 +144,8 @@ struct Meter {
     bucket: Option<quota::Gcra>,
     /// The token's quota in IDs, and the most one request may ask for.
     ids: Option<(quota::Gcra, u32)>,
+    /// Its current secret, once verified (see [`Access::verify`]).
+    verified: arc_swap::ArcSwapOption<Seen>,
     allowed: Counter,
     limited: Counter,
     denied: Counter,
@@ -199,12 +212,40 @@ impl Access {
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| unauthorized("the Authorization header must be 'Bearer <token>'"))?;
+        // A scoped token first: its check needs no hash once its secret was seen (see
+        // `verify`), where comparing with the admin token would hash the bearer each time.
+        let tokens = self.state.tokens();
+        if let Some((id, secret)) = parse_bearer(bearer) {
+            if let Some(record) = tokens.get(&id.0) {
+                let meters = self.meters.load();
+                let made;
+                let meter: &Meter = match meters.get(&id.0) {
+                    Some(m) => m,
+                    None => {
+                        made = self.meter(id, record);
+                        &made
+                    }
+                };
+                if self.verify(record, meter, &secret) {
+                    return self.charge_ids(id, record, meter, tag, ask);
+                }
+            }
+        }
         if self.admin_token.as_ref().is_some_and(|t| credentials::secret_eq(bearer.as_bytes(), t.as_bytes())) {
             return Ok(());
         }
-        let tokens = self.state.tokens();
-        let (id, record) = self.verify(&tokens, bearer)?;
-        let meter = self.meter(id, record);
+        Err(refused())
+    }
+
+    /// A verified token's ID request: its `ids` right on `tag`, then its quotas.
+    fn charge_ids(
+        &self,
+        id: TokenId,
+        record: &TokenRecord,
+        meter: &Meter,
+        tag: Option<&str>,
+        ask: IdAsk,
+    ) -> Result<(), ApiError> {
         let allowed = match tag {
             Some(tag) => record.allows(Right::Ids, tag),
             None => record.has(Right::Ids),
@@ -222,15 +263,14 @@ impl Access {
                 )));
             }
         }
-        self.take(id, &meter)?;
-        self.take_ids(id, &meter, ask.ids)
+        self.take(id, meter)?;
+        self.take_ids(id, meter, ask.ids)
     }
 
     /// Charges `n` IDs to the token's quota in IDs, if it has one.
     fn take_ids(&self, id: TokenId, meter: &Meter, n: u32) -> Result<(), ApiError> {
         let Some((bucket, _)) = &meter.ids else { return Ok(()) };
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        bucket.take_n(now, u64::from(n)).map_err(|wait| {
+        bucket.take_n_by(|| self.now_ns(), u64::from(n)).map_err(|wait| {
             meter.limited.inc();
             let secs = quota::retry_after_secs(wait);
             ApiError::new(
@@ -243,8 +283,7 @@ impl Access {
 
     fn take_anonymous(&self, ask: IdAsk) -> Result<(), ApiError> {
         let Some(q) = &self.anonymous else { return Ok(()) };
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        q.take(ask.addr, u64::from(ask.ids), now).map_err(|wait| {
+        q.take(ask.addr, u64::from(ask.ids), || self.now_ns()).map_err(|wait| {
             let secs = quota::retry_after_secs(wait);
             ApiError::new(
                 ErrorCode::RateLimited,
@@ -261,12 +300,13 @@ impl Access {
     /// The principal of a scoped token's bearer, within its quota; `Ok(None)` when `bearer`
     /// is not shaped like one (the admin token, say).
     pub fn scoped(&self, bearer: &str) -> Result<Option<Principal>, ApiError> {
-        if parse_bearer(bearer).is_none() {
-            return Ok(None);
-        }
+        let Some((id, secret)) = parse_bearer(bearer) else { return Ok(None) };
         let tokens = self.state.tokens();
-        let (id, record) = self.verify(&tokens, bearer)?;
+        let record = tokens.get(&id.0).ok_or_else(refused)?;
         let meter = self.meter(id, record);
+        if !self.verify(record, &meter, &secret) {
+            return Err(refused());
+        }
         self.take(id, &meter)?;
         Ok(Some(Principal::Token {
             id,
@@ -276,27 +316,26 @@ impl Access {
         }))
     }
 
-    /// The token a bearer names, if its secret is right: the current one, or the one before
-    /// the last rotation during its grace period (by this node's clock).
-    fn verify<'a>(
-        &self,
-        tokens: &'a leaf_raft_store::state_machine::Tokens,
-        bearer: &str,
-    ) -> Result<(TokenId, &'a TokenRecord), ApiError> {
-        let refused = || unauthorized("the bearer is not a valid token (unknown, revoked, rotated or malformed)");
-        let (id, secret) = parse_bearer(bearer).ok_or_else(refused)?;
-        let record = tokens.get(&id.0).ok_or_else(refused)?;
-        let hash = hash_secret(&secret);
+    /// Whether `secret` is the token's: its current secret, or the one before the last
+    /// rotation during its grace period (by this node's clock). The current secret, once seen,
+    /// is kept in the token's meter (memory only), so the next requests compare it in constant
+    /// time without hashing; a rotation changes the stored hash and so retires it.
+    fn verify(&self, record: &TokenRecord, meter: &Meter, secret: &[u8; SECRET_BYTES]) -> bool {
+        if let Some(seen) = &*meter.verified.load() {
+            if seen.hash == record.secret_hash && bool::from(seen.secret.ct_eq(secret)) {
+                return true;
+            }
+        }
+        let hash = hash_secret(secret);
         let current = hash.ct_eq(&record.secret_hash);
         let previous = match &record.previous {
             Some((old, until_ms)) => hash.ct_eq(old) & subtle::Choice::from(u8::from(self.clock.now_ms() < *until_ms)),
             None => subtle::Choice::from(0),
         };
-        if bool::from(current | previous) {
-            Ok((id, record))
-        } else {
-            Err(refused())
+        if bool::from(current) {
+            meter.verified.store(Some(Arc::new(Seen { secret: *secret, hash: record.secret_hash })));
         }
+        bool::from(current | previous)
     }
 
     /// The token's meter: made at its first use on this node. Making one also drops the
@@ -309,7 +348,8 @@ impl Access {
         let (allowed, limited, denied) = self.metrics.token_counters(&id.to_string(), &record.name);
         let bucket = record.quota.map(quota::Gcra::new);
         let ids = record.limits.id_quota.map(|q| (quota::Gcra::per_sec(q.ids_per_sec, q.burst_ids), q.burst_ids));
-        let made = Arc::new(Meter { name: record.name.clone(), bucket, ids, allowed, limited, denied });
+        let verified = arc_swap::ArcSwapOption::empty();
+        let made = Arc::new(Meter { name: record.name.clone(), bucket, ids, verified, allowed, limited, denied });
         let live = self.state.tokens();
         let mut out = made.clone();
         let before = self.meters.rcu(|m| {
@@ -324,10 +364,14 @@ impl Access {
         out
     }
 
+    /// The quota buckets' monotonic time.
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
     fn take(&self, id: TokenId, meter: &Meter) -> Result<(), ApiError> {
         if let Some(bucket) = &meter.bucket {
-            let now = self.epoch.elapsed().as_nanos() as u64;
-            if let Err(wait) = bucket.take(now) {
+            if let Err(wait) = bucket.take_n_by(|| self.now_ns(), 1) {
                 meter.limited.inc();
                 let secs = quota::retry_after_secs(wait);
                 return Err(ApiError::new(
