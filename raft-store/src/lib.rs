@@ -7,17 +7,19 @@
 //! - [`check`]: the fields a command may hold, checked without the state; [`check_command`].
 //! - [`apply`](mod@apply): the pure [`apply`](fn@apply), its answers and the keys it wrote.
 //! - [`state`]: the replicated [`State`] and how a membership entry updates its members.
-//! - [`tags`]: tag records, their creation, update and allocation, and the [`MAX_TAGS`] bound.
+//! - [`tags`]: tag records: creation, update, allocation, archive and restore; [`MAX_TAGS`].
 //! - [`profile`]: a tag's stored profile and how an allocation advances each one's counter.
 //! - [`workers`]: snowflake worker IDs: registration, renewal, fencing and recycling.
-//! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256): create, rotate, revoke.
+//! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256), their limits, and
+//!   create, rotate, revoke and the count of tags each created.
 //! - [`audit`]: the audit trail of admin changes in the state: numbering, retention, paging.
 //! - [`log_store`]: `RaftLogStorage` on sled, each write fsynced before it is acknowledged.
 //! - [`state_machine`]: `RaftStateMachine` on sled: the state in memory, applying entries.
 //! - `state_machine/store.rs`: its sled I/O: the `sm` tree's keys, loading, checkpoints.
-//! - `state_machine/reader.rs`: the [`StateReader`] for the node's read paths, and its tokens.
+//! - `state_machine/reader.rs`: the [`StateReader`] for the node's read paths, its tokens and
+//!   its archive counter.
 //! - `state_machine/snapshot.rs`: building and installing snapshots, and their coverage.
-//! - `state_machine/legacy.rs`: the layouts of earlier releases (V1 to V4), read into this one.
+//! - `state_machine/legacy.rs`: the layouts of earlier releases (V1 to V5), read into this one.
 //! - `coverage.rs` (private): the snapshot's log ID the state machine publishes to the log store.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
 //! - [`failpoint`]: crash points and disk faults for tests (cargo feature `failpoints`).

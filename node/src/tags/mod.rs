@@ -9,7 +9,8 @@
 //!
 //! Layout:
 //! - this file: the errors, the [`Allocator`] seam, the [`ActorSystem`] the actors run on, and
-//!   the [`Tags`] registry (lock-free lookups, a tag loaded on its first request);
+//!   the [`Tags`] registry (lock-free lookups, a tag loaded on its first request and dropped
+//!   once archived);
 //! - [`handle`]: [`TagHandle`], the lock-free request path and the `/cache` view;
 //! - `actor`: the tag actor (refills, waiting requests, the queue of spare segments);
 //! - [`step`]: Leaf's dynamic step as a pure type (the elapsed time is an argument);
