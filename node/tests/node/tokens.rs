@@ -266,6 +266,14 @@ async fn token_requests_are_validated() {
         json!({"name": "x", "rights": ["ids"], "tags": ["*"], "quota": {"rate_per_sec": 0, "burst": 1}}),
         json!({"name": "x", "rights": ["ids"], "tags": ["*"], "quota": {"rate_per_sec": 1}}),
         json!({"name": "x", "rights": ["ids"], "tags": ["*"], "extra": 1}),
+        json!({"name": "x", "rights": ["ids"], "tags": ["*"], "id_quota": {"ids_per_sec": 0, "burst_ids": 1}}),
+        json!({"name": "x", "rights": ["ids"], "tags": ["*"], "id_quota": {"ids_per_sec": 1, "burst_ids": 2000000000}}),
+        json!({"name": "x", "rights": ["ids"], "tags": ["*"], "id_quota": {"ids_per_sec": 1}}),
+        json!({"name": "x", "rights": ["ids"], "tags": ["*"], "id_quota": {"ids_per_sec": -1, "burst_ids": 1}}),
+        json!({"name": "x", "rights": ["tags"], "tags": ["*"], "max_tags": 0}),
+        json!({"name": "x", "rights": ["tags"], "tags": ["*"], "max_tags": 40001}),
+        json!({"name": "x", "rights": ["tags"], "tags": ["*"], "max_tags": "10"}),
+        json!({"name": "x", "rights": ["tags"], "tags": ["*"], "max_tags": 1.5}),
         json!([1, 2]),
     ];
     for body in bad {
