@@ -7,6 +7,12 @@
 //! then overtake the held ones (netem's `reorder` semantics). Packets released behind one that
 //! left after them are counted as reordered, so a fault's record proves it bit.
 //!
+//! Each delayer binds a queue number of its own ([`Delayer::queue`]): the netlink socket is
+//! opened without close-on-exec (the `nfq` crate has no way to ask for it), so a process
+//! spawned meanwhile — a restarted node, a concurrent test's child — can keep the old socket,
+//! and with it the old queue's binding, alive after the delayer stops. A fresh number never
+//! collides with such a leftover (binding a queue another socket holds fails with `EPERM`).
+//!
 //! The iptables rule uses `--queue-bypass`: a packet finds no listener only before the thread
 //! binds or after it stops, and then passes undelayed instead of being dropped. On stop, the
 //! rules are already gone ([`super::netns::Netns::clear_netem`] removes them first) and every
@@ -16,7 +22,7 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,8 +31,21 @@ use anyhow::{bail, Context};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// The queue number the delayer binds (queues are per namespace).
-pub const QUEUE: u16 = 7;
+/// The first queue number a delayer binds (queues are per namespace); each delayer of the
+/// process takes the next one.
+const FIRST_QUEUE: u16 = 7;
+
+static NEXT_QUEUE: AtomicU16 = AtomicU16::new(FIRST_QUEUE);
+
+/// A queue number no earlier delayer of this process bound (until 65,529 delayers wrap it).
+fn next_queue() -> u16 {
+    loop {
+        let q = NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
+        if q >= FIRST_QUEUE {
+            return q;
+        }
+    }
+}
 
 /// Packets queued to userspace before the kernel bypasses the queue.
 const QUEUE_MAX_LEN: u32 = 8192;
@@ -70,20 +89,22 @@ pub struct DelayStats {
 
 /// A running delayer thread.
 pub struct Delayer {
+    queue: u16,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<anyhow::Result<DelayStats>>>,
 }
 
 impl Delayer {
-    /// Starts a delayer in the namespace at `netns` (e.g. `/run/netns/<name>`), bound to
-    /// [`QUEUE`]; returns once the queue is bound.
+    /// Starts a delayer in the namespace at `netns` (e.g. `/run/netns/<name>`), bound to a
+    /// queue number of its own ([`Delayer::queue`]); returns once the queue is bound.
     pub fn start(netns: &Path, spec: DelaySpec) -> anyhow::Result<Delayer> {
         let ns = File::open(netns).with_context(|| format!("open {}", netns.display()))?;
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         let flag = stop.clone();
+        let queue = next_queue();
         let thread = std::thread::Builder::new().name("leaf-chaos-delay".into()).spawn(move || {
-            let queue = match bind(&ns) {
+            let bound = match bind(&ns, queue) {
                 Ok(q) => {
                     let _ = ready_tx.send(Ok(()));
                     q
@@ -93,13 +114,18 @@ impl Delayer {
                     return Err(e);
                 }
             };
-            serve(queue, spec, &flag)
+            serve(bound, spec, &flag)
         })?;
         match ready_rx.recv_timeout(Duration::from_secs(5)) {
-            Ok(Ok(())) => Ok(Delayer { stop, thread: Some(thread) }),
-            Ok(Err(e)) => bail!("delayer: {e}"),
+            Ok(Ok(())) => Ok(Delayer { queue, stop, thread: Some(thread) }),
+            Ok(Err(e)) => bail!("delayer (queue {queue}): {e}"),
             Err(_) => bail!("delayer: the queue was not bound within 5 s"),
         }
+    }
+
+    /// The NFQUEUE number this delayer serves (the iptables rule's `--queue-num`).
+    pub fn queue(&self) -> u16 {
+        self.queue
     }
 
     /// Releases every held packet and stops; returns what the delayer did.
@@ -122,20 +148,20 @@ impl Drop for Delayer {
     }
 }
 
-/// Moves this thread into the namespace `ns` and binds [`QUEUE`] there.
-fn bind(ns: &File) -> anyhow::Result<nfq::Queue> {
+/// Moves this thread into the namespace `ns` and binds queue number `queue` there.
+fn bind(ns: &File, queue: u16) -> anyhow::Result<nfq::Queue> {
     // SAFETY: setns on a valid namespace fd; CLONE_NEWNET changes only the calling thread's
     // network namespace, which this thread owns for its whole life.
     if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         return Err(std::io::Error::last_os_error()).context("setns");
     }
     let mut q = nfq::Queue::open().context("open an NFQUEUE socket")?;
-    q.bind(QUEUE).context("bind the NFQUEUE")?;
+    q.bind(queue).context("bind the NFQUEUE")?;
     // Metadata only: the verdict does not rewrite the packet, and a whole packet would not
     // fit the receive buffer.
-    q.set_copy_range(QUEUE, 0).context("set the copy range")?;
-    q.set_queue_max_len(QUEUE, QUEUE_MAX_LEN).context("set the queue length")?;
-    q.set_fail_open(QUEUE, true).context("set fail-open")?;
+    q.set_copy_range(queue, 0).context("set the copy range")?;
+    q.set_queue_max_len(queue, QUEUE_MAX_LEN).context("set the queue length")?;
+    q.set_fail_open(queue, true).context("set fail-open")?;
     q.set_nonblocking(true);
     Ok(q)
 }

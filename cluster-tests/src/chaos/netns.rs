@@ -30,7 +30,7 @@ use std::process::Command;
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use super::delay::{self, DelaySpec, DelayStats, Delayer};
+use super::delay::{DelaySpec, DelayStats, Delayer};
 use super::proxy::Link;
 
 /// The port every node listens on inside its namespace.
@@ -309,8 +309,8 @@ impl Netns {
                     let random = ["-m", "statistic", "--mode", "random", "--probability", &loss, "-j", "DROP"];
                     self.append_out(from, &ip, &random)?;
                 }
-                if userspace_delay {
-                    let queue = delay::QUEUE.to_string();
+                if let Some(delayer) = self.delayers.get(&from).filter(|_| userspace_delay) {
+                    let queue = delayer.queue().to_string();
                     self.append_out(from, &ip, &["-j", "NFQUEUE", "--queue-num", &queue, "--queue-bypass"])?;
                 }
             }
@@ -448,6 +448,10 @@ mod tests {
         // Every packet of 1 → 2 lost: no connection; the host's link to 2 is untouched.
         let lossy = Netem { delay_ms: 50, jitter_ms: 5, loss_pct: 100, reorder_pct: 10, rate_kbit: 800 };
         net.set_netem(&[(1, 2)].into(), &lossy).unwrap();
+        // A process spawned now inherits the delayer's netlink socket (it is not close-on-exec)
+        // and outlives the delayer, as a restarted node does in a chaos run: the next delayer
+        // in this namespace must still bind.
+        let _heir = Command::new("sleep").arg("60").spawn().map(Reaped).unwrap();
         assert!(!net.reaches(Some(1), 2), "a link losing every packet still connects");
         assert!(net.reaches(None, 2), "the host's link to node 2 was degraded too");
         let done = net.clear_netem().unwrap();
