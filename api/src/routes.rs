@@ -30,6 +30,8 @@ pub const UI_ASSET: &str = "/ui/{asset}";
 
 /// `GET` list / `POST` create tags.
 pub const ADMIN_TAGS: &str = "/admin/tags";
+/// `POST`: create many tags in one request (those that exist are reported, not changed).
+pub const ADMIN_TAGS_BATCH: &str = "/admin/tags:batch";
 /// `GET` show / `PATCH` update one tag.
 pub const ADMIN_TAG: &str = "/admin/tags/{tag}";
 /// `POST`: archive a tag (it stays, serving nothing, its name never reused).
@@ -79,6 +81,7 @@ pub const ALL: &[&str] = &[
     UI,
     UI_ASSET,
     ADMIN_TAGS,
+    ADMIN_TAGS_BATCH,
     ADMIN_TAG,
     ADMIN_TAG_ARCHIVE,
     ADMIN_TAG_RESTORE,

@@ -20,6 +20,10 @@ pub const MAX_STEP: i64 = 1_000_000_000;
 /// bytes; the API, the import and raft-store's apply all check this one limit.
 pub const MAX_DESCRIPTION_BYTES: usize = 1024;
 
+/// Most tags one batch request (`POST /admin/tags:batch`, gRPC `CreateTags`) creates; the
+/// node commits them in as few Raft entries as their size allows.
+pub const MAX_TAGS_PER_REQUEST: usize = 10_000;
+
 /// Why a tag name, count or step was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationError {

@@ -42,6 +42,26 @@ pub struct CreateTagRequest {
     pub upper_bound: Option<i64>,
 }
 
+/// `POST /admin/tags:batch`: tags to create, each as `POST /admin/tags` takes it; 1 to
+/// 10,000 of them, each name once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateTagsRequest {
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 10_000))]
+    pub tags: Vec<CreateTagRequest>,
+}
+
+/// What a batch did: the tags it created, and those that existed already and were left as they
+/// were (whatever their settings), each in the request's order. Sending the same batch again
+/// is safe: it reports every tag as existing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CreateTagsResponse {
+    pub created: Vec<String>,
+    pub existing: Vec<String>,
+}
+
 /// `PATCH /admin/tags/{tag}`: absent fields are left unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

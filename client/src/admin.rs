@@ -4,6 +4,8 @@
 //! Retry safety (see [`crate::retry`]):
 //! - creating a tag is **at most once**: retried only when the connection could not be
 //!   opened, since a retry after a lost answer would turn the success into `tag_exists`;
+//! - creating a batch of tags is idempotent: a repeat reports the tags the first attempt
+//!   created as existing;
 //! - updating a tag sets absolute values: idempotent;
 //! - adding a learner (same ID and address), promoting and removing are idempotent at the
 //!   leader: a repeat answers the current membership;
@@ -17,8 +19,8 @@ use leaf_api::audit::{AuditFilter, AuditPage};
 use leaf_api::routes;
 use leaf_api::tokens::{CreateTokenRequest, IssuedToken, RotateTokenRequest, TokenId, TokenInfo};
 use leaf_api::types::{
-    AddLearnerRequest, AllocationJournal, ClockFault, CreateTagRequest, MembershipChange, ObfuscatedDecoded, TagInfo,
-    UpdateTagRequest,
+    AddLearnerRequest, AllocationJournal, ClockFault, CreateTagRequest, CreateTagsRequest, CreateTagsResponse,
+    MembershipChange, ObfuscatedDecoded, TagInfo, UpdateTagRequest,
 };
 
 use crate::client::{Call, Client};
@@ -34,6 +36,13 @@ impl Client {
     /// `POST /admin/tags` (at most once, see the module docs).
     pub async fn create_tag(&self, req: &CreateTagRequest) -> Result<TagInfo, ClientError> {
         let call = Call::with_json(Method::POST, routes::ADMIN_TAGS.to_string(), req, Safety::AtMostOnce)?;
+        self.execute(call).await?.json()
+    }
+
+    /// `POST /admin/tags:batch` (idempotent): creates the tags that do not exist; the others
+    /// are reported as existing and left as they are.
+    pub async fn create_tags(&self, req: &CreateTagsRequest) -> Result<CreateTagsResponse, ClientError> {
+        let call = Call::with_json(Method::POST, routes::ADMIN_TAGS_BATCH.to_string(), req, Safety::Idempotent)?;
         self.execute(call).await?.json()
     }
 

@@ -39,6 +39,13 @@ pub enum Applied {
         id: TokenId,
         record: TokenRecord,
     },
+    // New variants go last: answers cross the network between nodes of different releases.
+    /// A batch of tags: the names created, and those that existed already (left as they were),
+    /// each in the batch's order.
+    Tags {
+        created: Vec<String>,
+        existing: Vec<String>,
+    },
 }
 
 /// Why a command was rejected. Rejection is deterministic: every node rejects the same entry.
@@ -190,6 +197,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
             let record = crate::tokens::revoke(state, *id, changes)?;
             Ok(Applied::Token { id: *id, record })
         }
+        Op::CreateTags { tags } => create_tags(state, at_ms, actor, tags, changes),
         Op::NoteMembership(_) => Ok(Applied::Nothing),
         Op::Admin { .. } | Op::AdminApart { .. } => Err(invalid("an admin wrapper cannot wrap another")),
     }
@@ -197,10 +205,33 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
 
 /// Creates a tag within its creator's tag budget (a token's `max_tags`), and counts it.
 fn create_tag(state: &mut State, actor: &Actor, tag: &str, record: TagRecord, changes: &mut Changes) -> ApplyResult {
-    crate::tokens::check_tag_budget(state, actor)?;
+    crate::tokens::check_tag_budget(state, actor, 1)?;
     let applied = tags::create(state, tag, record, changes)?;
-    crate::tokens::count_tag(state, actor, changes);
+    crate::tokens::count_tags(state, actor, 1, changes);
     Ok(applied)
+}
+
+/// Creates the tags of a batch that do not exist yet, all or none: the new ones must fit the
+/// creator's tag budget and [`tags::MAX_TAGS`] together. The names are distinct
+/// ([`check_fields`]).
+fn create_tags(
+    state: &mut State,
+    at_ms: i64,
+    actor: &Actor,
+    batch: &[tags::NewTag],
+    changes: &mut Changes,
+) -> ApplyResult {
+    let (existing, new): (Vec<&tags::NewTag>, Vec<&tags::NewTag>) =
+        batch.iter().partition(|t| state.tags.contains_key(&t.tag));
+    crate::tokens::check_tag_budget(state, actor, new.len())?;
+    tags::check_room(state, new.len())?;
+    let mut created = Vec::with_capacity(new.len());
+    for t in new {
+        tags::create(state, &t.tag, t.record(at_ms), changes)?;
+        created.push(t.tag.clone());
+    }
+    crate::tokens::count_tags(state, actor, created.len(), changes);
+    Ok(Applied::Tags { created, existing: existing.into_iter().map(|t| t.tag.clone()).collect() })
 }
 
 #[cfg(test)]

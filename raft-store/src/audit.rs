@@ -66,12 +66,22 @@ impl AuditLog {
 
     /// Appends a record of `action` by `actor` at leader time `at_ms`, then trims.
     pub(crate) fn push(&mut self, at_ms: i64, actor: Actor, action: AuditAction, trim: Trim, changes: &mut Changes) {
+        let security = action.is_security();
+        self.append(at_ms, actor, action, changes);
+        self.trim_for(at_ms, trim, security, changes);
+    }
+
+    /// Adds a record without trimming (a batch trims once, after its last record).
+    fn append(&mut self, at_ms: i64, actor: Actor, action: AuditAction, changes: &mut Changes) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let security = action.is_security();
         self.records.push_back(AuditRecord { seq, at_ms, actor, action });
         changes.audit.insert(seq);
         changes.audit_meta = true;
+    }
+
+    /// Trims as `trim` says after records of the kind `security` were added.
+    fn trim_for(&mut self, at_ms: i64, trim: Trim, security: bool, changes: &mut Changes) {
         match trim {
             Trim::Together => self.trim(at_ms, changes),
             Trim::Apart => self.trim_apart(at_ms, security, changes),
@@ -91,7 +101,7 @@ impl AuditLog {
     }
 
     /// Drops the records older than the retention's age, and the oldest records of the new
-    /// record's kind (security or tag) beyond `max_records` of that kind.
+    /// record's kind (security or tag) beyond `max_records` of that kind, in one pass.
     fn trim_apart(&mut self, at_ms: i64, security: bool, changes: &mut Changes) {
         let oldest_kept = at_ms.saturating_sub(self.retention.max_age_ms);
         while let Some(front) = self.records.front().filter(|r| r.at_ms < oldest_kept) {
@@ -99,13 +109,17 @@ impl AuditLog {
             self.records.pop_front();
         }
         let max = self.retention.max_records as usize;
-        let mut of_kind = self.records.iter().filter(|r| r.action.is_security() == security).count();
-        while of_kind > max {
-            let Some(i) = self.records.iter().position(|r| r.action.is_security() == security) else { break };
-            if let Some(r) = self.records.remove(i) {
-                changes.audit.insert(r.seq);
-            }
-            of_kind -= 1;
+        let of_kind = self.records.iter().filter(|r| r.action.is_security() == security).count();
+        let mut excess = of_kind.saturating_sub(max);
+        if excess > 0 {
+            self.records.retain(|r| {
+                if excess > 0 && r.action.is_security() == security {
+                    excess -= 1;
+                    changes.audit.insert(r.seq);
+                    return false;
+                }
+                true
+            });
         }
     }
 }
@@ -165,6 +179,25 @@ pub(crate) fn record(
             log.retention = r;
             changes.audit_meta = true;
         }
+    }
+    if let (Op::CreateTags { tags }, Applied::Tags { created, existing }) = (op, applied) {
+        // A record per tag created, as if each had been created alone: the trail answers
+        // "who created this tag" for a batch too, and keeps tag records apart (`trim`).
+        let existing: std::collections::BTreeSet<&str> = existing.iter().map(String::as_str).collect();
+        for t in tags.iter().filter(|t| !existing.contains(t.tag.as_str())) {
+            let action = AuditAction::TagCreated {
+                tag: t.tag.clone(),
+                profile: t.profile.kind(),
+                step: t.step,
+                first_id: t.start_max_id,
+                upper_bound: t.upper_bound,
+            };
+            log.append(at_ms, actor.clone(), action, changes);
+        }
+        if !created.is_empty() {
+            log.trim_for(at_ms, trim, false, changes);
+        }
+        return;
     }
     if let Some(action) = action_of(op, applied) {
         log.push(at_ms, actor.clone(), action, trim, changes);

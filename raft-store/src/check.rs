@@ -7,7 +7,7 @@ use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
 
 use crate::apply::{invalid, ApplyError};
 use crate::command::{Command, Op};
-use crate::tags::MAX_DESCRIPTION_BYTES;
+use crate::tags::{NewTag, MAX_DESCRIPTION_BYTES, MAX_TAGS_PER_COMMAND};
 use crate::workers::{MAX_HIGH_WATER_AHEAD_MS, MAX_LEASE_MS, MIN_LEASE_MS, WORKER_IDS};
 
 /// Largest encoded [`Command`] (through [`leaf_api::codec`]) the leader proposes. The largest
@@ -15,6 +15,11 @@ use crate::workers::{MAX_HIGH_WATER_AHEAD_MS, MAX_LEASE_MS, MIN_LEASE_MS, WORKER
 /// about 1.2 KiB; anything beyond this bound is refused by [`check_command`] before it reaches
 /// the log (a replication RPC carries up to 8 MiB of entries).
 pub const MAX_COMMAND_BYTES: usize = 4096;
+
+/// Largest encoded [`Op::CreateTags`] command: [`crate::tags::MAX_TAGS_PER_COMMAND`] tags of
+/// about 1.2 KiB each at worst would not fit, so the node splits a batch into entries under
+/// this bound (an entry a follower receives whole, far below a replication RPC's 8 MiB).
+pub const MAX_BATCH_COMMAND_BYTES: usize = 1024 * 1024;
 
 fn check_lease(lease_ms: i64) -> Result<(), ApplyError> {
     if (MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
@@ -41,6 +46,15 @@ fn check_description(description: &str) -> Result<(), ApplyError> {
     Ok(())
 }
 
+/// Checks every field of a tag to create.
+fn check_new_tag(t: &NewTag) -> Result<(), ApplyError> {
+    validate_tag(&t.tag)?;
+    validate_step(t.step)?;
+    validate_max_id(t.start_max_id)?;
+    check_description(&t.description)?;
+    t.profile.check_create(t.start_max_id, t.upper_bound)
+}
+
 /// Checks every field of `cmd` on its own (no state needed): what [`crate::apply::apply`]
 /// checks first and [`check_command`] checks before proposing.
 pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
@@ -51,12 +65,26 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             validate_max_id(*start_max_id)?;
             check_description(description)
         }
-        Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
-            validate_tag(tag)?;
-            validate_step(*step)?;
-            validate_max_id(*start_max_id)?;
-            check_description(description)?;
-            profile.check_create(*start_max_id, *upper_bound)
+        Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => check_new_tag(&NewTag {
+            tag: tag.clone(),
+            step: *step,
+            start_max_id: *start_max_id,
+            description: description.clone(),
+            profile: profile.clone(),
+            upper_bound: *upper_bound,
+        }),
+        Op::CreateTags { tags } => {
+            if tags.is_empty() || tags.len() > MAX_TAGS_PER_COMMAND {
+                return Err(invalid(format!("a batch creates 1 to {MAX_TAGS_PER_COMMAND} tags, not {}", tags.len())));
+            }
+            let mut names = std::collections::BTreeSet::new();
+            for t in tags {
+                check_new_tag(t)?;
+                if !names.insert(t.tag.as_str()) {
+                    return Err(invalid(format!("tag {:?} is twice in the batch", t.tag)));
+                }
+            }
+            Ok(())
         }
         Op::UpdateTag { tag, step, description } => {
             validate_tag(tag)?;
@@ -129,8 +157,12 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
 pub fn check_command(cmd: &Command) -> Result<(), ApplyError> {
     check_fields(cmd)?;
     let len = codec::encode(cmd).map_err(|e| invalid(format!("command does not encode: {e}")))?.len();
-    if len > MAX_COMMAND_BYTES {
-        return Err(invalid(format!("command encodes to {len} bytes; the limit is {MAX_COMMAND_BYTES}")));
+    let max = match cmd.op.inner() {
+        Op::CreateTags { .. } => MAX_BATCH_COMMAND_BYTES,
+        _ => MAX_COMMAND_BYTES,
+    };
+    if len > max {
+        return Err(invalid(format!("command encodes to {len} bytes; the limit is {max}")));
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ use leaf_api::tokens::TokenId;
 use serde::{Deserialize, Serialize};
 
 use crate::profile::StoredProfile;
+use crate::tags::NewTag;
 use crate::tokens::{NewToken, SecretHash, TokenLimits};
 
 /// A command proposed through Raft.
@@ -115,6 +116,12 @@ pub enum Op {
     RestoreTag {
         tag: String,
     },
+    /// Creates every tag of `tags` that does not exist yet (the names are distinct); the
+    /// existing ones are answered as such, so a batch is idempotent. All or nothing against
+    /// the limits: the creator's tag budget and [`crate::tags::MAX_TAGS`].
+    CreateTags {
+        tags: Vec<NewTag>,
+    },
 }
 
 impl Op {
@@ -135,6 +142,7 @@ impl Op {
             | Op::CreateTokenV2 { .. }
             | Op::RotateToken { .. }
             | Op::RevokeToken { .. }
+            | Op::CreateTags { .. }
             | Op::NoteMembership(_) => None,
         }
     }
@@ -148,6 +156,7 @@ impl Op {
             | Op::UpdateTag { .. }
             | Op::ArchiveTag { .. }
             | Op::RestoreTag { .. }
+            | Op::CreateTags { .. }
             | Op::CreateToken(_)
             | Op::CreateTokenV2 { .. }
             | Op::RotateToken { .. }
@@ -169,7 +178,8 @@ impl Op {
             Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => true,
             Op::Admin { actor, op, .. } | Op::AdminApart { actor, op, .. } => {
                 op.touches_tokens()
-                    || (actor.token().is_some() && matches!(**op, Op::CreateTag { .. } | Op::CreateTagV2 { .. }))
+                    || (actor.token().is_some()
+                        && matches!(**op, Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTags { .. }))
             }
             _ => false,
         }

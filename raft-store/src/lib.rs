@@ -7,7 +7,8 @@
 //! - [`check`]: the fields a command may hold, checked without the state; [`check_command`].
 //! - [`apply`](mod@apply): the pure [`apply`](fn@apply), its answers and the keys it wrote.
 //! - [`state`]: the replicated [`State`] and how a membership entry updates its members.
-//! - [`tags`]: tag records: creation, update, allocation, archive and restore; [`MAX_TAGS`].
+//! - [`tags`]: tag records: creation (one or a batch), update, allocation, archive and restore;
+//!   [`MAX_TAGS`].
 //! - [`profile`]: a tag's stored profile and how an allocation advances each one's counter.
 //! - [`workers`]: snowflake worker IDs: registration, renewal, fencing and recycling.
 //! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256), their limits, and
@@ -52,14 +53,14 @@ pub mod types;
 pub mod workers;
 
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
-pub use check::{check_command, MAX_COMMAND_BYTES};
+pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
 pub use command::{Command, Op};
 pub use journal::{Journal, JournalDump, JournalRecord};
 pub use log_store::LogStore;
 pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
 pub use state::State;
 pub use state_machine::{StateMachineStore, StateReader};
-pub use tags::{Allocation, TagRecord, MAX_TAGS};
+pub use tags::{Allocation, NewTag, TagRecord, MAX_TAGS, MAX_TAGS_PER_COMMAND};
 pub use tokens::{NewToken, SecretHash, TokenLimits, TokenRecord, MAX_TOKENS};
 pub use types::TypeConfig;
 pub use workers::{WorkerGrant, WorkerRecord, WORKER_IDS};

@@ -61,6 +61,39 @@ impl TagRecord {
     }
 }
 
+/// Most tags one [`Op::CreateTags`](crate::Op::CreateTags) entry creates (its encoded size is
+/// bounded apart, by [`crate::check::MAX_BATCH_COMMAND_BYTES`]).
+pub const MAX_TAGS_PER_COMMAND: usize = 5_000;
+
+/// A tag to create, as a batch entry carries it (and as the node checks it before proposing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTag {
+    pub tag: String,
+    pub step: i64,
+    /// The first counter value (the tag's `max_id` before its first segment).
+    pub start_max_id: i64,
+    pub description: String,
+    pub profile: StoredProfile,
+    /// The ID the tag never reaches, if bounded.
+    pub upper_bound: Option<i64>,
+}
+
+impl NewTag {
+    /// A plain segment tag without a bound.
+    pub fn segment(tag: String, step: i64, start_max_id: i64, description: String) -> NewTag {
+        NewTag { tag, step, start_max_id, description, profile: StoredProfile::Segment, upper_bound: None }
+    }
+
+    /// The record it starts as, created at leader time `at_ms`.
+    pub(crate) fn record(&self, at_ms: i64) -> TagRecord {
+        TagRecord {
+            profile: self.profile.clone(),
+            upper_bound: self.upper_bound,
+            ..TagRecord::new(at_ms, self.step, self.start_max_id, &self.description)
+        }
+    }
+}
+
 /// A committed, half-open range of IDs `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allocation {
@@ -75,12 +108,19 @@ pub(crate) fn create(state: &mut State, tag: &str, record: TagRecord, changes: &
     if state.tags.contains_key(tag) {
         return Err(ApplyError::TagExists(tag.to_string()));
     }
-    if state.tags.len() >= MAX_TAGS {
-        return Err(invalid(format!("the cluster holds {MAX_TAGS} tags, the most it may")));
-    }
+    check_room(state, 1)?;
     state.tags.insert(tag.to_string(), record.clone());
     changes.tag(tag);
     Ok(Applied::Tag { tag: tag.to_string(), record })
+}
+
+/// Refuses a creation of `n` more tags that would take the state past [`MAX_TAGS`].
+pub(crate) fn check_room(state: &State, n: usize) -> Result<(), ApplyError> {
+    if state.tags.len().saturating_add(n) > MAX_TAGS {
+        let room = MAX_TAGS.saturating_sub(state.tags.len());
+        return Err(invalid(format!("the cluster holds {MAX_TAGS} tags at most; there is room for {room} more")));
+    }
+    Ok(())
 }
 
 /// The record of `tag` if it exists and is not archived.
@@ -151,6 +191,51 @@ mod tests {
     use crate::profile::StoredProfile;
     use crate::state::State;
     use crate::testing::{alloc, ap, at, cmd, create};
+
+    fn batch(tags: &[&str]) -> Command {
+        let tags = tags.iter().map(|t| super::NewTag::segment(t.to_string(), 10, 5, String::new())).collect();
+        cmd(Op::CreateTags { tags })
+    }
+
+    /// A batch creates the tags that do not exist, answers the others untouched, is idempotent,
+    /// writes a `TagCreated` record per tag it created, and fits `MAX_TAGS` whole or not at all.
+    #[test]
+    fn a_batch_creates_what_is_new_and_fits_the_limit_whole() {
+        let mut s = State::default();
+        ap(&mut s, &create("a", 10, 1)).unwrap();
+        ap(&mut s, &alloc("a", 10)).unwrap();
+        let mut c = Changes::default();
+        let r = apply(&mut s, &batch(&["c", "a", "b"]), &mut c);
+        assert_eq!(r, Ok(Applied::Tags { created: vec!["c".into(), "b".into()], existing: vec!["a".into()] }));
+        assert_eq!(c.tags, ["b".to_string(), "c".to_string()].into(), "only the new tags are written");
+        assert_eq!(s.tags["a"].max_id, 11, "an existing tag is left as it was");
+        assert_eq!((s.tags["b"].max_id, s.tags["b"].step), (5, 10));
+        let created: Vec<_> = s.audit.records.iter().filter_map(|r| r.action.tag()).collect();
+        assert_eq!(created, ["a", "c", "b"], "a record per tag created, in the batch's order");
+        // Again: every tag exists; nothing is written.
+        let before = s.clone();
+        let mut c = Changes::default();
+        let r = apply(&mut s, &batch(&["a", "b", "c"]), &mut c);
+        assert!(
+            matches!(r, Ok(Applied::Tags { ref created, ref existing }) if created.is_empty() && existing.len() == 3)
+        );
+        assert!(c.is_empty(), "{c:?}");
+        assert_eq!(s, before);
+        // Names twice, an empty batch, an invalid field: refused whole.
+        for bad in [batch(&["d", "d"]), batch(&[]), batch(&["e", "bad tag"])] {
+            assert!(matches!(ap(&mut s, &bad), Err(ApplyError::Invalid(_))), "{bad:?}");
+        }
+        assert_eq!(s, before);
+        // The bound: room for one more tag takes a batch with one new tag, not one with two.
+        for i in s.tags.len()..MAX_TAGS - 1 {
+            s.tags.insert(format!("z{i}"), TagRecord::default());
+        }
+        let full = s.clone();
+        assert!(matches!(ap(&mut s, &batch(&["x", "y", "a"])), Err(ApplyError::Invalid(_))));
+        assert_eq!(s, full, "a batch past the bound creates none of its tags");
+        assert!(matches!(ap(&mut s, &batch(&["x", "a"])), Ok(Applied::Tags { ref created, .. }) if created.len() == 1));
+        assert_eq!(s.tags.len(), MAX_TAGS);
+    }
 
     #[test]
     fn an_archived_tag_allocates_nothing_and_its_name_is_never_reused() {

@@ -156,23 +156,24 @@ pub(crate) fn rotate(
     Ok(record.clone())
 }
 
-/// Refuses a tag creation by a token that has created its `max_tags` already. Changes nothing:
-/// [`count_tag`] counts the tag once it is created.
-pub(crate) fn check_tag_budget(state: &State, actor: &Actor) -> Result<(), ApplyError> {
+/// Refuses the creation of `n` tags by a token that would take it past its `max_tags`.
+/// Changes nothing: [`count_tags`] counts the tags once they are created.
+pub(crate) fn check_tag_budget(state: &State, actor: &Actor, n: usize) -> Result<(), ApplyError> {
     let Some(id) = actor.token() else { return Ok(()) };
     match state.tokens.get(&id.0) {
-        Some(r) if r.limits.max_tags.is_some_and(|max| r.tags_created >= max) => {
+        Some(r) if r.limits.max_tags.is_some_and(|max| u64::from(r.tags_created) + n as u64 > u64::from(max)) => {
             Err(ApplyError::TokenTagLimit { token: id, max_tags: r.limits.max_tags.unwrap_or_default() })
         }
         _ => Ok(()),
     }
 }
 
-/// Counts a tag created by `actor`, if it is a token (one revoked since proposing counts nothing).
-pub(crate) fn count_tag(state: &mut State, actor: &Actor, changes: &mut Changes) {
+/// Counts `n` tags created by `actor`, if it is a token (one revoked since proposing counts
+/// nothing).
+pub(crate) fn count_tags(state: &mut State, actor: &Actor, n: usize, changes: &mut Changes) {
     let Some(id) = actor.token() else { return };
     if let Some(r) = state.tokens.get_mut(&id.0) {
-        r.tags_created = r.tags_created.saturating_add(1);
+        r.tags_created = r.tags_created.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
         changes.tokens.insert(id.0);
     }
 }
@@ -288,6 +289,27 @@ mod tests {
         assert!(run(&mut s, 4, by(&Actor::AdminToken, "t-3")).0.is_ok());
         assert!(matches!(run(&mut s, 4, by(&Actor::AdminToken, "t-3")).0, Err(ApplyError::TagExists(_))));
         assert_eq!(s.tokens[&1].tags_created, 2);
+        // A batch counts every tag it creates (not those that exist) and must fit whole.
+        let limits = TokenLimits { id_quota: None, max_tags: Some(3) };
+        run(&mut s, 4, Op::CreateTokenV2 { token: new_token(4, "bulk", "b-*"), limits }).0.unwrap();
+        let bulk = Actor::Token { id: TokenId(4), name: "bulk".into() };
+        let batch = |actor: &Actor, tags: &[&str]| Op::AdminApart {
+            actor: actor.clone(),
+            retention: crate::audit::DEFAULT_RETENTION,
+            op: Box::new(Op::CreateTags {
+                tags: tags.iter().map(|t| crate::tags::NewTag::segment(t.to_string(), 10, 1, String::new())).collect(),
+            }),
+        };
+        let before = s.clone();
+        let (r, c) = run(&mut s, 4, batch(&bulk, &["b-1", "b-2", "b-3", "b-4"]));
+        assert_eq!(r, Err(ApplyError::TokenTagLimit { token: TokenId(4), max_tags: 3 }));
+        assert!(c.is_empty());
+        assert_eq!(s, before, "a batch over the budget creates none of its tags");
+        run(&mut s, 4, batch(&Actor::AdminToken, &["b-1"])).0.unwrap();
+        let (r, _) = run(&mut s, 4, batch(&bulk, &["b-1", "b-2", "b-3", "b-4"]));
+        assert!(matches!(r, Ok(Applied::Tags { ref created, .. }) if created.len() == 3), "{r:?}");
+        assert_eq!(s.tokens[&4].tags_created, 3);
+        assert!(matches!(run(&mut s, 4, batch(&bulk, &["b-5"])).0, Err(ApplyError::TokenTagLimit { .. })));
         // A token without a limit is counted all the same.
         run(&mut s, 5, Op::CreateToken(new_token(2, "free", "*"))).0.unwrap();
         let free = Actor::Token { id: TokenId(2), name: "free".into() };

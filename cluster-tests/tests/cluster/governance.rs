@@ -98,4 +98,20 @@ async fn a_scoped_token_is_enforced_everywhere_and_refused_on_every_node_once_it
         let (status, code, message) = api_error(cluster.client(id).segment_id("orders-eu").await);
         assert_eq!((status, code), (StatusCode::NOT_FOUND, ErrorCode::TagNotFound), "node {id}: {message}");
     }
+
+    // A batch through a follower (forwarded to the leader as 1 MiB entries at most): every
+    // node serves every tag of it once it applied it, and the archived name stays taken.
+    let tags: Vec<_> = (0..6_000)
+        .map(|i| leaf_api::types::CreateTagRequest { tag: format!("tenant-{i:04}"), step: 10, ..Default::default() })
+        .chain([leaf_api::types::CreateTagRequest { tag: "orders-eu".into(), step: 10, ..Default::default() }])
+        .collect();
+    let done = cluster.client(follower).create_tags(&leaf_api::types::CreateTagsRequest { tags }).await.unwrap();
+    assert_eq!((done.created.len(), done.existing), (6_000, vec!["orders-eu".to_string()]));
+    let batch_at = cluster.status(leader).await.unwrap().last_applied_index.unwrap();
+    for id in 1..=3 {
+        applied(&cluster, id, batch_at).await;
+        get_ids(&cluster.client(id), "tenant-5999", Some(3)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
+        let (status, code, _) = api_error(cluster.client(id).segment_id("orders-eu").await);
+        assert_eq!((status, code), (StatusCode::NOT_FOUND, ErrorCode::TagNotFound), "node {id}");
+    }
 }

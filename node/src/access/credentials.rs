@@ -100,7 +100,7 @@ pub fn admin_right(path: &str) -> Option<leaf_api::tokens::Right> {
     let under = |prefix: &str| path == prefix || path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
     if under(leaf_api::routes::ADMIN_TOKENS) {
         None
-    } else if under(leaf_api::routes::ADMIN_TAGS) {
+    } else if under(leaf_api::routes::ADMIN_TAGS) || path == leaf_api::routes::ADMIN_TAGS_BATCH {
         Some(Right::Tags)
     } else if path == leaf_api::routes::ADMIN_DASHBOARD {
         Some(Right::Monitor)
@@ -345,6 +345,7 @@ mod tests {
         use leaf_api::tokens::Right;
         assert_eq!(admin_right("/admin/tags"), Some(Right::Tags));
         assert_eq!(admin_right("/admin/tags/orders/decode/5"), Some(Right::Tags));
+        assert_eq!(admin_right("/admin/tags:batch"), Some(Right::Tags));
         assert_eq!(admin_right("/admin/tagsx"), Some(Right::Cluster));
         assert_eq!(admin_right("/admin/tokens"), None);
         assert_eq!(admin_right("/admin/tokens/00000000000000ff/rotate"), None);

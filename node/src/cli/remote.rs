@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use leaf_api::types::{AddLearnerRequest, CreateTagRequest, UpdateTagRequest};
+use leaf_api::types::{AddLearnerRequest, CreateTagRequest, CreateTagsRequest, UpdateTagRequest};
 use leaf_client::{Client, ClientError, HealthMode, TlsOptions};
 use serde::Serialize;
 
@@ -77,6 +77,10 @@ pub enum TagCmd {
         #[arg(long)]
         upper_bound: Option<i64>,
     },
+    /// Create many tags: FILE holds one JSON object per line, as `POST /admin/tags` takes it
+    /// (`-` reads standard input). Sent 10,000 to a request; tags that exist are counted, not
+    /// changed, so the same file may be sent again. Prints how many were created and existed.
+    CreateBatch { file: PathBuf },
     /// List all tags.
     List,
     /// Show one tag.
@@ -273,6 +277,7 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
                     let req = CreateTagRequest { tag, step, max_id, description, profile, daily, upper_bound };
                     print_json(client.create_tag(&req).await)
                 }
+                TagCmd::CreateBatch { file } => print_json(create_batch(&client, &file).await),
                 TagCmd::List => print_json(client.tags().await),
                 TagCmd::Show { tag } => print_json(client.tag(&tag).await),
                 TagCmd::Archive { tag } => print_json(client.archive_tag(&tag).await),
@@ -284,6 +289,43 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
             }
         }
     }
+}
+
+/// What `leaf tag create-batch` did.
+#[derive(Debug, Default, Serialize)]
+struct BatchSummary {
+    created: usize,
+    existing: usize,
+}
+
+/// Sends the tags of `file` (JSON lines; `-` for standard input) in requests of
+/// [`leaf_api::tag::MAX_TAGS_PER_REQUEST`].
+async fn create_batch(client: &Client, file: &std::path::Path) -> Result<BatchSummary, ClientError> {
+    use std::io::BufRead;
+    let bad = |m: String| ClientError::Request(m);
+    let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
+        Box::new(std::io::BufReader::new(f))
+    };
+    let mut done = BatchSummary::default();
+    let mut tags = Vec::new();
+    let mut lines = reader.lines().enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        let line = line.map_err(|e| bad(format!("{}: {e}", file.display())))?;
+        if !line.trim().is_empty() {
+            let tag: CreateTagRequest =
+                serde_json::from_str(&line).map_err(|e| bad(format!("{} line {}: {e}", file.display(), i + 1)))?;
+            tags.push(tag);
+        }
+        if tags.len() == leaf_api::tag::MAX_TAGS_PER_REQUEST || (lines.peek().is_none() && !tags.is_empty()) {
+            let r = client.create_tags(&CreateTagsRequest { tags: std::mem::take(&mut tags) }).await?;
+            done.created += r.created.len();
+            done.existing += r.existing.len();
+        }
+    }
+    Ok(done)
 }
 
 /// Polls `url/health` until it answers ready or `timeout` passes.

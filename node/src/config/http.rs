@@ -10,6 +10,10 @@ pub struct HttpConfig {
     /// Largest accepted request body; larger ones get 413. From 1024 to 16777216; default `65536`
     /// bytes.
     pub max_body_bytes: usize,
+    /// Largest accepted body of a batch request (`POST /admin/tags:batch`, up to 10,000 tags);
+    /// larger ones get 413. From 65536 to 67108864; default `4194304` bytes (4 MiB: 10,000 tags
+    /// with names and short descriptions).
+    pub max_batch_body_bytes: usize,
     /// A client that has not sent a complete request head within this time is disconnected; this
     /// also closes a keep-alive connection idle for that long. From 100 to 600000; default `10000`
     /// ms.
@@ -42,6 +46,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             max_body_bytes: 64 * 1024,
+            max_batch_body_bytes: 4 * 1024 * 1024,
             header_read_timeout_ms: 10_000,
             shutdown_grace_ms: 10_000,
             max_connections: 4096,
@@ -57,6 +62,9 @@ impl HttpConfig {
     pub(super) fn validate(&self, errs: &mut Vec<String>) {
         if !(1024..=16 * 1024 * 1024).contains(&self.max_body_bytes) {
             errs.push("http.max_body_bytes must be from 1024 to 16777216".to_string());
+        }
+        if !(64 * 1024..=64 * 1024 * 1024).contains(&self.max_batch_body_bytes) {
+            errs.push("http.max_batch_body_bytes must be from 65536 to 67108864".to_string());
         }
         if !(100..=600_000).contains(&self.header_read_timeout_ms) {
             errs.push("http.header_read_timeout_ms must be from 100 to 600000".to_string());

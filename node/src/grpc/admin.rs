@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use leaf_api::grpc::v1::admin_service_server::AdminService;
-use leaf_api::grpc::v1::{CreateTagRequest, GetTagRequest, Profile, Tag};
+use leaf_api::grpc::v1::{CreateTagRequest, CreateTagsRequest, CreateTagsResponse, GetTagRequest, Profile, Tag};
 use leaf_api::profile::DailyOptions;
 use leaf_api::types::CreateTagRequest as HttpCreate;
 use leaf_api::ErrorCode;
@@ -73,6 +73,26 @@ impl AdminService for Admin {
         }
         .await;
         Ids::answer(&self.app, GrpcMethod::CreateTag, r.map(Tag::from))
+    }
+
+    async fn create_tags(&self, req: Request<CreateTagsRequest>) -> Result<Response<CreateTagsResponse>, Status> {
+        let r = async {
+            let who = self.authorize(&req)?;
+            who.require(leaf_api::tokens::Right::Tags)?;
+            let tags = req.into_inner().tags;
+            if tags.len() > leaf_api::tag::MAX_TAGS_PER_REQUEST {
+                return Err(ApiError::invalid(format!(
+                    "a batch creates 1 to {} tags, not {}",
+                    leaf_api::tag::MAX_TAGS_PER_REQUEST,
+                    tags.len()
+                )));
+            }
+            let tags = tags.into_iter().map(http_request).collect::<Result<Vec<_>, _>>()?;
+            self.app.create_tags(leaf_api::types::CreateTagsRequest { tags }, &who).await
+        }
+        .await;
+        let r = r.map(|done| CreateTagsResponse { created: done.created, existing: done.existing });
+        Ids::answer(&self.app, GrpcMethod::CreateTags, r)
     }
 
     async fn get_tag(&self, req: Request<GetTagRequest>) -> Result<Response<Tag>, Status> {

@@ -6,8 +6,8 @@
 //!   [`is_grpc`], the test it uses.
 //! - [`ids`]: `IdService` (segment and snowflake IDs as ranges, decode) on the same functions
 //!   as the HTTP ID routes' `?format=ranges`.
-//! - [`admin`]: `AdminService` (create and show tags with their profiles), admin credentials
-//!   required.
+//! - [`admin`]: `AdminService` (create one tag or a batch, show, archive, restore), admin
+//!   credentials required.
 //! - [`health`]: the standard health service from live state; `Watch` streams changes.
 //! - [`error`]: the only place an `ApiError` becomes a `tonic::Status` (`leaf-code` metadata).
 //!
@@ -38,7 +38,8 @@ pub mod error;
 pub mod health;
 pub mod ids;
 
-/// Largest request message a service decodes: a tag or key (at most 128 bytes) and a count,
+/// Largest request message the ID and health services decode (the admin service takes up to
+/// `http.max_batch_body_bytes`, for batches): a tag or key (at most 128 bytes) and a count,
 /// or a service name, fit many times over; tonic's default (4 MiB) would let every stream of
 /// every connection buffer megabytes.
 pub const MAX_REQUEST_BYTES: usize = 4 * 1024;
@@ -48,7 +49,9 @@ pub fn routes(app: Arc<App>, shutdown: watch::Receiver<bool>) -> Routes {
     let ids = IdServiceServer::new(ids::Ids { app: app.clone() }).max_decoding_message_size(MAX_REQUEST_BYTES);
     let health = HealthServer::new(health::HealthService::new(app.clone(), shutdown))
         .max_decoding_message_size(MAX_REQUEST_BYTES);
-    let admin = AdminServiceServer::new(admin::Admin { app: app.clone() }).max_decoding_message_size(MAX_REQUEST_BYTES);
+    // A batch of tags is as large as the HTTP batch body may be.
+    let admin = AdminServiceServer::new(admin::Admin { app: app.clone() })
+        .max_decoding_message_size(app.config().http.max_batch_body_bytes);
     Routes::new(ids).add_service(admin).add_service(health).prepare()
 }
 

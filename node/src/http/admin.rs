@@ -6,7 +6,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use leaf_api::routes;
-use leaf_api::types::{AllocationJournal, ClockFault, CreateTagRequest, ObfuscatedDecoded, TagInfo, UpdateTagRequest};
+use leaf_api::types::{
+    AllocationJournal, ClockFault, CreateTagRequest, CreateTagsRequest, CreateTagsResponse, ObfuscatedDecoded, TagInfo,
+    UpdateTagRequest,
+};
 use leaf_api::ErrorCode;
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
@@ -14,10 +17,15 @@ use utoipa_axum::routes;
 
 use super::extract::{ApiQuery, Caller, JsonBody, TagParam};
 use super::openapi::{
-    AllocationsErrors, ArchiveTagErrors, CreateTagErrors, DecodeObfuscatedErrors, FaultErrors, ListErrors,
-    ShowTagErrors, UpdateTagErrors,
+    AllocationsErrors, ArchiveTagErrors, CreateTagErrors, CreateTagsErrors, DecodeObfuscatedErrors, FaultErrors,
+    ListErrors, ShowTagErrors, UpdateTagErrors,
 };
 use crate::service::{validate, ApiError, App};
+
+/// The batch routes of this area (their own body limit, `http.max_batch_body_bytes`).
+pub fn batch_routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new().routes(routes!(create_tags))
+}
 
 /// The routes of this area, with their OpenAPI operations.
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -50,6 +58,22 @@ pub async fn create_tag(
     JsonBody(body): JsonBody<CreateTagRequest>,
 ) -> Result<(StatusCode, Json<TagInfo>), ApiError> {
     Ok((StatusCode::CREATED, Json(app.create_tag(body, &who).await?)))
+}
+
+/// Creates many tags: those that exist are reported and left as they are, so the same batch
+/// may be sent again. Committed in as few Raft entries as the batch's size allows; if one
+/// fails, the tags of those before it stay created and the error says how many.
+#[utoipa::path(post, path = routes::ADMIN_TAGS_BATCH, tag = "admin", operation_id = "create_tags",
+    security(("admin_token" = [])),
+    request_body = CreateTagsRequest,
+    responses((status = 200, description = "Committed: each tag created or existing.", body = CreateTagsResponse),
+        CreateTagsErrors))]
+pub async fn create_tags(
+    State(app): State<Arc<App>>,
+    Caller(who): Caller,
+    JsonBody(body): JsonBody<CreateTagsRequest>,
+) -> Result<Json<CreateTagsResponse>, ApiError> {
+    Ok(Json(app.create_tags(body, &who).await?))
 }
 
 /// One tag, as stored.

@@ -171,7 +171,17 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// A JSON request body of at most `http.max_body_bytes`.
+/// The body limit of the route at `path`: `http.max_batch_body_bytes` for a batch,
+/// `http.max_body_bytes` for the rest.
+pub fn body_limit(app: &App, path: &str) -> usize {
+    if path == leaf_api::routes::ADMIN_TAGS_BATCH {
+        app.config().http.max_batch_body_bytes
+    } else {
+        app.config().http.max_body_bytes
+    }
+}
+
+/// A JSON request body of at most [`body_limit`] bytes.
 pub struct JsonBody<T>(pub T);
 
 impl<T: DeserializeOwned> FromRequest<Arc<App>> for JsonBody<T> {
@@ -185,9 +195,10 @@ impl<T: DeserializeOwned> FromRequest<Arc<App>> for JsonBody<T> {
                 "the request body must be JSON with 'Content-Type: application/json'",
             ));
         }
+        let path = req.uri().path().to_string();
         let body = Bytes::from_request(req, state).await.map_err(|r| {
             if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                let max = state.config().http.max_body_bytes;
+                let max = body_limit(state, &path);
                 ApiError::new(ErrorCode::PayloadTooLarge, format!("request body exceeds {max} bytes"))
             } else {
                 ApiError::from(r)

@@ -32,7 +32,8 @@
 //! router; then per area, on every route but the ID routes: request tracing (`TraceLayer`,
 //! debug level, no headers), the request timeout (3 × the longer of `raft.propose_timeout_ms`
 //! and `segment.wait_timeout_ms`, then 503 `unavailable`), and on the public ones the body
-//! limit (`http.max_body_bytes`, 413 `payload_too_large`). The ID routes take no body, bound
+//! limit (`http.max_body_bytes`, 413 `payload_too_large`; `http.max_batch_body_bytes` for
+//! `POST /admin/tags:batch`). The ID routes take no body, bound
 //! their own waits and are counted in metrics; a plain `GET` of one of them is served by
 //! [`fast::fast_path`] ahead of the router, with the same validation and handler code, which
 //! keeps single-ID throughput at the bare hyper ceiling's (BENCHMARKS.md).
@@ -79,6 +80,7 @@ pub fn api() -> OpenApiRouter<Arc<App>> {
         .merge(ids::routes())
         .merge(monitor::routes())
         .merge(admin::routes())
+        .merge(admin::batch_routes())
         .merge(tokens::routes())
         .merge(cluster::routes())
         .merge(dashboard::routes())
@@ -107,9 +109,15 @@ pub fn router(app: Arc<App>) -> Router {
         .route_layer(axum::extract::DefaultBodyLimit::disable())
         .route_layer(timeout)
         .route_layer(trace());
+    // Batches read their larger bodies through axum's own limit, which `JsonBody` reports.
+    let batches = part(admin::batch_routes())
+        .route_layer(axum::extract::DefaultBodyLimit::max(app.config().http.max_batch_body_bytes))
+        .route_layer(timeout)
+        .route_layer(trace());
     Router::new()
         .merge(part(ids::routes()))
         .merge(bodies)
+        .merge(batches)
         .merge(internal::routes().route_layer(timeout).route_layer(trace()))
         .fallback(fallback)
         .layer(axum::Extension(openapi::served_json(app.config())))

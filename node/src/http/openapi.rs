@@ -207,6 +207,9 @@ error_set! {
     /// `POST /admin/tags`.
     CreateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, TagExists,
         Unavailable];
+    /// `POST /admin/tags:batch`.
+    CreateTagsErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
+        Unavailable];
     /// `GET /admin/tags/{tag}`.
     ShowTagErrors: [InvalidTag, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady, Unavailable];
     /// `GET /admin/tags/{tag}/decode/{id}`.

@@ -66,10 +66,11 @@ pub enum GrpcMethod {
     GetTag,
     ArchiveTag,
     RestoreTag,
+    CreateTags,
 }
 
 impl GrpcMethod {
-    pub const ALL: [GrpcMethod; 10] = [
+    pub const ALL: [GrpcMethod; 11] = [
         GrpcMethod::GetSegmentIds,
         GrpcMethod::GetSnowflakeIds,
         GrpcMethod::DecodeSnowflake,
@@ -80,6 +81,7 @@ impl GrpcMethod {
         GrpcMethod::GetTag,
         GrpcMethod::ArchiveTag,
         GrpcMethod::RestoreTag,
+        GrpcMethod::CreateTags,
     ];
 
     /// The method's gRPC path without the leading `/`.
@@ -95,6 +97,7 @@ impl GrpcMethod {
             GrpcMethod::GetTag => "leaf.v1.AdminService/GetTag",
             GrpcMethod::ArchiveTag => "leaf.v1.AdminService/ArchiveTag",
             GrpcMethod::RestoreTag => "leaf.v1.AdminService/RestoreTag",
+            GrpcMethod::CreateTags => "leaf.v1.AdminService/CreateTags",
         }
     }
 }

@@ -92,6 +92,20 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             Ok(())
         }
         (Op::RevokeToken { id: asked }, Applied::Token { id, record }) => check_token_answer(*asked, *id, record),
+        (Op::CreateTags { tags }, Applied::Tags { created, existing }) => {
+            // Every name asked for, each once, as created or existing: nothing else.
+            let asked: std::collections::BTreeSet<&str> = tags.iter().map(|t| t.tag.as_str()).collect();
+            let mut seen = std::collections::BTreeSet::new();
+            for name in created.iter().chain(existing) {
+                if !asked.contains(name.as_str()) || !seen.insert(name.as_str()) {
+                    return Err(invalid(format!("batch answered tag {name:?} it did not ask for, or twice")));
+                }
+            }
+            if seen.len() != asked.len() {
+                return Err(invalid(format!("batch of {} tags answered for {}", asked.len(), seen.len())));
+            }
+            Ok(())
+        }
         (Op::NoteMembership(_), Applied::Nothing) => Ok(()),
         (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
             if g.worker_id != *worker_id {
@@ -116,6 +130,7 @@ fn check_worker(worker_id: u16, lease_expires_ms: i64) -> Result<(), AnswerError
 fn op_kind(op: &Op) -> &'static str {
     match op {
         Op::CreateTag { .. } | Op::CreateTagV2 { .. } => "a tag creation",
+        Op::CreateTags { .. } => "a batch of tag creations",
         Op::UpdateTag { .. } => "a tag update",
         Op::ArchiveTag { .. } | Op::RestoreTag { .. } => "a tag archive or restore",
         Op::AllocateSegment { .. } => "a segment allocation",
@@ -145,6 +160,7 @@ fn applied_kind(applied: &Applied) -> &'static str {
         Applied::Segment(_) => "a segment",
         Applied::Worker(_) => "a worker grant",
         Applied::Token { .. } => "a token",
+        Applied::Tags { .. } => "a batch of tags",
     }
 }
 
@@ -177,6 +193,24 @@ impl FromApplied for (TokenId, TokenRecord) {
     fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Token { id, record } => Ok((id, record)),
+            other => Err(wrong_kind::<Self>(&other)),
+        }
+    }
+}
+
+/// What a batch of tag creations did: the names created and those that existed, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreatedTags {
+    pub created: Vec<String>,
+    pub existing: Vec<String>,
+}
+
+impl FromApplied for CreatedTags {
+    const ASKED: &'static str = "a batch of tag creations";
+
+    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+        match applied {
+            Applied::Tags { created, existing } => Ok(CreatedTags { created, existing }),
             other => Err(wrong_kind::<Self>(&other)),
         }
     }

@@ -3,34 +3,15 @@
 //! barrier. Admin changes carry who asked for them ([`Actor`]) into the audit trail.
 use leaf_api::audit::{Actor, AuditAction};
 use leaf_api::tokens::TokenId;
+pub use leaf_raft_store::NewTag;
 use leaf_raft_store::{
     Allocation, NewToken, Op, SecretHash, StoredProfile, TagRecord, TokenLimits, TokenRecord, WorkerGrant,
 };
 use tokio::time::Instant;
 
-use super::answer::FromApplied;
+use super::answer::{CreatedTags, FromApplied};
 use super::ops::{Propose, ReadIndex};
 use super::{ProposeError, RaftNode};
-
-/// A tag to create, every field checked by the caller.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewTag {
-    pub tag: String,
-    pub step: i64,
-    /// The first counter value (the tag's `max_id` before its first segment).
-    pub start_max_id: i64,
-    pub description: String,
-    pub profile: StoredProfile,
-    /// The ID the tag never reaches, if bounded.
-    pub upper_bound: Option<i64>,
-}
-
-impl NewTag {
-    /// A plain segment tag without a bound.
-    pub fn segment(tag: String, step: i64, start_max_id: i64, description: String) -> NewTag {
-        NewTag { tag, step, start_max_id, description, profile: StoredProfile::Segment, upper_bound: None }
-    }
-}
 
 impl RaftNode {
     /// `op` as an admin change by `actor`, with this node's audit retention (the leader puts
@@ -50,6 +31,13 @@ impl RaftNode {
             Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound }
         };
         self.propose(self.admin(actor, op)).await
+    }
+
+    /// Creates the tags of `batch` that do not exist yet, in one entry (the caller keeps it
+    /// under [`leaf_raft_store::MAX_BATCH_COMMAND_BYTES`]). Retried across leader changes: a
+    /// repeat answers the tags an earlier delivery created as existing.
+    pub async fn create_tags(&self, batch: Vec<NewTag>, actor: Actor) -> Result<CreatedTags, ProposeError> {
+        self.propose(self.admin(actor, Op::CreateTags { tags: batch })).await
     }
 
     /// Changes `tag`'s stored step and/or description.

@@ -1,10 +1,14 @@
 //! Tag operations (admin, over HTTP `/admin/tags*` and gRPC `AdminService`): create with a
-//! profile, show, update, list, archive and restore, decode an obfuscated tag's IDs; and the
+//! profile (one or a batch), show, update, list, archive and restore, decode an obfuscated tag's IDs; and the
 //! allocation journal and the clock fault. Every field is checked here ([`super::validate`]) before it is proposed.
 use leaf_api::audit::AuditAction;
 use leaf_api::profile::{validate_upper_bound, DailyFormat, DailyOptions, Profile, ProfileError, DAILY_FIRST};
+use leaf_api::tag::MAX_TAGS_PER_REQUEST;
 use leaf_api::tokens::Right;
-use leaf_api::types::{AllocationJournal, ClockFault, CreateTagRequest, ObfuscatedDecoded, TagInfo, UpdateTagRequest};
+use leaf_api::types::{
+    AllocationJournal, ClockFault, CreateTagRequest, CreateTagsRequest, CreateTagsResponse, ObfuscatedDecoded, TagInfo,
+    UpdateTagRequest,
+};
 use leaf_api::ErrorCode;
 use leaf_raft_store::{StoredProfile, TagRecord};
 
@@ -41,25 +45,55 @@ impl App {
 
     /// Creates a tag from a request by `who`: every field checked, then proposed.
     pub async fn create_tag(&self, body: CreateTagRequest, who: &Principal) -> Result<TagInfo, ApiError> {
-        validate::tag(&body.tag)?;
-        who.require_on(Right::Tags, &body.tag)?;
-        validate::step(body.step)?;
-        validate::max_id(body.max_id.unwrap_or(1))?;
-        let description = body.description.unwrap_or_default();
-        validate::description(&description)?;
-        let (profile, start_max_id) =
-            stored_profile(body.profile.unwrap_or_default(), body.daily.as_ref(), body.max_id, body.upper_bound)?;
-        let new = NewTag {
-            tag: body.tag,
-            step: body.step,
-            start_max_id,
-            description,
-            profile,
-            upper_bound: body.upper_bound,
-        };
+        let new = new_tag(body, who)?;
         let tag = new.tag.clone();
         let record = self.raft.create_tag(new, who.actor()).await?;
         Ok(tag_info(tag, record))
+    }
+
+    /// Creates the tags of a batch that do not exist yet, every field of every tag checked
+    /// first; the existing ones are reported and left as they are. Committed in as few entries
+    /// as [`leaf_raft_store::MAX_BATCH_COMMAND_BYTES`] allows, each all or nothing; if one
+    /// fails, those before it stay created, and sending the batch again creates the rest.
+    pub async fn create_tags(&self, body: CreateTagsRequest, who: &Principal) -> Result<CreateTagsResponse, ApiError> {
+        let n = body.tags.len();
+        if !(1..=MAX_TAGS_PER_REQUEST).contains(&n) {
+            return Err(ApiError::invalid(format!("a batch creates 1 to {MAX_TAGS_PER_REQUEST} tags, not {n}")));
+        }
+        let mut names = std::collections::HashSet::with_capacity(n);
+        let mut batch = Vec::with_capacity(n);
+        for (i, t) in body.tags.into_iter().enumerate() {
+            if !names.insert(t.tag.clone()) {
+                return Err(ApiError::invalid(format!("tags[{i}]: tag {:?} is in the batch twice", t.tag)));
+            }
+            let new = new_tag(t, who).map_err(|e| ApiError { message: format!("tags[{i}]: {}", e.message), ..e })?;
+            batch.push(new);
+        }
+        let mut done = CreateTagsResponse::default();
+        for entry in entries(batch) {
+            match self.raft.create_tags(entry, who.actor()).await {
+                Ok(r) => {
+                    done.created.extend(r.created);
+                    done.existing.extend(r.existing);
+                }
+                Err(e) => {
+                    let e = ApiError::from(e);
+                    if done.created.is_empty() && done.existing.is_empty() {
+                        return Err(e);
+                    }
+                    let message = format!(
+                        "{} (the batch's first {} tags are committed, {} of them created by it: sending it \
+                         again creates the rest)",
+                        e.message,
+                        done.created.len() + done.existing.len(),
+                        done.created.len()
+                    );
+                    return Err(ApiError { message, ..e });
+                }
+            }
+        }
+        tracing::info!(created = done.created.len(), existing = done.existing.len(), "tag batch committed");
+        Ok(done)
     }
 
     /// One tag as `who` may see it, confirming an unknown one with the leader first.
@@ -187,6 +221,51 @@ impl App {
     }
 }
 
+/// A tag to create from a request by `who`, every field checked.
+fn new_tag(body: CreateTagRequest, who: &Principal) -> Result<NewTag, ApiError> {
+    validate::tag(&body.tag)?;
+    who.require_on(Right::Tags, &body.tag)?;
+    validate::step(body.step)?;
+    validate::max_id(body.max_id.unwrap_or(1))?;
+    let description = body.description.unwrap_or_default();
+    validate::description(&description)?;
+    let (profile, start_max_id) =
+        stored_profile(body.profile.unwrap_or_default(), body.daily.as_ref(), body.max_id, body.upper_bound)?;
+    Ok(NewTag { tag: body.tag, step: body.step, start_max_id, description, profile, upper_bound: body.upper_bound })
+}
+
+/// Bytes a command holds besides its tags (the actor's name, the retention, framing), kept
+/// free in every batch entry.
+const ENTRY_OVERHEAD_BYTES: usize = 4096;
+
+/// The most a tag takes in an encoded batch entry: its name and description, and at most 64
+/// bytes of numbers and profile (varints, an obfuscated tag's 32-byte key, the daily options).
+fn entry_bytes(t: &NewTag) -> usize {
+    t.tag.len() + t.description.len() + 64
+}
+
+/// `batch` cut into Raft entries, in order: each under
+/// [`leaf_raft_store::MAX_BATCH_COMMAND_BYTES`] and [`leaf_raft_store::MAX_TAGS_PER_COMMAND`].
+fn entries(batch: Vec<NewTag>) -> Vec<Vec<NewTag>> {
+    let budget = leaf_raft_store::MAX_BATCH_COMMAND_BYTES - ENTRY_OVERHEAD_BYTES;
+    let mut out: Vec<Vec<NewTag>> = Vec::new();
+    let mut bytes = 0;
+    for t in batch {
+        let size = entry_bytes(&t);
+        match out.last_mut() {
+            Some(last) if last.len() < leaf_raft_store::MAX_TAGS_PER_COMMAND && bytes + size <= budget => {
+                bytes += size;
+                last.push(t);
+            }
+            _ => {
+                bytes = size;
+                out.push(vec![t]);
+            }
+        }
+    }
+    out
+}
+
 /// A stored tag as the API shows it.
 pub fn tag_info(tag: String, r: TagRecord) -> TagInfo {
     TagInfo {
@@ -239,4 +318,60 @@ fn stored_profile(
         }
     };
     Ok((profile, start))
+}
+
+#[cfg(test)]
+mod tests {
+    use leaf_api::audit::{Actor, AuditRetention};
+    use leaf_api::tokens::TokenId;
+    use leaf_raft_store::{check_command, Command, Op, StoredProfile, MAX_TAGS_PER_COMMAND, OBFUSCATION_KEY_BYTES};
+
+    use super::*;
+
+    /// The largest tags there are (longest name and description, an obfuscated key, a bound)
+    /// and the smallest, cut into entries: every entry passes the leader's size check with the
+    /// longest actor, and the order is kept.
+    #[test]
+    fn batch_entries_fit_the_command_bound() {
+        let big = |i: usize| NewTag {
+            tag: format!("{i:0>128}"),
+            step: leaf_api::tag::MAX_STEP,
+            start_max_id: i64::MAX - 2,
+            description: "\u{4e2d}".repeat(341) + "x",
+            profile: StoredProfile::Obfuscated { key: [0xff; OBFUSCATION_KEY_BYTES] },
+            upper_bound: Some(i64::MAX - 1),
+        };
+        let small = |i: usize| NewTag::segment(format!("t{i}"), 1, 0, String::new());
+        for (batch, expect_full) in [
+            ((0..MAX_TAGS_PER_REQUEST).map(big).collect::<Vec<_>>(), false),
+            ((0..MAX_TAGS_PER_REQUEST).map(small).collect(), true),
+        ] {
+            let names: Vec<String> = batch.iter().map(|t| t.tag.clone()).collect();
+            let cut = entries(batch);
+            if expect_full {
+                assert_eq!(cut.len(), MAX_TAGS_PER_REQUEST.div_ceil(MAX_TAGS_PER_COMMAND), "small tags fill entries");
+            }
+            let again: Vec<String> = cut.iter().flatten().map(|t| t.tag.clone()).collect();
+            assert_eq!(again, names);
+            let actor = Actor::Token { id: TokenId(u64::MAX), name: "n".repeat(leaf_api::audit::MAX_ACTOR_NAME) };
+            let retention = AuditRetention { max_records: u32::MAX, max_age_ms: i64::MAX };
+            for tags in cut {
+                assert!(tags.len() <= MAX_TAGS_PER_COMMAND);
+                let op = Op::AdminApart {
+                    actor: actor.clone(),
+                    retention: leaf_raft_store::audit::DEFAULT_RETENTION,
+                    op: Box::new(Op::CreateTags { tags }),
+                };
+                let cmd = Command { at_ms: i64::MAX, op };
+                assert_eq!(check_command(&cmd), Ok(()));
+                // Even a retention at its largest encoding leaves room (the leader stamps its own).
+                let Op::AdminApart { op, actor, .. } = cmd.op else { unreachable!() };
+                let len =
+                    leaf_api::codec::encode(&Command { at_ms: i64::MAX, op: Op::AdminApart { actor, retention, op } })
+                        .unwrap()
+                        .len();
+                assert!(len <= leaf_raft_store::MAX_BATCH_COMMAND_BYTES, "{len}");
+            }
+        }
+    }
 }

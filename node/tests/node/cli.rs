@@ -45,6 +45,36 @@ async fn cli_commands_work_against_a_node() {
     assert!(out[5].contains("\"step\":20"));
     // The first segment was 1..11 (step 10): 4..9 are what is left of it.
     assert_eq!(out[7].trim(), r#"{"ranges":[{"start":4,"end":9}]}"#);
+    // A batch from a file of JSON lines: 12,000 tags take two requests; the file's existing tag
+    // (`cli`) and a blank line are fine; sent again, everything exists.
+    let file = dir.path().join("tags.jsonl");
+    let mut lines: Vec<String> = (0..12_000).map(|i| format!(r#"{{"tag":"f-{i}","step":10}}"#)).collect();
+    lines.insert(7, r#"{"tag":"cli","step":5}"#.into());
+    lines.insert(9, String::new());
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let batch_file = file.to_str().unwrap().to_string();
+    let batch_url = url.clone();
+    let (first, again, broken) = tokio::task::spawn_blocking(move || {
+        let run = |args: &[&str], url: &str| {
+            let out = Command::new(env!("CARGO_BIN_EXE_leaf"))
+                .args(args)
+                .args(["--url", url])
+                .env("LEAF_ADMIN_TOKEN", TOKEN)
+                .output()
+                .unwrap();
+            (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
+        };
+        let first = run(&["tag", "create-batch", &batch_file], &batch_url);
+        let again = run(&["tag", "create-batch", &batch_file], &batch_url);
+        std::fs::write(&batch_file, "{\"tag\":\"ok-1\",\"step\":1}\nnot json\n").unwrap();
+        (first, again, run(&["tag", "create-batch", &batch_file], &batch_url))
+    })
+    .await
+    .unwrap();
+    assert_eq!(first, (Some(0), "{\"created\":12000,\"existing\":1}\n".to_string()));
+    assert_eq!(again, (Some(0), "{\"created\":0,\"existing\":12001}\n".to_string()));
+    assert_ne!(broken.0, Some(0), "a file with a line that is not JSON fails");
+    assert!(c.tag("ok-1").await.is_err(), "nothing of a broken file is sent");
     node.shutdown().await;
     // An unreachable node: health exits 1.
     let out = Command::new(env!("CARGO_BIN_EXE_leaf")).args(["health", "--url", &url]).output().unwrap();

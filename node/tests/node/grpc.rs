@@ -246,6 +246,17 @@ async fn admin_service_creates_profiled_tags_with_the_token_only() {
     assert_eq!(restored.archived_ms, None);
     let again = segment(&mut ids, "mono", 10).await.unwrap();
     assert!(again.ranges[0].start >= m.ranges.last().unwrap().end, "{m:?} then {again:?}");
+    // A batch: far larger than an ID request may be; the existing tag is reported.
+    let tags: Vec<CreateTagRequest> =
+        (0..3_000).map(|i| req(&format!("g-{i:04}"), Profile::Segment)).chain([req("obf", Profile::Segment)]).collect();
+    let batch = leaf_api::grpc::v1::CreateTagsRequest { tags };
+    let e = admin.create_tags(batch.clone()).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    let done = admin.create_tags(with_token(batch.clone())).await.unwrap().into_inner();
+    assert_eq!((done.created.len(), done.existing), (3_000, vec!["obf".to_string()]));
+    let again = admin.create_tags(with_token(batch)).await.unwrap().into_inner();
+    assert_eq!((again.created.len(), again.existing.len()), (0, 3_001));
+    assert_eq!(segment(&mut ids, "g-2999", 5).await.unwrap().ranges[0].start, 1);
     node.shutdown().await;
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests of one `leaf` node over real HTTP and gRPC, one module per area; what
 //! they share is in [`support`].
 
+mod batches;
 mod certs_cli;
 mod cli;
 mod edge;

@@ -1,0 +1,129 @@
+//! Tags created in batches (`POST /admin/tags:batch`): thousands per request in few Raft
+//! entries, idempotent, checked whole before anything is proposed, bound by a token's rights
+//! and tag budget like single creations.
+use leaf_api::audit::{AuditFilter, AuditKind};
+use leaf_api::routes;
+use leaf_api::tag::MAX_TAGS_PER_REQUEST;
+use leaf_api::types::{CreateTagRequest, CreateTagsRequest};
+use leaf_api::ErrorCode;
+use leaf_client::{ClientError, Method, StatusCode};
+use tempfile::TempDir;
+
+use crate::support::{config, create_tag, error_of, get_ids, start, TOKEN};
+
+fn tag(name: String, step: i64) -> CreateTagRequest {
+    CreateTagRequest { tag: name, step, ..Default::default() }
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:05}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_creates_thousands_of_tags_in_two_entries_and_may_be_sent_again() {
+    let dir = TempDir::new().unwrap();
+    let (_node, c) = start(leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) }).await;
+    create_tag(&c, "b-00005", 7, Some(40)).await;
+    let all = names("b-", 7_000);
+    let req = CreateTagsRequest { tags: all.iter().map(|t| tag(t.clone(), 100)).collect() };
+    let before = c.cluster_status().await.unwrap().last_log_index.unwrap();
+    let done = c.create_tags(&req).await.unwrap();
+    let after = c.cluster_status().await.unwrap().last_log_index.unwrap();
+    assert_eq!(done.existing, ["b-00005"]);
+    let mut expected = all.clone();
+    expected.remove(5);
+    assert_eq!(done.created, expected, "created in the request's order");
+    assert!(after - before <= 2, "7,000 tags took {} log entries", after - before);
+    // The existing tag is left as it was; the new ones serve.
+    let existing = c.tag("b-00005").await.unwrap();
+    assert_eq!((existing.step, existing.max_id), (7, 40));
+    assert_eq!(get_ids(&c, "b-06999", None).await, [1]);
+    assert_eq!(get_ids(&c, "b-00005", None).await, [40]);
+    assert_eq!(c.tags().await.unwrap().iter().filter(|t| t.tag.starts_with("b-")).count(), 7_000);
+    // A record per tag created, by the admin token.
+    let filter = AuditFilter { kind: Some(AuditKind::TagCreated), tag: Some("b-06999".into()), ..Default::default() };
+    let page = c.audit(&filter, None, None).await.unwrap();
+    assert_eq!(page.records.len(), 1, "{page:?}");
+    assert_eq!(page.records[0].actor, leaf_api::audit::Actor::AdminToken);
+    // Again: nothing created, everything reported, nothing proposed that changes a tag.
+    let again = c.create_tags(&req).await.unwrap();
+    assert!(again.created.is_empty());
+    assert_eq!(again.existing, all);
+    assert_eq!(c.tag("b-06999").await.unwrap().max_id, 101, "the tag's first segment is untouched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_checked_whole_before_anything_is_created() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = config(&dir);
+    cfg.http.max_batch_body_bytes = 64 * 1024;
+    let (_node, c) = start(cfg).await;
+    let body = |tags: Vec<CreateTagRequest>| serde_json::to_value(CreateTagsRequest { tags }).unwrap();
+    let post = |v| error_of(&c, Method::POST, routes::ADMIN_TAGS_BATCH, Some(v));
+    let cases = [
+        (body(vec![tag("x-1".into(), 10), tag("x-1".into(), 10)]), ErrorCode::InvalidRequest, "tags[1]"),
+        (body(vec![tag("x-1".into(), 10), tag("bad tag".into(), 10)]), ErrorCode::InvalidTag, "tags[1]"),
+        (body(vec![tag("x-1".into(), 10), tag("x-2".into(), 0)]), ErrorCode::InvalidRequest, "tags[1]"),
+        (body(vec![]), ErrorCode::InvalidRequest, "1 to 10000"),
+        (serde_json::json!({"tags": [{"tag": "x-1", "step": 1}], "extra": 1}), ErrorCode::InvalidRequest, "extra"),
+    ];
+    for (v, code, says) in cases {
+        let (status, e) = post(v.clone()).await;
+        assert_eq!((status, e.code), (StatusCode::BAD_REQUEST, code), "{v}: {e:?}");
+        assert!(e.message.contains(says), "{v}: {}", e.message);
+    }
+    // A body over `http.max_batch_body_bytes`.
+    let (status, e) = post(body((0..3_000).map(|i| tag(format!("{i:0>20}"), 1)).collect())).await;
+    assert_eq!((status, e.code), (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge), "{e:?}");
+    assert!(e.message.contains("65536"), "{}", e.message);
+    assert!(c.tags().await.unwrap().iter().all(|t| !t.tag.starts_with('x') && t.tag.len() < 20), "nothing created");
+    // More tags than a request takes, on a node with the default body limit.
+    let dir2 = TempDir::new().unwrap();
+    let (_big, c2) = start(config(&dir2)).await;
+    let many = body((0..=MAX_TAGS_PER_REQUEST).map(|i| tag(format!("{i}"), 1)).collect());
+    let (status, e) = error_of(&c2, Method::POST, routes::ADMIN_TAGS_BATCH, Some(many)).await;
+    assert_eq!((status, e.code), (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest), "{e:?}");
+    assert!(e.message.contains("not 10001"), "{}", e.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_batch_is_bound_by_its_patterns_and_its_tag_budget() {
+    use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
+    let dir = TempDir::new().unwrap();
+    let (node, admin) = start(leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) }).await;
+    let issued = admin
+        .create_token(&CreateTokenRequest {
+            name: "tenant".into(),
+            rights: vec![Right::Tags],
+            tags: vec![TagPattern::parse("t-*").unwrap()],
+            quota: None,
+            id_quota: None,
+            max_tags: Some(3),
+        })
+        .await
+        .unwrap();
+    let tenant = crate::support::client(&format!("http://{}", node.http_addr()), Some(issued.bearer.clone()));
+    let batch = |t: &[&str]| CreateTagsRequest { tags: t.iter().map(|t| tag(t.to_string(), 10)).collect() };
+    let refused = |r: Result<_, ClientError>| match r {
+        Err(ClientError::Api { status, code, .. }) => (status, code),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // A tag outside its patterns: the whole batch is refused before anything is proposed.
+    assert_eq!(
+        refused(tenant.create_tags(&batch(&["t-1", "u-1"])).await),
+        (StatusCode::FORBIDDEN, ErrorCode::Forbidden)
+    );
+    // Over its budget: refused whole by the state machine.
+    assert_eq!(
+        refused(tenant.create_tags(&batch(&["t-1", "t-2", "t-3", "t-4"])).await),
+        (StatusCode::FORBIDDEN, ErrorCode::Forbidden)
+    );
+    assert!(admin.tags().await.unwrap().iter().all(|t| !t.tag.starts_with("t-")), "nothing was created");
+    // A tag that exists does not count; three new ones fit.
+    create_tag(&admin, "t-0", 10, None).await;
+    let done = tenant.create_tags(&batch(&["t-0", "t-1", "t-2", "t-3"])).await.unwrap();
+    assert_eq!((done.created.len(), done.existing), (3, vec!["t-0".to_string()]));
+    let info = admin.token(issued.token.id).await.unwrap();
+    assert_eq!(info.tags_created, 3);
+    assert_eq!(refused(tenant.create_tags(&batch(&["t-4"])).await), (StatusCode::FORBIDDEN, ErrorCode::Forbidden));
+}
