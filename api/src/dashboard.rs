@@ -10,6 +10,18 @@ pub const MAX_DASHBOARD_TAGS: usize = 500;
 /// Most recent errors a node keeps for the dashboard.
 pub const MAX_RECENT_ERRORS: usize = 50;
 
+/// The query of `GET /admin/dashboard`: `prefix` narrows the tags to those that start with it
+/// (the page's tag search).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct DashboardQuery {
+    /// Only tags that start with this.
+    #[cfg_attr(feature = "openapi", param(max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]*$", example = "tenant-"))]
+    pub prefix: Option<String>,
+}
+
 /// `GET /admin/dashboard`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -27,10 +39,11 @@ pub struct Dashboard {
     pub cluster: ClusterStatus,
     /// Every member as it answered this node just now, this node included, in membership order.
     pub nodes: Vec<NodeView>,
-    /// Tags in the replicated state, with this node's buffers: those this node served most first,
-    /// then by name, at most [`MAX_DASHBOARD_TAGS`].
+    /// Tags in the replicated state (those that start with the query's `prefix`), with this
+    /// node's buffers: those this node served most first, then by name, at most
+    /// [`MAX_DASHBOARD_TAGS`].
     pub tags: Vec<TagView>,
-    /// Tags in the replicated state.
+    /// Tags in the replicated state (that start with the query's `prefix`).
     pub tags_total: usize,
     /// This node's totals since it started.
     pub totals: Totals,

@@ -24,6 +24,11 @@ pub const MAX_DESCRIPTION_BYTES: usize = 1024;
 /// node commits them in as few Raft entries as their size allows.
 pub const MAX_TAGS_PER_REQUEST: usize = 10_000;
 
+/// Most entries one page of a tag listing holds (`GET /admin/tags`, `/db`, `/cache` with
+/// `?limit=`), and the page size when none is asked for. A page with this many entries may
+/// have more after it: ask again with `?after=` its last tag.
+pub const MAX_LIST_PAGE: u32 = 50_000;
+
 /// Why a tag name, count or step was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationError {

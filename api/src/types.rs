@@ -62,6 +62,29 @@ pub struct CreateTagsResponse {
     pub existing: Vec<String>,
 }
 
+/// The query of a tag listing (`GET /admin/tags`, `/db`, `/cache`): tags in name order,
+/// those starting with `prefix`, after the tag `after`, at most `limit` of them (default and
+/// most: 50,000). A page shorter than its limit is the last; otherwise ask again with `after`
+/// set to its last tag.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Only tags that start with this.
+    #[cfg_attr(feature = "openapi", param(max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]*$", example = "tenant-"))]
+    pub prefix: Option<String>,
+    /// Only tags after this one in name order: the last tag of the previous page.
+    #[cfg_attr(
+        feature = "openapi",
+        param(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$", example = "tenant-0042")
+    )]
+    pub after: Option<String>,
+    /// Most tags on the page (default and most: 50000). A full page may have more after it.
+    #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 50000))]
+    pub limit: Option<u32>,
+}
+
 /// `PATCH /admin/tags/{tag}`: absent fields are left unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -20,7 +20,7 @@ use leaf_api::routes;
 use leaf_api::tokens::{CreateTokenRequest, IssuedToken, RotateTokenRequest, TokenId, TokenInfo};
 use leaf_api::types::{
     AddLearnerRequest, AllocationJournal, ClockFault, CreateTagRequest, CreateTagsRequest, CreateTagsResponse,
-    MembershipChange, ObfuscatedDecoded, TagInfo, UpdateTagRequest,
+    ListQuery, MembershipChange, ObfuscatedDecoded, TagInfo, UpdateTagRequest,
 };
 
 use crate::client::{Call, Client};
@@ -28,9 +28,40 @@ use crate::error::ClientError;
 use crate::retry::Safety;
 
 impl Client {
-    /// `GET /admin/tags`.
+    /// Every tag (`GET /admin/tags`, page after page).
     pub async fn tags(&self) -> Result<Vec<TagInfo>, ClientError> {
-        self.execute(Call::get(routes::ADMIN_TAGS.to_string())).await?.json()
+        self.tags_matching(&ListQuery::default()).await
+    }
+
+    /// Every tag `query` selects (those starting with its `prefix`, after its `after`):
+    /// `GET /admin/tags` page after page of its `limit` (default and most
+    /// [`leaf_api::tag::MAX_LIST_PAGE`]), each page's last tag the next one's `after`, until a
+    /// page is short.
+    pub async fn tags_matching(&self, query: &ListQuery) -> Result<Vec<TagInfo>, ClientError> {
+        let limit = query.limit.unwrap_or(leaf_api::tag::MAX_LIST_PAGE);
+        let mut all: Vec<TagInfo> = Vec::new();
+        let mut after = query.after.clone();
+        loop {
+            let q = ListQuery { prefix: query.prefix.clone(), after: after.clone(), limit: Some(limit) };
+            let page = self.tags_page(&q).await?;
+            // Each page must move forward: a repeat or a tag out of order would loop forever.
+            if page.first().is_some_and(|t| after.as_ref().is_some_and(|a| &t.tag <= a))
+                || page.windows(2).any(|w| w[0].tag >= w[1].tag)
+            {
+                return Err(ClientError::Request("a page of the tag listing went backwards".into()));
+            }
+            let full = page.len() >= limit as usize;
+            after = page.last().map(|t| t.tag.clone());
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// One page of `GET /admin/tags` (see [`ListQuery`]).
+    pub async fn tags_page(&self, query: &ListQuery) -> Result<Vec<TagInfo>, ClientError> {
+        self.execute(Call::get(with_query(routes::ADMIN_TAGS, query))).await?.json()
     }
 
     /// `POST /admin/tags` (at most once, see the module docs).
@@ -179,10 +210,36 @@ impl Client {
         self.execute(Call::get(routes::ADMIN_DASHBOARD.to_string())).await?.json()
     }
 
+    /// `GET /admin/dashboard?prefix=`: the dashboard with only the tags that start with `prefix`.
+    pub async fn dashboard_matching(&self, prefix: &str) -> Result<leaf_api::dashboard::Dashboard, ClientError> {
+        let query = form_urlencoded::Serializer::new(String::new()).append_pair("prefix", prefix).finish();
+        self.execute(Call::get(format!("{}?{query}", routes::ADMIN_DASHBOARD))).await?.json()
+    }
+
     /// `POST /admin/fault/clock` (nodes started with fault injection only): answers the
     /// offset now in force.
     pub async fn set_clock_fault(&self, fault: &ClockFault) -> Result<ClockFault, ClientError> {
         let call = Call::with_json(Method::POST, routes::ADMIN_FAULT_CLOCK.to_string(), fault, Safety::Idempotent)?;
         self.execute(call).await?.json()
+    }
+}
+
+/// `path` with a listing's query string, if it sets anything.
+pub(crate) fn with_query(path: &str, query: &ListQuery) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    if let Some(p) = &query.prefix {
+        q.append_pair("prefix", p);
+    }
+    if let Some(a) = &query.after {
+        q.append_pair("after", a);
+    }
+    if let Some(l) = query.limit {
+        q.append_pair("limit", &l.to_string());
+    }
+    let q = q.finish();
+    if q.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{q}")
     }
 }

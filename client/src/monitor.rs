@@ -2,7 +2,7 @@
 //! reads, retried as idempotent (see [`crate::retry`]).
 use hyper::StatusCode;
 use leaf_api::routes;
-use leaf_api::types::{CacheEntry, ClusterStatus, Health, TagInfo};
+use leaf_api::types::{CacheEntry, ClusterStatus, Health, ListQuery, TagInfo};
 
 use crate::client::{api_error, Call, Client};
 use crate::error::ClientError;
@@ -57,14 +57,26 @@ impl Client {
         self.execute(Call::get(routes::CLUSTER_STATUS.to_string())).await?.json()
     }
 
-    /// `GET /cache`: the answering node's per-tag buffers.
+    /// `GET /cache`: the answering node's per-tag buffers (the first page: up to
+    /// [`leaf_api::tag::MAX_LIST_PAGE`] tags).
     pub async fn cache(&self) -> Result<Vec<CacheEntry>, ClientError> {
-        self.execute(Call::get(routes::CACHE.to_string())).await?.json()
+        self.cache_page(&ListQuery::default()).await
     }
 
-    /// `GET /db`: the tags as stored.
+    /// One page of `GET /cache` (see [`ListQuery`]).
+    pub async fn cache_page(&self, query: &ListQuery) -> Result<Vec<CacheEntry>, ClientError> {
+        self.execute(Call::get(crate::admin::with_query(routes::CACHE, query))).await?.json()
+    }
+
+    /// `GET /db`: the tags as stored (the first page: up to [`leaf_api::tag::MAX_LIST_PAGE`]
+    /// tags).
     pub async fn db(&self) -> Result<Vec<TagInfo>, ClientError> {
-        self.execute(Call::get(routes::DB.to_string())).await?.json()
+        self.db_page(&ListQuery::default()).await
+    }
+
+    /// One page of `GET /db` (see [`ListQuery`]).
+    pub async fn db_page(&self, query: &ListQuery) -> Result<Vec<TagInfo>, ClientError> {
+        self.execute(Call::get(crate::admin::with_query(routes::DB, query))).await?.json()
     }
 
     /// `GET /metrics`: Prometheus text.

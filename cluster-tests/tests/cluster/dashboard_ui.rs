@@ -97,6 +97,11 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
     for tag in ["orders", "users"] {
         create_tag(&admin, tag, 50).await;
     }
+    // Tenants' tags by the thousand, created in one batch: the page finds one by its prefix.
+    let tenants = (0..10_000)
+        .map(|i| leaf_api::types::CreateTagRequest { tag: format!("tenant-{i:05}"), step: 10, ..Default::default() })
+        .collect();
+    admin.create_tags(&leaf_api::types::CreateTagsRequest { tags: tenants }).await.unwrap();
     let ui = CreateTokenRequest {
         name: "dashboard".into(),
         rights: vec![Right::Monitor],
@@ -160,6 +165,21 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
     assert!(dom.contains("<svg"), "no chart drawn");
     let dir = screenshots();
     tokio::task::block_in_place(|| browse(&with_token, 8000, Some(&dir.join("dashboard.png"))));
+
+    // Searching: `?tag=` fills the search box; the node lists only the tags starting with it.
+    let searched = format!("{page}&tag=tenant-0424#token={ui}");
+    let dom = tokio::task::block_in_place(|| browse(&searched, 4000, None));
+    assert_eq!(attr(&dom, "<body", "data-state"), Some("ok"), "{dom}");
+    assert_eq!(dom.matches("data-tag=\"tenant-0424").count(), 10, "tenant-04240 to -04249:\n{dom}");
+    assert!(!dom.contains("data-tag=\"orders\"") && !dom.contains("data-tag=\"tenant-04250\""), "{dom}");
+    let count = text_of(&dom, "tags-count").unwrap_or_default();
+    assert!(count.contains("10 starting with \"tenant-0424\""), "{count}");
+    let d = typed.dashboard_matching("tenant-0424").await.unwrap();
+    assert_eq!((d.tags.len(), d.tags_total), (10, 10));
+    assert_eq!(typed.dashboard().await.unwrap().tags_total, 10_002);
+    // Showing a tag does not load it: the node browsed holds buffers for the tags it served.
+    let cached = typed.cache().await.unwrap();
+    assert!(cached.iter().all(|e| !e.tag.starts_with("tenant-")), "the dashboard loaded tags: {} cached", cached.len());
 
     // No token: the page asks for one rather than showing anything.
     let dom = tokio::task::block_in_place(|| browse(&page, 3000, None));

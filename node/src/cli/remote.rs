@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use leaf_api::types::{AddLearnerRequest, CreateTagRequest, CreateTagsRequest, UpdateTagRequest};
+use leaf_api::types::{AddLearnerRequest, CreateTagRequest, CreateTagsRequest, ListQuery, UpdateTagRequest};
 use leaf_client::{Client, ClientError, HealthMode, TlsOptions};
 use serde::Serialize;
 
@@ -81,8 +81,16 @@ pub enum TagCmd {
     /// (`-` reads standard input). Sent 10,000 to a request; tags that exist are counted, not
     /// changed, so the same file may be sent again. Prints how many were created and existed.
     CreateBatch { file: PathBuf },
-    /// List all tags.
-    List,
+    /// List the tags (all of them, or those starting with --prefix), as one JSON array,
+    /// fetched a page at a time.
+    List {
+        /// Only tags that start with this.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Only tags after this one in name order.
+        #[arg(long)]
+        after: Option<String>,
+    },
     /// Show one tag.
     Show { tag: String },
     /// An obfuscated tag's ID back to its sequence number.
@@ -278,7 +286,9 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
                     print_json(client.create_tag(&req).await)
                 }
                 TagCmd::CreateBatch { file } => print_json(create_batch(&client, &file).await),
-                TagCmd::List => print_json(client.tags().await),
+                TagCmd::List { prefix, after } => {
+                    print_json(client.tags_matching(&ListQuery { prefix, after, limit: None }).await)
+                }
                 TagCmd::Show { tag } => print_json(client.tag(&tag).await),
                 TagCmd::Archive { tag } => print_json(client.archive_tag(&tag).await),
                 TagCmd::Restore { tag } => print_json(client.restore_tag(&tag).await),

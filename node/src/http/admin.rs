@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use axum::Json;
 use leaf_api::routes;
 use leaf_api::types::{
-    AllocationJournal, ClockFault, CreateTagRequest, CreateTagsRequest, CreateTagsResponse, ObfuscatedDecoded, TagInfo,
-    UpdateTagRequest,
+    AllocationJournal, ClockFault, CreateTagRequest, CreateTagsRequest, CreateTagsResponse, ListQuery,
+    ObfuscatedDecoded, TagInfo, UpdateTagRequest,
 };
 use leaf_api::ErrorCode;
 use serde::Deserialize;
@@ -39,12 +39,17 @@ pub fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(fault_clock))
 }
 
-/// Every tag, as stored.
+/// A page of the tags, as stored, in name order.
 #[utoipa::path(get, path = routes::ADMIN_TAGS, tag = "admin", operation_id = "list_tags",
     security(("admin_token" = [])),
-    responses((status = 200, description = "Every tag.", body = Vec<TagInfo>), ListErrors))]
-pub async fn list_tags(State(app): State<Arc<App>>, Caller(who): Caller) -> Json<Vec<TagInfo>> {
-    Json(app.list_tags(&who))
+    params(ListQuery),
+    responses((status = 200, description = "A page of the tags.", body = Vec<TagInfo>), ListErrors))]
+pub async fn list_tags(
+    State(app): State<Arc<App>>,
+    Caller(who): Caller,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Vec<TagInfo>>, ApiError> {
+    Ok(Json(app.list_tags(&who, &validate::page(q)?)))
 }
 
 /// Creates a tag (Leaf's `leaf_alloc` row).

@@ -9,17 +9,17 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
 use leaf_api::routes;
-use leaf_api::types::{CacheEntry, Health, TagInfo};
+use leaf_api::types::{CacheEntry, Health, ListQuery, TagInfo};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::extract::ApiQuery;
-use super::openapi::{self, HealthErrors, MonitorErrors, PublicErrors};
+use super::openapi::{self, HealthErrors, ListMonitorErrors, MonitorErrors, PublicErrors};
 use crate::access::Principal;
 use crate::metrics::Format;
 use crate::service::health::{is_ready, Readiness};
-use crate::service::{ApiError, App};
+use crate::service::{validate, ApiError, App};
 
 /// The routes of this area, with their OpenAPI operations.
 pub fn routes() -> OpenApiRouter<Arc<App>> {
@@ -100,17 +100,27 @@ pub async fn metrics(
 /// This node's per-tag buffers (Leaf's `/cache`), each with the tag's exhaustion forecast.
 #[utoipa::path(get, path = routes::CACHE, tag = "monitor", operation_id = "cache",
     security(("admin_token" = [])),
-    responses((status = 200, description = "The tags loaded on this node, but obfuscated ones (their positions would count their IDs).", body = Vec<CacheEntry>), MonitorErrors))]
-pub async fn cache(State(app): State<Arc<App>>, viewer: Option<Extension<Principal>>) -> Json<Vec<CacheEntry>> {
-    Json(app.public_cache(viewer.as_deref()))
+    params(ListQuery),
+    responses((status = 200, description = "A page of the tags loaded on this node, in name order, but obfuscated ones (their positions would count their IDs).", body = Vec<CacheEntry>), ListMonitorErrors))]
+pub async fn cache(
+    State(app): State<Arc<App>>,
+    viewer: Option<Extension<Principal>>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Vec<CacheEntry>>, ApiError> {
+    Ok(Json(app.public_cache(viewer.as_deref(), &validate::page(q)?)))
 }
 
 /// The tags as stored in the replicated state (Leaf's `/db`).
 #[utoipa::path(get, path = routes::DB, tag = "monitor", operation_id = "db",
     security(("admin_token" = [])),
-    responses((status = 200, description = "Every tag but obfuscated ones (their max_id would count their IDs; GET /admin/tags lists them).", body = Vec<TagInfo>), MonitorErrors))]
-pub async fn db(State(app): State<Arc<App>>, viewer: Option<Extension<Principal>>) -> Json<Vec<TagInfo>> {
-    Json(app.public_tags(viewer.as_deref()))
+    params(ListQuery),
+    responses((status = 200, description = "A page of the tags in name order, but obfuscated and archived ones (an obfuscated tag's max_id would count its IDs; GET /admin/tags lists both).", body = Vec<TagInfo>), ListMonitorErrors))]
+pub async fn db(
+    State(app): State<Arc<App>>,
+    viewer: Option<Extension<Principal>>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Vec<TagInfo>>, ApiError> {
+    Ok(Json(app.public_tags(viewer.as_deref(), &validate::page(q)?)))
 }
 
 /// This document (OpenAPI 3.1).

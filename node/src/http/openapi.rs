@@ -202,8 +202,10 @@ error_set! {
     PublicErrors: [Unavailable];
     /// Monitor pages and the cluster status: the `monitor` right unless configured public.
     MonitorErrors: [Unauthorized, Forbidden, RateLimited, Unavailable];
-    /// `GET /admin/tags`.
-    ListErrors: [Unauthorized, Forbidden, RateLimited, Unavailable];
+    /// `GET /admin/tags` (its query: a prefix, a tag to start after, a limit).
+    ListErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, Unavailable];
+    /// `/db`, `/cache`: monitor pages with a listing's query.
+    ListMonitorErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `POST /admin/tags`.
     CreateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, TagExists,
         Unavailable];
@@ -242,7 +244,7 @@ error_set! {
     /// `GET /admin/audit`.
     AuditErrors: [InvalidRequest, InvalidTag, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `GET /admin/dashboard`.
-    DashboardErrors: [Unauthorized, Forbidden, RateLimited, Unavailable];
+    DashboardErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `GET /ui/{asset}`: `not_found` for anything but the page's script and style sheet.
     UiAssetErrors: [NotFound, Unavailable];
 }

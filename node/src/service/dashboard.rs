@@ -31,8 +31,9 @@ impl App {
     /// answered just now (with its round trip and clock offset), the tags with this node's
     /// buffers and served counts, its totals and its recent error answers. A scoped `monitor`
     /// token sees the tags its patterns match, no obfuscated tag, and no recent errors (their
-    /// messages name other tenants' tags); the totals are over what it sees.
-    pub async fn dashboard(&self, viewer: &Principal) -> Dashboard {
+    /// messages name other tenants' tags); the totals are over what it sees. With a `prefix`,
+    /// only the tags that start with it (the page's search).
+    pub async fn dashboard(&self, viewer: &Principal, prefix: &str) -> Dashboard {
         let root = matches!(viewer, Principal::Root(_));
         let health = self.health();
         let cluster = self.raft.cluster_status(health.clone());
@@ -64,13 +65,12 @@ impl App {
             }
         });
         let nodes = futures::future::join_all(probes).await;
-        let mut records = self.raft.state().tags();
-        records.retain(|(_, r)| r.archived_ms.is_none());
-        if !root {
-            records.retain(|(tag, r)| {
-                viewer.sees_tag(tag) && !matches!(r.profile, leaf_raft_store::profile::StoredProfile::Obfuscated { .. })
-            });
-        }
+        let records = self.raft.state().tags_page(prefix, None, usize::MAX, |tag, r| {
+            r.archived_ms.is_none()
+                && (root
+                    || (viewer.sees_tag(tag)
+                        && !matches!(r.profile, leaf_raft_store::profile::StoredProfile::Obfuscated { .. })))
+        });
         let tags_total = records.len();
         let caches: HashMap<String, leaf_api::types::CacheEntry> =
             self.cache().into_iter().map(|e| (e.tag.clone(), e)).collect();
@@ -78,12 +78,21 @@ impl App {
             .into_iter()
             .map(|(tag, record)| {
                 // From the tag's handle, not /metrics: an obfuscated tag has no public series.
-                let served = self.tags.get(&tag).map_or(0, |h| h.served());
+                // Peeked, not loaded: a tag this node never served stays cold.
+                let served = self.tags.peek(&tag).map_or(0, |h| h.served());
                 let cache = caches.get(&tag).cloned();
                 TagView { info: tag_info(tag, record), cache, served }
             })
             .collect();
-        let segment_ids = tags.iter().map(|t| t.served).sum();
+        // Over every tag the viewer sees, whatever the search (unloaded tags served nothing
+        // here): the page's rate chart must not jump when the search changes.
+        let segment_ids = self
+            .tags
+            .loaded()
+            .iter()
+            .filter(|h| root || (viewer.sees_tag(h.tag()) && !matches!(h.serve(), crate::tags::ServeAs::Obfuscated(_))))
+            .map(|h| h.served())
+            .sum();
         tags.sort_by(|a, b| b.served.cmp(&a.served).then_with(|| a.info.tag.cmp(&b.info.tag)));
         tags.truncate(MAX_DASHBOARD_TAGS);
         Dashboard {

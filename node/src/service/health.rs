@@ -71,23 +71,34 @@ impl App {
         self.cache_of(|_| true)
     }
 
-    /// Leaf's `/cache` as `viewer` may read it (none: a public endpoint): [`App::cache`]
-    /// without obfuscated tags, whose segment positions would count their IDs, and only the
+    /// A page of Leaf's `/cache`, in tag order, as `viewer` may read it (none: a public
+    /// endpoint): [`App::cache`] without obfuscated tags, whose segment positions would count their IDs, and only the
     /// tags a scoped viewer's patterns match.
-    pub fn public_cache(&self, viewer: Option<&Principal>) -> Vec<CacheEntry> {
-        self.cache_of(|h| {
-            !matches!(h.serve(), crate::tags::ServeAs::Obfuscated(_)) && viewer.is_none_or(|p| p.sees_tag(h.tag()))
-        })
+    pub fn public_cache(&self, viewer: Option<&Principal>, page: &super::validate::Page) -> Vec<CacheEntry> {
+        let loaded = self.tags.loaded();
+        let mut shown: Vec<_> = loaded
+            .iter()
+            .filter(|h| {
+                page.admits(h.tag())
+                    && !matches!(h.serve(), crate::tags::ServeAs::Obfuscated(_))
+                    && viewer.is_none_or(|p| p.sees_tag(h.tag()))
+            })
+            .collect();
+        // `loaded` is in tag order already.
+        shown.truncate(page.limit);
+        shown.into_iter().map(|h| self.cache_entry(h)).collect()
+    }
+
+    /// One loaded tag's buffers and forecast.
+    fn cache_entry(&self, h: &crate::tags::TagHandle) -> CacheEntry {
+        let mut e = h.inspect();
+        e.forecast = self.forecasts.tag(&e.tag);
+        e
     }
 
     fn cache_of(&self, shown: impl Fn(&crate::tags::TagHandle) -> bool) -> Vec<CacheEntry> {
         let loaded = self.tags.loaded();
-        let entries = loaded.iter().filter(|h| shown(h)).map(|h| {
-            let mut e = h.inspect();
-            e.forecast = self.forecasts.tag(&e.tag);
-            e
-        });
-        entries.collect()
+        loaded.iter().filter(|h| shown(h)).map(|h| self.cache_entry(h)).collect()
     }
 
     /// The metrics exposition in `format`, with the gauges set for this scrape, as `viewer`

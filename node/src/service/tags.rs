@@ -1,5 +1,5 @@
 //! Tag operations (admin, over HTTP `/admin/tags*` and gRPC `AdminService`): create with a
-//! profile (one or a batch), show, update, list, archive and restore, decode an obfuscated tag's IDs; and the
+//! profile (one or a batch), show, list a page, update, list, archive and restore, decode an obfuscated tag's IDs; and the
 //! allocation journal and the clock fault. Every field is checked here ([`super::validate`]) before it is proposed.
 use leaf_api::audit::AuditAction;
 use leaf_api::profile::{validate_upper_bound, DailyFormat, DailyOptions, Profile, ProfileError, DAILY_FIRST};
@@ -12,35 +12,33 @@ use leaf_api::types::{
 use leaf_api::ErrorCode;
 use leaf_raft_store::{StoredProfile, TagRecord};
 
+use super::validate::Page;
 use super::{validate, ApiError, App};
 use crate::access::Principal;
 use crate::raft::NewTag;
 use crate::tags::ServeAs;
 
 impl App {
-    /// Every tag, as stored, that `who` may see (a scoped token sees the tags its patterns
-    /// cover), archived ones included.
-    pub fn list_tags(&self, who: &Principal) -> Vec<TagInfo> {
-        self.all_tags().into_iter().filter(|t| who.may_on(Right::Tags, &t.tag)).collect()
+    /// A page of the tags, as stored, that `who` may see (a scoped token sees the tags its
+    /// patterns cover), archived ones included.
+    pub fn list_tags(&self, who: &Principal, page: &Page) -> Vec<TagInfo> {
+        let state = self.raft.state();
+        let tags = state.tags_page(&page.prefix, page.after.as_deref(), page.limit, |t, _| who.may_on(Right::Tags, t));
+        tags.into_iter().map(|(t, r)| tag_info(t, r)).collect()
     }
 
-    /// Every tag, as stored (Leaf's `/db`).
-    pub fn all_tags(&self) -> Vec<TagInfo> {
-        self.raft.state().tags().into_iter().map(|(t, r)| tag_info(t, r)).collect()
-    }
-
-    /// Leaf's `/db` as `viewer` may read it (none: a public endpoint): every tag but the
-    /// obfuscated ones, whose `max_id` would count their IDs, and the archived ones (the admin
-    /// view, `GET /admin/tags`, lists both), and only the tags a scoped viewer's patterns match.
-    pub fn public_tags(&self, viewer: Option<&Principal>) -> Vec<TagInfo> {
-        let tags = self.raft.state().tags().into_iter();
-        tags.filter(|(t, r)| {
+    /// A page of Leaf's `/db` as `viewer` may read it (none: a public endpoint): every tag but
+    /// the obfuscated ones, whose `max_id` would count their IDs, and the archived ones (the
+    /// admin view, `GET /admin/tags`, lists both), and only the tags a scoped viewer's patterns
+    /// match.
+    pub fn public_tags(&self, viewer: Option<&Principal>, page: &Page) -> Vec<TagInfo> {
+        let state = self.raft.state();
+        let tags = state.tags_page(&page.prefix, page.after.as_deref(), page.limit, |t, r| {
             !matches!(r.profile, StoredProfile::Obfuscated { .. })
                 && r.archived_ms.is_none()
                 && viewer.is_none_or(|p| p.sees_tag(t))
-        })
-        .map(|(t, r)| tag_info(t, r))
-        .collect()
+        });
+        tags.into_iter().map(|(t, r)| tag_info(t, r)).collect()
     }
 
     /// Creates a tag from a request by `who`: every field checked, then proposed.

@@ -99,3 +99,36 @@ mod tests {
         assert!(node_id_range(i64::MAX as u64).is_ok() && node_id_range(i64::MAX as u64 + 1).is_err());
     }
 }
+
+/// A listing's page, checked: the tags starting with `prefix` after `after`, at most `limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub prefix: String,
+    pub after: Option<String>,
+    pub limit: usize,
+}
+
+impl Page {
+    /// Whether `tag` belongs on this page's listing (before the limit).
+    pub fn admits(&self, tag: &str) -> bool {
+        tag.starts_with(&self.prefix) && self.after.as_deref().is_none_or(|a| tag > a)
+    }
+}
+
+/// A listing's query: `prefix` (the start of a tag, so the tag's characters, up to 128 of them),
+/// `after` (a tag), `limit` (1 to [`leaf_api::tag::MAX_LIST_PAGE`], that by default).
+pub fn page(q: leaf_api::types::ListQuery) -> Result<Page, ApiError> {
+    use leaf_api::tag::MAX_LIST_PAGE;
+    let prefix = q.prefix.unwrap_or_default();
+    if !prefix.is_empty() {
+        validate_tag(&prefix).map_err(|e| ApiError::new(ErrorCode::InvalidTag, format!("prefix: {e}")))?;
+    }
+    if let Some(a) = &q.after {
+        validate_tag(a).map_err(|e| ApiError::new(ErrorCode::InvalidTag, format!("after: {e}")))?;
+    }
+    let limit = q.limit.unwrap_or(MAX_LIST_PAGE);
+    if !(1..=MAX_LIST_PAGE).contains(&limit) {
+        return Err(ApiError::invalid(format!("limit must be from 1 to {MAX_LIST_PAGE}, got {limit}")));
+    }
+    Ok(Page { prefix, after: q.after, limit: limit as usize })
+}

@@ -193,6 +193,13 @@ impl Tags {
         self.load(tag)
     }
 
+    /// `tag`'s handle if this node has loaded it, without loading it (views that list many
+    /// tags must not start a buffer, a refill and metrics series for each).
+    pub fn peek(&self, tag: &str) -> Option<Arc<TagHandle>> {
+        self.check_archives();
+        self.inner.map.load().get(tag).cloned()
+    }
+
     #[cold]
     fn load(&self, tag: &str) -> Option<Arc<TagHandle>> {
         let (stored_step, profile, upper_bound) = (self.inner.lookup)(tag)?;

@@ -127,3 +127,63 @@ async fn a_token_batch_is_bound_by_its_patterns_and_its_tag_budget() {
     assert_eq!(info.tags_created, 3);
     assert_eq!(refused(tenant.create_tags(&batch(&["t-4"])).await), (StatusCode::FORBIDDEN, ErrorCode::Forbidden));
 }
+
+/// `GET /admin/tags`, `/db` and `/cache` are pages in name order: `prefix`, `after`, `limit`;
+/// `/db` and `/cache` leave out obfuscated and archived tags whatever the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_are_pages_in_name_order_with_a_prefix() {
+    use leaf_api::profile::Profile;
+    use leaf_api::types::ListQuery;
+    let dir = TempDir::new().unwrap();
+    let (_node, c) = start(config(&dir)).await;
+    let all = names("p-", 2_500);
+    c.create_tags(&CreateTagsRequest { tags: all.iter().map(|t| tag(t.clone(), 10)).collect() }).await.unwrap();
+    let obfuscated = CreateTagRequest { profile: Some(Profile::Obfuscated), ..tag("p-01000x".into(), 10) };
+    c.create_tag(&obfuscated).await.unwrap();
+    c.archive_tag("p-01001").await.unwrap();
+    let q = |prefix: &str, after: Option<&str>, limit: u32| ListQuery {
+        prefix: Some(prefix.into()),
+        after: after.map(str::to_string),
+        limit: Some(limit),
+    };
+    let tags = |v: Vec<leaf_api::types::TagInfo>| v.into_iter().map(|t| t.tag).collect::<Vec<_>>();
+    // A page, the next one, the last (short) one.
+    assert_eq!(tags(c.tags_page(&q("p-010", None, 3)).await.unwrap()), ["p-01000", "p-01000x", "p-01001"]);
+    assert_eq!(tags(c.tags_page(&q("p-010", Some("p-01001"), 2)).await.unwrap()), ["p-01002", "p-01003"]);
+    assert_eq!(tags(c.tags_page(&q("p-0109", Some("p-01097"), 5)).await.unwrap()), ["p-01098", "p-01099"]);
+    // `after` before the prefix starts at the prefix; after it, nothing.
+    assert_eq!(tags(c.tags_page(&q("p-02", Some("a"), 1)).await.unwrap()), ["p-02000"]);
+    assert!(c.tags_page(&q("p-02", Some("q"), 1)).await.unwrap().is_empty());
+    // Followed page by page: every tag once, in order.
+    let every = tags(
+        c.tags_matching(&ListQuery { prefix: Some("p-".into()), limit: Some(333), ..ListQuery::default() })
+            .await
+            .unwrap(),
+    );
+    let mut expected: Vec<String> = all.clone();
+    expected.push("p-01000x".into());
+    expected.sort();
+    assert_eq!(every, expected);
+    // /db leaves out the obfuscated and the archived tag, still filling its pages.
+    let db = tags(c.db_page(&q("p-010", None, 3)).await.unwrap());
+    assert_eq!(db, ["p-01000", "p-01002", "p-01003"]);
+    // /cache lists the loaded tags in the same way.
+    for t in ["p-00007", "p-00003", "p-00009", "p-01000x"] {
+        let _ = c.segment_id(t).await;
+    }
+    let cache: Vec<String> =
+        c.cache_page(&q("p-0000", Some("p-00003"), 10)).await.unwrap().into_iter().map(|e| e.tag).collect();
+    assert_eq!(cache, ["p-00007", "p-00009"]);
+    // Bad queries.
+    for (path, code) in [
+        ("/admin/tags?limit=0", ErrorCode::InvalidRequest),
+        ("/admin/tags?limit=50001", ErrorCode::InvalidRequest),
+        ("/admin/tags?prefix=a%20b", ErrorCode::InvalidTag),
+        ("/db?after=", ErrorCode::InvalidTag),
+        ("/cache?nope=1", ErrorCode::InvalidRequest),
+        ("/admin/dashboard?prefix=%2F", ErrorCode::InvalidTag),
+    ] {
+        let (status, e) = error_of(&c, Method::GET, path, None).await;
+        assert_eq!((status, e.code), (StatusCode::BAD_REQUEST, code), "{path}: {e:?}");
+    }
+}

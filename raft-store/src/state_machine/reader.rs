@@ -86,6 +86,31 @@ impl StateReader {
         self.read().state.workers.iter().map(|(k, v)| (*k, v.clone())).collect()
     }
 
+    /// Up to `limit` tags in name order that start with `prefix`, come after `after` and
+    /// pass `keep`: one page of a listing, read under the lock without copying the rest.
+    pub fn tags_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+        mut keep: impl FnMut(&str, &TagRecord) -> bool,
+    ) -> Vec<(String, TagRecord)> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
+        };
+        let d = self.read();
+        d.state
+            .tags
+            .range::<str, _>((start, Bound::Unbounded))
+            .take_while(|(t, _)| t.starts_with(prefix))
+            .filter(|(t, r)| keep(t, r))
+            .take(limit)
+            .map(|(t, r)| (t.clone(), r.clone()))
+            .collect()
+    }
+
     pub fn tag_count(&self) -> usize {
         self.read().state.tags.len()
     }

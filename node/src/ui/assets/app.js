@@ -41,6 +41,28 @@
   }
   tokenFromFragment();
 
+  // ---- the tag search: a prefix, sent as ?prefix= (the node lists only those tags) ----
+  const TAG_CHARS = /^[A-Za-z0-9_.:-]*$/;
+  // `/ui?tag=<prefix>` opens the page searching for it (a link to a tenant's tags).
+  let tagPrefix = (() => {
+    const v = (new URLSearchParams(location.search).get("tag") || "").trim();
+    return TAG_CHARS.test(v) && v.length <= 128 ? v : "";
+  })();
+  function dataUrl() {
+    return tagPrefix ? `${DATA_URL}?prefix=${encodeURIComponent(tagPrefix)}` : DATA_URL;
+  }
+  function searchChanged() {
+    const v = $("tag-search").value.trim();
+    if (!TAG_CHARS.test(v)) {
+      set("tag-search-note", "a tag has only A-Z a-z 0-9 _ . : -");
+      return;
+    }
+    set("tag-search-note", "");
+    if (v === tagPrefix) return;
+    tagPrefix = v;
+    poll(true);
+  }
+
   // ---- state ----
   let paused = false;
   let inFlight = false;
@@ -178,7 +200,7 @@
       if (t) headers.Authorization = "Bearer " + t;
       let resp;
       try {
-        resp = await fetch(DATA_URL, { headers, cache: "no-store", credentials: "same-origin", signal: ctl.signal });
+        resp = await fetch(dataUrl(), { headers, cache: "no-store", credentials: "same-origin", signal: ctl.signal });
       } catch (e) {
         fail("error", ctl.signal.aborted ? `No answer from the node within ${TIMEOUT_MS / 1000} s` : `Network error: cannot reach the node (${errMsg(e)})`);
         return;
@@ -414,10 +436,11 @@
       return tr;
     });
     for (const tag of [...hist.tags.keys()]) if (!served.has(tag)) hist.tags.delete(tag);
-    if (!rows.length) rows.push(emptyRow(10, "No tags yet."));
+    if (!rows.length) rows.push(emptyRow(10, tagPrefix ? "No tag starts with that." : "No tags yet."));
     $("tags").tBodies[0].replaceChildren(...rows);
     const total = has(d.tags_total) ? d.tags_total : tags.length;
-    set("tags-count", total > tags.length ? `(${tags.length} busiest of ${total})` : `(${total})`);
+    const which = tagPrefix ? ` starting with "${tagPrefix}"` : "";
+    set("tags-count", total > tags.length ? `(${tags.length} busiest of ${total}${which})` : `(${total}${which})`);
     return served;
   }
 
@@ -590,6 +613,7 @@
   // ---- controls ----
   function start() {
     set("refresh-secs", refreshSecs);
+    $("tag-search").value = tagPrefix;
     showToken();
     const pause = $("pause");
     pause.addEventListener("click", () => {
@@ -611,6 +635,7 @@
     window.addEventListener("hashchange", () => {
       if (tokenFromFragment()) { showToken(); poll(true); }
     });
+    $("tag-search").addEventListener("input", searchChanged);
     $("forget").addEventListener("click", () => {
       token.clear();
       $("token").value = "";
