@@ -8,7 +8,7 @@
 //! Layout: this file holds the section list, [`Config`], the loading and the secrets. Each
 //! section has a file with its struct, its defaults (`impl Default`) and its checks
 //! (`validate`): `segment`, `raft`, `http`, `snowflake` (with `worker_ids`), `forecast`,
-//! `fault`, `tls`, `grpc`, `access` (`[auth]` and `[audit]`), `bootstrap` (`bootstrap_tags`)
+//! `metrics`, `fault`, `tls`, `grpc`, `access` (`[auth]` and `[audit]`), `bootstrap` (`bootstrap_tags`)
 //! and `peers`. `validate` checks the top-level keys and what spans sections, and calls each
 //! section's checks; `addr` has the address helpers, `overrides` the command-line layer,
 //! `tests` the tests of the whole.
@@ -28,6 +28,7 @@ mod fault;
 mod forecast;
 mod grpc;
 mod http;
+mod metrics;
 mod overrides;
 mod peers;
 mod raft;
@@ -48,6 +49,7 @@ pub use fault::FaultConfig;
 pub use forecast::ForecastConfig;
 pub use grpc::GrpcConfig;
 pub use http::HttpConfig;
+pub use metrics::MetricsConfig;
 pub use overrides::{FaultOverrides, Overrides, TlsOverrides};
 pub use peers::Peers;
 pub use raft::{OnStorageFailure, RaftConfig, STORAGE_FAILURE_EXIT};
@@ -154,6 +156,8 @@ pub struct Config {
     /// How the exhaustion forecasts of `/cache`, `/health` and `/metrics` sample each tag's
     /// consumption.
     pub forecast: ForecastConfig,
+    /// How many tags get their own series in `/metrics`.
+    pub metrics: MetricsConfig,
     /// Fault injection, for chaos tests only; off by default.
     pub fault: FaultConfig,
     /// HTTPS for clients and mutual TLS between nodes, on the node's one listener. Off unless
@@ -196,6 +200,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             snowflake: SnowflakeConfig::default(),
             forecast: ForecastConfig::default(),
+            metrics: MetricsConfig::default(),
             fault: FaultConfig::default(),
             tls: TlsConfig::default(),
             grpc: GrpcConfig::default(),

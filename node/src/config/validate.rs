@@ -17,6 +17,7 @@ impl Config {
         self.tls.validate(&mut errs);
         self.grpc.validate(&mut errs);
         self.forecast.validate(&mut errs);
+        self.metrics.validate(&mut errs);
         self.auth.validate(&mut errs);
         self.audit.validate(&mut errs);
         self.validate_plaintext_peers(&mut errs);

@@ -1,34 +1,6 @@
-//! The label sets of the node's metric families, and the enums whose values become labels
-//! ([`Mode`], [`GrpcMethod`]).
+//! The label sets of the node's metric families, and the enum whose values become labels
+//! ([`GrpcMethod`]).
 use prometheus_client::encoding::EncodeLabelSet;
-
-/// Which mode served IDs: the `mode` label of `leaf_ids_served_total`.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum Mode {
-    Segment,
-    Snowflake,
-}
-
-impl Mode {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Segment => "segment",
-            Mode::Snowflake => "snowflake",
-        }
-    }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct IdLabels {
-    pub(super) mode: &'static str,
-    pub(super) tag: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct TagLabels {
-    pub(super) tag: String,
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct CodeLabels {

@@ -7,12 +7,14 @@
 //! - this file: [`Metrics`], the node's registry (`leaf_*` series, and the `process_*` ones
 //!   without the prefix), the counters handed to the rest of the node, and [`Metrics::render`].
 //! - [`exposition`]: OpenMetrics or the Prometheus text format 0.0.4, by the `Accept` header.
-//! - [`labels`]: the label sets, and the label enums ([`Mode`], [`GrpcMethod`]).
+//! - [`labels`]: the label sets, and the label enum [`GrpcMethod`].
 //! - [`latency`]: `leaf_http_request_duration_seconds{route, status}`, lock-free.
 //! - [`node`]: gauges read from the node's state at each scrape (quorum contact, replication
 //!   lag, membership, profiles, tokens, audit, the snowflake worker, peer clocks, build).
 //! - [`process`]: `process_*` from `/proc/self`.
 //! - [`scope`]: the exposition as a scoped `monitor` token reads it (its tags, its token).
+//! - [`tag_series`]: the per-tag series, bounded to the busiest tags (and the forecasts to
+//!   those nearest exhaustion), with totals by profile.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -31,10 +33,11 @@ pub mod latency;
 pub mod node;
 pub mod process;
 pub mod scope;
+pub mod tag_series;
 
 pub use exposition::Format;
-use labels::{CodeLabels, GrpcLabels, IdLabels, StoreLabels, TagLabels, TokenLabels};
-pub use labels::{GrpcMethod, Mode};
+pub use labels::GrpcMethod;
+use labels::{CodeLabels, GrpcLabels, StoreLabels, TokenLabels};
 pub use latency::Route;
 pub use node::{NodeFacts, SnowflakeFacts};
 
@@ -44,12 +47,8 @@ const GRPC_CODES: usize = 17;
 /// All metrics of one node.
 pub struct Metrics {
     registry: Registry,
-    ids: Family<IdLabels, Counter>,
-    refills: Family<TagLabels, Counter>,
-    refill_failures: Family<TagLabels, Counter>,
-    /// Requests that found both buffers empty and waited for a refill: the slow path, which
-    /// preloading should keep at zero outside a tag's first request.
-    waits: Family<TagLabels, Counter>,
+    /// Per-tag counters and forecasts, shown bounded; the snowflake keys' counters too.
+    tag_series: Arc<tag_series::TagSeries>,
     refill_seconds: Histogram,
     errors: Family<CodeLabels, Counter>,
     raft_term: Gauge,
@@ -71,9 +70,9 @@ pub struct Metrics {
     /// gRPC calls by method and status code: one counter per pair, made up front, so counting
     /// a call is one atomic add (index: method × [`GRPC_CODES`] + code).
     grpc_calls: Vec<Counter>,
-    /// Snowflake keys seen so far, to bound the label set.
-    snowflake_keys: std::sync::RwLock<std::collections::HashMap<String, Counter>>,
-    /// The exhaustion forecasts ([`crate::forecast`]).
+    /// Snowflake keys seen so far, to bound the label set (shown by [`tag_series`]).
+    snowflake_keys: Arc<std::sync::RwLock<std::collections::HashMap<String, Counter>>>,
+    /// The snowflake forecast gauges ([`crate::forecast`]; the tags' are in [`tag_series`]).
     forecast: ForecastGauges,
     /// Requests made with scoped tokens, by token and outcome.
     token_requests: Family<TokenLabels, Counter>,
@@ -87,13 +86,9 @@ pub struct Metrics {
     raft_storage_failure_counted: AtomicBool,
 }
 
-/// The gauges of the exhaustion forecasts: per tag (set by each sample, removed with the tag)
-/// and of snowflake mode (set at each scrape).
+/// The gauges of snowflake mode's exhaustion forecast (set at each scrape).
 #[derive(Default)]
 struct ForecastGauges {
-    ids_left: Family<TagLabels, Gauge>,
-    rate: Family<TagLabels, Gauge<f64, AtomicU64>>,
-    exhaustion: Family<TagLabels, Gauge>,
     epoch_years_left: Gauge<f64, AtomicU64>,
     free_worker_ids: Gauge,
 }
@@ -114,11 +109,9 @@ impl Metrics {
         let mut root = Registry::default();
         root.register_collector(Box::new(process::ProcessCollector));
         let registry = root.sub_registry_with_prefix("leaf");
+        let snowflake_keys: Arc<std::sync::RwLock<_>> = Arc::default();
         let m = Metrics {
-            ids: Family::default(),
-            refills: Family::default(),
-            refill_failures: Family::default(),
-            waits: Family::default(),
+            tag_series: Arc::new(tag_series::TagSeries::new(snowflake_keys.clone())),
             refill_seconds: Histogram::new(exponential_buckets(0.0002, 2.0, 16)),
             errors: Family::default(),
             raft_term: Gauge::default(),
@@ -133,7 +126,7 @@ impl Metrics {
             connections_refused: Counter::default(),
             read_index_rounds: Counter::default(),
             tls: Default::default(),
-            snowflake_keys: Default::default(),
+            snowflake_keys,
             grpc_calls: Vec::new(),
             forecast: ForecastGauges::default(),
             token_requests: Family::default(),
@@ -152,14 +145,7 @@ impl Metrics {
             })
             .collect();
         registry.register("grpc_calls", "gRPC calls answered, by method and status code", grpc);
-        registry.register("ids_served", "IDs handed out, by mode and tag", m.ids.clone());
-        registry.register("segment_refills", "Committed segment allocations, by tag", m.refills.clone());
-        registry.register("segment_refill_failures", "Failed segment allocations, by tag", m.refill_failures.clone());
-        registry.register(
-            "segment_waits",
-            "Requests that found both buffers empty and waited for a refill, by tag",
-            m.waits.clone(),
-        );
+        registry.register_collector(Box::new(TagSeriesCollector(m.tag_series.clone())));
         registry.register(
             "segment_refill_seconds",
             "Segment allocation latency (Raft commit)",
@@ -216,22 +202,6 @@ impl Metrics {
             tls.cert_not_after.clone(),
         );
         let f = &m.forecast;
-        registry.register(
-            "tag_ids_left",
-            "IDs a tag may still allocate before its last ID (allocated IDs count as spent), by tag",
-            f.ids_left.clone(),
-        );
-        registry.register(
-            "tag_consumption_rate",
-            "IDs allocated per second across the cluster, exponentially weighted over forecast.window_secs, by tag \
-             (absent until two samples)",
-            f.rate.clone(),
-        );
-        registry.register(
-            "tag_exhaustion_seconds",
-            "Seconds until a tag's IDs run out at its consumption rate, by tag (absent while the rate is unknown or zero)",
-            f.exhaustion.clone(),
-        );
         registry.register(
             "snowflake_epoch_years_left",
             "Years until the 41-bit snowflake timestamp runs out (snowflake.epoch_ms + 2^41 ms)",
@@ -328,9 +298,20 @@ impl Metrics {
         }
     }
 
-    /// The counter of IDs served for `(mode, tag)`; keep it and increment it lock-free.
-    pub fn ids_counter(&self, mode: Mode, tag: &str) -> Counter {
-        self.ids.get_or_create(&IdLabels { mode: mode.as_str(), tag: tag.to_string() }).clone()
+    /// The counters of `tag` (of `profile`), made at its first load; keep them and increment
+    /// them lock-free. Shown bounded ([`tag_series`]); an obfuscated tag's in no public series.
+    pub fn tag_counters(&self, tag: &str, profile: leaf_api::profile::Profile) -> tag_series::TagCounters {
+        self.tag_series.counters(tag, profile)
+    }
+
+    /// Forgets an unloaded tag's counters (its IDs stay in its profile's total).
+    pub fn unload_tag(&self, tag: &str) {
+        self.tag_series.unload(tag);
+    }
+
+    /// Shows per-tag series for at most `max` tags (`metrics.max_tag_series`).
+    pub fn set_max_tag_series(&self, max: usize) {
+        self.tag_series.set_max(max);
     }
 
     /// Snowflake IDs served so far, every key.
@@ -350,52 +331,18 @@ impl Metrics {
         }
         let mut write = self.snowflake_keys.write().unwrap_or_else(|e| e.into_inner());
         let label = if write.len() < MAX_SNOWFLAKE_KEYS { key } else { OTHER_KEYS };
-        let counter = write.entry(label.to_string()).or_insert_with(|| self.ids_counter(Mode::Snowflake, label));
+        let counter = write.entry(label.to_string()).or_default();
         counter.inc_by(n);
     }
 
-    /// Counters of successful and failed refills for `tag`.
-    pub fn refill_counters(&self, tag: &str) -> (Counter, Counter) {
-        let l = TagLabels { tag: tag.to_string() };
-        (self.refills.get_or_create(&l).clone(), self.refill_failures.get_or_create(&l).clone())
-    }
-
-    /// The counter of requests of `tag` that waited for a refill.
-    pub fn wait_counter(&self, tag: &str) -> Counter {
-        self.waits.get_or_create(&TagLabels { tag: tag.to_string() }).clone()
-    }
-
-    /// Sets `tag`'s forecast gauges; a `None` rate or exhaustion time removes that series.
+    /// Sets `tag`'s forecast; a `None` rate or exhaustion time is not shown.
     pub fn set_tag_forecast(&self, tag: &str, ids_left: u64, rate: Option<f64>, exhausted_in_secs: Option<u64>) {
-        let f = &self.forecast;
-        let l = TagLabels { tag: tag.to_string() };
-        let saturated = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        f.ids_left.get_or_create(&l).set(saturated(ids_left));
-        match rate {
-            Some(r) => {
-                f.rate.get_or_create(&l).set(r);
-            }
-            None => {
-                f.rate.remove(&l);
-            }
-        }
-        match exhausted_in_secs {
-            Some(s) => {
-                f.exhaustion.get_or_create(&l).set(saturated(s));
-            }
-            None => {
-                f.exhaustion.remove(&l);
-            }
-        }
+        self.tag_series.set_forecast(tag, ids_left, rate, exhausted_in_secs);
     }
 
-    /// Removes every forecast series of `tag` (a tag that is gone).
+    /// Forgets `tag`'s forecast (a tag that is gone).
     pub fn remove_tag_forecast(&self, tag: &str) {
-        let f = &self.forecast;
-        let l = TagLabels { tag: tag.to_string() };
-        f.ids_left.remove(&l);
-        f.rate.remove(&l);
-        f.exhaustion.remove(&l);
+        self.tag_series.remove_forecast(tag);
     }
 
     /// Sets the snowflake forecast gauges.
@@ -443,6 +390,16 @@ impl Metrics {
             Format::OpenMetrics => out,
             Format::Text004 => exposition::to_text_004(&out),
         }
+    }
+}
+
+/// [`tag_series::TagSeries`] as a registered collector (the registry owns its collectors).
+#[derive(Debug)]
+struct TagSeriesCollector(Arc<tag_series::TagSeries>);
+
+impl prometheus_client::collector::Collector for TagSeriesCollector {
+    fn encode(&self, encoder: prometheus_client::encoding::DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
     }
 }
 

@@ -212,12 +212,8 @@ impl Tags {
         let serve = ServeAs::of(&profile, upper_bound);
         // An obfuscated tag's IDs must not be countable: none of its counters is a series of
         // the public /metrics (they count, unregistered, for the admin dashboard alone).
-        let (refills, failures, served, waits) = if matches!(serve, ServeAs::Obfuscated(_)) {
-            Default::default()
-        } else {
-            let (refills, failures) = i.metrics.refill_counters(tag);
-            (refills, failures, i.metrics.ids_counter(crate::metrics::Mode::Segment, tag), i.metrics.wait_counter(tag))
-        };
+        let crate::metrics::tag_series::TagCounters { served, refills, failures, waits } =
+            i.metrics.tag_counters(tag, profile.kind());
         let actor_view =
             Arc::new(ArcSwap::from_pointee(ActorView { dynamic_step: stored_step, ..ActorView::default() }));
         let actor = TagActor::new(TagActorParts {
@@ -280,6 +276,7 @@ impl Tags {
         let mut next = HashMap::clone(&map);
         for tag in &gone {
             if let Some(h) = next.remove(*tag) {
+                i.metrics.unload_tag(tag);
                 let dropped = h.buf.retire_below(i64::MAX);
                 tracing::info!(tag = %tag, dropped, "archived tag unloaded");
             }
