@@ -309,7 +309,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         access,
         config: config.clone(),
         raft: raft.clone(),
-        tags,
+        tags: tags.clone(),
         snowflake,
         clock,
         metrics: metrics.clone(),
@@ -320,6 +320,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     }));
     let (shutdown, rx) = watch::channel(false);
     tokio::spawn(forecasts.run(config.forecast.clone(), metrics.clone(), rx.clone()));
+    tokio::spawn(tags.clone().unload_idle(Duration::from_secs(config.segment.idle_unload_secs), rx.clone()));
     tokio::spawn(peer_clocks.run(raft.clone(), rx.clone()));
     if let Some(tls) = tls {
         tokio::spawn(tls::reload::run(tls, rx.clone()));

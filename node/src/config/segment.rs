@@ -20,11 +20,23 @@ pub struct SegmentConfig {
     /// A refill this long or longer after the previous one halves the step, never below the
     /// stored step (Leaf: 30 min). Default `1800` s.
     pub halve_after_secs: u64,
+    /// A loaded tag that has handed out no ID on this node for this long is unloaded: its
+    /// buffered IDs are dropped (never handed out: a gap, as after a restart), its actor stops
+    /// and its series leave `/metrics`, so memory follows the tags in use, not the tags that
+    /// exist. Its next request loads it again (one segment commit). 0 keeps every tag loaded.
+    /// At most 2592000 (30 days); default `3600` s.
+    pub idle_unload_secs: u64,
 }
 
 impl Default for SegmentConfig {
     fn default() -> Self {
-        SegmentConfig { max_step: 1_000_000, wait_timeout_ms: 2000, double_below_secs: 900, halve_after_secs: 1800 }
+        SegmentConfig {
+            max_step: 1_000_000,
+            wait_timeout_ms: 2000,
+            double_below_secs: 900,
+            halve_after_secs: 1800,
+            idle_unload_secs: 3600,
+        }
     }
 }
 
@@ -36,6 +48,9 @@ impl SegmentConfig {
         }
         if !(1..=60_000).contains(&self.wait_timeout_ms) {
             errs.push("segment.wait_timeout_ms must be from 1 to 60000".to_string());
+        }
+        if self.idle_unload_secs > 2_592_000 {
+            errs.push("segment.idle_unload_secs must be at most 2592000 (30 days)".to_string());
         }
         if self.double_below_secs > self.halve_after_secs {
             errs.push("segment.double_below_secs must not exceed segment.halve_after_secs".to_string());

@@ -11,12 +11,14 @@
 //! - this file: the errors, the [`Allocator`] seam, the [`ActorSystem`] the actors run on, and
 //!   the [`Tags`] registry (lock-free lookups, a tag loaded on its first request and dropped
 //!   once archived);
+//! - [`idle`]: the sweeper that unloads the tags idle for `segment.idle_unload_secs`;
 //! - [`handle`]: [`TagHandle`], the lock-free request path and the `/cache` view;
 //! - `actor`: the tag actor (refills, waiting requests, the queue of spare segments);
 //! - [`step`]: Leaf's dynamic step as a pure type (the elapsed time is an argument);
 //! - `tests`: the actors end to end with a fake allocator.
 mod actor;
 pub mod handle;
+pub mod idle;
 pub mod step;
 
 use std::collections::HashMap;

@@ -265,3 +265,45 @@ async fn concurrent_requests_get_unique_ids() {
     assert_eq!(set.len(), all.len(), "duplicate IDs");
     actors.stop();
 }
+
+/// A tag that served nothing for the idle time is unloaded (its buffered IDs dropped, never
+/// handed out); a busy one stays; the unloaded one, asked again, serves above what it served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_tags_are_unloaded_and_serve_above_their_old_ids_when_asked_again() {
+    let actors = ActorSystem::start().unwrap();
+    let alloc = Arc::new(FakeAllocator::new(100));
+    let lookup: TagLookup = Arc::new(|t| ["busy", "cold"].contains(&t).then_some((100, StoredProfile::Segment, None)));
+    let metrics = Arc::new(Metrics::new());
+    let tags = Tags::new(&actors, alloc.clone(), (lookup, Arc::default()), SegmentConfig::default(), metrics.clone());
+    let (busy, cold) = (tags.get("busy").unwrap(), tags.get("cold").unwrap());
+    let mut seen: HashSet<i64> = ids(&cold, 5).await.unwrap().into_iter().collect();
+    seen.extend(ids(&busy, 5).await.unwrap());
+    let idle = Duration::from_secs(60);
+    let mut watch = super::idle::IdleWatch::default();
+    let t0 = tokio::time::Instant::now();
+    assert_eq!(tags.sweep_idle(&mut watch, t0, idle), 0, "the first look only notes the counts");
+    seen.extend(ids(&busy, 5).await.unwrap());
+    assert_eq!(tags.sweep_idle(&mut watch, t0 + idle / 2, idle), 0);
+    // `cold` has not moved since t0; `busy` moved at the second look.
+    assert_eq!(tags.sweep_idle(&mut watch, t0 + idle, idle), 1);
+    let loaded: Vec<String> = tags.loaded().iter().map(|h| h.tag().to_string()).collect();
+    assert_eq!(loaded, ["busy"]);
+    assert!(!metrics_text(&metrics).contains("tag=\"cold\""), "its series went with it");
+    assert_eq!(cold.buf.buffered_ids(), 0, "its buffered IDs are dropped");
+    drop(cold);
+    // Asked again: loaded anew, from a new segment; no ID twice.
+    let again = tags.get("cold").unwrap();
+    for id in ids(&again, 10).await.unwrap() {
+        assert!(seen.insert(id), "{id} handed out twice");
+    }
+    assert_eq!(tags.loaded().len(), 2);
+    // `busy` goes too once it stopped long enough; the reloaded tag after its own idle time.
+    assert_eq!(tags.sweep_idle(&mut watch, t0 + idle * 3, idle), 1, "busy, idle since t0 + idle / 2");
+    assert_eq!(tags.sweep_idle(&mut watch, t0 + idle * 5, idle), 1, "cold, first seen again at t0 + 3 idle");
+    assert!(tags.loaded().is_empty());
+    actors.stop();
+}
+
+fn metrics_text(m: &Metrics) -> String {
+    crate::metrics::render_idle(m)
+}

@@ -1,6 +1,7 @@
-//! Tags created in batches (`POST /admin/tags:batch`): thousands per request in few Raft
-//! entries, idempotent, checked whole before anything is proposed, bound by a token's rights
-//! and tag budget like single creations.
+//! Many tags on one node: created in batches (`POST /admin/tags:batch`: thousands per request
+//! in few Raft entries, idempotent, checked whole before anything is proposed, bound by a
+//! token's rights and tag budget like single creations), listed in pages, and unloaded when
+//! idle.
 use leaf_api::audit::{AuditFilter, AuditKind};
 use leaf_api::routes;
 use leaf_api::tag::MAX_TAGS_PER_REQUEST;
@@ -186,4 +187,28 @@ async fn listings_are_pages_in_name_order_with_a_prefix() {
         let (status, e) = error_of(&c, Method::GET, path, None).await;
         assert_eq!((status, e.code), (StatusCode::BAD_REQUEST, code), "{path}: {e:?}");
     }
+}
+
+/// With `segment.idle_unload_secs`, a tag that serves nothing leaves the node's buffers and
+/// `/metrics`; asked again, it serves above every ID it served before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tag_is_unloaded_and_serves_above_its_old_ids_when_asked_again() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = config(&dir);
+    cfg.segment.idle_unload_secs = 1;
+    let (_node, c) = start(cfg).await;
+    create_tag(&c, "sleepy", 1_000, None).await;
+    let before = get_ids(&c, "sleepy", Some(10)).await;
+    assert!(c.cache().await.unwrap().iter().any(|e| e.tag == "sleepy"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while c.cache().await.unwrap().iter().any(|e| e.tag == "sleepy") {
+        assert!(std::time::Instant::now() < deadline, "the idle tag was never unloaded");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let metrics = c.metrics().await.unwrap();
+    assert!(!metrics.contains("tag=\"sleepy\""), "its series left /metrics");
+    assert!(metrics.contains("leaf_ids_served_by_profile_total{profile=\"segment\"} 10"), "{metrics}");
+    let after = get_ids(&c, "sleepy", Some(10)).await;
+    assert!(after[0] > *before.last().unwrap(), "{before:?} then {after:?}");
+    assert!(after[0] > 1_000, "the rest of the first segment was skipped: {after:?}");
 }
