@@ -14,9 +14,17 @@ pub struct BenchArgs {
     #[arg(long = "url", visible_alias = "node", value_delimiter = ',', default_value = "http://127.0.0.1:8080")]
     pub urls: Vec<String>,
     /// Path and query of every request; `{rand}` is replaced by a random hex value per request
-    /// (e.g. `/api/segment/get/u-{rand}`: a flood of unknown tags).
+    /// (e.g. `/api/segment/get/u-{rand}`: a flood of unknown tags), `{zipf}` by a rank from
+    /// 0 to --zipf-tags − 1 drawn from a Zipf distribution, zero-padded (e.g.
+    /// `/api/segment/get/t-{zipf}`: many tags, a few of them hot).
     #[arg(long, default_value = "/api/segment/get/leaf-segment-test")]
     pub path: String,
+    /// How many ranks `{zipf}` draws from.
+    #[arg(long, default_value_t = 1000)]
+    pub zipf_tags: usize,
+    /// The Zipf exponent: rank k is drawn with weight 1 / (k + 1)^s (0: uniform).
+    #[arg(long, default_value_t = 1.1)]
+    pub zipf_s: f64,
     /// Concurrent keep-alive connections.
     #[arg(long, short = 'c', default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub connections: u32,

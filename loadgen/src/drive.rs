@@ -73,6 +73,8 @@ async fn resolve(url: &str, tls: Option<&TlsConnector>) -> Result<Target, BenchE
 /// Shared state of a run.
 struct Shared {
     path: String,
+    /// The distribution of `{zipf}`, when the path has one.
+    zipf: Option<crate::zipf::Zipf>,
     /// Start of measurement (end of warmup).
     measure_from: Instant,
     deadline: Instant,
@@ -140,6 +142,8 @@ async fn connection(
         // `{rand}` in the path: a fresh random value per request (e.g. a flood of unknown tags).
         let path = if shared.path.contains(RAND) {
             std::borrow::Cow::Owned(shared.path.replace(RAND, &format!("{:016x}", rand::random::<u64>())))
+        } else if let Some(z) = &shared.zipf {
+            std::borrow::Cow::Owned(z.fill(&shared.path, &mut rand::thread_rng()))
         } else {
             std::borrow::Cow::Borrowed(shared.path.as_str())
         };
@@ -283,8 +287,14 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     }
     let start = Instant::now();
     let measure_from = start + args.warmup;
+    let zipf = if args.path.contains(crate::zipf::ZIPF) {
+        Some(crate::zipf::Zipf::new(args.zipf_tags, args.zipf_s).map_err(BenchError::Path)?)
+    } else {
+        None
+    };
     let shared = Arc::new(Shared {
         path: args.path.clone(),
+        zipf,
         measure_from,
         deadline: measure_from + args.duration,
         counted: AtomicU64::new(0),

@@ -22,6 +22,7 @@
 //! - [`args`]: the command-line arguments and [`parse_duration`].
 //! - [`drive`]: [`run`]: connections, the closed and open loops, the merged histogram.
 //! - [`report`]: what a run measured and its text form.
+//! - [`zipf`]: `{zipf}` in the path, a Zipf-distributed tag rank per request.
 //! - [`error`]: why a run could not start.
 //! - [`grpc`]: `leaf bench grpc`, unary `GetSegmentIds` calls over HTTP/2 (tonic), and
 //!   [`grpc::channel`], a tonic channel to a node (h2c or TLS).
@@ -31,6 +32,7 @@ pub mod drive;
 pub mod error;
 pub mod grpc;
 pub mod report;
+pub mod zipf;
 
 pub use args::{parse_duration, BenchArgs};
 pub use drive::run;

@@ -18,6 +18,8 @@ async fn bad_urls_and_paths_are_refused() {
     assert!(matches!(run(&args).await, Err(BenchError::Path(_))));
     let args = BenchArgs { duration: Duration::ZERO, ..test_args() };
     assert!(matches!(run(&args).await, Err(BenchError::Duration)));
+    let args = BenchArgs { path: "/t-{zipf}".into(), zipf_tags: 0, ..test_args() };
+    assert!(matches!(run(&args).await, Err(BenchError::Path(_))));
 }
 
 fn test_args() -> BenchArgs {
@@ -32,6 +34,8 @@ fn test_args() -> BenchArgs {
         threads: 1,
         json: false,
         tls: TlsArgs::default(),
+        zipf_tags: 1000,
+        zipf_s: 1.1,
     }
 }
 
