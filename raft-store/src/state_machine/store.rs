@@ -9,8 +9,9 @@
 //! ever in a membership.
 //!
 //! The tree is a checkpoint, not a mirror: `apply` changes the state in memory and notes which
-//! keys changed, and every [`CHECKPOINT_EVERY`](super::CHECKPOINT_EVERY) entries (and whenever
-//! a snapshot is built) writes those keys with `m/applied` in one atomic sled batch. sled makes
+//! keys changed, and every [`CHECKPOINT_EVERY`](super::CHECKPOINT_EVERY) entries (sooner once
+//! [`CHECKPOINT_KEYS`](super::CHECKPOINT_KEYS) keys changed, and whenever a snapshot is built)
+//! writes those keys with `m/applied` in one atomic sled batch. sled makes
 //! a batch atomic by writing out its log buffer before and after it, so a batch per entry cost
 //! four disk writes per segment allocation; a checkpoint costs two per `CHECKPOINT_EVERY`
 //! entries. Nothing is lost: the log entries are on disk before they are applied, purges stay

@@ -155,6 +155,30 @@ fn the_state_machine_checkpoints_and_a_reopened_store_reapplies_the_rest_exactly
     });
 }
 
+/// A batch of tags is checkpointed with its own entry (it changes thousands of keys), not
+/// gathered with later batches into one checkpoint that stalls every apply behind it; a
+/// reopened store has it without re-applying.
+#[test]
+fn a_batch_of_many_tags_is_checkpointed_with_its_entry() {
+    use leaf_raft_store::state_machine::{CHECKPOINT_EVERY, CHECKPOINT_KEYS};
+    use leaf_raft_store::NewTag;
+    rt().block_on(async {
+        let dir = TempDir::new().unwrap();
+        let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let small = Op::CreateTags { tags: vec![NewTag::segment("small".into(), 10, 1, String::new())] };
+        commit(&mut log, &mut sm, vec![blank(0), entry(1, 1, small)]).await;
+        assert_eq!(sm.checkpointed_index().unwrap(), 0, "a small change waits for CHECKPOINT_EVERY entries");
+        let tags = (0..CHECKPOINT_KEYS / 2).map(|i| NewTag::segment(format!("b-{i}"), 10, 1, String::new())).collect();
+        commit(&mut log, &mut sm, vec![entry(1, 2, Op::CreateTags { tags })]).await;
+        const { assert!(2 < CHECKPOINT_EVERY) };
+        assert_eq!(sm.checkpointed_index().unwrap(), 2, "tags and their audit records reach CHECKPOINT_KEYS");
+        drop((log, sm));
+        let (_log, mut sm) = reopen(dir.path());
+        assert_eq!(sm.applied_state().await.unwrap().0.map(|l| l.index), Some(2));
+        assert_eq!(sm.reader().tag_count(), CHECKPOINT_KEYS / 2 + 1);
+    });
+}
+
 #[test]
 fn purge_and_truncate_leave_no_holes() {
     rt().block_on(async {
