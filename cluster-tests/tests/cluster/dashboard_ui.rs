@@ -110,6 +110,9 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
         ..Default::default()
     };
     let ui = admin.create_token(&ui).await.unwrap().bearer;
+    // The browsed node knows the token once it applied its creation (behind 10,000 tags).
+    let created_at = cluster.status(leader).await.unwrap().last_applied_index.unwrap();
+    applied(&cluster, follower, created_at).await;
     // Clients on every node (admin token: IDs need one here) until the end of the test.
     let stop = Arc::new(AtomicBool::new(false));
     let load: Vec<_> = (1..=3u64)
@@ -168,7 +171,7 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
 
     // Searching: `?tag=` fills the search box; the node lists only the tags starting with it.
     let searched = format!("{page}&tag=tenant-0424#token={ui}");
-    let dom = tokio::task::block_in_place(|| browse(&searched, 4000, None));
+    let dom = tokio::task::block_in_place(|| browse(&searched, 6000, None));
     assert_eq!(attr(&dom, "<body", "data-state"), Some("ok"), "{dom}");
     assert_eq!(dom.matches("data-tag=\"tenant-0424").count(), 10, "tenant-04240 to -04249:\n{dom}");
     assert!(!dom.contains("data-tag=\"orders\"") && !dom.contains("data-tag=\"tenant-04250\""), "{dom}");

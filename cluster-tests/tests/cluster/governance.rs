@@ -9,22 +9,8 @@ use leaf_api::audit::{Actor, AuditFilter, AuditKind};
 use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
 use leaf_api::ErrorCode;
 use leaf_client::StatusCode;
-use leaf_cluster_tests::cluster::Cluster;
 
 use crate::support::*;
-
-/// Waits until node `id` has applied at least `index`.
-async fn applied(cluster: &Cluster, id: u64, index: u64) {
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
-        let s = cluster.status(id).await.unwrap();
-        if s.last_applied_index.unwrap_or(0) >= index {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "node {id} never applied {index}: {s:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scoped_token_is_enforced_everywhere_and_refused_on_every_node_once_its_revocation_is_applied() {

@@ -224,3 +224,16 @@ pub(crate) async fn health_of(cluster: &Cluster, id: u64, mode: HealthMode) -> (
     let r = cluster.client(id).health(mode).await.unwrap();
     (r.ready, r.health)
 }
+
+/// Waits until node `id` has applied at least `index`.
+pub async fn applied(cluster: &Cluster, id: u64, index: u64) {
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let s = cluster.status(id).await.unwrap();
+        if s.last_applied_index.unwrap_or(0) >= index {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "node {id} never applied {index}: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
