@@ -7,6 +7,7 @@ use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
 
 use crate::apply::{invalid, ApplyError};
 use crate::command::{Command, Op};
+use crate::profile::StoredProfile;
 use crate::tags::{NewTag, MAX_DESCRIPTION_BYTES, MAX_TAGS_PER_COMMAND};
 use crate::workers::{MAX_HIGH_WATER_AHEAD_MS, MAX_LEASE_MS, MIN_LEASE_MS, WORKER_IDS};
 
@@ -48,11 +49,23 @@ fn check_description(description: &str) -> Result<(), ApplyError> {
 
 /// Checks every field of a tag to create.
 fn check_new_tag(t: &NewTag) -> Result<(), ApplyError> {
-    validate_tag(&t.tag)?;
-    validate_step(t.step)?;
-    validate_max_id(t.start_max_id)?;
-    check_description(&t.description)?;
-    t.profile.check_create(t.start_max_id, t.upper_bound)
+    check_new_tag_fields(&t.tag, t.step, t.start_max_id, &t.description, &t.profile, t.upper_bound)
+}
+
+/// The fields of a tag to create, as `CreateTagV2` carries them (borrowed, not copied).
+fn check_new_tag_fields(
+    tag: &str,
+    step: i64,
+    start_max_id: i64,
+    description: &str,
+    profile: &StoredProfile,
+    upper_bound: Option<i64>,
+) -> Result<(), ApplyError> {
+    validate_tag(tag)?;
+    validate_step(step)?;
+    validate_max_id(start_max_id)?;
+    check_description(description)?;
+    profile.check_create(start_max_id, upper_bound)
 }
 
 /// Checks every field of `cmd` on its own (no state needed): what [`crate::apply::apply`]
@@ -65,14 +78,9 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             validate_max_id(*start_max_id)?;
             check_description(description)
         }
-        Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => check_new_tag(&NewTag {
-            tag: tag.clone(),
-            step: *step,
-            start_max_id: *start_max_id,
-            description: description.clone(),
-            profile: profile.clone(),
-            upper_bound: *upper_bound,
-        }),
+        Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
+            check_new_tag_fields(tag, *step, *start_max_id, description, profile, *upper_bound)
+        }
         Op::CreateTags { tags } => {
             if tags.is_empty() || tags.len() > MAX_TAGS_PER_COMMAND {
                 return Err(invalid(format!("a batch creates 1 to {MAX_TAGS_PER_COMMAND} tags, not {}", tags.len())));
