@@ -18,10 +18,12 @@
 /// Every crash point, in the order an install, purge, commit, append, truncate, vote, snapshot
 /// build, checkpoint or snowflake state-file write passes them.
 pub const CRASH_POINTS: &[&str] = &[
-    // `StateMachineStore::install_snapshot`
+    // `StateMachineStore::install_snapshot` (`sm-install-state-cleared` also when an open
+    // restores the snapshot: the old state removed, the new one not yet written)
     "sm-install-begin",
     "sm-install-snapshot-written",
     "sm-install-snapshot-flushed",
+    "sm-install-state-cleared",
     "sm-install-state-replaced",
     "sm-install-done",
     // `LogStore::purge` (and a deferred purge completed later)

@@ -19,7 +19,10 @@
 //! - `state_machine/store.rs`: its sled I/O: the `sm` tree's keys, loading, checkpoints.
 //! - `state_machine/reader.rs`: the [`StateReader`] for the node's read paths, its tokens and
 //!   its archive counter.
-//! - `state_machine/snapshot.rs`: building and installing snapshots, and their coverage.
+//! - `state_machine/snapshot.rs`: building and installing snapshots, their files, and their
+//!   coverage.
+//! - `state_machine/snapshot_file.rs`: the streamed layout of a snapshot file, its writer and
+//!   checking reader.
 //! - `state_machine/legacy.rs`: the layouts of earlier releases (V1 to V5), read into this one.
 //! - `coverage.rs` (private): the snapshot's log ID the state machine publishes to the log store.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
@@ -114,12 +117,16 @@ pub enum OpenError {
     Log(types::StorageError),
 }
 
-/// Opens (or creates) the log store and state machine in `dir`.
+/// The directory, inside the store's, of the snapshot files.
+pub const SNAPSHOT_DIR: &str = "snapshots";
+
+/// Opens (or creates) the log store and state machine in `dir` (sled's files, and the
+/// snapshot files in [`SNAPSHOT_DIR`]).
 pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineStore), OpenError> {
     let sled_err = |source| OpenError::Sled { path: dir.display().to_string(), source };
     let db = sled::Config::new().path(dir).cache_capacity(opts.cache_bytes).open().map_err(sled_err)?;
     let coverage = coverage::Coverage::new();
     let log = LogStore::open(&db, coverage.clone()).map_err(OpenError::Log)?;
-    let sm = StateMachineStore::open(&db, opts.journal_entries, coverage)?;
+    let sm = StateMachineStore::open(&db, &dir.join(SNAPSHOT_DIR), opts.journal_entries, coverage)?;
     Ok((log, sm))
 }

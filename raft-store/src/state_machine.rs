@@ -6,13 +6,14 @@
 //!   replacing the whole state.
 //! - `reader`: the [`StateReader`] the node reads the applied state through, and the
 //!   published [`Tokens`].
-//! - `snapshot`: building a snapshot and installing one, and the coverage it gives the log
-//!   store.
+//! - `snapshot`: building a snapshot and installing one, their files, and the coverage they
+//!   give the log store.
+//! - `snapshot_file`: a snapshot file's streamed layout (the `sm` tree's pairs), written and
+//!   read pair by pair.
 //! - `legacy`: the layouts of earlier releases (V1 to V5) and how they are read.
 //!
 //! Trees `journal` and `journal_meta`: the [`Journal`] of committed allocations (an audit
 //! record outside the replicated state; a snapshot install marks a gap in it).
-use std::io::Cursor;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use arc_swap::ArcSwap;
@@ -32,6 +33,7 @@ use store::sm_write_err;
 mod legacy;
 mod reader;
 mod snapshot;
+mod snapshot_file;
 mod store;
 
 pub use reader::{StateReader, Tokens};
@@ -81,6 +83,8 @@ pub struct StateMachineStore {
     db: sled::Db,
     sm: sled::Tree,
     snap: sled::Tree,
+    /// The directory of the snapshot files.
+    snap_dir: std::path::PathBuf,
     data: Arc<RwLock<SmData>>,
     /// The tokens of `data`, published after each change (see [`StateReader::tokens`]).
     tokens: Arc<ArcSwap<Tokens>>,
@@ -217,19 +221,19 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, StorageError> {
+        Ok(Box::new(self.receiving_file()?))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<tokio::fs::File>,
     ) -> Result<(), StorageError> {
-        self.install(meta, snapshot.into_inner()).await
+        self.install(meta, *snapshot).await
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
-        Ok(self.stored_snapshot()?.map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
+        self.current_snapshot().await
     }
 }

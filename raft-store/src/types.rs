@@ -1,19 +1,17 @@
 //! The openraft type configuration of leaf. Every openraft type the rest of the workspace
 //! needs is named here, so the version-specific generics live in one module.
-use std::io::Cursor;
-
 use crate::apply::ApplyResult;
 use crate::command::Command;
 
 openraft::declare_raft_types!(
     /// Raft types of a leaf cluster: [`Command`]s in, [`ApplyResult`]s out, `u64` node IDs,
-    /// nodes addressed by a [`BasicNode`] (their cluster address), snapshots in memory.
+    /// nodes addressed by a [`BasicNode`] (their cluster address), snapshots in files.
     pub TypeConfig:
         D = Command,
         R = ApplyResult,
         NodeId = u64,
         Node = openraft::BasicNode,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = tokio::fs::File,
 );
 
 pub type NodeId = u64;

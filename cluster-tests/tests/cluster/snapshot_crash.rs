@@ -28,6 +28,7 @@ pub(crate) const CASES: &[(&str, &str)] = &[
     ("sm-install-begin", "return(500)"),
     ("sm-install-snapshot-written", "return(500)"),
     ("sm-install-snapshot-flushed", "return"),
+    ("sm-install-state-cleared", "return"),
     ("sm-install-state-replaced", "return"),
     ("sm-install-done", "return"),
     ("log-purge-begin", "return"),

@@ -1,15 +1,16 @@
 //! Admission of snapshot chunks before openraft sees them.
 //!
-//! openraft 0.9 writes each chunk at its `offset` into the receiving buffer (a `Cursor<Vec>`):
-//! a chunk claiming offset 2^40 would make it grow the buffer to a terabyte and abort the
-//! process. A sender (it needs the cluster secret, but may be broken) therefore gets its chunks
+//! openraft 0.9 writes each chunk at its `offset` into the receiving file: a chunk claiming
+//! offset 2^40 would make it a terabyte long, and a sender that never stops would fill the disk.
+//! A sender (it needs the cluster secret, but may be broken) therefore gets its chunks
 //! admitted only in order: offset 0 starts a snapshot, and after that only the next offset (or
 //! the previous chunk's, a retry) of the same snapshot is accepted, up to
 //! [`MAX_SNAPSHOT_BYTES`] in total. Anything else is a 400 and the node lives.
 use std::sync::Mutex;
 
-/// Largest snapshot a node accepts. The replicated state is bounded far below this (see
-/// `leaf_raft_store::state`); a snapshot larger than this is refused.
+/// Largest snapshot a node accepts. Snapshot files have no limit of their own; the replicated
+/// state is bounded far below this (`leaf_raft_store::MAX_TAGS` tags), so a larger one is a
+/// broken sender's and is refused.
 pub const MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The snapshot being received: its ID, the offset of the last accepted chunk and the next one.

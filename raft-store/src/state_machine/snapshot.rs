@@ -1,7 +1,17 @@
-//! Snapshots: building one from the state in memory and installing one from a leader.
+//! Snapshots: building one from the state, installing one from a leader, and the files that
+//! hold them.
 //!
-//! Tree `snapshot`: the current snapshot (meta and data). Building or installing one flushes.
-//! On open, a snapshot newer than the state in `sm` (a crash mid-install) replaces it.
+//! A snapshot is a file in the snapshot directory (`snapshots/` beside the sled files), in the
+//! streamed layout of `snapshot_file`: every pair of the `sm` tree as of one log ID, so its size
+//! is bounded by the disk alone. openraft sends it to a follower in chunks read from the file
+//! and the follower receives the chunks into an unnamed file. Tree `snapshot`, key `file`: the
+//! current snapshot's meta and file name ([`SnapshotRef`]); releases before snapshot files kept
+//! the whole snapshot under key `current`, and an open converts that into a file.
+//!
+//! A file is written as `<name>.part`, fsynced, renamed and its directory fsynced before the
+//! `snapshot` tree names it; the tree is flushed before the state is replaced from it. On open,
+//! a snapshot newer than the state in `sm` (a crash mid-install) replaces it, `.part` files are
+//! removed, and so is every snapshot file the tree does not name.
 //!
 //! Durable coverage: at open and after every flush that stores a snapshot (a build, or an
 //! install once its snapshot is on disk), the store tells the log store the snapshot's last
@@ -9,23 +19,41 @@
 //! beyond it and the log): openraft purges a follower's log for a snapshot it has only queued
 //! for installing, and a crash before the install reached the disk must not leave the log
 //! starting after the state, nor after the snapshot that stands for the purged entries.
-use std::io::Cursor;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom};
+use std::path::PathBuf;
 
 use leaf_api::codec;
 use openraft::RaftSnapshotBuilder;
 use serde::{Deserialize, Serialize};
 
 use super::legacy::decode_sm_data;
-use super::store::{sm_read_err, sm_write_err};
-use super::StateMachineStore;
+use super::snapshot_file::{self, Writer};
+use super::store::{for_each_pair, sm_read_err, sm_write_err, Loader};
+use super::{SmData, StateMachineStore};
 use crate::failpoint::failpoint;
 use crate::types::{Snapshot, SnapshotMeta, StorageError, StorageIOError, TypeConfig};
 
-const KEY_SNAPSHOT: &[u8] = b"current";
+/// The key of the current snapshot's [`SnapshotRef`].
+const KEY_FILE: &[u8] = b"file";
+/// The key under which releases before snapshot files kept a [`LegacySnapshot`].
+const KEY_LEGACY: &[u8] = b"current";
+/// The ending of a complete snapshot file.
+const SNAP_EXT: &str = ".snap";
+/// The ending of a file being written.
+const PART_EXT: &str = ".part";
 
-/// A snapshot as the `snapshot` tree keeps it.
+/// The current snapshot, as the `snapshot` tree names it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct SnapshotRef {
+    pub(super) meta: SnapshotMeta,
+    /// The file's name in the snapshot directory (chosen by this node, never by a peer).
+    pub(super) file: String,
+}
+
+/// A snapshot as releases before snapshot files kept it in the `snapshot` tree.
 #[derive(Serialize, Deserialize)]
-pub(super) struct StoredSnapshot {
+pub(super) struct LegacySnapshot {
     pub(super) meta: SnapshotMeta,
     pub(super) data: Vec<u8>,
 }
@@ -35,49 +63,207 @@ fn snap_write_err(meta: Option<&SnapshotMeta>, e: impl std::error::Error + Send 
     StorageIOError::write_snapshot(meta.map(|m| m.signature()), &e).into()
 }
 
+/// A read error of the snapshot described by `meta`.
+fn snap_read_err(meta: Option<&SnapshotMeta>, e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
+    StorageIOError::read_snapshot(meta.map(|m| m.signature()), &e).into()
+}
+
+/// An error of the blocking task an I/O ran on.
+fn join_err(e: tokio::task::JoinError) -> StorageError {
+    sm_write_err(std::io::Error::other(format!("snapshot task failed: {e}")))
+}
+
+/// fsyncs `file` (a disk fault can fail it, see `failpoint`).
+fn sync(file: &File) -> std::io::Result<()> {
+    #[cfg(feature = "failpoints")]
+    if let Some(e) = crate::failpoint::io_fault("disk-fsync") {
+        return Err(e);
+    }
+    file.sync_all()
+}
+
+/// Reads a snapshot from `input`, of this layout or (sent by an older leader) of an earlier
+/// release's, and checks that it is the one `meta` describes. Nothing is kept of a snapshot
+/// that does not read whole.
+fn read_snapshot(mut input: impl Read, meta: &SnapshotMeta) -> Result<SmData, StorageError> {
+    let err = |e: &dyn std::fmt::Display| snap_read_err(Some(meta), std::io::Error::other(e.to_string()));
+    let mut first = Vec::with_capacity(snapshot_file::MAGIC.len());
+    (&mut input).take(snapshot_file::MAGIC.len() as u64).read_to_end(&mut first).map_err(|e| err(&e))?;
+    let data = if snapshot_file::is_current(&first) {
+        let mut loader = Loader::default();
+        let got = snapshot_file::read(first.chain(input), |k, v| loader.pair(k, v)).map_err(|e| err(&e))?;
+        if got.last_log_id != meta.last_log_id || got.last_membership != meta.last_membership {
+            return Err(err(&format!("the snapshot file is {got:?}, not {meta:?}")));
+        }
+        loader.finish()
+    } else {
+        // One codec record: its length is bounded before it is read whole.
+        let mut bytes = first;
+        let max = (codec::MAX_PAYLOAD + 64) as u64;
+        input.take(max + 1).read_to_end(&mut bytes).map_err(|e| err(&e))?;
+        if bytes.len() as u64 > max {
+            return Err(err(&"a snapshot of an earlier release is longer than the codec allows"));
+        }
+        decode_sm_data(&bytes).map_err(|e| err(&e))?
+    };
+    if data.last_applied != meta.last_log_id {
+        return Err(err(&format!(
+            "snapshot data is at {:?} but its meta says {:?}",
+            data.last_applied, meta.last_log_id
+        )));
+    }
+    Ok(data)
+}
+
 impl StateMachineStore {
-    /// The snapshot on disk, if any.
-    pub(super) fn stored_snapshot(&self) -> Result<Option<StoredSnapshot>, StorageError> {
-        match self.snap.get(KEY_SNAPSHOT).map_err(sm_read_err)? {
+    /// The current snapshot, if any.
+    pub(super) fn stored_snapshot(&self) -> Result<Option<SnapshotRef>, StorageError> {
+        match self.snap.get(KEY_FILE).map_err(sm_read_err)? {
             Some(v) => Ok(Some(codec::decode(&v).map_err(sm_read_err)?)),
             None => Ok(None),
         }
     }
 
-    /// Installs the snapshot `bytes` described by `meta`: stores and flushes it first, then
-    /// replaces the state with it.
-    pub(super) async fn install(&self, meta: &SnapshotMeta, bytes: Vec<u8>) -> Result<(), StorageError> {
-        let new = decode_sm_data(&bytes).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
-        if new.last_applied != meta.last_log_id {
-            let e = std::io::Error::other(format!(
-                "snapshot data is at {:?} but its meta says {:?}",
-                new.last_applied, meta.last_log_id
-            ));
-            return Err(StorageIOError::read_snapshot(Some(meta.signature()), &e).into());
+    fn snap_path(&self, file: &str) -> PathBuf {
+        self.snap_dir.join(file)
+    }
+
+    /// The state in the snapshot `r` names.
+    pub(super) fn load_snapshot_file(&self, r: &SnapshotRef) -> Result<SmData, StorageError> {
+        let file = File::open(self.snap_path(&r.file)).map_err(|e| snap_read_err(Some(&r.meta), e))?;
+        read_snapshot(BufReader::with_capacity(1 << 20, file), &r.meta)
+    }
+
+    /// At open: makes the snapshot directory, removes files a crash left half-written or
+    /// unnamed, and converts a snapshot of a release before snapshot files into one.
+    pub(super) fn open_snapshots(&self) -> Result<(), StorageError> {
+        fs::create_dir_all(&self.snap_dir).map_err(sm_write_err)?;
+        for entry in fs::read_dir(&self.snap_dir).map_err(sm_read_err)? {
+            let path = entry.map_err(sm_read_err)?.path();
+            if path.to_string_lossy().ends_with(PART_EXT) {
+                fs::remove_file(&path).map_err(sm_write_err)?;
+            }
         }
-        failpoint!("sm-install-begin");
-        // Mark the journal's gap first, flushed with the snapshot: the journal never claims
-        // records that the restored state skipped, whenever a crash interrupts this.
-        self.journal.mark_gap(meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
-        // Save the snapshot first: if we crash while rewriting `sm`, open() restores from it.
-        let stored = StoredSnapshot { meta: meta.clone(), data: bytes };
-        let enc = codec::encode(&stored).map_err(|e| snap_write_err(Some(meta), e))?;
-        {
-            let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
-            self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(meta), e))?;
+        if let Some(v) = self.snap.get(KEY_LEGACY).map_err(sm_read_err)? {
+            let legacy: LegacySnapshot = codec::decode(&v).map_err(sm_read_err)?;
+            let data = read_snapshot(legacy.data.as_slice(), &legacy.meta)?;
+            let (file, _) = self.write_file(&legacy.meta, &data)?;
+            tracing::info!(snapshot = %legacy.meta.snapshot_id, %file, "converted the snapshot of an earlier release into a file");
+            let r = SnapshotRef { meta: legacy.meta, file };
+            let mut batch = sled::Batch::default();
+            batch.insert(KEY_FILE, codec::encode(&r).map_err(sm_write_err)?);
+            batch.remove(KEY_LEGACY);
+            self.snap.apply_batch(batch).map_err(sm_write_err)?;
+            self.db.flush().map_err(sm_write_err)?;
         }
+        let keep = self.stored_snapshot()?.map(|r| r.file);
+        self.remove_files_but(&[keep.as_deref()])
+    }
+
+    /// Removes every snapshot file but those in `keep`.
+    fn remove_files_but(&self, keep: &[Option<&str>]) -> Result<(), StorageError> {
+        for entry in fs::read_dir(&self.snap_dir).map_err(sm_read_err)? {
+            let entry = entry.map_err(sm_read_err)?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(SNAP_EXT) && !keep.contains(&Some(name.as_str())) {
+                fs::remove_file(entry.path()).map_err(sm_write_err)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `data` as the snapshot `meta` to a new file, durably (the file and its directory
+    /// fsynced); returns its name and the file, open for reading at its start.
+    fn write_file(&self, meta: &SnapshotMeta, data: &SmData) -> Result<(String, File), StorageError> {
+        let werr = |e: std::io::Error| snap_write_err(Some(meta), e);
+        let index = meta.last_log_id.map_or(0, |l| l.index);
+        let seq = self.db.generate_id().map_err(|e| snap_write_err(Some(meta), e))?;
+        let name = format!("snap-{index:020}-{seq}{SNAP_EXT}");
+        let part = self.snap_path(&format!("{name}{PART_EXT}"));
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&part).map_err(werr)?;
+        let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file), meta).map_err(werr)?;
+        for_each_pair(data, |k, v| w.pair(k, v).map_err(werr))?;
+        let mut file = w.finish().map_err(werr)?.into_inner().map_err(|e| werr(e.into_error()))?;
+        sync(&file).map_err(werr)?;
+        fs::rename(&part, self.snap_path(&name)).map_err(werr)?;
+        sync(&File::open(&self.snap_dir).map_err(werr)?).map_err(werr)?;
+        file.seek(SeekFrom::Start(0)).map_err(werr)?;
+        Ok((name, file))
+    }
+
+    /// Names `r` as the current snapshot (unless `only_if_newer` and the current one is at
+    /// least as new). Not flushed. Returns whether `r` is now the current snapshot.
+    fn store_ref(&self, r: &SnapshotRef, only_if_newer: bool) -> Result<bool, StorageError> {
+        let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.stored_snapshot()?;
+        let stored = !only_if_newer || current.is_none_or(|c| c.meta.last_log_id <= r.meta.last_log_id);
+        if stored {
+            let enc = codec::encode(r).map_err(|e| snap_write_err(Some(&r.meta), e))?;
+            self.snap.insert(KEY_FILE, enc).map_err(|e| snap_write_err(Some(&r.meta), e))?;
+        }
+        Ok(stored)
+    }
+
+    /// Removes the files of earlier snapshots, once the tree naming `mine` was flushed: keeps
+    /// `mine` and the current snapshot's file, one of which the tree on disk names (another
+    /// build or install may have named its own since, not yet flushed).
+    fn prune(&self, mine: &str) -> Result<(), StorageError> {
+        let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.stored_snapshot()?.map(|c| c.file);
+        self.remove_files_but(&[Some(mine), current.as_deref()])
+    }
+
+    /// A file for receiving a snapshot from the leader: unnamed (removed as soon as it is
+    /// made), so a crash or an abandoned transfer leaves nothing behind.
+    pub(super) fn receiving_file(&self) -> Result<tokio::fs::File, StorageError> {
+        let seq = self.db.generate_id().map_err(sm_write_err)?;
+        let path = self.snap_path(&format!("recv-{seq}{PART_EXT}"));
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(sm_write_err)?;
+        fs::remove_file(&path).map_err(sm_write_err)?;
+        Ok(tokio::fs::File::from_std(file))
+    }
+
+    /// Installs the snapshot received into `received`, described by `meta`: reads and checks
+    /// it whole, writes it as this node's snapshot file, names it and flushes, then replaces
+    /// the state with it.
+    pub(super) async fn install(&self, meta: &SnapshotMeta, received: tokio::fs::File) -> Result<(), StorageError> {
+        let mut received = received.into_std().await;
+        let (this, m) = (self.clone(), meta.clone());
+        let (data, file) = tokio::task::spawn_blocking(move || {
+            received.seek(SeekFrom::Start(0)).map_err(|e| snap_read_err(Some(&m), e))?;
+            let data = read_snapshot(BufReader::with_capacity(1 << 20, received), &m)?;
+            failpoint!("sm-install-begin");
+            // Mark the journal's gap first, flushed with the snapshot: the journal never
+            // claims records that the restored state skipped, whenever a crash interrupts this.
+            this.journal.mark_gap(m.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
+            // The snapshot first: if we crash while rewriting `sm`, open() restores from it.
+            let (file, _) = this.write_file(&m, &data)?;
+            Ok::<_, StorageError>((data, file))
+        })
+        .await
+        .map_err(join_err)??;
+        self.store_ref(&SnapshotRef { meta: meta.clone(), file: file.clone() }, false)?;
         failpoint!("sm-install-snapshot-written");
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(meta), e))?;
+        self.prune(&file)?;
         // From here a reopen restores this snapshot: the log may be purged up to it (openraft
         // asked for that when it queued this install; the log store waited for this).
         self.coverage.raise(meta.last_log_id);
         failpoint!("sm-install-snapshot-flushed");
-        self.replace(new)?;
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.replace(data)).await.map_err(join_err)??;
         failpoint!("sm-install-state-replaced");
         crate::flush(&self.db).await.map_err(sm_write_err)?;
         failpoint!("sm-install-done");
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
         Ok(())
+    }
+
+    /// The current snapshot, open for reading.
+    pub(super) async fn current_snapshot(&self) -> Result<Option<Snapshot>, StorageError> {
+        let Some(r) = self.stored_snapshot()? else { return Ok(None) };
+        let file = tokio::fs::File::open(self.snap_path(&r.file)).await.map_err(|e| snap_read_err(Some(&r.meta), e))?;
+        Ok(Some(Snapshot { meta: r.meta, snapshot: Box::new(file) }))
     }
 }
 
@@ -93,7 +279,6 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             data
         };
         failpoint!("sm-build-checkpointed");
-        let bytes = codec::encode(&data).map_err(|e| snap_write_err(None, e))?;
         let seq = self.db.generate_id().map_err(|e| snap_write_err(None, e))?;
         let snapshot_id = match data.last_applied {
             Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, seq),
@@ -101,133 +286,181 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         };
         let meta =
             SnapshotMeta { last_log_id: data.last_applied, last_membership: data.membership.clone(), snapshot_id };
-        let stored = StoredSnapshot { meta: meta.clone(), data: bytes.clone() };
-        let enc = codec::encode(&stored).map_err(|e| snap_write_err(Some(&meta), e))?;
-        {
-            let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
-            // A snapshot installed while this one was being built is newer: keep it.
-            if self.stored_snapshot()?.is_none_or(|s| s.meta.last_log_id <= meta.last_log_id) {
-                self.snap.insert(KEY_SNAPSHOT, enc).map_err(|e| snap_write_err(Some(&meta), e))?;
-            }
-        }
+        let (this, m) = (self.clone(), meta.clone());
+        let (name, file) =
+            tokio::task::spawn_blocking(move || this.write_file(&m, &data)).await.map_err(join_err)??;
+        let bytes = file.metadata().map_or(0, |m| m.len());
+        // A snapshot installed while this one was being built is newer: it stays.
+        self.store_ref(&SnapshotRef { meta: meta.clone(), file: name.clone() }, true)?;
         failpoint!("sm-build-snapshot-written");
         crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(&meta), e))?;
+        self.prune(&name)?;
         failpoint!("sm-build-done");
         // This snapshot is on disk now (or a newer one is, which already raised the coverage).
         self.coverage.raise(meta.last_log_id);
-        tracing::info!(snapshot = %meta.snapshot_id, bytes = bytes.len(), "built snapshot");
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
+        tracing::info!(snapshot = %meta.snapshot_id, bytes, "built snapshot");
+        Ok(Snapshot { meta, snapshot: Box::new(tokio::fs::File::from_std(file)) })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use leaf_api::audit::AuditRecord;
+    use openraft::storage::RaftStateMachine;
+    use openraft::CommittedLeaderId;
+    use tokio::io::AsyncWriteExt;
 
     use super::*;
     use crate::profile::StoredProfile;
-    use crate::state::State;
-    use crate::state_machine::SmData;
     use crate::tags::TagRecord;
-    use crate::tokens::TokenRecord;
-    use crate::workers::WorkerRecord;
+    use crate::types::LogId;
+    use crate::StoreOptions;
 
-    /// The worst case `MAX_TAGS` documents: every tag at its longest name and description and
-    /// its widest numbers, every worker ID held. The snapshot still encodes, within the bound
-    /// the doc computes.
-    #[test]
-    fn the_largest_possible_state_still_encodes() {
-        use crate::tags::{MAX_DESCRIPTION_BYTES, MAX_TAGS};
-        use crate::workers::WORKER_IDS;
-        let description = "d".repeat(MAX_DESCRIPTION_BYTES);
-        let mut state = State::default();
-        for i in 0..MAX_TAGS {
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    }
+
+    fn open(dir: &std::path::Path) -> StateMachineStore {
+        crate::open(dir, &StoreOptions::default()).unwrap().1
+    }
+
+    /// A state of `tags` tags, each with a description of `description` bytes, applied up to
+    /// log index `index`.
+    fn state(tags: usize, description: usize, index: u64) -> SmData {
+        let mut data =
+            SmData { last_applied: Some(LogId::new(CommittedLeaderId::new(2, 1), index)), ..SmData::default() };
+        let description = "d".repeat(description);
+        for i in 0..tags {
             let record = TagRecord {
-                max_id: i64::MAX,
-                step: leaf_api::tag::MAX_STEP,
+                max_id: i as i64,
+                step: 1000,
                 description: description.clone(),
-                created_ms: i64::MIN,
-                updated_ms: i64::MIN,
-                // The widest profile: a key of 32 bytes (the daily one is smaller).
-                profile: StoredProfile::Obfuscated { key: [0xff; crate::OBFUSCATION_KEY_BYTES] },
+                created_ms: 1,
+                updated_ms: 2,
+                profile: StoredProfile::Obfuscated { key: [7; crate::OBFUSCATION_KEY_BYTES] },
                 upper_bound: Some(i64::MAX - 1),
-                archived_ms: Some(i64::MIN),
+                archived_ms: None,
             };
-            state.tags.insert(format!("{i:0width$}", width = leaf_api::tag::MAX_TAG_LEN), record);
+            data.state.tags.insert(format!("tag-{i:07}"), record);
         }
-        for id in 0..WORKER_IDS {
-            let record = WorkerRecord {
-                node_id: u64::MAX,
-                high_water_ms: i64::MIN,
-                lease_expires_ms: i64::MIN,
-                lease_ms: i64::MIN,
-                since_ms: i64::MIN,
-                previous_node_id: Some(u64::MAX),
-            };
-            state.workers.insert(id, record);
+        data
+    }
+
+    fn meta_of(data: &SmData) -> SnapshotMeta {
+        SnapshotMeta {
+            last_log_id: data.last_applied,
+            last_membership: data.membership.clone(),
+            snapshot_id: "s".into(),
         }
-        let tags_only = codec::encode(&SmData { state: state.clone(), ..SmData::default() }).unwrap().len();
-        // Every token at its widest: the longest name, eight of the longest patterns, a quota,
-        // a previous secret, an actor with the longest name.
-        use leaf_api::audit::{Actor, AuditAction, MAX_ACTOR_NAME};
-        use leaf_api::tokens::{IdQuota, Quota, Right, TagPattern, TokenId, MAX_TOKEN_NAME, MAX_TOKEN_PATTERNS};
-        let patterns: Vec<TagPattern> = (0..MAX_TOKEN_PATTERNS)
-            .map(|i| TagPattern::parse(&format!("{i:0width$}*", width = leaf_api::tag::MAX_TAG_LEN - 1)).unwrap())
-            .collect();
-        let actor = Actor::Token { id: TokenId(u64::MAX), name: "a".repeat(MAX_ACTOR_NAME) };
-        for i in 0..crate::tokens::MAX_TOKENS as u64 {
-            let record = TokenRecord {
-                name: "n".repeat(MAX_TOKEN_NAME),
-                rights: Right::ALL.into_iter().collect(),
-                tags: patterns.clone(),
-                quota: Some(Quota { rate_per_sec: u32::MAX, burst: u32::MAX }),
-                secret_hash: [0xff; 32],
-                previous: Some(([0xff; 32], i64::MIN)),
-                created_ms: i64::MIN,
-                created_by: actor.clone(),
-                rotated_ms: Some(i64::MIN),
-                limits: crate::tokens::TokenLimits {
-                    id_quota: Some(IdQuota { ids_per_sec: u32::MAX, burst_ids: u32::MAX }),
-                    max_tags: Some(u32::MAX),
-                },
-                tags_created: u32::MAX,
-            };
-            state.tokens.insert(u64::MAX - i, record);
-        }
-        // Every audit record at its widest: the tag records (kept apart, as many again), then
-        // the security records, each a token creation with all of the above.
-        let max = crate::audit::MAX_AUDIT_RECORDS as u64;
-        for seq in 0..max {
-            let action = AuditAction::TagCreated {
-                tag: "t".repeat(leaf_api::tag::MAX_TAG_LEN),
-                profile: leaf_api::profile::Profile::Obfuscated,
-                step: i64::MIN,
-                first_id: i64::MIN,
-                upper_bound: Some(i64::MIN),
-            };
-            let record = AuditRecord { seq: u64::MAX - 2 * max + seq, at_ms: i64::MIN, actor: actor.clone(), action };
-            state.audit.records.push_back(record);
-        }
-        for seq in 0..max {
-            let action = AuditAction::TokenCreatedWithLimits {
-                token: TokenId(u64::MAX),
-                name: "n".repeat(MAX_TOKEN_NAME),
-                rights: Right::ALL.to_vec(),
-                tags: patterns.clone(),
-                quota: Some(Quota { rate_per_sec: u32::MAX, burst: u32::MAX }),
-                id_quota: Some(IdQuota { ids_per_sec: u32::MAX, burst_ids: u32::MAX }),
-                max_tags: Some(u32::MAX),
-            };
-            let record = AuditRecord { seq: u64::MAX - max + seq, at_ms: i64::MIN, actor: actor.clone(), action };
-            state.audit.records.push_back(record);
-        }
-        let data = SmData { state, ..SmData::default() };
-        let bytes = codec::encode(&data).unwrap();
-        println!("worst-case state: {} bytes ({} of them tags and workers)", bytes.len(), tags_only);
-        assert!(tags_only <= 49_720_000, "{tags_only} bytes");
-        assert!(bytes.len() <= 58_500_000, "{} bytes", bytes.len());
-        let meta = SnapshotMeta::default();
-        let stored = codec::encode(&StoredSnapshot { meta, data: bytes }).unwrap();
-        assert!(stored.len() < codec::MAX_PAYLOAD, "{} bytes", stored.len());
+    }
+
+    /// A state beyond what one codec record may hold (the limit of the snapshots of earlier
+    /// releases) is built into a file, sent and installed whole.
+    #[test]
+    fn a_state_larger_than_a_codec_record_is_snapshotted_and_installed() {
+        rt().block_on(async {
+            let data = state(70_000, 1000, 9);
+            let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            let mut leader = open(a.path());
+            *leader.write() = data.clone();
+            let mut snap = leader.get_snapshot_builder().await.build_snapshot().await.unwrap();
+            let len = snap.snapshot.metadata().await.unwrap().len();
+            assert!(len > codec::MAX_PAYLOAD as u64, "{len} bytes");
+            // Chunks as openraft sends them, into the follower's receiving file.
+            let mut follower = open(b.path());
+            let mut received = follower.begin_receiving_snapshot().await.unwrap();
+            tokio::io::copy(&mut snap.snapshot, &mut *received).await.unwrap();
+            received.flush().await.unwrap();
+            follower.install_snapshot(&snap.meta, received).await.unwrap();
+            assert_eq!(*follower.data.read().unwrap(), data);
+            drop(follower);
+            // The follower's state and its snapshot survive a restart.
+            let mut follower = crate::open(b.path(), &StoreOptions::default()).unwrap().1;
+            assert_eq!(*follower.data.read().unwrap(), data);
+            let current = follower.get_current_snapshot().await.unwrap().unwrap();
+            assert_eq!(current.meta.last_log_id, data.last_applied);
+        });
+    }
+
+    /// A leader of an earlier release sends its snapshot as one codec record; it installs.
+    #[test]
+    fn a_snapshot_of_an_earlier_release_is_installed() {
+        rt().block_on(async {
+            let data = state(10, 10, 5);
+            let dir = tempfile::tempdir().unwrap();
+            let mut sm = open(dir.path());
+            let mut received = sm.begin_receiving_snapshot().await.unwrap();
+            received.write_all(&codec::encode(&data).unwrap()).await.unwrap();
+            sm.install_snapshot(&meta_of(&data), received).await.unwrap();
+            assert_eq!(*sm.data.read().unwrap(), data);
+            let current = sm.get_current_snapshot().await.unwrap().unwrap();
+            assert_eq!(current.meta.last_log_id, data.last_applied);
+        });
+    }
+
+    /// A store of an earlier release kept its snapshot in the `snapshot` tree; an open converts
+    /// it into a file (and restores it when it is newer than the checkpointed state).
+    #[test]
+    fn a_stored_snapshot_of_an_earlier_release_becomes_a_file() {
+        rt().block_on(async {
+            let data = state(10, 10, 5);
+            let dir = tempfile::tempdir().unwrap();
+            {
+                let sm = open(dir.path());
+                let legacy = LegacySnapshot { meta: meta_of(&data), data: codec::encode(&data).unwrap() };
+                sm.snap.remove(KEY_FILE).unwrap();
+                sm.snap.insert(KEY_LEGACY, codec::encode(&legacy).unwrap()).unwrap();
+                sm.db.flush().unwrap();
+            }
+            let mut sm = crate::open(dir.path(), &StoreOptions::default()).unwrap().1;
+            assert_eq!(*sm.data.read().unwrap(), data, "restored from the converted snapshot");
+            assert!(sm.snap.get(KEY_LEGACY).unwrap().is_none());
+            let current = sm.get_current_snapshot().await.unwrap().unwrap();
+            assert_eq!(current.meta.last_log_id, data.last_applied);
+            let files: Vec<_> = fs::read_dir(&sm.snap_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+            assert_eq!(files.len(), 1, "{files:?}");
+        });
+    }
+
+    /// A damaged snapshot from the leader is refused and the state stays as it was.
+    #[test]
+    fn a_damaged_snapshot_changes_nothing() {
+        rt().block_on(async {
+            let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            let mut leader = open(a.path());
+            *leader.write() = state(100, 10, 7);
+            let mut snap = leader.get_snapshot_builder().await.build_snapshot().await.unwrap();
+            let mut bytes = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut snap.snapshot, &mut bytes).await.unwrap();
+            let mut follower = open(b.path());
+            let before = follower.data.read().unwrap().clone();
+            for bad in [bytes[..bytes.len() / 2].to_vec(), {
+                let mut x = bytes.clone();
+                x[bytes.len() / 2] ^= 1;
+                x
+            }] {
+                let mut received = follower.begin_receiving_snapshot().await.unwrap();
+                received.write_all(&bad).await.unwrap();
+                assert!(follower.install_snapshot(&snap.meta, received).await.is_err());
+                assert_eq!(*follower.data.read().unwrap(), before);
+                assert!(follower.get_current_snapshot().await.unwrap().is_none());
+            }
+        });
+    }
+
+    /// Each build leaves one snapshot file, the newest, once it is named on disk; the receiving
+    /// files have no name.
+    #[test]
+    fn only_the_current_snapshot_keeps_a_file() {
+        rt().block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let mut sm = open(dir.path());
+            let _receiving = sm.begin_receiving_snapshot().await.unwrap();
+            for i in 1..=3 {
+                *sm.write() = state(i, 1, i as u64);
+                sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+                let files: Vec<_> = fs::read_dir(&sm.snap_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+                assert_eq!(files.len(), 1, "{files:?}");
+            }
+        });
     }
 }

@@ -27,12 +27,17 @@ use arc_swap::ArcSwap;
 use leaf_api::audit::AuditRecord;
 use leaf_api::codec;
 
-use super::legacy::{decode_sm_data, decode_tag_record, decode_token_record};
+use super::legacy::{decode_tag_record, decode_token_record};
 use super::{member_ids, Dirty, SmData, StateMachineStore};
-use crate::audit::{AuditLog, AuditMeta};
+use crate::audit::AuditMeta;
 use crate::coverage::Coverage;
+use crate::failpoint::failpoint;
 use crate::journal::Journal;
 use crate::types::{LogId, StorageError, StorageIOError};
+
+/// Keys written (or removed) per sled batch when the whole state is replaced: bounds the
+/// memory a replace of a million tags needs.
+const REPLACE_BATCH: usize = 10_000;
 
 const KEY_APPLIED: &[u8] = b"m/applied";
 const KEY_MEMBERSHIP: &[u8] = b"m/membership";
@@ -81,54 +86,113 @@ fn u64_of_key(prefix: &[u8], k: &[u8]) -> Result<u64, StorageError> {
     Ok(u64::from_be_bytes(id))
 }
 
+/// Every pair of the `sm` tree that holds the state `d`, handed to `f`: what a checkpoint of
+/// everything would write, and what a snapshot file holds.
+pub(super) fn for_each_pair(
+    d: &SmData,
+    mut f: impl FnMut(&[u8], &[u8]) -> Result<(), StorageError>,
+) -> Result<(), StorageError> {
+    f(KEY_APPLIED, &enc(&d.last_applied)?)?;
+    f(KEY_MEMBERSHIP, &enc(&d.membership)?)?;
+    f(KEY_MEMBERS_EVER, &enc(&d.state.members_ever)?)?;
+    f(KEY_AUDIT_META, &enc(&d.state.audit.meta())?)?;
+    for (tag, record) in &d.state.tags {
+        f(&tag_key(tag), &enc(record)?)?;
+    }
+    for (id, record) in &d.state.workers {
+        f(&worker_key(*id), &enc(record)?)?;
+    }
+    for (id, record) in &d.state.tokens {
+        f(&u64_key(TOKEN_PREFIX, *id), &enc(record)?)?;
+    }
+    for record in &d.state.audit.records {
+        f(&u64_key(AUDIT_PREFIX, record.seq), &enc(record)?)?;
+    }
+    Ok(())
+}
+
+/// `v` encoded as a record of the `sm` tree.
+fn enc<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, StorageError> {
+    codec::encode(v).map_err(sm_write_err)
+}
+
+/// Builds the state from pairs of the `sm` tree, in any order: at open from the tree, and
+/// from a snapshot file. Reads the layouts of earlier releases (see `legacy`).
+#[derive(Default)]
+pub(super) struct Loader {
+    data: SmData,
+    audit_meta: Option<AuditMeta>,
+}
+
+impl Loader {
+    /// Takes one pair; refuses a key this release does not know.
+    pub(super) fn pair(&mut self, k: &[u8], v: &[u8]) -> Result<(), String> {
+        let s = &mut self.data.state;
+        let bad = |e: &dyn std::fmt::Display| format!("key {}: {e}", String::from_utf8_lossy(k));
+        if let Some(tag) = k.strip_prefix(TAG_PREFIX) {
+            let tag = std::str::from_utf8(tag).map_err(|e| bad(&e))?;
+            s.tags.insert(tag.to_owned(), decode_tag_record(v).map_err(|e| bad(&e))?);
+        } else if let Some(id) = k.strip_prefix(WORKER_PREFIX) {
+            let id: [u8; 2] = id.try_into().map_err(|_| bad(&"malformed worker key"))?;
+            s.workers.insert(u16::from_be_bytes(id), codec::decode(v).map_err(|e| bad(&e))?);
+        } else if k.starts_with(TOKEN_PREFIX) {
+            let id = u64_of_key(TOKEN_PREFIX, k).map_err(|e| bad(&e))?;
+            s.tokens.insert(id, decode_token_record(v).map_err(|e| bad(&e))?);
+        } else if k.starts_with(AUDIT_PREFIX) {
+            s.audit.records.push_back(codec::decode::<AuditRecord>(v).map_err(|e| bad(&e))?);
+        } else if k == KEY_APPLIED {
+            self.data.last_applied = codec::decode(v).map_err(|e| bad(&e))?;
+        } else if k == KEY_MEMBERSHIP {
+            self.data.membership = codec::decode(v).map_err(|e| bad(&e))?;
+        } else if k == KEY_MEMBERS_EVER {
+            s.members_ever = codec::decode(v).map_err(|e| bad(&e))?;
+        } else if k == KEY_AUDIT_META {
+            self.audit_meta = Some(codec::decode(v).map_err(|e| bad(&e))?);
+        } else {
+            return Err(bad(&"not a key of this release"));
+        }
+        Ok(())
+    }
+
+    /// The state the pairs make up.
+    pub(super) fn finish(self) -> SmData {
+        let Loader { mut data, audit_meta } = self;
+        data.state.members = member_ids(&data.membership).collect();
+        let audit = &mut data.state.audit;
+        if let Some(meta) = audit_meta {
+            (audit.retention, audit.next_seq) = (meta.retention, meta.next_seq);
+        }
+        // The trail's order; a tree scan yields it already (big-endian keys).
+        audit.records.make_contiguous().sort_by_key(|r| r.seq);
+        data
+    }
+}
+
 impl StateMachineStore {
     /// Opens the `sm` and `snapshot` trees of `db` and loads the state from them (restoring the
-    /// snapshot when it is newer), and the journal of `journal_cap` allocations.
-    pub(crate) fn open(db: &sled::Db, journal_cap: usize, coverage: Coverage) -> Result<Self, StorageError> {
+    /// snapshot when it is newer), and the journal of `journal_cap` allocations. Snapshot files
+    /// live in `snap_dir`.
+    pub(crate) fn open(
+        db: &sled::Db,
+        snap_dir: &std::path::Path,
+        journal_cap: usize,
+        coverage: Coverage,
+    ) -> Result<Self, StorageError> {
         let sm = db.open_tree("sm").map_err(sm_read_err)?;
         let snap = db.open_tree("snapshot").map_err(sm_read_err)?;
-        let mut data = SmData::default();
-        if let Some(v) = sm.get(KEY_APPLIED).map_err(sm_read_err)? {
-            data.last_applied = codec::decode(&v).map_err(sm_read_err)?;
-        }
-        if let Some(v) = sm.get(KEY_MEMBERSHIP).map_err(sm_read_err)? {
-            data.membership = codec::decode(&v).map_err(sm_read_err)?;
-        }
-        data.state.members = member_ids(&data.membership).collect();
-        if let Some(v) = sm.get(KEY_MEMBERS_EVER).map_err(sm_read_err)? {
-            data.state.members_ever = codec::decode(&v).map_err(sm_read_err)?;
-        }
-        for item in sm.scan_prefix(TAG_PREFIX) {
+        let mut loader = Loader::default();
+        for item in sm.iter() {
             let (k, v) = item.map_err(sm_read_err)?;
-            let tag = String::from_utf8(k[TAG_PREFIX.len()..].to_vec()).map_err(sm_read_err)?;
-            data.state.tags.insert(tag, decode_tag_record(&v).map_err(sm_read_err)?);
+            loader.pair(&k, &v).map_err(|e| sm_read_err(std::io::Error::other(e)))?;
         }
-        for item in sm.scan_prefix(WORKER_PREFIX) {
-            let (k, v) = item.map_err(sm_read_err)?;
-            let id: [u8; 2] = k[WORKER_PREFIX.len()..]
-                .try_into()
-                .map_err(|_| sm_read_err(std::io::Error::other(format!("malformed worker key {:?}", k.as_ref()))))?;
-            data.state.workers.insert(u16::from_be_bytes(id), codec::decode(&v).map_err(sm_read_err)?);
-        }
-        for item in sm.scan_prefix(TOKEN_PREFIX) {
-            let (k, v) = item.map_err(sm_read_err)?;
-            data.state.tokens.insert(u64_of_key(TOKEN_PREFIX, &k)?, decode_token_record(&v).map_err(sm_read_err)?);
-        }
-        if let Some(v) = sm.get(KEY_AUDIT_META).map_err(sm_read_err)? {
-            let meta: AuditMeta = codec::decode(&v).map_err(sm_read_err)?;
-            data.state.audit = AuditLog { retention: meta.retention, next_seq: meta.next_seq, ..AuditLog::default() };
-        }
-        // Big-endian keys scan in `seq` order: the trail's order.
-        for item in sm.scan_prefix(AUDIT_PREFIX) {
-            let (_, v) = item.map_err(sm_read_err)?;
-            data.state.audit.records.push_back(codec::decode::<AuditRecord>(&v).map_err(sm_read_err)?);
-        }
+        let data = loader.finish();
         let applied = data.last_applied.map_or(0, |l| l.index);
         let journal = Journal::open(db, journal_cap, applied).map_err(sm_read_err)?;
         let store = StateMachineStore {
             db: db.clone(),
             sm,
             snap,
+            snap_dir: snap_dir.to_owned(),
             tokens: Arc::new(ArcSwap::from_pointee(data.state.tokens.clone())),
             archives: Arc::default(),
             data: Arc::new(RwLock::new(data)),
@@ -137,12 +201,13 @@ impl StateMachineStore {
             journal,
             coverage,
         };
-        if let Some(stored) = store.stored_snapshot()? {
-            if stored.meta.last_log_id > store.reader().last_applied() {
-                tracing::warn!(snapshot = %stored.meta.snapshot_id, "state machine is older than its snapshot; restoring");
-                let restored = decode_sm_data(&stored.data).map_err(sm_read_err)?;
+        store.open_snapshots()?;
+        if let Some(current) = store.stored_snapshot()? {
+            if current.meta.last_log_id > store.reader().last_applied() {
+                tracing::warn!(snapshot = %current.meta.snapshot_id, "state machine is older than its snapshot; restoring");
+                let restored = store.load_snapshot_file(&current)?;
                 store.replace(restored)?;
-                store.journal.mark_gap(stored.meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
+                store.journal.mark_gap(current.meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
             }
         }
         // The snapshot on disk: a reopen finds at least its state, and the log may go up to it.
@@ -219,31 +284,40 @@ impl StateMachineStore {
         }
     }
 
-    /// Replaces the whole state, in memory and in the `sm` tree.
+    /// Replaces the whole state, in memory and in the `sm` tree, in batches of
+    /// [`REPLACE_BATCH`] keys: the first removes `m/applied`, the last writes it, so a crash in
+    /// between leaves a tree that claims no state, older than the snapshot it is being replaced
+    /// from, and the next open replaces it again.
     pub(super) fn replace(&self, new: SmData) -> Result<(), StorageError> {
         let mut dirty = self.lock_dirty();
+        self.sm.remove(KEY_APPLIED).map_err(sm_write_err)?;
         let mut batch = sled::Batch::default();
-        for item in self.sm.iter() {
-            let (k, _) = item.map_err(sm_write_err)?;
-            batch.remove(k);
+        let mut n = 0;
+        let flush = |batch: &mut sled::Batch, n: &mut usize, force: bool| {
+            if *n >= REPLACE_BATCH || (force && *n > 0) {
+                self.sm.apply_batch(std::mem::take(batch)).map_err(sm_write_err)?;
+                *n = 0;
+            }
+            Ok::<(), StorageError>(())
+        };
+        for item in self.sm.iter().keys() {
+            batch.remove(item.map_err(sm_write_err)?);
+            n += 1;
+            flush(&mut batch, &mut n, false)?;
         }
-        for (tag, record) in &new.state.tags {
-            batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?);
-        }
-        for (id, record) in &new.state.workers {
-            batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?);
-        }
-        for (id, record) in &new.state.tokens {
-            batch.insert(u64_key(TOKEN_PREFIX, *id), codec::encode(record).map_err(sm_write_err)?);
-        }
-        for record in &new.state.audit.records {
-            batch.insert(u64_key(AUDIT_PREFIX, record.seq), codec::encode(record).map_err(sm_write_err)?);
-        }
-        batch.insert(KEY_AUDIT_META, codec::encode(&new.state.audit.meta()).map_err(sm_write_err)?);
+        flush(&mut batch, &mut n, true)?;
+        failpoint!("sm-install-state-cleared");
+        for_each_pair(&new, |k, v| {
+            if k != KEY_APPLIED {
+                batch.insert(k, v);
+                n += 1;
+                flush(&mut batch, &mut n, false)?;
+            }
+            Ok(())
+        })?;
         batch.insert(KEY_APPLIED, codec::encode(&new.last_applied).map_err(sm_write_err)?);
-        batch.insert(KEY_MEMBERSHIP, codec::encode(&new.membership).map_err(sm_write_err)?);
-        batch.insert(KEY_MEMBERS_EVER, codec::encode(&new.state.members_ever).map_err(sm_write_err)?);
-        self.sm.apply_batch(batch).map_err(sm_write_err)?;
+        n += 1;
+        flush(&mut batch, &mut n, true)?;
         self.publish_tokens(&new.state);
         *self.write() = new;
         *dirty = Dirty::default();
