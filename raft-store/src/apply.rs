@@ -156,7 +156,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
     match op {
         Op::CreateTag { tag, step, start_max_id, description } => {
             let record = TagRecord::new(at_ms, *step, *start_max_id, description);
-            create_tag(state, actor, tag, record, changes)
+            create_tag(state, actor, tag, record, tags::LEGACY_MAX_TAGS, changes)
         }
         Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
             let record = TagRecord {
@@ -164,8 +164,9 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
                 upper_bound: *upper_bound,
                 ..TagRecord::new(at_ms, *step, *start_max_id, description)
             };
-            create_tag(state, actor, tag, record, changes)
+            create_tag(state, actor, tag, record, tags::LEGACY_MAX_TAGS, changes)
         }
+        Op::CreateTagV3(t) => create_tag(state, actor, &t.tag, t.record(at_ms), tags::MAX_TAGS, changes),
         Op::UpdateTag { tag, step, description } => {
             tags::update(state, at_ms, tag, (*step, description.as_deref()), changes)
         }
@@ -203,10 +204,18 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
     }
 }
 
-/// Creates a tag within its creator's tag budget (a token's `max_tags`), and counts it.
-fn create_tag(state: &mut State, actor: &Actor, tag: &str, record: TagRecord, changes: &mut Changes) -> ApplyResult {
+/// Creates a tag within its creator's tag budget (a token's `max_tags`) and `max` tags in all,
+/// and counts it.
+fn create_tag(
+    state: &mut State,
+    actor: &Actor,
+    tag: &str,
+    record: TagRecord,
+    max: usize,
+    changes: &mut Changes,
+) -> ApplyResult {
     crate::tokens::check_tag_budget(state, actor, 1)?;
-    let applied = tags::create(state, tag, record, changes)?;
+    let applied = tags::create(state, tag, record, max, changes)?;
     crate::tokens::count_tags(state, actor, 1, changes);
     Ok(applied)
 }
@@ -224,10 +233,10 @@ fn create_tags(
     let (existing, new): (Vec<&tags::NewTag>, Vec<&tags::NewTag>) =
         batch.iter().partition(|t| state.tags.contains_key(&t.tag));
     crate::tokens::check_tag_budget(state, actor, new.len())?;
-    tags::check_room(state, new.len())?;
+    tags::check_room(state, new.len(), tags::MAX_TAGS)?;
     let mut created = Vec::with_capacity(new.len());
     for t in new {
-        tags::create(state, &t.tag, t.record(at_ms), changes)?;
+        tags::create(state, &t.tag, t.record(at_ms), tags::MAX_TAGS, changes)?;
         created.push(t.tag.clone());
     }
     crate::tokens::count_tags(state, actor, created.len(), changes);

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apply::{Applied, ApplyError, Changes};
 use crate::command::Op;
+use crate::tags::NewTag;
 
 /// Most records the trail keeps, whatever the configured retention. Bounds the snapshot: a
 /// record is at most about 1.3 KB (a token creation with eight 128-byte patterns), so the
@@ -185,14 +186,7 @@ pub(crate) fn record(
         // "who created this tag" for a batch too, and keeps tag records apart (`trim`).
         let existing: std::collections::BTreeSet<&str> = existing.iter().map(String::as_str).collect();
         for t in tags.iter().filter(|t| !existing.contains(t.tag.as_str())) {
-            let action = AuditAction::TagCreated {
-                tag: t.tag.clone(),
-                profile: t.profile.kind(),
-                step: t.step,
-                first_id: t.start_max_id,
-                upper_bound: t.upper_bound,
-            };
-            log.append(at_ms, actor.clone(), action, changes);
+            log.append(at_ms, actor.clone(), tag_created(t), changes);
         }
         if !created.is_empty() {
             log.trim_for(at_ms, trim, false, changes);
@@ -201,6 +195,17 @@ pub(crate) fn record(
     }
     if let Some(action) = action_of(op, applied) {
         log.push(at_ms, actor.clone(), action, trim, changes);
+    }
+}
+
+/// The record of the creation of `t`.
+fn tag_created(t: &NewTag) -> AuditAction {
+    AuditAction::TagCreated {
+        tag: t.tag.clone(),
+        profile: t.profile.kind(),
+        step: t.step,
+        first_id: t.start_max_id,
+        upper_bound: t.upper_bound,
     }
 }
 
@@ -221,6 +226,7 @@ fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
             first_id: *start_max_id,
             upper_bound: *upper_bound,
         },
+        (Op::CreateTagV3(t), _) => tag_created(t),
         (Op::ArchiveTag { tag }, Applied::Tag { record, .. }) => {
             AuditAction::TagArchived { tag: tag.clone(), max_id: record.max_id }
         }

@@ -81,6 +81,7 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
         Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
             check_new_tag_fields(tag, *step, *start_max_id, description, profile, *upper_bound)
         }
+        Op::CreateTagV3(t) => check_new_tag(t),
         Op::CreateTags { tags } => {
             if tags.is_empty() || tags.len() > MAX_TAGS_PER_COMMAND {
                 return Err(invalid(format!("a batch creates 1 to {MAX_TAGS_PER_COMMAND} tags, not {}", tags.len())));

@@ -122,6 +122,10 @@ pub enum Op {
     CreateTags {
         tags: Vec<NewTag>,
     },
+    /// Creates one tag, as `CreateTagV2`, bounded by [`crate::tags::MAX_TAGS`] rather than
+    /// [`crate::tags::LEGACY_MAX_TAGS`]: what the node proposes once the state holds that many
+    /// (earlier releases cannot read it).
+    CreateTagV3(NewTag),
 }
 
 impl Op {
@@ -134,6 +138,7 @@ impl Op {
             | Op::ArchiveTag { tag }
             | Op::RestoreTag { tag }
             | Op::AllocateSegment { tag, .. } => Some(tag),
+            Op::CreateTagV3(t) => Some(&t.tag),
             Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.tag(),
             Op::RegisterWorker { .. }
             | Op::RegisterWorkerIn { .. }
@@ -157,6 +162,7 @@ impl Op {
             | Op::ArchiveTag { .. }
             | Op::RestoreTag { .. }
             | Op::CreateTags { .. }
+            | Op::CreateTagV3(_)
             | Op::CreateToken(_)
             | Op::CreateTokenV2 { .. }
             | Op::RotateToken { .. }
@@ -179,7 +185,10 @@ impl Op {
             Op::Admin { actor, op, .. } | Op::AdminApart { actor, op, .. } => {
                 op.touches_tokens()
                     || (actor.token().is_some()
-                        && matches!(**op, Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTags { .. }))
+                        && matches!(
+                            **op,
+                            Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTagV3(_) | Op::CreateTags { .. }
+                        ))
             }
             _ => false,
         }

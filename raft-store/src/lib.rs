@@ -8,7 +8,7 @@
 //! - [`apply`](mod@apply): the pure [`apply`](fn@apply), its answers and the keys it wrote.
 //! - [`state`]: the replicated [`State`] and how a membership entry updates its members.
 //! - [`tags`]: tag records: creation (one or a batch), update, allocation, archive and restore;
-//!   [`MAX_TAGS`].
+//!   [`MAX_TAGS`] (and [`LEGACY_MAX_TAGS`] for single creations).
 //! - [`profile`]: a tag's stored profile and how an allocation advances each one's counter.
 //! - [`workers`]: snowflake worker IDs: registration, renewal, fencing and recycling.
 //! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256), their limits, and
@@ -63,7 +63,7 @@ pub use log_store::LogStore;
 pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
 pub use state::State;
 pub use state_machine::{StateMachineStore, StateReader};
-pub use tags::{Allocation, NewTag, TagRecord, MAX_TAGS, MAX_TAGS_PER_COMMAND};
+pub use tags::{Allocation, NewTag, TagRecord, LEGACY_MAX_TAGS, MAX_TAGS, MAX_TAGS_PER_COMMAND};
 pub use tokens::{NewToken, SecretHash, TokenLimits, TokenRecord, MAX_TOKENS};
 pub use types::TypeConfig;
 pub use workers::{WorkerGrant, WorkerRecord, WORKER_IDS};

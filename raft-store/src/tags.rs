@@ -14,20 +14,24 @@ pub use leaf_api::tag::MAX_DESCRIPTION_BYTES;
 
 /// Most tags the replicated state holds; creating one more is refused.
 ///
-/// It bounds the snapshot, which every node must be able to encode (the codec refuses payloads
-/// above [`leaf_api::codec::MAX_PAYLOAD`], 64 MiB) and send. Worst case of one tag in a
-/// snapshot (bincode, variable-length integers): the key, 1 + 128 bytes; `max_id` 9; `step`
-/// (at most 10^9) 5; the description, 3 + 1,024; `created_ms` and `updated_ms` 9 each; the
-/// profile, 1 + 32 (an obfuscated tag's key); `upper_bound` 1 + 9; `archived_ms` 1 + 9: 1,241
-/// bytes. 40,000 tags (archived ones count): 49,640,000 bytes (47.3 MiB). The rest is small
-/// and bounded: 1,024 worker records of at most 58 bytes (59 KiB), the node IDs ever in a
-/// membership (9 bytes each) and the membership itself: about 47.4 MiB. Tokens ([`crate::tokens::MAX_TOKENS`] of
-/// about 1.2 KB) and the audit trail ([`crate::audit::MAX_AUDIT_RECORDS`] of each kind, about
-/// 1.3 KB a security record) add about 8.7 MB, so the largest possible snapshot is 58.4 MB
-/// (55.7 MiB): under the codec's 64 MiB (with the snapshot's envelope around it) and far below
-/// the 256 MiB a node accepts from a peer. (The test `the_largest_possible_state_still_encodes`
-/// builds it.)
-pub const MAX_TAGS: usize = 40_000;
+/// Snapshots are streamed files (no codec limit on their size, see `state_machine/snapshot`),
+/// so what bounds this is memory and a snapshot's size on disk and on the wire. Worst case of
+/// one tag in a snapshot file: the key, 2 + 128 bytes; the record, a codec header of 5 and at
+/// most 1,112 bytes (bincode, variable-length integers: `max_id` 9, `step` 5, the description
+/// 3 + 1,024, `created_ms` and `updated_ms` 9 each, the profile 1 + 32, `upper_bound` and
+/// `archived_ms` 1 + 9 each); two lengths of 4: 1,255 bytes, 1.26 GB for a million tags.
+/// Typical tags (a short name, a short description) take about 100 bytes.
+///
+/// Only [`Op::CreateTags`](crate::Op::CreateTags) creates past [`LEGACY_MAX_TAGS`]: earlier
+/// releases apply the single creations with that bound, and cannot read a batch at all.
+pub const MAX_TAGS: usize = 1_000_000;
+
+/// Most tags a single creation ([`Op::CreateTag`](crate::Op::CreateTag),
+/// [`Op::CreateTagV2`](crate::Op::CreateTagV2)) leaves in the state: the bound of the releases
+/// before streamed snapshots, which apply those entries too, so that every node of a cluster
+/// in the middle of an upgrade answers them alike. The node proposes a single creation as a
+/// batch of one once the state holds this many tags.
+pub const LEGACY_MAX_TAGS: usize = 40_000;
 
 /// A tag as stored.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,22 +107,29 @@ pub struct Allocation {
     pub stored_step: i64,
 }
 
-/// Creates `tag` with `record`; refused when it exists or the state holds [`MAX_TAGS`].
-pub(crate) fn create(state: &mut State, tag: &str, record: TagRecord, changes: &mut Changes) -> ApplyResult {
+/// Creates `tag` with `record`; refused when it exists or the state holds `max` tags.
+pub(crate) fn create(
+    state: &mut State,
+    tag: &str,
+    record: TagRecord,
+    max: usize,
+    changes: &mut Changes,
+) -> ApplyResult {
     if state.tags.contains_key(tag) {
         return Err(ApplyError::TagExists(tag.to_string()));
     }
-    check_room(state, 1)?;
+    check_room(state, 1, max)?;
     state.tags.insert(tag.to_string(), record.clone());
     changes.tag(tag);
     Ok(Applied::Tag { tag: tag.to_string(), record })
 }
 
-/// Refuses a creation of `n` more tags that would take the state past [`MAX_TAGS`].
-pub(crate) fn check_room(state: &State, n: usize) -> Result<(), ApplyError> {
-    if state.tags.len().saturating_add(n) > MAX_TAGS {
-        let room = MAX_TAGS.saturating_sub(state.tags.len());
-        return Err(invalid(format!("the cluster holds {MAX_TAGS} tags at most; there is room for {room} more")));
+/// Refuses a creation of `n` more tags that would take the state past `max` tags
+/// ([`MAX_TAGS`] or [`LEGACY_MAX_TAGS`]).
+pub(crate) fn check_room(state: &State, n: usize, max: usize) -> Result<(), ApplyError> {
+    if state.tags.len().saturating_add(n) > max {
+        let room = max.saturating_sub(state.tags.len());
+        return Err(invalid(format!("the cluster holds {max} tags at most; there is room for {room} more")));
     }
     Ok(())
 }
@@ -185,7 +196,7 @@ pub(crate) fn allocate(state: &mut State, at_ms: i64, tag: &str, step: i64, chan
 
 #[cfg(test)]
 mod tests {
-    use super::{Allocation, TagRecord, MAX_TAGS};
+    use super::{Allocation, TagRecord, LEGACY_MAX_TAGS, MAX_TAGS};
     use crate::apply::{apply, Applied, ApplyError, Changes};
     use crate::command::{Command, Op};
     use crate::profile::StoredProfile;
@@ -327,19 +338,19 @@ mod tests {
         assert_eq!(a, Applied::Segment(Allocation { start: 1, end: 8, stored_step: 20 }));
     }
 
+    /// A single creation stops at `LEGACY_MAX_TAGS`, the bound earlier releases apply to it
+    /// (every node of a mixed cluster answers alike); a batch goes on to `MAX_TAGS`.
     #[test]
     fn the_tag_count_is_bounded() {
         let mut s = State::default();
-        for i in 0..MAX_TAGS {
-            s.tags.insert(
-                format!("t{i}"),
-                TagRecord { max_id: 0, step: 1, profile: StoredProfile::Segment, ..TagRecord::default() },
-            );
+        let record = TagRecord { max_id: 0, step: 1, profile: StoredProfile::Segment, ..TagRecord::default() };
+        for i in 0..LEGACY_MAX_TAGS {
+            s.tags.insert(format!("t{i}"), record.clone());
         }
         let before = s.clone();
         let mut changes = Changes::default();
         let r = apply(&mut s, &create("one-more", 10, 1), &mut changes);
-        assert!(matches!(r, Err(ApplyError::Invalid(ref m)) if m.contains("tags")), "{r:?}");
+        assert!(matches!(r, Err(ApplyError::Invalid(ref m)) if m.contains("40000 tags")), "{r:?}");
         assert_eq!(s, before);
         assert!(changes.is_empty());
         // Existing tags still work at the bound; an existing name is still "exists".
@@ -347,5 +358,9 @@ mod tests {
         assert_eq!(ap(&mut s, &create("t7", 10, 1)), Err(ApplyError::TagExists("t7".into())));
         s.tags.remove("t0");
         assert!(ap(&mut s, &create("one-more", 10, 1)).is_ok());
+        // A batch of one passes the single creations' bound.
+        assert!(matches!(ap(&mut s, &batch(&["beyond"])), Ok(Applied::Tags { ref created, .. }) if created.len() == 1));
+        assert_eq!(s.tags.len(), LEGACY_MAX_TAGS + 1);
+        assert!(matches!(ap(&mut s, &create("single", 10, 1)), Err(ApplyError::Invalid(_))));
     }
 }

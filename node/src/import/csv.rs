@@ -4,7 +4,7 @@
 //! `""` for a quote). An empty or `\N` (MySQL's NULL) description is none.
 use super::plan::LeafRow;
 
-/// The largest export read (the cluster holds at most 40,000 tags).
+/// The largest export read (a Leaf table of about 400,000 short tags).
 pub const MAX_CSV_BYTES: usize = 64 << 20;
 
 /// Parses an export. Errors name the line.

@@ -13,7 +13,7 @@
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
 use leaf_api::tokens::TokenId;
 use leaf_api::types::MembershipChange;
-use leaf_raft_store::{Allocation, Applied, Op, TagRecord, TokenRecord, WorkerGrant, WORKER_IDS};
+use leaf_raft_store::{Allocation, Applied, NewTag, Op, TagRecord, TokenRecord, WorkerGrant, WORKER_IDS};
 
 /// Why an answer was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,6 +58,7 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
         (
             Op::CreateTag { tag, .. }
             | Op::CreateTagV2 { tag, .. }
+            | Op::CreateTagV3(NewTag { tag, .. })
             | Op::UpdateTag { tag, .. }
             | Op::ArchiveTag { tag }
             | Op::RestoreTag { tag },
@@ -129,7 +130,7 @@ fn check_worker(worker_id: u16, lease_expires_ms: i64) -> Result<(), AnswerError
 
 fn op_kind(op: &Op) -> &'static str {
     match op {
-        Op::CreateTag { .. } | Op::CreateTagV2 { .. } => "a tag creation",
+        Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTagV3(_) => "a tag creation",
         Op::CreateTags { .. } => "a batch of tag creations",
         Op::UpdateTag { .. } => "a tag update",
         Op::ArchiveTag { .. } | Op::RestoreTag { .. } => "a tag archive or restore",

@@ -9,9 +9,10 @@
 use std::sync::Mutex;
 
 /// Largest snapshot a node accepts. Snapshot files have no limit of their own; the replicated
-/// state is bounded far below this (`leaf_raft_store::MAX_TAGS` tags), so a larger one is a
-/// broken sender's and is refused.
-pub const MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
+/// state is bounded below this ([`leaf_raft_store::MAX_TAGS`] tags of at most 1,255 bytes
+/// each in a snapshot file, and 256 MiB for the rest, far more than tokens, workers and the
+/// audit trail take), so a larger one is a broken sender's and is refused.
+pub const MAX_SNAPSHOT_BYTES: u64 = leaf_raft_store::MAX_TAGS as u64 * 1_255 + 256 * 1024 * 1024;
 
 /// The snapshot being received: its ID, the offset of the last accepted chunk and the next one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -40,7 +40,11 @@ impl LeaderOp for Propose {
         // (a repeat answers `token_not_found`).
         !matches!(
             self.op.inner(),
-            Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateToken(_) | Op::RevokeToken { .. }
+            Op::CreateTag { .. }
+                | Op::CreateTagV2 { .. }
+                | Op::CreateTagV3(_)
+                | Op::CreateToken(_)
+                | Op::RevokeToken { .. }
         )
     }
 

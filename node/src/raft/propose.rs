@@ -22,8 +22,12 @@ impl RaftNode {
 
     /// Creates a tag. Not retried once the first attempt may have been delivered (a repeat
     /// would answer `tag_exists`). A plain segment tag without a bound is proposed as
-    /// `CreateTag`, which every node version applies.
+    /// `CreateTag`, which every node version applies, and a tag past
+    /// [`leaf_raft_store::LEGACY_MAX_TAGS`] as `CreateTagV3`, which only this release does.
     pub async fn create_tag(&self, new: NewTag, actor: Actor) -> Result<TagRecord, ProposeError> {
+        if self.state.tag_count() >= leaf_raft_store::LEGACY_MAX_TAGS {
+            return self.propose(self.admin(actor, Op::CreateTagV3(new))).await;
+        }
         let NewTag { tag, step, start_max_id, description, profile, upper_bound } = new;
         let op = if profile == StoredProfile::Segment && upper_bound.is_none() {
             Op::CreateTag { tag, step, start_max_id, description }

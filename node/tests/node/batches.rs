@@ -212,3 +212,30 @@ async fn an_idle_tag_is_unloaded_and_serves_above_its_old_ids_when_asked_again()
     assert!(after[0] > *before.last().unwrap(), "{before:?} then {after:?}");
     assert!(after[0] > 1_000, "the rest of the first segment was skipped: {after:?}");
 }
+
+/// Past the 40,000 tags a single creation of earlier releases stops at, a single creation
+/// goes on (as the creation only this release reads), and a snapshot of more than that
+/// restores whole on restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_tags_than_earlier_releases_held_are_created_and_snapshotted() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = config(&dir);
+    cfg.raft.snapshot_every = 4;
+    let (node, c) = start(cfg.clone()).await;
+    let legacy = leaf_raft_store::LEGACY_MAX_TAGS;
+    let all = names("m-", legacy);
+    for chunk in all.chunks(MAX_TAGS_PER_REQUEST) {
+        c.create_tags(&CreateTagsRequest { tags: chunk.iter().map(|t| tag(t.clone(), 10)).collect() }).await.unwrap();
+    }
+    create_tag(&c, "single-past-the-old-bound", 10, None).await;
+    assert_eq!(get_ids(&c, "single-past-the-old-bound", None).await, [1]);
+    assert_eq!(get_ids(&c, "m-39999", None).await, [1]);
+    let status = node.raft().status();
+    assert!(status.snapshot_index.is_some_and(|s| s + 4 >= status.last_log_index.unwrap_or(0)), "{status:?}");
+    node.shutdown().await;
+    let (_node, c) = start(cfg).await;
+    let tags = c.tags().await.unwrap();
+    assert_eq!(tags.iter().filter(|t| t.tag.starts_with("m-")).count(), legacy);
+    assert!(tags.iter().any(|t| t.tag == "single-past-the-old-bound"));
+    assert_eq!(get_ids(&c, "single-past-the-old-bound", None).await, [11]);
+}

@@ -99,6 +99,7 @@ fn admin_op() -> impl Strategy<Value = Op> {
     use leaf_api::audit::{Actor, AuditRetention};
     let inner = prop_oneof![
         2 => (tag(), step_size()).prop_map(|(tag, step)| Op::CreateTag { tag, step, start_max_id: 1, description: String::new() }),
+        1 => (tag(), step_size()).prop_map(|(tag, step)| Op::CreateTagV3(leaf_raft_store::NewTag::segment(tag, step, 1, String::new()))),
         1 => (tag(), prop::option::of(step_size())).prop_map(|(tag, step)| Op::UpdateTag { tag, step, description: None }),
         2 => token_op(),
         1 => (1u64..7).prop_map(|node_id| Op::NoteMembership(leaf_api::audit::AuditAction::NodePromoted { node_id })),
