@@ -2,7 +2,7 @@
 # Many tags on one node (issue 31), on this machine:
 #   bench/tags.sh LEAF [TAGS] [SECONDS] [ROUNDS]
 # LEAF is a `leaf` release binary. One plaintext node on 127.0.0.1 (segment.idle_unload_secs
-# 20). It measures:
+# 20, raft.snapshot_every from $SNAPSHOT_EVERY, default 10,000). It measures:
 # 1. creation: TAGS tags (default 39,990) `t-00000` … `t-39989` with `leaf tag create-batch` from a file
 #    of JSON lines (10,000 per request), timed; the node's RSS before and after;
 # 2. cold tags' first ID: 300 tags never asked before, one `curl` each (time_total), p50/p99;
@@ -11,15 +11,17 @@
 #    `t-{zipf}` (a Zipf rank over all TAGS, s = 1.1); req/s, errors, and the ratio of the
 #    Zipf run to the baseline of its round;
 # 4. the tags loaded after the load (`/cache`) and RSS; then, once the idle sweep has unloaded
-#    them, the tags loaded and RSS again.
+#    them, the tags loaded and RSS again;
+# 5. a `kill -9` and a restart: seconds until `/health` is ready, RSS then, and the size of
+#    the snapshot file.
 # Prints a Markdown table per part.
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n '2,17p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,20p' "$0"; exit 2; }
 LEAF=$1 TAGS=${2:-39990} SECS=${3:-10} ROUNDS=${4:-2}
 for n in "$TAGS" "$SECS" "$ROUNDS"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "TAGS, SECONDS and ROUNDS must be positive numbers" >&2; exit 2; }
 done
-(( TAGS <= 39990 )) || { echo "TAGS: at most 39990 (the cluster holds 40,000 tags)" >&2; exit 2; }
+(( TAGS <= 999990 )) || { echo "TAGS: at most 999990 (the cluster holds 1,000,000 tags)" >&2; exit 2; }
 [[ -x "$LEAF" ]] || { echo "$LEAF is not an executable" >&2; exit 2; }
 PORT=18631
 WORK=$(mktemp -d)
@@ -37,9 +39,12 @@ rss_mb() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$PID/status"; }
 loaded() { curl -fs "$URL/cache" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))'; }
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
-LEAF_SEGMENT__IDLE_UNLOAD_SECS=20 "$LEAF" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" \
-    >"$WORK/node.log" 2>&1 &
-PID=$!
+serve() {
+    LEAF_SEGMENT__IDLE_UNLOAD_SECS=20 LEAF_RAFT__SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-10000} "$LEAF" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" \
+        >>"$WORK/node.log" 2>&1 &
+    PID=$!
+}
+serve
 wait_up "$URL/health?mode=segment"
 RSS0=$(rss_mb)
 
@@ -117,3 +122,19 @@ echo "| after | tags loaded | RSS |"
 echo "|---|---:|---:|"
 echo "| the load | $L1 | $RSS2 MB |"
 echo "| the idle sweep (segment.idle_unload_secs = 20) | $L2 | $RSS3 MB |"
+echo
+
+# 5. kill -9 and restart.
+kill -9 "$PID"
+wait "$PID" 2>/dev/null || true
+T0=$(date +%s.%N)
+serve
+for _ in $(seq 1 1200); do
+    curl -fs -o /dev/null --max-time 1 "$URL/health?mode=segment" && break
+    sleep 0.05
+done
+T1=$(date +%s.%N)
+SNAP=$( (du -b "$WORK"/data/*/snapshots/*.snap 2>/dev/null || true) | awk '{ s += $1 } END { printf "%.1f", s / 1048576 }')
+echo "| restart after kill -9 | seconds to ready | RSS | snapshot file |"
+echo "|---|---:|---:|---:|"
+echo "| $TAGS tags | $(python3 -c "print(f'{$T1 - $T0:.2f}')") | $(rss_mb) MB | $SNAP MB |"

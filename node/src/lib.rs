@@ -302,7 +302,8 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         Snowflake::disabled(&config.snowflake, clock.clone())
     };
     let bootstrapped = Arc::new(AtomicBool::new(false));
-    let forecasts = Arc::new(Forecasts::new(raft.state().clone(), snowflake.layout(), config.snowflake.worker_ids));
+    let forecasts =
+        Arc::new(Forecasts::new(raft.state().clone(), raft.journal(), snowflake.layout(), config.snowflake.worker_ids));
     let access = access::Access::new(raft.state().clone(), clock.clone(), &config, metrics.clone());
     let peer_clocks = Arc::new(clock_watch::PeerClocks::default());
     let app = Arc::new(App::new(service::Parts {

@@ -43,6 +43,16 @@ pub struct JournalDump {
     pub records: Vec<(u64, JournalRecord)>,
 }
 
+/// What [`Journal::moved_since`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// Every allocation applied up to this log index is covered.
+    pub through: u64,
+    /// Tag → its counter before the first allocation in the range; `None` when some
+    /// allocations of the range may be missing.
+    pub moved: Option<std::collections::HashMap<String, i64>>,
+}
+
 /// Why the journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -107,6 +117,11 @@ impl Journal {
         self.through.fetch_max(index, Ordering::Release);
     }
 
+    /// The highest applied log index whose allocations are recorded.
+    pub fn through(&self) -> u64 {
+        self.through.load(Ordering::Acquire)
+    }
+
     /// Notes that allocations up to `index` may be missing (a snapshot was installed there).
     pub fn mark_gap(&self, index: u64) -> Result<(), JournalError> {
         // The mark first: a concurrent dump must never see the new `through` with the old mark.
@@ -143,6 +158,32 @@ impl Journal {
             }
         }
         Ok(())
+    }
+
+    /// The tags allocated after log index `after`, each with the counter before the first of
+    /// those allocations (its `start`), and the index the answer is complete through: what a
+    /// reader that follows the tags' rates asks, so it never scans every tag. `moved` is
+    /// `None` when allocations after `after` may be missing (trimmed, or inside a snapshot
+    /// this node installed); the caller goes on from `through`.
+    pub fn moved_since(&self, after: u64) -> Result<Moved, JournalError> {
+        let through = self.through.load(Ordering::Acquire);
+        if self.complete_from()? > after.saturating_add(1) {
+            return Ok(Moved { through, moved: None });
+        }
+        let mut moved = std::collections::HashMap::new();
+        if through > after {
+            let range = after.saturating_add(1).to_be_bytes()..=through.to_be_bytes();
+            for item in self.records.range(range) {
+                let (_, v) = item?;
+                let record: JournalRecord = codec::decode(&v)?;
+                moved.entry(record.tag).or_insert(record.start);
+            }
+        }
+        // A record trimmed under the walk has raised the mark by now.
+        if self.complete_from()? > after.saturating_add(1) {
+            return Ok(Moved { through, moved: None });
+        }
+        Ok(Moved { through, moved: Some(moved) })
     }
 
     /// The records, optionally only one tag's and/or one node's.
@@ -191,6 +232,27 @@ mod tests {
         // Re-applying an entry (crash between journal and state) does not count twice.
         j.record(&[(9, rec("a", 2, 11))]).unwrap();
         assert_eq!(j.len.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn the_tags_moved_since_an_index_come_with_their_first_start() {
+        let (_d, db) = db();
+        let j = Journal::open(&db, 3, 0).unwrap();
+        j.record(&[(3, rec("a", 1, 1)), (5, rec("b", 2, 1)), (9, rec("a", 2, 11))]).unwrap();
+        j.applied_through(10);
+        let m = j.moved_since(0).unwrap();
+        assert_eq!((m.through, m.moved), (10, Some([("a".to_string(), 1), ("b".to_string(), 1)].into())));
+        assert_eq!(j.moved_since(5).unwrap().moved, Some([("a".to_string(), 11)].into()));
+        assert_eq!(j.moved_since(10).unwrap().moved, Some(Default::default()));
+        // Index 3 trimmed: from 0 the answer may miss it; from 3 on it is whole.
+        j.record(&[(12, rec("c", 1, 1))]).unwrap();
+        j.applied_through(12);
+        assert_eq!(j.moved_since(0).unwrap().moved, None);
+        assert_eq!(j.moved_since(3).unwrap().moved.map(|m| m.len()), Some(3));
+        // A snapshot installed at 20: nothing before 21 is known.
+        j.mark_gap(20).unwrap();
+        assert_eq!(j.moved_since(12).unwrap(), Moved { through: 20, moved: None });
+        assert_eq!(j.moved_since(20).unwrap().moved, Some(Default::default()));
     }
 
     #[test]

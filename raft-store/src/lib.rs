@@ -21,6 +21,7 @@
 //!   its archive counter.
 //! - `state_machine/snapshot.rs`: building and installing snapshots, their files, and their
 //!   coverage.
+//! - `state_machine/staged.rs`: a checkpoint of many keys, staged in small sled batches.
 //! - `state_machine/snapshot_file.rs`: the streamed layout of a snapshot file, its writer and
 //!   checking reader.
 //! - `state_machine/legacy.rs`: the layouts of earlier releases (V1 to V5), read into this one.
@@ -58,7 +59,7 @@ pub mod workers;
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
 pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
 pub use command::{Command, Op};
-pub use journal::{Journal, JournalDump, JournalRecord};
+pub use journal::{Journal, JournalDump, JournalRecord, Moved};
 pub use log_store::LogStore;
 pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
 pub use state::State;

@@ -8,6 +8,7 @@
 //!   published [`Tokens`].
 //! - `snapshot`: building a snapshot and installing one, their files, and the coverage they
 //!   give the log store.
+//! - `staged`: writing a checkpoint of many keys as one step in small sled batches.
 //! - `snapshot_file`: a snapshot file's streamed layout (the `sm` tree's pairs), written and
 //!   read pair by pair.
 //! - `legacy`: the layouts of earlier releases (V1 to V5) and how they are read.
@@ -34,6 +35,7 @@ mod legacy;
 mod reader;
 mod snapshot;
 mod snapshot_file;
+mod staged;
 mod store;
 
 pub use reader::{StateReader, Tokens};
@@ -82,6 +84,8 @@ pub struct SmData {
 pub struct StateMachineStore {
     db: sled::Db,
     sm: sled::Tree,
+    /// Checkpoints of many keys, staged (see `staged`).
+    pending: sled::Tree,
     snap: sled::Tree,
     /// The directory of the snapshot files.
     snap_dir: std::path::PathBuf,

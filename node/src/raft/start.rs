@@ -77,8 +77,10 @@ impl RaftNode {
             heartbeat_interval: r.heartbeat_ms,
             election_timeout_min: r.election_timeout_min_ms,
             election_timeout_max: r.election_timeout_max_ms,
-            // Per snapshot chunk, including the receiver's fsync of the last one.
-            install_snapshot_timeout: 5000,
+            // Per snapshot chunk, including the receiver's install after the last one: it
+            // reads and checks the whole file, writes its own and replaces the state (a few
+            // seconds for a million tags). Only the replication to that follower waits.
+            install_snapshot_timeout: 30_000,
             snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(r.snapshot_every),
             max_in_snapshot_log_to_keep: r.keep_logs_after_snapshot,

@@ -70,6 +70,12 @@ impl std::fmt::Display for LeaderName {
 }
 
 impl RaftNode {
+    /// The allocation journal this node keeps.
+    pub fn journal(&self) -> leaf_raft_store::Journal {
+        self.journal.clone()
+    }
+
+    /// The allocations this node's journal holds (complete from
     /// [`AllocationJournal::complete_from_index`]), optionally one tag's and/or one node's.
     pub fn allocations(&self, tag: Option<&str>, node_id: Option<NodeId>) -> Result<AllocationJournal, String> {
         let dump = self.journal.dump(tag, node_id).map_err(|e| e.to_string())?;

@@ -1,5 +1,6 @@
 //! Exhaustion forecasts on a live node: a tag's `ids_left` in `/cache` falls as it allocates,
-//! its rate appears after two samples, and `/metrics` and `/health` carry the forecasts.
+//! its rate appears after two samples, and `/metrics` (the tags that move, and the bounded
+//! ones) and `/health` carry the forecasts.
 //! The sampler runs every 20 ms here; nothing waits on a timer, it polls until it sees.
 use std::time::Duration;
 
@@ -23,6 +24,23 @@ async fn forecast_until(c: &Client, tag: &str, what: &str, ok: impl Fn(&TagForec
     }
 }
 
+/// Polls `/metrics` until a line starts with `series`; returns the text.
+async fn metrics_until(c: &Client, series: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = c.metrics().await.unwrap();
+        if text.lines().any(|l| l.starts_with(series)) {
+            return text;
+        }
+        assert!(std::time::Instant::now() < deadline, "no {series:?} in\n{text}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn tag_request(tag: &str, step: i64) -> leaf_api::types::CreateTagRequest {
+    leaf_api::types::CreateTagRequest { tag: tag.into(), step, ..Default::default() }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forecasts_follow_allocations_in_cache_metrics_and_health() {
     let dir = TempDir::new().unwrap();
@@ -44,22 +62,30 @@ async fn forecasts_follow_allocations_in_cache_metrics_and_health() {
     // A batch larger than the step gets a segment of its own: fewer left, and a rate.
     get_ids(&c, "fc", Some(5000)).await;
     let later =
-        forecast_until(&c, "fc", "consuming", |f| f.ids_left < first.ids_left && f.rate_per_sec > Some(0.0)).await;
+        forecast_until(&c, "fc", "consuming", |f| f.ids_left <= first.ids_left - 5000 && f.rate_per_sec > Some(0.0))
+            .await;
     assert!(later.ids_left <= first.ids_left - 5000, "{first:?} then {later:?}");
     assert!(later.exhausted_in_secs.is_some_and(|s| s > 0), "{later:?}");
 
-    let text = c.metrics().await.unwrap();
+    // A bounded tag is followed from its first allocation on, however idle after it.
+    let capped = leaf_api::types::CreateTagRequest { upper_bound: Some(100_000), ..tag_request("capped", 10) };
+    c.create_tag(&capped).await.unwrap();
+    get_ids(&c, "capped", None).await;
+    let text = metrics_until(&c, "leaf_tag_ids_left{tag=\"capped\"} ").await;
     for series in [
         "leaf_tag_ids_left{tag=\"fc\"} ",
         "leaf_tag_consumption_rate{tag=\"fc\"} ",
         "leaf_tag_exhaustion_seconds{tag=\"fc\"} ",
-        // Every tag of the state, loaded here or not.
-        "leaf_tag_ids_left{tag=\"leaf-segment-test\"} ",
         "leaf_snowflake_epoch_years_left ",
         "leaf_snowflake_free_worker_ids ",
     ] {
         assert!(text.lines().any(|l| l.starts_with(series)), "no {series:?} in\n{text}");
     }
+    // An unbounded tag that never moved has no series (the label set follows the tags that
+    // move); its forecast is still in the API.
+    assert!(!text.contains("tag=\"leaf-segment-test\""), "{text}");
+    let idle = c.cache().await.unwrap();
+    assert!(idle.iter().all(|e| e.tag != "leaf-segment-test" || e.forecast.is_some()), "{idle:?}");
 
     // The snowflake forecast: this node's worker ID is the only one held.
     wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(10)).await;

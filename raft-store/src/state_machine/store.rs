@@ -11,7 +11,8 @@
 //! The tree is a checkpoint, not a mirror: `apply` changes the state in memory and notes which
 //! keys changed, and every [`CHECKPOINT_EVERY`](super::CHECKPOINT_EVERY) entries (sooner once
 //! [`CHECKPOINT_KEYS`](super::CHECKPOINT_KEYS) keys changed, and whenever a snapshot is built)
-//! writes those keys with `m/applied` in one atomic sled batch. sled makes
+//! writes those keys with `m/applied` in one atomic step (one sled batch, or through tree
+//! `sm_pending` when they are many: see `staged`). sled makes
 //! a batch atomic by writing out its log buffer before and after it, so a batch per entry cost
 //! four disk writes per segment allocation; a checkpoint costs two per `CHECKPOINT_EVERY`
 //! entries. Nothing is lost: the log entries are on disk before they are applied, purges stay
@@ -28,16 +29,16 @@ use leaf_api::audit::AuditRecord;
 use leaf_api::codec;
 
 use super::legacy::{decode_tag_record, decode_token_record};
-use super::{member_ids, Dirty, SmData, StateMachineStore};
+use super::{member_ids, staged, Dirty, SmData, StateMachineStore};
 use crate::audit::AuditMeta;
 use crate::coverage::Coverage;
 use crate::failpoint::failpoint;
 use crate::journal::Journal;
 use crate::types::{LogId, StorageError, StorageIOError};
 
-/// Keys written (or removed) per sled batch when the whole state is replaced: bounds the
-/// memory a replace of a million tags needs.
-const REPLACE_BATCH: usize = 10_000;
+/// Keys written (or removed) per sled batch when the whole state is replaced (see `staged`
+/// for why sled batches stay small).
+const REPLACE_BATCH: usize = super::staged::CHUNK_KEYS;
 
 const KEY_APPLIED: &[u8] = b"m/applied";
 const KEY_MEMBERSHIP: &[u8] = b"m/membership";
@@ -179,6 +180,8 @@ impl StateMachineStore {
         coverage: Coverage,
     ) -> Result<Self, StorageError> {
         let sm = db.open_tree("sm").map_err(sm_read_err)?;
+        let pending = db.open_tree("sm_pending").map_err(sm_read_err)?;
+        staged::recover(&sm, &pending, KEY_APPLIED).map_err(sm_write_err)?;
         let snap = db.open_tree("snapshot").map_err(sm_read_err)?;
         let mut loader = Loader::default();
         for item in sm.iter() {
@@ -191,6 +194,7 @@ impl StateMachineStore {
         let store = StateMachineStore {
             db: db.clone(),
             sm,
+            pending,
             snap,
             snap_dir: snap_dir.to_owned(),
             tokens: Arc::new(ArcSwap::from_pointee(data.state.tokens.clone())),
@@ -219,43 +223,32 @@ impl StateMachineStore {
     /// log ID, in one atomic batch. `d` must be the current state (or a copy taken under the
     /// `dirty` lock).
     pub(super) fn checkpoint_from(&self, dirty: &mut Dirty, d: &SmData) -> Result<(), StorageError> {
-        let mut batch = sled::Batch::default();
+        let mut ops: Vec<staged::Op> = Vec::with_capacity(dirty.keys() + 3);
         for tag in &dirty.changes.tags {
-            match d.state.tags.get(tag) {
-                Some(record) => batch.insert(tag_key(tag), codec::encode(record).map_err(sm_write_err)?),
-                None => batch.remove(tag_key(tag)),
-            }
+            ops.push((tag_key(tag), d.state.tags.get(tag).map(enc).transpose()?));
         }
         for id in &dirty.changes.workers {
-            match d.state.workers.get(id) {
-                Some(record) => batch.insert(worker_key(*id), codec::encode(record).map_err(sm_write_err)?),
-                None => batch.remove(worker_key(*id)),
-            }
+            ops.push((worker_key(*id), d.state.workers.get(id).map(enc).transpose()?));
         }
         for id in &dirty.changes.tokens {
-            match d.state.tokens.get(id) {
-                Some(record) => batch.insert(u64_key(TOKEN_PREFIX, *id), codec::encode(record).map_err(sm_write_err)?),
-                None => batch.remove(u64_key(TOKEN_PREFIX, *id)),
-            }
+            ops.push((u64_key(TOKEN_PREFIX, *id), d.state.tokens.get(id).map(enc).transpose()?));
         }
         let audit = &d.state.audit;
         for seq in &dirty.changes.audit {
             // Records are ordered by `seq`: find one by binary search.
             let i = audit.records.partition_point(|r| r.seq < *seq);
-            match audit.records.get(i).filter(|r| r.seq == *seq) {
-                Some(record) => batch.insert(u64_key(AUDIT_PREFIX, *seq), codec::encode(record).map_err(sm_write_err)?),
-                None => batch.remove(u64_key(AUDIT_PREFIX, *seq)),
-            }
+            let record = audit.records.get(i).filter(|r| r.seq == *seq);
+            ops.push((u64_key(AUDIT_PREFIX, *seq), record.map(enc).transpose()?));
         }
         if dirty.changes.audit_meta {
-            batch.insert(KEY_AUDIT_META, codec::encode(&audit.meta()).map_err(sm_write_err)?);
+            ops.push((KEY_AUDIT_META.to_vec(), Some(enc(&audit.meta())?)));
         }
-        batch.insert(KEY_APPLIED, codec::encode(&d.last_applied).map_err(sm_write_err)?);
         if dirty.membership || dirty.changes.members {
-            batch.insert(KEY_MEMBERSHIP, codec::encode(&d.membership).map_err(sm_write_err)?);
-            batch.insert(KEY_MEMBERS_EVER, codec::encode(&d.state.members_ever).map_err(sm_write_err)?);
+            ops.push((KEY_MEMBERSHIP.to_vec(), Some(enc(&d.membership)?)));
+            ops.push((KEY_MEMBERS_EVER.to_vec(), Some(enc(&d.state.members_ever)?)));
         }
-        self.sm.apply_batch(batch).map_err(sm_write_err)?;
+        let applied = (KEY_APPLIED.to_vec(), Some(enc(&d.last_applied)?));
+        staged::write(&self.sm, &self.pending, ops, applied).map_err(sm_write_err)?;
         *dirty = Dirty::default();
         Ok(())
     }
