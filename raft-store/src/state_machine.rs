@@ -98,6 +98,10 @@ pub struct StateMachineStore {
     /// Locked before `data` wherever both are: a checkpoint then never sees a change in `data`
     /// whose key is not yet in the set.
     dirty: Arc<Mutex<Dirty>>,
+    /// Read by a snapshot build while it copies the `sm` tree into its file, written by
+    /// whatever writes the tree (a checkpoint, a replace): the build needs no copy of the state
+    /// and stops no apply, only the checkpoints, which wait for it. Taken after `dirty`.
+    tree: Arc<tokio::sync::RwLock<()>>,
     /// Held while writing the `snapshot` tree: a build (openraft runs it as its own task) that
     /// finishes after a newer snapshot was installed must not replace it.
     snap_write: Arc<Mutex<()>>,
@@ -212,11 +216,14 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         }
         self.journal.applied_through(last_index);
         if dirty.entries >= CHECKPOINT_EVERY || dirty.keys() >= CHECKPOINT_KEYS {
-            // Readers may go on meanwhile; nothing changes `data` while `dirty` is held.
-            let d = self.data.read().unwrap_or_else(|e| e.into_inner());
-            failpoint!("sm-checkpoint-begin");
-            self.checkpoint_from(&mut dirty, &d)?;
-            failpoint!("sm-checkpoint-written");
+            // Not while a snapshot build reads the tree: the keys wait for the next apply.
+            if let Ok(_tree) = self.tree.try_write() {
+                // Readers may go on meanwhile; nothing changes `data` while `dirty` is held.
+                let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+                failpoint!("sm-checkpoint-begin");
+                self.checkpoint_from(&mut dirty, &d)?;
+                failpoint!("sm-checkpoint-written");
+            }
         }
         Ok(results)
     }

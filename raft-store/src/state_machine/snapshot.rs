@@ -147,7 +147,7 @@ impl StateMachineStore {
         if let Some(v) = self.snap.get(KEY_LEGACY).map_err(sm_read_err)? {
             let legacy: LegacySnapshot = codec::decode(&v).map_err(sm_read_err)?;
             let data = read_snapshot(legacy.data.as_slice(), &legacy.meta)?;
-            let (file, _) = self.write_file(&legacy.meta, &data)?;
+            let (file, _) = self.write_state(&legacy.meta, &data)?;
             tracing::info!(snapshot = %legacy.meta.snapshot_id, %file, "converted the snapshot of an earlier release into a file");
             let r = SnapshotRef { meta: legacy.meta, file };
             let mut batch = sled::Batch::default();
@@ -172,9 +172,14 @@ impl StateMachineStore {
         Ok(())
     }
 
-    /// Writes `data` as the snapshot `meta` to a new file, durably (the file and its directory
-    /// fsynced); returns its name and the file, open for reading at its start.
-    fn write_file(&self, meta: &SnapshotMeta, data: &SmData) -> Result<(String, File), StorageError> {
+    /// Writes the snapshot `meta` to a new file, durably (the file and its directory fsynced),
+    /// with the pairs `pairs` hands to its writer; returns its name and the file, open for
+    /// reading at its start.
+    fn write_file(
+        &self,
+        meta: &SnapshotMeta,
+        pairs: impl FnOnce(&mut dyn FnMut(&[u8], &[u8]) -> Result<(), StorageError>) -> Result<(), StorageError>,
+    ) -> Result<(String, File), StorageError> {
         let werr = |e: std::io::Error| snap_write_err(Some(meta), e);
         let index = meta.last_log_id.map_or(0, |l| l.index);
         let seq = self.db.generate_id().map_err(|e| snap_write_err(Some(meta), e))?;
@@ -182,13 +187,30 @@ impl StateMachineStore {
         let part = self.snap_path(&format!("{name}{PART_EXT}"));
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(&part).map_err(werr)?;
         let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file), meta).map_err(werr)?;
-        for_each_pair(data, |k, v| w.pair(k, v).map_err(werr))?;
+        pairs(&mut |k, v| w.pair(k, v).map_err(werr))?;
         let mut file = w.finish().map_err(werr)?.into_inner().map_err(|e| werr(e.into_error()))?;
         sync(&file).map_err(werr)?;
         fs::rename(&part, self.snap_path(&name)).map_err(werr)?;
         sync(&File::open(&self.snap_dir).map_err(werr)?).map_err(werr)?;
         file.seek(SeekFrom::Start(0)).map_err(werr)?;
         Ok((name, file))
+    }
+
+    /// Writes `data` as the snapshot `meta` (see [`Self::write_file`]).
+    fn write_state(&self, meta: &SnapshotMeta, data: &SmData) -> Result<(String, File), StorageError> {
+        self.write_file(meta, |put| for_each_pair(data, |k, v| put(k, v)))
+    }
+
+    /// Writes the `sm` tree as the snapshot `meta`: the caller holds `tree` for reading, so
+    /// nothing writes the tree meanwhile, and has checkpointed it at `meta`'s log ID.
+    fn write_tree(&self, meta: &SnapshotMeta) -> Result<(String, File), StorageError> {
+        self.write_file(meta, |put| {
+            for item in self.sm.iter() {
+                let (k, v) = item.map_err(|e| snap_read_err(Some(meta), e))?;
+                put(&k, &v)?;
+            }
+            Ok(())
+        })
     }
 
     /// Names `r` as the current snapshot (unless `only_if_newer` and the current one is at
@@ -237,7 +259,7 @@ impl StateMachineStore {
             // claims records that the restored state skipped, whenever a crash interrupts this.
             this.journal.mark_gap(m.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
             // The snapshot first: if we crash while rewriting `sm`, open() restores from it.
-            let (file, _) = this.write_file(&m, &data)?;
+            let (file, _) = this.write_state(&m, &data)?;
             Ok::<_, StorageError>((data, file))
         })
         .await
@@ -272,23 +294,30 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         // Checkpoint the state the snapshot holds, so the `sm` tree is never older than the
         // snapshot and the log purged behind it.
         failpoint!("sm-build-begin");
-        let data = {
+        // The tree, checkpointed at the applied state, is the snapshot: it is read under
+        // `tree`, which keeps checkpoints out until the file is written, while applies go on
+        // (no copy of the state, no apply waiting for one).
+        let (meta, tree) = {
             let mut dirty = self.lock_dirty();
-            let data = self.data.read().unwrap_or_else(|e| e.into_inner()).clone();
-            self.checkpoint_from(&mut dirty, &data)?;
-            data
+            let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+            let tree = self.tree.clone().try_read_owned().map_err(|e| snap_write_err(None, e))?;
+            self.checkpoint_from(&mut dirty, &d)?;
+            let seq = self.db.generate_id().map_err(|e| snap_write_err(None, e))?;
+            let snapshot_id = match d.last_applied {
+                Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, seq),
+                None => format!("0-0-{seq}"),
+            };
+            let meta = SnapshotMeta { last_log_id: d.last_applied, last_membership: d.membership.clone(), snapshot_id };
+            (meta, tree)
         };
         failpoint!("sm-build-checkpointed");
-        let seq = self.db.generate_id().map_err(|e| snap_write_err(None, e))?;
-        let snapshot_id = match data.last_applied {
-            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, seq),
-            None => format!("0-0-{seq}"),
-        };
-        let meta =
-            SnapshotMeta { last_log_id: data.last_applied, last_membership: data.membership.clone(), snapshot_id };
         let (this, m) = (self.clone(), meta.clone());
-        let (name, file) =
-            tokio::task::spawn_blocking(move || this.write_file(&m, &data)).await.map_err(join_err)??;
+        let (name, file) = tokio::task::spawn_blocking(move || {
+            let _tree = tree;
+            this.write_tree(&m)
+        })
+        .await
+        .map_err(join_err)??;
         let bytes = file.metadata().map_or(0, |m| m.len());
         // A snapshot installed while this one was being built is newer: it stays.
         self.store_ref(&SnapshotRef { meta: meta.clone(), file: name.clone() }, true)?;
@@ -361,7 +390,7 @@ mod tests {
             let data = state(70_000, 1000, 9);
             let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
             let mut leader = open(a.path());
-            *leader.write() = data.clone();
+            leader.replace(data.clone()).unwrap();
             let mut snap = leader.get_snapshot_builder().await.build_snapshot().await.unwrap();
             let len = snap.snapshot.metadata().await.unwrap().len();
             assert!(len > codec::MAX_PAYLOAD as u64, "{len} bytes");
@@ -427,7 +456,7 @@ mod tests {
         rt().block_on(async {
             let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
             let mut leader = open(a.path());
-            *leader.write() = state(100, 10, 7);
+            leader.replace(state(100, 10, 7)).unwrap();
             let mut snap = leader.get_snapshot_builder().await.build_snapshot().await.unwrap();
             let mut bytes = Vec::new();
             tokio::io::AsyncReadExt::read_to_end(&mut snap.snapshot, &mut bytes).await.unwrap();
@@ -456,11 +485,54 @@ mod tests {
             let mut sm = open(dir.path());
             let _receiving = sm.begin_receiving_snapshot().await.unwrap();
             for i in 1..=3 {
-                *sm.write() = state(i, 1, i as u64);
+                sm.replace(state(i, 1, i as u64)).unwrap();
                 sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
                 let files: Vec<_> = fs::read_dir(&sm.snap_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
                 assert_eq!(files.len(), 1, "{files:?}");
             }
+        });
+    }
+
+    /// A build reads the checkpointed tree while entries go on being applied (their
+    /// checkpoints wait): the snapshot holds exactly the state at its log ID, and the entries
+    /// after it are checkpointed once it is done.
+    #[test]
+    fn a_build_reads_its_own_log_id_while_applies_go_on() {
+        use crate::command::{Command, Op};
+        use crate::types::Entry;
+        use openraft::EntryPayload;
+        let entry = |index: u64, op: Op| Entry {
+            log_id: LogId::new(CommittedLeaderId::new(2, 1), index),
+            payload: EntryPayload::Normal(Command { at_ms: 1, op }),
+        };
+        // Its key sorts after every other: read last, when checkpoints had most time to land.
+        let alloc = || Op::AllocateSegment { tag: "zz".into(), step: 10, node_id: 1 };
+        rt().block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let mut sm = open(dir.path());
+            let mut base = state(30_000, 100, 1);
+            base.state.tags.insert("zz".into(), TagRecord { max_id: 1, step: 10, ..TagRecord::default() });
+            sm.replace(base).unwrap();
+            let mut builder = sm.get_snapshot_builder().await;
+            let build = tokio::spawn(async move { builder.build_snapshot().await.unwrap() });
+            let mut next = 2;
+            // Each call applies enough entries for a checkpoint to be due.
+            let chunk = crate::state_machine::CHECKPOINT_EVERY + 1;
+            while !build.is_finished() || next < 2 * chunk {
+                sm.apply((next..next + chunk).map(|i| entry(i, alloc()))).await.unwrap();
+                next += chunk;
+                tokio::task::yield_now().await;
+            }
+            let mut snap = build.await.unwrap();
+            let at = snap.meta.last_log_id.unwrap().index;
+            let mut bytes = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut snap.snapshot, &mut bytes).await.unwrap();
+            let data = read_snapshot(bytes.as_slice(), &snap.meta).unwrap();
+            assert_eq!(data.state.tags["zz"].max_id, 1 + 10 * (at as i64 - 1), "the state at {at}");
+            assert_eq!(data.state.tags.len(), 30_001);
+            // The checkpoints that waited are written by the next one due.
+            sm.checkpoint().await.unwrap();
+            assert_eq!(sm.checkpointed_index().unwrap(), next - 1);
         });
     }
 }

@@ -201,6 +201,7 @@ impl StateMachineStore {
             archives: Arc::default(),
             data: Arc::new(RwLock::new(data)),
             dirty: Arc::default(),
+            tree: Arc::default(),
             snap_write: Arc::default(),
             journal,
             coverage,
@@ -259,7 +260,8 @@ impl StateMachineStore {
     pub async fn checkpoint(&self) -> Result<(), StorageError> {
         {
             let mut dirty = self.lock_dirty();
-            if dirty.entries > 0 {
+            // Skipped while a snapshot build reads the tree (the log has the entries).
+            if let (true, Ok(_tree)) = (dirty.entries > 0, self.tree.try_write()) {
                 let d = self.data.read().unwrap_or_else(|e| e.into_inner());
                 self.checkpoint_from(&mut dirty, &d)?;
             }
@@ -283,6 +285,14 @@ impl StateMachineStore {
     /// from, and the next open replaces it again.
     pub(super) fn replace(&self, new: SmData) -> Result<(), StorageError> {
         let mut dirty = self.lock_dirty();
+        // A snapshot build may still be reading the tree (it holds no `dirty`): wait for it.
+        // Only on a blocking thread or at open, where nothing else holds it.
+        let _tree = loop {
+            match self.tree.try_write() {
+                Ok(g) => break g,
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+            }
+        };
         self.sm.remove(KEY_APPLIED).map_err(sm_write_err)?;
         let mut batch = sled::Batch::default();
         let mut n = 0;
