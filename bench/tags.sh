@@ -73,15 +73,17 @@ echo
 
 # 2. Cold tags' first ID (tags from the middle of the range, never asked).
 for i in $(seq 0 299); do
-    curl -fs -o /dev/null -w '%{time_total}\n' "$URL/api/segment/get/$(name $(( (TAGS / 3 + i * 7) % TAGS )))"
+    curl -s -o /dev/null -w '%{http_code} %{time_total}\n' "$URL/api/segment/get/$(name $(( (TAGS / 3 + i * 7) % TAGS )))"
 done >"$WORK/cold.txt"
 python3 - "$WORK/cold.txt" <<'PY'
 import sys
-t = sorted(float(l) * 1000 for l in open(sys.argv[1]))
+rows = [l.split() for l in open(sys.argv[1])]
+t = sorted(float(s) * 1000 for _, s in rows)
+errors = sum(1 for c, _ in rows if c != "200")
 q = lambda p: t[min(len(t) - 1, int(p * len(t)))]
-print("| cold tags asked | first ID p50 | p99 | max |")
-print("|---:|---:|---:|---:|")
-print(f"| {len(t)} | {q(0.5):.2f} ms | {q(0.99):.2f} ms | {t[-1]:.2f} ms |")
+print("| cold tags asked | errors | first ID p50 | p99 | max |")
+print("|---:|---:|---:|---:|---:|")
+print(f"| {len(t)} | {errors} | {q(0.5):.2f} ms | {q(0.99):.2f} ms | {t[-1]:.2f} ms |")
 PY
 echo
 

@@ -148,19 +148,18 @@ impl StateMachineStore {
     }
 }
 
-impl RaftStateMachine<TypeConfig> for StateMachineStore {
-    type SnapshotBuilder = StateMachineStore;
+/// Changed keys a checkpoint may leave waiting for a snapshot build to finish copying the tree;
+/// with more, applies wait for the build.
+const MAX_DEFERRED_KEYS: usize = 2 * CHECKPOINT_KEYS;
 
-    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
-        let d = self.data.read().unwrap_or_else(|e| e.into_inner());
-        Ok((d.last_applied, d.membership.clone()))
-    }
-
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ApplyResult>, StorageError>
-    where
-        I: IntoIterator<Item = Entry> + OptionalSend,
-        I::IntoIter: OptionalSend,
-    {
+impl StateMachineStore {
+    /// Applies `entries` in memory, records their allocations in the journal and writes a
+    /// checkpoint if one is due; returns the results and whether the checkpoint waits for a
+    /// snapshot build with too many keys (see [`Self::checkpoint_if_due`]).
+    fn apply_entries(
+        &self,
+        entries: impl IntoIterator<Item = Entry>,
+    ) -> Result<(Vec<ApplyResult>, bool), StorageError> {
         let mut results = Vec::new();
         let mut journal = Vec::new();
         let mut dirty = self.lock_dirty();
@@ -215,15 +214,49 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             self.journal.record(&journal).map_err(sm_write_err)?;
         }
         self.journal.applied_through(last_index);
-        if dirty.entries >= CHECKPOINT_EVERY || dirty.keys() >= CHECKPOINT_KEYS {
-            // Not while a snapshot build reads the tree: the keys wait for the next apply.
-            if let Ok(_tree) = self.tree.try_write() {
-                // Readers may go on meanwhile; nothing changes `data` while `dirty` is held.
-                let d = self.data.read().unwrap_or_else(|e| e.into_inner());
-                failpoint!("sm-checkpoint-begin");
-                self.checkpoint_from(&mut dirty, &d)?;
-                failpoint!("sm-checkpoint-written");
-            }
+        let behind = self.checkpoint_if_due(&mut dirty)?;
+        Ok((results, behind))
+    }
+
+    /// Writes a checkpoint if one is due and no snapshot build is copying the tree (then the
+    /// keys wait for the next apply). Returns whether one is due, waiting, with more than
+    /// [`MAX_DEFERRED_KEYS`] keys.
+    fn checkpoint_if_due(&self, dirty: &mut Dirty) -> Result<bool, StorageError> {
+        if dirty.entries < CHECKPOINT_EVERY && dirty.keys() < CHECKPOINT_KEYS {
+            return Ok(false);
+        }
+        let Ok(_tree) = self.tree.try_write() else {
+            return Ok(dirty.keys() > MAX_DEFERRED_KEYS);
+        };
+        // Readers may go on meanwhile; nothing changes `data` while `dirty` is held.
+        let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+        failpoint!("sm-checkpoint-begin");
+        self.checkpoint_from(dirty, &d)?;
+        failpoint!("sm-checkpoint-written");
+        Ok(false)
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = StateMachineStore;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+        Ok((d.last_applied, d.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ApplyResult>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let (results, behind) = self.apply_entries(entries)?;
+        if behind {
+            // A snapshot build is copying the tree, and the keys waiting for it would make
+            // one long checkpoint after it: wait for the build instead.
+            let tree = self.tree.clone().write_owned().await;
+            self.checkpoint_if_due(&mut self.lock_dirty())?;
+            drop(tree);
         }
         Ok(results)
     }

@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use leaf_api::codec;
 use openraft::RaftSnapshotBuilder;
 use serde::{Deserialize, Serialize};
+use tokio::sync::OwnedRwLockReadGuard;
 
 use super::legacy::decode_sm_data;
 use super::snapshot_file::{self, Writer};
@@ -281,6 +282,22 @@ impl StateMachineStore {
         Ok(())
     }
 
+    /// Checkpoints the tree at the applied state and takes it for reading, with the meta of
+    /// the snapshot it makes; `None` when an apply holds the tree (it waits for `dirty`).
+    fn begin_build(&self) -> Result<Option<(SnapshotMeta, OwnedRwLockReadGuard<()>)>, StorageError> {
+        let mut dirty = self.lock_dirty();
+        let Ok(tree) = self.tree.clone().try_read_owned() else { return Ok(None) };
+        let d = self.data.read().unwrap_or_else(|e| e.into_inner());
+        self.checkpoint_from(&mut dirty, &d)?;
+        let seq = self.db.generate_id().map_err(|e| snap_write_err(None, e))?;
+        let snapshot_id = match d.last_applied {
+            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, seq),
+            None => format!("0-0-{seq}"),
+        };
+        let meta = SnapshotMeta { last_log_id: d.last_applied, last_membership: d.membership.clone(), snapshot_id };
+        Ok(Some((meta, tree)))
+    }
+
     /// The current snapshot, open for reading.
     pub(super) async fn current_snapshot(&self) -> Result<Option<Snapshot>, StorageError> {
         let Some(r) = self.stored_snapshot()? else { return Ok(None) };
@@ -296,19 +313,14 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         failpoint!("sm-build-begin");
         // The tree, checkpointed at the applied state, is the snapshot: it is read under
         // `tree`, which keeps checkpoints out until the file is written, while applies go on
-        // (no copy of the state, no apply waiting for one).
-        let (meta, tree) = {
-            let mut dirty = self.lock_dirty();
-            let d = self.data.read().unwrap_or_else(|e| e.into_inner());
-            let tree = self.tree.clone().try_read_owned().map_err(|e| snap_write_err(None, e))?;
-            self.checkpoint_from(&mut dirty, &d)?;
-            let seq = self.db.generate_id().map_err(|e| snap_write_err(None, e))?;
-            let snapshot_id = match d.last_applied {
-                Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, seq),
-                None => format!("0-0-{seq}"),
-            };
-            let meta = SnapshotMeta { last_log_id: d.last_applied, last_membership: d.membership.clone(), snapshot_id };
-            (meta, tree)
+        // (no copy of the state; an apply waits only once the keys waiting for the build pass
+        // `MAX_DEFERRED_KEYS`, a batch of tags).
+        let (meta, tree) = loop {
+            if let Some(begun) = self.begin_build()? {
+                break begun;
+            }
+            // An apply holds the tree while it waits for `dirty`: let it finish first.
+            drop(self.tree.read().await);
         };
         failpoint!("sm-build-checkpointed");
         let (this, m) = (self.clone(), meta.clone());
@@ -533,6 +545,19 @@ mod tests {
             // The checkpoints that waited are written by the next one due.
             sm.checkpoint().await.unwrap();
             assert_eq!(sm.checkpointed_index().unwrap(), next - 1);
+            // Batches of tags during a build: too many keys to wait, so the applies wait for it.
+            let mut builder = sm.get_snapshot_builder().await;
+            let build = tokio::spawn(async move { builder.build_snapshot().await.unwrap() });
+            for b in 0..3 {
+                let tags = (0..5_000).map(|i| crate::NewTag::segment(format!("b{b}-{i}"), 10, 1, String::new()));
+                sm.apply([entry(next, Op::CreateTags { tags: tags.collect() })]).await.unwrap();
+                next += 1;
+            }
+            let snap = build.await.unwrap();
+            assert!(snap.meta.last_log_id.unwrap().index < next);
+            sm.checkpoint().await.unwrap();
+            assert_eq!(sm.checkpointed_index().unwrap(), next - 1);
+            assert_eq!(sm.reader().tag_count(), 30_001 + 15_000);
         });
     }
 }
