@@ -151,3 +151,46 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     let change = c.remove(5).await.unwrap();
     assert!(change.learners.is_empty() && !change.voters.contains(&5), "{change:?}");
 }
+
+/// A learner added to a cluster whose log holds batches of tags (entries of about a megabyte)
+/// catches up from the log. With openraft's default of 300 entries an append, the leader sent
+/// it hundreds of megabytes at once, which it refused, again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_catches_up_from_a_log_of_tag_batches() {
+    use leaf_api::types::{CreateTagRequest, CreateTagsRequest};
+    // No snapshot: the learner must take every batch from the log.
+    let (_serial, mut cluster, leader) = cluster(3, "[raft]\nsnapshot_every = 100000\n").await;
+    // About 12 MB of entries: more than one internal request may carry (8 MiB).
+    let description = "d".repeat(200);
+    for b in 0..12 {
+        let tags = (0..5_000)
+            .map(|i| CreateTagRequest {
+                tag: format!("b{b}-{i:04}"),
+                step: 10,
+                description: Some(description.clone()),
+                ..Default::default()
+            })
+            .collect();
+        cluster.client(leader).create_tags(&CreateTagsRequest { tags }).await.unwrap();
+    }
+    let port = cluster.start_extra(4).unwrap();
+    let deadline = tokio::time::Instant::now() + FORM;
+    while cluster.status(4).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "node 4 never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let add = AddLearnerRequest { node_id: 4, addr: format!("127.0.0.1:{port}") };
+    cluster.client(leader).add_learner(&add).await.unwrap();
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let s = cluster.status(4).await.unwrap();
+        let l = cluster.status(leader).await.unwrap();
+        if s.health.segment_ready && s.last_applied_index >= l.committed_index {
+            assert!(s.snapshot_index.is_none(), "caught up from a snapshot, not the log: {s:?}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "learner did not catch up: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(get_ids(&cluster.client(4), "b11-4999", None).await.unwrap(), [1]);
+}

@@ -6,7 +6,7 @@ use leaf_raft_store::types::{NodeId, Raft};
 use leaf_raft_store::{open, LogStore, StoreOptions};
 use openraft::SnapshotPolicy;
 
-use super::network::{NetworkFactory, PeerClient, SNAPSHOT_CHUNK_BYTES};
+use super::network::{NetworkFactory, PeerClient, MAX_APPEND_ENTRIES, SNAPSHOT_CHUNK_BYTES};
 use super::{coalesce, quorum, RaftCounters, RaftNode};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -82,6 +82,7 @@ impl RaftNode {
             // seconds for a million tags). Only the replication to that follower waits.
             install_snapshot_timeout: 30_000,
             snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
+            max_payload_entries: MAX_APPEND_ENTRIES,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(r.snapshot_every),
             max_in_snapshot_log_to_keep: r.keep_logs_after_snapshot,
             ..Default::default()
