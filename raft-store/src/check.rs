@@ -19,8 +19,10 @@ pub const MAX_COMMAND_BYTES: usize = 4096;
 
 /// Largest encoded [`Op::CreateTags`] command: [`crate::tags::MAX_TAGS_PER_COMMAND`] tags of
 /// about 1.2 KiB each at worst would not fit, so the node splits a batch into entries under
-/// this bound (an entry a follower receives whole, far below a replication RPC's 8 MiB).
-pub const MAX_BATCH_COMMAND_BYTES: usize = 1024 * 1024;
+/// this bound. A node catching up from the log receives up to 32 entries in one request of at
+/// most 16 MiB, so 32 of these must fit (the node's `MAX_APPEND_ENTRIES`); earlier builds
+/// proposed entries of up to 1 MiB, which `apply` still takes (it checks no size).
+pub const MAX_BATCH_COMMAND_BYTES: usize = 384 * 1024;
 
 fn check_lease(lease_ms: i64) -> Result<(), ApplyError> {
     if (MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {

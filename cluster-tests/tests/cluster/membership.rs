@@ -152,7 +152,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     assert!(change.learners.is_empty() && !change.voters.contains(&5), "{change:?}");
 }
 
-/// A learner added to a cluster whose log holds batches of tags (entries of about a megabyte)
+/// A learner added to a cluster whose log holds batches of tags (entries of up to 384 KiB)
 /// catches up from the log. With openraft's default of 300 entries an append, the leader sent
 /// it hundreds of megabytes at once, which it refused, again and again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,8 +160,8 @@ async fn a_learner_catches_up_from_a_log_of_tag_batches() {
     use leaf_api::types::{CreateTagRequest, CreateTagsRequest};
     // No snapshot: the learner must take every batch from the log.
     let (_serial, mut cluster, leader) = cluster(3, "[raft]\nsnapshot_every = 100000\n").await;
-    // About 12 MB of entries: more than one internal request may carry (8 MiB).
-    let description = "d".repeat(200);
+    // About 25 MB of entries: more than one internal request may carry (16 MiB).
+    let description = "d".repeat(400);
     for b in 0..12 {
         let tags = (0..5_000)
             .map(|i| CreateTagRequest {

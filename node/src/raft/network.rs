@@ -39,15 +39,15 @@ use serde::Serialize;
 pub const SECRET_HEADER: &str = "x-leaf-cluster-secret";
 /// Largest internal request or response body: an append of [`MAX_APPEND_ENTRIES`] entries
 /// (snapshots travel in [`SNAPSHOT_CHUNK_BYTES`] chunks).
-pub const MAX_RPC_BODY: usize = 8 * 1024 * 1024;
-/// Most entries in one append request. A batch of tags is an entry of up to
-/// [`leaf_raft_store::MAX_BATCH_COMMAND_BYTES`] (1 MiB): openraft's default of 300 entries let a
-/// node catching up from the log (a new learner, a restarted follower) be sent hundreds of
-/// megabytes in one request, which it refused, again and again, and it never caught up (seen:
-/// a learner added to a cluster holding a million tags). Six of the largest entries and their
-/// envelope stay under [`MAX_RPC_BODY`]; small entries (a segment allocation is about 100 bytes)
-/// catch up six per round trip.
-pub const MAX_APPEND_ENTRIES: u64 = 6;
+pub const MAX_RPC_BODY: usize = 16 * 1024 * 1024;
+/// Most entries in one append request. A batch of tags was an entry of up to 1 MiB: openraft's
+/// default of 300 entries let a node catching up from the log (a new learner, a restarted
+/// follower) be sent hundreds of megabytes in one request, which it refused, again and again,
+/// and it never caught up (seen: a learner added to a cluster holding a million tags). Batch
+/// entries are now at most [`leaf_raft_store::MAX_BATCH_COMMAND_BYTES`] (384 KiB), so 32 of
+/// them and their envelope stay under [`MAX_RPC_BODY`], and a busy leader still ships 32 small
+/// entries a round trip.
+pub const MAX_APPEND_ENTRIES: u64 = 32;
 /// Size of the chunks a snapshot is sent in.
 pub const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
 /// Paths of the internal endpoints.
