@@ -257,7 +257,18 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     })
     .await;
     until_ok("promote 6", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "promote", "6"])).await;
-    block_in_place(|| compose.wait_healthy(&[2], Duration::from_secs(90))).unwrap();
+    if let Err(e) = block_in_place(|| compose.wait_healthy(&[2], Duration::from_secs(90))) {
+        // Seen once in CI (and not again in a rerun): say why, next time.
+        let logs = block_in_place(|| compose.logs(2)).unwrap_or_else(|e| e.to_string());
+        let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+        let leader = block_in_place(|| compose.logs(1)).unwrap_or_else(|e| e.to_string());
+        let leader_tail: Vec<&str> = leader.lines().rev().take(30).collect();
+        panic!(
+            "node 6 (service leaf2): {e}\n--- its log, newest first ---\n{}\n--- leaf1's log, newest first ---\n{}",
+            tail.join("\n"),
+            leader_tail.join("\n")
+        );
+    }
     let r = client(2).health(HealthMode::All).await.unwrap();
     assert!(r.ready);
     assert_eq!(r.health.node_id, 6, "service leaf2 is node 6 now");
