@@ -171,10 +171,10 @@ pub(super) fn read<R: Read>(
         pairs += 1;
     }
     let computed = r.crc.clone().finalize();
-    let mut trailer = [0; 12];
-    r.inner.read_exact(&mut trailer)?;
-    let claimed = u64::from_le_bytes(trailer[..8].try_into().expect("8 bytes"));
-    let stored = u32::from_le_bytes(trailer[8..].try_into().expect("4 bytes"));
+    let (mut count, mut crc) = ([0; 8], [0; 4]);
+    r.inner.read_exact(&mut count)?;
+    r.inner.read_exact(&mut crc)?;
+    let (claimed, stored) = (u64::from_le_bytes(count), u32::from_le_bytes(crc));
     if stored != computed {
         return Err(FileError::Checksum { stored, computed });
     }
