@@ -227,11 +227,21 @@ async fn more_tags_than_earlier_releases_held_are_created_and_snapshotted() {
     for chunk in all.chunks(MAX_TAGS_PER_REQUEST) {
         c.create_tags(&CreateTagsRequest { tags: chunk.iter().map(|t| tag(t.clone(), 10)).collect() }).await.unwrap();
     }
+    let bulk_end = node.raft().status().last_applied_index.unwrap_or(0);
     create_tag(&c, "single-past-the-old-bound", 10, None).await;
     assert_eq!(get_ids(&c, "single-past-the-old-bound", None).await, [1]);
     assert_eq!(get_ids(&c, "m-39999", None).await, [1]);
-    let status = node.raft().status();
-    assert!(status.snapshot_index.is_some_and(|s| s + 4 >= status.last_log_index.unwrap_or(0)), "{status:?}");
+    // A build runs beside applies and the next is due only on a later apply, so further
+    // creations drive the snapshot until it holds every tag (a condition, not a sleep).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for i in 0.. {
+        let status = node.raft().status();
+        if status.snapshot_index.is_some_and(|s| s >= bulk_end) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no snapshot of the bulk: {status:?}");
+        create_tag(&c, &format!("drive-{i}"), 10, None).await;
+    }
     node.shutdown().await;
     let (_node, c) = start(cfg).await;
     let tags = c.tags().await.unwrap();
