@@ -2,7 +2,7 @@
 //! applied it, and each member's health as it answers over the internal RPC
 //! ([`PATH_NODE_HEALTH`], concurrently, [`PROBE_TIMEOUT`] each); an answer is checked (it must
 //! come from the member asked, within the timeout, with a sane clock) before it is shown.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use leaf_api::dashboard::{Dashboard, NodeView, TagView, Totals, MAX_DASHBOARD_TAGS};
@@ -65,25 +65,7 @@ impl App {
             }
         });
         let nodes = futures::future::join_all(probes).await;
-        let records = self.raft.state().tags_page(prefix, None, usize::MAX, |tag, r| {
-            r.archived_ms.is_none()
-                && (root
-                    || (viewer.sees_tag(tag)
-                        && !matches!(r.profile, leaf_raft_store::profile::StoredProfile::Obfuscated { .. })))
-        });
-        let tags_total = records.len();
-        let caches: HashMap<String, leaf_api::types::CacheEntry> =
-            self.cache().into_iter().map(|e| (e.tag.clone(), e)).collect();
-        let mut tags: Vec<TagView> = records
-            .into_iter()
-            .map(|(tag, record)| {
-                // From the tag's handle, not /metrics: an obfuscated tag has no public series.
-                // Peeked, not loaded: a tag this node never served stays cold.
-                let served = self.tags.peek(&tag).map_or(0, |h| h.served());
-                let cache = caches.get(&tag).cloned();
-                TagView { info: tag_info(tag, record), cache, served }
-            })
-            .collect();
+        let (tags, tags_total) = self.dashboard_tags(viewer, prefix);
         // Over every tag the viewer sees, whatever the search (unloaded tags served nothing
         // here): the page's rate chart must not jump when the search changes.
         let segment_ids = self
@@ -93,8 +75,6 @@ impl App {
             .filter(|h| root || (viewer.sees_tag(h.tag()) && !matches!(h.serve(), crate::tags::ServeAs::Obfuscated(_))))
             .map(|h| h.served())
             .sum();
-        tags.sort_by(|a, b| b.served.cmp(&a.served).then_with(|| a.info.tag.cmp(&b.info.tag)));
-        tags.truncate(MAX_DASHBOARD_TAGS);
         Dashboard {
             node_id: self.raft.node_id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -111,6 +91,61 @@ impl App {
             },
             recent_errors: if root { self.recent_errors.newest_first() } else { Vec::new() },
         }
+    }
+
+    /// The tags the dashboard lists for `viewer` under `prefix`, busiest first then by name,
+    /// at most [`MAX_DASHBOARD_TAGS`], and how many it sees in all. Its cost follows the
+    /// tags this node holds loaded and the page, not the tag count: the busy ones come from
+    /// the loaded handles, the rest (served nothing here) from the state in name order, and
+    /// the total is counted without copying a record. Archived tags are not listed.
+    fn dashboard_tags(&self, viewer: &Principal, prefix: &str) -> (Vec<TagView>, usize) {
+        let root = matches!(viewer, Principal::Root(_));
+        let shown = |tag: &str, r: &leaf_raft_store::TagRecord| {
+            r.archived_ms.is_none()
+                && (root
+                    || (viewer.sees_tag(tag)
+                        && !matches!(r.profile, leaf_raft_store::profile::StoredProfile::Obfuscated { .. })))
+        };
+        let state = self.raft.state();
+        let busy: Vec<_> =
+            self.tags.loaded().into_iter().filter(|h| h.tag().starts_with(prefix) && h.served() > 0).collect();
+        let (mut picked, total) = state.with_state(|s| {
+            let picked: Vec<(u64, String, leaf_raft_store::TagRecord)> = busy
+                .iter()
+                .filter_map(|h| {
+                    s.tags
+                        .get(h.tag())
+                        .filter(|r| shown(h.tag(), r))
+                        .map(|r| (h.served(), h.tag().to_string(), r.clone()))
+                })
+                .collect();
+            let total = s
+                .tags
+                .range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded))
+                .take_while(|(t, _)| t.starts_with(prefix))
+                .filter(|(t, r)| shown(t, r))
+                .count();
+            (picked, total)
+        });
+        picked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        picked.truncate(MAX_DASHBOARD_TAGS);
+        let listed: HashSet<String> = picked.iter().map(|(_, t, _)| t.clone()).collect();
+        let idle = MAX_DASHBOARD_TAGS - picked.len();
+        let rest = state.tags_page(prefix, None, idle, |t, r| shown(t, r) && !listed.contains(t));
+        let caches: HashMap<String, leaf_api::types::CacheEntry> =
+            self.cache().into_iter().map(|e| (e.tag.clone(), e)).collect();
+        let tags = picked
+            .into_iter()
+            .chain(rest.into_iter().map(|(tag, record)| (0, tag, record)))
+            .map(|(served, tag, record)| {
+                // Peeked, not loaded: a tag this node never served stays cold. From the
+                // handle, not /metrics: an obfuscated tag has no public series.
+                let served = if served > 0 { served } else { self.tags.peek(&tag).map_or(0, |h| h.served()) };
+                let cache = caches.get(&tag).cloned();
+                TagView { info: tag_info(tag, record), cache, served }
+            })
+            .collect();
+        (tags, total)
     }
 
     /// Asks member `node_id` at `addr` for its health; the answer with its clock sample, or why

@@ -191,6 +191,46 @@ async fn the_dashboard_data_needs_the_monitor_right_and_the_page_is_served_with_
     node.shutdown().await;
 }
 
+/// Past [`MAX_DASHBOARD_TAGS`] the dashboard lists the tags this node served, busiest first,
+/// then idle ones by name up to the bound; it counts every tag it sees, lists no archived
+/// one, and a search narrows both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_lists_the_busiest_tags_then_idle_ones_by_name_up_to_its_bound() {
+    use leaf_api::dashboard::MAX_DASHBOARD_TAGS;
+    use leaf_api::types::{CreateTagRequest, CreateTagsRequest};
+    let dir = TempDir::new().unwrap();
+    let cfg = leaf_node::Config { bootstrap_tags: vec![], ..config(&dir) };
+    let (node, c) = start(cfg).await;
+    let n = MAX_DASHBOARD_TAGS + 100;
+    let tags = (0..n).map(|i| CreateTagRequest { tag: format!("t-{i:04}"), step: 10, ..Default::default() }).collect();
+    c.create_tags(&CreateTagsRequest { tags }).await.unwrap();
+    create_tag(&c, "u-other", 10, None).await;
+    // Served counts: t-0590 most, then t-0001, then t-0300 (archived afterwards).
+    for (tag, count) in [("t-0590", 7), ("t-0001", 5), ("t-0300", 9), ("t-0002", 0)] {
+        if count > 0 {
+            assert_eq!(get_ids(&c, tag, Some(count)).await.len(), count as usize);
+        }
+    }
+    c.archive_tag("t-0300").await.unwrap();
+    let d = c.dashboard().await.unwrap();
+    assert_eq!(d.tags_total, n, "every live tag counted, the archived one not");
+    assert_eq!(d.tags.len(), MAX_DASHBOARD_TAGS);
+    let listed: Vec<(&str, u64)> = d.tags.iter().map(|t| (t.info.tag.as_str(), t.served)).collect();
+    assert_eq!(listed[..4], [("t-0590", 7), ("t-0001", 5), ("t-0000", 0), ("t-0002", 0)]);
+    let idle: Vec<&str> = listed[2..].iter().map(|(t, _)| *t).collect();
+    let mut sorted = idle.clone();
+    sorted.sort_unstable();
+    assert_eq!(idle, sorted, "idle tags by name");
+    assert!(!idle.contains(&"t-0300") && !idle.contains(&"t-0001"), "archived or already listed");
+    let d = c.dashboard_matching("t-05").await.unwrap();
+    assert_eq!(d.tags_total, 100);
+    let listed: Vec<&str> = d.tags.iter().map(|t| t.info.tag.as_str()).collect();
+    assert_eq!((listed.len(), listed[0], listed[1]), (100, "t-0590", "t-0500"));
+    let d = c.dashboard_matching("u-").await.unwrap();
+    assert_eq!((d.tags_total, d.tags.len()), (1, 1));
+    node.shutdown().await;
+}
+
 /// Every `leaf_*` and `process_*` name in `text` (rules, dashboards, docs).
 fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
     let mut out = std::collections::BTreeSet::new();
