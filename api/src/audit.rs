@@ -147,6 +147,19 @@ pub enum AuditAction {
     TagRestored {
         tag: String,
     },
+    /// A tag template created or replaced (a security record: it decides which tags tokens
+    /// may make on their first ID request).
+    TemplatePut {
+        name: String,
+        pattern: String,
+        profile: Profile,
+        step: i64,
+    },
+    /// A tag template deleted; the tags it made stay.
+    TemplateDeleted {
+        name: String,
+        pattern: String,
+    },
 }
 
 /// The kinds of [`AuditAction`], for filtering.
@@ -166,10 +179,12 @@ pub enum AuditKind {
     ClockFaultSet,
     TagArchived,
     TagRestored,
+    TemplatePut,
+    TemplateDeleted,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 12] = [
+    pub const ALL: [AuditKind; 14] = [
         AuditKind::TagCreated,
         AuditKind::TagUpdated,
         AuditKind::TokenCreated,
@@ -182,6 +197,8 @@ impl AuditKind {
         AuditKind::ClockFaultSet,
         AuditKind::TagArchived,
         AuditKind::TagRestored,
+        AuditKind::TemplatePut,
+        AuditKind::TemplateDeleted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -198,6 +215,8 @@ impl AuditKind {
             AuditKind::ClockFaultSet => "clock_fault_set",
             AuditKind::TagArchived => "tag_archived",
             AuditKind::TagRestored => "tag_restored",
+            AuditKind::TemplatePut => "template_put",
+            AuditKind::TemplateDeleted => "template_deleted",
         }
     }
 }
@@ -228,6 +247,8 @@ impl AuditAction {
             AuditAction::ClockFaultSet { .. } => AuditKind::ClockFaultSet,
             AuditAction::TagArchived { .. } => AuditKind::TagArchived,
             AuditAction::TagRestored { .. } => AuditKind::TagRestored,
+            AuditAction::TemplatePut { .. } => AuditKind::TemplatePut,
+            AuditAction::TemplateDeleted { .. } => AuditKind::TemplateDeleted,
         }
     }
 

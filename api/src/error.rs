@@ -64,6 +64,10 @@ pub enum ErrorCode {
     RateLimited,
     /// No token with this ID (never created, or revoked).
     TokenNotFound,
+    /// No tag template with this name.
+    TemplateNotFound,
+    /// The template's pattern may match a tag another template's matches.
+    TemplateConflict,
 }
 
 impl ErrorCode {
@@ -105,11 +109,13 @@ impl ErrorCode {
             ErrorCode::WorkerIdsExhausted => "worker_ids_exhausted",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::TokenNotFound => "token_not_found",
+            ErrorCode::TemplateNotFound => "template_not_found",
+            ErrorCode::TemplateConflict => "template_conflict",
         }
     }
 
     /// Every code, for metrics that pre-register one series per code.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::InvalidTag,
         ErrorCode::InvalidCount,
         ErrorCode::InvalidRequest,
@@ -133,6 +139,8 @@ impl ErrorCode {
         ErrorCode::WorkerIdsExhausted,
         ErrorCode::RateLimited,
         ErrorCode::TokenNotFound,
+        ErrorCode::TemplateNotFound,
+        ErrorCode::TemplateConflict,
     ];
 }
 

@@ -21,6 +21,8 @@
 //! - [`ranges`]: batches as ranges `[start, end)` (`?format=ranges`, gRPC) and their checks.
 //! - [`routes`]: the public HTTP route table (server, OpenAPI, client and CLI share it).
 //! - [`tag`]: tag-name and count validation (the batch limits).
+//! - [`template`]: tag templates (`tenant-*-invoice`): patterns and the template endpoints'
+//!   bodies.
 //! - [`tokens`]: scoped tokens: rights, tag patterns, quotas, the bearer format and the token
 //!   endpoints' bodies.
 //! - [`types`]: JSON request and response bodies.
@@ -37,6 +39,7 @@ pub mod profile;
 pub mod ranges;
 pub mod routes;
 pub mod tag;
+pub mod template;
 pub mod tokens;
 pub mod types;
 

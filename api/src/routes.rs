@@ -51,6 +51,10 @@ pub const ADMIN_TOKENS: &str = "/admin/tokens";
 pub const ADMIN_TOKEN: &str = "/admin/tokens/{id}";
 /// `POST`: a new secret for a token.
 pub const ADMIN_TOKEN_ROTATE: &str = "/admin/tokens/{id}/rotate";
+/// `GET` list tag templates (admin token or admin certificate only).
+pub const ADMIN_TEMPLATES: &str = "/admin/templates";
+/// `PUT` create or replace / `DELETE` one tag template.
+pub const ADMIN_TEMPLATE: &str = "/admin/templates/{name}";
 /// `GET`: the audit trail of admin changes (`?kind=`, `?tag=`, `?token=`, `?since_ms=`,
 /// `?until_ms=`, `?after_seq=`, `?limit=`).
 pub const ADMIN_AUDIT: &str = "/admin/audit";
@@ -91,6 +95,8 @@ pub const ALL: &[&str] = &[
     ADMIN_TOKENS,
     ADMIN_TOKEN,
     ADMIN_TOKEN_ROTATE,
+    ADMIN_TEMPLATES,
+    ADMIN_TEMPLATE,
     ADMIN_AUDIT,
     ADMIN_DASHBOARD,
     CLUSTER_STATUS,

@@ -17,6 +17,7 @@
 use hyper::Method;
 use leaf_api::audit::{AuditFilter, AuditPage};
 use leaf_api::routes;
+use leaf_api::template::{PutTemplateRequest, TemplateInfo, TemplateList};
 use leaf_api::tokens::{CreateTokenRequest, IssuedToken, RotateTokenRequest, TokenId, TokenInfo};
 use leaf_api::types::{
     AddLearnerRequest, AllocationJournal, ClockFault, CreateTagRequest, CreateTagsRequest, CreateTagsResponse,
@@ -161,6 +162,25 @@ impl Client {
     /// `DELETE /admin/tokens/{id}` (at most once): the token as it was.
     pub async fn revoke_token(&self, id: TokenId) -> Result<TokenInfo, ClientError> {
         let path = routes::fill(routes::ADMIN_TOKEN, &[&id.to_string()]);
+        self.execute(Call { method: Method::DELETE, safety: Safety::AtMostOnce, ..Call::get(path) }).await?.json()
+    }
+
+    /// `GET /admin/templates`: every tag template, by name.
+    pub async fn templates(&self) -> Result<TemplateList, ClientError> {
+        self.execute(Call::get(routes::ADMIN_TEMPLATES.to_string())).await?.json()
+    }
+
+    /// `PUT /admin/templates/{name}`: creates the template or replaces it (a repeat stores the
+    /// same, so it is retried).
+    pub async fn put_template(&self, name: &str, req: &PutTemplateRequest) -> Result<TemplateInfo, ClientError> {
+        let path = routes::fill(routes::ADMIN_TEMPLATE, &[name]);
+        self.execute(Call::with_json(Method::PUT, path, req, Safety::Idempotent)?).await?.json()
+    }
+
+    /// `DELETE /admin/templates/{name}` (at most once: a repeat would answer
+    /// `template_not_found`). The tags it made stay.
+    pub async fn delete_template(&self, name: &str) -> Result<TemplateInfo, ClientError> {
+        let path = routes::fill(routes::ADMIN_TEMPLATE, &[name]);
         self.execute(Call { method: Method::DELETE, safety: Safety::AtMostOnce, ..Call::get(path) }).await?.json()
     }
 

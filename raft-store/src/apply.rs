@@ -20,6 +20,7 @@ use crate::check::check_fields;
 use crate::command::{Command, Op};
 use crate::state::State;
 use crate::tags::{self, Allocation, TagRecord};
+use crate::templates::{self, TemplateRecord};
 use crate::tokens::TokenRecord;
 use crate::workers::{self, WorkerGrant, WORKER_IDS};
 
@@ -45,6 +46,11 @@ pub enum Applied {
     Tags {
         created: Vec<String>,
         existing: Vec<String>,
+    },
+    /// A template as put, or (deleted) as it was.
+    Template {
+        name: String,
+        record: TemplateRecord,
     },
 }
 
@@ -80,6 +86,10 @@ pub enum ApplyError {
     TokenTagLimit { token: TokenId, max_tags: u32 },
     #[error("tag {0:?} is archived: it hands out no ID until it is restored")]
     TagArchived(String),
+    #[error("template {name:?} may make the tags template {other:?} makes: no two templates may match one tag")]
+    TemplateOverlap { name: String, other: String },
+    #[error("template {0:?} does not exist")]
+    TemplateNotFound(String),
 }
 
 impl From<ValidationError> for ApplyError {
@@ -105,6 +115,8 @@ pub struct Changes {
     pub audit: BTreeSet<u64>,
     /// The audit trail's retention or next number changed.
     pub audit_meta: bool,
+    /// Templates whose record was written or removed.
+    pub templates: BTreeSet<String>,
 }
 
 impl Changes {
@@ -123,6 +135,7 @@ impl Changes {
             && self.tokens.is_empty()
             && self.audit.is_empty()
             && !self.audit_meta
+            && self.templates.is_empty()
     }
 }
 
@@ -199,6 +212,8 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
             Ok(Applied::Token { id: *id, record })
         }
         Op::CreateTags { tags } => create_tags(state, at_ms, actor, tags, changes),
+        Op::PutTemplate(t) => templates::put(state, at_ms, t, changes),
+        Op::DeleteTemplate { name } => templates::delete(state, name, changes),
         Op::NoteMembership(_) => Ok(Applied::Nothing),
         Op::Admin { .. } | Op::AdminApart { .. } => Err(invalid("an admin wrapper cannot wrap another")),
     }

@@ -231,6 +231,15 @@ fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
             AuditAction::TagArchived { tag: tag.clone(), max_id: record.max_id }
         }
         (Op::RestoreTag { tag }, _) => AuditAction::TagRestored { tag: tag.clone() },
+        (Op::PutTemplate(t), _) => AuditAction::TemplatePut {
+            name: t.name.clone(),
+            pattern: t.pattern.to_string(),
+            profile: t.settings.profile,
+            step: t.settings.step,
+        },
+        (Op::DeleteTemplate { name }, Applied::Template { record, .. }) => {
+            AuditAction::TemplateDeleted { name: name.clone(), pattern: record.pattern.to_string() }
+        }
         (Op::UpdateTag { tag, step, description }, _) => {
             AuditAction::TagUpdated { tag: tag.clone(), step: *step, description: description.is_some() }
         }

@@ -84,6 +84,10 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             check_new_tag_fields(tag, *step, *start_max_id, description, profile, *upper_bound)
         }
         Op::CreateTagV3(t) => check_new_tag(t),
+        Op::PutTemplate(t) => crate::templates::check_new(t),
+        Op::DeleteTemplate { name } => {
+            leaf_api::template::validate_template_name(name).map_err(|e| invalid(e.to_string()))
+        }
         Op::CreateTags { tags } => {
             if tags.is_empty() || tags.len() > MAX_TAGS_PER_COMMAND {
                 return Err(invalid(format!("a batch creates 1 to {MAX_TAGS_PER_COMMAND} tags, not {}", tags.len())));

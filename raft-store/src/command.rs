@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::profile::StoredProfile;
 use crate::tags::NewTag;
+use crate::templates::NewTemplate;
 use crate::tokens::{NewToken, SecretHash, TokenLimits};
 
 /// A command proposed through Raft.
@@ -126,6 +127,12 @@ pub enum Op {
     /// [`crate::tags::LEGACY_MAX_TAGS`]: what the node proposes once the state holds that many
     /// (earlier releases cannot read it).
     CreateTagV3(NewTag),
+    /// Creates a tag template, or replaces its pattern and settings.
+    PutTemplate(NewTemplate),
+    /// Deletes a tag template (the tags it made stay).
+    DeleteTemplate {
+        name: String,
+    },
 }
 
 impl Op {
@@ -148,6 +155,8 @@ impl Op {
             | Op::RotateToken { .. }
             | Op::RevokeToken { .. }
             | Op::CreateTags { .. }
+            | Op::PutTemplate(_)
+            | Op::DeleteTemplate { .. }
             | Op::NoteMembership(_) => None,
         }
     }
@@ -167,6 +176,8 @@ impl Op {
             | Op::CreateTokenV2 { .. }
             | Op::RotateToken { .. }
             | Op::RevokeToken { .. }
+            | Op::PutTemplate(_)
+            | Op::DeleteTemplate { .. }
             | Op::NoteMembership(_) => true,
             Op::AllocateSegment { .. }
             | Op::RegisterWorker { .. }

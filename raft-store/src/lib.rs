@@ -9,6 +9,8 @@
 //! - [`state`]: the replicated [`State`] and how a membership entry updates its members.
 //! - [`tags`]: tag records: creation (one or a batch), update, allocation, archive and restore;
 //!   [`MAX_TAGS`] (and [`LEGACY_MAX_TAGS`] for single creations).
+//! - [`templates`]: tag templates (a pattern such as `tenant-*-invoice` and the settings of
+//!   the tags it makes): put, delete, and which one makes a tag.
 //! - [`profile`]: a tag's stored profile and how an allocation advances each one's counter.
 //! - [`workers`]: snowflake worker IDs: registration, renewal, fencing and recycling.
 //! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256), their limits, and
@@ -50,6 +52,7 @@ pub mod profile;
 pub mod state;
 pub mod state_machine;
 pub mod tags;
+pub mod templates;
 #[cfg(test)]
 mod testing;
 pub mod tokens;
@@ -65,6 +68,7 @@ pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
 pub use state::State;
 pub use state_machine::{StateMachineStore, StateReader};
 pub use tags::{Allocation, NewTag, TagRecord, LEGACY_MAX_TAGS, MAX_TAGS, MAX_TAGS_PER_COMMAND};
+pub use templates::{NewTemplate, TemplateRecord, TemplateSettings, MAX_TEMPLATES};
 pub use tokens::{NewToken, SecretHash, TokenLimits, TokenRecord, MAX_TOKENS};
 pub use types::TypeConfig;
 pub use workers::{WorkerGrant, WorkerRecord, WORKER_IDS};

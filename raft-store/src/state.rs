@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::apply::Changes;
 use crate::audit::AuditLog;
 use crate::tags::TagRecord;
+use crate::templates::TemplateRecord;
 use crate::tokens::TokenRecord;
 use crate::workers::WorkerRecord;
 
@@ -29,6 +30,10 @@ pub struct State {
     pub tokens: BTreeMap<u64, TokenRecord>,
     /// The audit trail of admin changes.
     pub audit: AuditLog,
+    /// Tag templates, by name. Not in the single-record snapshot layout of earlier releases
+    /// (`SmData` as they encoded it): a state read from one has none.
+    #[serde(skip)]
+    pub templates: BTreeMap<String, TemplateRecord>,
 }
 
 impl State {

@@ -98,7 +98,7 @@ pub fn is_admin(path: &str) -> bool {
 pub fn admin_right(path: &str) -> Option<leaf_api::tokens::Right> {
     use leaf_api::tokens::Right;
     let under = |prefix: &str| path == prefix || path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
-    if under(leaf_api::routes::ADMIN_TOKENS) {
+    if under(leaf_api::routes::ADMIN_TOKENS) || under(leaf_api::routes::ADMIN_TEMPLATES) {
         None
     } else if under(leaf_api::routes::ADMIN_TAGS) || path == leaf_api::routes::ADMIN_TAGS_BATCH {
         Some(Right::Tags)

@@ -38,6 +38,18 @@ pub mod anonymous;
 pub mod credentials;
 pub mod quota;
 
+/// Who an ID request's credentials proved it came from ([`Access::check_ids`]): what the
+/// request may do besides taking IDs (make a tag from a template) is decided from this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdCaller {
+    /// No credential (allowed where tokens are not required for IDs).
+    Anonymous,
+    /// The admin token.
+    Admin,
+    /// A scoped token.
+    Token(TokenId),
+}
+
 /// Who is calling, once the credentials were checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
@@ -201,12 +213,12 @@ impl Access {
     /// token or a scoped token with the `ids` right on `tag` (any pattern for snowflake IDs,
     /// which have no tag), within its quota. Without a token, `ask` is charged to its address's
     /// anonymous quota.
-    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>, ask: IdAsk) -> Result<(), ApiError> {
+    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>, ask: IdAsk) -> Result<IdCaller, ApiError> {
         let Some(raw) = authorization else {
             if self.require_for_ids {
                 return Err(unauthorized("ID requests need 'Authorization: Bearer <token>' on this cluster"));
             }
-            return self.take_anonymous(ask);
+            return self.take_anonymous(ask).map(|()| IdCaller::Anonymous);
         };
         let bearer = std::str::from_utf8(raw)
             .ok()
@@ -227,14 +239,29 @@ impl Access {
                     }
                 };
                 if self.verify(record, meter, &secret) {
-                    return self.charge_ids(id, record, meter, tag, ask);
+                    return self.charge_ids(id, record, meter, tag, ask).map(|()| IdCaller::Token(id));
                 }
             }
         }
         if self.admin_token.as_ref().is_some_and(|t| credentials::secret_eq(bearer.as_bytes(), t.as_bytes())) {
-            return Ok(());
+            return Ok(IdCaller::Admin);
         }
         Err(refused())
+    }
+
+    /// The principal an ID request's checked credentials stand for, as it is now (a token
+    /// revoked since has none); `None` without a credential.
+    pub fn principal_of(&self, caller: IdCaller) -> Option<Principal> {
+        match caller {
+            IdCaller::Anonymous => None,
+            IdCaller::Admin => Some(Principal::Root(Actor::AdminToken)),
+            IdCaller::Token(id) => self.state.tokens().get(&id.0).map(|record| Principal::Token {
+                id,
+                name: record.name.clone(),
+                rights: record.rights.clone(),
+                tags: record.tags.clone(),
+            }),
+        }
     }
 
     /// A verified token's ID request: its `ids` right on `tag`, then its quotas.

@@ -5,7 +5,8 @@
 //! - this file: the command tree ([`Cli`]) and [`main`], which hands each command to its room.
 //! - [`serve`]: `leaf serve` (configuration, signals, the storage-failure exit).
 //! - [`remote`]: the commands that talk to a node (`tag`, `get`, `health`, `cluster`) and what
-//!   they share (connection flags, printing, exit codes); [`tokens`]: `token` and `audit`.
+//!   they share (connection flags, printing, exit codes); [`tokens`]: `token` and `audit`;
+//!   [`templates`]: `template`.
 //! - [`bench`]: `leaf bench` (HTTP or gRPC load).
 //! - [`local`]: commands that work on local files first: `certs` (a development CA) and
 //!   `import` (Leaf's `leaf_alloc` into the cluster).
@@ -21,6 +22,7 @@ mod bench;
 mod local;
 mod remote;
 mod serve;
+mod templates;
 mod tokens;
 
 pub use remote::wait_healthy;
@@ -52,6 +54,13 @@ enum Command {
     Token {
         #[command(subcommand)]
         cmd: tokens::TokenCmd,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Tag templates: tags made on their first ID request (the admin token only).
+    Template {
+        #[command(subcommand)]
+        cmd: templates::TemplateCmd,
         #[command(flatten)]
         conn: ConnArgs,
     },

@@ -50,32 +50,49 @@ pub struct ConnArgs {
     pub client_key: Option<PathBuf>,
 }
 
+/// The settings of a tag: `leaf tag create`'s and `leaf template put`'s.
+#[derive(clap::Args, Debug)]
+pub struct TagSettings {
+    /// Stored step (segment size and floor of the dynamic step).
+    #[arg(long)]
+    step: i64,
+    /// First ID to hand out (default 1).
+    #[arg(long)]
+    max_id: Option<i64>,
+    #[arg(long)]
+    description: Option<String>,
+    /// How the IDs are made: segment (default), monotonic (strictly increasing, served by
+    /// the leader), obfuscated (not ordered, not countable) or daily (yyyyMMdd + counter).
+    #[arg(long)]
+    profile: Option<leaf_api::profile::Profile>,
+    /// Daily tags: counter digits after the date (default 8).
+    #[arg(long, requires = "profile")]
+    digits: Option<u8>,
+    /// Daily tags: the zone whose midnight starts a day, as +HH:MM / -HH:MM (default +00:00).
+    #[arg(long, requires = "profile", allow_hyphen_values = true)]
+    utc_offset: Option<String>,
+    /// The largest ID the tag may hand out, e.g. 9007199254740991 for JavaScript.
+    #[arg(long)]
+    upper_bound: Option<i64>,
+}
+
+impl TagSettings {
+    /// The creation request of `tag` with these settings.
+    pub fn request(self, tag: String) -> CreateTagRequest {
+        let TagSettings { step, max_id, description, profile, digits, utc_offset, upper_bound } = self;
+        let daily = (digits.is_some() || utc_offset.is_some())
+            .then_some(leaf_api::profile::DailyOptions { digits, utc_offset });
+        CreateTagRequest { tag, step, max_id, description, profile, daily, upper_bound }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum TagCmd {
     /// Create a tag.
     Create {
         tag: String,
-        /// Stored step (segment size and floor of the dynamic step).
-        #[arg(long)]
-        step: i64,
-        /// First ID to hand out (default 1).
-        #[arg(long)]
-        max_id: Option<i64>,
-        #[arg(long)]
-        description: Option<String>,
-        /// How the IDs are made: segment (default), monotonic (strictly increasing, served by
-        /// the leader), obfuscated (not ordered, not countable) or daily (yyyyMMdd + counter).
-        #[arg(long)]
-        profile: Option<leaf_api::profile::Profile>,
-        /// Daily tags: counter digits after the date (default 8).
-        #[arg(long, requires = "profile")]
-        digits: Option<u8>,
-        /// Daily tags: the zone whose midnight starts a day, as +HH:MM / -HH:MM (default +00:00).
-        #[arg(long, requires = "profile", allow_hyphen_values = true)]
-        utc_offset: Option<String>,
-        /// The largest ID the tag may hand out, e.g. 9007199254740991 for JavaScript.
-        #[arg(long)]
-        upper_bound: Option<i64>,
+        #[command(flatten)]
+        settings: TagSettings,
     },
     /// Create many tags: FILE holds one JSON object per line, as `POST /admin/tags` takes it
     /// (`-` reads standard input). Sent 10,000 to a request; tags that exist are counted, not
@@ -232,6 +249,10 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
             Ok(client) => tokens::token(&client, cmd).await,
             Err(code) => code,
         },
+        Command::Template { cmd, conn } => match connect(conn, TIMEOUT) {
+            Ok(client) => super::templates::template(&client, cmd).await,
+            Err(code) => code,
+        },
         Command::Import { cmd } => match connect(cmd.conn(), TIMEOUT) {
             Ok(client) => import::run(&client, cmd).await,
             Err(code) => code,
@@ -279,12 +300,7 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
                 Err(code) => return code,
             };
             match cmd {
-                TagCmd::Create { tag, step, max_id, description, profile, digits, utc_offset, upper_bound } => {
-                    let daily = (digits.is_some() || utc_offset.is_some())
-                        .then_some(leaf_api::profile::DailyOptions { digits, utc_offset });
-                    let req = CreateTagRequest { tag, step, max_id, description, profile, daily, upper_bound };
-                    print_json(client.create_tag(&req).await)
-                }
+                TagCmd::Create { tag, settings } => print_json(client.create_tag(&settings.request(tag)).await),
                 TagCmd::CreateBatch { file } => print_json(create_batch(&client, &file).await),
                 TagCmd::List { prefix, after } => {
                     print_json(client.tags_matching(&ListQuery { prefix, after, limit: None }).await)

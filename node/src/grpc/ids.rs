@@ -65,8 +65,8 @@ impl IdService for Ids {
         let r = async {
             validate::tag(&req.tag)?;
             let count = validate::range_count(req.count)?;
-            self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: count })?;
-            self.app.segment_ranges(&req.tag, count).await
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: count })?;
+            self.app.segment_ranges(&req.tag, count, who).await
         }
         .await;
         self.finish(GrpcMethod::GetSegmentIds, r.map(IdRanges::from))
@@ -102,8 +102,8 @@ impl IdService for Ids {
         let r = async {
             validate::tag(&req.tag)?;
             let count = validate::list_count(req.count)?;
-            self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: count })?;
-            self.app.segment_list(&req.tag, count).await
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: count })?;
+            self.app.segment_list(&req.tag, count, who).await
         }
         .await;
         self.finish(GrpcMethod::GetSegmentIdList, r.map(|ids| IdList { ids }))

@@ -92,8 +92,8 @@ async fn fast(
         FastKind::Segment => {
             validate::tag(name)?;
             let batch = batch_of(query)?;
-            app.check_ids(auth, Some(name), IdAsk { addr, ids: batch.count.unwrap_or(1) })?;
-            segment_ids(app, name, batch).await
+            let who = app.check_ids(auth, Some(name), IdAsk { addr, ids: batch.count.unwrap_or(1) })?;
+            segment_ids(app, name, batch, who).await
         }
         FastKind::Snowflake => {
             validate::key(name)?;

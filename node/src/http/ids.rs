@@ -91,22 +91,27 @@ pub async fn segment_get(
     batch: Batch,
 ) -> Result<Response, ApiError> {
     let ask = IdAsk { addr: caller.addr, ids: batch.count.unwrap_or(1) };
-    app.check_ids(caller.authorization.as_ref().map(|v| v.as_bytes()), Some(&tag), ask)?;
-    segment_ids(&app, &tag, batch).await
+    let who = app.check_ids(caller.authorization.as_ref().map(|v| v.as_bytes()), Some(&tag), ask)?;
+    segment_ids(&app, &tag, batch, who).await
 }
 
-/// [`segment_get`]'s work, for a validated tag.
-pub async fn segment_ids(app: &App, tag: &str, batch: Batch) -> Result<Response, ApiError> {
+/// [`segment_get`]'s work, for a validated tag asked for by `who`.
+pub async fn segment_ids(
+    app: &App,
+    tag: &str,
+    batch: Batch,
+    who: crate::access::IdCaller,
+) -> Result<Response, ApiError> {
     match (batch.format, batch.count) {
-        (IdFormat::Ranges, count) => Ok(Json(app.segment_ranges(tag, count.unwrap_or(1)).await?).into_response()),
+        (IdFormat::Ranges, count) => Ok(Json(app.segment_ranges(tag, count.unwrap_or(1), who).await?).into_response()),
         (IdFormat::Text, None) => {
             let mut id = 0;
-            app.segment_take(tag, 1, |first, _| id = first).await?;
+            app.segment_take(tag, 1, who, |first, _| id = first).await?;
             Ok(text(Bytes::copy_from_slice(itoa::Buffer::new().format(id).as_bytes())))
         }
         (IdFormat::Text, Some(n)) => {
             let mut lines = IdLines::with_capacity(n);
-            app.segment_take(tag, n, |first, c| lines.push_run(first, c)).await?;
+            app.segment_take(tag, n, who, |first, c| lines.push_run(first, c)).await?;
             Ok(text(lines.out))
         }
     }

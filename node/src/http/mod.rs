@@ -67,6 +67,7 @@ pub mod ids;
 pub mod internal;
 pub mod monitor;
 pub mod openapi;
+pub mod templates;
 pub mod tokens;
 pub mod ui;
 
@@ -82,6 +83,7 @@ pub fn api() -> OpenApiRouter<Arc<App>> {
         .merge(admin::routes())
         .merge(admin::batch_routes())
         .merge(tokens::routes())
+        .merge(templates::routes())
         .merge(cluster::routes())
         .merge(dashboard::routes())
         .merge(ui::routes())
@@ -101,6 +103,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(part(monitor::routes()))
         .merge(part(admin::routes()))
         .merge(part(tokens::routes()))
+        .merge(part(templates::routes()))
         .merge(part(cluster::routes()))
         .merge(part(dashboard::routes()))
         .merge(part(ui::routes()))

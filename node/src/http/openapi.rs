@@ -44,6 +44,7 @@ pub const TEXT: &str = "text/plain; charset=utf-8";
         (name = "monitor", description = "Readiness, metrics, Leaf's monitor pages."),
         (name = "admin", description = "Tags, allocations, fault injection."),
         (name = "tokens", description = "Scoped tokens and the audit trail."),
+        (name = "templates", description = "Tag templates: tags made on their first ID request."),
         (name = "cluster", description = "Cluster status and membership, and the dashboard's data."),
         (name = "ui", description = "The built-in dashboard: a page and its two assets, embedded in the binary."),
     )
@@ -134,6 +135,10 @@ fn example_message(code: ErrorCode) -> &'static str {
         WorkerIdsExhausted => "all 1024 worker IDs are held by other nodes",
         RateLimited => "token 3f9c2a7d10b4e655 is over its quota on this node; retry in 1 s",
         TokenNotFound => "no token with ID 3f9c2a7d10b4e655",
+        TemplateNotFound => "template \"invoices\" does not exist",
+        TemplateConflict => {
+            "template \"all\" may make the tags template \"invoices\" makes: no two templates may match one tag"
+        }
     }
 }
 
@@ -241,6 +246,12 @@ error_set! {
     TokenErrors: [InvalidRequest, Unauthorized, Forbidden, TokenNotFound, Unavailable];
     /// `POST /admin/tokens/{id}/rotate`.
     RotateTokenErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TokenNotFound, Unavailable];
+    /// `GET /admin/templates`.
+    ListTemplatesErrors: [Unauthorized, Forbidden, Unavailable];
+    /// `PUT /admin/templates/{name}`.
+    PutTemplateErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TemplateConflict, Unavailable];
+    /// `DELETE /admin/templates/{name}`.
+    DeleteTemplateErrors: [InvalidRequest, Unauthorized, Forbidden, TemplateNotFound, Unavailable];
     /// `GET /admin/audit`.
     AuditErrors: [InvalidRequest, InvalidTag, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `GET /admin/dashboard`.
@@ -266,7 +277,7 @@ pub fn served_json(config: &crate::Config) -> Served {
         } else {
             config.auth.require_token_for_ids
         };
-        let ops = [&mut item.get, &mut item.post, &mut item.patch, &mut item.delete];
+        let ops = [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
         for op in ops.into_iter().flatten() {
             let Some(security) = op.security.as_mut() else { continue };
             let token = SecurityRequirement::new("admin_token", Vec::<String>::new());

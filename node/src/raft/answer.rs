@@ -107,6 +107,18 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             }
             Ok(())
         }
+        (Op::PutTemplate(t), Applied::Template { name, record }) => {
+            if *name != t.name || record.pattern != t.pattern || record.settings != t.settings {
+                return Err(invalid(format!("template {name:?} answered with another name, pattern or settings")));
+            }
+            Ok(())
+        }
+        (Op::DeleteTemplate { name: asked }, Applied::Template { name, .. }) => {
+            if name != asked {
+                return Err(invalid(format!("deletion answered for template {name:?}, asked for {asked:?}")));
+            }
+            Ok(())
+        }
         (Op::NoteMembership(_), Applied::Nothing) => Ok(()),
         (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
             if g.worker_id != *worker_id {
@@ -140,6 +152,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => {
             "a token change"
         }
+        Op::PutTemplate(_) | Op::DeleteTemplate { .. } => "a template change",
         Op::NoteMembership(_) => "a membership note",
         Op::Admin { op, .. } | Op::AdminApart { op, .. } => op_kind(op),
     }
@@ -162,6 +175,7 @@ fn applied_kind(applied: &Applied) -> &'static str {
         Applied::Worker(_) => "a worker grant",
         Applied::Token { .. } => "a token",
         Applied::Tags { .. } => "a batch of tags",
+        Applied::Template { .. } => "a template",
     }
 }
 
@@ -212,6 +226,17 @@ impl FromApplied for CreatedTags {
     fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Tags { created, existing } => Ok(CreatedTags { created, existing }),
+            other => Err(wrong_kind::<Self>(&other)),
+        }
+    }
+}
+
+impl FromApplied for (String, leaf_raft_store::TemplateRecord) {
+    const ASKED: &'static str = "a template change";
+
+    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+        match applied {
+            Applied::Template { name, record } => Ok((name, record)),
             other => Err(wrong_kind::<Self>(&other)),
         }
     }

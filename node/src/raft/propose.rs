@@ -5,7 +5,8 @@ use leaf_api::audit::{Actor, AuditAction};
 use leaf_api::tokens::TokenId;
 pub use leaf_raft_store::NewTag;
 use leaf_raft_store::{
-    Allocation, NewToken, Op, SecretHash, StoredProfile, TagRecord, TokenLimits, TokenRecord, WorkerGrant,
+    Allocation, NewTemplate, NewToken, Op, SecretHash, StoredProfile, TagRecord, TemplateRecord, TokenLimits,
+    TokenRecord, WorkerGrant,
 };
 use tokio::time::Instant;
 
@@ -90,6 +91,16 @@ impl RaftNode {
     /// Deletes a token; answers the record it had.
     pub async fn revoke_token(&self, id: TokenId, actor: Actor) -> Result<(TokenId, TokenRecord), ProposeError> {
         self.propose(self.admin(actor, Op::RevokeToken { id })).await
+    }
+
+    /// Creates tag template `t.name`, or replaces its pattern and settings.
+    pub async fn put_template(&self, t: NewTemplate, actor: Actor) -> Result<(String, TemplateRecord), ProposeError> {
+        self.propose(self.admin(actor, Op::PutTemplate(t))).await
+    }
+
+    /// Deletes tag template `name`; answers the record it had.
+    pub async fn delete_template(&self, name: String, actor: Actor) -> Result<(String, TemplateRecord), ProposeError> {
+        self.propose(self.admin(actor, Op::DeleteTemplate { name })).await
     }
 
     /// Records in the audit trail what changed no replicated state: a membership change made

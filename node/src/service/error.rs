@@ -52,6 +52,8 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
         ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
         ProposeError::Rejected(ApplyError::TokenNotFound(_)) => ErrorCode::TokenNotFound,
         ProposeError::Rejected(ApplyError::TokenTagLimit { .. }) => ErrorCode::Forbidden,
+        ProposeError::Rejected(ApplyError::TemplateNotFound(_)) => ErrorCode::TemplateNotFound,
+        ProposeError::Rejected(ApplyError::TemplateOverlap { .. }) => ErrorCode::TemplateConflict,
         // Token IDs are 64 random bits: a clash is a fluke; the caller may simply retry.
         ProposeError::Rejected(ApplyError::TokenExists(_)) => ErrorCode::Unavailable,
         // Worker registration is the snowflake actor's business; no request proposes it.

@@ -10,33 +10,43 @@ use leaf_api::types::SnowflakeDecoded;
 use leaf_api::ErrorCode;
 
 use super::{ApiError, App};
-use crate::access::IdAsk;
+use crate::access::{IdAsk, IdCaller};
 use crate::tags::{ServeAs, TagHandle};
 
 impl App {
     /// Checks an ID request's credentials (the `Authorization` header or gRPC metadata, if
-    /// any): for a segment tag, or for snowflake IDs (`tag: None`).
-    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>, ask: IdAsk) -> Result<(), ApiError> {
+    /// any): for a segment tag, or for snowflake IDs (`tag: None`); who they stand for.
+    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>, ask: IdAsk) -> Result<IdCaller, ApiError> {
         self.access.check_ids(authorization, tag, ask)
     }
 
-    /// The segment handle of a validated tag, confirming an unknown tag with the leader first.
-    pub async fn segment_handle(&self, tag: &str) -> Result<Arc<TagHandle>, ApiError> {
-        self.known(tag, |app| app.tags.get(tag)).await
+    /// The segment handle of a validated tag, confirming an unknown tag with the leader first;
+    /// a tag that does not exist is made from its template if `caller` may ([`App::make_from_template`]).
+    pub async fn segment_handle(&self, tag: &str, caller: IdCaller) -> Result<Arc<TagHandle>, ApiError> {
+        match self.known(tag, |app| app.tags.get(tag)).await {
+            Err(e) if e.code == ErrorCode::TagNotFound => self.make_from_template(tag, caller, e).await,
+            found => found,
+        }
     }
 
     /// Takes `n` IDs of a validated tag the way its profile serves them, calling
     /// `sink(first, count)` per increasing run: from this node's buffers, or from the leader
     /// (monotonic tags: one run).
-    pub async fn segment_take(&self, tag: &str, n: u32, sink: impl FnMut(i64, u64) + Send) -> Result<(), ApiError> {
-        let h = self.segment_handle(tag).await?;
+    pub async fn segment_take(
+        &self,
+        tag: &str,
+        n: u32,
+        caller: IdCaller,
+        sink: impl FnMut(i64, u64) + Send,
+    ) -> Result<(), ApiError> {
+        let h = self.segment_handle(tag, caller).await?;
         self.take(&h, n, sink).await
     }
 
     /// `count` IDs of a validated tag as ranges (HTTP `format=ranges` and gRPC); an obfuscated
     /// tag's IDs are not contiguous, so they come only one by one.
-    pub async fn segment_ranges(&self, tag: &str, count: u32) -> Result<IdRanges, ApiError> {
-        let h = self.segment_handle(tag).await?;
+    pub async fn segment_ranges(&self, tag: &str, count: u32, caller: IdCaller) -> Result<IdRanges, ApiError> {
+        let h = self.segment_handle(tag, caller).await?;
         if let ServeAs::Obfuscated(_) = h.serve() {
             return Err(ApiError::invalid(format!(
                 "tag {:?} is obfuscated: its IDs are not contiguous, so they come only as text",
@@ -49,9 +59,9 @@ impl App {
     }
 
     /// `count` IDs of a validated tag one by one, whatever its profile (gRPC `GetSegmentIdList`).
-    pub async fn segment_list(&self, tag: &str, count: u32) -> Result<Vec<i64>, ApiError> {
+    pub async fn segment_list(&self, tag: &str, count: u32, caller: IdCaller) -> Result<Vec<i64>, ApiError> {
         let mut out = Vec::with_capacity(count as usize);
-        self.segment_take(tag, count, |first, c| out.extend(first..first + c as i64)).await?;
+        self.segment_take(tag, count, caller, |first, c| out.extend(first..first + c as i64)).await?;
         Ok(out)
     }
 

@@ -20,6 +20,8 @@
 //!   snowflake takes and decoding — the per-ID path.
 //! - [`tags`]: create, show, update, list, decode obfuscated IDs, the allocation journal, the
 //!   clock fault.
+//! - [`templates`]: tag templates (put, list, delete) and making a tag from its template on
+//!   its first ID request.
 //! - [`tokens`]: scoped tokens and the audit trail.
 //! - [`cluster`]: status, membership changes, the internal RPC.
 //! - [`health`]: readiness, `/cache` and `/db` views, the metrics' node facts.
@@ -46,6 +48,7 @@ pub mod health;
 pub mod ids;
 pub mod recent;
 pub mod tags;
+pub mod templates;
 pub mod tokens;
 pub mod validate;
 

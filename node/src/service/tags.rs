@@ -163,7 +163,8 @@ impl App {
     ) -> Result<ObfuscatedDecoded, ApiError> {
         validate::tag(&tag)?;
         who.require_on(Right::Tags, &tag)?;
-        let h = self.segment_handle(&tag).await?;
+        // An existing tag only: a decode never makes one from a template.
+        let h = self.segment_handle(&tag, crate::access::IdCaller::Anonymous).await?;
         let ServeAs::Obfuscated(o) = h.serve() else {
             return Err(ApiError::invalid(format!("tag {tag:?} is not obfuscated")));
         };
@@ -220,7 +221,7 @@ impl App {
 }
 
 /// A tag to create from a request by `who`, every field checked.
-fn new_tag(body: CreateTagRequest, who: &Principal) -> Result<NewTag, ApiError> {
+pub(super) fn new_tag(body: CreateTagRequest, who: &Principal) -> Result<NewTag, ApiError> {
     validate::tag(&body.tag)?;
     who.require_on(Right::Tags, &body.tag)?;
     validate::step(body.step)?;

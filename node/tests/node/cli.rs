@@ -34,17 +34,28 @@ async fn cli_commands_work_against_a_node() {
             leaf(&["tag", "show", "cli"]),
             leaf(&["get", "segment", "missing"]),
             leaf(&["get", "segment", "cli", "--count", "5", "--ranges"]),
+            leaf(&["template", "put", "t", "--pattern", "cli-*", "--step", "7", "--max-id", "70"]),
+            leaf(&["get", "segment", "cli-made"]),
+            leaf(&["template", "list"]),
+            leaf(&["template", "delete", "t"]),
+            leaf(&["template", "delete", "t"]),
         ];
         (log.iter().map(|l| l.0).collect::<Vec<_>>(), log.into_iter().map(|l| l.1).collect::<Vec<_>>())
     })
     .await
     .unwrap();
-    assert_eq!(code, [Some(0), Some(0), Some(2), Some(0), Some(0), Some(0), Some(2), Some(0)], "{out:?}");
+    let ok = Some(0);
+    assert_eq!(code, [ok, ok, Some(2), ok, ok, ok, Some(2), ok, ok, ok, ok, ok, Some(2)], "{out:?}");
     assert!(out[0].contains("\"ready\":true"));
     assert_eq!(out[4].trim(), "1\n2\n3");
     assert!(out[5].contains("\"step\":20"));
     // The first segment was 1..11 (step 10): 4..9 are what is left of it.
     assert_eq!(out[7].trim(), r#"{"ranges":[{"start":4,"end":9}]}"#);
+    // A template made `cli-made` on its first ID request, with its settings.
+    assert!(out[8].contains("\"pattern\":\"cli-*\""), "{}", out[8]);
+    assert_eq!(out[9].trim(), "70");
+    assert!(out[10].contains("\"name\":\"t\""), "{}", out[10]);
+    assert_eq!(c.tag("cli-made").await.unwrap().step, 7);
     // A batch from a file of JSON lines: 12,000 tags take two requests; the file's existing tag
     // (`cli`) and a blank line are fine; sent again, everything exists.
     let file = dir.path().join("tags.jsonl");

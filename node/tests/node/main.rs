@@ -19,5 +19,6 @@ mod security;
 mod snowflake;
 mod snowflake_restart;
 mod support;
+mod templates;
 mod tls;
 mod tokens;

@@ -210,7 +210,15 @@ impl From<StateV5> for State {
     fn from(s: StateV5) -> State {
         let tokens = s.tokens.into_iter().map(|(id, r)| (id, r.into())).collect();
         let (members_ever, members, workers) = (s.members_ever, s.members, s.workers);
-        State { tags: upgrade_tags(s.tags), members_ever, members, workers, tokens, audit: s.audit }
+        State {
+            tags: upgrade_tags(s.tags),
+            members_ever,
+            members,
+            workers,
+            tokens,
+            audit: s.audit,
+            templates: Default::default(),
+        }
     }
 }
 

@@ -73,6 +73,17 @@ impl StateReader {
         }
     }
 
+    /// Every tag template, by name.
+    pub fn templates(&self) -> Vec<(String, crate::TemplateRecord)> {
+        self.read().state.templates.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// The template that makes `tag`, if one does.
+    pub fn template_for(&self, tag: &str) -> Option<(String, crate::TemplateRecord)> {
+        let d = self.read();
+        crate::templates::matching(&d.state.templates, tag).map(|(n, r)| (n.clone(), r.clone()))
+    }
+
     pub fn tag(&self, tag: &str) -> Option<TagRecord> {
         self.read().state.tags.get(tag).cloned()
     }

@@ -3,7 +3,8 @@
 //!
 //! Tree `sm`: `t/<tag>` → [`TagRecord`](crate::TagRecord), `w/<worker id, 2 bytes BE>` →
 //! [`WorkerRecord`](crate::WorkerRecord), `k/<token id, 8 bytes BE>` →
-//! [`TokenRecord`](crate::TokenRecord), `a/<seq, 8 bytes BE>` → [`AuditRecord`], `m/audit` →
+//! [`TokenRecord`](crate::TokenRecord), `p/<template name>` →
+//! [`TemplateRecord`](crate::TemplateRecord), `a/<seq, 8 bytes BE>` → [`AuditRecord`], `m/audit` →
 //! the trail's [`AuditMeta`], `m/applied` → last applied log ID, `m/membership` → last applied
 //! membership (the current members are derived from it), `m/members_ever` → every node ID
 //! ever in a membership.
@@ -47,6 +48,7 @@ const TAG_PREFIX: &[u8] = b"t/";
 const WORKER_PREFIX: &[u8] = b"w/";
 const TOKEN_PREFIX: &[u8] = b"k/";
 const AUDIT_PREFIX: &[u8] = b"a/";
+const TEMPLATE_PREFIX: &[u8] = b"p/";
 const KEY_AUDIT_META: &[u8] = b"m/audit";
 
 /// A read error of the state machine.
@@ -63,6 +65,13 @@ pub(super) fn sm_write_err(e: impl std::error::Error + Send + Sync + 'static) ->
 fn tag_key(tag: &str) -> Vec<u8> {
     let mut k = TAG_PREFIX.to_vec();
     k.extend_from_slice(tag.as_bytes());
+    k
+}
+
+/// The key of template `name`'s record.
+fn template_key(name: &str) -> Vec<u8> {
+    let mut k = TEMPLATE_PREFIX.to_vec();
+    k.extend_from_slice(name.as_bytes());
     k
 }
 
@@ -109,6 +118,9 @@ pub(super) fn for_each_pair(
     for record in &d.state.audit.records {
         f(&u64_key(AUDIT_PREFIX, record.seq), &enc(record)?)?;
     }
+    for (name, record) in &d.state.templates {
+        f(&template_key(name), &enc(record)?)?;
+    }
     Ok(())
 }
 
@@ -139,6 +151,9 @@ impl Loader {
         } else if k.starts_with(TOKEN_PREFIX) {
             let id = u64_of_key(TOKEN_PREFIX, k).map_err(|e| bad(&e))?;
             s.tokens.insert(id, decode_token_record(v).map_err(|e| bad(&e))?);
+        } else if let Some(name) = k.strip_prefix(TEMPLATE_PREFIX) {
+            let name = std::str::from_utf8(name).map_err(|e| bad(&e))?;
+            s.templates.insert(name.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
         } else if k.starts_with(AUDIT_PREFIX) {
             s.audit.records.push_back(codec::decode::<AuditRecord>(v).map_err(|e| bad(&e))?);
         } else if k == KEY_APPLIED {
@@ -240,6 +255,9 @@ impl StateMachineStore {
             let i = audit.records.partition_point(|r| r.seq < *seq);
             let record = audit.records.get(i).filter(|r| r.seq == *seq);
             ops.push((u64_key(AUDIT_PREFIX, *seq), record.map(enc).transpose()?));
+        }
+        for name in &dirty.changes.templates {
+            ops.push((template_key(name), d.state.templates.get(name).map(enc).transpose()?));
         }
         if dirty.changes.audit_meta {
             ops.push((KEY_AUDIT_META.to_vec(), Some(enc(&audit.meta())?)));

@@ -95,6 +95,31 @@ fn token_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Puts and deletes of a few templates whose patterns sometimes overlap (refused puts).
+fn template_op() -> impl Strategy<Value = Op> {
+    use leaf_api::template::TemplatePattern;
+    let name = prop::sample::select(vec!["inv", "ord", "all"]);
+    let pattern = prop::sample::select(vec!["tenant-*-inv", "tenant-*-ord", "t*", "x-*"]);
+    prop_oneof![
+        3 => (name.clone(), pattern, step_size()).prop_map(|(name, pattern, step)| {
+            let settings = leaf_raft_store::TemplateSettings {
+                step,
+                max_id: 1,
+                description: String::new(),
+                profile: leaf_api::profile::Profile::Segment,
+                daily: None,
+                upper_bound: None,
+            };
+            Op::PutTemplate(leaf_raft_store::NewTemplate {
+                name: name.into(),
+                pattern: TemplatePattern::parse(pattern).unwrap(),
+                settings,
+            })
+        }),
+        1 => name.prop_map(|name| Op::DeleteTemplate { name: name.into() }),
+    ]
+}
+
 fn admin_op() -> impl Strategy<Value = Op> {
     use leaf_api::audit::{Actor, AuditRetention};
     let inner = prop_oneof![
@@ -102,6 +127,7 @@ fn admin_op() -> impl Strategy<Value = Op> {
         1 => (tag(), step_size()).prop_map(|(tag, step)| Op::CreateTagV3(leaf_raft_store::NewTag::segment(tag, step, 1, String::new()))),
         1 => (tag(), prop::option::of(step_size())).prop_map(|(tag, step)| Op::UpdateTag { tag, step, description: None }),
         2 => token_op(),
+        2 => template_op(),
         1 => (1u64..7).prop_map(|node_id| Op::NoteMembership(leaf_api::audit::AuditAction::NodePromoted { node_id })),
     ];
     let retention =
@@ -226,6 +252,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
         prop_assert_eq!(&got.state.tags, &state.tags, "tags at index {}", at);
         prop_assert_eq!(&got.state.tokens, &state.tokens, "tokens at index {}", at);
         prop_assert_eq!(&got.state.audit, &state.audit, "audit trail at index {}", at);
+        prop_assert_eq!(&got.state.templates, &state.templates, "templates at index {}", at);
         prop_assert_eq!(&**sm.reader().tokens(), &state.tokens, "published tokens at index {}", at);
         Ok(())
     })
