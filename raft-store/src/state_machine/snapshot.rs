@@ -360,8 +360,20 @@ mod tests {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
     }
 
+    /// Opens the store in `dir`, again if it was open: sled releases a dropped database's
+    /// file lock from a background thread, so a reopen may find it still held for a moment
+    /// (seen in CI: "could not acquire lock ... WouldBlock"); waits up to 10 s, as the node
+    /// does.
     fn open(dir: &std::path::Path) -> StateMachineStore {
-        crate::open(dir, &StoreOptions::default()).unwrap().1
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match crate::open(dir, &StoreOptions::default()) {
+                Err(e) if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other.expect("open store").1,
+            }
+        }
     }
 
     /// A state of `tags` tags, each with a description of `description` bytes, applied up to
@@ -415,7 +427,7 @@ mod tests {
             assert_eq!(*follower.data.read().unwrap(), data);
             drop(follower);
             // The follower's state and its snapshot survive a restart.
-            let mut follower = crate::open(b.path(), &StoreOptions::default()).unwrap().1;
+            let mut follower = open(b.path());
             assert_eq!(*follower.data.read().unwrap(), data);
             let current = follower.get_current_snapshot().await.unwrap().unwrap();
             assert_eq!(current.meta.last_log_id, data.last_applied);
@@ -452,7 +464,7 @@ mod tests {
                 sm.snap.insert(KEY_LEGACY, codec::encode(&legacy).unwrap()).unwrap();
                 sm.db.flush().unwrap();
             }
-            let mut sm = crate::open(dir.path(), &StoreOptions::default()).unwrap().1;
+            let mut sm = open(dir.path());
             assert_eq!(*sm.data.read().unwrap(), data, "restored from the converted snapshot");
             assert!(sm.snap.get(KEY_LEGACY).unwrap().is_none());
             let current = sm.get_current_snapshot().await.unwrap().unwrap();
