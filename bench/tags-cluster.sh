@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Many tags on a 3-node TLS cluster (issue 31), on this machine:
+#   bench/tags-cluster.sh LEAF [TAGS] [SECONDS]
+# LEAF is a `leaf` release binary. Three nodes on 127.0.0.1 with TLS (a CA and certificates from
+# `leaf certs bundle`), an admin token, raft.snapshot_every from $SNAPSHOT_EVERY (default 100, so
+# the log behind a snapshot is purged and a new node must take the snapshot). It measures:
+# 1. hot-tag single IDs with 10 tags: `leaf bench` (32 connections, SECONDS, default 10) on
+#    node 1, one tag, after a warm-up: the baseline;
+# 2. creation: TAGS tags (default 999,990) with `leaf tag create-batch` through node 1 (10,000 a
+#    request), timed; every node's RSS after;
+# 3. hot-tag single IDs again, the same tag and load: the ratio to the baseline;
+# 4. cold tags' first ID on node 2: 300 tags never asked before, one `curl` each, p50/p99/max;
+# 5. a new node: node 4 starts empty and is added as a learner through node 1; seconds from the
+#    add to its `/health` ready, its applied index then, and the snapshot it installed;
+# 6. a `kill -9` of node 2 and its restart: seconds to `/health` ready;
+# 7. every node's RSS at the end.
+# Prints a Markdown table per part; the nodes' logs are kept on failure (the path is printed).
+set -euo pipefail
+[[ $# -ge 1 ]] || { sed -n '2,18p' "$0"; exit 2; }
+LEAF=$1 TAGS=${2:-999990} SECS=${3:-10}
+for n in "$TAGS" "$SECS"; do
+    [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "TAGS and SECONDS must be positive numbers" >&2; exit 2; }
+done
+(( TAGS <= 999980 )) || { echo "TAGS: at most 999980 (the cluster holds 1,000,000 tags)" >&2; exit 2; }
+[[ -x "$LEAF" ]] || { echo "$LEAF is not an executable" >&2; exit 2; }
+LEAF=$(realpath "$LEAF")
+BASE=${LEAF_BENCH_BASE_PORT:-18640}
+WORK=$(mktemp -d)
+declare -A PIDS
+ok=0
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [[ $ok == 1 ]]; then rm -rf "$WORK"; else echo "logs kept in $WORK" >&2; fi
+}
+trap cleanup EXIT
+export LEAF_CA="$WORK/tls/ca.pem"
+export LEAF_ADMIN_TOKEN
+LEAF_ADMIN_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+SECRET=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+url() { echo "https://127.0.0.1:$((BASE + $1))"; }
+PEERS="1=127.0.0.1:$((BASE + 1)),2=127.0.0.1:$((BASE + 2)),3=127.0.0.1:$((BASE + 3))"
+"$LEAF" certs bundle --dir "$WORK/tls" --node 1=127.0.0.1,localhost --node 2=127.0.0.1,localhost \
+    --node 3=127.0.0.1,localhost --node 4=127.0.0.1,localhost >/dev/null
+
+serve() { # serve ID: starts node ID (again) with its data directory
+    local i=$1
+    LEAF_CLUSTER_SECRET="$SECRET" LEAF_RAFT__SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-100} RUST_LOG=info,openraft=warn \
+        "$LEAF" serve --node-id "$i" --http-addr "127.0.0.1:$((BASE + i))" --data-dir "$WORK/node$i" \
+        --peers "$PEERS" --tls-cert "$WORK/tls/node-$i.pem" --tls-key "$WORK/tls/node-$i-key.pem" \
+        --tls-ca "$WORK/tls/ca.pem" >>"$WORK/node$i.log" 2>&1 &
+    PIDS[$i]=$!
+}
+ready() { "$LEAF" health --quiet --url "$(url "$1")" >/dev/null 2>&1; }
+wait_ready() { # wait_ready ID SECONDS: seconds it took, or fails
+    local t0 deadline
+    t0=$(date +%s.%N) deadline=$((SECONDS + $2))
+    until ready "$1"; do
+        kill -0 "${PIDS[$1]}" 2>/dev/null || { echo "node $1 exited; see $WORK/node$1.log" >&2; return 1; }
+        (( SECONDS < deadline )) || { echo "node $1 not ready within $2 s" >&2; return 1; }
+        sleep 0.05
+    done
+    python3 -c "import time; print(f'{time.time() - $t0:.2f}')"
+}
+rss_mb() { awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/${PIDS[$1]}/status"; }
+bench() { # bench TAG: req/s and errors of single IDs of TAG on node 1
+    "$LEAF" bench --url "$(url 1)" --path "/api/segment/get/$1" -c 32 -d "${SECS}s" --warmup 1s --json >"$WORK/bench.json"
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(round(r["requests_per_sec"]), r["errors"] + r["failures"])' "$WORK/bench.json"
+}
+
+for i in 1 2 3; do serve "$i"; done
+for i in 1 2 3; do wait_ready "$i" 60 >/dev/null; done
+LEADER_URL=$(url 1)
+WIDTH=${#TAGS}
+python3 - "$TAGS" "$WIDTH" >"$WORK/tags.jsonl" <<'PY'
+import json, sys
+n, width = int(sys.argv[1]), int(sys.argv[2])
+for i in range(n):
+    print(json.dumps({"tag": f"t-{i:0{width}d}", "step": 1000}))
+PY
+python3 -c 'import json; [print(json.dumps({"tag": f"hot-{i}", "step": 1000})) for i in range(10)]' >"$WORK/hot.jsonl"
+"$LEAF" tag create-batch "$WORK/hot.jsonl" --url "$LEADER_URL" >/dev/null
+
+# 1. The baseline: a hot tag with 10 tags in the cluster.
+"$LEAF" bench --url "$LEADER_URL" --path /api/segment/get/hot-0 -c 8 -d 1s --warmup 0s >/dev/null
+read -r BASE_RPS BASE_ERR < <(bench hot-0)
+
+# 2. Creation.
+T0=$(date +%s.%N)
+"$LEAF" tag create-batch "$WORK/tags.jsonl" --url "$LEADER_URL" >"$WORK/created.json"
+T1=$(date +%s.%N)
+CREATED=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["created"])' "$WORK/created.json")
+echo "| tags created through node 1 | seconds | tags/s | RSS node 1 | node 2 | node 3 |"
+echo "|---:|---:|---:|---:|---:|---:|"
+echo "| $CREATED | $(python3 -c "print(f'{$T1 - $T0:.1f}')") | $(python3 -c "print(f'{$CREATED / ($T1 - $T0):,.0f}')") | $(rss_mb 1) MB | $(rss_mb 2) MB | $(rss_mb 3) MB |"
+echo
+
+# 3. The hot tag again.
+read -r RPS ERR < <(bench hot-0)
+echo "| hot tag, single IDs on node 1 | req/s | errors | vs 10 tags |"
+echo "|---|---:|---:|---:|"
+echo "| 10 tags in the cluster | $BASE_RPS | $BASE_ERR | 1.00 |"
+echo "| $((CREATED + 10)) tags | $RPS | $ERR | $(python3 -c "print(f'{$RPS / $BASE_RPS:.2f}')") |"
+echo
+
+# 4. Cold tags' first ID on a follower-or-leader node 2.
+for i in $(seq 0 299); do
+    curl -s --cacert "$LEAF_CA" -o /dev/null -w '%{http_code} %{time_total}\n' \
+        "$(url 2)/api/segment/get/$(printf "t-%0${WIDTH}d" $(( (TAGS / 3 + i * 7) % TAGS )))"
+done >"$WORK/cold.txt"
+python3 - "$WORK/cold.txt" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+t = sorted(float(s) * 1000 for _, s in rows)
+errors = sum(1 for c, _ in rows if c != "200")
+q = lambda p: t[min(len(t) - 1, int(p * len(t)))]
+print("| cold tags asked on node 2 | errors | first ID p50 | p99 | max |")
+print("|---:|---:|---:|---:|---:|")
+print(f"| {len(t)} | {errors} | {q(0.5):.2f} ms | {q(0.99):.2f} ms | {t[-1]:.2f} ms |")
+PY
+echo
+
+# 5. A new node joins from a snapshot.
+serve 4
+sleep 0.5 # its listener; the add below retries nothing
+T0=$(date +%s.%N)
+"$LEAF" cluster add-learner 4 "127.0.0.1:$((BASE + 4))" --url "$LEADER_URL" >/dev/null
+JOIN=$(wait_ready 4 300)
+JOIN_TOTAL=$(python3 -c "import time; print(f'{time.time() - $T0:.2f}')")
+APPLIED=$("$LEAF" cluster status --url "$(url 4)" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("last_applied_index"))')
+INSTALLED=$(grep -c "installed snapshot" "$WORK/node4.log" || true)
+SNAP=$( (du -b "$WORK"/node1/*/snapshots/*.snap 2>/dev/null || true) | awk '{ s += $1 } END { printf "%.1f", s / 1048576 }')
+echo "| new node 4 (learner) | seconds from add to ready | applied index then | snapshot lines in its log | leader's snapshot file | RSS |"
+echo "|---|---:|---:|---:|---:|---:|"
+echo "| $((CREATED + 10)) tags | $JOIN_TOTAL | $APPLIED | $INSTALLED | $SNAP MB | $(rss_mb 4) MB |"
+echo
+
+# 6. kill -9 of node 2 and its restart.
+kill -9 "${PIDS[2]}"
+wait "${PIDS[2]}" 2>/dev/null || true
+serve 2
+RESTART=$(wait_ready 2 120)
+echo "| kill -9 of node 2 | seconds from restart to ready |"
+echo "|---|---:|"
+echo "| $((CREATED + 10)) tags | $RESTART |"
+echo
+
+# 7. Memory at the end.
+echo "| RSS at the end | node 1 | node 2 | node 3 | node 4 |"
+echo "|---|---:|---:|---:|---:|"
+echo "| MB | $(rss_mb 1) | $(rss_mb 2) | $(rss_mb 3) | $(rss_mb 4) |"
+ok=1
