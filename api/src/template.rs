@@ -142,8 +142,9 @@ pub struct TemplateInfo {
     #[cfg_attr(feature = "openapi", schema(value_type = String, example = "tenant-*-invoice"))]
     pub pattern: TemplatePattern,
     pub step: i64,
-    /// First ID of each tag it makes.
-    pub max_id: i64,
+    /// First ID of each tag it makes (absent: 1, or a daily tag's first number of the day).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_id: Option<i64>,
     pub description: String,
     pub profile: Profile,
     #[serde(default, skip_serializing_if = "Option::is_none")]

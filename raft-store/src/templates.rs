@@ -27,8 +27,8 @@ pub struct NewTemplate {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TemplateSettings {
     pub step: i64,
-    /// First ID of each tag it makes.
-    pub max_id: i64,
+    /// First ID of each tag it makes (1 when absent; a daily tag has none).
+    pub max_id: Option<i64>,
     pub description: String,
     pub profile: Profile,
     pub daily: Option<DailyOptions>,
@@ -46,22 +46,21 @@ pub struct TemplateRecord {
 
 /// Checks what a put may hold, without the state.
 pub(crate) fn check_new(t: &NewTemplate) -> Result<(), ApplyError> {
+    // The pattern needs no check here: a `TemplatePattern` only decodes from a valid one.
     validate_template_name(&t.name).map_err(|e| invalid(e.to_string()))?;
-    // The pattern parsed when it was decoded; parsed again in case of a hand-made command.
-    TemplatePattern::parse(t.pattern.as_str()).map_err(|e| invalid(e.to_string()))?;
     let t = &t.settings;
     validate_step(t.step)?;
-    validate_max_id(t.max_id)?;
+    validate_max_id(t.max_id.unwrap_or(1))?;
     validate_description(&t.description)?;
-    if t.daily.is_some() != (t.profile == Profile::Daily) {
-        return Err(invalid("daily options go with the daily profile, and only with it"));
+    if t.daily.is_some() && t.profile != Profile::Daily {
+        return Err(invalid("daily options go with the daily profile only"));
     }
     if let Some(d) = &t.daily {
         if d.digits.is_some_and(|n| !(1..=10).contains(&n)) || d.utc_offset.as_ref().is_some_and(|o| o.len() > 6) {
             return Err(invalid("daily options: digits 1 to 10, a UTC offset of at most 6 bytes"));
         }
     }
-    if t.upper_bound.is_some_and(|b| b < t.max_id || b == i64::MAX) {
+    if t.upper_bound.is_some_and(|b| b < t.max_id.unwrap_or(1) || b == i64::MAX) {
         return Err(invalid("the upper bound must be at least the first ID and below 2^63 - 1"));
     }
     Ok(())
@@ -114,7 +113,7 @@ mod tests {
     fn new(name: &str, pattern: &str) -> NewTemplate {
         let settings = TemplateSettings {
             step: 100,
-            max_id: 1,
+            max_id: None,
             description: "invoices".into(),
             profile: Profile::Segment,
             daily: None,
@@ -167,11 +166,10 @@ mod tests {
         let bad = [
             with(&|t| t.name = "bad name".into()),
             with(&|t| t.settings.step = 0),
-            with(&|t| t.settings.max_id = -1),
+            with(&|t| t.settings.max_id = Some(-1)),
             with(&|t| t.settings.description = "d".repeat(2000)),
-            with(&|t| t.settings.profile = Profile::Daily),
             with(&|t| t.settings.daily = Some(DailyOptions::default())),
-            with(&|t| (t.settings.upper_bound, t.settings.max_id) = (Some(0), 5)),
+            with(&|t| (t.settings.upper_bound, t.settings.max_id) = (Some(0), Some(5))),
         ];
         let mut s = State::default();
         for t in bad {

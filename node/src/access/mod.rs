@@ -41,7 +41,7 @@ pub mod quota;
 /// Who an ID request's credentials proved it came from ([`Access::check_ids`]): what the
 /// request may do besides taking IDs (make a tag from a template) is decided from this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdCaller {
+pub enum IdRequester {
     /// No credential (allowed where tokens are not required for IDs).
     Anonymous,
     /// The admin token.
@@ -213,12 +213,17 @@ impl Access {
     /// token or a scoped token with the `ids` right on `tag` (any pattern for snowflake IDs,
     /// which have no tag), within its quota. Without a token, `ask` is charged to its address's
     /// anonymous quota.
-    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>, ask: IdAsk) -> Result<IdCaller, ApiError> {
+    pub fn check_ids(
+        &self,
+        authorization: Option<&[u8]>,
+        tag: Option<&str>,
+        ask: IdAsk,
+    ) -> Result<IdRequester, ApiError> {
         let Some(raw) = authorization else {
             if self.require_for_ids {
                 return Err(unauthorized("ID requests need 'Authorization: Bearer <token>' on this cluster"));
             }
-            return self.take_anonymous(ask).map(|()| IdCaller::Anonymous);
+            return self.take_anonymous(ask).map(|()| IdRequester::Anonymous);
         };
         let bearer = std::str::from_utf8(raw)
             .ok()
@@ -239,23 +244,23 @@ impl Access {
                     }
                 };
                 if self.verify(record, meter, &secret) {
-                    return self.charge_ids(id, record, meter, tag, ask).map(|()| IdCaller::Token(id));
+                    return self.charge_ids(id, record, meter, tag, ask).map(|()| IdRequester::Token(id));
                 }
             }
         }
         if self.admin_token.as_ref().is_some_and(|t| credentials::secret_eq(bearer.as_bytes(), t.as_bytes())) {
-            return Ok(IdCaller::Admin);
+            return Ok(IdRequester::Admin);
         }
         Err(refused())
     }
 
     /// The principal an ID request's checked credentials stand for, as it is now (a token
     /// revoked since has none); `None` without a credential.
-    pub fn principal_of(&self, caller: IdCaller) -> Option<Principal> {
+    pub fn principal_of(&self, caller: IdRequester) -> Option<Principal> {
         match caller {
-            IdCaller::Anonymous => None,
-            IdCaller::Admin => Some(Principal::Root(Actor::AdminToken)),
-            IdCaller::Token(id) => self.state.tokens().get(&id.0).map(|record| Principal::Token {
+            IdRequester::Anonymous => None,
+            IdRequester::Admin => Some(Principal::Root(Actor::AdminToken)),
+            IdRequester::Token(id) => self.state.tokens().get(&id.0).map(|record| Principal::Token {
                 id,
                 name: record.name.clone(),
                 rights: record.rights.clone(),

@@ -100,7 +100,7 @@ pub async fn segment_ids(
     app: &App,
     tag: &str,
     batch: Batch,
-    who: crate::access::IdCaller,
+    who: crate::access::IdRequester,
 ) -> Result<Response, ApiError> {
     match (batch.format, batch.count) {
         (IdFormat::Ranges, count) => Ok(Json(app.segment_ranges(tag, count.unwrap_or(1), who).await?).into_response()),

@@ -10,19 +10,24 @@ use leaf_api::types::SnowflakeDecoded;
 use leaf_api::ErrorCode;
 
 use super::{ApiError, App};
-use crate::access::{IdAsk, IdCaller};
+use crate::access::{IdAsk, IdRequester};
 use crate::tags::{ServeAs, TagHandle};
 
 impl App {
     /// Checks an ID request's credentials (the `Authorization` header or gRPC metadata, if
     /// any): for a segment tag, or for snowflake IDs (`tag: None`); who they stand for.
-    pub fn check_ids(&self, authorization: Option<&[u8]>, tag: Option<&str>, ask: IdAsk) -> Result<IdCaller, ApiError> {
+    pub fn check_ids(
+        &self,
+        authorization: Option<&[u8]>,
+        tag: Option<&str>,
+        ask: IdAsk,
+    ) -> Result<IdRequester, ApiError> {
         self.access.check_ids(authorization, tag, ask)
     }
 
     /// The segment handle of a validated tag, confirming an unknown tag with the leader first;
     /// a tag that does not exist is made from its template if `caller` may ([`App::make_from_template`]).
-    pub async fn segment_handle(&self, tag: &str, caller: IdCaller) -> Result<Arc<TagHandle>, ApiError> {
+    pub async fn segment_handle(&self, tag: &str, caller: IdRequester) -> Result<Arc<TagHandle>, ApiError> {
         match self.known(tag, |app| app.tags.get(tag)).await {
             Err(e) if e.code == ErrorCode::TagNotFound => self.make_from_template(tag, caller, e).await,
             found => found,
@@ -36,7 +41,7 @@ impl App {
         &self,
         tag: &str,
         n: u32,
-        caller: IdCaller,
+        caller: IdRequester,
         sink: impl FnMut(i64, u64) + Send,
     ) -> Result<(), ApiError> {
         let h = self.segment_handle(tag, caller).await?;
@@ -45,7 +50,7 @@ impl App {
 
     /// `count` IDs of a validated tag as ranges (HTTP `format=ranges` and gRPC); an obfuscated
     /// tag's IDs are not contiguous, so they come only one by one.
-    pub async fn segment_ranges(&self, tag: &str, count: u32, caller: IdCaller) -> Result<IdRanges, ApiError> {
+    pub async fn segment_ranges(&self, tag: &str, count: u32, caller: IdRequester) -> Result<IdRanges, ApiError> {
         let h = self.segment_handle(tag, caller).await?;
         if let ServeAs::Obfuscated(_) = h.serve() {
             return Err(ApiError::invalid(format!(
@@ -59,7 +64,7 @@ impl App {
     }
 
     /// `count` IDs of a validated tag one by one, whatever its profile (gRPC `GetSegmentIdList`).
-    pub async fn segment_list(&self, tag: &str, count: u32, caller: IdCaller) -> Result<Vec<i64>, ApiError> {
+    pub async fn segment_list(&self, tag: &str, count: u32, caller: IdRequester) -> Result<Vec<i64>, ApiError> {
         let mut out = Vec::with_capacity(count as usize);
         self.segment_take(tag, count, caller, |first, c| out.extend(first..first + c as i64)).await?;
         Ok(out)

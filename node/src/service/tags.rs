@@ -164,7 +164,7 @@ impl App {
         validate::tag(&tag)?;
         who.require_on(Right::Tags, &tag)?;
         // An existing tag only: a decode never makes one from a template.
-        let h = self.segment_handle(&tag, crate::access::IdCaller::Anonymous).await?;
+        let h = self.segment_handle(&tag, crate::access::IdRequester::Anonymous).await?;
         let ServeAs::Obfuscated(o) = h.serve() else {
             return Err(ApiError::invalid(format!("tag {tag:?} is not obfuscated")));
         };

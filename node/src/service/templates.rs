@@ -11,7 +11,7 @@ use leaf_raft_store::{NewTemplate, TemplateRecord, TemplateSettings};
 
 use super::tags::new_tag;
 use super::{ApiError, App};
-use crate::access::{IdCaller, Principal};
+use crate::access::{IdRequester, Principal};
 use crate::tags::TagHandle;
 
 impl App {
@@ -35,7 +35,7 @@ impl App {
         let pattern = TemplatePattern::parse(&body.pattern).map_err(|e| ApiError::invalid(e.to_string()))?;
         let settings = TemplateSettings {
             step: body.step,
-            max_id: body.max_id.unwrap_or(1),
+            max_id: body.max_id,
             description: body.description.unwrap_or_default(),
             profile: body.profile.unwrap_or_default(),
             daily: body.daily,
@@ -66,7 +66,7 @@ impl App {
     pub(super) async fn make_from_template(
         &self,
         tag: &str,
-        caller: IdCaller,
+        caller: IdRequester,
         missing: ApiError,
     ) -> Result<Arc<TagHandle>, ApiError> {
         let state = self.raft.state();
@@ -100,7 +100,7 @@ fn creation(tag: &str, s: &TemplateSettings) -> CreateTagRequest {
     CreateTagRequest {
         tag: tag.to_string(),
         step: s.step,
-        max_id: Some(s.max_id),
+        max_id: s.max_id,
         description: Some(s.description.clone()),
         profile: Some(s.profile),
         daily: s.daily.clone(),

@@ -4,6 +4,7 @@
 //! templates survive a restart.
 use hyper::StatusCode;
 use leaf_api::audit::{Actor, AuditAction, AuditFilter};
+use leaf_api::profile::Profile;
 use leaf_api::template::PutTemplateRequest;
 use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
 use leaf_api::ErrorCode;
@@ -53,7 +54,7 @@ async fn a_template_makes_a_tag_on_its_first_id_request_for_callers_allowed_to_c
     assert_eq!((status, code), (Some(StatusCode::FORBIDDEN), Some(ErrorCode::Forbidden)));
     assert_eq!(refused(manager.templates().await).1, Some(ErrorCode::Forbidden));
     let put = admin.put_template("invoices", &invoices()).await.unwrap();
-    assert_eq!((put.pattern.as_str(), put.step, put.max_id), ("tenant-*-invoice", 50, 1_000));
+    assert_eq!((put.pattern.as_str(), put.step, put.max_id), ("tenant-*-invoice", 50, Some(1_000)));
     // Bad names, patterns and settings, and a pattern that may make the same tags: refused.
     let bad = [
         ("bad name", invoices()),
@@ -61,6 +62,8 @@ async fn a_template_makes_a_tag_on_its_first_id_request_for_callers_allowed_to_c
         ("no-star", PutTemplateRequest { pattern: "tenant".into(), ..invoices() }),
         ("zero-step", PutTemplateRequest { step: 0, ..invoices() }),
         ("low-bound", PutTemplateRequest { upper_bound: Some(10), ..invoices() }),
+        // A daily tag takes no max_id: checked as its creation would be.
+        ("daily-start", PutTemplateRequest { pattern: "day-*".into(), profile: Some(Profile::Daily), ..invoices() }),
     ];
     for (name, body) in bad {
         let (status, code, e) = refused(admin.put_template(name, &body).await);
@@ -143,6 +146,13 @@ async fn a_grpc_id_call_makes_a_tag_from_its_template_too() {
         }
         r
     };
+    // Other profiles: a daily template with its default options (no max_id) makes daily tags.
+    let daily =
+        PutTemplateRequest { pattern: "day-*".into(), profile: Some(Profile::Daily), max_id: None, ..invoices() };
+    assert_eq!(admin.put_template("days", &daily).await.unwrap().max_id, None);
+    let id = admin.segment_id("day-eu").await.unwrap();
+    assert!(id > 20_000_101 * 100_000_000, "yyyyMMdd and an 8-digit counter: {id}");
+    assert_eq!(admin.tag("day-eu").await.unwrap().profile, Profile::Daily);
     let e = ids.get_segment_ids(ask("tenant-3-invoice", None)).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::NotFound, "no token, no tag: {e:?}");
     let got: leaf_api::ranges::IdRanges =

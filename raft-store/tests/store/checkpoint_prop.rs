@@ -104,7 +104,7 @@ fn template_op() -> impl Strategy<Value = Op> {
         3 => (name.clone(), pattern, step_size()).prop_map(|(name, pattern, step)| {
             let settings = leaf_raft_store::TemplateSettings {
                 step,
-                max_id: 1,
+                max_id: Some(1),
                 description: String::new(),
                 profile: leaf_api::profile::Profile::Segment,
                 daily: None,
