@@ -6,6 +6,8 @@
 //! found, 2 unknown (nothing violated, but not everything could be verified or the cluster did
 //! not recover in time), 3 the harness itself failed.
 //!
+//! `leaf-chaos --tags 100000` adds 100,000 tags with a Zipf-distributed share of the requests.
+//!
 //! `leaf-chaos --docker --nodes 5 --duration 6m` runs the same against the containers of
 //! `deploy/docker-compose.5.yml` (`docker kill`/`start`, `pause`/`unpause`,
 //! `network disconnect`/`connect`), building the image first if it is missing.
@@ -67,6 +69,14 @@ struct Args {
     /// The `leaf` binary (default: `leaf` next to this program, or LEAF_BIN).
     #[arg(long, env = "LEAF_BIN")]
     bin: Option<PathBuf>,
+    /// Further segment tags (`chaos-z-0000000` …), created through the batch API before the
+    /// run; half of the segment requests then go to one of them, drawn by a Zipf distribution
+    /// (0: only the six fixed tags).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    tags: u64,
+    /// The Zipf exponent of the pick among --tags (rank k has weight 1 / k^s; 0 is uniform).
+    #[arg(long, default_value_t = 1.1, requires = "tags")]
+    zipf_s: f64,
     /// How long every node may take to serve again after everything is healed.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     recovery_bound: Duration,
@@ -168,6 +178,8 @@ fn real_main() -> anyhow::Result<i32> {
                 netns: args.netns,
                 recovery_bound: args.recovery_bound,
                 request_timeout: Duration::from_secs(3),
+                tags: usize::try_from(args.tags)?,
+                zipf_s: args.zipf_s,
             };
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let out = cfg.out.clone();

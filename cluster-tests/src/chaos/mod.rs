@@ -12,6 +12,7 @@
 //!   compose containers.
 //! - [`history`]: the JSONL history of operations, faults and clock changes.
 //! - [`run`]: one run — cluster, clients, faults, recovery, journal dump.
+//! - [`tags`]: the many-tags workload of `--tags N` (batch-created tags, Zipf picks).
 //! - [`check`]: the checker over a history and the allocation journals.
 //! - [`by_fault`]: availability while each kind of fault held.
 //!
@@ -26,3 +27,4 @@ pub mod nodes;
 pub mod proxy;
 pub mod run;
 pub mod schedule;
+pub mod tags;

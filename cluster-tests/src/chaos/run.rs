@@ -31,6 +31,7 @@ use super::netns::{self, Netns};
 use super::nodes::{LocalNet, Nodes, Slots};
 use super::proxy::{self, Link, Proxies};
 use super::schedule::{self, ClockMode, FaultKind, PlannedFault, Shape, Target};
+use super::tags::ManyTags;
 use crate::cluster::{free_port, node_client, Cluster, NodeSpec, Options, TOKEN};
 use crate::docker::Compose;
 
@@ -178,6 +179,11 @@ pub struct RunConfig {
     pub recovery_bound: Duration,
     /// Per-request timeout of the clients.
     pub request_timeout: Duration,
+    /// With more than 0: that many further tags, created before the run, take half of the
+    /// segment requests, picked by a Zipf distribution of exponent `zipf_s`
+    /// ([`super::tags`]).
+    pub tags: usize,
+    pub zipf_s: f64,
 }
 
 /// The phase lengths of a run of `duration`: warmup, faults, after.
@@ -274,7 +280,15 @@ impl Ops {
 
 /// A client worker: one outstanding request at a time, to a random node, paced to its share
 /// of the rate.
-async fn worker(process: u32, seed: u64, period: Duration, ops: Arc<Ops>, targets: Targets, stop: Arc<AtomicBool>) {
+async fn worker(
+    process: u32,
+    seed: u64,
+    period: Duration,
+    ops: Arc<Ops>,
+    targets: Targets,
+    many: Option<Arc<ManyTags>>,
+    stop: Arc<AtomicBool>,
+) {
     let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(process) << 32));
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
@@ -286,13 +300,13 @@ async fn worker(process: u32, seed: u64, period: Duration, ops: Arc<Ops>, target
         if let Some((node, client)) = pick {
             let batch = rng.gen_bool(0.2);
             if rng.gen_bool(0.6) {
-                let tag = if rng.gen_bool(0.25) {
-                    PROFILE_TAGS[rng.gen_range(0..PROFILE_TAGS.len())].0
-                } else {
-                    TAGS[rng.gen_range(0..TAGS.len())].0
+                let tag = match &many {
+                    Some(m) if rng.gen_bool(0.5) => m.pick(&mut rng),
+                    _ if rng.gen_bool(0.25) => PROFILE_TAGS[rng.gen_range(0..PROFILE_TAGS.len())].0.to_string(),
+                    _ => TAGS[rng.gen_range(0..TAGS.len())].0.to_string(),
                 };
                 let count = if batch { rng.gen_range(2..=50) } else { 1 };
-                ops.run(process, node, &client, Mode::Segment, Some(tag), count).await;
+                ops.run(process, node, &client, Mode::Segment, Some(&tag), count).await;
             } else {
                 let count = if batch { rng.gen_range(2..=100) } else { 1 };
                 ops.run(process, node, &client, Mode::Snowflake, None, count).await;
@@ -328,6 +342,8 @@ struct Harness {
     removed_journals: Vec<AllocationJournal>,
     /// Clock offset of each node as last set (a restart resets it to 0).
     offsets: BTreeMap<u64, i64>,
+    /// The many-tags workload, if the run has one.
+    many: Option<Arc<ManyTags>>,
 }
 
 impl Harness {
@@ -785,6 +801,15 @@ impl Harness {
             &[old, new],
             format!("replace node {old} by new node {new}"),
         );
+        // A log purged before the new node is added can reach it only as a snapshot.
+        let purged = match self.leader().await {
+            Some(l) => self.status(l).await.and_then(|s| s.purged_index),
+            None => None,
+        };
+        let joined = match purged {
+            Some(p) if p > 0 => format!("joined from a snapshot: the leader's log was purged through {p}"),
+            _ => "joined from the log".to_string(),
+        };
         let add = Membership::AddLearner(AddLearnerRequest { node_id: new, addr: proxy_addr.to_string() });
         let steps = async {
             self.admin_until(&add, Some(ErrorCode::MemberExists)).await.map_err(|e| format!("add learner: {e}"))?;
@@ -835,7 +860,7 @@ impl Harness {
             FaultKind::Membership,
             FaultAction::Heal,
             &[old, new],
-            format!("node {new} is a voter, node {old} removed and stopped"),
+            format!("node {new} is a voter ({joined}), node {old} removed and stopped"),
         );
         Ok(())
     }
@@ -873,13 +898,16 @@ impl Harness {
     }
 
     /// One request of every kind on every member, each retried until it succeeds or
-    /// `bound` has passed since the call. Returns the failures.
-    async fn serve_everywhere(&self, bound: Duration) -> Vec<String> {
+    /// `bound` has passed since the call; with many tags, also the hottest and a cold one,
+    /// another for each `round`. Returns the failures.
+    async fn serve_everywhere(&self, bound: Duration, round: usize) -> Vec<String> {
         let deadline = Instant::now() + bound;
         let mut failures = Vec::new();
         for &id in &self.members {
             let client = self.client(id);
-            let kinds = all_tags().map(|t| (Mode::Segment, Some(t))).chain([(Mode::Snowflake, None)]);
+            let mut tags: Vec<String> = all_tags().map(str::to_string).collect();
+            tags.extend(self.many.iter().flat_map(|m| m.probes(round)));
+            let kinds = tags.iter().map(|t| (Mode::Segment, Some(t.as_str()))).chain([(Mode::Snowflake, None)]);
             for (mode, tag) in kinds {
                 loop {
                     match self.ops.run(HARNESS_PROCESS, id, &client, mode, tag, 1).await {
@@ -964,8 +992,9 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         (None, true) => " --netns",
         (None, false) => "",
     };
+    let many = if cfg.tags > 0 { format!(" --tags {} --zipf-s {}", cfg.tags, cfg.zipf_s) } else { String::new() };
     println!(
-        "replay with:{backend} --seed {} --nodes {} --duration {}ms --faults {} --clients {} --rate {}",
+        "replay with:{backend} --seed {} --nodes {} --duration {}ms --faults {} --clients {} --rate {}{many}",
         cfg.seed,
         cfg.nodes,
         cfg.duration.as_millis(),
@@ -1025,6 +1054,10 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         }
     };
     let ops = Arc::new(Ops { history: history.clone(), next: AtomicU64::new(0) });
+    let many = match cfg.tags {
+        0 => None,
+        n => Some(Arc::new(ManyTags::new(n, cfg.zipf_s)?)),
+    };
     let mut h = Harness {
         nodes,
         history: history.clone(),
@@ -1036,6 +1069,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         request_timeout: cfg.request_timeout,
         removed_journals: Vec::new(),
         offsets: BTreeMap::new(),
+        many,
     };
     let result = drive(&mut h, &cfg, &plan, (warmup, faults_len, after)).await;
     let finished = h.nodes.finish(&cfg.out);
@@ -1079,7 +1113,11 @@ async fn drive(
             bail!("creating tag {tag} ({p:?}) failed: {e}");
         }
     }
-    let failures = h.serve_everywhere(Duration::from_secs(30)).await;
+    if let Some(many) = &h.many {
+        let took = many.create(&h.admin_with(leader, Duration::from_secs(120))).await?;
+        println!("[{:7.1}s] created {} tags in {:.1} s", h.history.now_ns() as f64 / 1e9, cfg.tags, took.as_secs_f64());
+    }
+    let failures = h.serve_everywhere(Duration::from_secs(30), 0).await;
     if !failures.is_empty() {
         bail!("the cluster did not start serving: {failures:?}");
     }
@@ -1094,7 +1132,10 @@ async fn drive(
     let _stop_clients = StopOnDrop(stop.clone());
     let period = Duration::from_secs_f64(f64::from(cfg.clients) / f64::from(cfg.rate.max(1)));
     let clients: Vec<_> = (0..cfg.clients)
-        .map(|p| tokio::spawn(worker(p, cfg.seed, period, h.ops.clone(), h.targets.clone(), stop.clone())))
+        .map(|p| {
+            let many = h.many.clone();
+            tokio::spawn(worker(p, cfg.seed, period, h.ops.clone(), h.targets.clone(), many, stop.clone()))
+        })
         .collect();
 
     h.phase(Phase::Warmup);
@@ -1117,7 +1158,7 @@ async fn drive(
     h.phase(Phase::Recovery);
     let rec_start = Instant::now();
     h.heal_all().await?;
-    let failures = h.serve_everywhere(cfg.recovery_bound).await;
+    let failures = h.serve_everywhere(cfg.recovery_bound, 1).await;
     let recovery_secs = rec_start.elapsed().as_secs_f64();
     println!("[{:7.1}s] recovered in {recovery_secs:.1} s; failures: {failures:?}", h.history.now_ns() as f64 / 1e9);
     h.record_workers().await;
@@ -1130,7 +1171,7 @@ async fn drive(
     }
     // The final request of every kind on every node must succeed at once (within one
     // request timeout).
-    let finals = h.serve_everywhere(Duration::ZERO).await;
+    let finals = h.serve_everywhere(Duration::ZERO, 2).await;
     h.record_workers().await;
     h.phase(Phase::Done);
     let (journals, journal_problems) = h.journals().await;

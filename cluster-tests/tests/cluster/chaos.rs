@@ -75,16 +75,17 @@ pub(crate) async fn run_chaos(run: &ChaosRun, args: &[&str]) -> (tempfile::TempD
 }
 
 /// The CI chaos run: 3 nodes, every fault kind (the default list), a fixed seed (override with
-/// `LEAF_CHAOS_SEED`) whose schedule has them all in its first 24 s, so the run takes 40 s.
-/// The harness runs as its own process, as a user runs it, and must find the history valid
-/// (exit 0) with every fault kind injected.
+/// `LEAF_CHAOS_SEED`) whose schedule has them all in its first 24 s, so the run takes 40 s,
+/// and 2,000 further tags with a Zipf-distributed share of the requests (`--tags`: hundreds of
+/// them make their first allocation while faults hold). The harness runs as its own process,
+/// as a user runs it, and must find the history valid (exit 0) with every fault kind injected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seeded_chaos_run_with_every_fault_kind_passes_the_checker() {
     let _serial = SERIAL.lock().await;
     let kinds = FaultKind::defaults(false);
     let needs: Vec<(FaultKind, usize)> = kinds.iter().map(|k| (*k, 1)).collect();
     let run = chaos_run(20261463, &kinds, &needs, Duration::from_secs(4));
-    let (_out, stdout, results) = run_chaos(&run, &["--nodes", "3"]).await;
+    let (_out, stdout, results) = run_chaos(&run, &["--nodes", "3", "--tags", "2000"]).await;
     let seed = run.seed;
     assert_eq!(results["valid"], "true");
     for kind in ["kill", "pause", "partition", "clock", "restart", "membership"] {
@@ -98,6 +99,15 @@ async fn a_seeded_chaos_run_with_every_fault_kind_passes_the_checker() {
     // The partitions bit: Raft connections were blackholed or cut.
     assert!(results["partition_connections_cut"].as_u64().unwrap() > 0, "partitions cut nothing");
     assert!(stdout.contains(&format!("seed {seed}")), "the run must print its seed");
+    // The many tags took their share: the checker saw IDs of a few hundred of them.
+    let served = results["keys"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, v)| k.starts_with("segment:chaos-z-") && v["acknowledged"].as_u64() > Some(0))
+        .count();
+    assert!(served >= 100, "only {served} of the 2,000 tags served");
+    assert!(stdout.contains("created 2000 tags in"), "{stdout}");
 }
 
 /// The CI run of the namespace backend (root): 3 nodes in network namespaces of their own,
