@@ -57,13 +57,33 @@ impl From<crate::types::TagInfo> for v1::Tag {
             created_ms: t.created_ms,
             updated_ms: t.updated_ms,
             profile: v1::Profile::from(t.profile).into(),
-            daily: t.daily.map(|d| v1::DailyOptions {
-                digits: d.digits.map_or(0, u32::from),
-                utc_offset: d.utc_offset.unwrap_or_default(),
-            }),
+            daily: t.daily.map(v1::DailyOptions::from),
             day: t.day,
             upper_bound: t.upper_bound,
             archived_ms: t.archived_ms,
+        }
+    }
+}
+
+impl From<crate::profile::DailyOptions> for v1::DailyOptions {
+    fn from(d: crate::profile::DailyOptions) -> Self {
+        v1::DailyOptions { digits: d.digits.map_or(0, u32::from), utc_offset: d.utc_offset.unwrap_or_default() }
+    }
+}
+
+impl From<crate::template::TemplateInfo> for v1::Template {
+    fn from(t: crate::template::TemplateInfo) -> Self {
+        v1::Template {
+            name: t.name,
+            pattern: t.pattern.into(),
+            step: t.step,
+            max_id: t.max_id,
+            description: t.description,
+            profile: v1::Profile::from(t.profile).into(),
+            daily: t.daily.map(v1::DailyOptions::from),
+            upper_bound: t.upper_bound,
+            created_ms: t.created_ms,
+            updated_ms: t.updated_ms,
         }
     }
 }

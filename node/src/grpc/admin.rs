@@ -1,11 +1,14 @@
-//! `leaf.v1.AdminService`: tags with their profiles over gRPC, on the same functions as
-//! `POST /admin/tags` and `GET /admin/tags/{tag}`, with the same credentials: the connection's
+//! `leaf.v1.AdminService`: tags with their profiles, and tag templates, over gRPC, on the same
+//! functions as `/admin/tags*` and `/admin/templates*`, with the same credentials: the connection's
 //! [`ConnInfo`] (put in each gRPC request's extensions by the listener) and the
 //! `authorization` metadata go through the same check as the HTTP auth layer's.
 use std::sync::Arc;
 
 use leaf_api::grpc::v1::admin_service_server::AdminService;
-use leaf_api::grpc::v1::{CreateTagRequest, CreateTagsRequest, CreateTagsResponse, GetTagRequest, Profile, Tag};
+use leaf_api::grpc::v1::{
+    self, CreateTagRequest, CreateTagsRequest, CreateTagsResponse, DeleteTemplateRequest, GetTagRequest,
+    ListTemplatesRequest, Profile, PutTemplateRequest, Tag, Template, TemplateList,
+};
 use leaf_api::profile::DailyOptions;
 use leaf_api::types::CreateTagRequest as HttpCreate;
 use leaf_api::ErrorCode;
@@ -37,11 +40,12 @@ impl Admin {
     }
 }
 
-/// The HTTP API's request for a gRPC one (the same checks follow in [`App::create_tag`]).
-fn http_request(r: CreateTagRequest) -> Result<HttpCreate, ApiError> {
+/// A profile and daily options off the wire (their values are checked with the rest of the
+/// settings by the operation).
+fn settings(profile: i32, daily: Option<v1::DailyOptions>) -> Result<(Profile, Option<DailyOptions>), ApiError> {
     let bad = |m: String| ApiError::new(ErrorCode::InvalidRequest, m);
-    let profile = Profile::try_from(r.profile).map_err(|_| bad(format!("unknown profile {}", r.profile)))?;
-    let daily = match r.daily {
+    let profile = Profile::try_from(profile).map_err(|_| bad(format!("unknown profile {profile}")))?;
+    let daily = match daily {
         None => None,
         Some(d) => Some(DailyOptions {
             digits: match d.digits {
@@ -51,6 +55,12 @@ fn http_request(r: CreateTagRequest) -> Result<HttpCreate, ApiError> {
             utc_offset: (!d.utc_offset.is_empty()).then_some(d.utc_offset),
         }),
     };
+    Ok((profile, daily))
+}
+
+/// The HTTP API's request for a gRPC one (the same checks follow in [`App::create_tag`]).
+fn http_request(r: CreateTagRequest) -> Result<HttpCreate, ApiError> {
+    let (profile, daily) = settings(r.profile, r.daily)?;
     Ok(HttpCreate {
         tag: r.tag,
         step: r.step,
@@ -60,6 +70,21 @@ fn http_request(r: CreateTagRequest) -> Result<HttpCreate, ApiError> {
         daily,
         upper_bound: r.upper_bound,
     })
+}
+
+/// The name and the HTTP API's body of a template's put (checked by [`App::put_template`]).
+fn http_template(r: PutTemplateRequest) -> Result<(String, leaf_api::template::PutTemplateRequest), ApiError> {
+    let (profile, daily) = settings(r.profile, r.daily)?;
+    let body = leaf_api::template::PutTemplateRequest {
+        pattern: r.pattern,
+        step: r.step,
+        max_id: r.max_id,
+        description: (!r.description.is_empty()).then_some(r.description),
+        profile: Some(profile.into()),
+        daily,
+        upper_bound: r.upper_bound,
+    };
+    Ok((r.name, body))
 }
 
 #[tonic::async_trait]
@@ -120,5 +145,30 @@ impl AdminService for Admin {
         }
         .await;
         Ids::answer(&self.app, GrpcMethod::RestoreTag, r.map(Tag::from))
+    }
+
+    async fn list_templates(&self, req: Request<ListTemplatesRequest>) -> Result<Response<TemplateList>, Status> {
+        let r = self.authorize(&req).and_then(|who| self.app.list_templates(&who));
+        let r = r.map(|l| TemplateList { templates: l.templates.into_iter().map(Template::from).collect() });
+        Ids::answer(&self.app, GrpcMethod::ListTemplates, r)
+    }
+
+    async fn put_template(&self, req: Request<PutTemplateRequest>) -> Result<Response<Template>, Status> {
+        let r = async {
+            let who = self.authorize(&req)?;
+            let (name, body) = http_template(req.into_inner())?;
+            self.app.put_template(name, body, &who).await
+        }
+        .await;
+        Ids::answer(&self.app, GrpcMethod::PutTemplate, r.map(Template::from))
+    }
+
+    async fn delete_template(&self, req: Request<DeleteTemplateRequest>) -> Result<Response<Template>, Status> {
+        let r = async {
+            let who = self.authorize(&req)?;
+            self.app.delete_template(req.into_inner().name, &who).await
+        }
+        .await;
+        Ids::answer(&self.app, GrpcMethod::DeleteTemplate, r.map(Template::from))
     }
 }

@@ -39,10 +39,13 @@ pub enum GrpcMethod {
     ArchiveTag,
     RestoreTag,
     CreateTags,
+    ListTemplates,
+    PutTemplate,
+    DeleteTemplate,
 }
 
 impl GrpcMethod {
-    pub const ALL: [GrpcMethod; 11] = [
+    pub const ALL: [GrpcMethod; 14] = [
         GrpcMethod::GetSegmentIds,
         GrpcMethod::GetSnowflakeIds,
         GrpcMethod::DecodeSnowflake,
@@ -54,6 +57,9 @@ impl GrpcMethod {
         GrpcMethod::ArchiveTag,
         GrpcMethod::RestoreTag,
         GrpcMethod::CreateTags,
+        GrpcMethod::ListTemplates,
+        GrpcMethod::PutTemplate,
+        GrpcMethod::DeleteTemplate,
     ];
 
     /// The method's gRPC path without the leading `/`.
@@ -70,6 +76,9 @@ impl GrpcMethod {
             GrpcMethod::ArchiveTag => "leaf.v1.AdminService/ArchiveTag",
             GrpcMethod::RestoreTag => "leaf.v1.AdminService/RestoreTag",
             GrpcMethod::CreateTags => "leaf.v1.AdminService/CreateTags",
+            GrpcMethod::ListTemplates => "leaf.v1.AdminService/ListTemplates",
+            GrpcMethod::PutTemplate => "leaf.v1.AdminService/PutTemplate",
+            GrpcMethod::DeleteTemplate => "leaf.v1.AdminService/DeleteTemplate",
         }
     }
 }

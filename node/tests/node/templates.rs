@@ -160,3 +160,91 @@ async fn a_grpc_id_call_makes_a_tag_from_its_template_too() {
     assert_eq!(got.ids().collect::<Vec<i64>>(), [1_000, 1_001]);
     node.shutdown().await;
 }
+
+/// Templates over gRPC's AdminService: the same operations and rules as `/admin/templates*`
+/// (the admin only; a bad pattern, an overlap and a missing template answered with their
+/// codes), on the same state as HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_admin_service_manages_templates_for_the_admin_only() {
+    use leaf_api::grpc::v1::admin_service_client::AdminServiceClient;
+    use leaf_api::grpc::v1::{self, DeleteTemplateRequest, ListTemplatesRequest};
+    use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
+    use tonic::Code;
+    let dir = TempDir::new().unwrap();
+    let cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
+    let (node, admin): (_, Client) = start(cfg).await;
+    let manager = CreateTokenRequest {
+        name: "manager".into(),
+        rights: vec![Right::Tags, Right::Ids],
+        tags: vec![TagPattern::parse("*").unwrap()],
+        ..Default::default()
+    };
+    let manager = admin.create_token(&manager).await.unwrap().bearer;
+    let url = format!("http://{}", node.http_addr());
+    let mut grpc = AdminServiceClient::new(leaf_loadgen::grpc::channel(&url, None).await.unwrap());
+    fn by<T>(bearer: Option<&str>, r: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(r);
+        if let Some(b) = bearer {
+            r.metadata_mut().insert("authorization", format!("Bearer {b}").parse().unwrap());
+        }
+        r
+    }
+    let leaf_code = |s: &tonic::Status| s.metadata().get("leaf-code").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let put = |name: &str, pattern: &str| v1::PutTemplateRequest {
+        name: name.into(),
+        pattern: pattern.into(),
+        step: 50,
+        max_id: Some(1_000),
+        description: "a tenant's invoice numbers".into(),
+        profile: v1::Profile::Segment.into(),
+        ..Default::default()
+    };
+
+    let e = grpc.put_template(by(None, put("invoices", "tenant-*-invoice"))).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+    let e = grpc.put_template(by(Some(&manager), put("invoices", "tenant-*-invoice"))).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "a token with every tag right is not the admin: {e:?}");
+    assert_eq!(
+        grpc.list_templates(by(Some(&manager), ListTemplatesRequest {})).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+
+    let t = grpc.put_template(by(Some(TOKEN), put("invoices", "tenant-*-invoice"))).await.unwrap().into_inner();
+    assert_eq!(
+        (t.name.as_str(), t.pattern.as_str(), t.step, t.max_id),
+        ("invoices", "tenant-*-invoice", 50, Some(1_000))
+    );
+    assert!(t.created_ms > 0 && t.updated_ms == t.created_ms, "{t:?}");
+    // HTTP sees what gRPC put.
+    assert_eq!(admin.templates().await.unwrap().templates[0].pattern.as_str(), "tenant-*-invoice");
+
+    let e = grpc.put_template(by(Some(TOKEN), put("orders", "tenant-*"))).await.unwrap_err();
+    assert_eq!((e.code(), leaf_code(&e).as_deref()), (Code::FailedPrecondition, Some("template_conflict")), "{e:?}");
+    let e = grpc.put_template(by(Some(TOKEN), put("bad", "a*b*c"))).await.unwrap_err();
+    assert_eq!((e.code(), leaf_code(&e).as_deref()), (Code::InvalidArgument, Some("invalid_request")), "{e:?}");
+    let e = grpc.put_template(by(Some(TOKEN), v1::PutTemplateRequest { profile: 9, ..put("bad", "x-*") })).await;
+    assert_eq!(e.unwrap_err().code(), Code::InvalidArgument);
+    let e = grpc.put_template(by(Some(TOKEN), v1::PutTemplateRequest { step: 0, ..put("bad", "x-*") })).await;
+    assert_eq!(e.unwrap_err().code(), Code::InvalidArgument);
+    let daily = v1::PutTemplateRequest {
+        max_id: None,
+        profile: v1::Profile::Daily.into(),
+        daily: Some(v1::DailyOptions { digits: 4, utc_offset: "+08:00".into() }),
+        ..put("days", "day-*")
+    };
+    let d = grpc.put_template(by(Some(TOKEN), daily)).await.unwrap().into_inner();
+    assert_eq!((d.profile, d.daily.as_ref().map(|o| o.digits)), (v1::Profile::Daily.into(), Some(4)));
+    let list = grpc.list_templates(by(Some(TOKEN), ListTemplatesRequest {})).await.unwrap().into_inner();
+    let names: Vec<&str> = list.templates.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["days", "invoices"]);
+
+    // A tag made from it, then the template deleted: the tag stays, no new one is made.
+    assert_eq!(admin.segment_id("tenant-1-invoice").await.unwrap(), 1_000);
+    let gone = grpc.delete_template(by(Some(TOKEN), DeleteTemplateRequest { name: "invoices".into() })).await;
+    assert_eq!(gone.unwrap().into_inner().pattern, "tenant-*-invoice");
+    let e = grpc.delete_template(by(Some(TOKEN), DeleteTemplateRequest { name: "invoices".into() })).await.unwrap_err();
+    assert_eq!((e.code(), leaf_code(&e).as_deref()), (Code::NotFound, Some("template_not_found")), "{e:?}");
+    assert_eq!(refused(admin.segment_id("tenant-2-invoice").await).1, Some(ErrorCode::TagNotFound));
+    assert_eq!(admin.segment_id("tenant-1-invoice").await.unwrap(), 1_001);
+    node.shutdown().await;
+}
