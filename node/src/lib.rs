@@ -323,6 +323,8 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     tokio::spawn(forecasts.run(config.forecast.clone(), metrics.clone(), rx.clone()));
     tokio::spawn(tags.clone().unload_idle(Duration::from_secs(config.segment.idle_unload_secs), rx.clone()));
     tokio::spawn(peer_clocks.run(raft.clone(), rx.clone()));
+    let r = &config.raft;
+    tokio::spawn(raft.clone().compact_by_weight(r.snapshot_every, r.keep_logs_after_snapshot, rx.clone()));
     if let Some(tls) = tls {
         tokio::spawn(tls::reload::run(tls, rx.clone()));
     }
@@ -330,6 +332,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     // After the listener answers: forming a cluster asks the peers' `/cluster/status`.
     let form = tokio::spawn(raft.clone().form_cluster(config.peers.0.clone(), advertise));
     let quorum = tokio::spawn(raft.clone().watch_quorum());
+
     let bootstrap = tokio::spawn(bootstrap_tags(raft.clone(), config.clone(), bootstrapped.clone()));
     tracing::info!(node_id = config.node_id, %http_addr, data_dir = %config.data_dir.display(), "leaf node started");
     Ok(NodeHandle {

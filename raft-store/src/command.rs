@@ -205,6 +205,15 @@ impl Op {
         }
     }
 
+    /// What the operation weighs in the log for snapshot and purge decisions
+    /// ([`crate::LogWeights`]): a batch of tags counts each tag, any other operation 1.
+    pub fn weight(&self) -> u64 {
+        match self.inner() {
+            Op::CreateTags { tags } => (tags.len() as u64).max(1),
+            _ => 1,
+        }
+    }
+
     /// The operation an [`Op::Admin`] wraps, or this one.
     pub fn inner(&self) -> &Op {
         match self {

@@ -28,6 +28,8 @@
 //!   checking reader.
 //! - `state_machine/legacy.rs`: the layouts of earlier releases (V1 to V5), read into this one.
 //! - `coverage.rs` (private): the snapshot's log ID the state machine publishes to the log store.
+//! - [`log_weight`]: what the applied, unpurged log holds by weight (a batch counts each tag),
+//!   for the node's snapshot and purge decisions.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
 //! - [`failpoint`]: crash points and disk faults for tests (cargo feature `failpoints`).
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.
@@ -48,6 +50,7 @@ mod coverage;
 pub mod failpoint;
 pub mod journal;
 pub mod log_store;
+pub mod log_weight;
 pub mod profile;
 pub mod state;
 pub mod state_machine;
@@ -64,6 +67,7 @@ pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
 pub use command::{Command, Op};
 pub use journal::{Journal, JournalDump, JournalRecord, Moved};
 pub use log_store::LogStore;
+pub use log_weight::LogWeights;
 pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
 pub use state::State;
 pub use state_machine::{StateMachineStore, StateReader};

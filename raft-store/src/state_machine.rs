@@ -27,6 +27,7 @@ use crate::command::Op;
 use crate::coverage::Coverage;
 use crate::failpoint::failpoint;
 use crate::journal::{Journal, JournalRecord};
+use crate::log_weight::LogWeights;
 use crate::state::{record_members, State};
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use store::sm_write_err;
@@ -109,6 +110,8 @@ pub struct StateMachineStore {
     /// The last log ID of the snapshot on disk, for the log store: raised after each flush that
     /// stores a newer one.
     coverage: Coverage,
+    /// The applied entries' weights, for the node's snapshot and purge decisions.
+    weights: LogWeights,
 }
 
 /// The node IDs of a stored membership (voters and learners).
@@ -120,6 +123,12 @@ impl StateMachineStore {
     /// The journal of committed allocations.
     pub fn journal(&self) -> Journal {
         self.journal.clone()
+    }
+
+    /// The applied entries' weights (a batch of tags counts each tag), for snapshot and purge
+    /// decisions by what the log holds rather than by its entry count.
+    pub fn log_weights(&self) -> LogWeights {
+        self.weights.clone()
     }
 
     /// A read-only handle on the applied state.
@@ -170,6 +179,11 @@ impl StateMachineStore {
         for entry in entries {
             d.last_applied = Some(entry.log_id);
             dirty.entries += 1;
+            let weight = match &entry.payload {
+                EntryPayload::Normal(cmd) => cmd.op.weight(),
+                _ => 1,
+            };
+            self.weights.push(entry.log_id.index, weight);
             let result = match entry.payload {
                 EntryPayload::Blank => Ok(Applied::Nothing),
                 EntryPayload::Normal(cmd) => {

@@ -18,11 +18,12 @@ pub struct RaftConfig {
     pub election_timeout_min_ms: u64,
     /// Upper end of the election timeout, above `election_timeout_min_ms`. Default `2000` ms.
     pub election_timeout_max_ms: u64,
-    /// Build a snapshot after this many applied entries, then purge the log behind it. At least 1;
-    /// default `10000`.
+    /// Build a snapshot after this many applied entries, then purge the log behind it. Also
+    /// when the log since the last snapshot weighs this much, a batch of tags weighing as many
+    /// entries as it has tags (and at least half the state's tags). At least 1; default `10000`.
     pub snapshot_every: u64,
-    /// Entries kept behind a snapshot so slightly lagging followers catch up from the log.
-    /// Default `1000`.
+    /// Entries kept behind a snapshot so slightly lagging followers catch up from the log (a
+    /// batch of tags counts each of its tags). Default `1000`.
     pub keep_logs_after_snapshot: u64,
     /// How long a proposal (segment allocation, tag change) may take before it fails with 503. From
     /// 100 to 600000; default `5000` ms.

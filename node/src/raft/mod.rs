@@ -25,6 +25,8 @@
 //! - [`error`]: why a request to the leader failed ([`ProposeError`]);
 //! - [`answer`]: checks on the leader's answers before anything acts on them, and the one
 //!   mapping of the state machine's result to each caller's typed result;
+//! - [`compaction`]: snapshots and log purges by what the log holds (a batch of tags counts
+//!   each tag), beside openraft's own by entry count;
 //! - [`chunks`]: admission of snapshot chunks (in order, bounded) before openraft sees them;
 //! - [`coalesce`]: read-index rounds shared by concurrent callers (unknown-tag floods);
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
@@ -42,6 +44,7 @@ mod answer;
 mod bootstrap;
 mod chunks;
 mod coalesce;
+mod compaction;
 mod error;
 mod forward;
 mod leader;

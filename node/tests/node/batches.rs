@@ -252,3 +252,37 @@ async fn more_tags_than_earlier_releases_held_are_created_and_snapshotted() {
     assert!(tags.iter().any(|t| t.tag == "single-past-the-old-bound"));
     assert_eq!(get_ids(&c, "single-past-the-old-bound", None).await, [11]);
 }
+
+/// A log of batches is snapshotted and purged by its tags, not by its entries: by openraft's
+/// count (a snapshot every 10,000 entries, the default) 12,000 tags in 4 entries would never
+/// be, and a new node would replay every batch. Here a snapshot covers them within seconds and
+/// the log behind it is purged down to what `keep_logs_after_snapshot` weighs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_of_batches_is_snapshotted_and_purged_by_its_tags() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
+    cfg.raft.keep_logs_after_snapshot = 100;
+    // No snowflake worker: a lease renewal after the batches would be the log's last entry.
+    cfg.snowflake.enabled = false;
+    assert_eq!(cfg.raft.snapshot_every, 10_000, "the default");
+    let (node, c) = start(cfg).await;
+    let before = node.raft().status().last_applied_index.unwrap_or(0);
+    for chunk in names("w-", 12_000).chunks(6_000) {
+        c.create_tags(&CreateTagsRequest { tags: chunk.iter().map(|t| tag(t.clone(), 10)).collect() }).await.unwrap();
+    }
+    let bulk_end = node.raft().status().last_applied_index.unwrap_or(0);
+    assert!(bulk_end - before <= 4, "the batches were few entries: {before}..{bulk_end}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let s = c.cluster_status().await.unwrap();
+        // The snapshot comes once 10,000 tags were applied (a build may start before the last
+        // batch entry); behind it, the batch entries past the 100 kept are purged.
+        if s.snapshot_index > Some(before + 1) && s.purged_index > Some(before) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not snapshotted and purged by weight: {s:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(get_ids(&c, "w-11999", None).await, [1]);
+    node.shutdown().await;
+}

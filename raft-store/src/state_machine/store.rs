@@ -220,6 +220,7 @@ impl StateMachineStore {
             snap_write: Arc::default(),
             journal,
             coverage,
+            weights: Default::default(),
         };
         store.open_snapshots()?;
         if let Some(current) = store.stored_snapshot()? {
