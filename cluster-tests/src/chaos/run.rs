@@ -808,7 +808,8 @@ impl Harness {
         };
         let joined = match purged {
             Some(p) if p > 0 => format!("joined from a snapshot: the leader's log was purged through {p}"),
-            _ => "joined from the log".to_string(),
+            // A purge after this read may still send it a snapshot.
+            _ => "the leader's log was not purged at the add".to_string(),
         };
         let add = Membership::AddLearner(AddLearnerRequest { node_id: new, addr: proxy_addr.to_string() });
         let steps = async {
