@@ -14,7 +14,6 @@
 //! With ordinary entries (weight 1) both rules are openraft's own, so nothing changes.
 use std::time::Duration;
 
-use leaf_raft_store::log_weight::entry_weight;
 use leaf_raft_store::LogWeights;
 use tokio::sync::watch;
 
@@ -47,7 +46,6 @@ impl RaftNode {
         // the index a purge was asked through.
         let mut built_from: Option<(u64, tokio::time::Instant)> = None;
         let mut purge_asked = 0;
-        let mut seeded = false;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -62,13 +60,6 @@ impl RaftNode {
             }
             let snapshot = m.snapshot.map_or(0, |l| l.index);
             let purged = m.purged.map_or(0, |l| l.index);
-            if !seeded {
-                // Once, after the start: the log a restart did not re-apply (a batch is
-                // checkpointed with its entry) still weighs what it holds.
-                let through = weights.first().map_or(m.last_applied.map_or(0, |l| l.index), |f| f - 1);
-                self.seed_weights(&weights, purged + 1, through).await;
-                seeded = true;
-            }
             weights.forget_through(purged);
             let since = weights.since(snapshot);
             // A build triggered from this snapshot may still run: ask again only after a while.
@@ -88,33 +79,6 @@ impl RaftNode {
                 purge_asked = p;
             }
         }
-    }
-}
-
-impl RaftNode {
-    /// Records the weights of the log entries `from..=through` (those still in the log store),
-    /// read a few at a time.
-    async fn seed_weights(&self, weights: &LogWeights, from: u64, through: u64) {
-        use openraft::storage::RaftLogReader;
-        const CHUNK: u64 = 64;
-        let mut log = self.log.clone();
-        let mut seeds = Vec::new();
-        let mut next = from;
-        while next <= through {
-            let end = through.min(next + CHUNK - 1);
-            match log.try_get_log_entries(next..=end).await {
-                Ok(entries) => seeds.extend(entries.iter().map(|e| (e.log_id.index, entry_weight(e)))),
-                Err(e) => {
-                    tracing::warn!(error = %e, "reading the log's weights; snapshots by weight count from here");
-                    return;
-                }
-            }
-            next = end + 1;
-        }
-        if !seeds.is_empty() {
-            tracing::info!(entries = seeds.len(), "weighed the log this node did not re-apply");
-        }
-        weights.seed(&seeds);
     }
 }
 
