@@ -11,11 +11,15 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Most entries remembered: past it the oldest are forgotten (a node that neither snapshots
-/// nor purges then bounds this at 16 MB; the decisions only get more conservative).
+/// nor purges then bounds this at 16 MB). [`LogWeights::since`] an index below the first kept
+/// record then also counts forgotten entries before that index: a snapshot may come early,
+/// never late, and a purge point is only found among kept records.
 const MAX_RECORDS: usize = 1_000_000;
 
 /// The cumulative weight of the applied entries since the node started, by log index. Cheap to
-/// clone; clones share the records.
+/// clone; clones share the records. Memory only: after a restart, the log the node did not
+/// re-apply (a batch is checkpointed with its entry) is not weighed, and counts by entries
+/// again until the next snapshot.
 #[derive(Debug, Clone, Default)]
 pub struct LogWeights {
     records: Arc<Mutex<VecDeque<(u64, u64)>>>,
