@@ -50,6 +50,10 @@ pub const CRASH_POINTS: &[&str] = &[
     "sm-build-done",
     // The periodic checkpoint of the `sm` tree in `StateMachineStore::apply`
     "sm-checkpoint-begin",
+    // the staging of a checkpoint of many keys (`state_machine/staged`): whole, then copied to
+    // `sm` but not yet removed
+    "sm-checkpoint-staged",
+    "sm-checkpoint-copied",
     "sm-checkpoint-written",
     // leaf-node's snowflake state file (`StateFile::store`): the temporary file fsynced but not
     // yet renamed, and renamed but the directory not yet fsynced

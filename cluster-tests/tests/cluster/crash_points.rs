@@ -17,7 +17,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use leaf_api::types::SnowflakeState;
+use leaf_api::types::{CreateTagsRequest, SnowflakeState};
 use leaf_client::Client;
 use leaf_cluster_tests::cluster::{Cluster, TOKEN};
 use leaf_raft_store::failpoint::CRASH_POINTS;
@@ -38,9 +38,24 @@ enum Path {
     /// Tags are created until the armed follower checkpoints its state machine (every
     /// `CHECKPOINT_EVERY` applied entries).
     Checkpoint,
+    /// Tags are created in batches of [`BATCH`] until the armed follower checkpoints so many
+    /// keys that it stages them (`staged` in raft-store). The point stalls [`STALL`] first, so
+    /// sled's background flush (every 500 ms) writes the staging out: the restart must finish
+    /// it, and its log must say so.
+    Batches,
     /// Snowflake IDs are requested from the armed node until it raises its high-water mark.
     Snowflake,
 }
+
+/// Tags per batch of [`Path::Batches`]: a few batches exceed the keys that make a checkpoint
+/// due (`CHECKPOINT_KEYS`, 4,096), and each is more than a checkpoint writes in one sled batch.
+const BATCH: usize = 1_000;
+
+/// The `fail` action of a [`Path::Batches`] point: stall, then crash.
+const STALL: &str = "return(1500)";
+
+/// What a restart logs when it finishes a staged checkpoint a crash interrupted.
+const FINISHED_STAGING: &str = "finishing a checkpoint a crash interrupted";
 
 /// The crash points of this test (the rest are [`crate::snapshot_crash::CASES`]).
 const CASES: &[(&str, Path)] = &[
@@ -54,6 +69,8 @@ const CASES: &[(&str, Path)] = &[
     ("sm-build-done", Path::Snapshot),
     ("sm-checkpoint-begin", Path::Checkpoint),
     ("sm-checkpoint-written", Path::Checkpoint),
+    ("sm-checkpoint-staged", Path::Batches),
+    ("sm-checkpoint-copied", Path::Batches),
     ("snowflake-state-synced", Path::Snowflake),
     ("snowflake-state-renamed", Path::Snowflake),
 ];
@@ -177,6 +194,8 @@ async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_dupli
         let follower = cluster.ids().into_iter().find(|id| *id != leader).unwrap();
         let mut n = 0;
         let mut restarted = vec![];
+        // A log line the victim's restart must write: (node, its log length before, the line).
+        let mut must_log = None;
         let victim = match path {
             Path::Election => {
                 let from = log_len(&cluster, follower);
@@ -232,6 +251,25 @@ async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_dupli
                 arms.set(follower, "");
                 follower
             }
+            Path::Batches => {
+                let from = log_len(&cluster, follower);
+                arms.set(follower, &format!("{point}={STALL}"));
+                let c = cluster.client(leader);
+                let deadline = Instant::now() + WAIT;
+                while cluster.alive(follower) {
+                    assert!(Instant::now() < deadline, "{point}: node {follower} did not crash");
+                    let names: Vec<String> = (n..n + BATCH).map(|i| format!("c{case}-{i}")).collect();
+                    n += BATCH;
+                    let batch = CreateTagsRequest { tags: names.iter().map(|t| tag_req(t, 10)).collect() };
+                    if c.create_tags(&batch).await.is_ok() {
+                        acked.tags.extend(names);
+                    }
+                }
+                died_at(&mut cluster, follower, point, from).await;
+                arms.set(follower, "");
+                must_log = Some((follower, log_len(&cluster, follower), FINISHED_STAGING));
+                follower
+            }
             Path::Snowflake => {
                 let from = log_len(&cluster, follower);
                 let c = cluster.client(follower);
@@ -254,6 +292,11 @@ async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_dupli
         cluster.spawn(victim).unwrap();
         restarted.push(victim);
         verify(&cluster, &mut acked, point, &restarted).await;
+        if let Some((id, from, line)) = must_log {
+            let log = std::fs::read(cluster.log_path(id)).unwrap();
+            let run = String::from_utf8_lossy(&log[from.min(log.len())..]);
+            assert!(run.contains(line), "{point}: node {id}'s restart did not log {line:?}:\n{run}");
+        }
         println!("{point}: node {victim} crashed there and came back; {n} tags created; case took {:?}", t.elapsed());
     }
     println!(
