@@ -32,9 +32,9 @@ pub const LAST_ID: i64 = i64::MAX - 1;
 /// tag's limit for the forecasts. Its upper bound, or [`LAST_ID`]; for a daily tag, the last
 /// counter of the day (`10^digits − 1`), so its forecast is about the current day's space.
 pub fn last_id(record: &TagRecord) -> i64 {
-    match &record.profile {
+    match &record.profile() {
         StoredProfile::Daily { format, .. } => format.counter_limit() - 1,
-        _ => record.upper_bound.unwrap_or(LAST_ID),
+        _ => record.upper_bound().unwrap_or(LAST_ID),
     }
 }
 

@@ -290,7 +290,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let state = raft.state().clone();
     // An archived tag is not served: it is never loaded, and unloaded once archived.
     let lookup: TagLookup = Arc::new(move |tag| {
-        state.tag(tag).filter(|r| r.archived_ms.is_none()).map(|r| (r.step, r.profile, r.upper_bound))
+        state.tag(tag).filter(|r| r.archived_ms().is_none()).map(|r| (r.step, r.profile().clone(), r.upper_bound()))
     });
     let archives = raft.state().archives();
     let tags = Tags::new(&actors, allocator, (lookup, archives), config.segment.clone(), metrics.clone());

@@ -172,11 +172,9 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
             create_tag(state, actor, tag, record, tags::LEGACY_MAX_TAGS, changes)
         }
         Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
-            let record = TagRecord {
-                profile: profile.clone(),
-                upper_bound: *upper_bound,
-                ..TagRecord::new(at_ms, *step, *start_max_id, description)
-            };
+            let record = TagRecord::new(at_ms, *step, *start_max_id, description)
+                .with_profile(profile.clone())
+                .with_upper_bound(*upper_bound);
             create_tag(state, actor, tag, record, tags::LEGACY_MAX_TAGS, changes)
         }
         Op::CreateTagV3(t) => create_tag(state, actor, &t.tag, t.record(at_ms), tags::MAX_TAGS, changes),

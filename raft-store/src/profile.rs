@@ -91,10 +91,10 @@ impl StoredProfile {
 /// record advanced past it. On error the record is unchanged.
 pub(crate) fn allocate(tag: &str, record: &mut TagRecord, step: i64, at_ms: i64) -> Result<Allocation, ApplyError> {
     let stored_step = record.step;
-    if let StoredProfile::Daily { format, day } = &mut record.profile {
+    if let StoredProfile::Daily { format, day } = record.profile().clone() {
         let today =
             format.day_at(at_ms).ok_or_else(|| ApplyError::Invalid(format!("no calendar day at {at_ms} ms")))?;
-        let (day_now, counter) = if today > *day { (today, DAILY_FIRST) } else { (*day, record.max_id) };
+        let (day_now, counter) = if today > day { (today, DAILY_FIRST) } else { (day, record.max_id) };
         let limit = format.counter_limit();
         if counter >= limit {
             return Err(ApplyError::DayExhausted { tag: tag.to_string(), day: day_now, digits: format.digits });
@@ -104,15 +104,15 @@ pub(crate) fn allocate(tag: &str, record: &mut TagRecord, step: i64, at_ms: i64)
             |c| format.compose(day_now, c).ok_or_else(|| ApplyError::Invalid(format!("day {day_now} counter {c}")));
         // `compose` refuses `limit` itself, so the exclusive end is the last ID plus one.
         let (start, last) = (ids(counter)?, ids(end - 1)?);
-        *day = day_now;
+        record.set_profile(StoredProfile::Daily { format, day: day_now });
         record.max_id = end;
         return Ok(Allocation { start, end: last + 1, stored_step });
     }
     let start = record.max_id;
     // The exclusive limit: one past the upper bound, or i64::MAX for an unbounded tag.
-    let limit = record.upper_bound.map_or(i64::MAX, |b| b.saturating_add(1));
+    let limit = record.upper_bound().map_or(i64::MAX, |b| b.saturating_add(1));
     if start >= limit {
-        return Err(match record.upper_bound {
+        return Err(match record.upper_bound() {
             Some(upper_bound) => ApplyError::UpperBoundReached { tag: tag.to_string(), upper_bound },
             None => ApplyError::TagExhausted { tag: tag.to_string(), max_id: start, step },
         });
@@ -129,7 +129,7 @@ mod tests {
     use super::*;
 
     fn record(profile: StoredProfile, max_id: i64, upper_bound: Option<i64>) -> TagRecord {
-        TagRecord { max_id, step: 10, profile, upper_bound, ..TagRecord::default() }
+        TagRecord { max_id, step: 10, ..TagRecord::default() }.with_profile(profile).with_upper_bound(upper_bound)
     }
 
     const NOV23_UTC: i64 = 1_795_392_000_000; // 2026-11-23T00:00:00Z

@@ -34,34 +34,166 @@ pub const MAX_TAGS: usize = 1_000_000;
 pub const LEGACY_MAX_TAGS: usize = 40_000;
 
 /// A tag as stored.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// In memory a tag that keeps the defaults (no description, the segment profile, no bound, not
+/// archived: the tags of a batch of tenants) holds the four numbers only, 40 bytes; the rest is
+/// [`TagExtra`], boxed, and present only when something differs from its default. A million
+/// tags are one `BTreeMap` node slot each, so every byte here is a megabyte of every node's
+/// memory. Encoded (sled, snapshots) it is the flat record of earlier releases, field for field.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TagRecord {
-    /// The next counter value to allocate (for a daily tag, the counter within `day`).
+    /// The next counter value to allocate (for a daily tag, the counter within its day).
     pub max_id: i64,
     pub step: i64,
-    pub description: String,
     pub created_ms: i64,
     pub updated_ms: i64,
-    pub profile: StoredProfile,
-    /// The largest ID the tag may hand out (inclusive); none: up to `i64::MAX − 1`.
-    pub upper_bound: Option<i64>,
-    /// Leader time (Unix ms) the tag was archived, if it is: an archived tag allocates nothing
-    /// and its name is never given to a new tag, so its IDs are never handed out again; it
-    /// keeps its counter (and an obfuscated tag its key) for a restore.
-    pub archived_ms: Option<i64>,
+    /// `None` exactly when every field of it is its default (the setters keep it so, which
+    /// keeps the derived equality true to the fields).
+    pub(crate) extra: Option<Box<TagExtra>>,
 }
+
+/// The fields of a [`TagRecord`] most tags leave at their defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TagExtra {
+    description: String,
+    profile: StoredProfile,
+    upper_bound: Option<i64>,
+    archived_ms: Option<i64>,
+}
+
+static SEGMENT: StoredProfile = StoredProfile::Segment;
 
 impl TagRecord {
     /// A new segment tag created at `at_ms`, with no bound.
     pub(crate) fn new(at_ms: i64, step: i64, max_id: i64, description: &str) -> Self {
-        TagRecord {
-            max_id,
-            step,
-            description: description.to_string(),
-            created_ms: at_ms,
-            updated_ms: at_ms,
-            ..TagRecord::default()
+        TagRecord { max_id, step, created_ms: at_ms, updated_ms: at_ms, extra: None }
+            .with_description(description.to_string())
+    }
+
+    /// A segment tag's record with the defaults but for its counter, step and times.
+    pub fn plain(max_id: i64, step: i64, created_ms: i64, updated_ms: i64) -> Self {
+        TagRecord { max_id, step, created_ms, updated_ms, extra: None }
+    }
+
+    pub fn description(&self) -> &str {
+        self.extra.as_ref().map_or("", |e| &e.description)
+    }
+
+    pub fn profile(&self) -> &StoredProfile {
+        self.extra.as_ref().map_or(&SEGMENT, |e| &e.profile)
+    }
+
+    /// The largest ID the tag may hand out (inclusive); none: up to `i64::MAX − 1`.
+    pub fn upper_bound(&self) -> Option<i64> {
+        self.extra.as_ref().and_then(|e| e.upper_bound)
+    }
+
+    /// Leader time (Unix ms) the tag was archived, if it is: an archived tag allocates nothing
+    /// and its name is never given to a new tag, so its IDs are never handed out again; it
+    /// keeps its counter (and an obfuscated tag its key) for a restore.
+    pub fn archived_ms(&self) -> Option<i64> {
+        self.extra.as_ref().and_then(|e| e.archived_ms)
+    }
+
+    pub fn with_description(mut self, description: String) -> Self {
+        self.set(|e| e.description = description);
+        self
+    }
+
+    pub fn with_profile(mut self, profile: StoredProfile) -> Self {
+        self.set(|e| e.profile = profile);
+        self
+    }
+
+    pub fn with_upper_bound(mut self, upper_bound: Option<i64>) -> Self {
+        self.set(|e| e.upper_bound = upper_bound);
+        self
+    }
+
+    pub fn with_archived_ms(mut self, archived_ms: Option<i64>) -> Self {
+        self.set(|e| e.archived_ms = archived_ms);
+        self
+    }
+
+    pub(crate) fn set_description(&mut self, description: String) {
+        self.set(|e| e.description = description);
+    }
+
+    pub(crate) fn set_profile(&mut self, profile: StoredProfile) {
+        self.set(|e| e.profile = profile);
+    }
+
+    pub(crate) fn set_archived_ms(&mut self, archived_ms: Option<i64>) {
+        self.set(|e| e.archived_ms = archived_ms);
+    }
+
+    /// Changes the extra fields with `f`, boxing them only while one differs from its default.
+    fn set(&mut self, f: impl FnOnce(&mut TagExtra)) {
+        let mut extra = self.extra.take().unwrap_or_default();
+        f(&mut extra);
+        if *extra != TagExtra::default() {
+            self.extra = Some(extra);
         }
+    }
+}
+
+/// [`TagRecord`] as encoded: the flat layout, in this field order.
+#[derive(Serialize)]
+struct FlatRef<'a> {
+    max_id: i64,
+    step: i64,
+    description: &'a str,
+    created_ms: i64,
+    updated_ms: i64,
+    profile: &'a StoredProfile,
+    upper_bound: Option<i64>,
+    archived_ms: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize, Debug, PartialEq))]
+struct Flat {
+    max_id: i64,
+    step: i64,
+    description: String,
+    created_ms: i64,
+    updated_ms: i64,
+    profile: StoredProfile,
+    upper_bound: Option<i64>,
+    archived_ms: Option<i64>,
+}
+
+impl Serialize for TagRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        FlatRef {
+            max_id: self.max_id,
+            step: self.step,
+            description: self.description(),
+            created_ms: self.created_ms,
+            updated_ms: self.updated_ms,
+            profile: self.profile(),
+            upper_bound: self.upper_bound(),
+            archived_ms: self.archived_ms(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TagRecord {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let f = Flat::deserialize(d)?;
+        let record = TagRecord {
+            max_id: f.max_id,
+            step: f.step,
+            created_ms: f.created_ms,
+            updated_ms: f.updated_ms,
+            extra: None,
+        };
+        Ok(record
+            .with_description(f.description)
+            .with_profile(f.profile)
+            .with_upper_bound(f.upper_bound)
+            .with_archived_ms(f.archived_ms))
     }
 }
 
@@ -90,11 +222,9 @@ impl NewTag {
 
     /// The record it starts as, created at leader time `at_ms`.
     pub(crate) fn record(&self, at_ms: i64) -> TagRecord {
-        TagRecord {
-            profile: self.profile.clone(),
-            upper_bound: self.upper_bound,
-            ..TagRecord::new(at_ms, self.step, self.start_max_id, &self.description)
-        }
+        TagRecord::new(at_ms, self.step, self.start_max_id, &self.description)
+            .with_profile(self.profile.clone())
+            .with_upper_bound(self.upper_bound)
     }
 }
 
@@ -138,7 +268,7 @@ pub(crate) fn check_room(state: &State, n: usize, max: usize) -> Result<(), Appl
 fn live<'a>(state: &'a mut State, tag: &str) -> Result<&'a mut TagRecord, ApplyError> {
     match state.tags.get_mut(tag) {
         None => Err(ApplyError::TagNotFound(tag.to_string())),
-        Some(r) if r.archived_ms.is_some() => Err(ApplyError::TagArchived(tag.to_string())),
+        Some(r) if r.archived_ms().is_some() => Err(ApplyError::TagArchived(tag.to_string())),
         Some(r) => Ok(r),
     }
 }
@@ -146,7 +276,7 @@ fn live<'a>(state: &'a mut State, tag: &str) -> Result<&'a mut TagRecord, ApplyE
 /// Archives `tag` at leader time `at_ms` (see [`TagRecord::archived_ms`]).
 pub(crate) fn archive(state: &mut State, at_ms: i64, tag: &str, changes: &mut Changes) -> ApplyResult {
     let record = live(state, tag)?;
-    record.archived_ms = Some(at_ms);
+    record.set_archived_ms(Some(at_ms));
     record.updated_ms = at_ms;
     changes.tag(tag);
     Ok(Applied::Tag { tag: tag.to_string(), record: record.clone() })
@@ -155,10 +285,10 @@ pub(crate) fn archive(state: &mut State, at_ms: i64, tag: &str, changes: &mut Ch
 /// Brings an archived `tag` back: it allocates again from where its counter stopped.
 pub(crate) fn restore(state: &mut State, at_ms: i64, tag: &str, changes: &mut Changes) -> ApplyResult {
     let record = state.tags.get_mut(tag).ok_or_else(|| ApplyError::TagNotFound(tag.to_string()))?;
-    if record.archived_ms.is_none() {
+    if record.archived_ms().is_none() {
         return Err(invalid(format!("tag {tag:?} is not archived")));
     }
-    record.archived_ms = None;
+    record.set_archived_ms(None);
     record.updated_ms = at_ms;
     changes.tag(tag);
     Ok(Applied::Tag { tag: tag.to_string(), record: record.clone() })
@@ -177,7 +307,7 @@ pub(crate) fn update(
         record.step = step;
     }
     if let Some(d) = description {
-        record.description = d.to_string();
+        record.set_description(d.to_string());
     }
     record.updated_ms = at_ms;
     changes.tag(tag);
@@ -248,13 +378,54 @@ mod tests {
         assert_eq!(s.tags.len(), MAX_TAGS);
     }
 
+    /// A record encodes byte for byte as the flat layout and decodes from it; a plain tag
+    /// holds no box, and clearing a field drops the box again (equality stays by field).
+    #[test]
+    fn a_record_encodes_flat_and_boxes_only_what_differs() {
+        use leaf_api::codec;
+        assert_eq!(std::mem::size_of::<TagRecord>(), 40);
+        let plain = TagRecord::plain(7, 10, 1, 2);
+        let full = plain
+            .clone()
+            .with_description("d".into())
+            .with_profile(StoredProfile::Obfuscated { key: [9; crate::OBFUSCATION_KEY_BYTES] })
+            .with_upper_bound(Some(99))
+            .with_archived_ms(Some(5));
+        let flat = |r: &TagRecord| super::Flat {
+            max_id: r.max_id,
+            step: r.step,
+            description: r.description().to_string(),
+            created_ms: r.created_ms,
+            updated_ms: r.updated_ms,
+            profile: r.profile().clone(),
+            upper_bound: r.upper_bound(),
+            archived_ms: r.archived_ms(),
+        };
+        for r in [&plain, &full] {
+            let bytes = codec::encode(r).unwrap();
+            assert_eq!(bytes, codec::encode(&flat(r)).unwrap());
+            assert_eq!(&codec::decode::<TagRecord>(&bytes).unwrap(), r);
+            assert_eq!(codec::decode::<super::Flat>(&bytes).unwrap(), flat(r));
+        }
+        assert_eq!((full.description(), full.upper_bound(), full.archived_ms()), ("d", Some(99), Some(5)));
+        assert!(plain.extra.is_none());
+        let mut r = plain.clone();
+        r.set_archived_ms(Some(3));
+        assert!(r.extra.is_some());
+        r.set_archived_ms(None);
+        assert!(r.extra.is_none());
+        assert_eq!(r, plain);
+        assert!(TagRecord::new(1, 10, 7, "").extra.is_none());
+        assert!(codec::decode::<TagRecord>(&codec::encode(&flat(&plain)).unwrap()).unwrap().extra.is_none());
+    }
+
     #[test]
     fn an_archived_tag_allocates_nothing_and_its_name_is_never_reused() {
         let mut s = State::default();
         ap(&mut s, &create("t", 10, 1)).unwrap();
         ap(&mut s, &alloc("t", 10)).unwrap();
         let archive = at(5, Op::ArchiveTag { tag: "t".into() });
-        assert!(matches!(ap(&mut s, &archive), Ok(Applied::Tag { ref record, .. }) if record.archived_ms == Some(5)));
+        assert!(matches!(ap(&mut s, &archive), Ok(Applied::Tag { ref record, .. }) if record.archived_ms() == Some(5)));
         let archived = s.clone();
         for refused in [
             alloc("t", 10),
@@ -332,7 +503,7 @@ mod tests {
         };
         ap(&mut s, &upd).unwrap();
         let r = &s.tags["t"];
-        assert_eq!((r.step, r.description.as_str(), r.max_id), (20, "d", 1));
+        assert_eq!((r.step, r.description(), r.max_id), (20, "d", 1));
         assert_eq!((r.created_ms, r.updated_ms), (1_700_000_000_000, 1_800_000_000_000));
         let a = ap(&mut s, &alloc("t", 7)).unwrap();
         assert_eq!(a, Applied::Segment(Allocation { start: 1, end: 8, stored_step: 20 }));
@@ -343,7 +514,7 @@ mod tests {
     #[test]
     fn the_tag_count_is_bounded() {
         let mut s = State::default();
-        let record = TagRecord { max_id: 0, step: 1, profile: StoredProfile::Segment, ..TagRecord::default() };
+        let record = TagRecord { max_id: 0, step: 1, ..TagRecord::default() }.with_profile(StoredProfile::Segment);
         for i in 0..LEGACY_MAX_TAGS {
             s.tags.insert(format!("t{i}"), record.clone());
         }

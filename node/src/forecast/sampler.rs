@@ -139,7 +139,7 @@ pub struct Observed {
 /// `tag` as a sample reads it; `None` for a tag without a forecast: an obfuscated one (its
 /// allocation rate would count its IDs) or an archived one (it allocates nothing).
 fn observed(tag: &str, r: &TagRecord, before: Option<i64>) -> Option<Observed> {
-    if matches!(r.profile, leaf_raft_store::StoredProfile::Obfuscated { .. }) || r.archived_ms.is_some() {
+    if matches!(r.profile(), leaf_raft_store::StoredProfile::Obfuscated { .. }) || r.archived_ms().is_some() {
         return None;
     }
     let last = last_id(r);

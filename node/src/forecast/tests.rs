@@ -257,12 +257,12 @@ proptest! {
 #[test]
 fn the_limit_follows_the_upper_bound_and_a_daily_tags_day() {
     use leaf_raft_store::StoredProfile;
-    let plain = TagRecord { max_id: 10, ..TagRecord::default() };
+    let plain = TagRecord::plain(10, 0, 0, 0);
     assert_eq!(last_id(&plain), LAST_ID);
-    let bounded = TagRecord { upper_bound: Some(leaf_api::profile::JS_SAFE_MAX), ..plain.clone() };
+    let bounded = plain.clone().with_upper_bound(Some(leaf_api::profile::JS_SAFE_MAX));
     assert_eq!(ids_left(bounded.max_id, last_id(&bounded)), (leaf_api::profile::JS_SAFE_MAX - 9) as u64);
     let format = leaf_api::profile::DailyFormat { digits: 4, utc_offset_minutes: 0 };
-    let daily = TagRecord { profile: StoredProfile::Daily { format, day: 20261123 }, ..plain };
+    let daily = plain.with_profile(StoredProfile::Daily { format, day: 20261123 });
     // Counters 10..=9999 are left today.
     assert_eq!(ids_left(daily.max_id, last_id(&daily)), 9990);
 }

@@ -318,20 +318,13 @@ mod tests {
         let renew = Op::RenewWorker { node_id: 1, worker_id: 3, high_water_ms: 1, lease_ms: 60_000 };
         assert!(check_applied(&renew, &grant(3, 1_700_000_000_000)).is_ok());
         assert!(check_applied(&renew, &grant(4, 1_700_000_000_000)).is_err());
-        let record = TagRecord {
-            max_id: 1,
-            step: 10,
-            description: String::new(),
-            created_ms: 0,
-            updated_ms: 0,
-            ..Default::default()
-        };
+        let record = TagRecord::plain(1, 10, 0, 0);
         let create = Op::CreateTag { tag: "a".into(), step: 10, start_max_id: 1, description: String::new() };
         let tag = |t: &str, record: TagRecord| Applied::Tag { tag: t.into(), record };
         assert!(check_applied(&create, &tag("a", record.clone())).is_ok());
         assert!(check_applied(&create, &tag("b", record.clone())).is_err());
-        assert!(check_applied(&create, &tag("a", TagRecord { max_id: -1, ..record.clone() })).is_err());
-        assert!(check_applied(&create, &tag("a", TagRecord { step: 0, ..record.clone() })).is_err());
+        assert!(check_applied(&create, &tag("a", TagRecord::plain(-1, 10, 0, 0))).is_err());
+        assert!(check_applied(&create, &tag("a", TagRecord::plain(1, 0, 0, 0))).is_err());
         assert!(matches!(check_applied(&create, &grant(3, 1)), Err(AnswerError::WrongKind { .. })));
         let update = Op::UpdateTag { tag: "a".into(), step: Some(20), description: None };
         assert!(check_applied(&update, &tag("a", record)).is_ok());
@@ -349,14 +342,7 @@ mod tests {
     fn each_caller_gets_its_own_kind_of_result_or_a_typed_error() {
         let a = Allocation { start: 0, end: 10, stored_step: 10 };
         let g = WorkerGrant { worker_id: 2, not_before_ms: 5, lease_expires_ms: 60_000 };
-        let r = TagRecord {
-            max_id: 1,
-            step: 10,
-            description: "d".into(),
-            created_ms: 1,
-            updated_ms: 2,
-            ..Default::default()
-        };
+        let r = TagRecord::plain(1, 10, 1, 2).with_description("d".into());
         assert_eq!(Allocation::from_applied(Applied::Segment(a)), Ok(a));
         assert_eq!(WorkerGrant::from_applied(Applied::Worker(g)), Ok(g));
         assert_eq!(TagRecord::from_applied(Applied::Tag { tag: "t".into(), record: r.clone() }), Ok(r.clone()));

@@ -108,14 +108,14 @@ impl LeaderOp for MonotonicTake {
             .state
             .tag(&self.tag)
             .ok_or_else(|| ProposeError::Rejected(ApplyError::TagNotFound(self.tag.clone())))?;
-        if record.archived_ms.is_some() {
+        if record.archived_ms().is_some() {
             return Err(ProposeError::Rejected(ApplyError::TagArchived(self.tag.clone())));
         }
-        if record.profile.kind() != Profile::Monotonic {
+        if record.profile().kind() != Profile::Monotonic {
             return Err(ProposeError::Rejected(ApplyError::Invalid(format!(
                 "tag {:?} has the {} profile, not monotonic",
                 self.tag,
-                record.profile.kind().as_str()
+                record.profile().kind().as_str()
             ))));
         }
         let count = i64::from(self.count);
@@ -140,7 +140,7 @@ impl LeaderOp for MonotonicTake {
                     // The tag's upper bound cut the window short: fewer IDs left than asked.
                     return Err(ProposeError::Rejected(ApplyError::UpperBoundReached {
                         tag: self.tag.clone(),
-                        upper_bound: record.upper_bound.unwrap_or(i64::MAX - 1),
+                        upper_bound: record.upper_bound().unwrap_or(i64::MAX - 1),
                     }));
                 }
                 *w = Window { term, next: a.start, end: a.end };

@@ -101,10 +101,10 @@ impl App {
     fn dashboard_tags(&self, viewer: &Principal, prefix: &str) -> (Vec<TagView>, usize) {
         let root = matches!(viewer, Principal::Root(_));
         let shown = |tag: &str, r: &leaf_raft_store::TagRecord| {
-            r.archived_ms.is_none()
+            r.archived_ms().is_none()
                 && (root
                     || (viewer.sees_tag(tag)
-                        && !matches!(r.profile, leaf_raft_store::profile::StoredProfile::Obfuscated { .. })))
+                        && !matches!(r.profile(), leaf_raft_store::profile::StoredProfile::Obfuscated { .. })))
         };
         let state = self.raft.state();
         let busy: Vec<_> =

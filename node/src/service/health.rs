@@ -132,7 +132,7 @@ impl App {
         let (by_profile, audit_records) = state.with_state(|s| {
             let mut n = [0u64; 4];
             for r in s.tags.values() {
-                n[r.profile.kind() as usize] += 1;
+                n[r.profile().kind() as usize] += 1;
             }
             (n, s.audit.records.len() as u64)
         });

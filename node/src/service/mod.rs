@@ -154,7 +154,7 @@ impl App {
             )
         })?;
         look(self).ok_or_else(|| match self.raft.state().tag(tag) {
-            Some(r) if r.archived_ms.is_some() => ApiError::new(
+            Some(r) if r.archived_ms().is_some() => ApiError::new(
                 ErrorCode::TagNotFound,
                 format!("tag {tag:?} is archived: it hands out no ID until it is restored"),
             ),

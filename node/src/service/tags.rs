@@ -34,8 +34,8 @@ impl App {
     pub fn public_tags(&self, viewer: Option<&Principal>, page: &Page) -> Vec<TagInfo> {
         let state = self.raft.state();
         let tags = state.tags_page(&page.prefix, page.after.as_deref(), page.limit, |t, r| {
-            !matches!(r.profile, StoredProfile::Obfuscated { .. })
-                && r.archived_ms.is_none()
+            !matches!(r.profile(), StoredProfile::Obfuscated { .. })
+                && r.archived_ms().is_none()
                 && viewer.is_none_or(|p| p.sees_tag(t))
         });
         tags.into_iter().map(|(t, r)| tag_info(t, r)).collect()
@@ -141,7 +141,7 @@ impl App {
             ApiError::new(ErrorCode::NotReady, format!("cannot read tag {tag:?} as committed: {}", e.public_message()))
         })?;
         let record = self.raft.state().tag(&tag).ok_or_else(|| super::tag_not_found(&tag))?;
-        if record.archived_ms.is_some() == archive {
+        if record.archived_ms().is_some() == archive {
             return Ok(tag_info(tag, record));
         }
         let record = if archive {
@@ -271,20 +271,20 @@ pub fn tag_info(tag: String, r: TagRecord) -> TagInfo {
         tag,
         max_id: r.max_id,
         step: r.step,
-        description: r.description,
+        description: r.description().to_string(),
         created_ms: r.created_ms,
         updated_ms: r.updated_ms,
-        profile: r.profile.kind(),
-        daily: match &r.profile {
+        profile: r.profile().kind(),
+        daily: match r.profile() {
             StoredProfile::Daily { format, .. } => Some(format.options()),
             _ => None,
         },
-        day: match &r.profile {
+        day: match r.profile() {
             StoredProfile::Daily { day, .. } if *day != 0 => Some(*day),
             _ => None,
         },
-        upper_bound: r.upper_bound,
-        archived_ms: r.archived_ms,
+        upper_bound: r.upper_bound(),
+        archived_ms: r.archived_ms(),
     }
 }
 

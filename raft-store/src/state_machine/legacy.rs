@@ -67,16 +67,11 @@ struct TagRecordV2 {
 
 impl From<TagRecordV2> for TagRecord {
     fn from(r: TagRecordV2) -> Self {
-        TagRecord {
-            max_id: r.max_id,
-            step: r.step,
-            description: r.description,
-            created_ms: r.created_ms,
-            updated_ms: r.updated_ms,
-            profile: r.profile,
-            upper_bound: r.upper_bound,
-            archived_ms: None,
-        }
+        let mut record = TagRecord::new(r.created_ms, r.step, r.max_id, &r.description)
+            .with_profile(r.profile)
+            .with_upper_bound(r.upper_bound);
+        record.updated_ms = r.updated_ms;
+        record
     }
 }
 
@@ -286,16 +281,8 @@ mod tests {
 
     fn old_record() -> (OldRecord, TagRecord) {
         let old = OldRecord { max_id: 7, step: 2, description: "d".into(), created_ms: 1, updated_ms: 2 };
-        let new = TagRecord {
-            max_id: 7,
-            step: 2,
-            description: "d".into(),
-            created_ms: 1,
-            updated_ms: 2,
-            profile: StoredProfile::Segment,
-            upper_bound: None,
-            archived_ms: None,
-        };
+        let new = TagRecord { max_id: 7, step: 2, created_ms: 1, updated_ms: 2, ..TagRecord::default() }
+            .with_description("d".into());
         (old, new)
     }
 
@@ -311,16 +298,10 @@ mod tests {
             profile: profile.clone(),
             upper_bound: Some(900),
         };
-        let new = TagRecord {
-            max_id: 70,
-            step: 5,
-            description: "v2".into(),
-            created_ms: 1,
-            updated_ms: 2,
-            profile,
-            upper_bound: Some(900),
-            archived_ms: None,
-        };
+        let new = TagRecord { max_id: 70, step: 5, created_ms: 1, updated_ms: 2, ..TagRecord::default() }
+            .with_description("v2".into())
+            .with_profile(profile)
+            .with_upper_bound(Some(900));
         (old, new)
     }
 
@@ -372,17 +353,14 @@ mod tests {
     fn checkpointed_tags_of_releases_before_profiles_still_decode() {
         let (old, new) = old_record();
         assert_eq!(decode_tag_record(&codec::encode(&old).unwrap()).unwrap(), new);
-        let daily = TagRecord {
-            profile: StoredProfile::Daily {
-                format: leaf_api::profile::DailyFormat { digits: 6, utc_offset_minutes: 480 },
-                day: 20261123,
-            },
-            ..new.clone()
-        };
+        let daily = new.clone().with_profile(StoredProfile::Daily {
+            format: leaf_api::profile::DailyFormat { digits: 6, utc_offset_minutes: 480 },
+            day: 20261123,
+        });
         assert_eq!(decode_tag_record(&codec::encode(&daily).unwrap()).unwrap(), daily);
         let (v2, upgraded) = v2_record();
         assert_eq!(decode_tag_record(&codec::encode(&v2).unwrap()).unwrap(), upgraded);
-        let archived = TagRecord { archived_ms: Some(9), ..upgraded };
+        let archived = upgraded.with_archived_ms(Some(9));
         assert_eq!(decode_tag_record(&codec::encode(&archived).unwrap()).unwrap(), archived);
         assert!(decode_tag_record(b"garbage").is_err());
     }

@@ -383,16 +383,11 @@ mod tests {
             SmData { last_applied: Some(LogId::new(CommittedLeaderId::new(2, 1), index)), ..SmData::default() };
         let description = "d".repeat(description);
         for i in 0..tags {
-            let record = TagRecord {
-                max_id: i as i64,
-                step: 1000,
-                description: description.clone(),
-                created_ms: 1,
-                updated_ms: 2,
-                profile: StoredProfile::Obfuscated { key: [7; crate::OBFUSCATION_KEY_BYTES] },
-                upper_bound: Some(i64::MAX - 1),
-                archived_ms: None,
-            };
+            let record =
+                TagRecord { max_id: i as i64, step: 1000, created_ms: 1, updated_ms: 2, ..TagRecord::default() }
+                    .with_description(description.clone())
+                    .with_profile(StoredProfile::Obfuscated { key: [7; crate::OBFUSCATION_KEY_BYTES] })
+                    .with_upper_bound(Some(i64::MAX - 1));
             data.state.tags.insert(format!("tag-{i:07}"), record);
         }
         data
