@@ -11,7 +11,8 @@
 #    request), timed; every node's RSS after;
 # 3. hot-tag single IDs again, the same tag and load: the ratio to the baseline;
 # 4. cold tags' first ID on node 2: 300 tags never asked before, over one kept-alive connection,
-#    p50/p99/max, and the same for a tag node 2 already serves;
+#    p50/p99/max, and the same for a tag node 2 already serves; then 10,000 tags made hot on
+#    every node (an ID from each) and every node's RSS;
 # 5. a new node: node 4 starts empty and is added as a learner through node 1; seconds from the
 #    add to its `/health` ready, and to its applied index reaching the log index the cluster
 #    had at the add, and how many snapshots it installed (its log);
@@ -19,7 +20,7 @@
 # 7. every node's RSS at the end.
 # Prints a Markdown table per part; the nodes' logs are kept on failure (the path is printed).
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n '2,20p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,21p' "$0"; exit 2; }
 LEAF=$1 TAGS=${2:-999990} SECS=${3:-10}
 for n in "$TAGS" "$SECS"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "TAGS and SECONDS must be positive numbers" >&2; exit 2; }
@@ -137,6 +138,36 @@ for name, got in rows.items():
     errors = sum(1 for code, _ in got if code != 200)
     print(f"| {name} | {len(t)} | {errors} | {q(0.5):.2f} ms | {q(0.99):.2f} ms | {t[-1]:.2f} ms |")
 PY
+echo
+
+# 4b. 10,000 hot tags on every node: one ID from each of 10,000 tags never asked before, on
+# every node (16 kept-alive connections per node), then every node's RSS: the issue's "under
+# 1 GiB with a million tags, of which 10,000 hot".
+python3 - "$TAGS" "$WIDTH" "$LEAF_CA" "$(url 1)" "$(url 2)" "$(url 3)" <<'PY'
+import http.client, ssl, sys, threading, time, urllib.parse
+n, width, ca, urls = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+hot = [f"t-{(2 * n // 3 + i) % n:0{width}d}" for i in range(min(10_000, n))]
+ctx = ssl.create_default_context(cafile=ca)
+errors, lock = [0], threading.Lock()
+def worker(url, tags):
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPSConnection(u.hostname, u.port, context=ctx)
+    for t in tags:
+        conn.request("GET", f"/api/segment/get/{t}")
+        r = conn.getresponse()
+        r.read()
+        if r.status != 200:
+            with lock:
+                errors[0] += 1
+t0 = time.time()
+threads = [threading.Thread(target=worker, args=(url, hot[k::16])) for url in urls for k in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(f"{len(hot)} tags made hot on each of {len(urls)} nodes in {time.time() - t0:.1f} s, {errors[0]} errors")
+PY
+echo "| with $((CREATED + 10)) tags, 10,000 of them hot on every node | node 1 | node 2 | node 3 |"
+echo "|---|---:|---:|---:|"
+echo "| RSS | $(rss_mb 1) MB | $(rss_mb 2) MB | $(rss_mb 3) MB |"
 echo
 
 # 5. A new node joins from a snapshot: ready (/health), then caught up (its applied index at
