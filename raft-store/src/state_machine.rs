@@ -27,7 +27,7 @@ use crate::command::Op;
 use crate::coverage::Coverage;
 use crate::failpoint::failpoint;
 use crate::journal::{Journal, JournalRecord};
-use crate::log_weight::LogWeights;
+use crate::log_weight::{entry_weight, LogWeights};
 use crate::state::{record_members, State};
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use store::sm_write_err;
@@ -179,11 +179,7 @@ impl StateMachineStore {
         for entry in entries {
             d.last_applied = Some(entry.log_id);
             dirty.entries += 1;
-            let weight = match &entry.payload {
-                EntryPayload::Normal(cmd) => cmd.op.weight(),
-                _ => 1,
-            };
-            self.weights.push(entry.log_id.index, weight);
+            self.weights.push(entry.log_id.index, entry_weight(&entry));
             let result = match entry.payload {
                 EntryPayload::Blank => Ok(Applied::Nothing),
                 EntryPayload::Normal(cmd) => {

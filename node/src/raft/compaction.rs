@@ -12,8 +12,10 @@
 //! - purges the log behind the snapshot down to `keep_logs_after_snapshot` worth of weight.
 //!
 //! With ordinary entries (weight 1) both rules are openraft's own, so nothing changes.
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
+use leaf_raft_store::log_weight::entry_weight;
 use leaf_raft_store::LogWeights;
 use tokio::sync::watch;
 
@@ -27,6 +29,21 @@ const REASK: Duration = Duration::from_secs(60);
 /// Whether a snapshot is due: the log since the last one weighs `since`, the state holds `tags`.
 fn snapshot_due(since: u64, every: u64, tags: u64) -> bool {
     since >= every.max(tags / 2)
+}
+
+/// The log indexes a restart left unweighed: after the `purged` index, up to the first index
+/// the weights record (or through the last `applied` one, when they record none). None when
+/// that is empty: on a node that applied its log from index 0, or applied nothing.
+fn unweighed(purged: Option<u64>, first: Option<u64>, applied: Option<u64>) -> Option<RangeInclusive<u64>> {
+    let from = match purged {
+        Some(p) => p.checked_add(1)?,
+        None => 0,
+    };
+    let through = match first {
+        Some(f) => f.checked_sub(1)?,
+        None => applied?,
+    };
+    (from <= through).then_some(from..=through)
 }
 
 /// Through which index to purge, if further than `purged`: the log behind the snapshot at
@@ -46,6 +63,7 @@ impl RaftNode {
         // the index a purge was asked through.
         let mut built_from: Option<(u64, tokio::time::Instant)> = None;
         let mut purge_asked = 0;
+        let mut seeded = false;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -60,6 +78,15 @@ impl RaftNode {
             }
             let snapshot = m.snapshot.map_or(0, |l| l.index);
             let purged = m.purged.map_or(0, |l| l.index);
+            if !seeded {
+                // Once, after the start: the log a restart did not re-apply (a batch is
+                // checkpointed with its entry) still weighs what it holds.
+                let applied = m.last_applied.map(|l| l.index);
+                if let Some(range) = unweighed(m.purged.map(|l| l.index), weights.first(), applied) {
+                    self.seed_weights(&weights, range).await;
+                }
+                seeded = true;
+            }
             weights.forget_through(purged);
             let since = weights.since(snapshot);
             // A build triggered from this snapshot may still run: ask again only after a while.
@@ -82,9 +109,57 @@ impl RaftNode {
     }
 }
 
+impl RaftNode {
+    /// Records the weights of the log entries in `range` (a restart's unweighed log, see
+    /// [`unweighed`]: below the applied index, so no longer than the log), read a few at a time.
+    async fn seed_weights(&self, weights: &LogWeights, range: RangeInclusive<u64>) {
+        use openraft::storage::RaftLogReader;
+        const CHUNK: u64 = 64;
+        let mut log = self.log.clone();
+        let mut seeds = Vec::new();
+        let (mut next, through) = range.into_inner();
+        loop {
+            let end = through.min(next.saturating_add(CHUNK - 1));
+            match log.try_get_log_entries(next..=end).await {
+                Ok(entries) => seeds.extend(entries.iter().map(|e| (e.log_id.index, entry_weight(e)))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the log's weights; snapshots by weight count from here");
+                    return;
+                }
+            }
+            match end.checked_add(1) {
+                Some(n) if n <= through => next = n,
+                _ => break,
+            }
+            tokio::task::yield_now().await;
+        }
+        if !seeds.is_empty() {
+            tracing::info!(entries = seeds.len(), "weighed the log this node did not re-apply");
+        }
+        weights.seed(&seeds);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The unweighed log of a restart, and none on a node that applied its log from index 0
+    /// (the first build of this seeding wrapped `0 - 1` there and read the log for ever).
+    #[test]
+    fn a_restart_weighs_the_log_between_the_purge_and_the_first_applied_entry() {
+        // Purged through 10, applied from 40 on since the start: 11..=39.
+        assert_eq!(unweighed(Some(10), Some(40), Some(50)), Some(11..=39));
+        // Nothing purged: from index 0.
+        assert_eq!(unweighed(None, Some(5), Some(9)), Some(0..=4));
+        // Nothing applied since the start yet: through the applied index.
+        assert_eq!(unweighed(Some(10), None, Some(30)), Some(11..=30));
+        // A fresh node applied from index 0; a node that applied nothing; nothing between.
+        assert_eq!(unweighed(None, Some(0), Some(7)), None);
+        assert_eq!(unweighed(None, None, None), None);
+        assert_eq!(unweighed(Some(39), Some(40), Some(50)), None);
+        assert_eq!(unweighed(Some(u64::MAX), None, Some(u64::MAX)), None);
+    }
 
     #[test]
     fn snapshots_come_by_weight_and_as_the_state_grows_by_half() {

@@ -253,6 +253,22 @@ async fn more_tags_than_earlier_releases_held_are_created_and_snapshotted() {
     assert_eq!(get_ids(&c, "single-past-the-old-bound", None).await, [11]);
 }
 
+/// Waits (up to 30 s) until the node of `c` has a snapshot past the batch entries that follow
+/// log index `before` and has purged some of them: the snapshot comes once 10,000 tags were
+/// applied (a build may start before the last batch entry); behind it, the batch entries past
+/// the 100 kept are purged.
+async fn snapshotted_and_purged_past(c: &leaf_client::Client, before: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let s = c.cluster_status().await.unwrap();
+        if s.snapshot_index > Some(before + 1) && s.purged_index > Some(before) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "not snapshotted and purged by weight: {s:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// A log of batches is snapshotted and purged by its tags, not by its entries: by openraft's
 /// count (a snapshot every 10,000 entries, the default) 12,000 tags in 4 entries would never
 /// be, and a new node would replay every batch. Here a snapshot covers them within seconds and
@@ -272,17 +288,32 @@ async fn a_log_of_batches_is_snapshotted_and_purged_by_its_tags() {
     }
     let bulk_end = node.raft().status().last_applied_index.unwrap_or(0);
     assert!(bulk_end - before <= 4, "the batches were few entries: {before}..{bulk_end}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let s = c.cluster_status().await.unwrap();
-        // The snapshot comes once 10,000 tags were applied (a build may start before the last
-        // batch entry); behind it, the batch entries past the 100 kept are purged.
-        if s.snapshot_index > Some(before + 1) && s.purged_index > Some(before) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "not snapshotted and purged by weight: {s:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    snapshotted_and_purged_past(&c, before).await;
     assert_eq!(get_ids(&c, "w-11999", None).await, [1]);
     node.shutdown().await;
+}
+
+/// The weights survive a restart: the batch entries a restarted node does not re-apply (each
+/// is checkpointed with its entry, and a shutdown checkpoints the rest) are weighed from its
+/// log, so a snapshot by weight still comes. Without that, a cluster upgraded or restarted
+/// with its batches unsnapshotted would replay them all to every new node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_weighs_the_batch_log_it_did_not_re_apply() {
+    let dir = TempDir::new().unwrap();
+    let mut cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
+    cfg.raft.keep_logs_after_snapshot = 100;
+    cfg.snowflake.enabled = false;
+    // 12,000 tags weigh less than 20,000: no snapshot before the restart.
+    cfg.raft.snapshot_every = 20_000;
+    let (node, c) = start(cfg.clone()).await;
+    let before = node.raft().status().last_applied_index.unwrap_or(0);
+    for chunk in names("r-", 12_000).chunks(6_000) {
+        c.create_tags(&CreateTagsRequest { tags: chunk.iter().map(|t| tag(t.clone(), 10)).collect() }).await.unwrap();
+    }
+    assert_eq!(c.cluster_status().await.unwrap().snapshot_index, None);
+    node.shutdown().await;
+    cfg.raft.snapshot_every = 10_000;
+    let (_node, c) = start(cfg).await;
+    snapshotted_and_purged_past(&c, before).await;
+    assert_eq!(get_ids(&c, "r-11999", None).await, [1]);
 }
