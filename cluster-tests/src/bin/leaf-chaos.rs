@@ -42,6 +42,10 @@ struct Args {
     /// (default: every kind the backend supports: link and netem need --netns).
     #[arg(long, value_delimiter = ',', value_parser = parse_faults)]
     faults: Vec<FaultKind>,
+    /// No fault at all: the workload and the checker alone (a load test of the cluster with
+    /// every answer checked, e.g. with --tags).
+    #[arg(long, conflicts_with = "faults")]
+    no_faults: bool,
     /// Run against a docker-compose cluster of the `deploy/` files instead of local processes.
     #[arg(long, conflicts_with = "netns")]
     docker: bool,
@@ -124,6 +128,16 @@ fn docker_target(args: &Args) -> anyhow::Result<DockerTarget> {
     Ok(DockerTarget { compose_file, image: args.image.clone() })
 }
 
+/// The fault kinds a run injects: none with --no-faults, those of --faults, or every kind the
+/// backend supports.
+fn fault_kinds(args: &Args) -> Vec<FaultKind> {
+    match (args.no_faults, args.faults.is_empty()) {
+        (true, _) => Vec::new(),
+        (false, true) => FaultKind::defaults(args.netns),
+        (false, false) => args.faults.clone(),
+    }
+}
+
 fn main() {
     let code = match real_main() {
         Ok(code) => code,
@@ -143,10 +157,7 @@ fn real_main() -> anyhow::Result<i32> {
             let seed = args.seed.unwrap_or_else(|| {
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
             });
-            let mut faults = args.faults.clone();
-            if faults.is_empty() {
-                faults = FaultKind::defaults(args.netns);
-            }
+            let mut faults = fault_kinds(&args);
             if !args.netns && faults.iter().any(|k| matches!(k, FaultKind::Link | FaultKind::Netem)) {
                 anyhow::bail!("the link and netem faults need --netns");
             }
@@ -197,4 +208,18 @@ fn real_main() -> anyhow::Result<i32> {
     };
     println!("\n{}", summary(&results));
     Ok(results.valid.exit_code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_faults_means_none_and_no_list_means_every_kind() {
+        let kinds = |argv: &[&str]| fault_kinds(&Args::try_parse_from(argv).unwrap());
+        assert!(kinds(&["leaf-chaos", "--no-faults"]).is_empty());
+        assert_eq!(kinds(&["leaf-chaos"]), FaultKind::defaults(false));
+        assert_eq!(kinds(&["leaf-chaos", "--faults", "kill,pause"]), [FaultKind::Kill, FaultKind::Pause]);
+        assert!(Args::try_parse_from(["leaf-chaos", "--no-faults", "--faults", "kill"]).is_err());
+    }
 }

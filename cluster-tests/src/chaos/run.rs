@@ -994,12 +994,16 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         (None, false) => "",
     };
     let many = if cfg.tags > 0 { format!(" --tags {} --zipf-s {}", cfg.tags, cfg.zipf_s) } else { String::new() };
+    let faults = if cfg.faults.is_empty() {
+        "--no-faults".to_string()
+    } else {
+        format!("--faults {}", cfg.faults.iter().map(|k| k.name()).collect::<Vec<_>>().join(","))
+    };
     println!(
-        "replay with:{backend} --seed {} --nodes {} --duration {}ms --faults {} --clients {} --rate {}{many}",
+        "replay with:{backend} --seed {} --nodes {} --duration {}ms {faults} --clients {} --rate {}{many}",
         cfg.seed,
         cfg.nodes,
         cfg.duration.as_millis(),
-        cfg.faults.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
         cfg.clients,
         cfg.rate
     );
