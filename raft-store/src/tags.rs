@@ -182,18 +182,14 @@ impl Serialize for TagRecord {
 impl<'de> Deserialize<'de> for TagRecord {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let f = Flat::deserialize(d)?;
-        let record = TagRecord {
-            max_id: f.max_id,
-            step: f.step,
-            created_ms: f.created_ms,
-            updated_ms: f.updated_ms,
-            extra: None,
+        let extra = TagExtra {
+            description: f.description,
+            profile: f.profile,
+            upper_bound: f.upper_bound,
+            archived_ms: f.archived_ms,
         };
-        Ok(record
-            .with_description(f.description)
-            .with_profile(f.profile)
-            .with_upper_bound(f.upper_bound)
-            .with_archived_ms(f.archived_ms))
+        let extra = (extra != TagExtra::default()).then(|| Box::new(extra));
+        Ok(TagRecord { max_id: f.max_id, step: f.step, created_ms: f.created_ms, updated_ms: f.updated_ms, extra })
     }
 }
 

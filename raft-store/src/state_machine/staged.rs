@@ -33,8 +33,8 @@ pub(super) const ATOMIC_KEYS: usize = 256;
 pub(super) const CHUNK_KEYS: usize = 256;
 
 /// Bytes of keys and values per staged chunk (one more write may cross it): well under the
-/// size past which sled stores a value as a file of its own (an eighth of its 512 KiB
-/// segments).
+/// size past which sled writes an update as a file of its own (about a quarter of its 512 KiB
+/// segments, `MINIMUM_ITEMS_PER_SEGMENT` = 4 in sled 0.34.7).
 const STAGE_CHUNK_BYTES: usize = 16 * 1024;
 
 const KEY_DONE: &[u8] = b"!done";
