@@ -106,6 +106,8 @@ pub struct StateMachineStore {
     /// Held while writing the `snapshot` tree: a build (openraft runs it as its own task) that
     /// finishes after a newer snapshot was installed must not replace it.
     snap_write: Arc<Mutex<()>>,
+    /// A permit per running part of a snapshot build (see [`StateMachineStore::builds_finished`]).
+    builds: Arc<tokio::sync::Semaphore>,
     journal: Journal,
     /// The last log ID of the snapshot on disk, for the log store: raised after each flush that
     /// stores a newer one.

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::header::{ALLOW, CONTENT_TYPE};
+use axum::http::header::{ALLOW, CONNECTION, CONTENT_TYPE};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -164,7 +164,14 @@ async fn fallback(req: Request) -> ApiError {
 
 /// Counts every error by code, and makes the bodiless error answers of the router and the
 /// tower layers (405 with `Allow`, 413, timeout) JSON `ErrorBody`s like every other error.
-pub(crate) fn finish(app: &App, r: Response) -> Response {
+///
+/// A 413 also says `Connection: close`: the node answers before reading the rest of the body,
+/// and hyper then closes the connection, so a client that kept it for its next request would
+/// see that request fail on a connection already closed (RFC 9110, 15.5.14).
+pub(crate) fn finish(app: &App, mut r: Response) -> Response {
+    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        r.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
     if let Some(code) = r.extensions().get::<ErrorCode>() {
         app.metrics().error(*code);
         return r;
@@ -182,6 +189,9 @@ pub(crate) fn finish(app: &App, r: Response) -> Response {
     let mut out = ApiError::new(code, message).into_response();
     if let Some(allow) = allow {
         out.headers_mut().insert(ALLOW, allow);
+    }
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        out.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
     out
 }

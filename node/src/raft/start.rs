@@ -134,13 +134,16 @@ impl RaftNode {
         })
     }
 
-    /// Stops Raft, then checkpoints the state machine; storage is flushed by then.
+    /// Stops Raft, waits for a snapshot build still running, then checkpoints the state machine;
+    /// storage is flushed by then.
     pub async fn shutdown(&self) {
         // Read before stopping: a stopped Raft reports `Stopped` as its running state.
         let healthy = self.raft.metrics().borrow().running_state.is_ok();
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
         }
+        // A snapshot build goes on after Raft stopped: let it finish writing first.
+        self.sm.builds_finished().await;
         // Not needed for safety (a start re-applies from the log), only to shorten it. Skipped
         // after a fatal error: an apply that failed halfway must not be recorded as applied.
         if !healthy {

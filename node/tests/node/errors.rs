@@ -243,3 +243,39 @@ async fn connections_beyond_the_cap_get_503_with_retry_after() {
     }
     node.shutdown().await;
 }
+
+/// A body over the limit is answered before it is read, and the node then closes the
+/// connection: the 413 says `Connection: close`, so a client does not keep the connection for
+/// its next request (which would fail as "connection closed before message completed"). Both
+/// limits: the public one and the batch route's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_limit_closes_the_connection_and_says_so() {
+    use http_body_util::{BodyExt, Full};
+    let dir = TempDir::new().unwrap();
+    let http =
+        leaf_node::config::HttpConfig { max_body_bytes: 2048, max_batch_body_bytes: 64 * 1024, ..Default::default() };
+    let (node, c) = start(Config { http, ..config(&dir) }).await;
+    let big = |n: usize| bytes::Bytes::from(json!({"tags": [{"tag": "x".repeat(n), "step": 1}]}).to_string());
+    for (path, body) in [("/admin/tags", big(4_000)), (leaf_api::routes::ADMIN_TAGS_BATCH, big(70_000))] {
+        let stream = tokio::net::TcpStream::connect(node.http_addr()).await.unwrap();
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+        let conn = tokio::spawn(conn);
+        let req = hyper::Request::post(path)
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(body))
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+        assert_eq!(resp.headers().get("connection").map(|v| v.as_bytes()), Some(&b"close"[..]), "{path}");
+        let b = resp.into_body().collect().await.unwrap().to_bytes();
+        let e: leaf_api::ErrorBody = serde_json::from_slice(&b).unwrap();
+        assert_eq!(e.code, ErrorCode::PayloadTooLarge, "{path}");
+        // The connection ends (the node closed it), rather than waiting for a next request.
+        tokio::time::timeout(Duration::from_secs(5), conn).await.expect("the connection stays open").unwrap().ok();
+    }
+    // The client's pooled connections are unharmed: its next call is answered.
+    assert!(c.tags().await.is_ok());
+    node.shutdown().await;
+}

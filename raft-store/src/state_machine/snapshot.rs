@@ -306,8 +306,32 @@ impl StateMachineStore {
     }
 }
 
+/// The permits of [`StateMachineStore::builds_finished`]: more than the parts of builds that
+/// can run at once (openraft runs one build at a time; it holds two permits).
+pub(super) const BUILD_PERMITS: u32 = 16;
+
+impl StateMachineStore {
+    /// The two permits of a snapshot build: one for its task, one for its blocking part.
+    async fn building(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        // The semaphore is never closed.
+        self.builds.clone().acquire_many_owned(2).await.ok()
+    }
+
+    /// Waits until no snapshot build is running, for a shutdown. openraft runs a build as a
+    /// task of its own that its shutdown does not stop; without this wait, the build would
+    /// write to the store after the shutdown's checkpoint and flush, and the final drop of the
+    /// store (sled flushing what is left) would happen wherever the build ends. Once this
+    /// returns, a build that starts after it finds Raft stopped.
+    pub async fn builds_finished(&self) {
+        drop(self.builds.acquire_many(BUILD_PERMITS).await);
+    }
+}
+
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        // Both permits at once: the semaphore is fair, so a second acquire would queue behind
+        // a waiting `builds_finished` that waits for this build.
+        let mut building = self.building().await;
         // Checkpoint the state the snapshot holds, so the `sm` tree is never older than the
         // snapshot and the log purged behind it.
         failpoint!("sm-build-begin");
@@ -323,10 +347,16 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             drop(self.tree.read().await);
         };
         failpoint!("sm-build-checkpointed");
+        let writing = building.as_mut().and_then(|p| p.split(1));
         let (this, m) = (self.clone(), meta.clone());
         let (name, file) = tokio::task::spawn_blocking(move || {
             let _tree = tree;
-            this.write_tree(&m)
+            let written = this.write_tree(&m);
+            // Its own permit, since the build's task may be gone by now (a runtime shutting
+            // down cancels it at its await): the store's last clone may be this one.
+            drop(this);
+            drop(writing);
+            written
         })
         .await
         .map_err(join_err)??;
@@ -426,6 +456,29 @@ mod tests {
             assert_eq!(*follower.data.read().unwrap(), data);
             let current = follower.get_current_snapshot().await.unwrap().unwrap();
             assert_eq!(current.meta.last_log_id, data.last_applied);
+        });
+    }
+
+    /// A shutdown waits for a build still running: once `builds_finished` returns, the build
+    /// has written and stored its snapshot, so nothing writes to the store after the
+    /// shutdown's checkpoint.
+    #[test]
+    fn builds_finished_waits_for_a_running_build() {
+        rt().block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let mut sm = open(dir.path());
+            sm.replace(state(50_000, 200, 9)).unwrap();
+            let mut builder = sm.get_snapshot_builder().await;
+            let build = tokio::spawn(async move { builder.build_snapshot().await.map(|s| s.meta) });
+            // A condition, not a sleep: the build holds a permit once it runs.
+            while sm.builds.available_permits() == BUILD_PERMITS as usize {
+                assert!(!build.is_finished(), "the build ended without a permit");
+                tokio::task::yield_now().await;
+            }
+            sm.builds_finished().await;
+            let current = sm.get_current_snapshot().await.unwrap().expect("the build stored its snapshot");
+            assert_eq!(current.meta.last_log_id.map(|l| l.index), Some(9));
+            assert_eq!(build.await.unwrap().unwrap().last_log_id, current.meta.last_log_id);
         });
     }
 

@@ -218,6 +218,7 @@ impl StateMachineStore {
             dirty: Arc::default(),
             tree: Arc::default(),
             snap_write: Arc::default(),
+            builds: Arc::new(tokio::sync::Semaphore::new(super::snapshot::BUILD_PERMITS as usize)),
             journal,
             coverage,
             weights: Default::default(),
