@@ -21,7 +21,10 @@ pub const MAX_QUOTA: u32 = 1_000_000;
 /// Largest `ids_per_sec` and `burst_ids` of an [`IdQuota`]: above it a bucket's nanoseconds
 /// per ID would round to 0.
 pub const MAX_ID_QUOTA: u32 = 1_000_000_000;
-/// Largest `max_tags` of a token: the most tags the cluster holds.
+/// Largest `max_tags` of a token. It stays at the bound of the release that introduced it
+/// (then the most tags a cluster held): those nodes refuse a larger one when they apply it,
+/// so raising it would let a cluster in the middle of an upgrade disagree on the token. A
+/// token that must create more tags has no `max_tags`.
 pub const MAX_TOKEN_TAGS: u32 = 40_000;
 /// Longest grace period of a rotation, during which the old secret still works (a day).
 pub const MAX_GRACE_MS: i64 = 86_400_000;

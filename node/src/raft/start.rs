@@ -55,6 +55,9 @@ async fn open_when_unlocked(
     }
 }
 
+/// How long a shutdown waits for a snapshot build that is still running.
+pub const BUILD_WAIT: Duration = Duration::from_secs(30);
+
 impl RaftNode {
     /// Opens the store under `config.data_dir` and starts Raft. Forming a new cluster is
     /// [`RaftNode::form_cluster`]'s job, once the HTTP listener answers peers.
@@ -134,7 +137,7 @@ impl RaftNode {
         })
     }
 
-    /// Stops Raft, waits for a snapshot build still running, then checkpoints the state machine;
+    /// Stops Raft, waits (up to [`BUILD_WAIT`]) for a snapshot build still running, then checkpoints the state machine;
     /// storage is flushed by then.
     pub async fn shutdown(&self) {
         // Read before stopping: a stopped Raft reports `Stopped` as its running state.
@@ -142,8 +145,11 @@ impl RaftNode {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
         }
-        // A snapshot build goes on after Raft stopped: let it finish writing first.
-        self.sm.builds_finished().await;
+        // A snapshot build goes on after Raft stopped: let it finish writing first (bounded:
+        // a build stuck on its disk must not keep the process from ending).
+        if tokio::time::timeout(BUILD_WAIT, self.sm.builds_finished()).await.is_err() {
+            tracing::warn!(secs = BUILD_WAIT.as_secs(), "a snapshot build still runs; stopping without it");
+        }
         // Not needed for safety (a start re-applies from the log), only to shorten it. Skipped
         // after a fatal error: an apply that failed halfway must not be recorded as applied.
         if !healthy {
