@@ -70,6 +70,12 @@ where
     }
 }
 
+/// Builds the test image, once for this process.
+fn image() {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| block_in_place(|| docker::build_image(IMAGE)).unwrap());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_container_grows_to_5_and_replaces_a_node() {
     if let Some(why) = docker::unavailable() {
@@ -78,10 +84,10 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
         return;
     }
     let _serial = SERIAL.lock().await;
+    image();
 
     // The image: only the binary and the (non-root) data, certificate and CA directories,
     // running as non-root.
-    block_in_place(|| docker::build_image(IMAGE)).unwrap();
     assert_eq!(image_files(IMAGE), ["ca/", "data/", "leaf", "tls/"], "the image holds more than the binary");
     let inspect = |f: &str| {
         let out = Command::new("docker").args(["image", "inspect", "-f", f, IMAGE]).output().unwrap();
@@ -323,7 +329,7 @@ async fn a_docker_chaos_run_replaces_nodes_and_passes_the_checker() {
         return;
     }
     let _serial = SERIAL.lock().await;
-    block_in_place(|| docker::build_image(IMAGE)).unwrap();
+    image();
     let kinds = [FaultKind::Membership, FaultKind::Kill];
     let run = chaos_run(20261536, &kinds, &[(FaultKind::Membership, 3), (FaultKind::Kill, 1)], Duration::from_secs(10));
     let (out, _stdout, results) =
