@@ -320,8 +320,9 @@ impl StateMachineStore {
     /// Waits until no snapshot build is running, for a shutdown. openraft runs a build as a
     /// task of its own that its shutdown does not stop; without this wait, the build would
     /// write to the store after the shutdown's checkpoint and flush, and the final drop of the
-    /// store (sled flushing what is left) would happen wherever the build ends. Once this
-    /// returns, a build that starts after it finds Raft stopped.
+    /// store (sled flushing what is left) would happen wherever the build ends. Called after
+    /// Raft stopped, so no build is asked for afterwards; one whose task was spawned but had
+    /// not yet taken its permits may still run after this returns (a narrow window).
     pub async fn builds_finished(&self) {
         drop(self.builds.acquire_many(BUILD_PERMITS).await);
     }
