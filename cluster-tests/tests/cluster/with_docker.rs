@@ -70,6 +70,15 @@ where
     }
 }
 
+/// Whether Docker answers; if not, prints why `test` is skipped (a failure instead with
+/// `LEAF_REQUIRE_DOCKER`).
+fn docker_answers(test: &str) -> bool {
+    let Some(why) = docker::unavailable() else { return true };
+    assert!(std::env::var_os("LEAF_REQUIRE_DOCKER").is_none(), "LEAF_REQUIRE_DOCKER is set: {why}");
+    println!("SKIPPED {test}: {why}");
+    false
+}
+
 /// Builds the test image, once for this process.
 fn image() {
     static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
@@ -78,9 +87,7 @@ fn image() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_container_grows_to_5_and_replaces_a_node() {
-    if let Some(why) = docker::unavailable() {
-        assert!(std::env::var_os("LEAF_REQUIRE_DOCKER").is_none(), "LEAF_REQUIRE_DOCKER is set: {why}");
-        println!("SKIPPED the Docker deployment test: {why}");
+    if !docker_answers("the Docker deployment test") {
         return;
     }
     let _serial = SERIAL.lock().await;
@@ -325,9 +332,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
 /// slots by seconds: hence the wider margin). The history must be valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_chaos_run_replaces_nodes_and_passes_the_checker() {
-    if let Some(why) = docker::unavailable() {
-        assert!(std::env::var_os("LEAF_REQUIRE_DOCKER").is_none(), "LEAF_REQUIRE_DOCKER is set: {why}");
-        println!("SKIPPED the Docker chaos run: {why}");
+    if !docker_answers("the Docker chaos run") {
         return;
     }
     let _serial = SERIAL.lock().await;

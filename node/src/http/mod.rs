@@ -168,10 +168,16 @@ async fn fallback(req: Request) -> ApiError {
 /// A 413 also says `Connection: close`: the node answers before reading the rest of the body,
 /// and hyper then closes the connection, so a client that kept it for its next request would
 /// see that request fail on a connection already closed (RFC 9110, 15.5.14).
-pub(crate) fn finish(app: &App, mut r: Response) -> Response {
-    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        r.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
+pub(crate) fn finish(app: &App, r: Response) -> Response {
+    let mut out = as_error_body(app, r);
+    if out.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        out.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
+    out
+}
+
+/// The answer [`finish`] gives, before the 413's `Connection: close`.
+fn as_error_body(app: &App, r: Response) -> Response {
     if let Some(code) = r.extensions().get::<ErrorCode>() {
         app.metrics().error(*code);
         return r;
@@ -189,9 +195,6 @@ pub(crate) fn finish(app: &App, mut r: Response) -> Response {
     let mut out = ApiError::new(code, message).into_response();
     if let Some(allow) = allow {
         out.headers_mut().insert(ALLOW, allow);
-    }
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
-        out.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
     out
 }

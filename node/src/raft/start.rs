@@ -137,8 +137,8 @@ impl RaftNode {
         })
     }
 
-    /// Stops Raft, waits (up to [`BUILD_WAIT`]) for a snapshot build still running, then checkpoints the state machine;
-    /// storage is flushed by then.
+    /// Stops Raft, waits (up to [`BUILD_WAIT`]) for a snapshot build still running, then
+    /// checkpoints the state machine; storage is flushed by then.
     pub async fn shutdown(&self) {
         // Read before stopping: a stopped Raft reports `Stopped` as its running state.
         let healthy = self.raft.metrics().borrow().running_state.is_ok();
