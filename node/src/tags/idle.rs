@@ -51,7 +51,8 @@ impl Tags {
     /// One look: notes each loaded tag's served count and unloads those whose count has not
     /// moved since `idle` before `now`. Returns how many it unloaded.
     pub fn sweep_idle(&self, watch: &mut IdleWatch, now: Instant, idle: Duration) -> usize {
-        let loaded = self.inner.map.load_full();
+        let loaded = self.inner.map.pin();
+        let before = loaded.len();
         watch.seen.retain(|t, _| loaded.contains_key(t));
         let mut cold = Vec::new();
         for (tag, h) in loaded.iter() {
@@ -76,7 +77,7 @@ impl Tags {
             watch.seen.remove(tag);
         }
         if unloaded > 0 {
-            tracing::info!(unloaded, loaded = loaded.len() - unloaded, "idle tags unloaded");
+            tracing::info!(unloaded, loaded = before.saturating_sub(unloaded), "idle tags unloaded");
         }
         unloaded
     }
@@ -86,18 +87,16 @@ impl Tags {
     fn unload(&self, tags: &[String], still: impl Fn(&super::TagHandle) -> bool) -> usize {
         let i = &self.inner;
         let _guard = i.loading.lock().unwrap_or_else(|e| e.into_inner());
-        let map = i.map.load_full();
-        let mut next = HashMap::clone(&map);
+        let map = i.map.pin();
         let mut gone = 0;
         for tag in tags {
-            let Some(h) = next.get(tag).filter(|h| still(h)).map(Arc::clone) else { continue };
-            next.remove(tag);
+            let Some(h) = map.get(tag).filter(|h| still(h)).map(Arc::clone) else { continue };
+            map.remove(tag);
             i.metrics.unload_tag(tag);
             let dropped = h.buf.retire_below(i64::MAX);
             tracing::debug!(tag = %tag, dropped, "idle tag unloaded");
             gone += 1;
         }
-        i.map.store(Arc::new(next));
         gone
     }
 }
