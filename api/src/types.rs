@@ -198,6 +198,10 @@ pub struct AllocationView {
     pub end: i64,
     /// Raft log index of the committing entry.
     pub log_index: u64,
+    /// The allocation's place in its entry: 0, or its position in a group of allocations the
+    /// leader committed as one entry. `(log_index, position)` names one allocation.
+    #[serde(default)]
+    pub position: u32,
     /// Leader time of the committing entry (ms since the Unix epoch).
     pub at_ms: i64,
 }

@@ -55,7 +55,7 @@ mod tests {
     use super::*;
 
     fn alloc(start: i64, end: i64) -> AllocationView {
-        AllocationView { tag: "t".into(), node_id: 1, start, end, log_index: start as u64, at_ms: 0 }
+        AllocationView { tag: "t".into(), node_id: 1, start, end, log_index: start as u64, position: 0, at_ms: 0 }
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub enum Applied {
         name: String,
         record: TemplateRecord,
     },
+    /// The allocations of an [`Op::AllocateSegments`], each with its own outcome, in order.
+    Segments(Vec<Result<Allocation, ApplyError>>),
 }
 
 /// Why a command was rejected. Rejection is deterministic: every node rejects the same entry.
@@ -184,6 +186,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::ArchiveTag { tag } => tags::archive(state, at_ms, tag, changes),
         Op::RestoreTag { tag } => tags::restore(state, at_ms, tag, changes),
         Op::AllocateSegment { tag, step, node_id: _ } => tags::allocate(state, at_ms, tag, *step, changes),
+        Op::AllocateSegments { asks } => tags::allocate_each(state, at_ms, asks, changes),
         Op::RegisterWorker { node_id, lease_ms } => {
             workers::register(state, at_ms, (*node_id, *lease_ms), 0..=WORKER_IDS - 1, changes)
         }

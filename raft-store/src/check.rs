@@ -8,7 +8,7 @@ use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
 use crate::apply::{invalid, ApplyError};
 use crate::command::{Command, Op};
 use crate::profile::StoredProfile;
-use crate::tags::{NewTag, MAX_DESCRIPTION_BYTES, MAX_TAGS_PER_COMMAND};
+use crate::tags::{NewTag, MAX_DESCRIPTION_BYTES, MAX_SEGMENT_ASKS, MAX_TAGS_PER_COMMAND};
 use crate::workers::{MAX_HIGH_WATER_AHEAD_MS, MAX_LEASE_MS, MIN_LEASE_MS, WORKER_IDS};
 
 /// Largest encoded [`Command`] (through [`leaf_api::codec`]) the leader proposes. The largest
@@ -30,6 +30,12 @@ fn check_lease(lease_ms: i64) -> Result<(), ApplyError> {
     } else {
         Err(invalid(format!("lease of {lease_ms} ms is outside {MIN_LEASE_MS}..={MAX_LEASE_MS}")))
     }
+}
+
+fn check_ask(tag: &str, step: i64, node_id: u64) -> Result<(), ApplyError> {
+    validate_tag(tag)?;
+    validate_step(step)?;
+    check_node_id(node_id)
 }
 
 fn check_node_id(node_id: u64) -> Result<(), ApplyError> {
@@ -112,10 +118,12 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             Ok(())
         }
         Op::ArchiveTag { tag } | Op::RestoreTag { tag } => Ok(validate_tag(tag)?),
-        Op::AllocateSegment { tag, step, node_id } => {
-            validate_tag(tag)?;
-            validate_step(*step)?;
-            check_node_id(*node_id)
+        Op::AllocateSegment { tag, step, node_id } => check_ask(tag, *step, *node_id),
+        Op::AllocateSegments { asks } => {
+            if asks.is_empty() || asks.len() > MAX_SEGMENT_ASKS {
+                return Err(invalid(format!("a group holds 1 to {MAX_SEGMENT_ASKS} allocations, not {}", asks.len())));
+            }
+            asks.iter().try_for_each(|a| check_ask(&a.tag, a.step, a.node_id))
         }
         Op::RegisterWorker { node_id, lease_ms } => {
             check_node_id(*node_id)?;
@@ -173,7 +181,7 @@ pub fn check_command(cmd: &Command) -> Result<(), ApplyError> {
     check_fields(cmd)?;
     let len = codec::encode(cmd).map_err(|e| invalid(format!("command does not encode: {e}")))?.len();
     let max = match cmd.op.inner() {
-        Op::CreateTags { .. } => MAX_BATCH_COMMAND_BYTES,
+        Op::CreateTags { .. } | Op::AllocateSegments { .. } => MAX_BATCH_COMMAND_BYTES,
         _ => MAX_COMMAND_BYTES,
     };
     if len > max {

@@ -133,6 +133,21 @@ pub enum Op {
     DeleteTemplate {
         name: String,
     },
+    /// Several [`Op::AllocateSegment`]s in one entry, applied in order, each as if alone and
+    /// with its own result ([`crate::Applied::Segments`]): the leader's group commit of the
+    /// allocations that arrive while it commits others. At most
+    /// [`crate::tags::MAX_SEGMENT_ASKS`].
+    AllocateSegments {
+        asks: Vec<SegmentAsk>,
+    },
+}
+
+/// One allocation of an [`Op::AllocateSegments`]: what an [`Op::AllocateSegment`] carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentAsk {
+    pub tag: String,
+    pub step: i64,
+    pub node_id: u64,
 }
 
 impl Op {
@@ -155,6 +170,7 @@ impl Op {
             | Op::RotateToken { .. }
             | Op::RevokeToken { .. }
             | Op::CreateTags { .. }
+            | Op::AllocateSegments { .. }
             | Op::PutTemplate(_)
             | Op::DeleteTemplate { .. }
             | Op::NoteMembership(_) => None,
@@ -180,6 +196,7 @@ impl Op {
             | Op::DeleteTemplate { .. }
             | Op::NoteMembership(_) => true,
             Op::AllocateSegment { .. }
+            | Op::AllocateSegments { .. }
             | Op::RegisterWorker { .. }
             | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. }
@@ -206,10 +223,12 @@ impl Op {
     }
 
     /// What the operation weighs in the log for snapshot and purge decisions
-    /// ([`crate::LogWeights`]): a batch of tags counts each tag, any other operation 1.
+    /// ([`crate::LogWeights`]): a batch of tags counts each tag, a group of allocations each
+    /// allocation, any other operation 1.
     pub fn weight(&self) -> u64 {
         match self.inner() {
             Op::CreateTags { tags } => (tags.len() as u64).max(1),
+            Op::AllocateSegments { asks } => (asks.len() as u64).max(1),
             _ => 1,
         }
     }

@@ -7,7 +7,9 @@
 //! the cluster began (up to `cap`); [`JournalDump::complete_from_index`] says from which log
 //! index on a node's journal is known to be complete.
 //!
-//! Tree `journal`: `<log index, 8 bytes BE>` → [`JournalRecord`]; tree `journal_meta`:
+//! Tree `journal`: `<log index, 8 bytes BE>` → [`JournalRecord`], and for the second and later
+//! allocations of a group ([`crate::Op::AllocateSegments`]) `<log index, 8 bytes BE><position,
+//! 4 bytes BE>`, which sorts after its entry's first and before the next entry; tree `journal_meta`:
 //! `complete_from` → the first log index from which the journal is complete. Records are
 //! written in the same `apply` call as the state they describe, before any checkpoint of that
 //! state, so a crash between the two re-applies the entry and rewrites the same key.
@@ -18,6 +20,44 @@ use leaf_api::codec;
 use serde::{Deserialize, Serialize};
 
 const KEY_COMPLETE_FROM: &[u8] = b"complete_from";
+
+/// Where an allocation is in the log: its entry's index, and its place in the entry (0 but in
+/// a group of allocations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Place {
+    pub index: u64,
+    pub position: u32,
+}
+
+impl Place {
+    /// The only allocation of the entry at `index`.
+    pub fn at(index: u64) -> Place {
+        Place { index, position: 0 }
+    }
+
+    fn key(self) -> Vec<u8> {
+        let mut k = self.index.to_be_bytes().to_vec();
+        if self.position > 0 {
+            k.extend_from_slice(&self.position.to_be_bytes());
+        }
+        k
+    }
+
+    fn of_key(key: &[u8]) -> Result<Place, JournalError> {
+        let bad = || JournalError::Key(key.to_vec());
+        let (index, position) = match key.len() {
+            8 => (key, None),
+            12 => (&key[..8], Some(&key[8..])),
+            _ => return Err(bad()),
+        };
+        let index = u64::from_be_bytes(index.try_into().map_err(|_| bad())?);
+        let position = match position {
+            Some(p) => u32::from_be_bytes(p.try_into().map_err(|_| bad())?),
+            None => 0,
+        };
+        Ok(Place { index, position })
+    }
+}
 
 /// One committed allocation: `[start, end)` of `tag`, reserved for `node_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,8 +79,8 @@ pub struct JournalDump {
     pub complete_from_index: u64,
     /// ...and up to this log index (everything this node had applied when the dump began).
     pub complete_through_index: u64,
-    /// `(log index, record)`, oldest first.
-    pub records: Vec<(u64, JournalRecord)>,
+    /// `(where in the log, record)`, oldest first.
+    pub records: Vec<(Place, JournalRecord)>,
 }
 
 /// What [`Journal::moved_since`] answers.
@@ -75,11 +115,6 @@ pub struct Journal {
     through: Arc<AtomicU64>,
 }
 
-fn index_of(key: &[u8]) -> Result<u64, JournalError> {
-    let bytes: [u8; 8] = key.try_into().map_err(|_| JournalError::Key(key.to_vec()))?;
-    Ok(u64::from_be_bytes(bytes))
-}
-
 impl Journal {
     /// Opens the journal in `db`, keeping at most `cap` records (at least 1). `applied` is the
     /// state machine's last applied index: its allocations were recorded before it was saved.
@@ -100,9 +135,9 @@ impl Journal {
     }
 
     /// Records allocations committed at the given log indexes.
-    pub fn record(&self, entries: &[(u64, JournalRecord)]) -> Result<(), JournalError> {
-        for (index, record) in entries {
-            if self.records.insert(index.to_be_bytes(), codec::encode(record)?)?.is_none() {
+    pub fn record(&self, entries: &[(Place, JournalRecord)]) -> Result<(), JournalError> {
+        for (place, record) in entries {
+            if self.records.insert(place.key(), codec::encode(record)?)?.is_none() {
                 self.len.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -152,7 +187,7 @@ impl Journal {
                 self.len.store(0, Ordering::Relaxed);
                 break;
             };
-            self.raise_complete_from(index_of(&k)?.saturating_add(1))?;
+            self.raise_complete_from(Place::of_key(&k)?.index.saturating_add(1))?;
             if self.records.remove(&k)?.is_some() {
                 self.len.fetch_sub(1, Ordering::Relaxed);
             }
@@ -172,9 +207,12 @@ impl Journal {
         }
         let mut moved = std::collections::HashMap::new();
         if through > after {
-            let range = after.saturating_add(1).to_be_bytes()..=through.to_be_bytes();
-            for item in self.records.range(range) {
-                let (_, v) = item?;
+            // Every place of `through` too: a group's later keys sort after its 8-byte one.
+            for item in self.records.range(after.saturating_add(1).to_be_bytes()..) {
+                let (k, v) = item?;
+                if Place::of_key(&k)?.index > through {
+                    break;
+                }
                 let record: JournalRecord = codec::decode(&v)?;
                 moved.entry(record.tag).or_insert(record.start);
             }
@@ -196,7 +234,7 @@ impl Journal {
             let (k, v) = item?;
             let record: JournalRecord = codec::decode(&v)?;
             if tag.is_none_or(|t| t == record.tag) && node_id.is_none_or(|n| n == record.node_id) {
-                records.push((index_of(&k)?, record));
+                records.push((Place::of_key(&k)?, record));
             }
         }
         let complete_from_index = self.complete_from()?;
@@ -222,15 +260,16 @@ mod tests {
     fn records_filter_and_stay_complete_from_the_start() {
         let (_d, db) = db();
         let j = Journal::open(&db, 100, 0).unwrap();
-        j.record(&[(3, rec("a", 1, 1)), (5, rec("b", 2, 1)), (9, rec("a", 2, 11))]).unwrap();
+        j.record(&[(Place::at(3), rec("a", 1, 1)), (Place::at(5), rec("b", 2, 1)), (Place::at(9), rec("a", 2, 11))])
+            .unwrap();
         j.applied_through(10);
         let all = j.dump(None, None).unwrap();
         assert_eq!((all.complete_from_index, all.complete_through_index), (0, 10));
-        assert_eq!(all.records.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![3, 5, 9]);
+        assert_eq!(all.records.iter().map(|(p, _)| p.index).collect::<Vec<_>>(), vec![3, 5, 9]);
         assert_eq!(j.dump(Some("a"), None).unwrap().records.len(), 2);
-        assert_eq!(j.dump(Some("a"), Some(2)).unwrap().records, vec![(9, rec("a", 2, 11))]);
+        assert_eq!(j.dump(Some("a"), Some(2)).unwrap().records, vec![(Place::at(9), rec("a", 2, 11))]);
         // Re-applying an entry (crash between journal and state) does not count twice.
-        j.record(&[(9, rec("a", 2, 11))]).unwrap();
+        j.record(&[(Place::at(9), rec("a", 2, 11))]).unwrap();
         assert_eq!(j.len.load(Ordering::Relaxed), 3);
     }
 
@@ -238,14 +277,15 @@ mod tests {
     fn the_tags_moved_since_an_index_come_with_their_first_start() {
         let (_d, db) = db();
         let j = Journal::open(&db, 3, 0).unwrap();
-        j.record(&[(3, rec("a", 1, 1)), (5, rec("b", 2, 1)), (9, rec("a", 2, 11))]).unwrap();
+        j.record(&[(Place::at(3), rec("a", 1, 1)), (Place::at(5), rec("b", 2, 1)), (Place::at(9), rec("a", 2, 11))])
+            .unwrap();
         j.applied_through(10);
         let m = j.moved_since(0).unwrap();
         assert_eq!((m.through, m.moved), (10, Some([("a".to_string(), 1), ("b".to_string(), 1)].into())));
         assert_eq!(j.moved_since(5).unwrap().moved, Some([("a".to_string(), 11)].into()));
         assert_eq!(j.moved_since(10).unwrap().moved, Some(Default::default()));
         // Index 3 trimmed: from 0 the answer may miss it; from 3 on it is whole.
-        j.record(&[(12, rec("c", 1, 1))]).unwrap();
+        j.record(&[(Place::at(12), rec("c", 1, 1))]).unwrap();
         j.applied_through(12);
         assert_eq!(j.moved_since(0).unwrap().moved, None);
         assert_eq!(j.moved_since(3).unwrap().moved.map(|m| m.len()), Some(3));
@@ -259,9 +299,10 @@ mod tests {
     fn trimming_and_snapshots_move_the_completeness_mark() {
         let (_d, db) = db();
         let j = Journal::open(&db, 2, 0).unwrap();
-        j.record(&[(1, rec("a", 1, 1)), (2, rec("a", 1, 11)), (4, rec("a", 1, 21))]).unwrap();
+        j.record(&[(Place::at(1), rec("a", 1, 1)), (Place::at(2), rec("a", 1, 11)), (Place::at(4), rec("a", 1, 21))])
+            .unwrap();
         let d = j.dump(None, None).unwrap();
-        assert_eq!(d.records.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![2, 4]);
+        assert_eq!(d.records.iter().map(|(p, _)| p.index).collect::<Vec<_>>(), vec![2, 4]);
         assert_eq!(d.complete_from_index, 2, "index 1 was trimmed");
         j.mark_gap(10).unwrap();
         let d = j.dump(None, None).unwrap();
@@ -273,6 +314,24 @@ mod tests {
         let j = Journal::open(&db, 1, 11).unwrap();
         let d = j.dump(None, None).unwrap();
         assert_eq!((d.complete_from_index, d.complete_through_index, d.records.len()), (11, 11, 1));
+    }
+
+    #[test]
+    fn a_group_of_allocations_keeps_each_in_its_place_between_its_neighbours() {
+        let (_d, db) = db();
+        let j = Journal::open(&db, 100, 0).unwrap();
+        let at = |index, position| Place { index, position };
+        j.record(&[(at(4, 0), rec("a", 1, 1)), (at(5, 2), rec("c", 2, 1)), (at(6, 0), rec("a", 1, 11))]).unwrap();
+        j.record(&[(at(5, 0), rec("a", 2, 21)), (at(5, 1), rec("b", 1, 1))]).unwrap();
+        j.applied_through(5);
+        let d = j.dump(None, None).unwrap();
+        let places: Vec<(u64, u32)> = d.records.iter().map(|(p, _)| (p.index, p.position)).collect();
+        assert_eq!(places, vec![(4, 0), (5, 0), (5, 1), (5, 2), (6, 0)]);
+        assert_eq!(d.records[3].1, rec("c", 2, 1));
+        // Everything of the group at `through`, nothing of the entry after it.
+        let moved = j.moved_since(4).unwrap().moved.unwrap();
+        assert_eq!(moved, [("a".to_string(), 21), ("b".to_string(), 1), ("c".to_string(), 1)].into());
+        assert!(Place::of_key(&[0; 9]).is_err() && Place::of_key(&[0; 13]).is_err());
     }
 
     #[test]

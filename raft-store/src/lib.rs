@@ -64,14 +64,14 @@ pub mod workers;
 
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
 pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
-pub use command::{Command, Op};
-pub use journal::{Journal, JournalDump, JournalRecord, Moved};
+pub use command::{Command, Op, SegmentAsk};
+pub use journal::{Journal, JournalDump, JournalRecord, Moved, Place};
 pub use log_store::LogStore;
 pub use log_weight::LogWeights;
 pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
 pub use state::State;
 pub use state_machine::{StateMachineStore, StateReader};
-pub use tags::{Allocation, NewTag, TagRecord, LEGACY_MAX_TAGS, MAX_TAGS, MAX_TAGS_PER_COMMAND};
+pub use tags::{Allocation, NewTag, TagRecord, LEGACY_MAX_TAGS, MAX_SEGMENT_ASKS, MAX_TAGS, MAX_TAGS_PER_COMMAND};
 pub use templates::{NewTemplate, TemplateRecord, TemplateSettings, MAX_TEMPLATES};
 pub use tokens::{NewToken, SecretHash, TokenLimits, TokenRecord, MAX_TOKENS};
 pub use types::TypeConfig;

@@ -23,12 +23,13 @@ use openraft::{EntryPayload, OptionalSend};
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{apply, Applied, ApplyResult, Changes};
-use crate::command::Op;
+use crate::command::{Command, Op};
 use crate::coverage::Coverage;
 use crate::failpoint::failpoint;
-use crate::journal::{Journal, JournalRecord};
+use crate::journal::{Journal, JournalRecord, Place};
 use crate::log_weight::{entry_weight, LogWeights};
 use crate::state::{record_members, State};
+use crate::tags::Allocation;
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use store::sm_write_err;
 
@@ -159,6 +160,31 @@ impl StateMachineStore {
     }
 }
 
+/// Adds the allocations `cmd` committed at `index` (its result `r`) to `journal`, each in its
+/// place in the entry.
+fn journal_allocations(index: u64, cmd: &Command, r: &ApplyResult, journal: &mut Vec<(Place, JournalRecord)>) {
+    let record = |tag: &str, node_id: u64, a: &Allocation| JournalRecord {
+        tag: tag.to_string(),
+        node_id,
+        start: a.start,
+        end: a.end,
+        at_ms: cmd.at_ms,
+    };
+    match (r, &cmd.op) {
+        (Ok(Applied::Segment(a)), Op::AllocateSegment { tag, node_id, .. }) => {
+            journal.push((Place::at(index), record(tag, *node_id, a)));
+        }
+        (Ok(Applied::Segments(results)), Op::AllocateSegments { asks }) => {
+            for (position, (ask, result)) in (0u32..).zip(asks.iter().zip(results)) {
+                if let Ok(a) = result {
+                    journal.push((Place { index, position }, record(&ask.tag, ask.node_id, a)));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Changed keys a checkpoint may leave waiting for a snapshot build to finish copying the tree;
 /// with more, applies wait for the build.
 const MAX_DEFERRED_KEYS: usize = 2 * CHECKPOINT_KEYS;
@@ -189,16 +215,7 @@ impl StateMachineStore {
                     let r = apply(&mut d.state, &cmd, &mut dirty.changes);
                     tokens_changed |= r.is_ok() && cmd.op.touches_tokens();
                     archived |= r.is_ok() && matches!(cmd.op.inner(), Op::ArchiveTag { .. });
-                    if let (Ok(Applied::Segment(a)), Op::AllocateSegment { tag, node_id, .. }) = (&r, &cmd.op) {
-                        let record = JournalRecord {
-                            tag: tag.clone(),
-                            node_id: *node_id,
-                            start: a.start,
-                            end: a.end,
-                            at_ms: cmd.at_ms,
-                        };
-                        journal.push((entry.log_id.index, record));
-                    }
+                    journal_allocations(entry.log_id.index, &cmd, &r, &mut journal);
                     r
                 }
                 EntryPayload::Membership(m) => {

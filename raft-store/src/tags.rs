@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{invalid, Applied, ApplyError, ApplyResult, Changes};
+use crate::command::SegmentAsk;
 use crate::profile::StoredProfile;
 use crate::state::State;
 
@@ -197,6 +198,10 @@ impl<'de> Deserialize<'de> for TagRecord {
 /// bounded apart, by [`crate::check::MAX_BATCH_COMMAND_BYTES`]).
 pub const MAX_TAGS_PER_COMMAND: usize = 5_000;
 
+/// Most allocations in one [`crate::Op::AllocateSegments`]: 256 asks with 128-byte tags encode
+/// to about 40 KiB, well under [`crate::check::MAX_BATCH_COMMAND_BYTES`].
+pub const MAX_SEGMENT_ASKS: usize = 256;
+
 /// A tag to create, as a batch entry carries it (and as the node checks it before proposing).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewTag {
@@ -313,11 +318,28 @@ pub(crate) fn update(
 /// Reserves up to `step` IDs of `tag` at leader time `at_ms`, as its profile counts them
 /// ([`crate::profile::allocate`]).
 pub(crate) fn allocate(state: &mut State, at_ms: i64, tag: &str, step: i64, changes: &mut Changes) -> ApplyResult {
+    allocation(state, at_ms, tag, step, changes).map(Applied::Segment)
+}
+
+/// Applies the allocations of a group in order, each as if alone: one that fails (an unknown
+/// or exhausted tag) changes nothing and leaves the others as they are.
+pub(crate) fn allocate_each(state: &mut State, at_ms: i64, asks: &[SegmentAsk], changes: &mut Changes) -> ApplyResult {
+    let results = asks.iter().map(|a| allocation(state, at_ms, &a.tag, a.step, changes)).collect();
+    Ok(Applied::Segments(results))
+}
+
+fn allocation(
+    state: &mut State,
+    at_ms: i64,
+    tag: &str,
+    step: i64,
+    changes: &mut Changes,
+) -> Result<Allocation, ApplyError> {
     let record = live(state, tag)?;
     let allocation = crate::profile::allocate(tag, record, step, at_ms)?;
     record.updated_ms = at_ms;
     changes.tag(tag);
-    Ok(Applied::Segment(allocation))
+    Ok(allocation)
 }
 
 #[cfg(test)]
@@ -454,6 +476,48 @@ mod tests {
         assert_eq!(a, Applied::Segment(Allocation { start: 1, end: 11, stored_step: 10 }));
         assert_eq!(b, Applied::Segment(Allocation { start: 11, end: 36, stored_step: 10 }));
         assert_eq!(s.tags["t"].max_id, 36);
+    }
+
+    /// A group applies each allocation as if alone, in order: the same state and answers as
+    /// the single entries, a failing one changing nothing, and each tag's key noted.
+    #[test]
+    fn a_group_of_allocations_is_each_allocation_alone_in_order() {
+        use crate::command::SegmentAsk;
+        let setup = || {
+            let mut s = State::default();
+            ap(&mut s, &create("a", 10, 1)).unwrap();
+            ap(&mut s, &create("b", 10, i64::MAX - 15)).unwrap();
+            s
+        };
+        let asks = [("a", 10), ("nope", 5), ("b", 10), ("a", 25), ("b", 10), ("b", 1)];
+        let mut alone = setup();
+        let expected: Vec<_> = asks
+            .iter()
+            .map(|(t, step)| match ap(&mut alone, &alloc(t, *step)) {
+                Ok(Applied::Segment(a)) => Ok(a),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e),
+            })
+            .collect();
+        let mut grouped = setup();
+        let mut changes = Changes::default();
+        let group = Op::AllocateSegments {
+            asks: asks.iter().map(|(t, step)| SegmentAsk { tag: t.to_string(), step: *step, node_id: 1 }).collect(),
+        };
+        let got = apply(&mut grouped, &cmd(group), &mut changes).unwrap();
+        assert_eq!(got, Applied::Segments(expected.clone()));
+        assert_eq!(grouped, alone);
+        assert!(matches!(expected[1], Err(ApplyError::TagNotFound(_))));
+        assert!(matches!(expected[5], Err(ApplyError::TagExhausted { .. })));
+        assert_eq!(changes.tags.iter().map(String::as_str).collect::<Vec<_>>(), vec!["a", "b"]);
+        // Empty or too big: refused whole, nothing changed.
+        let many = (0..=super::MAX_SEGMENT_ASKS).map(|_| SegmentAsk { tag: "a".into(), step: 1, node_id: 1 }).collect();
+        for asks in [Vec::new(), many] {
+            let before = grouped.clone();
+            let r = ap(&mut grouped, &cmd(Op::AllocateSegments { asks }));
+            assert!(matches!(r, Err(ApplyError::Invalid(_))), "{r:?}");
+            assert_eq!(grouped, before);
+        }
     }
 
     #[test]

@@ -524,16 +524,19 @@ fn daily(ops: &[Op], meta: &Meta, r: &mut Results) {
 }
 
 fn allocations(ops: &[Op], journals: &[AllocationJournal], profiles: &BTreeMap<String, TagProfile>, r: &mut Results) {
-    let mut merged: BTreeMap<u64, AllocationView> = BTreeMap::new();
+    // One allocation per (log index, place in a group of allocations).
+    let mut merged: BTreeMap<(u64, u32), AllocationView> = BTreeMap::new();
     for j in journals {
         for a in &j.allocations {
-            if let Some(prev) = merged.get(&a.log_index) {
+            if let Some(prev) = merged.get(&(a.log_index, a.position)) {
                 if prev != a && r.journal_conflicts.len() < EXAMPLES {
-                    r.journal_conflicts
-                        .push(format!("log index {}: {prev:?} vs {a:?} (node {})", a.log_index, j.node_id));
+                    r.journal_conflicts.push(format!(
+                        "log index {} position {}: {prev:?} vs {a:?} (node {})",
+                        a.log_index, a.position, j.node_id
+                    ));
                 }
             } else {
-                merged.insert(a.log_index, a.clone());
+                merged.insert((a.log_index, a.position), a.clone());
             }
         }
     }
@@ -968,6 +971,7 @@ mod tests {
                     start,
                     end,
                     log_index: i as u64 + 1,
+                    position: 0,
                     at_ms: 0,
                 })
                 .collect(),
@@ -1082,6 +1086,23 @@ mod tests {
         gappy[0].complete_from_index = 5;
         let r = check(&h, &gappy, ok());
         assert_eq!((r.valid, r.unverifiable_ids), (Verdict::Unknown, 1));
+    }
+
+    /// The leader groups allocations that arrive together into one entry: the allocations
+    /// of one log index, each in its place, are all in force, on every node that saw them.
+    #[test]
+    fn a_group_of_allocations_at_one_log_index_counts_each() {
+        let mut grouped = allocs();
+        for (position, a) in (0u32..).zip(grouped[0].allocations.iter_mut()) {
+            (a.log_index, a.position) = (1, position);
+        }
+        grouped[0].complete_through_index = 1;
+        let mut seen_by_node_2 = grouped[0].clone();
+        seen_by_node_2.node_id = 2;
+        grouped.push(seen_by_node_2);
+        let r = check(&clean(), &grouped, ok());
+        assert!(r.journal_conflicts.is_empty(), "{:?}", r.journal_conflicts);
+        assert_eq!((r.valid, r.outside_allocation_count), (Verdict::True, 0));
     }
 
     #[test]

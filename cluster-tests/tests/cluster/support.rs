@@ -160,14 +160,15 @@ pub(crate) async fn load(cluster: &Cluster, nodes: &[u64], tag: &str, clients: u
 /// them must be complete since the cluster began. (A node's journal holds what it has applied,
 /// so a proposer may not list its newest allocation yet; the leader always does.)
 pub(crate) async fn all_allocations(cluster: &Cluster, nodes: &[u64], tag: &str) -> Vec<AllocationView> {
-    let mut all: BTreeMap<u64, AllocationView> = BTreeMap::new();
+    // One allocation per (log index, place in a group the leader committed as one entry).
+    let mut all: BTreeMap<(u64, u32), AllocationView> = BTreeMap::new();
     let mut complete = false;
     for &id in nodes {
         let j = journal(&cluster.client(id), tag).await;
         complete |= j.complete_from_index == 0;
         for a in j.allocations {
-            if let Some(prev) = all.insert(a.log_index, a.clone()) {
-                assert_eq!(prev, a, "nodes disagree on the allocation at log index {}", a.log_index);
+            if let Some(prev) = all.insert((a.log_index, a.position), a.clone()) {
+                assert_eq!(prev, a, "nodes disagree on the allocation at log index {} ({})", a.log_index, a.position);
             }
         }
     }

@@ -147,6 +147,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::UpdateTag { .. } => "a tag update",
         Op::ArchiveTag { .. } | Op::RestoreTag { .. } => "a tag archive or restore",
         Op::AllocateSegment { .. } => "a segment allocation",
+        Op::AllocateSegments { .. } => "a group of segment allocations",
         Op::RegisterWorker { .. } | Op::RegisterWorkerIn { .. } => "a worker registration",
         Op::RenewWorker { .. } => "a worker renewal",
         Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => {
@@ -172,6 +173,7 @@ fn applied_kind(applied: &Applied) -> &'static str {
         Applied::Nothing => "no result",
         Applied::Tag { .. } => "a tag",
         Applied::Segment(_) => "a segment",
+        Applied::Segments(_) => "a group of segments",
         Applied::Worker(_) => "a worker grant",
         Applied::Token { .. } => "a token",
         Applied::Tags { .. } => "a batch of tags",

@@ -3,7 +3,8 @@
 //! quorum ages are executed here; membership changes in [`super::membership`].
 use std::future::Future;
 
-use leaf_raft_store::{Command, Op};
+use futures::future::BoxFuture;
+use leaf_raft_store::{Applied, Command, Op, SegmentAsk};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::ServerState;
 use tokio::time::Instant;
@@ -54,6 +55,13 @@ impl LeaderOp for Propose {
 
     async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {
         let budget = deadline.saturating_duration_since(Instant::now());
+        if let Op::AllocateSegment { tag, step, node_id } = self.op {
+            let ask = SegmentAsk { tag, step, node_id };
+            return match tokio::time::timeout(budget, node.allocations.allocate(ask, group_committer(node))).await {
+                Err(_) => Err(ProposeError::Timeout(node.propose_timeout)),
+                Ok(outcome) => Ok(Applied::Segment(outcome??)),
+            };
+        }
         let mut op = self.op;
         // The leader's retention is the one in force, whoever proposed the change.
         if let Op::Admin { retention, .. } | Op::AdminApart { retention, .. } = &mut op {
@@ -68,6 +76,38 @@ impl LeaderOp for Propose {
             Ok(r) => r.map_err(write_error)?,
         };
         Ok(resp.data?)
+    }
+}
+
+/// Commits a group of allocations as one entry ([`super::group_commit`]): a lone one as the
+/// `AllocateSegment` every release applies, more as `AllocateSegments`.
+fn group_committer(
+    node: &RaftNode,
+) -> impl Fn(Vec<SegmentAsk>) -> BoxFuture<'static, super::group_commit::GroupResult> + Send + Sync + 'static {
+    let (raft, clock, timeout) = (node.raft.clone(), node.clock.clone(), node.propose_timeout);
+    move |mut asks: Vec<SegmentAsk>| {
+        let (raft, clock) = (raft.clone(), clock.clone());
+        Box::pin(async move {
+            let op = match asks.len() {
+                1 => {
+                    let SegmentAsk { tag, step, node_id } = asks.remove(0);
+                    Op::AllocateSegment { tag, step, node_id }
+                }
+                _ => Op::AllocateSegments { asks },
+            };
+            let cmd = Command { at_ms: clock.now_ms(), op };
+            leaf_raft_store::check_command(&cmd)?;
+            let resp = match tokio::time::timeout(timeout, raft.client_write(cmd)).await {
+                Err(_) => return Err(ProposeError::Timeout(timeout)),
+                Ok(r) => r.map_err(write_error)?,
+            };
+            match resp.data {
+                Ok(Applied::Segment(a)) => Ok(vec![Ok(a)]),
+                Ok(Applied::Segments(results)) => Ok(results),
+                Err(e) => Ok(vec![Err(e)]),
+                Ok(other) => Err(ProposeError::Unavailable(format!("an allocation was answered {other:?}"))),
+            }
+        })
     }
 }
 

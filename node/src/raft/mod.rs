@@ -29,6 +29,7 @@
 //!   each tag), beside openraft's own by entry count;
 //! - [`chunks`]: admission of snapshot chunks (in order, bounded) before openraft sees them;
 //! - [`coalesce`]: read-index rounds shared by concurrent callers (unknown-tag floods);
+//! - [`group_commit`]: the leader's group commit of segment allocations (cold-tag floods);
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
 //! - [`quorum`]: quorum contact (the leader's last quorum acknowledgement, probed by followers);
 //! - [`service`]: the internal endpoints' handlers.
@@ -47,6 +48,7 @@ mod coalesce;
 mod compaction;
 mod error;
 mod forward;
+mod group_commit;
 mod leader;
 pub mod learner_proof;
 mod membership;
@@ -111,6 +113,8 @@ pub struct RaftNode {
     leader_reads: Arc<coalesce::Coalescer>,
     /// The windows of monotonic tags this node serves as leader ([`monotonic`]).
     monotonic: Arc<monotonic::Windows>,
+    /// Segment allocations this node commits as leader, grouped into shared entries.
+    allocations: Arc<group_commit::GroupCommit>,
     /// The audit trail's retention (`[audit]`), stamped into every admin change this node
     /// proposes as leader.
     audit_retention: leaf_api::audit::AuditRetention,

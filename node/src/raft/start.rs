@@ -133,6 +133,7 @@ impl RaftNode {
             chunks: Arc::default(),
             barriers: Arc::new(coalesce::Coalescer::counting(counters.read_index_rounds)),
             leader_reads: Arc::default(),
+            allocations: Arc::default(),
             monotonic: Default::default(),
         })
     }

@@ -86,12 +86,13 @@ impl RaftNode {
             allocations: dump
                 .records
                 .into_iter()
-                .map(|(log_index, r)| AllocationView {
+                .map(|(place, r)| AllocationView {
                     tag: r.tag,
                     node_id: r.node_id,
                     start: r.start,
                     end: r.end,
-                    log_index,
+                    log_index: place.index,
+                    position: place.position,
                     at_ms: r.at_ms,
                 })
                 .collect(),

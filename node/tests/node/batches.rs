@@ -317,3 +317,49 @@ async fn a_restarted_node_weighs_the_batch_log_it_did_not_re_apply() {
     snapshotted_and_purged_past(&c, before).await;
     assert_eq!(get_ids(&c, "r-11999", None).await, [1]);
 }
+
+/// First IDs of many cold tags asked at once: the leader commits the allocations that arrive
+/// while it commits others as one entry (a group), and each tag gets its own allocation, its
+/// ID inside it, every allocation in its own place of the journal. Bursts go on until one was
+/// grouped (at most 20): whether requests overlap a commit depends on the machine's timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_ids_of_cold_tags_asked_together_are_committed_in_shared_entries() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    const BURST: usize = 64;
+    let mut served = Vec::new();
+    let mut grouped = false;
+    for burst in 0..20 {
+        let names: Vec<String> = (0..BURST).map(|i| format!("cold-{burst:02}-{i:02}")).collect();
+        let req = CreateTagsRequest { tags: names.iter().map(|t| tag(t.clone(), 10)).collect() };
+        c.create_tags(&req).await.unwrap();
+        let tasks: Vec<_> = names
+            .into_iter()
+            .map(|t| {
+                let c = c.clone();
+                tokio::spawn(async move { (get_ids(&c, &t, None).await, t) })
+            })
+            .collect();
+        for t in tasks {
+            let (ids, tag) = t.await.unwrap();
+            served.push((tag, ids[0]));
+        }
+        let journal = c.allocations(None, None).await.unwrap();
+        if journal.allocations.iter().any(|a| a.position > 0) {
+            grouped = true;
+            break;
+        }
+    }
+    assert!(grouped, "no burst of {BURST} first IDs shared an entry");
+    let journal = c.allocations(None, None).await.unwrap();
+    let mut places = std::collections::HashSet::new();
+    for a in &journal.allocations {
+        assert!(places.insert((a.log_index, a.position)), "two allocations at one place: {a:?}");
+    }
+    for (tag, id) in served {
+        let mine: Vec<_> = journal.allocations.iter().filter(|a| a.tag == tag).collect();
+        assert_eq!(mine.len(), 1, "{tag}: {mine:?}");
+        assert!((mine[0].start..mine[0].end).contains(&id), "{tag}: ID {id} outside {:?}", mine[0]);
+    }
+    node.shutdown().await;
+}

@@ -1,7 +1,7 @@
 //! What a reopened store holds, and what a store that installed a snapshot holds: the state,
 //! the workers, the allocation journal, the checkpoints and the log without holes.
 use leaf_raft_store::types::{Entry, LogId};
-use leaf_raft_store::{open, Applied, Op, StoreOptions};
+use leaf_raft_store::{open, Applied, Op, SegmentAsk, StoreOptions};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader, RaftSnapshotBuilder};
 use tempfile::TempDir;
@@ -84,33 +84,40 @@ fn the_allocation_journal_records_committed_allocations_and_marks_snapshot_gaps(
         let (_log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
         let other_node = Op::AllocateSegment { tag: "t".into(), step: 5, node_id: 2 };
         let unknown_tag = Op::AllocateSegment { tag: "nope".into(), step: 5, node_id: 2 };
+        // A group: each allocation in its place, the refused one (unknown tag) left out.
+        let ask = |tag: &str, node_id| SegmentAsk { tag: tag.into(), step: 3, node_id };
+        let group = Op::AllocateSegments { asks: vec![ask("t", 3), ask("nope", 1), ask("t", 1)] };
         let entries = vec![
             entry(1, 1, create_op()),
             entry(1, 2, alloc_op(10)),
             entry(1, 3, other_node),
             entry(1, 4, unknown_tag),
+            entry(1, 5, group),
         ];
         sm.apply(entries).await.unwrap();
         let dump = sm.journal().dump(None, None).unwrap();
-        assert_eq!((dump.complete_from_index, dump.complete_through_index), (0, 4));
-        let got: Vec<(u64, u64, i64, i64, i64)> =
-            dump.records.iter().map(|(i, r)| (*i, r.node_id, r.start, r.end, r.at_ms)).collect();
-        assert_eq!(got, vec![(2, 1, 1, 11, 1_700_000_000_002), (3, 2, 11, 16, 1_700_000_000_003)]);
+        assert_eq!((dump.complete_from_index, dump.complete_through_index), (0, 5));
+        let got: Vec<(u64, u32, u64, i64, i64, i64)> =
+            dump.records.iter().map(|(i, r)| (i.index, i.position, r.node_id, r.start, r.end, r.at_ms)).collect();
+        let at = |i: i64| 1_700_000_000_000 + i;
+        let expected =
+            vec![(2, 0, 1, 1, 11, at(2)), (3, 0, 2, 11, 16, at(3)), (5, 0, 3, 16, 19, at(5)), (5, 2, 1, 19, 22, at(5))];
+        assert_eq!(got, expected);
         let snap = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
         drop((_log, sm));
 
         let (_log, sm) = reopen(dir.path());
         let dump = sm.journal().dump(Some("t"), Some(2)).unwrap();
-        assert_eq!((dump.records.len(), dump.complete_through_index), (1, 4), "journal survives reopen");
+        assert_eq!((dump.records.len(), dump.complete_through_index), (1, 5), "journal survives reopen");
 
         // A node that catches up from the snapshot has no record of those allocations.
         let other = TempDir::new().unwrap();
         let (_l2, mut sm2) = open(other.path(), &StoreOptions::default()).unwrap();
         sm2.install_snapshot(&snap.meta, snap.snapshot).await.unwrap();
-        sm2.apply(vec![entry(1, 5, alloc_op(10))]).await.unwrap();
+        sm2.apply(vec![entry(1, 6, alloc_op(10))]).await.unwrap();
         let dump = sm2.journal().dump(None, None).unwrap();
-        assert_eq!((dump.complete_from_index, dump.complete_through_index), (5, 5));
-        assert_eq!(dump.records.iter().map(|(i, r)| (*i, r.start)).collect::<Vec<_>>(), vec![(5, 16)]);
+        assert_eq!((dump.complete_from_index, dump.complete_through_index), (6, 6));
+        assert_eq!(dump.records.iter().map(|(i, r)| (i.index, r.start)).collect::<Vec<_>>(), vec![(6, 22)]);
     });
 }
 
