@@ -57,6 +57,10 @@ impl LeaderOp for Propose {
         let budget = deadline.saturating_duration_since(Instant::now());
         if let Op::AllocateSegment { tag, step, node_id } = self.op {
             let ask = SegmentAsk { tag, step, node_id };
+            // Checked alone before it joins a group: a malformed one (a peer's forwarded
+            // request skipped this node's HTTP checks) must not fail the others with it.
+            let alone = Op::AllocateSegment { tag: ask.tag.clone(), step, node_id };
+            leaf_raft_store::check_command(&Command { at_ms: node.clock.now_ms(), op: alone })?;
             return match tokio::time::timeout(budget, node.allocations.allocate(ask, group_committer(node))).await {
                 Err(_) => Err(ProposeError::Timeout(node.propose_timeout)),
                 Ok(outcome) => Ok(Applied::Segment(outcome??)),
