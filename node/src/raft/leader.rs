@@ -92,7 +92,8 @@ fn group_committer(
     move |mut asks: Vec<SegmentAsk>| {
         let (raft, clock) = (raft.clone(), clock.clone());
         Box::pin(async move {
-            let op = match asks.len() {
+            let n = asks.len();
+            let op = match n {
                 1 => {
                     let SegmentAsk { tag, step, node_id } = asks.remove(0);
                     Op::AllocateSegment { tag, step, node_id }
@@ -108,7 +109,8 @@ fn group_committer(
             match resp.data {
                 Ok(Applied::Segment(a)) => Ok(vec![Ok(a)]),
                 Ok(Applied::Segments(results)) => Ok(results),
-                Err(e) => Ok(vec![Err(e)]),
+                // The entry refused whole (the same answer on every node): each ask with it.
+                Err(e) => Ok(vec![Err(e); n]),
                 Ok(other) => Err(ProposeError::Unavailable(format!("an allocation was answered {other:?}"))),
             }
         })
