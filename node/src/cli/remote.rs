@@ -95,9 +95,15 @@ pub enum TagCmd {
         settings: TagSettings,
     },
     /// Create many tags: FILE holds one JSON object per line, as `POST /admin/tags` takes it
-    /// (`-` reads standard input). Sent 10,000 to a request; tags that exist are counted, not
+    /// (`-` reads standard input). Sent 10,000 to a request, several requests in flight (so
+    /// the cluster commits one while it receives the next); tags that exist are counted, not
     /// changed, so the same file may be sent again. Prints how many were created and existed.
-    CreateBatch { file: PathBuf },
+    CreateBatch {
+        file: PathBuf,
+        /// Requests in flight at once (1 sends them one after another, in the file's order).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+        in_flight: u16,
+    },
     /// List the tags (all of them, or those starting with --prefix), as one JSON array,
     /// fetched a page at a time.
     List {
@@ -301,7 +307,9 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
             };
             match cmd {
                 TagCmd::Create { tag, settings } => print_json(client.create_tag(&settings.request(tag)).await),
-                TagCmd::CreateBatch { file } => print_json(create_batch(&client, &file).await),
+                TagCmd::CreateBatch { file, in_flight } => {
+                    print_json(create_batch(&client, &file, usize::from(in_flight)).await)
+                }
                 TagCmd::List { prefix, after } => {
                     print_json(client.tags_matching(&ListQuery { prefix, after, limit: None }).await)
                 }
@@ -325,9 +333,14 @@ struct BatchSummary {
 }
 
 /// Sends the tags of `file` (JSON lines; `-` for standard input) in requests of
-/// [`leaf_api::tag::MAX_TAGS_PER_REQUEST`].
-async fn create_batch(client: &Client, file: &std::path::Path) -> Result<BatchSummary, ClientError> {
+/// [`leaf_api::tag::MAX_TAGS_PER_REQUEST`], `in_flight` of them at once. The file is read as
+/// the requests go, so memory holds `in_flight + 1` requests, whatever the file's size. On the
+/// first failure it stops and says so; the requests in flight then may or may not have
+/// committed, and sending the file again creates whatever is missing.
+async fn create_batch(client: &Client, file: &std::path::Path, in_flight: usize) -> Result<BatchSummary, ClientError> {
     use std::io::BufRead;
+
+    use futures::TryStreamExt;
     let bad = |m: String| ClientError::Request(m);
     let reader: Box<dyn BufRead> = if file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
@@ -335,23 +348,59 @@ async fn create_batch(client: &Client, file: &std::path::Path) -> Result<BatchSu
         let f = std::fs::File::open(file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
         Box::new(std::io::BufReader::new(f))
     };
-    let mut done = BatchSummary::default();
-    let mut tags = Vec::new();
-    let mut lines = reader.lines().enumerate().peekable();
-    while let Some((i, line)) = lines.next() {
-        let line = line.map_err(|e| bad(format!("{}: {e}", file.display())))?;
-        if !line.trim().is_empty() {
-            let tag: CreateTagRequest =
-                serde_json::from_str(&line).map_err(|e| bad(format!("{} line {}: {e}", file.display(), i + 1)))?;
-            tags.push(tag);
-        }
-        if tags.len() == leaf_api::tag::MAX_TAGS_PER_REQUEST || (lines.peek().is_none() && !tags.is_empty()) {
-            let r = client.create_tags(&CreateTagsRequest { tags: std::mem::take(&mut tags) }).await?;
+    let requests = JsonLineBatches { lines: reader.lines().enumerate(), file, done: false };
+    futures::stream::iter(requests)
+        .map_ok(|tags| async move { client.create_tags(&CreateTagsRequest { tags }).await })
+        .try_buffer_unordered(in_flight.max(1))
+        .try_fold(BatchSummary::default(), |mut done, r| async move {
             done.created += r.created.len();
             done.existing += r.existing.len();
+            Ok(done)
+        })
+        .await
+}
+
+/// The tags of a JSON-lines file, a request's worth ([`leaf_api::tag::MAX_TAGS_PER_REQUEST`])
+/// at a time; a line that does not parse ends it with the error.
+struct JsonLineBatches<'a, L> {
+    lines: L,
+    file: &'a std::path::Path,
+    done: bool,
+}
+
+impl<L: Iterator<Item = (usize, std::io::Result<String>)>> Iterator for JsonLineBatches<'_, L> {
+    type Item = Result<Vec<CreateTagRequest>, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
         }
+        let mut tags = Vec::new();
+        while tags.len() < leaf_api::tag::MAX_TAGS_PER_REQUEST {
+            let Some((i, line)) = self.lines.next() else { break };
+            let parsed = line.map_err(|e| format!("{}: {e}", self.file.display())).and_then(|line| {
+                if line.trim().is_empty() {
+                    return Ok(None);
+                }
+                serde_json::from_str(&line)
+                    .map(Some)
+                    .map_err(|e| format!("{} line {}: {e}", self.file.display(), i + 1))
+            });
+            match parsed {
+                Ok(Some(tag)) => tags.push(tag),
+                Ok(None) => {}
+                Err(message) => {
+                    self.done = true;
+                    return Some(Err(ClientError::Request(message)));
+                }
+            }
+        }
+        if tags.is_empty() {
+            self.done = true;
+            return None;
+        }
+        Some(Ok(tags))
     }
-    Ok(done)
 }
 
 /// Polls `url/health` until it answers ready or `timeout` passes.
@@ -412,5 +461,40 @@ mod tests {
         assert_eq!(connect(conn, Duration::from_secs(1)).unwrap_err(), ExitCode::from(2));
         // Plain http:// with no TLS flag still builds.
         assert!(connect(conn_of(&["leaf", "health", "--url", "http://127.0.0.1:1"]), Duration::from_secs(1)).is_ok());
+    }
+
+    /// The batches of lines `text` makes, each as its tags' names or the error's message.
+    fn batches_of(text: &str) -> Vec<Result<Vec<String>, String>> {
+        let lines = text.lines().map(|l| Ok(l.to_string())).enumerate();
+        let batches = JsonLineBatches { lines, file: Path::new("f.jsonl"), done: false };
+        batches
+            .map(|b| match b {
+                Ok(tags) => Ok(tags.into_iter().map(|t| t.tag).collect()),
+                Err(e) => Err(e.to_string()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_file_is_cut_into_full_requests_blank_lines_skipped() {
+        let max = leaf_api::tag::MAX_TAGS_PER_REQUEST;
+        let mut lines: Vec<String> = (0..2 * max + 3).map(|i| format!(r#"{{"tag":"t-{i}","step":1}}"#)).collect();
+        lines.insert(5, "  ".into());
+        lines.push(String::new());
+        let got = batches_of(&lines.join("\n"));
+        let sizes: Vec<usize> = got.iter().map(|b| b.as_ref().unwrap().len()).collect();
+        assert_eq!(sizes, [max, max, 3]);
+        assert_eq!(got[0].as_ref().unwrap()[0], "t-0");
+        assert_eq!(got[2].as_ref().unwrap()[2], format!("t-{}", 2 * max + 2));
+        assert!(batches_of("").is_empty());
+        assert!(batches_of("\n \n").is_empty());
+    }
+
+    #[test]
+    fn a_line_that_is_not_a_tag_ends_the_batches_with_its_number() {
+        let got = batches_of("{\"tag\":\"a\",\"step\":1}\nnot json\n{\"tag\":\"b\",\"step\":1}");
+        assert_eq!(got.len(), 1, "{got:?}");
+        let e = got[0].as_ref().unwrap_err();
+        assert!(e.contains("f.jsonl line 2"), "{e}");
     }
 }
