@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Many tags on a 3-node TLS cluster (issue 31), on this machine:
-#   bench/tags-cluster.sh LEAF [TAGS] [SECONDS]
+#   bench/tags-cluster.sh LEAF [TAGS] [SECONDS] [ROUNDS]
 # LEAF is a `leaf` release binary. Three nodes on 127.0.0.1 with TLS (a CA and certificates from
 # `leaf certs bundle`), an admin token, raft.snapshot_every from $SNAPSHOT_EVERY (default 100) and
 # raft.keep_logs_after_snapshot from $KEEP_LOGS (default 10), so the log behind a snapshot is
-# purged and a new node must take the snapshot. It measures:
+# purged and a new node must take the snapshot; $IN_FLIGHT, when set, is `leaf tag create-batch
+# --in-flight`. It measures:
 # 1. hot-tag single IDs with 10 tags: `leaf bench` (32 connections, SECONDS, default 10) on
 #    node 1, one tag, after a warm-up: the baseline;
 # 2. creation: TAGS tags (default 999,990) with `leaf tag create-batch` through node 1 (10,000 a
 #    request), timed; every node's RSS after;
 # 3. hot-tag single IDs again, the same tag and load, right after the creation and once the
-#    nodes are quiet (under 10% of a core over a second): the ratios to the baseline;
+#    nodes are quiet (under 10% of a core over a second): the ratios to the baseline; then the
+#    same-run comparison: a second 3-node cluster with 10 tags, and ROUNDS (default 3)
+#    alternating rounds on the two clusters' node 1, each round's ratio and the mean;
 # 4. cold tags' first ID on node 2: 300 tags never asked before, over one kept-alive connection,
 #    p50/p99/max, and the same for a tag node 2 already serves; then 10,000 tags made hot on
 #    every node (an ID from each) and every node's RSS;
@@ -21,10 +24,10 @@
 # 7. every node's RSS at the end.
 # Prints a Markdown table per part; the nodes' logs are kept on failure (the path is printed).
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n '2,22p' "$0"; exit 2; }
-LEAF=$1 TAGS=${2:-999990} SECS=${3:-10}
-for n in "$TAGS" "$SECS"; do
-    [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "TAGS and SECONDS must be positive numbers" >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,25p' "$0"; exit 2; }
+LEAF=$1 TAGS=${2:-999990} SECS=${3:-10} ROUNDS=${4:-3}
+for n in "$TAGS" "$SECS" "$ROUNDS"; do
+    [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "TAGS, SECONDS and ROUNDS must be positive numbers" >&2; exit 2; }
 done
 (( TAGS <= 999980 )) || { echo "TAGS: at most 999980 (the cluster holds 1,000,000 tags)" >&2; exit 2; }
 [[ -x "$LEAF" ]] || { echo "$LEAF is not an executable" >&2; exit 2; }
@@ -43,19 +46,24 @@ export LEAF_CA="$WORK/tls/ca.pem"
 export LEAF_ADMIN_TOKEN
 LEAF_ADMIN_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 SECRET=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-url() { echo "https://127.0.0.1:$((BASE + $1))"; }
+url() { # url NODE: node 1-4 of cluster a, or b1-b3 of cluster b (part 3b)
+    if [[ $1 == b* ]]; then echo "https://127.0.0.1:$((BASE + 20 + ${1#b}))"; else echo "https://127.0.0.1:$((BASE + $1))"; fi
+}
 PEERS="1=127.0.0.1:$((BASE + 1)),2=127.0.0.1:$((BASE + 2)),3=127.0.0.1:$((BASE + 3))"
+PEERS_B="1=127.0.0.1:$((BASE + 21)),2=127.0.0.1:$((BASE + 22)),3=127.0.0.1:$((BASE + 23))"
 "$LEAF" certs bundle --dir "$WORK/tls" --node 1=127.0.0.1,localhost --node 2=127.0.0.1,localhost \
     --node 3=127.0.0.1,localhost --node 4=127.0.0.1,localhost >/dev/null
 
-serve() { # serve ID: starts node ID (again) with its data directory
-    local i=$1
+serve() { # serve NODE: starts node NODE (1-4, or b1-b3) again with its data directory
+    local key=$1 i=${1#b} peers=$PEERS addr
+    addr=$(url "$key") addr=${addr#https://}
+    if [[ $key == b* ]]; then peers=$PEERS_B; fi
     LEAF_CLUSTER_SECRET="$SECRET" LEAF_RAFT__SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-100} \
         LEAF_RAFT__KEEP_LOGS_AFTER_SNAPSHOT=${KEEP_LOGS:-10} RUST_LOG=info,openraft=warn \
-        "$LEAF" serve --node-id "$i" --http-addr "127.0.0.1:$((BASE + i))" --data-dir "$WORK/node$i" \
-        --peers "$PEERS" --tls-cert "$WORK/tls/node-$i.pem" --tls-key "$WORK/tls/node-$i-key.pem" \
-        --tls-ca "$WORK/tls/ca.pem" >>"$WORK/node$i.log" 2>&1 &
-    PIDS[$i]=$!
+        "$LEAF" serve --node-id "$i" --http-addr "$addr" --data-dir "$WORK/node$key" \
+        --peers "$peers" --tls-cert "$WORK/tls/node-$i.pem" --tls-key "$WORK/tls/node-$i-key.pem" \
+        --tls-ca "$WORK/tls/ca.pem" >>"$WORK/node$key.log" 2>&1 &
+    PIDS[$key]=$!
 }
 ready() { "$LEAF" health --quiet --url "$(url "$1")" >/dev/null 2>&1; }
 wait_ready() { # wait_ready ID SECONDS: seconds it took, or fails
@@ -69,8 +77,8 @@ wait_ready() { # wait_ready ID SECONDS: seconds it took, or fails
     python3 -c "import time; print(f'{time.time() - $t0:.2f}')"
 }
 rss_mb() { awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/${PIDS[$1]}/status"; }
-bench() { # bench TAG: req/s and errors of single IDs of TAG on node 1
-    "$LEAF" bench --url "$(url 1)" --path "/api/segment/get/$1" -c 32 -d "${SECS}s" --warmup 1s --json >"$WORK/bench.json"
+bench() { # bench TAG [URL]: req/s and errors of single IDs of TAG on node 1 (or URL)
+    "$LEAF" bench --url "${2:-$(url 1)}" --path "/api/segment/get/$1" -c 32 -d "${SECS}s" --warmup 1s --json >"$WORK/bench.json"
     python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(round(r["requests_per_sec"]), r["errors"] + r["failures"])' "$WORK/bench.json"
 }
 
@@ -93,7 +101,7 @@ read -r BASE_RPS BASE_ERR < <(bench hot-0)
 
 # 2. Creation.
 T0=$(date +%s.%N)
-"$LEAF" tag create-batch "$WORK/tags.jsonl" --url "$LEADER_URL" >"$WORK/created.json"
+"$LEAF" tag create-batch "$WORK/tags.jsonl" ${IN_FLIGHT:+--in-flight "$IN_FLIGHT"} --url "$LEADER_URL" >"$WORK/created.json"
 T1=$(date +%s.%N)
 read -r CREATED EXISTING < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["created"], d["existing"])' "$WORK/created.json")
 # A batch the client sent again after a timeout reports what its first delivery made as existing.
@@ -133,6 +141,30 @@ echo "| 10 tags in the cluster | $BASE_RPS | $BASE_ERR | 1.00 |"
 echo "| $((CREATED + 10)) tags, right after the creation | $RPS | $ERR | $(python3 -c "print(f'{$RPS / $BASE_RPS:.2f}')") |"
 echo "| $((CREATED + 10)) tags, the nodes quiet (after $QUIET s) | $RPS_QUIET | $ERR_QUIET | $(python3 -c "print(f'{$RPS_QUIET / $BASE_RPS:.2f}')") |"
 echo
+
+# 3b. The same run's comparison: the baseline above is minutes older than the measure, and this
+# shared machine drifts that much. A second cluster (b) with the 10 hot tags only, and rounds
+# that alternate between the two clusters' node 1 (b first in odd rounds), while b is up.
+for i in b1 b2 b3; do serve "$i"; done
+for i in b1 b2 b3; do wait_ready "$i" 60 >/dev/null; done
+URL_B=$(url b1)
+"$LEAF" tag create-batch "$WORK/hot.jsonl" --url "$URL_B" >/dev/null
+"$LEAF" bench --url "$URL_B" --path /api/segment/get/hot-0 -c 8 -d 1s --warmup 0s >/dev/null
+echo "| round | cluster b, 10 tags: req/s | cluster a, $((CREATED + 10)) tags: req/s | errors (b, a) | a / b |"
+echo "|---:|---:|---:|---:|---:|"
+RATIOS=()
+for r in $(seq 1 "$ROUNDS"); do
+    if (( r % 2 )); then
+        read -r B_RPS B_ERR < <(bench hot-0 "$URL_B"); read -r A_RPS A_ERR < <(bench hot-0)
+    else
+        read -r A_RPS A_ERR < <(bench hot-0); read -r B_RPS B_ERR < <(bench hot-0 "$URL_B")
+    fi
+    RATIOS+=("$(python3 -c "print(f'{$A_RPS / $B_RPS:.3f}')")")
+    echo "| $r | $B_RPS | $A_RPS | $B_ERR, $A_ERR | $(python3 -c "print(f'{$A_RPS / $B_RPS:.2f}')") |"
+done
+echo "| mean | | | | $(python3 -c "import sys; r = [float(x) for x in sys.argv[1:]]; print(f'{sum(r) / len(r):.2f}')" "${RATIOS[@]}") |"
+echo
+for i in b1 b2 b3; do kill "${PIDS[$i]}"; wait "${PIDS[$i]}" 2>/dev/null || true; unset "PIDS[$i]"; done
 
 # 4. Cold tags' first ID on node 2, over one kept-alive TLS connection (a client's pool holds
 # its connections; a new connection's handshake is no part of a tag's cost): 300 tags never
