@@ -511,7 +511,21 @@ impl Drop for Cluster {
         if std::thread::panicking() {
             for id in ids {
                 eprintln!("----- node {id} log (last 40 lines) -----\n{}", self.log_tail(id, 40));
+                // A node's own panic is what explains the rest, wherever it is in the log.
+                let text = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let panics: Vec<String> = (0..lines.len())
+                    .filter(|&i| lines[i].contains("panicked at"))
+                    .take(3)
+                    .map(|i| lines[i..(i + 3).min(lines.len())].join("\n"))
+                    .collect();
+                if !panics.is_empty() {
+                    eprintln!("----- node {id} panicked -----\n{}", panics.join("\n"));
+                }
             }
+            // The nodes' data and whole logs, for whoever reruns this on their machine.
+            self.dir.disable_cleanup(true);
+            eprintln!("----- the cluster's directory is kept: {} -----", self.dir.path().display());
         }
     }
 }
