@@ -12,6 +12,16 @@
 //! - purges the log behind the snapshot down to `keep_logs_after_snapshot` worth of weight.
 //!
 //! With ordinary entries (weight 1) both rules are openraft's own, so nothing changes.
+//!
+//! This task is the only one that purges: openraft's own purge after a snapshot is off
+//! (`max_in_snapshot_log_to_keep` is `u64::MAX`, `raft/start.rs`). openraft computes that purge
+//! point from the last purge *done*, not from the last one asked for, and a leader holds a
+//! purge back while a follower's replication still reads the entries. So a purge by weight
+//! asked through index p and held back by a stalled follower, then a snapshot finishing, made
+//! openraft schedule a purge below p, which it asserts never happens: a debug build's Raft core
+//! panicked there once in `crash_points` (batches of tags, a follower stalled in a checkpoint).
+//! Where the weights do not reach back far enough (after a snapshot install, or past their
+//! bound), the purge falls back to openraft's rule by entry count.
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
@@ -47,9 +57,10 @@ fn unweighed(purged: Option<u64>, first: Option<u64>, applied: Option<u64>) -> O
 }
 
 /// Through which index to purge, if further than `purged`: the log behind the snapshot at
-/// `snapshot` keeps `keep` worth of weight.
+/// `snapshot` keeps `keep` worth of weight, or, where the weights do not reach back that far,
+/// `keep` entries (each weighs at least 1, so that keeps at least as much).
 fn purge_to(weights: &LogWeights, snapshot: u64, purged: u64, keep: u64) -> Option<u64> {
-    weights.purge_point(snapshot, keep).filter(|p| *p > purged)
+    weights.purge_point(snapshot, keep).or_else(|| snapshot.checked_sub(keep)).filter(|p| *p > purged)
 }
 
 impl RaftNode {
@@ -159,6 +170,25 @@ mod tests {
         assert_eq!(unweighed(None, None, None), None);
         assert_eq!(unweighed(Some(39), Some(40), Some(50)), None);
         assert_eq!(unweighed(Some(u64::MAX), None, Some(u64::MAX)), None);
+    }
+
+    /// With openraft's own purge off, this is the only purge: by weight where the weights
+    /// reach, by entry count where they do not, never back to or below what was purged.
+    #[test]
+    fn the_log_is_purged_by_weight_or_else_by_count_and_only_forward() {
+        let w = LogWeights::default();
+        // Nothing recorded (a snapshot was installed): `keep` entries stay behind the snapshot.
+        assert_eq!(purge_to(&w, 5_000, 0, 1_000), Some(4_000));
+        assert_eq!(purge_to(&w, 5_000, 4_000, 1_000), None, "already purged through 4,000");
+        assert_eq!(purge_to(&w, 500, 0, 1_000), None, "a log shorter than keep stays whole");
+        // Ordinary entries 1..=3000 and then three batches of 1,000 tags: keep 1,000 worth of
+        // weight behind a snapshot at 3003, that is the last batch only.
+        let entries: Vec<(u64, u64)> = (1..=3_003).map(|i| (i, if i > 3_000 { 1_000 } else { 1 })).collect();
+        w.seed(&entries);
+        assert_eq!(purge_to(&w, 3_003, 0, 1_000), Some(3_002));
+        // The same snapshot at an ordinary entry: 1,000 entries behind it, as openraft's rule.
+        assert_eq!(purge_to(&w, 2_500, 0, 1_000), Some(1_500));
+        assert_eq!(purge_to(&w, 3_003, 3_002, 1_000), None);
     }
 
     #[test]

@@ -87,7 +87,10 @@ impl RaftNode {
             snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
             max_payload_entries: MAX_APPEND_ENTRIES,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(r.snapshot_every),
-            max_in_snapshot_log_to_keep: r.keep_logs_after_snapshot,
+            // openraft's own purge after a snapshot is off: `raft/compaction.rs` is the only
+            // purge (by weight, `keep_logs_after_snapshot`), because openraft's would be
+            // scheduled below a purge by weight still held back, which it asserts against.
+            max_in_snapshot_log_to_keep: u64::MAX,
             ..Default::default()
         }
         .validate()
