@@ -181,8 +181,17 @@ async fn internal_rpcs_need_a_member_node_certificate_from_the_cluster_ca() {
             other => panic!("{path}: a certificate of another CA got {other:?}"),
         }
     }
-    let m = https_client(&url, &ca).metrics().await.unwrap();
-    assert!(metric(&m, "leaf_tls_handshake_failures_total") >= internal_paths().len() as f64, "{m}");
+    // The client sees the handshake fail before the node has counted it: wait for the count.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = https_client(&url, &ca).metrics().await.unwrap();
+        let failures = metric(&m, "leaf_tls_handshake_failures_total");
+        if failures >= internal_paths().len() as f64 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{failures} handshake failures counted:\n{m}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     node.shutdown().await;
 }
 
