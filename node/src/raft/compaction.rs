@@ -18,8 +18,9 @@
 //! point from the last purge *done*, not from the last one asked for, and a leader holds a
 //! purge back while a follower's replication still reads the entries. So a purge by weight
 //! asked through index p and held back by a stalled follower, then a snapshot finishing, made
-//! openraft schedule a purge below p, which it asserts never happens: a debug build's Raft core
-//! panicked there once in `crash_points` (batches of tags, a follower stalled in a checkpoint).
+//! openraft schedule a purge below p, which it `debug_assert!`s never happens. A leader's Raft
+//! core panicked once in `crash_points` (batches of tags, a follower stalled in a checkpoint);
+//! its message was not captured, and this is the one path to it found by reading openraft.
 //! Where the weights do not reach back far enough (after a snapshot install, or past their
 //! bound), the purge falls back to openraft's rule by entry count.
 use std::ops::RangeInclusive;
