@@ -1,8 +1,10 @@
 //! `leaf import`: moving tags from Leaf's MySQL table (or a CSV export of it) into the cluster.
 //!
 //! - [`plan`]: rows → tags, each starting above anything Leaf can have handed out (the margin
-//!   rule), and what cannot be imported.
-//! - [`mysql`]: reading `leaf_alloc` from MySQL/MariaDB (passwords never in a message).
+//!   rule) and above the IDs in use in the business tables checked (`--check-column`), and what
+//!   cannot be imported.
+//! - [`mysql`]: reading `leaf_alloc`, and `MAX` of the checked columns, from MySQL/MariaDB
+//!   (passwords never in a message).
 //! - [`csv`]: reading a CSV export.
 //! - this file: carrying a plan out through the admin API ([`import`]), idempotently: a tag
 //!   that already starts at or above its planned first ID was imported before and is skipped.
@@ -13,7 +15,7 @@ use leaf_api::ErrorCode;
 use leaf_client::{Client, ClientError};
 use serde::Serialize;
 
-use plan::{LeafRow, PlanRow, Planned};
+use plan::{Floor, LeafRow, PlanRow, Planned};
 
 pub mod csv;
 pub mod mysql;
@@ -68,35 +70,72 @@ pub struct Options {
     pub dry_run: bool,
     /// Only these tags (all when empty).
     pub only: Vec<String>,
+    /// The `--check-column` floors: each tag's first ID is raised to above its columns' MAX.
+    /// Every floor's tag must be among the imported rows.
+    pub floors: Vec<Floor>,
+}
+
+impl Options {
+    /// Whether the tag is among those to import (`--tags`).
+    pub fn selects(&self, tag: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|t| t == tag)
+    }
+}
+
+/// Why an import did not run to the end.
+#[derive(Debug)]
+pub enum ImportError {
+    /// The plan cannot be carried out as asked (a `--check-column` on a tag not imported, a
+    /// negative MAX); found before anything was created.
+    Refused(String),
+    /// The cluster refused or did not answer the first request (listing its tags).
+    Cluster(ClientError),
+}
+
+impl From<ClientError> for ImportError {
+    fn from(e: ClientError) -> Self {
+        ImportError::Cluster(e)
+    }
 }
 
 fn outcome(row: &LeafRow, first_id: Option<i64>, status: Status, note: Option<String>) -> Outcome {
     Outcome { tag: row.biz_tag.clone(), leaf_max_id: row.max_id, step: row.step, first_id, status, note }
 }
 
-/// Plans `rows` and creates their tags through `client` (an admin client of one node).
-pub async fn import(client: &Client, rows: Vec<LeafRow>, opts: &Options) -> Result<Vec<Outcome>, ClientError> {
-    let rows: Vec<LeafRow> =
-        rows.into_iter().filter(|r| opts.only.is_empty() || opts.only.contains(&r.biz_tag)).collect();
-    let plan = plan::plan(rows, opts.margin_allocations);
+/// `a; b` of the notes there are.
+fn join_notes(a: Option<String>, b: Option<&String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or_else(|| b.cloned()),
+    }
+}
+
+/// Plans `rows` and creates their tags through `client` (an admin client of one node). The
+/// floors are applied before the cluster is asked anything, so a refused plan creates nothing.
+pub async fn import(client: &Client, rows: Vec<LeafRow>, opts: &Options) -> Result<Vec<Outcome>, ImportError> {
+    let rows: Vec<LeafRow> = rows.into_iter().filter(|r| opts.selects(&r.biz_tag)).collect();
+    let plan =
+        plan::apply_floors(plan::plan(rows, opts.margin_allocations), &opts.floors).map_err(ImportError::Refused)?;
     let blocked = !opts.skip_invalid && plan.iter().any(|p| matches!(p.planned, Planned::Invalid(_)));
     let existing: BTreeMap<String, i64> = client.tags().await?.into_iter().map(|t| (t.tag, t.max_id)).collect();
     let mut out = Vec::with_capacity(plan.len());
     for PlanRow { row, planned } in &plan {
-        let (first_id, description, truncated) = match planned {
+        let (first_id, description, truncated, checked) = match planned {
             Planned::Invalid(why) => {
                 out.push(outcome(row, None, Status::Invalid, Some(why.clone())));
                 continue;
             }
-            Planned::Create { first_id, description, truncated } => (*first_id, description, *truncated),
+            Planned::Create { first_id, description, truncated, checked } => {
+                (*first_id, description, *truncated, checked.as_ref())
+            }
         };
-        let note = truncated.then(|| "description cut to 1024 bytes".to_string());
+        let note = join_notes(truncated.then(|| "description cut to 1024 bytes".to_string()), checked);
         if blocked {
             out.push(outcome(row, Some(first_id), Status::NotAttempted, note));
             continue;
         }
         if let Some(max_id) = existing.get(&row.biz_tag) {
-            out.push(existing_outcome(row, first_id, *max_id));
+            out.push(existing_outcome(row, first_id, *max_id, checked));
             continue;
         }
         if opts.dry_run {
@@ -114,7 +153,7 @@ pub async fn import(client: &Client, rows: Vec<LeafRow>, opts: &Options) -> Resu
             Ok(_) => outcome(row, Some(first_id), Status::Created, note),
             // Created meanwhile (another import, a retry): judge it like one found up front.
             Err(e) if e.code() == Some(ErrorCode::TagExists) => match client.tag(&row.biz_tag).await {
-                Ok(t) => existing_outcome(row, first_id, t.max_id),
+                Ok(t) => existing_outcome(row, first_id, t.max_id, checked),
                 Err(e) => outcome(row, Some(first_id), Status::Failed, Some(e.to_string())),
             },
             Err(e) => outcome(row, Some(first_id), Status::Failed, Some(e.to_string())),
@@ -125,15 +164,17 @@ pub async fn import(client: &Client, rows: Vec<LeafRow>, opts: &Options) -> Resu
 }
 
 /// A tag that exists: imported before if its next unallocated ID is at or above `first_id`.
-fn existing_outcome(row: &LeafRow, first_id: i64, max_id: i64) -> Outcome {
+/// `checked` (what the column checks did to `first_id`) is kept in the note: a tag imported
+/// before a business table was checked can be a conflict now, and the note says why.
+fn existing_outcome(row: &LeafRow, first_id: i64, max_id: i64, checked: Option<&String>) -> Outcome {
     if max_id >= first_id {
         let note = format!("exists with its next ID {max_id}, at or above the planned {first_id}");
-        outcome(row, Some(first_id), Status::AlreadyImported, Some(note))
+        outcome(row, Some(first_id), Status::AlreadyImported, join_notes(Some(note), checked))
     } else {
         let note = format!(
-            "exists with its next ID {max_id}, below {first_id}: its IDs could collide with Leaf's; nothing changed"
+            "exists with its next ID {max_id}, below {first_id}: its IDs could collide with IDs in use; nothing changed"
         );
-        outcome(row, Some(first_id), Status::Conflict, Some(note))
+        outcome(row, Some(first_id), Status::Conflict, join_notes(Some(note), checked))
     }
 }
 
@@ -166,8 +207,13 @@ mod tests {
     #[test]
     fn an_existing_tag_is_a_rerun_or_a_conflict() {
         let r = row("a", 100);
-        assert_eq!(existing_outcome(&r, 1_000_100, 1_000_100).status, Status::AlreadyImported);
-        assert_eq!(existing_outcome(&r, 1_000_100, 2_000_000).status, Status::AlreadyImported);
-        assert_eq!(existing_outcome(&r, 1_000_100, 1).status, Status::Conflict);
+        assert_eq!(existing_outcome(&r, 1_000_100, 1_000_100, None).status, Status::AlreadyImported);
+        assert_eq!(existing_outcome(&r, 1_000_100, 2_000_000, None).status, Status::AlreadyImported);
+        assert_eq!(existing_outcome(&r, 1_000_100, 1, None).status, Status::Conflict);
+        // Raised by a business table above what was imported before: a conflict that says why.
+        let raised = "raised to MAX(shop.o.id)+1 = 9000001".to_string();
+        let o = existing_outcome(&r, 9_000_001, 1_000_100, Some(&raised));
+        assert_eq!(o.status, Status::Conflict);
+        assert!(o.note.is_some_and(|n| n.contains("9000001") && n.ends_with(&raised)));
     }
 }

@@ -3,13 +3,20 @@
 //! password replaced by `***`. The password comes from the environment
 //! ([`PASSWORD_ENV`], or the URL in `LEAF_IMPORT_MYSQL_URL`), never from the command line,
 //! where every user of the machine can read it (`ps`, `/proc/<pid>/cmdline`).
+//!
+//! The same connection also reads `MAX(column)` of the business tables named with
+//! `--check-column` ([`ColumnCheck`]). Table and column names are the only SQL the operator
+//! writes, so they are checked to be plain identifiers and quoted; nothing else is put into a
+//! query.
 use std::time::Duration;
 
+use mysql_async::consts::{ColumnFlags, ColumnType};
 use mysql_async::prelude::Queryable;
 
-use super::plan::LeafRow;
+use super::plan::{Floor, LeafRow};
 
-/// How long connecting and reading may take.
+/// How long connecting and reading `leaf_alloc` may take, and each column check after it (a MAX
+/// over a column without an index scans the whole table).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The variable that may hold the MySQL password, apart from the URL.
@@ -69,18 +76,106 @@ pub fn scrub(url: &str, msg: &str) -> String {
     out
 }
 
-/// Checks a table name: `table` or `database.table`, letters, digits and `_`.
-pub fn check_table(table: &str) -> Result<String, String> {
-    let ok = |p: &str| !p.is_empty() && p.len() <= 64 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    let parts: Vec<&str> = table.split('.').collect();
-    if parts.len() > 2 || !parts.iter().all(|p| ok(p)) {
-        return Err(format!("--table {table:?} must be `table` or `database.table` of letters, digits and _"));
-    }
-    Ok(parts.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join("."))
+/// Whether `p` is a plain identifier: 1–64 letters, digits and `_`. Safe to quote with
+/// backticks and put into a query (it cannot hold a backtick, a dot or a space).
+fn is_identifier(p: &str) -> bool {
+    !p.is_empty() && p.len() <= 64 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
-/// Every row of `table` at `url`, by tag; `password`, if given, replaces the URL's.
-pub async fn read(url: &str, password: Option<&str>, table: &str) -> Result<Vec<LeafRow>, String> {
+/// `parts` quoted with backticks and joined with dots.
+fn quoted(parts: &[&str]) -> String {
+    parts.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(".")
+}
+
+/// Checks a table name: `table` or `database.table`, letters, digits and `_`.
+pub fn check_table(table: &str) -> Result<String, String> {
+    let parts: Vec<&str> = table.split('.').collect();
+    if parts.len() > 2 || !parts.iter().all(|p| is_identifier(p)) {
+        return Err(format!("--table {table:?} must be `table` or `database.table` of letters, digits and _"));
+    }
+    Ok(quoted(&parts))
+}
+
+/// One `--check-column TAG=db.table.column`: a column of a business table that holds IDs of the
+/// Leaf tag `TAG`, whose `MAX` the tag's first ID must clear. `table.column` is in the URL's
+/// database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnCheck {
+    /// The Leaf `biz_tag`.
+    pub tag: String,
+    /// The column as given (`db.table.column` or `table.column`), for messages.
+    pub column: String,
+    /// `SELECT MAX(column) FROM db.table`, each name quoted with backticks; built from checked
+    /// identifiers only.
+    query: String,
+}
+
+impl ColumnCheck {
+    /// Parses `TAG=db.table.column`. The tag is everything before the last `=` (a Leaf tag may
+    /// hold one; an identifier cannot), and it is matched against the imported rows later.
+    pub fn parse(arg: &str) -> Result<ColumnCheck, String> {
+        let usage = || {
+            format!(
+                "--check-column {arg:?} must be TAG=db.table.column (or TAG=table.column), the names letters, \
+                 digits and _"
+            )
+        };
+        let (tag, column) = arg.rsplit_once('=').ok_or_else(usage)?;
+        let parts: Vec<&str> = column.split('.').collect();
+        if tag.is_empty() || !(2..=3).contains(&parts.len()) || !parts.iter().all(|p| is_identifier(p)) {
+            return Err(usage());
+        }
+        let (table, col) = parts.split_at(parts.len() - 1);
+        let query = format!("SELECT MAX({}) FROM {}", quoted(col), quoted(table));
+        Ok(ColumnCheck { tag: tag.to_string(), column: column.to_string(), query })
+    }
+
+    /// The column's MAX from one row of `SELECT MAX(..)`: `None` for an empty table. Refused:
+    /// a column that is not of an integer type (MAX of a string column is the last in
+    /// alphabetical order, `'99'` above `'100'`, and of a decimal or a float not an ID), and a
+    /// MAX above the largest 64-bit ID.
+    fn max_of(&self, mut row: mysql_async::Row) -> Result<Option<i64>, String> {
+        let arg = format!("{}={}", self.tag, self.column);
+        let Some(col) = row.columns_ref().first() else {
+            return Err(format!("--check-column {arg}: MAX answered no column"));
+        };
+        let integer = matches!(
+            col.column_type(),
+            ColumnType::MYSQL_TYPE_TINY
+                | ColumnType::MYSQL_TYPE_SHORT
+                | ColumnType::MYSQL_TYPE_INT24
+                | ColumnType::MYSQL_TYPE_LONG
+                | ColumnType::MYSQL_TYPE_LONGLONG
+        );
+        if !integer {
+            return Err(format!(
+                "--check-column {arg}: not an integer column ({:?}); only a column of integer IDs can be checked",
+                col.column_type()
+            ));
+        }
+        let unsigned = col.flags().contains(ColumnFlags::UNSIGNED_FLAG);
+        let value: mysql_async::Value = row.take(0).unwrap_or(mysql_async::Value::NULL);
+        if value == mysql_async::Value::NULL {
+            return Ok(None);
+        }
+        match mysql_async::from_value_opt::<i64>(value.clone()) {
+            Ok(max) => Ok(Some(max)),
+            Err(_) if unsigned => {
+                Err(format!("--check-column {arg}: MAX is {}, above the largest 64-bit ID", value.as_sql(true)))
+            }
+            Err(_) => Err(format!("--check-column {arg}: MAX is not an integer: {}", value.as_sql(true))),
+        }
+    }
+}
+
+/// Every row of `table` at `url`, by tag, and the floors of `checks`, read on the same
+/// connection right after the table; `password`, if given, replaces the URL's.
+pub async fn read(
+    url: &str,
+    password: Option<&str>,
+    table: &str,
+    checks: &[ColumnCheck],
+) -> Result<(Vec<LeafRow>, Vec<Floor>), String> {
     let table = check_table(table)?;
     let hide = |msg: String| match password {
         Some(p) if !p.is_empty() => scrub(url, &msg).replace(p, "***"),
@@ -92,19 +187,30 @@ pub async fn read(url: &str, password: Option<&str>, table: &str) -> Result<Vec<
     }
     let query = format!("SELECT biz_tag, max_id, step, description FROM {table} ORDER BY biz_tag");
     let work = async {
-        let mut conn = mysql_async::Conn::new(opts).await?;
-        let rows: Vec<(String, i64, i64, Option<String>)> = conn.query(query).await?;
-        conn.disconnect().await?;
-        Ok::<_, mysql_async::Error>(rows)
+        let at = redacted_url(url);
+        let mut conn = mysql_async::Conn::new(opts).await.map_err(|e| format!("connecting to {at}: {e}"))?;
+        let rows: Vec<(String, i64, i64, Option<String>)> =
+            conn.query(query).await.map_err(|e| format!("reading {table} at {at}: {e}"))?;
+        let mut floors = Vec::with_capacity(checks.len());
+        for c in checks {
+            let answer: Vec<mysql_async::Row> =
+                conn.query(c.query.as_str()).await.map_err(|e| format!("reading MAX({}) at {at}: {e}", c.column))?;
+            let row = answer.into_iter().next().ok_or_else(|| format!("MAX({}) at {at} answered no row", c.column))?;
+            floors.push(Floor { tag: c.tag.clone(), column: c.column.clone(), max: c.max_of(row)? });
+        }
+        conn.disconnect().await.map_err(|e| format!("disconnecting from {at}: {e}"))?;
+        Ok::<_, String>((rows, floors))
     };
-    let rows = match tokio::time::timeout(READ_TIMEOUT, work).await {
-        Err(_) => return Err(format!("no answer from {} within {READ_TIMEOUT:?}", redacted_url(url))),
-        Ok(r) => r.map_err(|e| hide(format!("reading {table} at {}: {e}", redacted_url(url))))?,
+    let limit = READ_TIMEOUT.saturating_mul(u32::try_from(checks.len()).unwrap_or(u32::MAX).saturating_add(1));
+    let (rows, floors) = match tokio::time::timeout(limit, work).await {
+        Err(_) => return Err(format!("no answer from {} within {limit:?}", redacted_url(url))),
+        Ok(r) => r.map_err(hide)?,
     };
-    Ok(rows
+    let rows = rows
         .into_iter()
         .map(|(biz_tag, max_id, step, description)| LeafRow { biz_tag, max_id, step, description })
-        .collect())
+        .collect();
+    Ok((rows, floors))
 }
 
 #[cfg(test)]
@@ -148,6 +254,34 @@ mod tests {
         assert_eq!(check_table("leaf.leaf_alloc").unwrap(), "`leaf`.`leaf_alloc`");
         for bad in ["", "a.b.c", "a;drop", "a`b", "a b", "a."] {
             assert!(check_table(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn column_checks_are_a_tag_and_quoted_identifiers() {
+        let c = ColumnCheck::parse("orders=shop.orders.id").unwrap();
+        assert_eq!((c.tag.as_str(), c.column.as_str()), ("orders", "shop.orders.id"));
+        assert_eq!(c.query, "SELECT MAX(`id`) FROM `shop`.`orders`");
+        let c = ColumnCheck::parse("orders=orders.order_id").unwrap();
+        assert_eq!(c.query, "SELECT MAX(`order_id`) FROM `orders`");
+        // A Leaf tag may hold `=` or a space; it is only compared with the rows, never queried.
+        let c = ColumnCheck::parse("a=b c=db.t.id").unwrap();
+        assert_eq!((c.tag.as_str(), c.query.as_str()), ("a=b c", "SELECT MAX(`id`) FROM `db`.`t`"));
+        for bad in [
+            "orders",
+            "=db.t.id",
+            "orders=",
+            "orders=id",
+            "orders=a.b.c.d",
+            "orders=db.t.id;drop table t",
+            "orders=db.t.`id`",
+            "orders=db.t.id) FROM x UNION SELECT (1",
+            "orders=db.t.max id",
+            "orders=db..id",
+            "orders=db.t.",
+        ] {
+            let e = ColumnCheck::parse(bad).unwrap_err();
+            assert!(e.contains("TAG=db.table.column") && e.contains("letters, digits and _"), "{bad:?}: {e}");
         }
     }
 }

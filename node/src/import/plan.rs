@@ -10,7 +10,13 @@
 //! allocation to `max(step, 1,000,000)` (its `MAX_STEP`), so the margin is
 //! `margin_allocations × max(step, 1,000,000)`. With the default of one allocation the
 //! cluster's first ID is above anything one racing allocation can reach.
-use std::collections::BTreeSet;
+//!
+//! **Floors from business tables.** The margin rule only knows what Leaf handed out. IDs can be
+//! in use that Leaf never issued for the tag: rows copied from another system, a tag that was
+//! reset by hand, a table fed from two generators. `--check-column TAG=db.table.column` reads
+//! `MAX(column)` of a table that stores the tag's IDs, and [`apply_floors`] raises the tag's
+//! first ID to at least `MAX + 1`, so the cluster never restarts below an ID already in use.
+use std::collections::{BTreeMap, BTreeSet};
 
 use leaf_api::tag::{validate_step, validate_tag};
 
@@ -29,8 +35,10 @@ pub struct LeafRow {
 /// What the import does with one row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Planned {
-    /// Create the tag with this first ID (and this description, cut to the limit).
-    Create { first_id: i64, description: String, truncated: bool },
+    /// Create the tag with this first ID (and this description, cut to the limit). `checked`
+    /// says what the `--check-column` floors did to the first ID (raised it, or found it above
+    /// them), for the output; `None` when no column was checked for the tag.
+    Create { first_id: i64, description: String, truncated: bool, checked: Option<String> },
     /// The row cannot be imported; the reason says why.
     Invalid(String),
 }
@@ -80,7 +88,86 @@ fn check(row: &LeafRow, margin_allocations: u32, duplicate: bool) -> Planned {
     let d = row.description.clone().unwrap_or_default();
     let description = leaf_api::tag::truncate_description(&d).to_string();
     let truncated = description.len() < d.len();
-    Planned::Create { first_id, description, truncated }
+    Planned::Create { first_id, description, truncated, checked: None }
+}
+
+/// A lower bound on one tag's first ID: the largest ID already in use in a column of a business
+/// table that stores the tag's IDs (`--check-column TAG=db.table.column`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Floor {
+    /// The Leaf `biz_tag` whose IDs the column holds.
+    pub tag: String,
+    /// The column as `db.table.column` (or `table.column`), for messages.
+    pub column: String,
+    /// `MAX(column)`; `None` for an empty table, which constrains nothing.
+    pub max: Option<i64>,
+}
+
+/// The tags of `checked` that are not among `imported`, sorted and without repeats. A check on a
+/// tag outside the import is a mistake (a typo, a tag left out by `--tags`) that would otherwise
+/// pass silently and leave the tag it was meant for unguarded.
+pub fn unknown_tags<'a>(
+    imported: impl IntoIterator<Item = &'a str>,
+    checked: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
+    let imported: BTreeSet<&str> = imported.into_iter().collect();
+    let unknown: BTreeSet<&str> = checked.into_iter().filter(|t| !imported.contains(t)).collect();
+    unknown.into_iter().map(str::to_string).collect()
+}
+
+/// Raises each planned first ID to at least `MAX + 1` of every floor of its tag. Refused as a
+/// whole (nothing may be created then): a floor whose tag is not in `plan`, and a negative MAX,
+/// which is not a column of IDs this service hands out (they start at 0). A MAX so large that
+/// `MAX + 1` overflows leaves the tag no ID: that row becomes invalid. Rows already invalid stay
+/// so.
+pub fn apply_floors(plan: Vec<PlanRow>, floors: &[Floor]) -> Result<Vec<PlanRow>, String> {
+    let unknown = unknown_tags(plan.iter().map(|p| p.row.biz_tag.as_str()), floors.iter().map(|f| f.tag.as_str()));
+    if !unknown.is_empty() {
+        return Err(format!(
+            "--check-column names tags that are not being imported: {} (not in the table, or left out by --tags)",
+            unknown.join(", ")
+        ));
+    }
+    if let Some(f) = floors.iter().find(|f| f.max.is_some_and(|m| m < 0)) {
+        return Err(format!(
+            "--check-column {}={}: MAX is {}, negative: not a column of this tag's IDs, which are never negative",
+            f.tag,
+            f.column,
+            f.max.unwrap_or_default()
+        ));
+    }
+    let mut by_tag: BTreeMap<&str, Vec<&Floor>> = BTreeMap::new();
+    for f in floors {
+        by_tag.entry(f.tag.as_str()).or_default().push(f);
+    }
+    Ok(plan
+        .into_iter()
+        .map(|p| match by_tag.get(p.row.biz_tag.as_str()) {
+            Some(floors) => PlanRow { planned: raise(p.planned, floors), row: p.row },
+            None => p,
+        })
+        .collect())
+}
+
+/// One row's plan under its tag's floors (at least one).
+fn raise(planned: Planned, floors: &[&Floor]) -> Planned {
+    let Planned::Create { first_id, description, truncated, .. } = planned else { return planned };
+    // The highest floor binds; an empty table (NULL) constrains nothing.
+    let Some((column, max)) = floors.iter().filter_map(|f| f.max.map(|m| (&f.column, m))).max_by_key(|(_, m)| *m)
+    else {
+        let empty: Vec<&str> = floors.iter().map(|f| f.column.as_str()).collect();
+        let checked = Some(format!("{} empty: no floor", empty.join(", ")));
+        return Planned::Create { first_id, description, truncated, checked };
+    };
+    let Some(above) = max.checked_add(1) else {
+        return Planned::Invalid(format!("MAX({column}) = {max} leaves no 64-bit ID above it"));
+    };
+    let (first_id, checked) = if above > first_id {
+        (above, format!("raised to MAX({column})+1 = {above}"))
+    } else {
+        (first_id, format!("above MAX({column}) = {max}"))
+    };
+    Planned::Create { first_id, description, truncated, checked: Some(checked) }
 }
 
 #[cfg(test)]
@@ -93,11 +180,78 @@ mod tests {
         LeafRow { biz_tag: tag.into(), max_id, step, description: Some("d".into()) }
     }
 
+    fn create(first_id: i64, checked: Option<&str>) -> Planned {
+        Planned::Create { first_id, description: "d".into(), truncated: false, checked: checked.map(str::to_string) }
+    }
+
+    fn floor(tag: &str, column: &str, max: Option<i64>) -> Floor {
+        Floor { tag: tag.into(), column: column.into(), max }
+    }
+
+    /// The first ID of `tag` in `plan` (panics if it is not planned for creation).
+    fn first_of(plan: &[PlanRow], tag: &str) -> i64 {
+        match plan.iter().find(|p| p.row.biz_tag == tag).map(|p| &p.planned) {
+            Some(Planned::Create { first_id, .. }) => *first_id,
+            other => panic!("{tag}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_business_table_raises_the_first_id_to_its_max_plus_one() {
+        // orders: max_id 5,000 + one allocation of 1,000,000 → 1,005,000 from the margin rule.
+        let planned = || plan(vec![row("orders", 5_000, 2_000), row("users", 10, 100)], 1);
+        let p = apply_floors(planned(), &[floor("orders", "shop.orders.id", Some(2_000_000))]).unwrap();
+        assert_eq!(p[0].planned, create(2_000_001, Some("raised to MAX(shop.orders.id)+1 = 2000001")));
+        assert_eq!(p[1].planned, create(1_000_010, None), "a tag without a check is untouched");
+
+        // At the boundary: MAX one below the planned first ID needs nothing; MAX equal to it
+        // must move it up by exactly one (the ID MAX is taken, MAX + 1 is free).
+        let p = apply_floors(planned(), &[floor("orders", "o.id", Some(1_004_999))]).unwrap();
+        assert_eq!(p[0].planned, create(1_005_000, Some("above MAX(o.id) = 1004999")));
+        let p = apply_floors(planned(), &[floor("orders", "o.id", Some(1_005_000))]).unwrap();
+        assert_eq!(p[0].planned, create(1_005_001, Some("raised to MAX(o.id)+1 = 1005001")));
+
+        // Several columns for one tag: the highest binds, wherever it is listed; an empty
+        // table constrains nothing.
+        let floors = [
+            floor("orders", "a.x.id", Some(3_000_000)),
+            floor("orders", "a.empty.id", None),
+            floor("orders", "a.y.order_id", Some(7_000_000)),
+            floor("orders", "a.z.id", Some(4_000_000)),
+        ];
+        let p = apply_floors(planned(), &floors).unwrap();
+        assert_eq!(p[0].planned, create(7_000_001, Some("raised to MAX(a.y.order_id)+1 = 7000001")));
+        let p = apply_floors(planned(), &[floor("orders", "a.empty.id", None)]).unwrap();
+        assert_eq!(p[0].planned, create(1_005_000, Some("a.empty.id empty: no floor")));
+
+        // With no margin (Leaf stopped for certain) the floor still holds.
+        let p = apply_floors(plan(vec![row("orders", 5_000, 2_000)], 0), &[floor("orders", "o.id", Some(5_000))]);
+        assert_eq!(first_of(&p.unwrap(), "orders"), 5_001);
+    }
+
+    #[test]
+    fn floors_that_cannot_be_honoured_are_refused_or_make_the_row_invalid() {
+        let planned = || plan(vec![row("orders", 5_000, 2_000), row("bad tag", 1, 1)], 1);
+        // A tag that is not in the import: refused as a whole, naming it.
+        let e = apply_floors(planned(), &[floor("orders", "o.id", Some(1)), floor("oders", "o.id", Some(1))]);
+        assert!(e.as_ref().is_err_and(|e| e.contains("oders") && !e.contains("orders,")), "{e:?}");
+        // A negative MAX: refused as a whole.
+        let e = apply_floors(planned(), &[floor("orders", "o.id", Some(-1))]).unwrap_err();
+        assert!(e.contains("o.id") && e.contains("negative"), "{e}");
+        // MAX at the top of the ID space: no ID is left for the tag.
+        let p = apply_floors(planned(), &[floor("orders", "o.id", Some(i64::MAX))]).unwrap();
+        assert!(matches!(&p[0].planned, Planned::Invalid(why) if why.contains("o.id")), "{p:?}");
+        // A row already invalid stays invalid, floor or not.
+        let p = apply_floors(planned(), &[floor("bad tag", "o.id", Some(1))]).unwrap();
+        assert!(matches!(p[1].planned, Planned::Invalid(_)), "{p:?}");
+        assert_eq!(unknown_tags(["a", "b"], ["b", "c", "c", "a", "d"]), ["c", "d"]);
+    }
+
     #[test]
     fn rows_become_tags_above_leafs_max_id() {
         let p = plan(vec![row("orders", 5_000, 2_000), row("big", 10, 5_000_000)], 1);
-        assert_eq!(p[0].planned, Planned::Create { first_id: 1_005_000, description: "d".into(), truncated: false });
-        assert_eq!(p[1].planned, Planned::Create { first_id: 5_000_010, description: "d".into(), truncated: false });
+        assert_eq!(p[0].planned, create(1_005_000, None));
+        assert_eq!(p[1].planned, create(5_000_010, None));
         let fenced = plan(vec![row("orders", 5_000, 2_000)], 0);
         assert!(matches!(fenced[0].planned, Planned::Create { first_id: 5_000, .. }));
     }
@@ -143,6 +297,23 @@ mod tests {
             // `used` racing allocations, each as large as Leaf can make one.
             let leaf_end = max_id + i64::from(used) * step.max(LEAF_MAX_STEP);
             prop_assert!(leaf_end <= first, "Leaf's IDs reach {leaf_end}, the tag starts at {first}");
+        }
+
+        /// With floors, the first ID is the margin rule's or one above the highest MAX,
+        /// whichever is larger: above every ID in use, and no higher than it needs to be.
+        #[test]
+        fn the_first_id_clears_every_checked_column(
+            max_id in 0i64..(1 << 50), step in 1i64..=1_000_000, margin in 0u32..3,
+            maxes in proptest::collection::vec(proptest::option::of(0i64..(1 << 52)), 1..4),
+        ) {
+            let floors: Vec<Floor> =
+                maxes.iter().enumerate().map(|(i, m)| floor("t", &format!("d.t{i}.id"), *m)).collect();
+            let p = apply_floors(plan(vec![row("t", max_id, step)], margin), &floors).unwrap();
+            let first = first_of(&p, "t");
+            let highest = maxes.iter().flatten().max().copied();
+            prop_assert!(highest.iter().all(|m| *m < first), "MAX {highest:?}, first ID {first}");
+            let want = first_id(max_id, step, margin).unwrap().max(highest.map_or(i64::MIN, |m| m + 1));
+            prop_assert_eq!(first, want);
         }
     }
 }

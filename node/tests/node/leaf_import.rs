@@ -237,6 +237,70 @@ async fn tags_imported_from_a_live_leaf_mysql_never_collide_with_leafs_ids() {
     assert_eq!(code, 0, "{out} {err}");
     assert!(statuses(&out).iter().all(|(_, s)| s == "already_imported"), "{out}");
 
+    // IDs in use that Leaf's max_id does not account for (rows copied from another system):
+    // --check-column TAG=db.table.column raises the tag's first ID to MAX(column) + 1, and what
+    // cannot be honoured is refused before anything is created.
+    for sql in [
+        "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('invoices', 1000, 100), ('refunds', 1000, 100)",
+        "CREATE TABLE invoice (id bigint NOT NULL PRIMARY KEY, code varchar(20), amount decimal(12,0))",
+        "INSERT INTO invoice VALUES (7, '99', 3), (5000000000, '100', 4)",
+        "CREATE TABLE refund (id bigint unsigned NOT NULL PRIMARY KEY)",
+        "CREATE TABLE credit (id int NOT NULL PRIMARY KEY)",
+        "INSERT INTO credit VALUES (-5), (-9)",
+        "CREATE TABLE huge (id bigint unsigned NOT NULL PRIMARY KEY)",
+        "INSERT INTO huge VALUES (18446744073709551615)",
+    ] {
+        conn.query_drop(sql).await.unwrap();
+    }
+    let checked = |checks: &[&str], more: &[&str]| {
+        let mut args = vec!["leaf-mysql", "--url", &pool_url, "--settle-ms", "0", "--tags", "invoices,refunds"];
+        for c in checks {
+            args.extend(["--check-column", c]);
+        }
+        args.extend(more);
+        leaf_import(&url, &args)
+    };
+    for (checks, why) in [
+        // Not in the table; in it but left out by --tags.
+        (&["invoices=leafdb.invoice.id", "nosuch=leafdb.invoice.id"][..], "not being imported: nosuch"),
+        (&["orders=leafdb.invoice.id"], "not being imported: orders"),
+        // MAX of a string column is alphabetical ('99' above '100'), of a decimal no ID.
+        (&["invoices=leafdb.invoice.code"], "not an integer column"),
+        (&["invoices=invoice.amount"], "not an integer column"),
+        (&["invoices=leafdb.credit.id"], "negative"),
+        (&["invoices=leafdb.huge.id"], "above the largest 64-bit ID"),
+        (&["invoices=leafdb.missing.id"], "missing"),
+        // Not an identifier: refused by the argument parser, never sent.
+        (&["invoices=leafdb.invoice.id;DROP TABLE invoice"], "TAG=db.table.column"),
+    ] {
+        let (code, out, err) = checked(checks, &[]);
+        assert_eq!(code, 2, "{checks:?}: {out} {err}");
+        assert!(err.contains(why), "{checks:?}: {err}");
+        assert!(!err.contains(PASSWORD) && !out.contains(PASSWORD), "{err}");
+    }
+    assert!(admin.tag("invoices").await.is_err() && admin.tag("refunds").await.is_err(), "a refused import created");
+    let checks = ["invoices=leafdb.invoice.id", "refunds=refund.id"];
+    let (code, out, err) = checked(&checks, &["--dry-run"]);
+    assert_eq!(code, 0, "{out} {err}");
+    let line = out.lines().find(|l| l.starts_with("invoices ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("5000000001") && line.contains("raised to MAX(leafdb.invoice.id)+1 = 5000000001"), "{out}");
+    let (code, out, err) = checked(&checks, &["--json"]);
+    assert_eq!(code, 0, "{out} {err}");
+    let rows: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let row = |tag: &str| rows.as_array().unwrap().iter().find(|r| r["tag"] == tag).unwrap().clone();
+    assert_eq!(row("invoices")["status"], "created", "{out}");
+    assert_eq!(row("invoices")["first_id"], 5_000_000_001i64, "{out}");
+    assert_eq!(row("invoices")["note"], "raised to MAX(leafdb.invoice.id)+1 = 5000000001", "{out}");
+    // An empty table constrains nothing: the margin rule's 1,000 + 1,000,000.
+    assert_eq!(
+        (row("refunds")["first_id"].clone(), row("refunds")["status"].clone()),
+        (1_001_000.into(), "created".into())
+    );
+    assert_eq!(admin.tag("invoices").await.unwrap().max_id, 5_000_000_001);
+    assert_eq!(admin.tag("refunds").await.unwrap().max_id, 1_001_000);
+    let ids = admin.segment_ids("invoices", 100).await.unwrap();
+    assert!(ids.iter().all(|id| *id > 5_000_000_000), "an ID in use in invoice: {ids:?}");
+
     // A Leaf that keeps allocating is caught between the two reads, and nothing is created.
     conn.query_drop("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('fresh', 1, 10)").await.unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

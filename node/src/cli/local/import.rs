@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use leaf_client::Client;
 
-use crate::import::{self, mysql, Options, Outcome};
+use crate::import::plan::{Floor, LeafRow};
+use crate::import::{self, mysql, ImportError, Options, Outcome};
 
 #[derive(Subcommand, Debug)]
 pub enum ImportCmd {
@@ -31,6 +32,15 @@ pub enum ImportCmd {
         /// allocation, and never safe for a server that goes on allocating after the import.
         #[arg(long)]
         allow_live: bool,
+        /// TAG=db.table.column (or TAG=table.column, in the URL's database), repeatable: a
+        /// business table column holding IDs of the Leaf tag TAG. The tag starts at least at
+        /// MAX(column) + 1, for IDs in use that Leaf's max_id does not account for (copied from
+        /// another system, a tag reset by hand). An empty table constrains nothing; a TAG not
+        /// being imported, a column that is not of integers or a negative MAX stops the import
+        /// before anything is created. Read on the same connection, after the Leaf servers were
+        /// fenced; use an indexed column (a MAX over one without an index scans the table).
+        #[arg(long = "check-column", value_name = "TAG=DB.TABLE.COLUMN", value_parser = mysql::ColumnCheck::parse)]
+        check_column: Vec<mysql::ColumnCheck>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -104,37 +114,57 @@ impl CommonArgs {
             skip_invalid: self.skip_invalid,
             dry_run: self.dry_run,
             only: self.tags.clone(),
+            floors: Vec::new(),
         }
     }
 }
 
 pub async fn run(client: &Client, cmd: ImportCmd) -> ExitCode {
-    let (rows, common) = match read(cmd).await {
+    let (rows, floors, common) = match read(cmd).await {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    match import::import(client, rows, &common.options()).await {
+    let opts = Options { floors, ..common.options() };
+    match import::import(client, rows, &opts).await {
         Ok(outcomes) => report(&outcomes, common.json),
-        Err(e) => crate::cli::remote::fail(&e),
+        Err(ImportError::Refused(e)) => {
+            eprintln!("error: {e}; nothing was created");
+            ExitCode::from(2)
+        }
+        Err(ImportError::Cluster(e)) => crate::cli::remote::fail(&e),
     }
 }
 
-/// The rows to import, after the source's own checks.
-async fn read(cmd: ImportCmd) -> Result<(Vec<import::plan::LeafRow>, CommonArgs), String> {
+/// The rows to import and the `--check-column` floors, after the source's own checks.
+async fn read(cmd: ImportCmd) -> Result<(Vec<LeafRow>, Vec<Floor>, CommonArgs), String> {
     match cmd {
-        ImportCmd::LeafMysql { url, table, settle_ms, allow_live, common } => {
+        ImportCmd::LeafMysql { url, table, settle_ms, allow_live, check_column, common } => {
             if allow_live && common.margin_allocations == 0 {
                 return Err("--allow-live needs --margin-allocations of at least 1".into());
             }
             // args_os: an argument that is not UTF-8 must not panic here (it is not the URL).
             mysql::check_not_in_args(&url, std::env::args_os().map(|a| a.to_string_lossy().into_owned()))?;
             let password = std::env::var(mysql::PASSWORD_ENV).ok();
-            let first = mysql::read(&url, password.as_deref(), &table).await?;
+            let (first, _) = mysql::read(&url, password.as_deref(), &table, &[]).await?;
+            // A check on a tag outside the import is refused before any business table is read
+            // (import::import refuses it again, on the rows it is given).
+            let opts = common.options();
+            let unknown = import::plan::unknown_tags(
+                first.iter().map(|r| r.biz_tag.as_str()).filter(|t| opts.selects(t)),
+                check_column.iter().map(|c| c.tag.as_str()),
+            );
+            if !unknown.is_empty() {
+                return Err(format!(
+                    "--check-column names tags that are not being imported: {} (not in {table}, or left out by \
+                     --tags); nothing was created",
+                    unknown.join(", ")
+                ));
+            }
             tokio::time::sleep(Duration::from_millis(settle_ms)).await;
-            let second = mysql::read(&url, password.as_deref(), &table).await?;
+            let (second, floors) = mysql::read(&url, password.as_deref(), &table, &check_column).await?;
             let changed = import::changed_between(&first, &second);
             if !changed.is_empty() && !allow_live {
                 let some: Vec<&str> = changed.iter().take(10).map(String::as_str).collect();
@@ -145,7 +175,7 @@ async fn read(cmd: ImportCmd) -> Result<(Vec<import::plan::LeafRow>, CommonArgs)
                     some.join(", ")
                 ));
             }
-            Ok((second, common))
+            Ok((second, floors, common))
         }
         ImportCmd::LeafCsv { file, common } => {
             let meta = std::fs::metadata(&file).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -153,7 +183,7 @@ async fn read(cmd: ImportCmd) -> Result<(Vec<import::plan::LeafRow>, CommonArgs)
                 return Err(format!("{} is over {} bytes", file.display(), import::csv::MAX_CSV_BYTES));
             }
             let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            Ok((import::csv::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?, common))
+            Ok((import::csv::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?, Vec::new(), common))
         }
     }
 }
