@@ -160,6 +160,22 @@ pub enum AuditAction {
         name: String,
         pattern: String,
     },
+    /// The cluster was made from a backup by `leaf restore`: every tag's counter moved past
+    /// what the lost cluster can have handed out, and snowflake IDs start above a time floor.
+    ClusterRestored {
+        /// The backup's ID (32 hex digits).
+        backup_id: String,
+        /// The cluster's restore generation from now on (the backup's plus one).
+        generation: u32,
+        /// When the backup was taken (Unix ms, the clock of the node that took it).
+        backup_taken_ms: i64,
+        /// Tags whose counter moved.
+        tags_moved: u64,
+        /// Tags with no room left past their margin: they hand out nothing more.
+        tags_exhausted: u64,
+        /// No snowflake ID has a timestamp at or below this (Unix ms).
+        snowflake_floor_ms: i64,
+    },
 }
 
 /// The kinds of [`AuditAction`], for filtering.
@@ -181,10 +197,11 @@ pub enum AuditKind {
     TagRestored,
     TemplatePut,
     TemplateDeleted,
+    ClusterRestored,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 14] = [
+    pub const ALL: [AuditKind; 15] = [
         AuditKind::TagCreated,
         AuditKind::TagUpdated,
         AuditKind::TokenCreated,
@@ -199,6 +216,7 @@ impl AuditKind {
         AuditKind::TagRestored,
         AuditKind::TemplatePut,
         AuditKind::TemplateDeleted,
+        AuditKind::ClusterRestored,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -217,6 +235,7 @@ impl AuditKind {
             AuditKind::TagRestored => "tag_restored",
             AuditKind::TemplatePut => "template_put",
             AuditKind::TemplateDeleted => "template_deleted",
+            AuditKind::ClusterRestored => "cluster_restored",
         }
     }
 }
@@ -249,6 +268,7 @@ impl AuditAction {
             AuditAction::TagRestored { .. } => AuditKind::TagRestored,
             AuditAction::TemplatePut { .. } => AuditKind::TemplatePut,
             AuditAction::TemplateDeleted { .. } => AuditKind::TemplateDeleted,
+            AuditAction::ClusterRestored { .. } => AuditKind::ClusterRestored,
         }
     }
 

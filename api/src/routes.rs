@@ -60,6 +60,9 @@ pub const ADMIN_TEMPLATE: &str = "/admin/templates/{name}";
 pub const ADMIN_AUDIT: &str = "/admin/audit";
 /// `GET`: everything the dashboard shows, as this node sees it (the `cluster` right).
 pub const ADMIN_DASHBOARD: &str = "/admin/dashboard";
+/// `GET`: a backup of the whole replicated state as of a committed point (root only; the body
+/// is the backup file, `application/octet-stream`).
+pub const ADMIN_BACKUP: &str = "/admin/backup";
 
 /// `GET`: membership, leader, term, log indexes, replication, health.
 pub const CLUSTER_STATUS: &str = "/cluster/status";
@@ -99,6 +102,7 @@ pub const ALL: &[&str] = &[
     ADMIN_TEMPLATE,
     ADMIN_AUDIT,
     ADMIN_DASHBOARD,
+    ADMIN_BACKUP,
     CLUSTER_STATUS,
     CLUSTER_LEARNERS,
     CLUSTER_PROMOTE,

@@ -254,6 +254,10 @@ pub struct Health {
     pub reason: Option<String>,
     /// Snowflake mode on this node.
     pub snowflake: SnowflakeHealth,
+    /// How many times this cluster's state was restored from a backup (`leaf restore`): 0 for
+    /// a cluster that never was, then the backup's generation plus one.
+    #[serde(default)]
+    pub restore_generation: u32,
 }
 
 /// Whether this node issues snowflake IDs, and why not.

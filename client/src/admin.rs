@@ -13,7 +13,9 @@
 //! - creating and revoking a token are **at most once** (a repeat would mint a second token,
 //!   or answer `token_not_found` for a revocation that worked); rotating one may be repeated
 //!   (the caller keeps the newest bearer, the one the cluster holds);
-//! - listing and showing are reads, the audit trail too.
+//! - listing and showing are reads, the audit trail too; so is a backup, which the caller
+//!   downloads from one node at a time ([`Client::download_backup`]) and checks before
+//!   trying the next.
 use hyper::Method;
 use leaf_api::audit::{AuditFilter, AuditPage};
 use leaf_api::routes;
@@ -29,6 +31,18 @@ use crate::error::ClientError;
 use crate::retry::Safety;
 
 impl Client {
+    /// Downloads a backup from `node` (one of [`Client::nodes`]) into `out`
+    /// (`GET /admin/backup`), each part of the answer within `idle` of the last; returns the
+    /// bytes written. Not retried: the caller checks the file and moves on to another node.
+    pub async fn download_backup(
+        &self,
+        node: &str,
+        out: &mut (impl tokio::io::AsyncWrite + Unpin),
+        idle: std::time::Duration,
+    ) -> Result<u64, ClientError> {
+        self.inner.transport.download(node, routes::ADMIN_BACKUP, self.inner.auth.as_ref(), out, idle).await
+    }
+
     /// Every tag (`GET /admin/tags`, page after page).
     pub async fn tags(&self) -> Result<Vec<TagInfo>, ClientError> {
         self.tags_matching(&ListQuery::default()).await

@@ -82,6 +82,52 @@ impl Transport {
     }
 }
 
+impl Transport {
+    /// Sends a `GET` of `path` to `base` and writes a 2xx answer's body to `out` as it comes,
+    /// each part within `idle` of the last (no bound on the whole: a backup may be large);
+    /// returns the bytes written. Another status is read (bounded) as an API error.
+    pub async fn download(
+        &self,
+        base: &str,
+        path: &str,
+        auth: Option<&HeaderValue>,
+        out: &mut (impl tokio::io::AsyncWrite + Unpin),
+        idle: Duration,
+    ) -> Result<u64, ClientError> {
+        use tokio::io::AsyncWriteExt;
+        let mut b = Request::builder().method(Method::GET).uri(format!("{base}{path}"));
+        if let Some(auth) = auth {
+            b = b.header(AUTHORIZATION, auth.clone());
+        }
+        let req = b.body(Full::new(Bytes::new())).map_err(|e| ClientError::Request(format!("{path:?}: {e}")))?;
+        let node = || base.to_string();
+        let timeout = |_| ClientError::Timeout { node: node(), timeout: idle };
+        let resp = tokio::time::timeout(idle, self.http.request(req))
+            .await
+            .map_err(timeout)?
+            .map_err(|e| request_error(base, &e, self.client_cert))?;
+        let status = resp.status();
+        let mut body = resp.into_body();
+        if !status.is_success() {
+            let bytes =
+                tokio::time::timeout(idle, Limited::new(body, MAX_ANSWER_BYTES).collect()).await.map_err(timeout)?;
+            let bytes = bytes.map(|b| b.to_bytes()).unwrap_or_default();
+            return Err(crate::client::api_error(base, status, &bytes));
+        }
+        let mut written = 0u64;
+        let broken = |message: String| ClientError::Transport { node: node(), message, connect: false };
+        while let Some(frame) = tokio::time::timeout(idle, body.frame()).await.map_err(timeout)? {
+            let frame = frame.map_err(|e| broken(format!("reading the answer: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                out.write_all(&data).await.map_err(|e| ClientError::Request(format!("writing the download: {e}")))?;
+                written += data.len() as u64;
+            }
+        }
+        out.flush().await.map_err(|e| ClientError::Request(format!("writing the download: {e}")))?;
+        Ok(written)
+    }
+}
+
 /// The error of a request that got no answer: a TLS failure when the chain holds one (the
 /// node processed no request), otherwise a transport error.
 fn request_error(base: &str, e: &hyper_util::client::legacy::Error, client_cert: bool) -> ClientError {

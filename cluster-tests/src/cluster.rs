@@ -210,6 +210,17 @@ impl Cluster {
 
     /// Starts the given nodes as the initial members (their `peer_addr`s form `peers`).
     pub fn start_specs(specs: Vec<NodeSpec>, opts: Options) -> anyhow::Result<Cluster> {
+        let ids: Vec<u64> = specs.iter().map(|s| s.id).collect();
+        let mut cluster = Cluster::prepare_specs(specs, opts)?;
+        for id in ids {
+            cluster.spawn(id)?;
+        }
+        Ok(cluster)
+    }
+
+    /// Sets up the given nodes as the initial members (certificates, configs) without starting
+    /// them: for a test that fills a data directory first (`leaf restore`), then [`Cluster::spawn`]s.
+    pub fn prepare_specs(specs: Vec<NodeSpec>, opts: Options) -> anyhow::Result<Cluster> {
         let dir = tempfile::Builder::new().prefix("leaf-cluster-").tempdir()?;
         let peers = specs.iter().map(|s| format!("{}={}", s.id, s.peer_addr)).collect::<Vec<_>>().join(",");
         if opts.tls {
@@ -217,7 +228,7 @@ impl Cluster {
         }
         let mut cluster = Cluster { dir, opts, peers, nodes: BTreeMap::new() };
         for spec in specs {
-            cluster.add_node(spec)?;
+            cluster.register(spec)?;
         }
         Ok(cluster)
     }
@@ -233,6 +244,13 @@ impl Cluster {
     /// Starts the node `spec` describes; unless it is among the initial peers it waits to be
     /// added as a learner.
     pub fn add_node(&mut self, spec: NodeSpec) -> anyhow::Result<()> {
+        let id = spec.id;
+        self.register(spec)?;
+        self.spawn(id)
+    }
+
+    /// Makes the node `spec` describes (its certificate and config) without starting it.
+    fn register(&mut self, spec: NodeSpec) -> anyhow::Result<()> {
         if self.nodes.contains_key(&spec.id) {
             bail!("node {} exists", spec.id);
         }
@@ -253,7 +271,8 @@ impl Cluster {
             certs(&self.opts.bin, &["node", "--dir"], &self.tls_dir(), &args)?;
         }
         self.nodes.insert(id, NodeProc { id, port, peer_addr, env, host, wrapper, child: None });
-        self.spawn(id)
+        self.write_config(id)?;
+        Ok(())
     }
 
     fn tls_dir(&self) -> PathBuf {
@@ -352,10 +371,11 @@ impl Cluster {
         self.dir.path().join(format!("node{id}.log"))
     }
 
-    /// (Re)starts node `id` on its data dir and port.
-    pub fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
+    /// Writes node `id`'s config file (what [`Cluster::spawn`] starts it with) and returns its
+    /// path; its data directory is [`Cluster::data_dir`].
+    pub fn write_config(&self, id: u64) -> anyhow::Result<PathBuf> {
         let addr = self.addr(id);
-        let data = self.dir.path().join(format!("node{id}"));
+        let data = self.data_dir(id);
         let config = self.dir.path().join(format!("node{id}.toml"));
         let mut toml = format!(
             "node_id = {id}\nhttp_addr = {addr:?}\ndata_dir = {data:?}\npeers = {peers:?}\n\
@@ -375,6 +395,17 @@ impl Cluster {
             ));
         }
         std::fs::write(&config, toml)?;
+        Ok(config)
+    }
+
+    /// Node `id`'s data directory.
+    pub fn data_dir(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("node{id}"))
+    }
+
+    /// Starts (or restarts) node `id` with the config [`Cluster::write_config`] writes.
+    pub fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
+        let config = self.write_config(id)?;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(id))?;
         let (env, wrapper) = self.nodes.get(&id).map(|n| (n.env.clone(), n.wrapper.clone())).unwrap_or_default();
         let mut cmd = match wrapper.split_first() {
@@ -386,7 +417,6 @@ impl Cluster {
             None => Command::new(&self.opts.bin),
         };
         let child = cmd
-            .envs(env)
             .arg("serve")
             .arg("--config")
             .arg(&config)
@@ -394,6 +424,8 @@ impl Cluster {
             .env_remove("LEAF_ADMIN_TOKEN")
             .env_remove("LEAF_CLUSTER_SECRET")
             .env_remove("LEAF_PEERS")
+            // After the removals: a test may set `LEAF_PEERS` for one node.
+            .envs(env)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -16,6 +16,7 @@
 //!   module tree naming openraft types).
 //! - [`segment`]: the lock-free double buffer (the per-ID hot path).
 //! - [`tags`]: per-tag actix actors that own refills, and the tag registry.
+//! - [`ticker`]: the periodic wake-up of background tasks, until shutdown.
 //! - [`snowflake`]: the lock-free snowflake generator and the worker actor (registration and
 //!   lease through Raft, durable time window, clock checks).
 //! - [`service`]: the service core every edge calls: [`service::App`], the operations (IDs,
@@ -35,6 +36,8 @@
 //!   leader path is in [`raft`].
 //! - [`forecast`]: exhaustion forecasts (IDs left and time to exhaustion per tag, the snowflake
 //!   epoch and worker IDs) for `/cache`, `/health` and `/metrics`.
+//! - [`backup`]: backups: taking one (on request or scheduled on the leader), age encryption,
+//!   the scheduled files; `leaf restore` is in [`cli`].
 //! - [`import`]: `leaf import`, Leaf's `leaf_alloc` (MySQL/MariaDB or CSV) into the cluster
 //!   with the margin rule.
 //! - [`certs`]: `leaf certs`, a development CA and the node and client certificates it signs.
@@ -50,6 +53,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub(crate) mod access;
+pub(crate) mod backup;
 pub mod certs;
 pub mod cli;
 pub(crate) mod clock;
@@ -68,6 +72,7 @@ pub(crate) mod segment;
 pub(crate) mod service;
 pub(crate) mod snowflake;
 pub(crate) mod tags;
+pub(crate) mod ticker;
 pub(crate) mod tls;
 
 #[cfg(test)]
@@ -306,6 +311,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         Arc::new(Forecasts::new(raft.state().clone(), raft.journal(), snowflake.layout(), config.snowflake.worker_ids));
     let access = access::Access::new(raft.state().clone(), clock.clone(), &config, metrics.clone());
     let peer_clocks = Arc::new(clock_watch::PeerClocks::default());
+    let backups = backup::Backups::new(raft.clone(), forecasts.clone(), config.segment.max_step, &config.data_dir);
     let app = Arc::new(App::new(service::Parts {
         access,
         config: config.clone(),
@@ -318,11 +324,18 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         tls: tls.clone(),
         forecasts: forecasts.clone(),
         peer_clocks: peer_clocks.clone(),
+        backups: backups.clone(),
     }));
     let (shutdown, rx) = watch::channel(false);
     tokio::spawn(forecasts.run(config.forecast.clone(), metrics.clone(), rx.clone()));
     tokio::spawn(tags.clone().unload_idle(Duration::from_secs(config.segment.idle_unload_secs), rx.clone()));
     tokio::spawn(peer_clocks.run(raft.clone(), rx.clone()));
+    let encryption = match config.backup.recipient.as_deref().map(backup::crypt::parse_recipient) {
+        Some(Ok(r)) => backup::crypt::Encryption::Recipient(Box::new(r)),
+        // `validate` refused a bad one.
+        _ => backup::crypt::Encryption::None,
+    };
+    tokio::spawn(backup::schedule::run(backups, config.backup.clone(), encryption, rx.clone()));
     let r = &config.raft;
     tokio::spawn(raft.clone().compact_by_weight(r.snapshot_every, r.keep_logs_after_snapshot, rx.clone()));
     if let Some(tls) = tls {

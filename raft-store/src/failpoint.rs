@@ -59,6 +59,8 @@ pub const CRASH_POINTS: &[&str] = &[
     // yet renamed, and renamed but the directory not yet fsynced
     "snowflake-state-synced",
     "snowflake-state-renamed",
+    // `StateMachineStore::write_backup`, after its 1,000th pair (a node killed mid-backup)
+    "backup-midway",
 ];
 
 /// Every disk fault: `disk-fsync` is every fsync of the Raft store (log, vote, state machine,

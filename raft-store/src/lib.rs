@@ -16,6 +16,9 @@
 //! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256), their limits, and
 //!   create, rotate, revoke and the count of tags each created.
 //! - [`audit`]: the audit trail of admin changes in the state: numbering, retention, paging.
+//! - [`restore`]: restoring a backup without handing out an ID twice: the plan of each tag's
+//!   jump, applying it, the snowflake floor and the state's lineage of restores.
+//! - [`restore_store`]: writing a restored state into a new data directory.
 //! - [`log_store`]: `RaftLogStorage` on sled, each write fsynced before it is acknowledged.
 //! - [`state_machine`]: `RaftStateMachine` on sled: the state in memory, applying entries.
 //! - `state_machine/store.rs`: its sled I/O: the `sm` tree's keys, loading, checkpoints.
@@ -26,6 +29,8 @@
 //! - `state_machine/staged.rs`: a checkpoint of many keys, staged in small sled batches.
 //! - `state_machine/snapshot_file.rs`: the streamed layout of a snapshot file, its writer and
 //!   checking reader.
+//! - `state_machine/backup.rs`: backup files: writing one from the tree, reading one back
+//!   whole and checked, and installing a restored state.
 //! - `state_machine/legacy.rs`: the layouts of earlier releases (V1 to V5), read into this one.
 //! - `coverage.rs` (private): the snapshot's log ID the state machine publishes to the log store.
 //! - [`log_weight`]: what the applied, unpurged log holds by weight (a batch counts each tag),
@@ -52,6 +57,8 @@ pub mod journal;
 pub mod log_store;
 pub mod log_weight;
 pub mod profile;
+pub mod restore;
+pub mod restore_store;
 pub mod state;
 pub mod state_machine;
 pub mod tags;
@@ -70,7 +77,9 @@ pub use log_store::LogStore;
 pub use log_weight::LogWeights;
 pub use profile::{StoredProfile, OBFUSCATION_KEY_BYTES};
 pub use state::State;
-pub use state_machine::{StateMachineStore, StateReader};
+pub use state_machine::{
+    read_backup, BackupError, BackupHeader, BackupWritten, SmData, StateMachineStore, StateReader,
+};
 pub use tags::{Allocation, NewTag, TagRecord, LEGACY_MAX_TAGS, MAX_SEGMENT_ASKS, MAX_TAGS, MAX_TAGS_PER_COMMAND};
 pub use templates::{NewTemplate, TemplateRecord, TemplateSettings, MAX_TEMPLATES};
 pub use tokens::{NewToken, SecretHash, TokenLimits, TokenRecord, MAX_TOKENS};

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apply::Changes;
 use crate::audit::AuditLog;
+use crate::restore::Lineage;
 use crate::tags::TagRecord;
 use crate::templates::TemplateRecord;
 use crate::tokens::TokenRecord;
@@ -34,6 +35,10 @@ pub struct State {
     /// (`SmData` as they encoded it): a state read from one has none.
     #[serde(skip)]
     pub templates: BTreeMap<String, TemplateRecord>,
+    /// The restores this state descends from (`leaf restore`); written by the restore alone,
+    /// never by an entry. Not in the single-record layout of earlier releases either.
+    #[serde(skip)]
+    pub lineage: Lineage,
 }
 
 impl State {

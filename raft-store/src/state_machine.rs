@@ -33,6 +33,7 @@ use crate::tags::Allocation;
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use store::sm_write_err;
 
+mod backup;
 mod legacy;
 mod reader;
 mod snapshot;
@@ -40,6 +41,7 @@ mod snapshot_file;
 mod staged;
 mod store;
 
+pub use backup::{read_backup, BackupError, BackupHeader, BackupWritten, BACKUP_MAGIC};
 pub use reader::{StateReader, Tokens};
 
 /// Applied entries between checkpoints of the `sm` tree: the most a restart re-applies from the

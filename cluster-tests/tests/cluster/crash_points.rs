@@ -1,8 +1,8 @@
 //! A node that crashes at any storage boundary comes back, loses nothing acknowledged and
 //! repeats no ID.
 //!
-//! Every crash point of `leaf_raft_store::failpoint::CRASH_POINTS` has one case, here or in
-//! [`crate::snapshot_crash`] (the points on a follower's path to taking a snapshot: install,
+//! Every crash point of `leaf_raft_store::failpoint::CRASH_POINTS` has one case, here, in
+//! [`crate::backup_restore`] (a backup's) or in [`crate::snapshot_crash`] (the points on a follower's path to taking a snapshot: install,
 //! purge, commit, append). Each case here arms one point on one node of a running 3-node TLS
 //! cluster through its `LEAF_FAILPOINTS_FILE` (`leaf-test-node` re-arms from that file while
 //! running), drives the cluster down the path that passes the point (an election, a conflicting
@@ -80,11 +80,16 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn every_crash_point_has_a_case() {
-    let covered: BTreeSet<&str> =
-        CASES.iter().map(|(p, _)| *p).chain(crate::snapshot_crash::CASES.iter().map(|(p, _)| *p)).collect();
+    let elsewhere = crate::backup_restore::CRASH_POINT;
+    let covered: BTreeSet<&str> = CASES
+        .iter()
+        .map(|(p, _)| *p)
+        .chain(crate::snapshot_crash::CASES.iter().map(|(p, _)| *p))
+        .chain([elsewhere])
+        .collect();
     let all: BTreeSet<&str> = CRASH_POINTS.iter().copied().collect();
     assert_eq!(covered, all, "crash points without a case (or cases of no crash point)");
-    assert_eq!(CASES.len() + crate::snapshot_crash::CASES.len(), all.len(), "a crash point has two cases");
+    assert_eq!(CASES.len() + crate::snapshot_crash::CASES.len() + 1, all.len(), "a crash point has two cases");
 }
 
 /// What the cluster acknowledged so far.

@@ -7,6 +7,7 @@
 mod support;
 
 mod alerts;
+mod backup_restore;
 mod chaos;
 mod checker;
 mod crash_points;

@@ -94,11 +94,15 @@ pub fn is_admin(path: &str) -> bool {
 }
 
 /// The right a scoped token needs for an admin path; `None`: only the root credentials (the
-/// token endpoints: a scoped token never mints or revokes tokens).
+/// token endpoints: a scoped token never mints or revokes tokens; a backup holds every
+/// token's hash and every obfuscation key).
 pub fn admin_right(path: &str) -> Option<leaf_api::tokens::Right> {
     use leaf_api::tokens::Right;
     let under = |prefix: &str| path == prefix || path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
-    if under(leaf_api::routes::ADMIN_TOKENS) || under(leaf_api::routes::ADMIN_TEMPLATES) {
+    if under(leaf_api::routes::ADMIN_TOKENS)
+        || under(leaf_api::routes::ADMIN_TEMPLATES)
+        || path == leaf_api::routes::ADMIN_BACKUP
+    {
         None
     } else if under(leaf_api::routes::ADMIN_TAGS) || path == leaf_api::routes::ADMIN_TAGS_BATCH {
         Some(Right::Tags)

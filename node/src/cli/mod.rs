@@ -8,6 +8,7 @@
 //!   they share (connection flags, printing, exit codes); [`tokens`]: `token` and `audit`;
 //!   [`templates`]: `template`.
 //! - [`bench`]: `leaf bench` (HTTP or gRPC load).
+//! - [`backup`]: `leaf backup` (take, verify, keygen) and `leaf restore`.
 //! - [`local`]: commands that work on local files first: `certs` (a development CA) and
 //!   `import` (Leaf's `leaf_alloc` into the cluster).
 //!
@@ -18,6 +19,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod backup;
 mod bench;
 mod local;
 mod remote;
@@ -105,6 +107,13 @@ enum Command {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// Take a backup of the whole replicated state from a running cluster into a file (0600,
+    /// optionally encrypted), check one (`verify`), or make an encryption key (`keygen`).
+    Backup(backup::BackupCmd),
+    /// Restore a backup into a new cluster's first node (offline, into a blank data
+    /// directory), every tag moved past what the lost cluster can have handed out. Prints the
+    /// plan first; `--dry-run` stops there.
+    Restore(backup::RestoreCmd),
     /// Create development TLS certificates: a CA, and the node and client certificates it signs.
     ///
     /// For trying TLS out and for tests: the CA key lies unencrypted on disk. Production brings
@@ -124,15 +133,19 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(args),
         Command::Bench(args) => bench::bench(args),
         Command::Certs { cmd } => certs::run(cmd),
-        other => {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            rt.block_on(remote::client_command(other))
+        Command::Backup(cmd) => run_local(backup::backup(cmd)),
+        Command::Restore(cmd) => run_local(backup::restore(cmd)),
+        other => run_local(remote::client_command(other)),
+    }
+}
+
+/// Runs a command's future on a current-thread runtime.
+fn run_local(f: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(f),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -249,7 +249,9 @@ pub fn fail(e: &ClientError) -> ExitCode {
 pub(super) async fn client_command(cmd: Command) -> ExitCode {
     const TIMEOUT: Duration = Duration::from_secs(30);
     match cmd {
-        Command::Serve(_) | Command::Bench(_) | Command::Certs { .. } => ExitCode::FAILURE,
+        Command::Serve(_) | Command::Bench(_) | Command::Certs { .. } | Command::Backup(_) | Command::Restore(_) => {
+            ExitCode::FAILURE
+        }
         Command::Health { conn, quiet } => health(conn, quiet).await,
         Command::Token { cmd, conn } => match connect(conn, TIMEOUT) {
             Ok(client) => tokens::token(&client, cmd).await,

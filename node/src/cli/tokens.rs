@@ -57,7 +57,7 @@ pub enum TokenCmd {
 pub struct AuditArgs {
     /// Only this kind: tag_created, tag_updated, token_created, token_rotated, token_revoked,
     /// learner_added, node_promoted, node_removed, obfuscated_decoded, clock_fault_set,
-    /// tag_archived, tag_restored.
+    /// tag_archived, tag_restored, template_put, template_deleted, cluster_restored.
     #[arg(long)]
     kind: Option<AuditKind>,
     /// Only changes of this tag.

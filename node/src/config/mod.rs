@@ -8,8 +8,8 @@
 //! Layout: this file holds the section list, [`Config`], the loading and the secrets. Each
 //! section has a file with its struct, its defaults (`impl Default`) and its checks
 //! (`validate`): `segment`, `raft`, `http`, `snowflake` (with `worker_ids`), `forecast`,
-//! `metrics`, `fault`, `tls`, `grpc`, `access` (`[auth]` and `[audit]`), `bootstrap` (`bootstrap_tags`)
-//! and `peers`. `validate` checks the top-level keys and what spans sections, and calls each
+//! `metrics`, `fault`, `tls`, `grpc`, `access` (`[auth]` and `[audit]`), `backup`, `bootstrap`
+//! (`bootstrap_tags`) and `peers`. `validate` checks the top-level keys and what spans sections, and calls each
 //! section's checks; `addr` has the address helpers, `overrides` the command-line layer,
 //! `tests` the tests of the whole.
 use std::net::SocketAddr;
@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 mod access;
 mod addr;
+mod backup;
 mod bootstrap;
 mod fault;
 mod forecast;
@@ -44,6 +45,7 @@ mod worker_ids;
 
 pub use access::{AuditConfig, AuthConfig, PublicEndpoint};
 pub use addr::{check_host_port, is_loopback};
+pub use backup::BackupConfig;
 pub use bootstrap::BootstrapTag;
 pub use fault::FaultConfig;
 pub use forecast::ForecastConfig;
@@ -176,6 +178,9 @@ pub struct Config {
     /// How long the audit trail of admin changes keeps its records. The leader's values are the
     /// ones in force: it stamps them into every change it records.
     pub audit: AuditConfig,
+    /// Backups the cluster takes by itself: the leader writes one to `dir` every
+    /// `interval_secs`, keeps the newest `keep`, and can encrypt them to an age `recipient`.
+    pub backup: BackupConfig,
     /// Allow plaintext peer traffic on a non-loopback listener. Without TLS, a node that
     /// listens on a non-loopback address with a `cluster_secret` (so it takes part in a
     /// cluster) refuses to start: Raft traffic, the cluster secret and admin tokens would
@@ -206,6 +211,7 @@ impl Default for Config {
             grpc: GrpcConfig::default(),
             auth: AuthConfig::default(),
             audit: AuditConfig::default(),
+            backup: BackupConfig::default(),
             insecure_plaintext_peers: false,
         }
     }

@@ -59,6 +59,12 @@ impl Forecasts {
         Some(TagForecast { ids_left: left, rate_per_sec: rate, exhausted_in_secs: exhausted_in_secs(left, rate) })
     }
 
+    /// Every followed tag's rate (IDs per second) as of the last sample: what a backup
+    /// records for the restore's margins.
+    pub fn rates(&self) -> Vec<(String, f64)> {
+        self.rates.load().iter().map(|(t, r)| (t.clone(), *r)).collect()
+    }
+
     /// The snowflake forecast at `now_ms` (this node's clock, which also stands in for the
     /// leader's when judging whether a worker ID is reclaimable).
     pub fn snowflake(&self, now_ms: i64) -> SnowflakeForecast {
@@ -72,21 +78,13 @@ impl Forecasts {
 
     /// The sampler task: samples at once, then every `cfg.sample_interval_ms`, until
     /// `shutdown` turns true (or its sender is gone).
-    pub async fn run(self: Arc<Self>, cfg: ForecastConfig, metrics: Arc<Metrics>, mut shutdown: watch::Receiver<bool>) {
+    pub async fn run(self: Arc<Self>, cfg: ForecastConfig, metrics: Arc<Metrics>, shutdown: watch::Receiver<bool>) {
         let mut sampler = Sampler::new(Duration::from_secs(cfg.window_secs), metrics, self.rates.clone());
         let start = tokio::time::Instant::now();
         // The journal index the next sample reads from; `None` before the first.
         let mut after: Option<u64> = None;
-        let mut tick = tokio::time::interval(Duration::from_millis(cfg.sample_interval_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                r = shutdown.wait_for(|stop| *stop) => {
-                    let _ = r;
-                    return;
-                }
-            }
+        let mut ticker = crate::ticker::Ticker::new(Duration::from_millis(cfg.sample_interval_ms), shutdown);
+        while ticker.next().await {
             let at = start.elapsed();
             let tags = match after {
                 // The first sample: every bounded tag, and the journal from here on.

@@ -15,6 +15,7 @@
 //! - [`ui`]: the built-in dashboard's page and assets; [`dashboard`]: its data.
 //! - [`admin`]: tags, the allocation journal, the clock fault.
 //! - [`tokens`]: scoped tokens (create, list, show, rotate, revoke) and the audit trail.
+//! - [`backup`]: `GET /admin/backup`, the backup file streamed (its own, longer timeout).
 //! - [`cluster`]: status, learners, promote, remove.
 //! - [`internal`]: the bincode node-to-node RPC mount.
 //! - [`auth`]: the tower layer that asks the core who is calling `/admin` and `/internal`
@@ -58,6 +59,7 @@ use crate::service::{ApiError, App};
 
 pub mod admin;
 pub mod auth;
+pub mod backup;
 pub mod cluster;
 pub mod dashboard;
 pub mod error;
@@ -74,6 +76,9 @@ pub mod ui;
 pub use error::status_of;
 pub use fast::fast_path;
 
+/// How long a backup may take to write before its answer starts.
+const BACKUP_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The public routes with their OpenAPI operations (no layers, no state yet).
 pub fn api() -> OpenApiRouter<Arc<App>> {
     use utoipa::OpenApi;
@@ -87,6 +92,7 @@ pub fn api() -> OpenApiRouter<Arc<App>> {
         .merge(cluster::routes())
         .merge(dashboard::routes())
         .merge(ui::routes())
+        .merge(backup::routes())
 }
 
 /// The routes and the fallback, with the per-area layers. The ID routes get none: they take no
@@ -117,10 +123,15 @@ pub fn router(app: Arc<App>) -> Router {
         .route_layer(axum::extract::DefaultBodyLimit::max(app.config().http.max_batch_body_bytes))
         .route_layer(timeout)
         .route_layer(trace());
+    // A backup of a large state takes a while to write before its answer starts.
+    let backups = part(backup::routes())
+        .route_layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, BACKUP_TIMEOUT))
+        .route_layer(trace());
     Router::new()
         .merge(part(ids::routes()))
         .merge(bodies)
         .merge(batches)
+        .merge(backups)
         .merge(internal::routes().route_layer(timeout).route_layer(trace()))
         .fallback(fallback)
         .layer(axum::Extension(openapi::served_json(app.config())))

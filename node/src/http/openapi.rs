@@ -254,6 +254,8 @@ error_set! {
     DeleteTemplateErrors: [InvalidRequest, Unauthorized, Forbidden, TemplateNotFound, Unavailable];
     /// `GET /admin/audit`.
     AuditErrors: [InvalidRequest, InvalidTag, Unauthorized, Forbidden, RateLimited, Unavailable];
+    /// `GET /admin/backup`.
+    BackupErrors: [Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `GET /admin/dashboard`.
     DashboardErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `GET /ui/{asset}`: `not_found` for anything but the page's script and style sheet.

@@ -42,6 +42,14 @@ pub struct NodeFacts {
     /// `(peer, its clock minus this node's in seconds)` for the peers that answered the last
     /// round of [`crate::clock_watch`].
     pub peer_clock_offsets: Vec<(u64, f64)>,
+    /// The state's restore generation (0: never restored).
+    pub restore_generation: u32,
+    /// Unix seconds of this node's last scheduled backup (or the newest file in `backup.dir`
+    /// at start); `None`: none known (the series is left out).
+    pub backup_last_success_seconds: Option<f64>,
+    pub backup_last_bytes: u64,
+    pub backup_last_duration_seconds: f64,
+    pub backup_failures: u64,
 }
 
 /// Encodes the last [`NodeFacts`] set with [`NodeGauges::set`].
@@ -108,6 +116,28 @@ impl Collector for NodeGauges {
         let profiles: Vec<(String, i64)> = f.tags_by_profile.iter().map(|(p, n)| (p.to_string(), *n as i64)).collect();
         labelled(&mut e, ("tags_by_profile", "Tags in the replicated state, by profile", "profile"), &profiles)?;
         gauge(&mut e, "tokens", "Scoped tokens in the replicated state", f.tokens as i64)?;
+        gauge(
+            &mut e,
+            "restore_generation",
+            "How many times the cluster's state was restored from a backup (leaf restore); 0: never",
+            i64::from(f.restore_generation),
+        )?;
+        if let Some(at) = f.backup_last_success_seconds {
+            gauge(
+                &mut e,
+                "backup_last_success_timestamp_seconds",
+                "Unix time of the last scheduled backup this node wrote (or the newest in backup.dir at start)",
+                at,
+            )?;
+            gauge(&mut e, "backup_last_bytes", "Size of that backup file", f.backup_last_bytes as i64)?;
+            gauge(&mut e, "backup_last_duration_seconds", "How long that backup took", f.backup_last_duration_seconds)?;
+        }
+        gauge(
+            &mut e,
+            "backup_failures",
+            "Scheduled backups that failed on this node since it started",
+            f.backup_failures as i64,
+        )?;
         gauge(&mut e, "audit_records", "Records the audit trail holds (bounded by [audit])", f.audit_records as i64)?;
         gauge(
             &mut e,
@@ -178,9 +208,12 @@ mod tests {
         let g = NodeGauges::default();
         let text = render(&g);
         assert!(text.contains("leaf_raft_quorum_contact_age_seconds +Inf"), "{text}");
-        for absent in
-            ["leaf_raft_replication_lag_entries{", "leaf_snowflake_serving", "leaf_peer_clock_offset_seconds{"]
-        {
+        for absent in [
+            "leaf_raft_replication_lag_entries{",
+            "leaf_snowflake_serving",
+            "leaf_peer_clock_offset_seconds{",
+            "leaf_backup_last_success_timestamp_seconds",
+        ] {
             assert!(!text.contains(absent), "{absent}: {text}");
         }
         g.set(NodeFacts {
@@ -199,6 +232,11 @@ mod tests {
             }),
             worker_ids: 1024,
             peer_clock_offsets: vec![(2, -0.004)],
+            restore_generation: 2,
+            backup_last_success_seconds: Some(1_800_000_000.5),
+            backup_last_bytes: 4096,
+            backup_last_duration_seconds: 0.5,
+            backup_failures: 1,
         });
         let text = render(&g);
         for line in [
@@ -214,6 +252,10 @@ mod tests {
             "leaf_snowflake_high_water_ahead_seconds 2.75",
             "leaf_snowflake_worker_ids 1024",
             "leaf_peer_clock_offset_seconds{peer=\"2\"} -0.004",
+            "leaf_restore_generation 2",
+            "leaf_backup_last_success_timestamp_seconds 1800000000.5",
+            "leaf_backup_last_bytes 4096",
+            "leaf_backup_failures 1",
             &format!("leaf_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION")),
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");

@@ -125,6 +125,11 @@ impl RaftNode {
         self.node_id
     }
 
+    /// The state machine, for a backup of it ([`crate::backup`]).
+    pub fn store(&self) -> &leaf_raft_store::StateMachineStore {
+        &self.sm
+    }
+
     /// The applied state (tags) on this node.
     pub fn state(&self) -> &StateReader {
         &self.state

@@ -63,6 +63,7 @@ impl App {
             quorum_ack_age_ms: s.quorum_ack_age_ms,
             reason,
             snowflake,
+            restore_generation: self.raft.state().with_state(|s| s.lineage.generation),
         }
     }
 
@@ -148,7 +149,13 @@ impl App {
             lease_remaining_seconds: h.lease_remaining_ms.map(|ms| ms as f64 / 1000.0),
             high_water_ahead_seconds: h.high_water_ms.map(|hw| hw.saturating_sub(now_ms) as f64 / 1000.0),
         });
+        let backup = self.last_backup();
         NodeFacts {
+            restore_generation: cluster.health.restore_generation,
+            backup_last_success_seconds: backup.success_at,
+            backup_last_bytes: backup.bytes,
+            backup_last_duration_seconds: backup.seconds,
+            backup_failures: backup.failures,
             quorum_contact_age_seconds: status.quorum_ack_age_ms.map(|ms| ms as f64 / 1000.0),
             replication_lag,
             voters,

@@ -23,6 +23,7 @@
 //! - [`templates`]: tag templates (put, list, delete) and making a tag from its template on
 //!   its first ID request.
 //! - [`tokens`]: scoped tokens and the audit trail.
+//! - [`backup`]: a backup on request, and the scheduled ones' status.
 //! - [`cluster`]: status, membership changes, the internal RPC.
 //! - [`health`]: readiness, `/cache` and `/db` views, the metrics' node facts.
 //! - [`dashboard`]: the dashboard's data (every member probed over the internal RPC).
@@ -41,6 +42,7 @@ use crate::snowflake::Snowflake;
 use crate::tags::Tags;
 
 pub mod auth;
+pub mod backup;
 pub mod cluster;
 pub mod dashboard;
 pub mod error;
@@ -67,6 +69,7 @@ pub struct Parts {
     pub tls: Option<Arc<crate::tls::Tls>>,
     pub forecasts: Arc<Forecasts>,
     pub peer_clocks: Arc<crate::clock_watch::PeerClocks>,
+    pub backups: crate::backup::Backups,
 }
 
 /// Everything an operation needs. The edges hold an `Arc<App>` and call its operations; they
@@ -89,6 +92,8 @@ pub struct App {
     forecasts: Arc<Forecasts>,
     /// The peers' clock offsets (`/metrics`).
     peer_clocks: Arc<crate::clock_watch::PeerClocks>,
+    /// Backups on request and the scheduled ones' status.
+    backups: crate::backup::Backups,
     /// The latest error answers (the dashboard).
     recent_errors: recent::RecentErrors,
     /// When the node started (the dashboard's uptime).
@@ -109,6 +114,7 @@ impl App {
             tls: p.tls,
             forecasts: p.forecasts,
             peer_clocks: p.peer_clocks,
+            backups: p.backups,
             recent_errors: Default::default(),
             started: std::time::Instant::now(),
         }

@@ -267,10 +267,23 @@ fn promtool(dir: &std::path::Path, args: &[&str]) -> Option<std::process::Output
 async fn the_alert_rules_and_the_grafana_dashboard_query_only_exported_metrics() {
     let deploy = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy"));
     let dir = TempDir::new().unwrap();
-    let (node, c) = start(config(&dir)).await;
+    // Scheduled backups on, so their series exist: the first is taken once the node leads.
+    let mut cfg = config(&dir);
+    cfg.backup.dir = Some(dir.path().join("backups"));
+    let (node, c) = start(cfg).await;
     wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(20)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     // Every family, with a histogram's series names.
-    let text = c.metrics().await.unwrap();
+    let text = loop {
+        let text = c.metrics().await.unwrap();
+        if text.contains("# TYPE leaf_backup_last_success_timestamp_seconds gauge") {
+            break text;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no scheduled backup within 20 s:\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let backups: Vec<_> = std::fs::read_dir(dir.path().join("backups")).unwrap().flatten().collect();
+    assert_eq!(backups.len(), 1, "{backups:?}");
     let mut exported = std::collections::BTreeSet::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else { continue };

@@ -213,6 +213,7 @@ impl From<StateV5> for State {
             tokens,
             audit: s.audit,
             templates: Default::default(),
+            lineage: Default::default(),
         }
     }
 }

@@ -147,6 +147,19 @@ pub(super) fn is_current(first: &[u8]) -> bool {
 /// Reads a whole snapshot file from `input`, handing each pair to `pair` in file order, and
 /// returns its meta once the trailer checked out. An error from `pair` stops the read.
 pub(super) fn read<R: Read>(
+    mut input: R,
+    pair: impl FnMut(&[u8], &[u8]) -> Result<(), String>,
+) -> Result<SnapshotMeta, FileError> {
+    let meta = read_section(&mut input, pair)?;
+    if input.read(&mut [0; 1])? != 0 {
+        return Err(FileError::Trailing);
+    }
+    Ok(meta)
+}
+
+/// Like [`read`], but stops right after the trailer: the snapshot is a section of a larger
+/// file (a backup), whose reader goes on from there.
+pub(super) fn read_section<R: Read>(
     input: R,
     mut pair: impl FnMut(&[u8], &[u8]) -> Result<(), String>,
 ) -> Result<SnapshotMeta, FileError> {
@@ -180,9 +193,6 @@ pub(super) fn read<R: Read>(
     }
     if claimed != pairs {
         return Err(FileError::Count { read: pairs, claimed });
-    }
-    if r.inner.read(&mut [0; 1])? != 0 {
-        return Err(FileError::Trailing);
     }
     Ok(meta)
 }

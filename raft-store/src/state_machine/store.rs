@@ -7,7 +7,8 @@
 //! [`TemplateRecord`](crate::TemplateRecord), `a/<seq, 8 bytes BE>` → [`AuditRecord`], `m/audit` →
 //! the trail's [`AuditMeta`], `m/applied` → last applied log ID, `m/membership` → last applied
 //! membership (the current members are derived from it), `m/members_ever` → every node ID
-//! ever in a membership.
+//! ever in a membership, `m/lineage` → the [`Lineage`](crate::restore::Lineage) of a restored
+//! state (absent in one never restored; nothing but the restore writes it).
 //!
 //! The tree is a checkpoint, not a mirror: `apply` changes the state in memory and notes which
 //! keys changed, and every [`CHECKPOINT_EVERY`](super::CHECKPOINT_EVERY) entries (sooner once
@@ -50,6 +51,7 @@ const TOKEN_PREFIX: &[u8] = b"k/";
 const AUDIT_PREFIX: &[u8] = b"a/";
 const TEMPLATE_PREFIX: &[u8] = b"p/";
 const KEY_AUDIT_META: &[u8] = b"m/audit";
+const KEY_LINEAGE: &[u8] = b"m/lineage";
 
 /// A read error of the state machine.
 pub(super) fn sm_read_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
@@ -106,6 +108,10 @@ pub(super) fn for_each_pair(
     f(KEY_MEMBERSHIP, &enc(&d.membership)?)?;
     f(KEY_MEMBERS_EVER, &enc(&d.state.members_ever)?)?;
     f(KEY_AUDIT_META, &enc(&d.state.audit.meta())?)?;
+    // Only in a restored state, so a state never restored reads on earlier releases.
+    if d.state.lineage != Default::default() {
+        f(KEY_LINEAGE, &enc(&d.state.lineage)?)?;
+    }
     for (tag, record) in &d.state.tags {
         f(&tag_key(tag), &enc(record)?)?;
     }
@@ -164,6 +170,8 @@ impl Loader {
             s.members_ever = codec::decode(v).map_err(|e| bad(&e))?;
         } else if k == KEY_AUDIT_META {
             self.audit_meta = Some(codec::decode(v).map_err(|e| bad(&e))?);
+        } else if k == KEY_LINEAGE {
+            s.lineage = codec::decode(v).map_err(|e| bad(&e))?;
         } else {
             return Err(bad(&"not a key of this release"));
         }
