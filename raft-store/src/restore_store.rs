@@ -91,3 +91,56 @@ pub async fn write_restored(
     }
     Ok(log_id)
 }
+
+#[cfg(test)]
+mod tests {
+    use openraft::storage::{RaftLogReader, RaftLogStorage, RaftStateMachine};
+
+    use super::*;
+    use crate::tags::TagRecord;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restored_directory_opens_as_a_compacted_member_and_a_second_restore_is_refused() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("raft");
+        let mut data = SmData::default();
+        data.state.tags.insert("orders".into(), TagRecord::plain(5_000, 100, 0, 0));
+        data.state.members_ever.insert(9);
+        let members = BTreeMap::from([(1, Node::new("a:1")), (2, Node::new("b:2"))]);
+        let opts = StoreOptions::default();
+        let refused = write_restored(&dir, &opts, data.clone(), 3, members.clone()).await;
+        assert!(matches!(refused, Err(RestoreStoreError::NotAMember(3))), "{refused:?}");
+        assert!(!dir.exists(), "a refused restore wrote {}", dir.display());
+        let log_id = write_restored(&dir, &opts, data.clone(), 1, members.clone()).await.unwrap();
+        assert_eq!(log_id.index, RESTORED_LOG_INDEX);
+        let leftovers: Vec<_> = std::fs::read_dir(parent.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(leftovers, ["raft"], "only the directory, no temporary one");
+        {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let (mut log, mut sm) = loop {
+                match crate::open(&dir, &opts) {
+                    Ok(s) => break s,
+                    Err(e) if std::time::Instant::now() < deadline => {
+                        let _ = e;
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            let (applied, membership) = sm.applied_state().await.unwrap();
+            assert_eq!(applied, Some(log_id));
+            assert_eq!(membership.membership().voter_ids().collect::<Vec<_>>(), [1, 2]);
+            let state = log.get_log_state().await.unwrap();
+            assert_eq!((state.last_purged_log_id, state.last_log_id), (Some(log_id), Some(log_id)));
+            assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(1, 1)));
+            assert!(log.try_get_log_entries(0..=RESTORED_LOG_INDEX).await.unwrap().is_empty());
+            let restored = sm.reader().with_state(|s| s.clone());
+            assert_eq!(restored.tags, data.state.tags);
+            assert_eq!(restored.members_ever, [1, 2, 9].into(), "the new members join every member ever");
+            let snapshot = sm.get_current_snapshot().await.unwrap().expect("a snapshot");
+            assert_eq!(snapshot.meta.last_log_id, Some(log_id));
+        }
+        let again = write_restored(&dir, &opts, data, 1, members).await;
+        assert!(matches!(again, Err(RestoreStoreError::NotEmpty(_))), "{again:?}");
+    }
+}
