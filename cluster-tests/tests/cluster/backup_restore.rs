@@ -5,7 +5,8 @@
 //! profile's guarantee held (monotonic IDs above every earlier one, bounded ones within their
 //! bound, snowflake IDs after every earlier one), obfuscated IDs from before still decode to
 //! the same sequence, a token from before still works, the audit trail and `/health` show the
-//! restore. A second drill takes its backup with `leaf backup` from a leader that is killed in
+//! restore. The restored nodes' clocks run behind the lost cluster's: only the snowflake floor
+//! keeps their IDs after every earlier one. A second drill takes its backup with `leaf backup` from a leader that is killed in
 //! the middle of writing it (crash point `backup-midway`): the command moves on to another
 //! node, and the file it keeps restores like the first. Damaged and encrypted files are refused
 //! with a clear error and leave no data directory behind.
@@ -33,6 +34,16 @@ const TAGS: &[(&str, Profile, Option<i64>)] = &[
     ("drill-daily", Profile::Daily, None),
     ("drill-bounded", Profile::Segment, Some(50_000_000)),
 ];
+
+/// How far the restored nodes' clocks run behind, more than it takes them to serve, and less
+/// than their [`STARTUP_WAIT_MS`], so they serve above the floor, ahead of their clocks.
+const CLOCK_BEHIND_MS: &str = "-20000";
+
+/// The restored nodes' `snowflake.max_startup_wait_ms`.
+const STARTUP_WAIT_MS: &str = "30000";
+
+/// IDs of every tag seen before the backup.
+const WARM: usize = 5_000;
 
 /// The crash point the second drill kills its leader at.
 pub(crate) const CRASH_POINT: &str = "backup-midway";
@@ -135,10 +146,16 @@ async fn scheduled_after(dir: &Path, after: SystemTime) -> PathBuf {
     }
 }
 
-/// The counters a backup holds, by tag.
-fn backed_up(file: &Path) -> BTreeMap<String, i64> {
+/// The counters a backup holds, by tag, and the highest snowflake high-water mark (Unix ms).
+fn backed_up(file: &Path) -> (BTreeMap<String, i64>, i64) {
     let (_, data) = leaf_raft_store::read_backup(std::fs::File::open(file).unwrap()).unwrap();
-    data.state.tags.iter().map(|(t, r)| (t.clone(), r.max_id)).collect()
+    let marks = data.state.workers.values().map(|w| w.high_water_ms).max().unwrap_or(i64::MIN);
+    (data.state.tags.iter().map(|(t, r)| (t.clone(), r.max_id)).collect(), marks)
+}
+
+/// The Unix ms of a snowflake ID (the default epoch).
+fn snowflake_ms(id: i64) -> i64 {
+    (id >> 22) + 1_288_834_974_657
 }
 
 /// How the drill's backup is taken.
@@ -162,8 +179,9 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
     let stop = Arc::new(AtomicBool::new(false));
     let began = SystemTime::now();
     let tasks = traffic((1..=3).map(|id| old.client(id)).collect(), seen.clone(), stop.clone());
-    wait_until("traffic on every tag", Duration::from_secs(20), || {
-        TAGS.iter().all(|(t, _, _)| seen.of(t).len() >= 200) && seen.of("snowflake").len() >= 200
+    // Steady traffic before the backup: the rates it records are the margins' basis.
+    wait_until("traffic on every tag", Duration::from_secs(30), || {
+        TAGS.iter().all(|(t, _, _)| seen.of(t).len() >= WARM) && seen.of("snowflake").len() >= WARM
     })
     .await;
 
@@ -197,7 +215,12 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
         }
     };
     // More traffic after the backup: the lost cluster allocates beyond what it holds.
-    let at_backup = backed_up(&file);
+    let (at_backup, marks) = backed_up(&file);
+    // Snowflake IDs past every mark the backup holds: only the restore's floor covers them.
+    wait_until("snowflake IDs past the backup's marks", Duration::from_secs(30), || {
+        seen.of("snowflake").iter().any(|id| snowflake_ms(*id) > marks + 500)
+    })
+    .await;
     wait_until("allocations past the backup on every tag", Duration::from_secs(30), || {
         TAGS.iter().filter(|(_, p, _)| *p != Profile::Obfuscated).all(|(t, _, _)| {
             seen.of(t)
@@ -242,8 +265,16 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
     let (ok, text) = restore(&["--allow-exhausted"]);
     assert!(!ok && text.contains("already restored from this backup"), "{text}");
     let node1 = format!("1={}", new.peer_addr(1).unwrap());
+    // The new machines' clocks run behind the lost cluster's (all alike, so the peers agree):
+    // only the restore's snowflake floor keeps their IDs after every earlier one.
+    let skew = [
+        ("LEAF_FAULT__ENABLED", "true"),
+        ("LEAF_FAULT__CLOCK_OFFSET_MS", CLOCK_BEHIND_MS),
+        ("LEAF_SNOWFLAKE__MAX_STARTUP_WAIT_MS", STARTUP_WAIT_MS),
+    ];
+    new.set_env(1, &skew);
     for id in [2, 3] {
-        new.set_env(id, &[("LEAF_PEERS", &node1)]);
+        new.set_env(id, &[&skew[..], &[("LEAF_PEERS", node1.as_str())]].concat());
     }
     for id in 1..=3 {
         new.spawn(id).unwrap();

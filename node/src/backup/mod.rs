@@ -195,27 +195,30 @@ impl Backups {
     }
 }
 
-/// The windows of [`journal_rates`], in ms.
-const RATE_WINDOWS_MS: [i64; 2] = [60_000, 900_000];
+/// How far back [`journal_rates`] reads the allocation journal.
+const RATE_LOOKBACK_MS: i64 = 900_000;
+/// The stretch of time whose busiest one [`journal_rates`] counts.
+const RATE_BUCKET_MS: i64 = 10_000;
 
-/// Each tag's IDs allocated per second in `records` (the allocation journal, oldest first) over
-/// each of [`RATE_WINDOWS_MS`] before `now_ms`, the highest of them. A window longer than the
-/// journal reaches back counts the journal's span (at least a second).
+/// Each tag's peak consumption in `records` (the allocation journal) over the
+/// [`RATE_LOOKBACK_MS`] before `now_ms`: the IDs allocated in its busiest [`RATE_BUCKET_MS`]
+/// stretch (counted back from `now_ms`), per second. A journal younger than a stretch counts
+/// its own span (at least a second). A peak rather than an average: what a tag did after the
+/// backup is better bounded by what it has shown it can do than by a lull before the backup
+/// (a failover, a quiet hour).
 pub fn journal_rates(records: &[leaf_raft_store::JournalRecord], now_ms: i64) -> HashMap<String, f64> {
     let mut rates: HashMap<String, f64> = HashMap::new();
     let Some(first) = records.iter().map(|r| r.at_ms).min() else { return rates };
-    for window in RATE_WINDOWS_MS {
-        let from = now_ms - window;
-        let span_ms = (now_ms - from.max(first)).max(1_000);
-        let mut ids: HashMap<&str, i64> = HashMap::new();
-        for r in records.iter().filter(|r| r.at_ms >= from) {
-            *ids.entry(&r.tag).or_default() += r.end.saturating_sub(r.start).max(0);
-        }
-        for (tag, n) in ids {
-            let rate = n as f64 * 1000.0 / span_ms as f64;
-            let r = rates.entry(tag.to_string()).or_insert(0.0);
-            *r = r.max(rate);
-        }
+    let stretch_ms = (now_ms - first).clamp(1_000, RATE_BUCKET_MS);
+    let mut ids: HashMap<(&str, i64), i64> = HashMap::new();
+    for r in records.iter().filter(|r| r.at_ms > now_ms - RATE_LOOKBACK_MS) {
+        let bucket = (now_ms - r.at_ms).max(0) / RATE_BUCKET_MS;
+        *ids.entry((&r.tag, bucket)).or_default() += r.end.saturating_sub(r.start).max(0);
+    }
+    for ((tag, _), n) in ids {
+        let rate = n as f64 * 1000.0 / stretch_ms as f64;
+        let r = rates.entry(tag.to_string()).or_insert(0.0);
+        *r = r.max(rate);
     }
     rates
 }
@@ -269,20 +272,22 @@ mod tests {
     }
 
     #[test]
-    fn journal_rates_take_the_busiest_window_and_the_journal_s_span() {
+    fn journal_rates_are_each_tag_s_busiest_ten_seconds() {
         let now = 1_000_000;
         let records = [
             rec("steady", 0, 9_000, now - 890_000),
             rec("steady", 9_000, 9_600, now - 30_000),
+            rec("steady", 9_600, 9_700, now - 25_000),
             rec("burst", 0, 6_000, now - 10_000),
+            rec("old", 0, 1_000_000, now - 900_000),
         ];
         let r = journal_rates(&records, now);
-        // steady: 9,600 over 890 s (the journal's span) against 600 over the last minute.
-        assert!((r["steady"] - 9_600.0 / 890.0).abs() < 1e-9, "{r:?}");
-        // burst: 6,000 over the last minute beats 6,000 over the span.
-        assert!((r["burst"] - 100.0).abs() < 1e-9, "{r:?}");
-        // A journal of one second's allocations is not read as a rate over a longer time.
-        let young = journal_rates(&[rec("t", 0, 500, now - 200)], now);
+        // steady: 9,000 in one stretch beats the 700 of another.
+        assert!((r["steady"] - 900.0).abs() < 1e-9, "{r:?}");
+        assert!((r["burst"] - 600.0).abs() < 1e-9, "{r:?}");
+        assert!(!r.contains_key("old"), "beyond the look-back: {r:?}");
+        // A journal of a few seconds counts its own span.
+        let young = journal_rates(&[rec("t", 0, 500, now - 2_000), rec("t", 500, 1_000, now - 200)], now);
         assert!((young["t"] - 500.0).abs() < 1e-9, "{young:?}");
         assert!(journal_rates(&[], now).is_empty());
     }
