@@ -194,3 +194,73 @@ async fn a_learner_catches_up_from_a_log_of_tag_batches() {
     }
     assert_eq!(get_ids(&cluster.client(4), "b11-4999", None).await.unwrap(), [1]);
 }
+
+/// A learner gets the log in appends of at most 32 entries. When the leader joined the
+/// cluster after the first of them, the learner applies a membership that does not name its
+/// leader yet, and with TLS it must still take that leader's next appends (the compose test's
+/// replacement stalled here once in a while: "not a member ... leader 5 has no address").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_learner_catches_up_from_a_leader_that_joined_after_the_log_began() {
+    let (_serial, mut cluster, first) = cluster(3, "").await;
+    // More than one append's worth of entries before the later members join.
+    for i in 0..40 {
+        create_tag(&cluster.client(first), &format!("early-{i}"), 10).await;
+    }
+    let c = cluster.client(first);
+    for id in [4, 5] {
+        let port = cluster.start_extra(id).unwrap();
+        c.add_learner(&AddLearnerRequest { node_id: id, addr: format!("127.0.0.1:{port}") }).await.unwrap();
+        until_promoted(&cluster, first, id).await;
+    }
+    // Only the later members are left: one of them leads.
+    for id in [1, 2, 3].into_iter().filter(|id| *id != first).chain([first]) {
+        let any = if id == 4 { 5 } else { 4 };
+        until_ok(&format!("remove {id}"), || async { cluster.client(any).remove(id).await.map(|_| ()) }).await;
+    }
+    let leader = cluster.wait_leader_among(&[4, 5], FORM).await.unwrap();
+    for id in 1..=3 {
+        cluster.stop(id);
+    }
+    let port = cluster.start_extra(6).unwrap();
+    let add = AddLearnerRequest { node_id: 6, addr: format!("127.0.0.1:{port}") };
+    cluster.client(leader).add_learner(&add).await.unwrap();
+    let last = cluster.status(leader).await.unwrap().last_log_index.unwrap();
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        let applied = cluster.status(6).await.ok().and_then(|s| s.last_applied_index).unwrap_or(0);
+        if applied >= last {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node 6 stuck at index {applied} of {last}:\n{}",
+            cluster.log_tail(6, 20)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(get_ids(&cluster.client(6), "early-39", Some(3)).await.unwrap().len(), 3);
+}
+
+/// Promotes learner `id` through node `via`, retrying while it catches up.
+async fn until_promoted(cluster: &leaf_cluster_tests::cluster::Cluster, via: u64, id: u64) {
+    until_ok(&format!("promote {id}"), || async { cluster.client(via).promote(id).await.map(|_| ()) }).await;
+}
+
+/// Retries `f` until it succeeds, for up to [`FORM`].
+async fn until_ok<F, Fut, E>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        match f().await {
+            Ok(()) => return,
+            Err(e) => {
+                assert!(tokio::time::Instant::now() < deadline, "{what}: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}

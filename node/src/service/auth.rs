@@ -88,10 +88,13 @@ impl App {
 }
 
 impl App {
-    /// Whether node `id` may speak to this node as a peer: a current member, or any node while
-    /// this one has no cluster yet (a new learner waits for its leader).
+    /// Whether node `id` may speak to this node as a peer: a member of this node's membership,
+    /// or any node (signed by the cluster CA, with the cluster secret) while this node is not a
+    /// member of it itself. That is a new learner waiting for its leader, or catching up: it
+    /// gets the log 32 entries at a time, and the membership it has applied so far may predate
+    /// its leader, which joined later (it would refuse that leader for good otherwise).
     pub fn is_current_member(&self, id: u64) -> bool {
-        !self.raft.has_membership() || self.raft.knows_node(id)
+        !self.raft.has_membership() || !self.raft.knows_node(self.raft.node_id()) || self.raft.knows_node(id)
     }
 }
 
