@@ -499,4 +499,51 @@ mod tests {
         let e = got[0].as_ref().unwrap_err();
         assert!(e.contains("f.jsonl line 2"), "{e}");
     }
+
+    /// A stand-in for a node's batch endpoint that records the most requests it held at once:
+    /// each is held until `target` are in (or a second passed), then answered.
+    async fn counting_batch_server(target: usize) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let handler = {
+            let (now, most) = (now.clone(), most.clone());
+            move || {
+                let (now, most) = (now.clone(), most.clone());
+                async move {
+                    let here = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(here, Ordering::SeqCst);
+                    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+                    while now.load(Ordering::SeqCst) < target && tokio::time::Instant::now() < deadline {
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
+                    most.fetch_max(now.load(Ordering::SeqCst), Ordering::SeqCst);
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    axum::Json(leaf_api::types::CreateTagsResponse { created: vec!["x".into()], existing: vec![] })
+                }
+            }
+        };
+        let app = axum::Router::new().route(leaf_api::routes::ADMIN_TAGS_BATCH, axum::routing::post(handler));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, most)
+    }
+
+    /// `--in-flight N` keeps N requests outstanding at once; 1 sends them one after another.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn create_batch_keeps_its_requests_in_flight_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tags.jsonl");
+        let lines: Vec<String> =
+            (0..4 * leaf_api::tag::MAX_TAGS_PER_REQUEST).map(|i| format!(r#"{{"tag":"t-{i}","step":1}}"#)).collect();
+        std::fs::write(&file, lines.join("\n")).unwrap();
+        for in_flight in [4, 2, 1] {
+            let (url, most) = counting_batch_server(in_flight).await;
+            let client = Client::builder([url]).build().unwrap();
+            let done = create_batch(&client, &file, in_flight).await.unwrap();
+            assert_eq!(done.created, 4, "one answer per request");
+            assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), in_flight, "--in-flight {in_flight}");
+        }
+    }
 }
