@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 ///   required when `require_client_cert` is set;
 /// - `/internal/*` (Raft, forwarding, clock RPCs) is accepted only from a connection whose
 ///   certificate `ca` signed for a node (`urn:leaf:node:<id>`) that is a member, a listed peer,
-///   or any node while this node has no cluster yet; the cluster secret is still required;
+///   or any node while this node is not a member itself yet (no cluster, or a learner still
+///   catching up); the cluster secret is still required;
 /// - the node dials its peers with `https://`, verifying that `ca` signed their certificate
 ///   for the address it dials, and presents its own certificate.
 ///
