@@ -354,6 +354,9 @@ mod tests {
         assert_eq!(admin_right("/admin/tokens"), None);
         assert_eq!(admin_right("/admin/tokens/00000000000000ff/rotate"), None);
         assert_eq!(admin_right("/admin/tokensx"), Some(Right::Cluster));
+        // A backup holds every token's hash and every obfuscation key: root only.
+        assert_eq!(admin_right(leaf_api::routes::ADMIN_BACKUP), None);
+        assert_eq!(admin_right("/admin/backupx"), Some(Right::Cluster));
         for p in ["/admin/audit", "/admin/cluster/learners", "/admin/allocations", "/admin/fault/clock", "/admin"] {
             assert_eq!(admin_right(p), Some(Right::Cluster), "{p}");
         }

@@ -50,3 +50,29 @@ impl BackupConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nonsense_is_refused_with_every_reason() {
+        let mut errs = Vec::new();
+        BackupConfig::default().validate(&mut errs);
+        assert!(errs.is_empty(), "{errs:?}");
+        let bad = BackupConfig {
+            dir: Some(PathBuf::new()),
+            interval_secs: 4,
+            keep: 0,
+            recipient: Some("age1notakey".into()),
+        };
+        bad.validate(&mut errs);
+        assert_eq!(errs.len(), 4, "{errs:?}");
+        for key in ["interval_secs", "keep", "dir", "recipient"] {
+            assert!(errs.iter().any(|e| e.contains(&format!("backup.{key}"))), "{key}: {errs:?}");
+        }
+        let mut errs = Vec::new();
+        BackupConfig { interval_secs: 604_801, keep: 10_001, ..BackupConfig::default() }.validate(&mut errs);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+    }
+}
