@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::buffer::{Buffer, Segment};
+use super::buffer::Segment;
 use super::handle::TagShared;
 use super::sizing::{rate, Sizing};
 use super::snowflake::Freshness;
@@ -90,6 +90,7 @@ pub(crate) async fn run(r: Refill) {
             let Some(shared) = weak.upgrade() else { return };
             let now = Instant::now();
             if let Some(cutoff) = freshness.and_then(|f| f.cutoff(now)) {
+                let _books = shared.books();
                 Counters::add(&shared.counters.ids_retired, shared.buffer.retire_leased_until(cutoff));
             }
             let due = !matches!(retry_at, Some(at) if now < at);
@@ -123,6 +124,7 @@ pub(crate) async fn run(r: Refill) {
                         .validate(size.into())
                         .map_err(|e| LeaseFailure::retryable(format!("a malformed answer: {e}")))?;
                     if freshness.is_some_and(|f| f.is_stale(sent, now)) {
+                        let _books = shared.books();
                         Counters::add(&shared.counters.ids_retired, size.into());
                         Counters::add(&shared.counters.ids_leased, size.into());
                         return Err(LeaseFailure::retryable(format!(
@@ -135,8 +137,7 @@ pub(crate) async fn run(r: Refill) {
                 match outcome {
                     Ok(ranges) => {
                         let c = &shared.counters;
-                        Counters::add(&c.ids_leased, size.into());
-                        tail = Buffer::append(&tail, &ranges.ranges, next_lease, sent);
+                        tail = shared.credit(&tail, &ranges.ranges, size.into(), next_lease, sent);
                         next_lease += 1;
                         Counters::add(&c.leases_ok, 1);
                         c.last_lease_size.store(size.into(), Relaxed);

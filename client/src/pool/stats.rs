@@ -60,8 +60,9 @@ impl Counters {
     }
 }
 
-/// A snapshot of one tag's (or snowflake key's) pool. Counters are read one by one without a
-/// lock, so a snapshot taken while IDs flow is approximate (never negative).
+/// A snapshot of one tag's (or snowflake key's) pool. While callers take IDs it is approximate
+/// (never negative); once they are idle it is exact, even with a lease landing meanwhile: the
+/// refill task moves IDs and counts them under the lock the snapshot reads under.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TagStats {
     pub kind: IdKind,
