@@ -31,6 +31,7 @@ impl From<crate::profile::Profile> for v1::Profile {
             P::Monotonic => v1::Profile::Monotonic,
             P::Obfuscated => v1::Profile::Obfuscated,
             P::Daily => v1::Profile::Daily,
+            P::Gapless => v1::Profile::Gapless,
         }
     }
 }
@@ -43,6 +44,7 @@ impl From<v1::Profile> for crate::profile::Profile {
             v1::Profile::Monotonic => P::Monotonic,
             v1::Profile::Obfuscated => P::Obfuscated,
             v1::Profile::Daily => P::Daily,
+            v1::Profile::Gapless => P::Gapless,
         }
     }
 }

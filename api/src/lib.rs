@@ -11,6 +11,8 @@
 //! - [`codec`]: versioned, checksummed bincode envelope for every record written to disk or sent
 //!   between nodes.
 //! - [`error`]: the stable error codes of the public API and their Leaf analogues.
+//! - [`gapless`]: gapless series (invoice numbers): a series' policy (reset, zone, display
+//!   format), idempotency keys, and what an issue answers.
 //! - `grpc` (feature `grpc`): the gRPC API (`leaf.v1`, `grpc.health.v1`) generated from
 //!   `proto/` at build time.
 //! - [`identity`]: whom a TLS certificate speaks for (`urn:leaf:node:<id>`,
@@ -31,6 +33,7 @@ pub mod audit;
 pub mod codec;
 pub mod dashboard;
 pub mod error;
+pub mod gapless;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 pub mod identity;

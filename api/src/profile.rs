@@ -7,6 +7,8 @@
 //!   countable.
 //! - [`Profile::Daily`]: `yyyyMMdd` then a zero-padded counter that restarts each day
 //!   ([`DailyFormat`]).
+//! - [`Profile::Gapless`]: numbers 1, 2, 3, … with no gap, one per idempotency key, each
+//!   committed before it is answered ([`crate::gapless`]).
 //!
 //! A tag may also have an upper bound (inclusive): the largest ID it hands out, e.g.
 //! 2^53 − 1 ([`JS_SAFE_MAX`]) for IDs that must survive JavaScript.
@@ -39,6 +41,9 @@ pub enum Profile {
     Obfuscated,
     /// `yyyyMMdd` followed by a zero-padded counter that restarts each day.
     Daily,
+    /// A series of numbers with no gap (invoices): each issued once per idempotency key,
+    /// committed through Raft before it is answered; not served by the ID endpoints.
+    Gapless,
 }
 
 impl Profile {
@@ -49,11 +54,13 @@ impl Profile {
             Profile::Monotonic => "monotonic",
             Profile::Obfuscated => "obfuscated",
             Profile::Daily => "daily",
+            Profile::Gapless => "gapless",
         }
     }
 
     /// Every profile.
-    pub const ALL: [Profile; 4] = [Profile::Segment, Profile::Monotonic, Profile::Obfuscated, Profile::Daily];
+    pub const ALL: [Profile; 5] =
+        [Profile::Segment, Profile::Monotonic, Profile::Obfuscated, Profile::Daily, Profile::Gapless];
 }
 
 impl std::str::FromStr for Profile {
@@ -90,7 +97,7 @@ pub struct DailyOptions {
 /// Why a profile or its options were refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
-    #[error("unknown profile {0:?}: one of segment, monotonic, obfuscated, daily")]
+    #[error("unknown profile {0:?}: one of segment, monotonic, obfuscated, daily, gapless")]
     Unknown(String),
     #[error("daily digits must be from 1 to {MAX_DAILY_DIGITS}, got {0}")]
     Digits(u8),

@@ -13,6 +13,10 @@ pub const SNOWFLAKE_DECODE: &str = "/api/snowflake/decode/{id}";
 /// `GET ?snowflakeId=N`: the same, at Leaf's monitor path.
 pub const LEAF_DECODE: &str = "/decodeSnowflakeId";
 
+/// `POST` with an idempotency key: the next number of a gapless series (the same number
+/// again for a key it has seen).
+pub const GAPLESS_ISSUE: &str = "/api/gapless/{tag}/issue";
+
 /// `GET`: readiness (200 ready, 503 not), `?mode=segment|snowflake|all`.
 pub const HEALTH: &str = "/health";
 /// `GET`: Prometheus text 0.0.4, or OpenMetrics 1.0 when `Accept` prefers it.
@@ -78,6 +82,7 @@ pub const CLUSTER_NODE: &str = "/admin/cluster/nodes/{id}";
 pub const ALL: &[&str] = &[
     SEGMENT_GET,
     SNOWFLAKE_GET,
+    GAPLESS_ISSUE,
     SNOWFLAKE_DECODE,
     LEAF_DECODE,
     HEALTH,

@@ -1,6 +1,7 @@
 //! JSON bodies of the admin and monitor endpoints.
 use serde::{Deserialize, Serialize};
 
+use crate::gapless::GaplessOptions;
 use crate::profile::{DailyOptions, Profile};
 
 /// `POST /admin/tags`.
@@ -31,6 +32,9 @@ pub struct CreateTagRequest {
     /// Options of a `daily` tag (only with that profile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daily: Option<DailyOptions>,
+    /// Options of a `gapless` tag (only with that profile): its reset, zone and display.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gapless: Option<GaplessOptions>,
     /// The largest ID the tag may hand out (inclusive), e.g. 9007199254740991 (2^53 − 1) for
     /// IDs that must survive JavaScript. Not for `daily` tags (their digits bound them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +130,13 @@ pub struct TagInfo {
     /// The largest ID the tag may hand out (inclusive), if bounded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upper_bound: Option<i64>,
+    /// A gapless tag's reset, zone and display format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gapless: Option<GaplessOptions>,
+    /// A gapless tag's current period (0, `yyyy`, `yyyyMM` or `yyyyMMdd`), whose last number
+    /// is `max_id` − 1; absent before its first number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<u32>,
     /// When the tag was archived (leader time, Unix ms), if it is: it hands out no ID until
     /// it is restored, and its name is never given to another tag.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -111,6 +111,7 @@ mod admin;
 pub mod builder;
 mod client;
 pub mod error;
+pub mod gapless;
 mod ids;
 mod monitor;
 pub mod pool;

@@ -5,9 +5,10 @@
 //! - **idempotent**: repeating it cannot change what the caller ends up with. Reads;
 //!   ID requests (an ID range handed to an answer that was lost is never handed out again: a
 //!   retry makes a *gap* in the sequence, never a duplicate); tag updates (they set absolute
-//!   values); membership changes (the leader treats re-adding the same learner at the same
-//!   address, promoting a voter and removing a removed node as no-ops that answer the current
-//!   membership); the fault clock (it sets an absolute offset).
+//!   values); gapless issues (the key keeps a repeat to the number it got); membership changes
+//!   (the leader treats re-adding the same learner at the same address, promoting a voter and
+//!   removing a removed node as no-ops that answer the current membership); the fault clock
+//!   (it sets an absolute offset).
 //! - **at most once**: repeating it after it may have reached a node could turn a
 //!   success into an error. Creating a tag: if the first attempt committed but its answer was
 //!   lost, a retry answers `tag_exists`. Retried only when the connection could not be opened

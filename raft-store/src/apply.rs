@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::audit::Trim;
 use crate::check::check_fields;
 use crate::command::{Command, Op};
+use crate::gapless::Issued;
 use crate::state::State;
 use crate::tags::{self, Allocation, TagRecord};
 use crate::templates::{self, TemplateRecord};
@@ -54,6 +55,8 @@ pub enum Applied {
     },
     /// The allocations of an [`Op::AllocateSegments`], each with its own outcome, in order.
     Segments(Vec<Result<Allocation, ApplyError>>),
+    /// The numbers of an [`Op::IssueNumbers`], each with its own outcome, in order.
+    Numbers(Vec<Result<Issued, ApplyError>>),
 }
 
 /// Why a command was rejected. Rejection is deterministic: every node rejects the same entry.
@@ -119,6 +122,8 @@ pub struct Changes {
     pub audit_meta: bool,
     /// Templates whose record was written or removed.
     pub templates: BTreeSet<String>,
+    /// Ledger entries of gapless series written, by (tag, period, number).
+    pub numbers: BTreeSet<(String, u32, u64)>,
 }
 
 impl Changes {
@@ -138,6 +143,7 @@ impl Changes {
             && self.audit.is_empty()
             && !self.audit_meta
             && self.templates.is_empty()
+            && self.numbers.is_empty()
     }
 }
 
@@ -187,6 +193,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::RestoreTag { tag } => tags::restore(state, at_ms, tag, changes),
         Op::AllocateSegment { tag, step, node_id: _ } => tags::allocate(state, at_ms, tag, *step, changes),
         Op::AllocateSegments { asks } => tags::allocate_each(state, at_ms, asks, changes),
+        Op::IssueNumbers { asks } => crate::gapless::issue_each(state, at_ms, asks, changes),
         Op::RegisterWorker { node_id, lease_ms } => {
             workers::register(state, at_ms, (*node_id, *lease_ms), 0..=WORKER_IDS - 1, changes)
         }

@@ -5,6 +5,7 @@ use leaf_api::audit::{Actor, AuditAction, AuditRetention};
 use leaf_api::tokens::TokenId;
 use serde::{Deserialize, Serialize};
 
+use crate::gapless::NumberAsk;
 use crate::profile::StoredProfile;
 use crate::tags::NewTag;
 use crate::templates::NewTemplate;
@@ -140,6 +141,12 @@ pub enum Op {
     AllocateSegments {
         asks: Vec<SegmentAsk>,
     },
+    /// Numbers of gapless series, one per ask, applied in order, each as if alone and with its
+    /// own result ([`crate::Applied::Numbers`]): the leader's group commit of the issues that
+    /// arrive while it commits others. At most [`crate::gapless::MAX_NUMBER_ASKS`].
+    IssueNumbers {
+        asks: Vec<NumberAsk>,
+    },
 }
 
 /// One allocation of an [`Op::AllocateSegments`]: what an [`Op::AllocateSegment`] carries.
@@ -171,6 +178,7 @@ impl Op {
             | Op::RevokeToken { .. }
             | Op::CreateTags { .. }
             | Op::AllocateSegments { .. }
+            | Op::IssueNumbers { .. }
             | Op::PutTemplate(_)
             | Op::DeleteTemplate { .. }
             | Op::NoteMembership(_) => None,
@@ -197,6 +205,7 @@ impl Op {
             | Op::NoteMembership(_) => true,
             Op::AllocateSegment { .. }
             | Op::AllocateSegments { .. }
+            | Op::IssueNumbers { .. }
             | Op::RegisterWorker { .. }
             | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. }
@@ -229,6 +238,7 @@ impl Op {
         match self.inner() {
             Op::CreateTags { tags } => (tags.len() as u64).max(1),
             Op::AllocateSegments { asks } => (asks.len() as u64).max(1),
+            Op::IssueNumbers { asks } => (asks.len() as u64).max(1),
             _ => 1,
         }
     }

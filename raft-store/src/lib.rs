@@ -12,6 +12,8 @@
 //! - [`templates`]: tag templates (a pattern such as `tenant-*-invoice` and the settings of
 //!   the tags it makes): put, delete, and which one makes a tag.
 //! - [`profile`]: a tag's stored profile and how an allocation advances each one's counter.
+//! - [`gapless`]: gapless series: issuing numbers one per idempotency key, and the ledger of
+//!   every number.
 //! - [`workers`]: snowflake worker IDs: registration, renewal, fencing and recycling.
 //! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256), their limits, and
 //!   create, rotate, revoke and the count of tags each created.
@@ -53,6 +55,7 @@ pub mod check;
 pub mod command;
 mod coverage;
 pub mod failpoint;
+pub mod gapless;
 pub mod journal;
 pub mod log_store;
 pub mod log_weight;
@@ -72,6 +75,7 @@ pub mod workers;
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
 pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
 pub use command::{Command, Op, SegmentAsk};
+pub use gapless::{Issued, Ledger, NumberAsk, NumberRecord, MAX_LEDGER_NUMBERS, MAX_NUMBER_ASKS};
 pub use journal::{Journal, JournalDump, JournalRecord, Moved, Place};
 pub use log_store::LogStore;
 pub use log_weight::LogWeights;

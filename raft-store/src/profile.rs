@@ -10,6 +10,7 @@
 //!   clock) is on a later day in the tag's zone than the recorded one; a day never goes back
 //!   (a leader with a slower clock keeps counting in the recorded day), so the switch is one
 //!   committed fact every node agrees on. The range is `day * 10^digits + [counter, end)`.
+use leaf_api::gapless::SeriesPolicy;
 use leaf_api::profile::{DailyFormat, Profile, DAILY_FIRST};
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +36,13 @@ pub enum StoredProfile {
         /// The day (`yyyyMMdd`) whose counter `max_id` holds; 0 before the first allocation.
         day: u32,
     },
+    /// A gapless series ([`crate::gapless`]): `max_id` is the next number of `period`.
+    Gapless {
+        policy: SeriesPolicy,
+        /// The period whose next number `max_id` is; 0 before the first number (and for a
+        /// series that never resets).
+        period: u32,
+    },
 }
 
 impl std::fmt::Debug for StoredProfile {
@@ -45,6 +53,9 @@ impl std::fmt::Debug for StoredProfile {
             StoredProfile::Obfuscated { .. } => f.write_str("Obfuscated { key: <redacted> }"),
             StoredProfile::Daily { format, day } => {
                 f.debug_struct("Daily").field("format", format).field("day", day).finish()
+            }
+            StoredProfile::Gapless { policy, period } => {
+                f.debug_struct("Gapless").field("policy", policy).field("period", period).finish()
             }
         }
     }
@@ -58,6 +69,7 @@ impl StoredProfile {
             StoredProfile::Monotonic => Profile::Monotonic,
             StoredProfile::Obfuscated { .. } => Profile::Obfuscated,
             StoredProfile::Daily { .. } => Profile::Daily,
+            StoredProfile::Gapless { .. } => Profile::Gapless,
         }
     }
 
@@ -72,6 +84,13 @@ impl StoredProfile {
                 format.validate().map_err(|e| invalid(e.to_string()))?;
                 if upper_bound.is_some() || start_max_id != DAILY_FIRST || *day != 0 {
                     return Err(invalid(leaf_api::profile::ProfileError::DailyBound.to_string()));
+                }
+                Ok(())
+            }
+            StoredProfile::Gapless { policy, period } => {
+                policy.validate().map_err(|e| invalid(e.to_string()))?;
+                if upper_bound.is_some() || start_max_id != 1 || *period != 0 {
+                    return Err(invalid(leaf_api::gapless::GaplessError::Bound.to_string()));
                 }
                 Ok(())
             }
@@ -91,6 +110,11 @@ impl StoredProfile {
 /// record advanced past it. On error the record is unchanged.
 pub(crate) fn allocate(tag: &str, record: &mut TagRecord, step: i64, at_ms: i64) -> Result<Allocation, ApplyError> {
     let stored_step = record.step;
+    if let StoredProfile::Gapless { .. } = record.profile() {
+        return Err(ApplyError::Invalid(format!(
+            "tag {tag:?} is gapless: it issues numbers one key at a time, never as a segment"
+        )));
+    }
     if let StoredProfile::Daily { format, day } = record.profile().clone() {
         let today =
             format.day_at(at_ms).ok_or_else(|| ApplyError::Invalid(format!("no calendar day at {at_ms} ms")))?;

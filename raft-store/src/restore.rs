@@ -108,6 +108,9 @@ pub enum Outcome {
     /// The counter cannot move past its margin within the tag's bound (or its day's counter
     /// space): the tag hands out nothing more (for a daily tag, until its next day).
     Exhausted,
+    /// A gapless series: a jump would leave a gap, and the numbers the lost cluster issued
+    /// after the backup are not in it, so the counter stays and the restore refuses the tag.
+    Gapless,
 }
 
 /// One tag's line of the plan.
@@ -140,6 +143,11 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The gapless series, which a restore refuses.
+    pub fn gapless(&self) -> impl Iterator<Item = &TagJump> {
+        self.jumps.iter().filter(|j| j.outcome == Outcome::Gapless)
+    }
+
     /// The tags left with nothing to hand out.
     pub fn exhausted(&self) -> impl Iterator<Item = &TagJump> {
         self.jumps.iter().filter(|j| j.outcome == Outcome::Exhausted)
@@ -180,6 +188,19 @@ fn jump(tag: &str, record: &crate::tags::TagRecord, input: &PlanInput, elapsed_s
         }
     };
     let from = record.max_id;
+    if let StoredProfile::Gapless { .. } = record.profile() {
+        return TagJump {
+            tag: tag.to_string(),
+            profile: record.profile().kind(),
+            from,
+            to: from,
+            margin: 0,
+            source,
+            at_least: None,
+            days: None,
+            outcome: Outcome::Gapless,
+        };
+    }
     let (days, start, limit) = match record.profile() {
         StoredProfile::Daily { format, day } => {
             let today = format.day_at(input.now_ms).unwrap_or(*day);

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apply::Changes;
 use crate::audit::AuditLog;
+use crate::gapless::Ledger;
 use crate::restore::Lineage;
 use crate::tags::TagRecord;
 use crate::templates::TemplateRecord;
@@ -39,6 +40,9 @@ pub struct State {
     /// never by an entry. Not in the single-record layout of earlier releases either.
     #[serde(skip)]
     pub lineage: Lineage,
+    /// The numbers of every gapless series. Not in the single-record layout either.
+    #[serde(skip)]
+    pub ledger: Ledger,
 }
 
 impl State {

@@ -70,7 +70,7 @@ impl Dirty {
     /// Keys to write at the next checkpoint.
     fn keys(&self) -> usize {
         let c = &self.changes;
-        c.tags.len() + c.workers.len() + c.tokens.len() + c.audit.len() + c.templates.len()
+        c.tags.len() + c.workers.len() + c.tokens.len() + c.audit.len() + c.templates.len() + c.numbers.len()
     }
 }
 

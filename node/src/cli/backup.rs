@@ -326,6 +326,15 @@ pub async fn restore(cmd: RestoreCmd) -> ExitCode {
     } else {
         print_plan(&plan);
     }
+    let gapless: Vec<&str> = plan.gapless().map(|j| j.tag.as_str()).collect();
+    if !gapless.is_empty() && !cmd.dry_run {
+        return usage(&format!(
+            "the backup holds {} gapless series ({}): a restore cannot know the numbers the lost cluster issued \
+             after the backup, and a jump would leave a gap, so this release does not restore them",
+            gapless.len(),
+            gapless.iter().take(20).copied().collect::<Vec<_>>().join(", ")
+        ));
+    }
     let exhausted: Vec<&str> = plan.exhausted().map(|j| j.tag.as_str()).collect();
     if !exhausted.is_empty() {
         eprintln!(
@@ -370,7 +379,11 @@ fn print_plan(plan: &Plan) {
         };
         let floor = if j.at_least.is_some() { ", --at-least" } else { "" };
         let day = j.days.filter(|(a, b)| a != b).map_or(String::new(), |(a, b)| format!(", day {a} -> {b}"));
-        let outcome = if j.outcome == Outcome::Exhausted { ", EXHAUSTED" } else { "" };
+        let outcome = match j.outcome {
+            Outcome::Moved => "",
+            Outcome::Exhausted => ", EXHAUSTED",
+            Outcome::Gapless => ", GAPLESS: not restorable",
+        };
         let _ = writeln!(
             out,
             "{:<40} {:<10} {:>20} {:>20} {:>14}  {source}{floor}{day}{outcome}",

@@ -62,15 +62,23 @@ pub struct TagSettings {
     #[arg(long)]
     description: Option<String>,
     /// How the IDs are made: segment (default), monotonic (strictly increasing, served by
-    /// the leader), obfuscated (not ordered, not countable) or daily (yyyyMMdd + counter).
+    /// the leader), obfuscated (not ordered, not countable), daily (yyyyMMdd + counter) or
+    /// gapless (numbers 1, 2, 3, ... one per key, for invoices).
     #[arg(long)]
     profile: Option<leaf_api::profile::Profile>,
     /// Daily tags: counter digits after the date (default 8).
     #[arg(long, requires = "profile")]
     digits: Option<u8>,
-    /// Daily tags: the zone whose midnight starts a day, as +HH:MM / -HH:MM (default +00:00).
+    /// Daily and gapless tags: the zone whose midnight starts a day (a gapless series' period),
+    /// as +HH:MM / -HH:MM (default +00:00).
     #[arg(long, requires = "profile", allow_hyphen_values = true)]
     utc_offset: Option<String>,
+    /// Gapless tags: when the series restarts at 1: never (default), day, month or year.
+    #[arg(long, requires = "profile")]
+    reset: Option<leaf_api::gapless::Reset>,
+    /// Gapless tags: how a number is displayed, e.g. 'INV-{yyyy}-{seq:06}'.
+    #[arg(long, requires = "profile")]
+    format: Option<String>,
     /// The largest ID the tag may hand out, e.g. 9007199254740991 for JavaScript.
     #[arg(long)]
     upper_bound: Option<i64>,
@@ -79,10 +87,13 @@ pub struct TagSettings {
 impl TagSettings {
     /// The creation request of `tag` with these settings.
     pub fn request(self, tag: String) -> CreateTagRequest {
-        let TagSettings { step, max_id, description, profile, digits, utc_offset, upper_bound } = self;
-        let daily = (digits.is_some() || utc_offset.is_some())
+        let TagSettings { step, max_id, description, profile, digits, utc_offset, reset, format, upper_bound } = self;
+        let gapless_profile = profile == Some(leaf_api::profile::Profile::Gapless);
+        let gapless = (gapless_profile && (reset.is_some() || utc_offset.is_some() || format.is_some()))
+            .then(|| leaf_api::gapless::GaplessOptions { reset, utc_offset: utc_offset.clone(), format });
+        let daily = (!gapless_profile && (digits.is_some() || utc_offset.is_some()))
             .then_some(leaf_api::profile::DailyOptions { digits, utc_offset });
-        CreateTagRequest { tag, step, max_id, description, profile, daily, upper_bound }
+        CreateTagRequest { tag, step, max_id, description, profile, daily, gapless, upper_bound }
     }
 }
 

@@ -68,6 +68,7 @@ fn http_request(r: CreateTagRequest) -> Result<HttpCreate, ApiError> {
         description: (!r.description.is_empty()).then_some(r.description),
         profile: Some(profile.into()),
         daily,
+        gapless: None,
         upper_bound: r.upper_bound,
     })
 }

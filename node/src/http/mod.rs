@@ -11,6 +11,7 @@
 //!   [`answered`] (per-route timing, recent errors).
 //! - [`ids`]: segment and snowflake IDs, the decoders; [`fast`]: the fast path for plain ID
 //!   `GET`s (the per-ID path).
+//! - [`gapless`]: a gapless series' number for an idempotency key.
 //! - [`monitor`]: health, metrics, `/cache`, `/db`, `/openapi.json`.
 //! - [`ui`]: the built-in dashboard's page and assets; [`dashboard`]: its data.
 //! - [`admin`]: tags, the allocation journal, the clock fault.
@@ -65,6 +66,7 @@ pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod fast;
+pub mod gapless;
 pub mod ids;
 pub mod internal;
 pub mod monitor;
@@ -84,6 +86,7 @@ pub fn api() -> OpenApiRouter<Arc<App>> {
     use utoipa::OpenApi;
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(ids::routes())
+        .merge(gapless::routes())
         .merge(monitor::routes())
         .merge(admin::routes())
         .merge(admin::batch_routes())
@@ -106,6 +109,7 @@ pub fn router(app: Arc<App>) -> Router {
         Duration::from_millis(3 * app.config().raft.propose_timeout_ms.max(app.config().segment.wait_timeout_ms)),
     );
     let bodies = Router::new()
+        .merge(part(gapless::routes()))
         .merge(part(monitor::routes()))
         .merge(part(admin::routes()))
         .merge(part(tokens::routes()))

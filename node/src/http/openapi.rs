@@ -195,6 +195,9 @@ error_set! {
     /// `GET /api/segment/get/{tag}`.
     SegmentGetErrors: [InvalidTag, InvalidCount, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound,
         TagExhausted, SegmentsNotReady, NotReady, Unavailable, ShuttingDown];
+    /// `POST /api/gapless/{tag}/issue`.
+    GaplessIssueErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
+        TagNotFound, TagExhausted, NotReady, Unavailable, ShuttingDown];
     /// `GET /api/snowflake/get/{key}`.
     SnowflakeGetErrors: [InvalidTag, InvalidCount, InvalidRequest, Unauthorized, Forbidden, RateLimited,
         SnowflakeUnavailable, ClockMovedBackwards, WorkerIdsExhausted, Unavailable];
@@ -347,7 +350,9 @@ mod tests {
             assert!(statuses.iter().any(|s| s.starts_with('2')), "{path}: {statuses:?}");
             assert!(statuses.iter().any(|s| *s == "503"), "{path}: no 503 ({statuses:?})");
             let monitor = ["/db", "/cache", "/cluster/status"].contains(&path.as_str());
-            let optional = ["/health", "/metrics"].contains(&path.as_str()) || path.contains("/get/");
+            let optional = ["/health", "/metrics"].contains(&path.as_str())
+                || path.contains("/get/")
+                || path == leaf_api::routes::GAPLESS_ISSUE;
             let expected = if path.starts_with("/admin") || monitor {
                 Some(true)
             } else if optional {

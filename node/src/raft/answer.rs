@@ -13,7 +13,9 @@
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
 use leaf_api::tokens::TokenId;
 use leaf_api::types::MembershipChange;
-use leaf_raft_store::{Allocation, Applied, NewTag, Op, TagRecord, TokenRecord, WorkerGrant, WORKER_IDS};
+use leaf_raft_store::{
+    Allocation, Applied, ApplyError, Issued, NewTag, Op, TagRecord, TokenRecord, WorkerGrant, WORKER_IDS,
+};
 
 /// Why an answer was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +122,12 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             Ok(())
         }
         (Op::NoteMembership(_), Applied::Nothing) => Ok(()),
+        (Op::IssueNumbers { asks }, Applied::Numbers(results)) => {
+            if results.len() != asks.len() {
+                return Err(invalid(format!("{} issues answered with {} numbers", asks.len(), results.len())));
+            }
+            results.iter().flatten().try_for_each(check_issued)
+        }
         (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
             if g.worker_id != *worker_id {
                 return Err(invalid(format!("renewal answered for worker ID {}, asked for {worker_id}", g.worker_id)));
@@ -140,6 +148,17 @@ fn check_worker(worker_id: u16, lease_expires_ms: i64) -> Result<(), AnswerError
     Ok(())
 }
 
+/// A gapless number: from 1, in a period that is 0 or a date (`yyyy`, `yyyyMM`, `yyyyMMdd`).
+fn check_issued(i: &Issued) -> Result<(), AnswerError> {
+    if i.number == 0 || i.number > i64::MAX as u64 {
+        return Err(invalid(format!("gapless number {} is outside 1..2^63", i.number)));
+    }
+    if !leaf_api::gapless::is_any_period(i.period) {
+        return Err(invalid(format!("gapless period {} is not a date", i.period)));
+    }
+    Ok(())
+}
+
 fn op_kind(op: &Op) -> &'static str {
     match op {
         Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTagV3(_) => "a tag creation",
@@ -148,6 +167,7 @@ fn op_kind(op: &Op) -> &'static str {
         Op::ArchiveTag { .. } | Op::RestoreTag { .. } => "a tag archive or restore",
         Op::AllocateSegment { .. } => "a segment allocation",
         Op::AllocateSegments { .. } => "a group of segment allocations",
+        Op::IssueNumbers { .. } => "an issue of gapless numbers",
         Op::RegisterWorker { .. } | Op::RegisterWorkerIn { .. } => "a worker registration",
         Op::RenewWorker { .. } => "a worker renewal",
         Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => {
@@ -178,6 +198,7 @@ fn applied_kind(applied: &Applied) -> &'static str {
         Applied::Token { .. } => "a token",
         Applied::Tags { .. } => "a batch of tags",
         Applied::Template { .. } => "a template",
+        Applied::Numbers(_) => "gapless numbers",
     }
 }
 
@@ -199,6 +220,17 @@ impl FromApplied for Allocation {
     fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Segment(a) => Ok(a),
+            other => Err(wrong_kind::<Self>(&other)),
+        }
+    }
+}
+
+impl FromApplied for Vec<Result<Issued, ApplyError>> {
+    const ASKED: &'static str = "an issue of gapless numbers";
+
+    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+        match applied {
+            Applied::Numbers(results) => Ok(results),
             other => Err(wrong_kind::<Self>(&other)),
         }
     }

@@ -1,4 +1,4 @@
-//! Group commit of segment allocations on the leader.
+//! Group commit on the leader: of segment allocations, and of gapless numbers.
 //!
 //! openraft 0.9 writes each proposal as its own entry: one log append and one fsync on the
 //! leader, one apply, one slot in every replication message. A flood of first requests for
@@ -7,7 +7,13 @@
 //! [`Op::AllocateSegments`] entry: a caller joins the waiting group; a driver task takes the
 //! whole group (at most [`MAX_SEGMENT_ASKS`]), commits it and answers each caller with its own
 //! allocation. A lone allocation is still an [`Op::AllocateSegment`], so a quiet cluster
-//! writes what earlier releases wrote.
+//! writes what earlier releases wrote. Issues of gapless numbers are grouped the same way into
+//! [`Op::IssueNumbers`] entries (at most [`leaf_raft_store::MAX_NUMBER_ASKS`]): one series
+//! serves thousands of numbers a second from one commit per group, not one per number.
+//!
+//! [`Op::AllocateSegment`]: leaf_raft_store::Op::AllocateSegment
+//! [`Op::AllocateSegments`]: leaf_raft_store::Op::AllocateSegments
+//! [`Op::IssueNumbers`]: leaf_raft_store::Op::IssueNumbers
 //!
 //! Each allocation of a group is applied as if alone ([`leaf_raft_store::apply`]): it gets the
 //! same kind of answer, and a refused one (an exhausted tag) fails only its own caller. Every
@@ -17,44 +23,50 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use leaf_raft_store::{Allocation, ApplyError, SegmentAsk, MAX_SEGMENT_ASKS};
+use leaf_raft_store::ApplyError;
+#[cfg(doc)]
+use leaf_raft_store::MAX_SEGMENT_ASKS;
 use tokio::sync::oneshot;
 
 use super::ProposeError;
 
-/// What one allocation of a group comes to: committed (allocated or refused by the state
+/// What one ask of a group comes to: committed (answered `R` or refused by the state
 /// machine), or not committed at all.
-pub(crate) type Outcome = Result<Result<Allocation, ApplyError>, ProposeError>;
+pub(crate) type Outcome<R> = Result<Result<R, ApplyError>, ProposeError>;
 
 /// What committing a group returns: one result per ask, in order.
-pub(crate) type GroupResult = Result<Vec<Result<Allocation, ApplyError>>, ProposeError>;
+pub(crate) type GroupResult<R> = Result<Vec<Result<R, ApplyError>>, ProposeError>;
 
-/// Groups allocations into shared entries.
-#[derive(Default)]
-pub(crate) struct GroupCommit {
-    state: Mutex<State>,
+/// Groups asks `A` (answered `R` each) into shared entries of at most `max` asks.
+pub(crate) struct GroupCommit<A, R> {
+    state: Mutex<State<A, R>>,
+    max: usize,
 }
 
-#[derive(Default)]
-struct State {
+struct State<A, R> {
     /// Driver tasks committing groups (at most [`MAX_IN_FLIGHT`]).
     drivers: usize,
-    /// Allocations for the next group.
-    waiting: Vec<(SegmentAsk, oneshot::Sender<Outcome>)>,
+    /// Asks for the next group.
+    waiting: Vec<(A, oneshot::Sender<Outcome<R>>)>,
 }
 
 /// Groups in flight at once: one committing while the next gathers and is appended.
 const MAX_IN_FLIGHT: usize = 2;
 
-impl GroupCommit {
-    /// Commits `ask` in a group with the allocations waiting beside it. `commit` writes a
-    /// group and returns one result per ask; it runs on a spawned task, so a caller that gives
-    /// up does not cancel the others' entry (its own allocation is then wasted, as a single
-    /// one whose caller left would be).
-    pub(crate) async fn allocate<F, Fut>(self: &Arc<Self>, ask: SegmentAsk, commit: F) -> Outcome
+impl<A: Send + 'static, R: Send + 'static> GroupCommit<A, R> {
+    /// Groups of at most `max` asks.
+    pub(crate) fn new(max: usize) -> Self {
+        GroupCommit { state: Mutex::new(State { drivers: 0, waiting: Vec::new() }), max: max.max(1) }
+    }
+
+    /// Commits `ask` in a group with the asks waiting beside it. `commit` writes a group and
+    /// returns one result per ask; it runs on a spawned task, so a caller that gives up does
+    /// not cancel the others' entry (its own allocation is then wasted, as a single one whose
+    /// caller left would be; its own number is issued to its key, which a retry gets back).
+    pub(crate) async fn join<F, Fut>(self: &Arc<Self>, ask: A, commit: F) -> Outcome<R>
     where
-        F: Fn(Vec<SegmentAsk>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = GroupResult> + Send + 'static,
+        F: Fn(Vec<A>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = GroupResult<R>> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
         let start = {
@@ -77,7 +89,7 @@ impl GroupCommit {
                             }
                         }
                         Ok(results) => {
-                            let why = format!("a group of {n} allocations was answered with {} results", results.len());
+                            let why = format!("a group of {n} asks was answered with {} results", results.len());
                             tracing::error!(%why, "refused a group commit's answer");
                             for tx in callers {
                                 let _ = tx.send(Err(ProposeError::Unavailable(why.clone())));
@@ -92,17 +104,17 @@ impl GroupCommit {
                 }
             });
         }
-        rx.await.unwrap_or_else(|_| Err(ProposeError::Unavailable("the allocation's group was dropped".into())))
+        rx.await.unwrap_or_else(|_| Err(ProposeError::Unavailable("the ask's group was dropped".into())))
     }
 
     /// The next group, oldest first, or `None` (and one driver fewer) when nobody waits.
-    fn next_group(&self) -> Option<Vec<(SegmentAsk, oneshot::Sender<Outcome>)>> {
+    fn next_group(&self) -> Option<Vec<(A, oneshot::Sender<Outcome<R>>)>> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if s.waiting.is_empty() {
             s.drivers -= 1;
             return None;
         }
-        let n = s.waiting.len().min(MAX_SEGMENT_ASKS);
+        let n = s.waiting.len().min(self.max);
         Some(s.waiting.drain(..n).collect())
     }
 }
@@ -111,6 +123,7 @@ impl GroupCommit {
 mod tests {
     use std::sync::atomic::{AtomicI64, Ordering};
 
+    use leaf_raft_store::{Allocation, SegmentAsk, MAX_SEGMENT_ASKS};
     use tokio::sync::Semaphore;
 
     use super::*;
@@ -124,8 +137,10 @@ mod tests {
     fn committer(
         gate: Arc<Semaphore>,
         groups: Arc<Mutex<Vec<Vec<String>>>>,
-    ) -> impl Fn(Vec<SegmentAsk>) -> std::pin::Pin<Box<dyn Future<Output = GroupResult> + Send>> + Send + Sync + 'static
-    {
+    ) -> impl Fn(Vec<SegmentAsk>) -> std::pin::Pin<Box<dyn Future<Output = GroupResult<Allocation>> + Send>>
+           + Send
+           + Sync
+           + 'static {
         let next = Arc::new(AtomicI64::new(1));
         move |asks: Vec<SegmentAsk>| {
             let (gate, groups, next) = (gate.clone(), groups.clone(), next.clone());
@@ -150,13 +165,13 @@ mod tests {
     /// caller gets its own allocation or its own refusal.
     #[tokio::test]
     async fn callers_that_arrive_during_a_commit_share_the_next_entry() {
-        let g = Arc::new(GroupCommit::default());
+        let g = Arc::new(GroupCommit::<SegmentAsk, Allocation>::new(MAX_SEGMENT_ASKS));
         let gate = Arc::new(Semaphore::new(0));
         let groups = Arc::new(Mutex::new(Vec::new()));
         let commit = Arc::new(committer(gate.clone(), groups.clone()));
         let call = |tag: &str| {
             let (g, commit, a) = (g.clone(), commit.clone(), ask(tag));
-            tokio::spawn(async move { g.allocate(a, move |asks| commit(asks)).await })
+            tokio::spawn(async move { g.join(a, move |asks| commit(asks)).await })
         };
         let until = |what: &'static str, cond: Box<dyn Fn() -> bool>| async move {
             let wait = async {
@@ -202,13 +217,13 @@ mod tests {
     /// A group that is not committed fails every caller in it with the same error.
     #[tokio::test]
     async fn a_failed_entry_fails_each_of_its_callers() {
-        let g = Arc::new(GroupCommit::default());
+        let g = Arc::new(GroupCommit::<SegmentAsk, Allocation>::new(MAX_SEGMENT_ASKS));
         let fail = |_asks: Vec<SegmentAsk>| async { Err(ProposeError::NotLeader { leader: Some(2) }) };
-        let (a, b) = tokio::join!(g.allocate(ask("a"), fail), g.allocate(ask("b"), fail));
+        let (a, b) = tokio::join!(g.join(ask("a"), fail), g.join(ask("b"), fail));
         for r in [a, b] {
             assert_eq!(r.unwrap_err(), ProposeError::NotLeader { leader: Some(2) });
         }
         let short = |_asks: Vec<SegmentAsk>| async { Ok(Vec::new()) };
-        assert!(matches!(g.allocate(ask("a"), short).await, Err(ProposeError::Unavailable(_))));
+        assert!(matches!(g.join(ask("a"), short).await, Err(ProposeError::Unavailable(_))));
     }
 }

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use futures::future::BoxFuture;
-use leaf_raft_store::{Applied, Command, Op, SegmentAsk};
+use leaf_raft_store::{Allocation, Applied, Command, Issued, NumberAsk, Op, SegmentAsk};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::ServerState;
 use tokio::time::Instant;
@@ -39,6 +39,7 @@ impl LeaderOp for Propose {
         // the first attempt may have been delivered.
         // Likewise a token creation (the caller would never see the bearer) and a revocation
         // (a repeat answers `token_not_found`).
+        // A repeated issue of a gapless number answers the number its key has.
         !matches!(
             self.op.inner(),
             Op::CreateTag { .. }
@@ -61,10 +62,22 @@ impl LeaderOp for Propose {
             // request skipped this node's HTTP checks) must not fail the others with it.
             let alone = Op::AllocateSegment { tag: ask.tag.clone(), step, node_id };
             leaf_raft_store::check_command(&Command { at_ms: node.clock.now_ms(), op: alone })?;
-            return match tokio::time::timeout(budget, node.allocations.allocate(ask, group_committer(node))).await {
+            return match tokio::time::timeout(budget, node.allocations.join(ask, segment_committer(node))).await {
                 Err(_) => Err(ProposeError::Timeout(node.propose_timeout)),
                 Ok(outcome) => Ok(Applied::Segment(outcome??)),
             };
+        }
+        if let Op::IssueNumbers { asks } = &self.op {
+            if let [ask] = asks.as_slice() {
+                // Checked alone first, as an allocation is.
+                let cmd = Command { at_ms: node.clock.now_ms(), op: self.op.clone() };
+                leaf_raft_store::check_command(&cmd)?;
+                return match tokio::time::timeout(budget, node.numbers.join(ask.clone(), number_committer(node))).await
+                {
+                    Err(_) => Err(ProposeError::Timeout(node.propose_timeout)),
+                    Ok(outcome) => Ok(Applied::Numbers(vec![outcome?])),
+                };
+            }
         }
         let mut op = self.op;
         // The leader's retention is the one in force, whoever proposed the change.
@@ -83,11 +96,36 @@ impl LeaderOp for Propose {
     }
 }
 
+/// Commits a group of gapless issues as one `IssueNumbers` entry ([`super::group_commit`]).
+fn number_committer(
+    node: &RaftNode,
+) -> impl Fn(Vec<NumberAsk>) -> BoxFuture<'static, super::group_commit::GroupResult<Issued>> + Send + Sync + 'static {
+    let (raft, clock, timeout) = (node.raft.clone(), node.clock.clone(), node.propose_timeout);
+    move |asks: Vec<NumberAsk>| {
+        let (raft, clock) = (raft.clone(), clock.clone());
+        Box::pin(async move {
+            let n = asks.len();
+            let cmd = Command { at_ms: clock.now_ms(), op: Op::IssueNumbers { asks } };
+            leaf_raft_store::check_command(&cmd)?;
+            let resp = match tokio::time::timeout(timeout, raft.client_write(cmd)).await {
+                Err(_) => return Err(ProposeError::Timeout(timeout)),
+                Ok(r) => r.map_err(write_error)?,
+            };
+            match resp.data {
+                Ok(Applied::Numbers(results)) => Ok(results),
+                Err(e) => Ok(vec![Err(e); n]),
+                Ok(other) => Err(ProposeError::Unavailable(format!("an issue of numbers was answered {other:?}"))),
+            }
+        })
+    }
+}
+
 /// Commits a group of allocations as one entry ([`super::group_commit`]): a lone one as the
 /// `AllocateSegment` every release applies, more as `AllocateSegments`.
-fn group_committer(
+fn segment_committer(
     node: &RaftNode,
-) -> impl Fn(Vec<SegmentAsk>) -> BoxFuture<'static, super::group_commit::GroupResult> + Send + Sync + 'static {
+) -> impl Fn(Vec<SegmentAsk>) -> BoxFuture<'static, super::group_commit::GroupResult<Allocation>> + Send + Sync + 'static
+{
     let (raft, clock, timeout) = (node.raft.clone(), node.clock.clone(), node.propose_timeout);
     move |mut asks: Vec<SegmentAsk>| {
         let (raft, clock) = (raft.clone(), clock.clone());

@@ -29,7 +29,8 @@
 //!   each tag), beside openraft's own by entry count;
 //! - [`chunks`]: admission of snapshot chunks (in order, bounded) before openraft sees them;
 //! - [`coalesce`]: read-index rounds shared by concurrent callers (unknown-tag floods);
-//! - [`group_commit`]: the leader's group commit of segment allocations (cold-tag floods);
+//! - [`group_commit`]: the leader's group commit of segment allocations (cold-tag floods) and
+//!   of gapless numbers;
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
 //! - [`quorum`]: quorum contact (the leader's last quorum acknowledgement, probed by followers);
 //! - [`service`]: the internal endpoints' handlers.
@@ -114,7 +115,9 @@ pub struct RaftNode {
     /// The windows of monotonic tags this node serves as leader ([`monotonic`]).
     monotonic: Arc<monotonic::Windows>,
     /// Segment allocations this node commits as leader, grouped into shared entries.
-    allocations: Arc<group_commit::GroupCommit>,
+    allocations: Arc<group_commit::GroupCommit<leaf_raft_store::SegmentAsk, leaf_raft_store::Allocation>>,
+    /// Gapless numbers this node issues as leader, grouped into shared entries.
+    numbers: Arc<group_commit::GroupCommit<leaf_raft_store::NumberAsk, leaf_raft_store::Issued>>,
     /// The audit trail's retention (`[audit]`), stamped into every admin change this node
     /// proposes as leader.
     audit_retention: leaf_api::audit::AuditRetention,

@@ -5,8 +5,8 @@ use leaf_api::audit::{Actor, AuditAction};
 use leaf_api::tokens::TokenId;
 pub use leaf_raft_store::NewTag;
 use leaf_raft_store::{
-    Allocation, NewTemplate, NewToken, Op, SecretHash, StoredProfile, TagRecord, TemplateRecord, TokenLimits,
-    TokenRecord, WorkerGrant,
+    Allocation, ApplyError, Issued, NewTemplate, NewToken, NumberAsk, Op, SecretHash, StoredProfile, TagRecord,
+    TemplateRecord, TokenLimits, TokenRecord, WorkerGrant,
 };
 use tokio::time::Instant;
 
@@ -107,6 +107,18 @@ impl RaftNode {
     /// through openraft, an obfuscated decode, a clock fault.
     pub async fn note(&self, action: AuditAction, actor: Actor) -> Result<(), ProposeError> {
         self.propose(self.admin(actor, Op::NoteMembership(action))).await
+    }
+
+    /// The number of gapless series `ask.tag` for `ask.key`: the next one, committed before
+    /// this returns, or the one the key has (a retry). Safe to repeat: the router retries it
+    /// across leader changes, and the key keeps it to one number.
+    pub async fn issue_number(&self, ask: NumberAsk) -> Result<Issued, ProposeError> {
+        let results: Vec<Result<Issued, ApplyError>> = self.propose(Op::IssueNumbers { asks: vec![ask] }).await?;
+        // `check_applied` made it one result for the one ask.
+        match results.into_iter().next() {
+            Some(r) => Ok(r?),
+            None => Err(ProposeError::Unavailable("an issue was answered with no number".into())),
+        }
     }
 
     /// Reserves the next `step` IDs of `tag` for this node: a non-empty range of exactly `step`.

@@ -136,7 +136,8 @@ impl RaftNode {
             chunks: Arc::default(),
             barriers: Arc::new(coalesce::Coalescer::counting(counters.read_index_rounds)),
             leader_reads: Arc::default(),
-            allocations: Arc::default(),
+            allocations: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_SEGMENT_ASKS)),
+            numbers: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_NUMBER_ASKS)),
             monotonic: Default::default(),
         })
     }

@@ -16,6 +16,7 @@
 //!   IDs), shared by the edges.
 //! - [`auth`]: who is calling an admin or internal operation, over the credential checks of
 //!   [`crate::access::credentials`].
+//! - [`gapless`]: a gapless series' number for an idempotency key.
 //! - [`ids`]: segment takes (buffers, the monotonic leader path, obfuscated tags), ranges,
 //!   snowflake takes and decoding — the per-ID path.
 //! - [`tags`]: create, show, update, list, decode obfuscated IDs, the allocation journal, the
@@ -46,6 +47,7 @@ pub mod backup;
 pub mod cluster;
 pub mod dashboard;
 pub mod error;
+pub mod gapless;
 pub mod health;
 pub mod ids;
 pub mod recent;

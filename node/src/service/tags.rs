@@ -2,6 +2,7 @@
 //! profile (one or a batch), show, list a page, update, list, archive and restore, decode an obfuscated tag's IDs; and the
 //! allocation journal and the clock fault. Every field is checked here ([`super::validate`]) before it is proposed.
 use leaf_api::audit::AuditAction;
+use leaf_api::gapless::{GaplessError, GaplessOptions, SeriesPolicy};
 use leaf_api::profile::{validate_upper_bound, DailyFormat, DailyOptions, Profile, ProfileError, DAILY_FIRST};
 use leaf_api::tag::MAX_TAGS_PER_REQUEST;
 use leaf_api::tokens::Right;
@@ -228,8 +229,12 @@ pub(super) fn new_tag(body: CreateTagRequest, who: &Principal) -> Result<NewTag,
     validate::max_id(body.max_id.unwrap_or(1))?;
     let description = body.description.unwrap_or_default();
     validate::description(&description)?;
-    let (profile, start_max_id) =
-        stored_profile(body.profile.unwrap_or_default(), body.daily.as_ref(), body.max_id, body.upper_bound)?;
+    let (profile, start_max_id) = stored_profile(
+        body.profile.unwrap_or_default(),
+        (body.daily.as_ref(), body.gapless.as_ref()),
+        body.max_id,
+        body.upper_bound,
+    )?;
     Ok(NewTag { tag: body.tag, step: body.step, start_max_id, description, profile, upper_bound: body.upper_bound })
 }
 
@@ -284,6 +289,14 @@ pub fn tag_info(tag: String, r: TagRecord) -> TagInfo {
             _ => None,
         },
         upper_bound: r.upper_bound(),
+        gapless: match r.profile() {
+            StoredProfile::Gapless { policy, .. } => Some(policy.options()),
+            _ => None,
+        },
+        period: match r.profile() {
+            StoredProfile::Gapless { period, .. } if r.max_id > 1 => Some(*period),
+            _ => None,
+        },
         archived_ms: r.archived_ms(),
     }
 }
@@ -292,13 +305,16 @@ pub fn tag_info(tag: String, r: TagRecord) -> TagInfo {
 /// counter value (an obfuscated tag's key is generated here, from the OS's random source).
 fn stored_profile(
     profile: Profile,
-    daily: Option<&DailyOptions>,
+    (daily, gapless): (Option<&DailyOptions>, Option<&GaplessOptions>),
     max_id: Option<i64>,
     upper_bound: Option<i64>,
 ) -> Result<(StoredProfile, i64), ApiError> {
     let bad = |e: ProfileError| ApiError::invalid(e.to_string());
     if daily.is_some() && profile != Profile::Daily {
         return Err(bad(ProfileError::OptionsWithoutDaily));
+    }
+    if gapless.is_some() && profile != Profile::Gapless {
+        return Err(ApiError::invalid(GaplessError::OptionsWithoutGapless.to_string()));
     }
     let start = max_id.unwrap_or(1);
     if let Some(b) = upper_bound {
@@ -314,6 +330,14 @@ fn stored_profile(
             }
             let format = DailyFormat::from_options(daily.unwrap_or(&DailyOptions::default())).map_err(bad)?;
             return Ok((StoredProfile::Daily { format, day: 0 }, DAILY_FIRST));
+        }
+        Profile::Gapless => {
+            if upper_bound.is_some() || max_id.is_some_and(|m| m != 1) {
+                return Err(ApiError::invalid(GaplessError::Bound.to_string()));
+            }
+            let policy = SeriesPolicy::from_options(gapless.unwrap_or(&GaplessOptions::default()))
+                .map_err(|e| ApiError::invalid(e.to_string()))?;
+            return Ok((StoredProfile::Gapless { policy, period: 0 }, 1));
         }
     };
     Ok((profile, start))

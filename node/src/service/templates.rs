@@ -104,6 +104,7 @@ fn creation(tag: &str, s: &TemplateSettings) -> CreateTagRequest {
         description: Some(s.description.clone()),
         profile: Some(s.profile),
         daily: s.daily.clone(),
+        gapless: None,
         upper_bound: s.upper_bound,
     }
 }

@@ -37,6 +37,9 @@ pub enum ServeAs {
     Buffer,
     Obfuscated(Arc<Obfuscator>),
     Leader,
+    /// A gapless series: its numbers are issued one key at a time (`App::gapless_issue`),
+    /// never taken as IDs.
+    Gapless,
     /// A stored profile this node cannot serve (the reason; the state's checks make it
     /// unreachable for a state built by `apply`).
     Unservable(String),
@@ -48,6 +51,7 @@ impl ServeAs {
         match profile {
             StoredProfile::Monotonic => ServeAs::Leader,
             StoredProfile::Segment | StoredProfile::Daily { .. } => ServeAs::Buffer,
+            StoredProfile::Gapless { .. } => ServeAs::Gapless,
             StoredProfile::Obfuscated { key } => {
                 // The counter stays below the tag's exclusive limit, which is the domain.
                 let domain = upper_bound.map_or(MAX_DOMAIN, |b| u64::try_from(b).map_or(0, |b| b.saturating_add(1)));

@@ -7,6 +7,7 @@ mod cli;
 mod edge;
 mod errors;
 mod forecast;
+mod gapless;
 mod grpc;
 mod grpc_python;
 mod ids;

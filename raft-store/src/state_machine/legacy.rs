@@ -214,6 +214,7 @@ impl From<StateV5> for State {
             audit: s.audit,
             templates: Default::default(),
             lineage: Default::default(),
+            ledger: Default::default(),
         }
     }
 }

@@ -50,6 +50,7 @@ const WORKER_PREFIX: &[u8] = b"w/";
 const TOKEN_PREFIX: &[u8] = b"k/";
 const AUDIT_PREFIX: &[u8] = b"a/";
 const TEMPLATE_PREFIX: &[u8] = b"p/";
+const NUMBER_PREFIX: &[u8] = b"n/";
 const KEY_AUDIT_META: &[u8] = b"m/audit";
 const KEY_LINEAGE: &[u8] = b"m/lineage";
 
@@ -75,6 +76,28 @@ fn template_key(name: &str) -> Vec<u8> {
     let mut k = TEMPLATE_PREFIX.to_vec();
     k.extend_from_slice(name.as_bytes());
     k
+}
+
+/// The key of a gapless number's ledger entry: `n/<tag>\0<period BE><number BE>`, so a
+/// series' numbers scan in order (a tag name holds no NUL).
+fn number_key(tag: &str, period: u32, number: u64) -> Vec<u8> {
+    let mut k = NUMBER_PREFIX.to_vec();
+    k.extend_from_slice(tag.as_bytes());
+    k.push(0);
+    k.extend_from_slice(&period.to_be_bytes());
+    k.extend_from_slice(&number.to_be_bytes());
+    k
+}
+
+/// The tag, period and number of a ledger key's part after [`NUMBER_PREFIX`].
+fn number_of_key(rest: &[u8]) -> Option<(&str, u32, u64)> {
+    let split = rest.len().checked_sub(13)?;
+    let (tag, place) = rest.split_at(split);
+    let (nul, place) = place.split_first()?;
+    let (period, number) = place.split_at(4);
+    let tag = std::str::from_utf8(tag).ok().filter(|t| leaf_api::tag::validate_tag(t).is_ok())?;
+    let (period, number) = (u32::from_be_bytes(period.try_into().ok()?), u64::from_be_bytes(number.try_into().ok()?));
+    (*nul == 0).then_some((tag, period, number))
 }
 
 /// The key of worker ID `id`'s record.
@@ -127,6 +150,11 @@ pub(super) fn for_each_pair(
     for (name, record) in &d.state.templates {
         f(&template_key(name), &enc(record)?)?;
     }
+    for (tag, series) in &d.state.ledger.series {
+        for ((period, number), record) in &series.numbers {
+            f(&number_key(tag, *period, *number), &enc(record)?)?;
+        }
+    }
     Ok(())
 }
 
@@ -160,6 +188,9 @@ impl Loader {
         } else if let Some(name) = k.strip_prefix(TEMPLATE_PREFIX) {
             let name = std::str::from_utf8(name).map_err(|e| bad(&e))?;
             s.templates.insert(name.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
+        } else if let Some(rest) = k.strip_prefix(NUMBER_PREFIX) {
+            let (tag, period, number) = number_of_key(rest).ok_or_else(|| bad(&"malformed ledger key"))?;
+            s.ledger.insert(tag, (period, number), codec::decode(v).map_err(|e| bad(&e))?);
         } else if k.starts_with(AUDIT_PREFIX) {
             s.audit.records.push_back(codec::decode::<AuditRecord>(v).map_err(|e| bad(&e))?);
         } else if k == KEY_APPLIED {
@@ -268,6 +299,10 @@ impl StateMachineStore {
         }
         for name in &dirty.changes.templates {
             ops.push((template_key(name), d.state.templates.get(name).map(enc).transpose()?));
+        }
+        for (tag, period, number) in &dirty.changes.numbers {
+            let record = d.state.ledger.get(tag, (*period, *number));
+            ops.push((number_key(tag, *period, *number), record.map(enc).transpose()?));
         }
         if dirty.changes.audit_meta {
             ops.push((KEY_AUDIT_META.to_vec(), Some(enc(&audit.meta())?)));

@@ -1,7 +1,7 @@
 //! Property: the `sm` tree is a faithful checkpoint. Random sequences of commands (valid and
 //! invalid: tag creation, update, allocation, worker registration (in a range, too) and
 //! renewal, token creation, rotation and revocation, admin changes wrapped with an actor and a
-//! small audit retention, so the trail is trimmed, with random
+//! small audit retention, so the trail is trimmed, gapless series and their numbers, with random
 //! leader times so leases expire and worker IDs are recycled), membership changes and blank
 //! entries go through the real [`StateMachineStore`] in random batches, with explicit
 //! checkpoints, snapshot builds and the every-`CHECKPOINT_EVERY` checkpoints interleaved. The
@@ -120,6 +120,34 @@ fn template_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// A gapless series that never resets or resets daily (leader times stay in one day, so the
+/// counter runs on).
+fn gapless_tag() -> impl Strategy<Value = Op> {
+    use leaf_api::gapless::{Reset, SeriesPolicy};
+    (tag(), prop::sample::select(vec![Reset::Never, Reset::Day])).prop_map(|(tag, reset)| {
+        let policy = SeriesPolicy { reset, utc_offset_minutes: 0, format: None };
+        Op::CreateTagV3(leaf_raft_store::NewTag {
+            tag,
+            step: 1,
+            start_max_id: 1,
+            description: String::new(),
+            profile: leaf_raft_store::StoredProfile::Gapless { policy, period: 0 },
+            upper_bound: None,
+        })
+    })
+}
+
+/// Issues of numbers: keys repeat (replays), tags may be of another profile or unknown.
+fn issue_op() -> impl Strategy<Value = Op> {
+    let key = prop::sample::select(vec!["k1", "k2", "k3", "k4", "k5", "k6", ""]);
+    let ask = (tag(), key).prop_map(|(tag, key)| leaf_raft_store::NumberAsk {
+        tag,
+        key: key.into(),
+        actor: leaf_api::audit::Actor::Unattributed,
+    });
+    prop::collection::vec(ask, 1..5).prop_map(|asks| Op::IssueNumbers { asks })
+}
+
 fn admin_op() -> impl Strategy<Value = Op> {
     use leaf_api::audit::{Actor, AuditRetention};
     let inner = prop_oneof![
@@ -128,6 +156,7 @@ fn admin_op() -> impl Strategy<Value = Op> {
         1 => (tag(), prop::option::of(step_size())).prop_map(|(tag, step)| Op::UpdateTag { tag, step, description: None }),
         2 => token_op(),
         2 => template_op(),
+        1 => gapless_tag(),
         1 => (1u64..7).prop_map(|node_id| Op::NoteMembership(leaf_api::audit::AuditAction::NodePromoted { node_id })),
     ];
     let retention =
@@ -148,6 +177,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => admin_op(),
         2 => token_op(),
+        3 => issue_op(),
         1 => (node(), lease(), prop::sample::select(vec![(0u16, 1u16), (2, 3), (5, 4)])).prop_map(
             |(node_id, lease_ms, (first, last))| Op::RegisterWorkerIn { node_id, lease_ms, first, last }
         ),
@@ -253,6 +283,8 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
         prop_assert_eq!(&got.state.tokens, &state.tokens, "tokens at index {}", at);
         prop_assert_eq!(&got.state.audit, &state.audit, "audit trail at index {}", at);
         prop_assert_eq!(&got.state.templates, &state.templates, "templates at index {}", at);
+        prop_assert_eq!(&got.state.ledger, &state.ledger, "gapless ledger at index {}", at);
+        prop_assert_eq!(&got.state, &state, "the whole state at index {}", at);
         prop_assert_eq!(&**sm.reader().tokens(), &state.tokens, "published tokens at index {}", at);
         Ok(())
     })

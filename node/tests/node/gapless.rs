@@ -1,0 +1,131 @@
+//! Gapless series on one node: numbers from 1 with no gap, one per idempotency key (a repeat
+//! gets its number back), the display format, a graceful restart, and the refusals.
+use std::collections::{BTreeMap, BTreeSet};
+
+use leaf_api::gapless::{GaplessOptions, Reset, SeriesPolicy};
+use leaf_api::profile::Profile;
+use leaf_api::types::CreateTagRequest;
+use leaf_api::ErrorCode;
+use leaf_client::Method;
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::support::{config, create_tag, error_of, start};
+
+fn invoices(tag: &str) -> CreateTagRequest {
+    CreateTagRequest {
+        tag: tag.into(),
+        step: 1,
+        profile: Some(Profile::Gapless),
+        gapless: Some(GaplessOptions {
+            reset: Some(Reset::Year),
+            utc_offset: Some("+01:00".into()),
+            format: Some("INV-{yyyy}-{seq:06}".into()),
+        }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_issues_number_each_key_once_from_one_without_a_gap() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let info = c.create_tag(&invoices("inv")).await.unwrap();
+    assert_eq!(info.profile, Profile::Gapless);
+    assert_eq!(info.gapless.as_ref().and_then(|g| g.format.as_deref()), Some("INV-{yyyy}-{seq:06}"));
+    assert_eq!(info.period, None, "no number yet");
+    let policy = SeriesPolicy::from_options(info.gapless.as_ref().unwrap()).unwrap();
+    // 8 callers, 40 keys each; every 4th key is sent twice (a retry).
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..40 {
+                    let key = format!("order-{t}-{i}");
+                    let n = c.gapless("inv").issue(&key).await.unwrap();
+                    assert!(!n.replayed, "{n:?}");
+                    if i % 4 == 0 {
+                        let again = c.gapless("inv").issue(&key).await.unwrap();
+                        assert!(again.replayed, "{again:?}");
+                        assert_eq!((again.period, again.number, &again.display), (n.period, n.number, &n.display));
+                    }
+                    got.push(n);
+                }
+                got
+            })
+        })
+        .collect();
+    let mut by_number = BTreeMap::new();
+    for t in tasks {
+        for n in t.await.unwrap() {
+            assert_eq!(Some(n.period), policy.period_at(n.issued_ms), "{n:?}");
+            assert_eq!(n.display.as_deref(), Some(format!("INV-{}-{:06}", n.period, n.number).as_str()));
+            assert!(by_number.insert(n.number, n.key.clone()).is_none(), "number {} twice", n.number);
+        }
+    }
+    assert_eq!(by_number.keys().copied().collect::<Vec<_>>(), (1..=320).collect::<Vec<u64>>());
+    let keys: BTreeSet<&String> = by_number.values().collect();
+    assert_eq!(keys.len(), 320, "each key one number");
+    let info = c.tag("inv").await.unwrap();
+    assert_eq!(info.max_id, 321);
+    let period = info.period.unwrap();
+
+    // After a graceful restart: the keys get their numbers back, and the series goes on.
+    node.shutdown().await;
+    let (node, c) = start(config(&dir)).await;
+    let again = c.gapless("inv").issue("order-3-7").await.unwrap();
+    assert!(again.replayed);
+    assert_eq!(Some(&again.key), by_number.get(&again.number));
+    let next = c.gapless("inv").issue("after-restart").await.unwrap();
+    assert_eq!((next.period, next.number, next.replayed), (period, 321, false));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gapless_refusals_are_clear_and_change_nothing() {
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    c.create_tag(&invoices("inv")).await.unwrap();
+    create_tag(&c, "seg", 10, None).await;
+    let issue = |tag: &str| format!("/api/gapless/{tag}/issue");
+    // A gapless tag hands out no ID, and a segment tag no number.
+    let (s, e) = error_of(&c, Method::GET, "/api/segment/get/inv", None).await;
+    assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest));
+    assert!(e.message.contains("gapless"), "{}", e.message);
+    let (s, e) = error_of(&c, Method::POST, &issue("seg"), Some(json!({"key": "a"}))).await;
+    assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{}", e.message);
+    let (s, e) = error_of(&c, Method::POST, &issue("nope"), Some(json!({"key": "a"}))).await;
+    assert_eq!((s.as_u16(), e.code), (404, ErrorCode::TagNotFound));
+    // Keys: 1 to 128 bytes of printable ASCII; the body has nothing else.
+    for body in [
+        json!({"key": ""}),
+        json!({"key": "k".repeat(129)}),
+        json!({"key": "a\tb"}),
+        json!({}),
+        json!({"key": "a", "x": 1}),
+    ] {
+        let (s, e) = error_of(&c, Method::POST, &issue("inv"), Some(body.clone())).await;
+        assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{body}: {}", e.message);
+    }
+    // Creation: bad formats, bounds, options for another profile.
+    let mut bad = vec![];
+    for format in ["INV-{mm}-{seq}", "{seq}{seq}", "no seq", "{seq:0}"] {
+        let mut r = invoices("bad");
+        r.gapless.as_mut().unwrap().format = Some(format.into());
+        bad.push(r);
+    }
+    bad.push(CreateTagRequest { upper_bound: Some(100), ..invoices("bad") });
+    bad.push(CreateTagRequest { max_id: Some(5), ..invoices("bad") });
+    bad.push(CreateTagRequest { profile: Some(Profile::Segment), ..invoices("bad") });
+    for r in bad {
+        let body = serde_json::to_value(&r).unwrap();
+        let (s, e) = error_of(&c, Method::POST, "/admin/tags", Some(body)).await;
+        assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{r:?}: {}", e.message);
+    }
+    assert!(c.tag("bad").await.is_err());
+    // Nothing above consumed a number.
+    let first = c.gapless("inv").issue("first").await.unwrap();
+    assert_eq!(first.number, 1);
+    node.shutdown().await;
+}
