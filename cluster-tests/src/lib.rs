@@ -8,6 +8,7 @@
 //!   `kill -9`, restart, membership), used by `tests/cluster/` and the benchmark tool.
 //! - [`docker`]: the same as a docker-compose project of the `deploy/` files (image, compose,
 //!   container faults), used by the Docker deployment test and `leaf-chaos --docker`.
+//! - [`gapless_check`]: the gapless check of invoice-number series: history against final ledger.
 //! - [`order`]: the real-time order check of `monotonic` tags (a call completed before another
 //!   was invoked got smaller IDs).
 //! - `src/bin/leaf-test-node.rs`: the `leaf` CLI under a name this package's tests can spawn.
@@ -15,4 +16,5 @@ pub mod chaos;
 pub mod checker;
 pub mod cluster;
 pub mod docker;
+pub mod gapless_check;
 pub mod order;
