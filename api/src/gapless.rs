@@ -304,7 +304,7 @@ pub enum NumberState {
     Issued,
 }
 
-/// A number of a gapless series, as issued (and as the ledger keeps it).
+/// A number of a gapless series, as an issue answers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct IssuedNumber {
@@ -322,6 +322,91 @@ pub struct IssuedNumber {
     pub issued_ms: i64,
     /// Whether this answer repeats an earlier issue of the same key (a retry).
     pub replayed: bool,
+}
+
+/// Most numbers one ledger page holds.
+pub const MAX_LEDGER_PAGE: u32 = 10_000;
+
+/// `GET /admin/tags/{tag}/ledger`: a page of a series' numbers in issue order ((period,
+/// number) order), those of one `period` if given, after the cursor `after_period` /
+/// `after_number` (the previous page's `next`), at most `limit` (default and most 10,000).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct LedgerQuery {
+    /// Only this period (0, `yyyy`, `yyyyMM` or `yyyyMMdd`).
+    pub period: Option<u32>,
+    /// The cursor: numbers after this period's `after_number` (with it).
+    pub after_period: Option<u32>,
+    /// The cursor's number (with `after_period`).
+    pub after_number: Option<u64>,
+    /// Most numbers on the page (default and most: 10000).
+    #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 10000))]
+    pub limit: Option<u32>,
+}
+
+/// Where the next page starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LedgerCursor {
+    pub after_period: u32,
+    pub after_number: u64,
+}
+
+/// One number of a series' ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LedgerEntry {
+    pub period: u32,
+    pub number: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
+    pub key: String,
+    pub state: NumberState,
+    /// Who asked for it.
+    pub actor: crate::audit::Actor,
+    /// Leader time of the issue, Unix milliseconds.
+    pub at_ms: i64,
+    /// This number's link of the series' hash chain: SHA-256, lowercase hex.
+    pub hash: String,
+}
+
+/// A chain link as lowercase hex.
+pub fn hash_hex(hash: &[u8; 32]) -> String {
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A chain link from lowercase hex (64 digits).
+pub fn parse_hash(hex: &str) -> Option<[u8; 32]> {
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    };
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
+        out[i] = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(out)
+}
+
+/// A page of a series' ledger, with the series' size and the chain's last link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LedgerPage {
+    pub tag: String,
+    /// Numbers the series holds, every period.
+    pub numbers: u64,
+    /// The last link of the series' hash chain (64 zeros before its first number).
+    pub head: String,
+    pub entries: Vec<LedgerEntry>,
+    /// The next page's cursor; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<LedgerCursor>,
 }
 
 #[cfg(test)]
@@ -389,6 +474,16 @@ mod tests {
         }
         for bad in [1, 999, 10_000, 2026_13 + 999_900, 99_999_999 + 1, u32::MAX] {
             assert!(!is_any_period(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hashes_round_trip_as_hex() {
+        let h: [u8; 32] = std::array::from_fn(|i| (i * 37) as u8);
+        assert_eq!(parse_hash(&hash_hex(&h)), Some(h));
+        assert_eq!(hash_hex(&[0; 32]), "0".repeat(64));
+        for bad in ["", "00", &"g".repeat(64), &"A".repeat(64), &"0".repeat(63), &"0".repeat(65)] {
+            assert_eq!(parse_hash(bad), None, "{bad}");
         }
     }
 

@@ -45,6 +45,9 @@ pub const ADMIN_TAG_RESTORE: &str = "/admin/tags/{tag}/restore";
 /// `GET`: an obfuscated tag's ID back to its sequence number (admin only: the key never leaves
 /// the cluster).
 pub const ADMIN_TAG_DECODE: &str = "/admin/tags/{tag}/decode/{id}";
+/// `GET`: a page of a gapless series' ledger (`?period=`, `?after_period=`, `?after_number=`,
+/// `?limit=`).
+pub const ADMIN_TAG_LEDGER: &str = "/admin/tags/{tag}/ledger";
 /// `GET`: the journal of committed segments (`?tag=`, `?node=`).
 pub const ADMIN_ALLOCATIONS: &str = "/admin/allocations";
 /// `POST`: skew this node's clock (only with fault injection enabled).
@@ -83,6 +86,7 @@ pub const ALL: &[&str] = &[
     SEGMENT_GET,
     SNOWFLAKE_GET,
     GAPLESS_ISSUE,
+    ADMIN_TAG_LEDGER,
     SNOWFLAKE_DECODE,
     LEAF_DECODE,
     HEALTH,

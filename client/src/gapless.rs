@@ -3,7 +3,7 @@
 //! An issue is idempotent by its key (see [`crate::retry`]): the same key always gets the same
 //! number, so a request whose answer was lost is sent again, to any node, and never consumes
 //! a second number.
-use leaf_api::gapless::{IssueRequest, IssuedNumber};
+use leaf_api::gapless::{IssueRequest, IssuedNumber, LedgerEntry, LedgerPage, LedgerQuery};
 use leaf_api::routes;
 
 use crate::client::{Answer, Call, Client};
@@ -33,6 +33,46 @@ impl Gapless<'_> {
         let path = routes::fill(routes::GAPLESS_ISSUE, &[self.tag]);
         let answer = self.client.execute(Call::with_json(Method::POST, path, &req, Safety::Idempotent)?).await?;
         checked(&answer, self.tag, key)
+    }
+
+    /// One page of the series' ledger (`GET /admin/tags/{tag}/ledger`, see [`LedgerQuery`]).
+    pub async fn ledger_page(&self, query: &LedgerQuery) -> Result<LedgerPage, ClientError> {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        let fields = [
+            ("period", query.period.map(u64::from)),
+            ("after_period", query.after_period.map(u64::from)),
+            ("after_number", query.after_number),
+            ("limit", query.limit.map(u64::from)),
+        ];
+        for (name, value) in fields {
+            if let Some(v) = value {
+                q.append_pair(name, &v.to_string());
+            }
+        }
+        let q = q.finish();
+        let path = routes::fill(routes::ADMIN_TAG_LEDGER, &[self.tag]);
+        let path = if q.is_empty() { path } else { format!("{path}?{q}") };
+        let answer = self.client.execute(Call::get(path)).await?;
+        let page: LedgerPage = answer.json()?;
+        if page.tag != self.tag {
+            return Err(answer.decode_error(format!("asked for the ledger of {:?}, answered {:?}", self.tag, page.tag)));
+        }
+        Ok(page)
+    }
+
+    /// Every number of the series (of `period` only, if given), page by page, with the head
+    /// of the chain as the last page answered it.
+    pub async fn ledger(&self, period: Option<u32>) -> Result<(Vec<LedgerEntry>, String), ClientError> {
+        let mut query = LedgerQuery { period, ..LedgerQuery::default() };
+        let mut out = Vec::new();
+        loop {
+            let page = self.ledger_page(&query).await?;
+            out.extend(page.entries);
+            match page.next {
+                Some(c) => (query.after_period, query.after_number) = (Some(c.after_period), Some(c.after_number)),
+                None => return Ok((out, page.head)),
+            }
+        }
     }
 }
 

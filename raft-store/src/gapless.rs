@@ -11,6 +11,12 @@
 //! The [`Ledger`] keeps every number with its key, actor and time, checkpointed one key each
 //! (`n/<tag>\0<period BE><number BE>`) and shipped in snapshots and backups. It is bounded by
 //! [`MAX_LEDGER_NUMBERS`] in all: an issue past it is refused, never a number dropped.
+//!
+//! Each number also carries a link of its series' hash chain ([`chain_hash`]): SHA-256 over the
+//! previous number's link and this number's fields, in issue order, which is (period, number)
+//! order. An auditor holding an export recomputes the chain (`leaf ledger verify`): a number
+//! altered, removed or inserted breaks every link after it, and the last link is the series'
+//! `head` that the cluster answers.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -55,6 +61,54 @@ pub struct NumberRecord {
     pub actor: Actor,
     pub at_ms: i64,
     pub state: NumberState,
+    /// This number's link of the series' hash chain ([`chain_hash`]).
+    pub hash: [u8; 32],
+}
+
+/// The link before a series' first number.
+pub const CHAIN_GENESIS: [u8; 32] = [0; 32];
+
+/// The hash chain's link of number `number` of `period` of series `tag`, issued to `key` by
+/// `actor` at leader time `at_ms`, after the link `prev` ([`CHAIN_GENESIS`] for the first):
+/// SHA-256 of a domain tag, `prev`, and each field length-prefixed or fixed-width, so no two
+/// different entries hash the same input.
+pub fn chain_hash(
+    prev: &[u8; 32],
+    tag: &str,
+    (period, number): (u32, u64),
+    key: &str,
+    actor: &Actor,
+    at_ms: i64,
+) -> [u8; 32] {
+    let mut input = Vec::with_capacity(64 + tag.len() + key.len());
+    input.extend_from_slice(b"leaf-gapless-chain-v1\0");
+    input.extend_from_slice(prev);
+    let mut field = |b: &[u8]| {
+        input.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        input.extend_from_slice(b);
+    };
+    field(tag.as_bytes());
+    field(key.as_bytes());
+    field(actor_text(actor).as_bytes());
+    input.extend_from_slice(&period.to_be_bytes());
+    input.extend_from_slice(&number.to_be_bytes());
+    input.extend_from_slice(&at_ms.to_be_bytes());
+    let digest = ring::digest::digest(&ring::digest::SHA256, &input);
+    let mut out = [0; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
+/// An actor as the chain hashes it: its kind and fields, `:`-separated.
+fn actor_text(actor: &Actor) -> String {
+    match actor {
+        Actor::AdminToken => "admin_token".into(),
+        Actor::ClientCert { name } => format!("client_cert:{name}"),
+        Actor::Loopback => "loopback".into(),
+        Actor::Token { id, name } => format!("token:{}:{name}", id.0),
+        Actor::Node { id } => format!("node:{id}"),
+        Actor::Unattributed => "unattributed".into(),
+    }
 }
 
 /// A series' numbers and its keys.
@@ -64,6 +118,17 @@ pub struct SeriesLedger {
     pub numbers: BTreeMap<(u32, u64), NumberRecord>,
     /// Each key's number.
     pub keys: BTreeMap<Arc<str>, (u32, u64)>,
+}
+
+/// A page of one series' ledger, as [`crate::StateReader::ledger_page`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerSlice {
+    /// The page's numbers, in (period, number) order.
+    pub numbers: Vec<((u32, u64), NumberRecord)>,
+    /// Numbers in the series, every period.
+    pub count: usize,
+    /// The series' last chain link.
+    pub head: [u8; 32],
 }
 
 /// Every gapless series' ledger, by tag.
@@ -87,6 +152,11 @@ impl Ledger {
     /// The record of a number, if the ledger has it.
     pub fn get(&self, tag: &str, at: (u32, u64)) -> Option<&NumberRecord> {
         self.series.get(tag)?.numbers.get(&at)
+    }
+
+    /// The last link of `tag`'s chain ([`CHAIN_GENESIS`] before its first number).
+    pub fn head(&self, tag: &str) -> [u8; 32] {
+        self.series.get(tag).and_then(|s| s.numbers.values().next_back()).map_or(CHAIN_GENESIS, |r| r.hash)
     }
 }
 
@@ -124,8 +194,9 @@ fn issue(state: &mut State, at_ms: i64, ask: &NumberAsk, changes: &mut Changes) 
     record.set_profile(StoredProfile::Gapless { policy, period });
     record.max_id = next + 1;
     changes.tag(&ask.tag);
+    let hash = chain_hash(&state.ledger.head(&ask.tag), &ask.tag, (period, number), &ask.key, &ask.actor, at_ms);
     let key: Arc<str> = Arc::from(ask.key.as_str());
-    let entry = NumberRecord { key, actor: ask.actor.clone(), at_ms, state: NumberState::Issued };
+    let entry = NumberRecord { key, actor: ask.actor.clone(), at_ms, state: NumberState::Issued, hash };
     state.ledger.insert(&ask.tag, (period, number), entry);
     changes.numbers.insert((ask.tag.clone(), period, number));
     Ok(Issued { period, number, at_ms, replayed: false })
@@ -239,6 +310,33 @@ mod tests {
         for bad in [vec![], vec![ask("inv", "")], vec![ask("in v", "a")], vec![ask("inv", "k"); MAX_NUMBER_ASKS + 1]] {
             let cmd = Command { at_ms: 1, op: Op::IssueNumbers { asks: bad } };
             assert!(matches!(crate::apply::apply(&mut s, &cmd, &mut Changes::default()), Err(ApplyError::Invalid(_))));
+        }
+    }
+
+    #[test]
+    fn each_number_links_the_chain_from_the_one_before() {
+        let mut s = State::default();
+        crate::apply::apply(&mut s, &gapless("inv", Reset::Year), &mut Changes::default()).unwrap();
+        issue_at(&mut s, NOV28_2026_UTC, vec![ask("inv", "a"), ask("inv", "b")]);
+        issue_at(&mut s, JAN1_2027_UTC, vec![ask("inv", "c")]);
+        let mut prev = CHAIN_GENESIS;
+        for ((period, number), r) in &s.ledger.series["inv"].numbers {
+            assert_eq!(r.hash, chain_hash(&prev, "inv", (*period, *number), &r.key, &r.actor, r.at_ms));
+            prev = r.hash;
+        }
+        assert_eq!(s.ledger.head("inv"), prev);
+        // Any field changes the link.
+        let base = chain_hash(&CHAIN_GENESIS, "inv", (2026, 1), "a", &Actor::Unattributed, 5);
+        for other in [
+            chain_hash(&[1; 32], "inv", (2026, 1), "a", &Actor::Unattributed, 5),
+            chain_hash(&CHAIN_GENESIS, "inw", (2026, 1), "a", &Actor::Unattributed, 5),
+            chain_hash(&CHAIN_GENESIS, "inv", (2027, 1), "a", &Actor::Unattributed, 5),
+            chain_hash(&CHAIN_GENESIS, "inv", (2026, 2), "a", &Actor::Unattributed, 5),
+            chain_hash(&CHAIN_GENESIS, "inv", (2026, 1), "b", &Actor::Unattributed, 5),
+            chain_hash(&CHAIN_GENESIS, "inv", (2026, 1), "a", &Actor::AdminToken, 5),
+            chain_hash(&CHAIN_GENESIS, "inv", (2026, 1), "a", &Actor::Unattributed, 6),
+        ] {
+            assert_ne!(base, other);
         }
     }
 

@@ -75,7 +75,9 @@ pub mod workers;
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
 pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
 pub use command::{Command, Op, SegmentAsk};
-pub use gapless::{Issued, Ledger, NumberAsk, NumberRecord, MAX_LEDGER_NUMBERS, MAX_NUMBER_ASKS};
+pub use gapless::{
+    chain_hash, Issued, Ledger, NumberAsk, NumberRecord, CHAIN_GENESIS, MAX_LEDGER_NUMBERS, MAX_NUMBER_ASKS,
+};
 pub use journal::{Journal, JournalDump, JournalRecord, Moved, Place};
 pub use log_store::LogStore;
 pub use log_weight::LogWeights;

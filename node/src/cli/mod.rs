@@ -21,6 +21,7 @@ use clap::{Parser, Subcommand};
 
 mod backup;
 mod bench;
+mod ledger;
 mod local;
 mod remote;
 mod serve;
@@ -107,6 +108,12 @@ enum Command {
         #[command(flatten)]
         conn: ConnArgs,
     },
+    /// A gapless series' ledger: export it (JSON lines or CSV), or verify an export's hash
+    /// chain and numbering offline.
+    Ledger {
+        #[command(subcommand)]
+        cmd: ledger::LedgerCmd,
+    },
     /// Take a backup of the whole replicated state from a running cluster into a file (0600,
     /// optionally encrypted), check one (`verify`), or make an encryption key (`keygen`).
     Backup(backup::BackupCmd),
@@ -134,6 +141,7 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => bench::bench(args),
         Command::Certs { cmd } => certs::run(cmd),
         Command::Backup(cmd) => run_local(backup::backup(cmd)),
+        Command::Ledger { cmd } => run_local(ledger::ledger(cmd)),
         Command::Restore(cmd) => run_local(backup::restore(cmd)),
         other => run_local(remote::client_command(other)),
     }

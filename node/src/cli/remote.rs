@@ -168,6 +168,9 @@ pub enum GetCmd {
     },
     /// Decode a snowflake ID: timestamp, worker ID, sequence.
     Decode { id: i64 },
+    /// The number of gapless series TAG for KEY (the caller's document reference): the next
+    /// one, or the one KEY has. Prints it as JSON.
+    Number { tag: String, key: String },
 }
 
 /// `leaf health`: exit 0 only on a ready answer from `/health` within 3 s.
@@ -260,9 +263,12 @@ pub fn fail(e: &ClientError) -> ExitCode {
 pub(super) async fn client_command(cmd: Command) -> ExitCode {
     const TIMEOUT: Duration = Duration::from_secs(30);
     match cmd {
-        Command::Serve(_) | Command::Bench(_) | Command::Certs { .. } | Command::Backup(_) | Command::Restore(_) => {
-            ExitCode::FAILURE
-        }
+        Command::Serve(_)
+        | Command::Bench(_)
+        | Command::Certs { .. }
+        | Command::Backup(_)
+        | Command::Restore(_)
+        | Command::Ledger { .. } => ExitCode::FAILURE,
         Command::Health { conn, quiet } => health(conn, quiet).await,
         Command::Token { cmd, conn } => match connect(conn, TIMEOUT) {
             Ok(client) => tokens::token(&client, cmd).await,
@@ -297,6 +303,7 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
                 }
                 GetCmd::Snowflake { key, count, .. } => print_ids(client.snowflake_ids(&key, count).await),
                 GetCmd::Decode { id } => print_json(client.decode(id).await),
+                GetCmd::Number { tag, key } => print_json(client.gapless(&tag).issue(&key).await),
             }
         }
         Command::Cluster { cmd, conn } => {

@@ -198,6 +198,9 @@ error_set! {
     /// `POST /api/gapless/{tag}/issue`.
     GaplessIssueErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
         TagNotFound, TagExhausted, NotReady, Unavailable, ShuttingDown];
+    /// `GET /admin/tags/{tag}/ledger`.
+    LedgerErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady,
+        Unavailable];
     /// `GET /api/snowflake/get/{key}`.
     SnowflakeGetErrors: [InvalidTag, InvalidCount, InvalidRequest, Unauthorized, Forbidden, RateLimited,
         SnowflakeUnavailable, ClockMovedBackwards, WorkerIdsExhausted, Unavailable];

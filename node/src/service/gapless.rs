@@ -3,11 +3,15 @@
 //! credentials apply (a scoped token needs the `ids` right on the tag); the caller is recorded
 //! in the ledger with the number.
 use leaf_api::audit::Actor;
-use leaf_api::gapless::{validate_key, IssuedNumber, NumberState};
-use leaf_raft_store::{NumberAsk, StoredProfile};
+use leaf_api::gapless::{
+    hash_hex, is_any_period, validate_key, IssuedNumber, LedgerCursor, LedgerEntry, LedgerPage, LedgerQuery,
+    NumberState, SeriesPolicy, MAX_LEDGER_PAGE,
+};
+use leaf_api::tokens::Right;
+use leaf_raft_store::{NumberAsk, StoredProfile, TagRecord};
 
 use super::{ApiError, App};
-use crate::access::IdRequester;
+use crate::access::{IdRequester, Principal};
 
 impl App {
     /// The number of gapless series `tag` (validated) for `key`: the next one, or the one the
@@ -16,12 +20,7 @@ impl App {
     pub async fn gapless_issue(&self, tag: &str, key: &str, who: IdRequester) -> Result<IssuedNumber, ApiError> {
         validate_key(key).map_err(|e| ApiError::invalid(e.to_string()))?;
         let record = self.known(tag, |app| app.raft.state().tag(tag).filter(|r| r.archived_ms().is_none())).await?;
-        let StoredProfile::Gapless { policy, .. } = record.profile() else {
-            return Err(ApiError::invalid(format!(
-                "tag {tag:?} is a {} tag: only a gapless tag issues numbers",
-                record.profile().kind().as_str()
-            )));
-        };
+        let policy = policy_of(tag, &record)?;
         let ask = NumberAsk { tag: tag.to_string(), key: key.to_string(), actor: self.id_actor(who) };
         let issued = self.raft.issue_number(ask).await?;
         Ok(IssuedNumber {
@@ -36,6 +35,49 @@ impl App {
         })
     }
 
+    /// A page of gapless series `tag`'s ledger (the `tags` right on the tag), as of a read
+    /// barrier: every number committed before the request is on it (or on a later page).
+    pub async fn gapless_ledger(&self, tag: &str, q: LedgerQuery, who: &Principal) -> Result<LedgerPage, ApiError> {
+        who.require_on(Right::Tags, tag)?;
+        let limit = q.limit.unwrap_or(MAX_LEDGER_PAGE);
+        if !(1..=MAX_LEDGER_PAGE).contains(&limit) {
+            return Err(ApiError::invalid(format!("limit must be from 1 to {MAX_LEDGER_PAGE}, got {limit}")));
+        }
+        let after = match (q.after_period, q.after_number) {
+            (Some(p), Some(n)) => Some((p, n)),
+            (None, None) => None,
+            _ => return Err(ApiError::invalid("after_period and after_number go together")),
+        };
+        for p in q.period.iter().chain(q.after_period.iter()) {
+            if !is_any_period(*p) {
+                return Err(ApiError::invalid(format!("{p} is not a period: 0, yyyy, yyyyMM or yyyyMMdd")));
+            }
+        }
+        // Any node answers, as of everything committed before the request.
+        let record = self.known(tag, |app| app.raft.state().tag(tag)).await?;
+        self.raft.read_barrier().await?;
+        let policy = policy_of(tag, &record)?;
+        let slice = self.raft.state().ledger_page(tag, q.period, after, limit as usize);
+        let page = slice.numbers;
+        let next = (page.len() == limit as usize)
+            .then(|| page.last().map(|((p, n), _)| LedgerCursor { after_period: *p, after_number: *n }))
+            .flatten();
+        let entries = page
+            .into_iter()
+            .map(|((period, number), r)| LedgerEntry {
+                period,
+                number,
+                display: policy.display(period, number),
+                key: r.key.to_string(),
+                state: r.state,
+                actor: r.actor,
+                at_ms: r.at_ms,
+                hash: hash_hex(&r.hash),
+            })
+            .collect();
+        Ok(LedgerPage { tag: tag.to_string(), numbers: slice.count as u64, head: hash_hex(&slice.head), entries, next })
+    }
+
     /// Who an ID request stands for, as the ledger records it (an anonymous caller as
     /// `unattributed`).
     fn id_actor(&self, who: IdRequester) -> Actor {
@@ -47,5 +89,16 @@ impl App {
                 Actor::Token { id, name }
             }
         }
+    }
+}
+
+/// A gapless tag's policy, or 400 for a tag of another profile.
+fn policy_of(tag: &str, record: &TagRecord) -> Result<SeriesPolicy, ApiError> {
+    match record.profile() {
+        StoredProfile::Gapless { policy, .. } => Ok(policy.clone()),
+        other => Err(ApiError::invalid(format!(
+            "tag {tag:?} is a {} tag: only a gapless tag issues numbers",
+            other.kind().as_str()
+        ))),
     }
 }

@@ -129,3 +129,106 @@ async fn gapless_refusals_are_clear_and_change_nothing() {
     assert_eq!(first.number, 1);
     node.shutdown().await;
 }
+
+/// The ledger over HTTP, in pages, and through the CLI: `leaf tag create --profile gapless`,
+/// `leaf get number`, `leaf ledger export` then `verify`, which refuses the export once a line
+/// is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_pages_every_number_and_its_export_verifies() {
+    use leaf_api::gapless::{LedgerQuery, NumberState};
+    use std::process::Command;
+
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let url = format!("http://{}", node.http_addr());
+    let leaf = move |args: &[&str], stdin: Option<String>| {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_leaf"))
+            .args(args)
+            .env("LEAF_URL", &url)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.unwrap_or_default().as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let run = |args: &'static [&'static str], stdin: Option<String>| {
+        let leaf = leaf.clone();
+        tokio::task::spawn_blocking(move || leaf(args, stdin))
+    };
+    let (code, _, err) = run(
+        &[
+            "tag",
+            "create",
+            "cn",
+            "--step",
+            "1",
+            "--profile",
+            "gapless",
+            "--reset",
+            "month",
+            "--format",
+            "CN{yy}{mm}-{seq}",
+        ],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let (code, out, err) = run(&["get", "number", "cn", "refund-1"], None).await.unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let first: leaf_api::gapless::IssuedNumber = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (first.number, first.display.unwrap()),
+        (1, format!("CN{:02}{:02}-1", first.period / 100 % 100, first.period % 100))
+    );
+    for i in 2..=25 {
+        c.gapless("cn").issue(&format!("refund-{i}")).await.unwrap();
+    }
+    // Pages of 10: 10, 10, 5, each after the last.
+    let mut q = LedgerQuery { limit: Some(10), ..LedgerQuery::default() };
+    let mut seen = Vec::new();
+    loop {
+        let page = c.gapless("cn").ledger_page(&q).await.unwrap();
+        assert_eq!(page.numbers, 25);
+        seen.extend(page.entries.iter().map(|e| (e.number, e.key.clone(), e.state)));
+        let Some(next) = page.next else { break };
+        (q.after_period, q.after_number) = (Some(next.after_period), Some(next.after_number));
+    }
+    let want: Vec<_> = (1..=25u64).map(|i| (i, format!("refund-{i}"), NumberState::Issued)).collect();
+    assert_eq!(seen, want);
+    let (entries, head) = c.gapless("cn").ledger(Some(first.period)).await.unwrap();
+    assert_eq!((entries.len(), entries.last().map(|e| e.hash.clone())), (25, Some(head)));
+    assert!(c.gapless("cn").ledger(Some(first.period + 1)).await.unwrap().0.is_empty());
+
+    // Export, verify; a line removed is refused.
+    let (code, export, err) = run(&["ledger", "export", "cn"], None).await.unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(export.lines().count(), 26, "a header and 25 numbers");
+    let (code, out, err) = run(&["ledger", "verify", "-"], Some(export.clone())).await.unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("ok: 25 numbers"), "{out}");
+    let tampered: String = export.lines().enumerate().filter(|(i, _)| *i != 7).map(|(_, l)| format!("{l}\n")).collect();
+    let (code, _, err) = run(&["ledger", "verify", "-"], Some(tampered)).await.unwrap();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("missing"), "{err}");
+    let (code, csv, _) = run(&["ledger", "export", "cn", "--csv"], None).await.unwrap();
+    assert_eq!(code, Some(0));
+    assert!(csv.starts_with("period,number,display,key,state,actor,at_ms,hash\n"), "{csv}");
+    assert_eq!(csv.lines().count(), 26);
+    // A page of another profile's tag, or a bad query, is refused.
+    let (s, e) = error_of(&c, Method::GET, "/admin/tags/leaf-segment-test/ledger", None).await;
+    assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest));
+    for q in ["limit=0", "limit=10001", "after_period=2026", "period=13", "x=1"] {
+        let (s, e) = error_of(&c, Method::GET, &format!("/admin/tags/cn/ledger?{q}"), None).await;
+        assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{q}: {}", e.message);
+    }
+    node.shutdown().await;
+}

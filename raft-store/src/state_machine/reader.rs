@@ -84,6 +84,37 @@ impl StateReader {
         crate::templates::matching(&d.state.templates, tag).map(|(n, r)| (n.clone(), r.clone()))
     }
 
+    /// Up to `limit` numbers of gapless series `tag` after `after` (period, number) in order,
+    /// only those of `period` if given; with the series' count of numbers and its chain head.
+    pub fn ledger_page(
+        &self,
+        tag: &str,
+        period: Option<u32>,
+        after: Option<(u32, u64)>,
+        limit: usize,
+    ) -> crate::gapless::LedgerSlice {
+        use std::ops::Bound;
+        let d = self.read();
+        let ledger = &d.state.ledger;
+        let Some(series) = ledger.series.get(tag) else {
+            return crate::gapless::LedgerSlice { numbers: Vec::new(), count: 0, head: crate::gapless::CHAIN_GENESIS };
+        };
+        let from = match (after, period) {
+            (Some(a), Some(p)) if a >= (p, 0) => Bound::Excluded(a),
+            (_, Some(p)) => Bound::Included((p, 0)),
+            (Some(a), None) => Bound::Excluded(a),
+            (None, None) => Bound::Unbounded,
+        };
+        let numbers = series
+            .numbers
+            .range((from, Bound::Unbounded))
+            .take_while(|((p, _), _)| period.is_none_or(|want| *p == want))
+            .take(limit)
+            .map(|(at, r)| (*at, r.clone()))
+            .collect();
+        crate::gapless::LedgerSlice { numbers, count: series.numbers.len(), head: ledger.head(tag) }
+    }
+
     pub fn tag(&self, tag: &str) -> Option<TagRecord> {
         self.read().state.tags.get(tag).cloned()
     }
