@@ -19,6 +19,7 @@ mod failover;
 mod flood;
 mod formation;
 mod forwarding;
+mod gapless;
 mod governance;
 mod id_pool;
 mod internal_auth;

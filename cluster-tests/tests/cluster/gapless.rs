@@ -1,0 +1,160 @@
+//! Gapless series on a 3-node cluster under leader kills, a restart and a paused leader:
+//! clients on every node (followers forward) issue numbers of two series, retrying each key
+//! until it is answered and now and then asking again for an old key. After the cluster is
+//! quiet, every node answers the same ledger, and [`leaf_cluster_tests::gapless_check`] finds
+//! it gapless: each period's numbers are exactly 1..=N, each key one number, and every answer a
+//! client saw is in the ledger under its key.
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leaf_api::gapless::{GaplessOptions, Reset};
+use leaf_api::profile::Profile;
+use leaf_api::types::CreateTagRequest;
+use leaf_client::Client;
+use leaf_cluster_tests::gapless_check::{check, Attempt, LedgerRow, Outcome};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::support::*;
+
+const TAGS: [&str; 2] = ["inv", "inv-yearly"];
+
+/// Attempts on one key before a caller gives it up (its number may or may not exist).
+const TRIES: usize = 100;
+
+/// One client's loop until `stop`: a new key of a random series, retried until answered (or
+/// given up after [`TRIES`]); one call in eight asks again for one of its earlier keys.
+async fn caller(
+    c: Client,
+    k: u64,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    log: Arc<Mutex<Vec<Attempt>>>,
+) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut mine: Vec<(&str, String)> = Vec::new();
+    let mut i = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let (tag, key) = match mine.len() {
+            n if n > 0 && rng.gen_ratio(1, 8) => mine[rng.gen_range(0..n)].clone(),
+            _ => {
+                i += 1;
+                (TAGS[rng.gen_range(0..TAGS.len())], format!("c{k}-{i}"))
+            }
+        };
+        for _ in 0..TRIES {
+            let got = c.gapless(tag).issue(&key).await;
+            let answered = got.is_ok();
+            let outcome = match got {
+                Ok(n) => Outcome::Ok(n),
+                Err(e) => Outcome::Failed(e.to_string()),
+            };
+            log.lock().unwrap().push(Attempt { tag: tag.to_string(), key: key.clone(), outcome });
+            if answered {
+                ok.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            // A dead or paused node: do not spin.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if !mine.iter().any(|(t, k)| *t == tag && *k == key) {
+            mine.push((tag, key));
+        }
+    }
+}
+
+/// Successful issues the test waits for between its steps.
+const CALLS: u64 = 200;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
+    let seed: u64 = std::env::var("LEAF_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    eprintln!("seed {seed} (LEAF_TEST_SEED={seed} reproduces the call mix)");
+    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    for (tag, reset) in [(TAGS[0], Reset::Never), (TAGS[1], Reset::Year)] {
+        let gapless = GaplessOptions { reset: Some(reset), utc_offset: None, format: Some("N-{seq:08}".into()) };
+        let req = CreateTagRequest { profile: Some(Profile::Gapless), gapless: Some(gapless), ..tag_req(tag, 1) };
+        cluster.client(leader).create_tag(&req).await.unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicU64::new(0));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let calls = |more: u64, what: &'static str| {
+        let (ok, from) = (ok.clone(), ok.load(Ordering::Relaxed));
+        async move { wait_until(what, FORM, || ok.load(Ordering::Relaxed) >= from + more).await }
+    };
+    // Two callers per node, each pinned to its node.
+    let callers: Vec<_> = (0..6u64)
+        .map(|k| {
+            let c = cluster.client_with(1 + k % 3, None, Duration::from_secs(3));
+            tokio::spawn(caller(c, k, seed ^ k, stop.clone(), ok.clone(), log.clone()))
+        })
+        .collect();
+    calls(CALLS, "issues before the first kill").await;
+    cluster.kill(leader);
+    let others: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
+    let second = cluster.wait_leader_among(&others, FORM).await.unwrap();
+    calls(CALLS, "issues after the first kill").await;
+    cluster.spawn(leader).unwrap();
+    cluster.wait_leader(FORM).await.unwrap();
+    calls(CALLS, "issues after the restart").await;
+    // A leader frozen long enough for the others to elect another, then thawed.
+    let paused = cluster.wait_leader(FORM).await.unwrap();
+    cluster.pause(paused);
+    let rest: Vec<u64> = (1..=3).filter(|&id| id != paused).collect();
+    let third = cluster.wait_leader_among(&rest, FORM).await.unwrap();
+    calls(CALLS, "issues while the old leader is frozen").await;
+    cluster.resume(paused);
+    calls(CALLS, "issues after the thaw").await;
+    cluster.kill(third);
+    let fourth = cluster.wait_leader_among(&(1..=3).filter(|&id| id != third).collect::<Vec<_>>(), FORM).await.unwrap();
+    calls(CALLS, "issues after the second kill").await;
+    stop.store(true, Ordering::Relaxed);
+    for c in callers {
+        c.await.unwrap();
+    }
+    // Quiet: every node back, and each answers the ledger as of a read barrier.
+    cluster.spawn(third).unwrap();
+    cluster.wait_leader(FORM).await.unwrap();
+    let mut ledger = Vec::new();
+    for tag in TAGS {
+        let mut answers = Vec::new();
+        for id in 1..=3 {
+            let c = cluster.client(id);
+            let mut got = Err(None);
+            for _ in 0..200 {
+                match c.gapless(tag).ledger(None).await {
+                    Ok(l) => {
+                        got = Ok(l);
+                        break;
+                    }
+                    Err(e) => {
+                        got = Err(Some(e));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+            answers.push(got.unwrap_or_else(|e| panic!("node {id} answered no ledger of {tag}: {e:?}")));
+        }
+        let (entries, head) = &answers[0];
+        for (id, other) in answers.iter().enumerate().skip(1) {
+            assert_eq!(other, &answers[0], "node {} answers another ledger of {tag} than node 1", id + 1);
+        }
+        assert_eq!(entries.last().map(|e| &e.hash), (!entries.is_empty()).then_some(head));
+        ledger.extend(entries.iter().map(|e| LedgerRow {
+            tag: tag.to_string(),
+            period: e.period,
+            number: e.number,
+            key: e.key.clone(),
+        }));
+    }
+    let attempts = log.lock().unwrap().clone();
+    let report = check(&attempts, &ledger);
+    eprintln!("leaders {leader} -> {second} -> (paused {paused}) {third} -> {fourth}: {report}");
+    assert!(report.is_ok(), "seed {seed}: {report}");
+    assert!(report.ok_answers >= 6 * CALLS as usize / 2, "{report}");
+    assert!(report.replays > 0, "no key was asked for twice: {report}");
+    assert_eq!(report.numbers, ledger.len());
+}
