@@ -67,6 +67,24 @@ impl From<crate::types::TagInfo> for v1::Tag {
     }
 }
 
+impl From<crate::gapless::IssuedNumber> for v1::IssuedNumber {
+    fn from(n: crate::gapless::IssuedNumber) -> Self {
+        let state = match n.state {
+            crate::gapless::NumberState::Issued => v1::NumberState::Issued,
+        };
+        v1::IssuedNumber {
+            tag: n.tag,
+            period: n.period,
+            number: n.number,
+            display: n.display,
+            key: n.key,
+            state: state.into(),
+            issued_ms: n.issued_ms,
+            replayed: n.replayed,
+        }
+    }
+}
+
 impl From<crate::profile::DailyOptions> for v1::DailyOptions {
     fn from(d: crate::profile::DailyOptions) -> Self {
         v1::DailyOptions { digits: d.digits.map_or(0, u32::from), utc_offset: d.utc_offset.unwrap_or_default() }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use leaf_api::grpc::v1::id_service_server::IdService;
 use leaf_api::grpc::v1::{
-    DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest, IdList, IdRanges, SnowflakeParts,
+    DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest, IdList, IdRanges, IssueNumberRequest,
+    IssuedNumber, SnowflakeParts,
 };
 use leaf_api::ErrorCode;
 use tonic::{Request, Response, Status};
@@ -107,6 +108,18 @@ impl IdService for Ids {
         }
         .await;
         self.finish(GrpcMethod::GetSegmentIdList, r.map(|ids| IdList { ids }))
+    }
+
+    async fn issue_number(&self, req: Request<IssueNumberRequest>) -> Result<Response<IssuedNumber>, Status> {
+        let (auth, addr) = (authorization(&req), client_addr(&req));
+        let req = req.into_inner();
+        let r = async {
+            validate::tag(&req.tag)?;
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: 1 })?;
+            self.app.gapless_issue(&req.tag, &req.key, who).await
+        }
+        .await;
+        self.finish(GrpcMethod::IssueNumber, r.map(IssuedNumber::from))
     }
 }
 

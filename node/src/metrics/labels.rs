@@ -42,10 +42,11 @@ pub enum GrpcMethod {
     ListTemplates,
     PutTemplate,
     DeleteTemplate,
+    IssueNumber,
 }
 
 impl GrpcMethod {
-    pub const ALL: [GrpcMethod; 14] = [
+    pub const ALL: [GrpcMethod; 15] = [
         GrpcMethod::GetSegmentIds,
         GrpcMethod::GetSnowflakeIds,
         GrpcMethod::DecodeSnowflake,
@@ -60,6 +61,7 @@ impl GrpcMethod {
         GrpcMethod::ListTemplates,
         GrpcMethod::PutTemplate,
         GrpcMethod::DeleteTemplate,
+        GrpcMethod::IssueNumber,
     ];
 
     /// The method's gRPC path without the leading `/`.
@@ -79,6 +81,7 @@ impl GrpcMethod {
             GrpcMethod::ListTemplates => "leaf.v1.AdminService/ListTemplates",
             GrpcMethod::PutTemplate => "leaf.v1.AdminService/PutTemplate",
             GrpcMethod::DeleteTemplate => "leaf.v1.AdminService/DeleteTemplate",
+            GrpcMethod::IssueNumber => "leaf.v1.IdService/IssueNumber",
         }
     }
 }

@@ -6,6 +6,7 @@
 //! Layout:
 //! - this file: [`Metrics`], the node's registry (`leaf_*` series, and the `process_*` ones
 //!   without the prefix), the counters handed to the rest of the node, and [`Metrics::render`].
+//! - [`gapless`]: gapless issues by outcome and their latency.
 //! - [`exposition`]: OpenMetrics or the Prometheus text format 0.0.4, by the `Accept` header.
 //! - [`labels`]: the label sets, and the label enum [`GrpcMethod`].
 //! - [`latency`]: `leaf_http_request_duration_seconds{route, status}`, lock-free.
@@ -28,6 +29,7 @@ use prometheus_client::registry::Registry;
 use crate::raft::RaftStatus;
 
 pub mod exposition;
+pub mod gapless;
 pub mod labels;
 pub mod latency;
 pub mod node;
@@ -50,6 +52,7 @@ pub struct Metrics {
     /// Per-tag counters and forecasts, shown bounded; the snowflake keys' counters too.
     tag_series: Arc<tag_series::TagSeries>,
     refill_seconds: Histogram,
+    gapless: gapless::GaplessMetrics,
     errors: Family<CodeLabels, Counter>,
     raft_term: Gauge,
     raft_leader: Gauge,
@@ -113,6 +116,7 @@ impl Metrics {
         let m = Metrics {
             tag_series: Arc::new(tag_series::TagSeries::new(snowflake_keys.clone())),
             refill_seconds: Histogram::new(exponential_buckets(0.0002, 2.0, 16)),
+            gapless: gapless::GaplessMetrics::default(),
             errors: Family::default(),
             raft_term: Gauge::default(),
             raft_leader: Gauge::default(),
@@ -151,6 +155,7 @@ impl Metrics {
             "Segment allocation latency (Raft commit)",
             m.refill_seconds.clone(),
         );
+        m.gapless.register(registry);
         registry.register("errors", "Error responses, by code", m.errors.clone());
         registry.register("raft_term", "Current Raft term", m.raft_term.clone());
         registry.register("raft_leader_id", "Node ID of the known leader (0 when none)", m.raft_leader.clone());
@@ -238,6 +243,11 @@ impl Metrics {
     /// Counts a request of `route` answered with `status` after `took`.
     pub fn http_request(&self, route: Route, status: axum::http::StatusCode, took: std::time::Duration) {
         self.http.observe(route, status, took);
+    }
+
+    /// Gapless issues' counters and latency.
+    pub fn gapless(&self) -> &gapless::GaplessMetrics {
+        &self.gapless
     }
 
     /// The counter of failed writes of the snowflake state file.

@@ -12,12 +12,25 @@ use leaf_raft_store::{NumberAsk, StoredProfile, TagRecord};
 
 use super::{ApiError, App};
 use crate::access::{IdRequester, Principal};
+use crate::metrics::gapless::IssueOutcome;
 
 impl App {
     /// The number of gapless series `tag` (validated) for `key`: the next one, or the one the
     /// key has (`replayed`). A retry with the same key, after a timeout or a leader change,
     /// never consumes a second number.
     pub async fn gapless_issue(&self, tag: &str, key: &str, who: IdRequester) -> Result<IssuedNumber, ApiError> {
+        let started = std::time::Instant::now();
+        let answer = self.issue_number(tag, key, who).await;
+        let outcome = match &answer {
+            Ok(n) if n.replayed => IssueOutcome::Replayed,
+            Ok(_) => IssueOutcome::Issued,
+            Err(_) => IssueOutcome::Refused,
+        };
+        self.metrics.gapless().observe(outcome, started.elapsed());
+        answer
+    }
+
+    async fn issue_number(&self, tag: &str, key: &str, who: IdRequester) -> Result<IssuedNumber, ApiError> {
         validate_key(key).map_err(|e| ApiError::invalid(e.to_string()))?;
         let record = self.known(tag, |app| app.raft.state().tag(tag).filter(|r| r.archived_ms().is_none())).await?;
         let policy = policy_of(tag, &record)?;

@@ -131,16 +131,13 @@ impl App {
         let learners = cluster.members.len() as u64 - voters;
         let state = self.raft.state();
         let (by_profile, audit_records) = state.with_state(|s| {
-            let mut n = [0u64; 4];
+            let mut n = [0u64; Profile::ALL.len()];
             for r in s.tags.values() {
                 n[r.profile().kind() as usize] += 1;
             }
             (n, s.audit.records.len() as u64)
         });
-        let tags_by_profile = [Profile::Segment, Profile::Monotonic, Profile::Obfuscated, Profile::Daily]
-            .into_iter()
-            .map(|p| (p.as_str(), by_profile[p as usize]))
-            .collect();
+        let tags_by_profile = Profile::ALL.into_iter().map(|p| (p.as_str(), by_profile[p as usize])).collect();
         let h = &cluster.health.snowflake;
         let now_ms = self.clock.now_ms();
         let snowflake = (h.state != SnowflakeState::Disabled).then(|| SnowflakeFacts {

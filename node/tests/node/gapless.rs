@@ -70,6 +70,16 @@ async fn concurrent_issues_number_each_key_once_from_one_without_a_gap() {
     let info = c.tag("inv").await.unwrap();
     assert_eq!(info.max_id, 321);
     let period = info.period.unwrap();
+    // 320 new numbers and 80 repeats, each timed.
+    let metrics = c.metrics().await.unwrap();
+    for line in [
+        "leaf_gapless_issues_total{outcome=\"issued\"} 320",
+        "leaf_gapless_issues_total{outcome=\"replayed\"} 80",
+        "leaf_gapless_issues_total{outcome=\"refused\"} 0",
+        "leaf_gapless_issue_seconds_count 400",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "no {line:?} in\n{metrics}");
+    }
 
     // After a graceful restart: the keys get their numbers back, and the series goes on.
     node.shutdown().await;
@@ -229,6 +239,40 @@ async fn the_ledger_pages_every_number_and_its_export_verifies() {
     for q in ["limit=0", "limit=10001", "after_period=2026", "period=13", "x=1"] {
         let (s, e) = error_of(&c, Method::GET, &format!("/admin/tags/cn/ledger?{q}"), None).await;
         assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{q}: {}", e.message);
+    }
+    node.shutdown().await;
+}
+
+/// gRPC's `IssueNumber` is the HTTP issue: the same series, the same key's number, the same
+/// refusals (with `leaf-code`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_issues_numbers_of_the_same_series() {
+    use leaf_api::grpc::v1::id_service_client::IdServiceClient;
+    use leaf_api::grpc::v1::IssueNumberRequest;
+
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    c.create_tag(&invoices("inv")).await.unwrap();
+    let url = format!("http://{}", node.http_addr());
+    let ch = leaf_loadgen::grpc::channel(&url, None).await.unwrap();
+    let mut ids = IdServiceClient::new(ch);
+    let ask = |tag: &str, key: &str| IssueNumberRequest { tag: tag.into(), key: key.into() };
+    let a = ids.issue_number(ask("inv", "g-1")).await.unwrap().into_inner();
+    assert_eq!((a.number, a.replayed, a.tag.as_str(), a.key.as_str()), (1, false, "inv", "g-1"));
+    assert_eq!(a.display, Some(format!("INV-{}-000001", a.period)));
+    let b = c.gapless("inv").issue("g-1").await.unwrap();
+    assert_eq!((b.number, b.period, b.replayed), (1, a.period, true));
+    let next = ids.issue_number(ask("inv", "g-2")).await.unwrap().into_inner();
+    assert_eq!((next.number, next.replayed), (2, false));
+    let code = |s: &tonic::Status| s.metadata().get("leaf-code").and_then(|v| v.to_str().ok()).map(str::to_string);
+    for (req, grpc, leaf) in [
+        (ask("inv", ""), tonic::Code::InvalidArgument, "invalid_request"),
+        (ask("leaf-segment-test", "k"), tonic::Code::InvalidArgument, "invalid_request"),
+        (ask("nope", "k"), tonic::Code::NotFound, "tag_not_found"),
+        (ask("bad tag", "k"), tonic::Code::InvalidArgument, "invalid_tag"),
+    ] {
+        let e = ids.issue_number(req.clone()).await.unwrap_err();
+        assert_eq!((e.code(), code(&e).as_deref()), (grpc, Some(leaf)), "{req:?}: {e:?}");
     }
     node.shutdown().await;
 }
