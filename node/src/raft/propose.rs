@@ -110,15 +110,21 @@ impl RaftNode {
     }
 
     /// The number of gapless series `ask.tag` for `ask.key`: the next one, committed before
-    /// this returns, or the one the key has (a retry). Safe to repeat: the router retries it
-    /// across leader changes, and the key keeps it to one number.
+    /// this returns, or the one the key has (a retry). This node's concurrent issues go to the
+    /// leader together, as one `IssueNumbers` of several asks (one forwarded call, one entry);
+    /// a lone one goes alone and the leader groups it with others. Safe to repeat: the router
+    /// retries a group across leader changes, and each key keeps it to one number.
     pub async fn issue_number(&self, ask: NumberAsk) -> Result<Issued, ProposeError> {
-        let results: Vec<Result<Issued, ApplyError>> = self.propose(Op::IssueNumbers { asks: vec![ask] }).await?;
-        // `check_applied` made it one result for the one ask.
-        match results.into_iter().next() {
-            Some(r) => Ok(r?),
-            None => Err(ProposeError::Unavailable("an issue was answered with no number".into())),
-        }
+        let me = self.clone();
+        let send = move |asks: Vec<NumberAsk>| {
+            let me = me.clone();
+            async move {
+                // `check_applied` made it one result per ask, in order.
+                let results: Vec<Result<Issued, ApplyError>> = me.propose(Op::IssueNumbers { asks }).await?;
+                Ok(results)
+            }
+        };
+        Ok(self.sent_numbers.join(ask, send).await??)
     }
 
     /// Reserves the next `step` IDs of `tag` for this node: a non-empty range of exactly `step`.

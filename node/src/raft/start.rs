@@ -138,6 +138,7 @@ impl RaftNode {
             leader_reads: Arc::default(),
             allocations: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_SEGMENT_ASKS)),
             numbers: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_NUMBER_ASKS)),
+            sent_numbers: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_NUMBER_ASKS)),
             monotonic: Default::default(),
         })
     }
