@@ -68,6 +68,9 @@ pub enum ErrorCode {
     TemplateNotFound,
     /// The template's pattern may match a tag another template's matches.
     TemplateConflict,
+    /// The tag exists, but its profile does not serve this request: a gapless series is not
+    /// taken as IDs, and only a gapless series issues numbers.
+    WrongProfile,
 }
 
 impl ErrorCode {
@@ -111,11 +114,12 @@ impl ErrorCode {
             ErrorCode::TokenNotFound => "token_not_found",
             ErrorCode::TemplateNotFound => "template_not_found",
             ErrorCode::TemplateConflict => "template_conflict",
+            ErrorCode::WrongProfile => "wrong_profile",
         }
     }
 
     /// Every code, for metrics that pre-register one series per code.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::InvalidTag,
         ErrorCode::InvalidCount,
         ErrorCode::InvalidRequest,
@@ -141,6 +145,7 @@ impl ErrorCode {
         ErrorCode::TokenNotFound,
         ErrorCode::TemplateNotFound,
         ErrorCode::TemplateConflict,
+        ErrorCode::WrongProfile,
     ];
 }
 

@@ -291,7 +291,10 @@ pub fn validate_key(key: &str) -> Result<(), GaplessError> {
 pub struct IssueRequest {
     /// The caller's reference for the document (its idempotency key): the same key always gets
     /// the same number. 1 to 128 bytes of printable ASCII.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128, example = "order-2026-000417"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
+    )]
     pub key: String,
 }
 
@@ -328,8 +331,10 @@ pub struct IssuedNumber {
 pub const MAX_LEDGER_PAGE: u32 = 10_000;
 
 /// `GET /admin/tags/{tag}/ledger`: a page of a series' numbers in issue order ((period,
-/// number) order), those of one `period` if given, after the cursor `after_period` /
-/// `after_number` (the previous page's `next`), at most `limit` (default and most 10,000).
+/// number) order), those of one `period` if given (a value that is no period matches none),
+/// after the cursor `after_period` / `after_number` (the previous page's `next`; without
+/// `after_number`, after the whole period; without `after_period`, period 0), at most `limit`
+/// (default and most 10,000).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
@@ -337,9 +342,10 @@ pub const MAX_LEDGER_PAGE: u32 = 10_000;
 pub struct LedgerQuery {
     /// Only this period (0, `yyyy`, `yyyyMM` or `yyyyMMdd`).
     pub period: Option<u32>,
-    /// The cursor: numbers after this period's `after_number` (with it).
+    /// The cursor's period: numbers after this period's `after_number` (after the whole
+    /// period without it).
     pub after_period: Option<u32>,
-    /// The cursor's number (with `after_period`).
+    /// The cursor's number within `after_period` (period 0 without it).
     pub after_number: Option<u64>,
     /// Most numbers on the page (default and most: 10000).
     #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 10000))]

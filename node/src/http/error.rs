@@ -21,7 +21,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         TagNotFound | NotFound | TokenNotFound | TemplateNotFound => StatusCode::NOT_FOUND,
         RateLimited => StatusCode::TOO_MANY_REQUESTS,
         MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-        TagExists | TagExhausted | MemberExists | NodeIdRetired | TemplateConflict => StatusCode::CONFLICT,
+        TagExists | TagExhausted | MemberExists | NodeIdRetired | TemplateConflict | WrongProfile => {
+            StatusCode::CONFLICT
+        }
         MemberNotFound => StatusCode::NOT_FOUND,
         SegmentsNotReady | NotReady | Unavailable | ShuttingDown | SnowflakeUnavailable | ClockMovedBackwards
         | WorkerIdsExhausted => StatusCode::SERVICE_UNAVAILABLE,

@@ -139,6 +139,7 @@ fn example_message(code: ErrorCode) -> &'static str {
         TemplateConflict => {
             "template \"all\" may make the tags template \"invoices\" makes: no two templates may match one tag"
         }
+        WrongProfile => "tag \"orders\" is a segment tag: only a gapless tag issues numbers",
     }
 }
 
@@ -194,13 +195,13 @@ macro_rules! error_set {
 error_set! {
     /// `GET /api/segment/get/{tag}`.
     SegmentGetErrors: [InvalidTag, InvalidCount, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound,
-        TagExhausted, SegmentsNotReady, NotReady, Unavailable, ShuttingDown];
+        WrongProfile, TagExhausted, SegmentsNotReady, NotReady, Unavailable, ShuttingDown];
     /// `POST /api/gapless/{tag}/issue`.
     GaplessIssueErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
-        TagNotFound, TagExhausted, NotReady, Unavailable, ShuttingDown];
+        TagNotFound, WrongProfile, TagExhausted, NotReady, Unavailable, ShuttingDown];
     /// `GET /admin/tags/{tag}/ledger`.
-    LedgerErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady,
-        Unavailable];
+    LedgerErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound, WrongProfile,
+        NotReady, Unavailable];
     /// `GET /api/snowflake/get/{key}`.
     SnowflakeGetErrors: [InvalidTag, InvalidCount, InvalidRequest, Unauthorized, Forbidden, RateLimited,
         SnowflakeUnavailable, ClockMovedBackwards, WorkerIdsExhausted, Unavailable];

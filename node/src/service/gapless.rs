@@ -4,10 +4,11 @@
 //! in the ledger with the number.
 use leaf_api::audit::Actor;
 use leaf_api::gapless::{
-    hash_hex, is_any_period, validate_key, IssuedNumber, LedgerCursor, LedgerEntry, LedgerPage, LedgerQuery,
-    NumberState, SeriesPolicy, MAX_LEDGER_PAGE,
+    hash_hex, validate_key, IssuedNumber, LedgerCursor, LedgerEntry, LedgerPage, LedgerQuery, NumberState,
+    SeriesPolicy, MAX_LEDGER_PAGE,
 };
 use leaf_api::tokens::Right;
+use leaf_api::ErrorCode;
 use leaf_raft_store::{NumberAsk, StoredProfile, TagRecord};
 
 use super::{ApiError, App};
@@ -57,15 +58,9 @@ impl App {
             return Err(ApiError::invalid(format!("limit must be from 1 to {MAX_LEDGER_PAGE}, got {limit}")));
         }
         let after = match (q.after_period, q.after_number) {
-            (Some(p), Some(n)) => Some((p, n)),
             (None, None) => None,
-            _ => return Err(ApiError::invalid("after_period and after_number go together")),
+            (p, n) => Some((p.unwrap_or(0), n.unwrap_or(u64::MAX))),
         };
-        for p in q.period.iter().chain(q.after_period.iter()) {
-            if !is_any_period(*p) {
-                return Err(ApiError::invalid(format!("{p} is not a period: 0, yyyy, yyyyMM or yyyyMMdd")));
-            }
-        }
         // Any node answers, as of everything committed before the request.
         let record = self.known(tag, |app| app.raft.state().tag(tag)).await?;
         self.raft.read_barrier().await?;
@@ -109,9 +104,9 @@ impl App {
 fn policy_of(tag: &str, record: &TagRecord) -> Result<SeriesPolicy, ApiError> {
     match record.profile() {
         StoredProfile::Gapless { policy, .. } => Ok(policy.clone()),
-        other => Err(ApiError::invalid(format!(
-            "tag {tag:?} is a {} tag: only a gapless tag issues numbers",
-            other.kind().as_str()
-        ))),
+        other => Err(ApiError::new(
+            ErrorCode::WrongProfile,
+            format!("tag {tag:?} is a {} tag: only a gapless tag issues numbers", other.kind().as_str()),
+        )),
     }
 }

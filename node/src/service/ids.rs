@@ -101,11 +101,15 @@ impl App {
                 sink(first, u64::from(n));
                 Ok(())
             }
-            ServeAs::Gapless => Err(ApiError::invalid(format!(
-                "tag {:?} is gapless: its numbers are issued one per key with POST /api/gapless/{}/issue, not taken as IDs",
-                h.tag(),
-                h.tag()
-            ))),
+            ServeAs::Gapless => Err(ApiError::new(
+                ErrorCode::WrongProfile,
+                format!(
+                    "tag {:?} is gapless: its numbers are issued one per key with POST /api/gapless/{}/issue, not taken \
+                     as IDs",
+                    h.tag(),
+                    h.tag()
+                ),
+            )),
             ServeAs::Unservable(why) => {
                 Err(ApiError::new(ErrorCode::Unavailable, format!("tag {:?} cannot be served: {why}", h.tag())))
             }

@@ -101,10 +101,10 @@ async fn gapless_refusals_are_clear_and_change_nothing() {
     let issue = |tag: &str| format!("/api/gapless/{tag}/issue");
     // A gapless tag hands out no ID, and a segment tag no number.
     let (s, e) = error_of(&c, Method::GET, "/api/segment/get/inv", None).await;
-    assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest));
+    assert_eq!((s.as_u16(), e.code), (409, ErrorCode::WrongProfile));
     assert!(e.message.contains("gapless"), "{}", e.message);
     let (s, e) = error_of(&c, Method::POST, &issue("seg"), Some(json!({"key": "a"}))).await;
-    assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{}", e.message);
+    assert_eq!((s.as_u16(), e.code), (409, ErrorCode::WrongProfile), "{}", e.message);
     let (s, e) = error_of(&c, Method::POST, &issue("nope"), Some(json!({"key": "a"}))).await;
     assert_eq!((s.as_u16(), e.code), (404, ErrorCode::TagNotFound));
     // Keys: 1 to 128 bytes of printable ASCII; the body has nothing else.
@@ -235,8 +235,14 @@ async fn the_ledger_pages_every_number_and_its_export_verifies() {
     assert_eq!(csv.lines().count(), 26);
     // A page of another profile's tag, or a bad query, is refused.
     let (s, e) = error_of(&c, Method::GET, "/admin/tags/leaf-segment-test/ledger", None).await;
-    assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest));
-    for q in ["limit=0", "limit=10001", "after_period=2026", "period=13", "x=1"] {
+    assert_eq!((s.as_u16(), e.code), (409, ErrorCode::WrongProfile));
+    // A value that is no period matches nothing; a cursor of only a period starts after it.
+    assert!(c.gapless("cn").ledger(Some(13)).await.unwrap().0.is_empty());
+    let q = LedgerQuery { after_period: Some(first.period), ..LedgerQuery::default() };
+    assert!(c.gapless("cn").ledger_page(&q).await.unwrap().entries.is_empty());
+    let q = LedgerQuery { after_period: Some(first.period - 1), ..LedgerQuery::default() };
+    assert_eq!(c.gapless("cn").ledger_page(&q).await.unwrap().entries.len(), 25);
+    for q in ["limit=0", "limit=10001", "x=1", "period=-1"] {
         let (s, e) = error_of(&c, Method::GET, &format!("/admin/tags/cn/ledger?{q}"), None).await;
         assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{q}: {}", e.message);
     }
@@ -267,7 +273,7 @@ async fn grpc_issues_numbers_of_the_same_series() {
     let code = |s: &tonic::Status| s.metadata().get("leaf-code").and_then(|v| v.to_str().ok()).map(str::to_string);
     for (req, grpc, leaf) in [
         (ask("inv", ""), tonic::Code::InvalidArgument, "invalid_request"),
-        (ask("leaf-segment-test", "k"), tonic::Code::InvalidArgument, "invalid_request"),
+        (ask("leaf-segment-test", "k"), tonic::Code::FailedPrecondition, "wrong_profile"),
         (ask("nope", "k"), tonic::Code::NotFound, "tag_not_found"),
         (ask("bad tag", "k"), tonic::Code::InvalidArgument, "invalid_tag"),
     ] {
