@@ -9,6 +9,7 @@
 //!   [`templates`]: `template`.
 //! - [`bench`]: `leaf bench` (HTTP or gRPC load).
 //! - [`backup`]: `leaf backup` (take, verify, keygen) and `leaf restore`.
+//! - [`ledger`]: `leaf ledger` (export a gapless series' ledger; verify an export offline).
 //! - [`local`]: commands that work on local files first: `certs` (a development CA) and
 //!   `import` (Leaf's `leaf_alloc` into the cluster).
 //!
