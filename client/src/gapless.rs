@@ -64,12 +64,25 @@ impl Gapless<'_> {
     /// of the chain as the last page answered it.
     pub async fn ledger(&self, period: Option<u32>) -> Result<(Vec<LedgerEntry>, String), ClientError> {
         let mut query = LedgerQuery { period, ..LedgerQuery::default() };
-        let mut out = Vec::new();
+        let mut out: Vec<LedgerEntry> = Vec::new();
         loop {
             let page = self.ledger_page(&query).await?;
+            // Pages must move forward: a node answering the same page again (a bug, or a
+            // forged peer) would otherwise keep this loop going for ever.
+            let last = out.last().map(|e| (e.period, e.number));
+            if page.entries.first().is_some_and(|e| last.is_some_and(|l| (e.period, e.number) <= l)) {
+                return Err(ClientError::Request(format!("the ledger of {:?} went backwards between pages", self.tag)));
+            }
+            let next = page.next.map(|c| (c.after_period, c.after_number));
+            if next.is_some() && next != page.entries.last().map(|e| (e.period, e.number)) {
+                return Err(ClientError::Request(format!(
+                    "the ledger of {:?} answered a cursor off its page",
+                    self.tag
+                )));
+            }
             out.extend(page.entries);
-            match page.next {
-                Some(c) => (query.after_period, query.after_number) = (Some(c.after_period), Some(c.after_number)),
+            match next {
+                Some((p, n)) => (query.after_period, query.after_number) = (Some(p), Some(n)),
                 None => return Ok((out, page.head)),
             }
         }

@@ -195,3 +195,41 @@ async fn paths_and_queries_come_from_the_route_table() {
     ];
     assert_eq!(seen, want.map(|(m, p)| (m.to_string(), p.to_string())));
 }
+
+/// A gapless answer for another key, and a ledger whose pages do not move forward, are refused
+/// instead of believed (the second would otherwise page for ever).
+#[tokio::test]
+async fn gapless_answers_are_checked_and_ledger_paging_must_advance() {
+    let entry = |n: u64| {
+        format!(
+            r#"{{"period":0,"number":{n},"key":"k{n}","state":"issued","actor":"unattributed","at_ms":1,"hash":"{}"}}"#,
+            "0".repeat(64)
+        )
+    };
+    let page = |entries: &[u64], next: Option<u64>| {
+        let list: Vec<String> = entries.iter().map(|n| entry(*n)).collect();
+        let next = next.map_or(String::new(), |n| format!(r#","next":{{"after_period":0,"after_number":{n}}}"#));
+        format!(r#"{{"tag":"inv","numbers":9,"head":"{}","entries":[{}]{next}}}"#, "0".repeat(64), list.join(","))
+    };
+    let (same, off) = (page(&[1, 2], Some(2)), page(&[1, 2], Some(5)));
+    let s = Server::start(move |req, _| {
+        if req.path.starts_with("/admin/tags/same/") {
+            (StatusCode::OK, same.replace("\"inv\"", "\"same\""))
+        } else if req.path.starts_with("/admin/tags/off/") {
+            (StatusCode::OK, off.replace("\"inv\"", "\"off\""))
+        } else {
+            let n =
+                r#"{"tag":"inv","period":0,"number":1,"key":"other","state":"issued","issued_ms":1,"replayed":false}"#;
+            (StatusCode::OK, n.into())
+        }
+    })
+    .await;
+    let c = client(&[s.url()]);
+    assert!(matches!(c.gapless("inv").issue("mine").await, Err(ClientError::Decode { .. })));
+    for tag in ["same", "off"] {
+        let r = tokio::time::timeout(Duration::from_secs(10), c.gapless(tag).ledger(None))
+            .await
+            .expect("no endless paging");
+        assert!(matches!(r, Err(ClientError::Request(_))), "{tag}: {r:?}");
+    }
+}

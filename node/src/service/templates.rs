@@ -41,6 +41,12 @@ impl App {
             daily: body.daily,
             upper_bound: body.upper_bound,
         };
+        if settings.profile == leaf_api::profile::Profile::Gapless {
+            return Err(ApiError::invalid(format!(
+                "template {name:?}: a template makes a tag on its first ID request, and a gapless tag serves no IDs; \
+                 create gapless series with POST /admin/tags"
+            )));
+        }
         let (prefix, suffix) = pattern.parts();
         let sample = creation(&format!("{prefix}x{suffix}"), &settings);
         new_tag(sample, who).map_err(|e| ApiError { message: format!("template {name:?}: {}", e.message), ..e })?;

@@ -134,6 +134,11 @@ async fn gapless_refusals_are_clear_and_change_nothing() {
         assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{r:?}: {}", e.message);
     }
     assert!(c.tag("bad").await.is_err());
+    // A template makes tags on their first ID request, which a gapless tag never serves.
+    let body = json!({"pattern": "inv-*", "step": 1, "profile": "gapless"});
+    let (s, e) = error_of(&c, Method::PUT, "/admin/templates/t", Some(body)).await;
+    assert_eq!((s.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{}", e.message);
+    assert!(e.message.contains("gapless"), "{}", e.message);
     // Nothing above consumed a number.
     let first = c.gapless("inv").issue("first").await.unwrap();
     assert_eq!(first.number, 1);
