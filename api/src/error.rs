@@ -71,6 +71,11 @@ pub enum ErrorCode {
     /// The tag exists, but its profile does not serve this request: a gapless series is not
     /// taken as IDs, and only a gapless series issues numbers.
     WrongProfile,
+    /// The gapless series has no number for this key.
+    NumberNotFound,
+    /// The key's number is in a state that refuses the request: a final number voided, a voided
+    /// or expired reservation confirmed.
+    NumberConflict,
 }
 
 impl ErrorCode {
@@ -115,11 +120,13 @@ impl ErrorCode {
             ErrorCode::TemplateNotFound => "template_not_found",
             ErrorCode::TemplateConflict => "template_conflict",
             ErrorCode::WrongProfile => "wrong_profile",
+            ErrorCode::NumberNotFound => "number_not_found",
+            ErrorCode::NumberConflict => "number_conflict",
         }
     }
 
     /// Every code, for metrics that pre-register one series per code.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::InvalidTag,
         ErrorCode::InvalidCount,
         ErrorCode::InvalidRequest,
@@ -146,6 +153,8 @@ impl ErrorCode {
         ErrorCode::TemplateNotFound,
         ErrorCode::TemplateConflict,
         ErrorCode::WrongProfile,
+        ErrorCode::NumberNotFound,
+        ErrorCode::NumberConflict,
     ];
 }
 

@@ -71,7 +71,45 @@ pub struct GaplessOptions {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(max_length = 64, example = "INV-{yyyy}-{seq:06}"))]
     pub format: Option<String>,
+    /// What happens to a period's open reservations once the series has moved to the next
+    /// period: `wait` (default) for each to be confirmed, voided or to expire; `void` to void
+    /// them at once (reason `period_closed`).
+    #[serde(default)]
+    pub on_period_close: Option<PeriodClose>,
+    /// How many periods the ledger keeps, the current one included: an older period is
+    /// dropped (with its keys) once it has no open reservation. Absent: every period is kept,
+    /// up to the cluster's cap of numbers. Only for a series that resets.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100000, example = 10))]
+    pub retain_periods: Option<u32>,
 }
+
+/// What closing a period does to its open reservations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PeriodClose {
+    /// Each stays open until it is confirmed, voided or expires.
+    #[default]
+    Wait,
+    /// The leader voids them (reason `period_closed`) once a number of a later period exists.
+    Void,
+}
+
+impl std::str::FromStr for PeriodClose {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "wait" => Ok(PeriodClose::Wait),
+            "void" => Ok(PeriodClose::Void),
+            _ => Err(format!("{:?} is not one of wait, void", s.chars().take(16).collect::<String>())),
+        }
+    }
+}
+
+/// Most periods a series may retain.
+pub const MAX_RETAIN_PERIODS: u32 = 100_000;
 
 /// Why gapless options, a key or a display format were refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -86,6 +124,12 @@ pub enum GaplessError {
     OptionsWithoutGapless,
     #[error("a gapless tag starts at 1 and is bounded by its periods: it takes no upper_bound and no max_id")]
     Bound,
+    #[error("retain_periods is 1 to {MAX_RETAIN_PERIODS}, for a series that resets (got {0})")]
+    Retain(String),
+    #[error("a void's reason is 1 to {MAX_REASON_BYTES} bytes of text without control characters, got {0}")]
+    Reason(String),
+    #[error("a reservation is held 1 to {MAX_HOLD_SECONDS} seconds, got {0}")]
+    Hold(u64),
 }
 
 /// A gapless series' policy, as the replicated state keeps it.
@@ -96,6 +140,9 @@ pub struct SeriesPolicy {
     pub utc_offset_minutes: i16,
     /// The display format, validated ([`SeriesPolicy::validate`]).
     pub format: Option<String>,
+    pub on_period_close: PeriodClose,
+    /// Periods the ledger keeps (all when `None`).
+    pub retain_periods: Option<u32>,
 }
 
 /// One part of a parsed display format.
@@ -113,7 +160,13 @@ impl SeriesPolicy {
     /// A policy from request options (absent fields take their defaults), validated.
     pub fn from_options(o: &GaplessOptions) -> Result<Self, GaplessError> {
         let utc_offset_minutes = o.utc_offset.as_deref().map(parse_utc_offset).transpose()?.unwrap_or(0);
-        let p = SeriesPolicy { reset: o.reset.unwrap_or_default(), utc_offset_minutes, format: o.format.clone() };
+        let p = SeriesPolicy {
+            reset: o.reset.unwrap_or_default(),
+            utc_offset_minutes,
+            format: o.format.clone(),
+            on_period_close: o.on_period_close.unwrap_or_default(),
+            retain_periods: o.retain_periods,
+        };
         p.validate()?;
         Ok(p)
     }
@@ -124,6 +177,8 @@ impl SeriesPolicy {
             reset: Some(self.reset),
             utc_offset: Some(format_utc_offset(self.utc_offset_minutes)),
             format: self.format.clone(),
+            on_period_close: Some(self.on_period_close),
+            retain_periods: self.retain_periods,
         }
     }
 
@@ -134,6 +189,11 @@ impl SeriesPolicy {
         }
         if let Some(f) = &self.format {
             self.parts(f)?;
+        }
+        if let Some(n) = self.retain_periods {
+            if n == 0 || n > MAX_RETAIN_PERIODS || self.reset == Reset::Never {
+                return Err(GaplessError::Retain(format!("{n} for a series that resets {:?}", self.reset)));
+            }
         }
         Ok(())
     }
@@ -298,13 +358,135 @@ pub struct IssueRequest {
     pub key: String,
 }
 
+/// Longest reason of a void, in bytes.
+pub const MAX_REASON_BYTES: usize = 256;
+/// Longest hold of a reservation: 30 days.
+pub const MAX_HOLD_SECONDS: u64 = 30 * 24 * 3600;
+/// A reservation's hold when the request gives none: 15 minutes.
+pub const DEFAULT_HOLD_SECONDS: u64 = 15 * 60;
+
+/// Checks a void's reason: 1 to [`MAX_REASON_BYTES`] bytes of UTF-8 text without control
+/// characters (a tax authority's wording may not be English).
+pub fn validate_reason(reason: &str) -> Result<(), GaplessError> {
+    if reason.trim().is_empty() || reason.len() > MAX_REASON_BYTES || reason.chars().any(char::is_control) {
+        let shown: String = reason.chars().filter(|c| !c.is_control()).take(32).collect();
+        return Err(GaplessError::Reason(format!("{} bytes: {shown:?}", reason.len())));
+    }
+    Ok(())
+}
+
+/// Checks a reservation's hold in seconds: 1 to [`MAX_HOLD_SECONDS`].
+pub fn validate_hold(seconds: u64) -> Result<(), GaplessError> {
+    if seconds == 0 || seconds > MAX_HOLD_SECONDS {
+        return Err(GaplessError::Hold(seconds));
+    }
+    Ok(())
+}
+
+/// `POST /api/gapless/{tag}/reserve`: the next number of the series for `key`, held until a
+/// deadline for a confirm or a void (the leader voids it, reason `expired`, at the deadline).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReserveRequest {
+    /// The caller's reference for the document (its idempotency key), as for an issue.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
+    )]
+    pub key: String,
+    /// Seconds the reservation is held (1 to 2,592,000; 900 when absent).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2592000, example = 900))]
+    pub hold_seconds: Option<u64>,
+}
+
+/// `POST /api/gapless/{tag}/confirm`: makes the key's reserved number final.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmRequest {
+    /// The key the number was reserved for.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
+    )]
+    pub key: String,
+}
+
+/// `POST /api/gapless/{tag}/void`: voids the key's reserved number; it keeps its place in the
+/// series with the reason and the caller, and is never issued again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct VoidRequest {
+    /// The key the number was reserved for.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
+    )]
+    pub key: String,
+    /// Why: 1 to 256 bytes of text without control characters.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 256, example = "customer cancelled"))]
+    pub reason: String,
+}
+
 /// A number's state in the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NumberState {
-    /// Issued and final: committed through Raft before it was answered.
+    /// Issued and final at once: committed through Raft before it was answered.
     Issued,
+    /// Reserved until its deadline: to be confirmed or voided.
+    Reserved,
+    /// Reserved, then confirmed: final.
+    Confirmed,
+    /// Reserved, then voided (by the caller, at its deadline, or as its period closed): it
+    /// keeps its place in the series and is never issued again.
+    Voided,
+}
+
+impl NumberState {
+    /// Whether the number is settled: issued, confirmed or voided (not reserved).
+    pub fn is_final(self) -> bool {
+        self != NumberState::Reserved
+    }
+}
+
+/// Why a number was voided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum VoidCause {
+    /// A caller voided it, giving the reason.
+    Caller,
+    /// Its reservation's deadline passed.
+    Expired,
+    /// Its period closed with it reserved, under `on_period_close: void`.
+    PeriodClosed,
+}
+
+/// How a reserved number was settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Settlement {
+    /// `confirmed` or `voided`.
+    pub state: NumberState,
+    /// Why it was voided (absent for a confirmation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<VoidCause>,
+    /// The void's reason: the caller's, or `expired` / `period closed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who settled it (the leader node for an expiry or a period's close).
+    pub actor: crate::audit::Actor,
+    /// Leader time of the settlement, Unix milliseconds.
+    pub at_ms: i64,
+    /// The settlement's place in its period's event sequence.
+    pub seq: u64,
+    /// The settlement's link of its period's hash chain.
+    pub hash: String,
 }
 
 /// A number of a gapless series, as an issue answers it.
@@ -320,10 +502,18 @@ pub struct IssuedNumber {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display: Option<String>,
     pub key: String,
+    /// The number's state now.
     pub state: NumberState,
-    /// Leader time of the issue, Unix milliseconds.
+    /// Leader time of the issue or reservation, Unix milliseconds.
     pub issued_ms: i64,
-    /// Whether this answer repeats an earlier issue of the same key (a retry).
+    /// A reservation's deadline, Unix milliseconds (leader time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<i64>,
+    /// A voided number's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Whether this answer repeats an earlier request of the same key and action (a retry):
+    /// nothing changed.
     pub replayed: bool,
 }
 
@@ -350,6 +540,8 @@ pub struct LedgerQuery {
     /// Most numbers on the page (default and most: 10000).
     #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 10000))]
     pub limit: Option<u32>,
+    /// Only numbers in this state (`reserved`: the open reservations).
+    pub state: Option<NumberState>,
 }
 
 /// Where the next page starts.
@@ -369,13 +561,22 @@ pub struct LedgerEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display: Option<String>,
     pub key: String,
+    /// The state now.
     pub state: NumberState,
     /// Who asked for it.
     pub actor: crate::audit::Actor,
-    /// Leader time of the issue, Unix milliseconds.
+    /// Leader time of the issue or reservation, Unix milliseconds.
     pub at_ms: i64,
-    /// This number's link of the series' hash chain: SHA-256, lowercase hex.
+    /// A reserved number's deadline (absent for a number issued final at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<i64>,
+    /// The issue's or reservation's place in its period's event sequence (1, 2, …).
+    pub seq: u64,
+    /// The issue's or reservation's link of its period's hash chain: SHA-256, lowercase hex.
     pub hash: String,
+    /// How a reservation was settled, once it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<Settlement>,
 }
 
 /// A chain link as lowercase hex.
@@ -400,14 +601,21 @@ pub fn parse_hash(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// A page of a series' ledger, with the series' size and the chain's last link.
+/// A page of a series' ledger, with the series' size, its open reservations and the digest of
+/// its chains' heads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LedgerPage {
     pub tag: String,
-    /// Numbers the series holds, every period.
+    /// Numbers the series holds, every period it keeps.
     pub numbers: u64,
-    /// The last link of the series' hash chain (64 zeros before its first number).
+    /// Numbers reserved and not yet settled, every period.
+    pub open_reservations: u64,
+    /// The latest period retention dropped, if any: the ledger holds the periods after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pruned_through: Option<u32>,
+    /// The digest of every kept period's chain head (`leaf ledger verify` recomputes it; 64
+    /// zeros before the first number).
     pub head: String,
     pub entries: Vec<LedgerEntry>,
     /// The next page's cursor; absent on the last page.
@@ -423,7 +631,7 @@ mod tests {
     const NOV28_2026_UTC: i64 = 1_795_824_000_000;
 
     fn policy(reset: Reset, format: &str) -> SeriesPolicy {
-        SeriesPolicy { reset, utc_offset_minutes: 0, format: Some(format.into()) }
+        SeriesPolicy { reset, format: Some(format.into()), ..Default::default() }
     }
 
     #[test]
@@ -509,6 +717,8 @@ mod tests {
             reset: Some(Reset::Year),
             utc_offset: Some("+01:00".into()),
             format: Some("INV-{yyyy}-{seq:06}".into()),
+            on_period_close: Some(PeriodClose::Void),
+            retain_periods: Some(10),
         };
         let p = SeriesPolicy::from_options(&o).unwrap();
         assert_eq!(p.utc_offset_minutes, 60);
@@ -518,5 +728,23 @@ mod tests {
         assert_eq!(json.reset, Some(Reset::Month));
         assert!(serde_json::from_str::<GaplessOptions>(r#"{"reset":"week"}"#).is_err());
         assert!(serde_json::from_str::<GaplessOptions>(r#"{"rest":"year"}"#).is_err());
+        // Retention is for a series that resets, 1 to MAX_RETAIN_PERIODS periods.
+        for (reset, n) in [(Reset::Never, 1), (Reset::Year, 0), (Reset::Day, MAX_RETAIN_PERIODS + 1)] {
+            let o = GaplessOptions { reset: Some(reset), retain_periods: Some(n), ..Default::default() };
+            assert!(SeriesPolicy::from_options(&o).is_err(), "{reset:?} {n}");
+        }
+    }
+
+    #[test]
+    fn reasons_and_holds_are_bounded() {
+        assert!(validate_reason("customer cancelled").is_ok());
+        assert!(validate_reason("anulada por el cliente: duplicado").is_ok());
+        assert!(validate_reason("取消").is_ok());
+        for bad in [String::new(), "  ".into(), "x".repeat(MAX_REASON_BYTES + 1), "a\nb".into(), "tab\t".into()] {
+            assert!(validate_reason(&bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_hold(1).is_ok() && validate_hold(MAX_HOLD_SECONDS).is_ok());
+        assert!(validate_hold(0).is_err() && validate_hold(MAX_HOLD_SECONDS + 1).is_err());
+        assert!(!NumberState::Reserved.is_final() && NumberState::Voided.is_final());
     }
 }

@@ -71,6 +71,9 @@ impl From<crate::gapless::IssuedNumber> for v1::IssuedNumber {
     fn from(n: crate::gapless::IssuedNumber) -> Self {
         let state = match n.state {
             crate::gapless::NumberState::Issued => v1::NumberState::Issued,
+            crate::gapless::NumberState::Reserved => v1::NumberState::Reserved,
+            crate::gapless::NumberState::Confirmed => v1::NumberState::Confirmed,
+            crate::gapless::NumberState::Voided => v1::NumberState::Voided,
         };
         v1::IssuedNumber {
             tag: n.tag,
@@ -81,6 +84,8 @@ impl From<crate::gapless::IssuedNumber> for v1::IssuedNumber {
             state: state.into(),
             issued_ms: n.issued_ms,
             replayed: n.replayed,
+            deadline_ms: n.deadline_ms,
+            reason: n.reason,
         }
     }
 }

@@ -16,6 +16,13 @@ pub const LEAF_DECODE: &str = "/decodeSnowflakeId";
 /// `POST` with an idempotency key: the next number of a gapless series (the same number
 /// again for a key it has seen).
 pub const GAPLESS_ISSUE: &str = "/api/gapless/{tag}/issue";
+/// `POST` with an idempotency key: the next number of a gapless series, reserved until a
+/// deadline (the same number again for a key it has seen).
+pub const GAPLESS_RESERVE: &str = "/api/gapless/{tag}/reserve";
+/// `POST` with the key: a reserved number made final.
+pub const GAPLESS_CONFIRM: &str = "/api/gapless/{tag}/confirm";
+/// `POST` with the key and a reason: a reserved number voided, keeping its place.
+pub const GAPLESS_VOID: &str = "/api/gapless/{tag}/void";
 
 /// `GET`: readiness (200 ready, 503 not), `?mode=segment|snowflake|all`.
 pub const HEALTH: &str = "/health";
@@ -86,6 +93,9 @@ pub const ALL: &[&str] = &[
     SEGMENT_GET,
     SNOWFLAKE_GET,
     GAPLESS_ISSUE,
+    GAPLESS_RESERVE,
+    GAPLESS_CONFIRM,
+    GAPLESS_VOID,
     ADMIN_TAG_LEDGER,
     SNOWFLAKE_DECODE,
     LEAF_DECODE,

@@ -1,9 +1,13 @@
-//! Gapless series: `client.gapless(tag).issue(key)`.
+//! Gapless series: `client.gapless(tag).issue(key)`, `.reserve(key, hold)`, `.confirm(key)`,
+//! `.void(key, reason)`, and the ledger's pages.
 //!
-//! An issue is idempotent by its key (see [`crate::retry`]): the same key always gets the same
-//! number, so a request whose answer was lost is sent again, to any node, and never consumes
-//! a second number.
-use leaf_api::gapless::{IssueRequest, IssuedNumber, LedgerEntry, LedgerPage, LedgerQuery};
+//! Each is idempotent by its key (see [`crate::retry`]): the same key always gets the same
+//! number, and a reservation is settled once, so a request whose answer was lost is sent
+//! again, to any node, and never consumes a second number or settles twice.
+use leaf_api::gapless::{
+    ConfirmRequest, IssueRequest, IssuedNumber, LedgerEntry, LedgerPage, LedgerQuery, NumberState, ReserveRequest,
+    VoidRequest,
+};
 use leaf_api::routes;
 
 use crate::client::{Answer, Call, Client};
@@ -32,7 +36,35 @@ impl Gapless<'_> {
         let req = IssueRequest { key: key.to_string() };
         let path = routes::fill(routes::GAPLESS_ISSUE, &[self.tag]);
         let answer = self.client.execute(Call::with_json(Method::POST, path, &req, Safety::Idempotent)?).await?;
-        checked(&answer, self.tag, key)
+        checked(&answer, self.tag, key, None)
+    }
+
+    /// The series' number for `key`, reserved for `hold_seconds` (the server's 900 s when
+    /// `None`) (`POST /api/gapless/{tag}/reserve`): the next one, or the one the key has.
+    /// Confirm or void it before its `deadline_ms`, or the leader voids it.
+    pub async fn reserve(&self, key: &str, hold_seconds: Option<u64>) -> Result<IssuedNumber, ClientError> {
+        let req = ReserveRequest { key: key.to_string(), hold_seconds };
+        let path = routes::fill(routes::GAPLESS_RESERVE, &[self.tag]);
+        let answer = self.client.execute(Call::with_json(Method::POST, path, &req, Safety::Idempotent)?).await?;
+        checked(&answer, self.tag, key, None)
+    }
+
+    /// Makes the key's reserved number final (`POST /api/gapless/{tag}/confirm`). Checked: the
+    /// answer is confirmed (or issued, for a number final from the start).
+    pub async fn confirm(&self, key: &str) -> Result<IssuedNumber, ClientError> {
+        let req = ConfirmRequest { key: key.to_string() };
+        let path = routes::fill(routes::GAPLESS_CONFIRM, &[self.tag]);
+        let answer = self.client.execute(Call::with_json(Method::POST, path, &req, Safety::Idempotent)?).await?;
+        checked(&answer, self.tag, key, Some(&[NumberState::Confirmed, NumberState::Issued]))
+    }
+
+    /// Voids the key's reserved number for `reason` (`POST /api/gapless/{tag}/void`). Checked:
+    /// the answer is voided.
+    pub async fn void(&self, key: &str, reason: &str) -> Result<IssuedNumber, ClientError> {
+        let req = VoidRequest { key: key.to_string(), reason: reason.to_string() };
+        let path = routes::fill(routes::GAPLESS_VOID, &[self.tag]);
+        let answer = self.client.execute(Call::with_json(Method::POST, path, &req, Safety::Idempotent)?).await?;
+        checked(&answer, self.tag, key, Some(&[NumberState::Voided]))
     }
 
     /// One page of the series' ledger (`GET /admin/tags/{tag}/ledger`, see [`LedgerQuery`]).
@@ -48,6 +80,10 @@ impl Gapless<'_> {
             if let Some(v) = value {
                 q.append_pair(name, &v.to_string());
             }
+        }
+        if let Some(state) = query.state {
+            let state = serde_json::to_value(state).map_err(|e| ClientError::Request(e.to_string()))?;
+            q.append_pair("state", state.as_str().unwrap_or_default());
         }
         let q = q.finish();
         let path = routes::fill(routes::ADMIN_TAG_LEDGER, &[self.tag]);
@@ -89,13 +125,16 @@ impl Gapless<'_> {
     }
 }
 
-fn checked(answer: &Answer, tag: &str, key: &str) -> Result<IssuedNumber, ClientError> {
+fn checked(answer: &Answer, tag: &str, key: &str, states: Option<&[NumberState]>) -> Result<IssuedNumber, ClientError> {
     let n: IssuedNumber = answer.json()?;
     if n.tag != tag || n.key != key || n.number == 0 {
         return Err(answer.decode_error(format!(
             "asked for tag {tag:?} key {key:?}, answered number {} of tag {:?} key {:?}",
             n.number, n.tag, n.key
         )));
+    }
+    if states.is_some_and(|s| !s.contains(&n.state)) {
+        return Err(answer.decode_error(format!("number {} of key {key:?} answered as {:?}", n.number, n.state)));
     }
     Ok(n)
 }

@@ -11,13 +11,19 @@
 //!   is in the ledger under that key ([`Violation::AnswerNotInLedger`]), and all answers for a
 //!   key agree ([`Violation::KeyAnsweredTwoNumbers`]).
 //!
+//! - settlements: read after every reservation's deadline has passed, no number is still
+//!   reserved ([`Violation::StillReserved`]) and every void has a reason
+//!   ([`Violation::VoidWithoutReason`]); an `Ok` answer's state agrees with the ledger's
+//!   ([`Violation::StateContradicted`]: a number answered confirmed is confirmed, one answered
+//!   voided is voided, one answered issued is issued, one answered reserved was reserved).
+//!
 //! An attempt that failed (an error or a timeout) may or may not have committed: a key whose
 //! attempts all failed may be in the ledger or not, and is counted, not judged
 //! ([`Report::unconfirmed_issued`]).
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use leaf_api::gapless::IssuedNumber;
+use leaf_api::gapless::{IssuedNumber, NumberState};
 
 /// Most missing numbers a [`Violation::Gap`] lists (it counts them all).
 pub const MAX_LISTED_MISSING: usize = 20;
@@ -48,6 +54,23 @@ pub struct LedgerRow {
     pub period: u32,
     pub number: u64,
     pub key: String,
+    pub state: NumberState,
+    /// A void's reason.
+    pub reason: Option<String>,
+}
+
+impl LedgerRow {
+    /// A row of the ledger as the API answers it.
+    pub fn of(tag: &str, e: &leaf_api::gapless::LedgerEntry) -> LedgerRow {
+        LedgerRow {
+            tag: tag.to_string(),
+            period: e.period,
+            number: e.number,
+            key: e.key.clone(),
+            state: e.state,
+            reason: e.settled.as_ref().and_then(|s| s.reason.clone()),
+        }
+    }
 }
 
 /// A broken promise of a gapless series.
@@ -69,6 +92,12 @@ pub enum Violation {
     KeyAnsweredTwoNumbers { tag: String, key: String, numbers: Vec<(u32, u64)> },
     /// An `Ok` answer for another tag or key than the attempt asked for.
     WrongAnswer { tag: String, key: String, answer_tag: String, answer_key: String },
+    /// A number still reserved after every deadline passed: neither confirmed nor voided.
+    StillReserved { tag: String, period: u32, number: u64, key: String },
+    /// A voided number without a reason.
+    VoidWithoutReason { tag: String, period: u32, number: u64, key: String },
+    /// An `Ok` answer whose state the ledger contradicts.
+    StateContradicted { tag: String, key: String, answered: NumberState, ledger: NumberState },
 }
 
 /// What [`check`] found, and how much it looked at.
@@ -130,6 +159,14 @@ pub fn check(attempts: &[Attempt], ledger: &[LedgerRow]) -> Report {
         if row.number == 0 {
             r.violations.push(Violation::NumberZero { tag: row.tag.clone(), period: row.period, key: row.key.clone() });
         }
+        let (tag, period, number, key) = (row.tag.clone(), row.period, row.number, row.key.clone());
+        match (row.state, row.reason.as_deref()) {
+            (NumberState::Reserved, _) => r.violations.push(Violation::StillReserved { tag, period, number, key }),
+            (NumberState::Voided, None | Some("")) => {
+                r.violations.push(Violation::VoidWithoutReason { tag, period, number, key })
+            }
+            _ => {}
+        }
         slots.entry((&row.tag, row.period)).or_default().entry(row.number).or_default().push(&row.key);
         by_key.entry((&row.tag, &row.key)).or_default().push((row.period, row.number));
     }
@@ -162,6 +199,8 @@ pub fn check(attempts: &[Attempt], ledger: &[LedgerRow]) -> Report {
     // (tag, key) → whether it got a right `Ok` answer; and the (period, number)s answered.
     let mut attempted: BTreeMap<(&str, &str), bool> = BTreeMap::new();
     let mut answered: BTreeMap<(&str, &str), BTreeSet<(u32, u64)>> = BTreeMap::new();
+    let state_of: BTreeMap<(&str, &str), NumberState> =
+        ledger.iter().map(|row| ((row.tag.as_str(), row.key.as_str()), row.state)).collect();
     for a in attempts {
         let got_ok = attempted.entry((&a.tag, &a.key)).or_insert(false);
         match &a.outcome {
@@ -177,6 +216,16 @@ pub fn check(attempts: &[Attempt], ledger: &[LedgerRow]) -> Report {
                 }
                 *got_ok = true;
                 answered.entry((&a.tag, &a.key)).or_default().insert((n.period, n.number));
+                if let Some(&ledger) = state_of.get(&(a.tag.as_str(), a.key.as_str())) {
+                    let agrees = match n.state {
+                        NumberState::Reserved => ledger != NumberState::Issued,
+                        answered => answered == ledger,
+                    };
+                    if !agrees {
+                        let (tag, key, answered) = (a.tag.clone(), a.key.clone(), n.state);
+                        r.violations.push(Violation::StateContradicted { tag, key, answered, ledger });
+                    }
+                }
             }
         }
     }
@@ -208,7 +257,7 @@ mod tests {
     use super::*;
 
     fn row(tag: &str, period: u32, number: u64, key: &str) -> LedgerRow {
-        LedgerRow { tag: tag.into(), period, number, key: key.into() }
+        LedgerRow { tag: tag.into(), period, number, key: key.into(), state: NumberState::Issued, reason: None }
     }
 
     fn ok(tag: &str, key: &str, period: u32, number: u64, replayed: bool) -> Attempt {
@@ -220,6 +269,8 @@ mod tests {
             key: key.into(),
             state: NumberState::Issued,
             issued_ms: 1_795_824_000_000,
+            deadline_ms: None,
+            reason: None,
             replayed,
         };
         Attempt { tag: tag.into(), key: key.into(), outcome: Outcome::Ok(n) }
@@ -260,6 +311,44 @@ mod tests {
         let r = check(&[], &[row("inv", 0, 1, "a"), row("inv", 0, 100, "b")]);
         let gap = Violation::Gap { tag: "inv".into(), period: 0, missing: (2..22).collect(), missing_count: 98 };
         assert_eq!(r.violations, vec![gap]);
+    }
+
+    #[test]
+    fn unsettled_and_reasonless_numbers_and_contradicted_answers_are_found() {
+        let settled = |state, reason: Option<&str>, n: u64, key: &str| LedgerRow {
+            state,
+            reason: reason.map(str::to_string),
+            ..row("inv", 0, n, key)
+        };
+        let ledger = [
+            settled(NumberState::Confirmed, None, 1, "a"),
+            settled(NumberState::Voided, Some("expired"), 2, "b"),
+            settled(NumberState::Issued, None, 3, "c"),
+        ];
+        let mut reserved = ok("inv", "a", 0, 1, false);
+        let Outcome::Ok(n) = &mut reserved.outcome else { unreachable!() };
+        n.state = NumberState::Reserved;
+        let clean = [reserved.clone(), ok("inv", "c", 0, 3, false)];
+        assert!(check(&clean, &ledger).is_ok(), "{}", check(&clean, &ledger));
+        // A number left reserved, a void without its reason.
+        let mut planted = ledger.clone();
+        planted[0].state = NumberState::Reserved;
+        planted[1].reason = None;
+        let r = check(&clean, &planted);
+        assert!(
+            matches!(
+                r.violations[..],
+                [Violation::StillReserved { number: 1, .. }, Violation::VoidWithoutReason { number: 2, .. }]
+            ),
+            "{r}"
+        );
+        // An answer "confirmed" for a number the ledger has voided; "issued" for a reserved one.
+        let mut confirmed = ok("inv", "b", 0, 2, false);
+        let Outcome::Ok(n) = &mut confirmed.outcome else { unreachable!() };
+        n.state = NumberState::Confirmed;
+        let r = check(&[confirmed, ok("inv", "a", 0, 1, true)], &ledger);
+        assert_eq!(r.violations.len(), 2, "{r}");
+        assert!(r.violations.iter().all(|v| matches!(v, Violation::StateContradicted { .. })), "{r}");
     }
 
     #[test]

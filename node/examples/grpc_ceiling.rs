@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use leaf_api::grpc::v1::id_service_server::{IdService, IdServiceServer};
 use leaf_api::grpc::v1::{
     DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest, IdList, IdRange, IdRanges,
-    IssueNumberRequest, IssuedNumber, SnowflakeParts,
+    IssueNumberRequest, IssuedNumber, ReserveNumberRequest, SnowflakeParts, VoidNumberRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -42,6 +42,20 @@ impl IdService for Ceiling {
 
     async fn issue_number(&self, req: Request<IssueNumberRequest>) -> Result<Response<IssuedNumber>, Status> {
         let IssueNumberRequest { tag, key } = req.into_inner();
+        Ok(Response::new(IssuedNumber { tag, key, number: 1, ..IssuedNumber::default() }))
+    }
+
+    async fn reserve_number(&self, req: Request<ReserveNumberRequest>) -> Result<Response<IssuedNumber>, Status> {
+        let ReserveNumberRequest { tag, key, .. } = req.into_inner();
+        Ok(Response::new(IssuedNumber { tag, key, number: 1, ..IssuedNumber::default() }))
+    }
+
+    async fn confirm_number(&self, req: Request<IssueNumberRequest>) -> Result<Response<IssuedNumber>, Status> {
+        self.issue_number(req).await
+    }
+
+    async fn void_number(&self, req: Request<VoidNumberRequest>) -> Result<Response<IssuedNumber>, Status> {
+        let VoidNumberRequest { tag, key, .. } = req.into_inner();
         Ok(Response::new(IssuedNumber { tag, key, number: 1, ..IssuedNumber::default() }))
     }
 }

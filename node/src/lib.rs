@@ -330,6 +330,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     tokio::spawn(forecasts.run(config.forecast.clone(), metrics.clone(), rx.clone()));
     tokio::spawn(tags.clone().unload_idle(Duration::from_secs(config.segment.idle_unload_secs), rx.clone()));
     tokio::spawn(peer_clocks.run(raft.clone(), rx.clone()));
+    tokio::spawn(service::reservations::run(raft.clone(), metrics.clone(), rx.clone()));
     let encryption = match config.backup.recipient.as_deref().map(backup::crypt::parse_recipient) {
         Some(Ok(r)) => backup::crypt::Encryption::Recipient(Box::new(r)),
         // `validate` refused a bad one.

@@ -95,6 +95,10 @@ pub enum ApplyError {
     TemplateOverlap { name: String, other: String },
     #[error("template {0:?} does not exist")]
     TemplateNotFound(String),
+    #[error("gapless series {tag:?} has no number for key {key:?}")]
+    NumberNotFound { tag: String, key: String },
+    #[error("gapless series {tag:?}, key {key:?}: {why}")]
+    NumberConflict { tag: String, key: String, why: String },
 }
 
 impl From<ValidationError> for ApplyError {
@@ -193,7 +197,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::RestoreTag { tag } => tags::restore(state, at_ms, tag, changes),
         Op::AllocateSegment { tag, step, node_id: _ } => tags::allocate(state, at_ms, tag, *step, changes),
         Op::AllocateSegments { asks } => tags::allocate_each(state, at_ms, asks, changes),
-        Op::IssueNumbers { asks } => crate::gapless::issue_each(state, at_ms, asks, changes),
+        Op::IssueNumbers { asks } => crate::gapless::apply_each(state, at_ms, asks, changes),
         Op::RegisterWorker { node_id, lease_ms } => {
             workers::register(state, at_ms, (*node_id, *lease_ms), 0..=WORKER_IDS - 1, changes)
         }

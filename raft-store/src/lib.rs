@@ -76,7 +76,8 @@ pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
 pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
 pub use command::{Command, Op, SegmentAsk};
 pub use gapless::{
-    chain_hash, Issued, Ledger, NumberAsk, NumberRecord, CHAIN_GENESIS, MAX_LEDGER_NUMBERS, MAX_NUMBER_ASKS,
+    chain_hash, heads_digest, ChainEvent, Issued, Ledger, NumberAct, NumberAsk, NumberRecord, CHAIN_GENESIS,
+    MAX_LEDGER_NUMBERS, MAX_NUMBER_ASKS,
 };
 pub use journal::{Journal, JournalDump, JournalRecord, Moved, Place};
 pub use log_store::LogStore;

@@ -42,6 +42,8 @@ pub enum StoredProfile {
         /// The period whose next number `max_id` is; 0 before the first number (and for a
         /// series that never resets).
         period: u32,
+        /// The latest period retention dropped, if any.
+        pruned_through: Option<u32>,
     },
 }
 
@@ -54,9 +56,12 @@ impl std::fmt::Debug for StoredProfile {
             StoredProfile::Daily { format, day } => {
                 f.debug_struct("Daily").field("format", format).field("day", day).finish()
             }
-            StoredProfile::Gapless { policy, period } => {
-                f.debug_struct("Gapless").field("policy", policy).field("period", period).finish()
-            }
+            StoredProfile::Gapless { policy, period, pruned_through } => f
+                .debug_struct("Gapless")
+                .field("policy", policy)
+                .field("period", period)
+                .field("pruned_through", pruned_through)
+                .finish(),
         }
     }
 }
@@ -87,9 +92,9 @@ impl StoredProfile {
                 }
                 Ok(())
             }
-            StoredProfile::Gapless { policy, period } => {
+            StoredProfile::Gapless { policy, period, pruned_through } => {
                 policy.validate().map_err(|e| invalid(e.to_string()))?;
-                if upper_bound.is_some() || start_max_id != 1 || *period != 0 {
+                if upper_bound.is_some() || start_max_id != 1 || *period != 0 || pruned_through.is_some() {
                     return Err(invalid(leaf_api::gapless::GaplessError::Bound.to_string()));
                 }
                 Ok(())

@@ -202,14 +202,18 @@ async fn paths_and_queries_come_from_the_route_table() {
 async fn gapless_answers_are_checked_and_ledger_paging_must_advance() {
     let entry = |n: u64| {
         format!(
-            r#"{{"period":0,"number":{n},"key":"k{n}","state":"issued","actor":"unattributed","at_ms":1,"hash":"{}"}}"#,
+            r#"{{"period":0,"number":{n},"key":"k{n}","state":"issued","actor":"unattributed","at_ms":1,"seq":{n},"hash":"{}"}}"#,
             "0".repeat(64)
         )
     };
     let page = |entries: &[u64], next: Option<u64>| {
         let list: Vec<String> = entries.iter().map(|n| entry(*n)).collect();
         let next = next.map_or(String::new(), |n| format!(r#","next":{{"after_period":0,"after_number":{n}}}"#));
-        format!(r#"{{"tag":"inv","numbers":9,"head":"{}","entries":[{}]{next}}}"#, "0".repeat(64), list.join(","))
+        format!(
+            r#"{{"tag":"inv","numbers":9,"open_reservations":0,"head":"{}","entries":[{}]{next}}}"#,
+            "0".repeat(64),
+            list.join(",")
+        )
     };
     let (same, off) = (page(&[1, 2], Some(2)), page(&[1, 2], Some(5)));
     let s = Server::start(move |req, _| {
@@ -217,6 +221,10 @@ async fn gapless_answers_are_checked_and_ledger_paging_must_advance() {
             (StatusCode::OK, same.replace("\"inv\"", "\"same\""))
         } else if req.path.starts_with("/admin/tags/off/") {
             (StatusCode::OK, off.replace("\"inv\"", "\"off\""))
+        } else if req.path.ends_with("/confirm") {
+            // The right key, but still reserved: a confirm must answer it confirmed.
+            let n = r#"{"tag":"inv","period":0,"number":1,"key":"mine","state":"reserved","issued_ms":1,"deadline_ms":9,"replayed":false}"#;
+            (StatusCode::OK, n.into())
         } else {
             let n =
                 r#"{"tag":"inv","period":0,"number":1,"key":"other","state":"issued","issued_ms":1,"replayed":false}"#;
@@ -226,6 +234,7 @@ async fn gapless_answers_are_checked_and_ledger_paging_must_advance() {
     .await;
     let c = client(&[s.url()]);
     assert!(matches!(c.gapless("inv").issue("mine").await, Err(ClientError::Decode { .. })));
+    assert!(matches!(c.gapless("inv").confirm("mine").await, Err(ClientError::Decode { .. })));
     for tag in ["same", "off"] {
         let r = tokio::time::timeout(Duration::from_secs(10), c.gapless(tag).ledger(None))
             .await

@@ -1,16 +1,19 @@
 //! Gapless series on a 3-node cluster under leader kills, a restart and a paused leader:
-//! clients on every node (followers forward) issue numbers of two series, retrying each key
-//! until it is answered and now and then asking again for an old key. After the cluster is
-//! quiet, every node answers the same ledger, and [`leaf_cluster_tests::gapless_check`] finds
-//! it gapless: each period's numbers are exactly 1..=N, each key one number, and every answer a
-//! client saw is in the ledger under its key.
+//! clients on every node (followers forward) issue or reserve numbers of two series, retrying
+//! each key until it is answered and now and then asking again for an old key; a reservation is
+//! then confirmed, voided, or left for the leader to void at its deadline. After the cluster is
+//! quiet and every reservation settled, every node answers the same ledger, and
+//! [`leaf_cluster_tests::gapless_check`] finds it gapless: each period's numbers are exactly
+//! 1..=N, each key one number, every number issued, confirmed or voided with a reason, and
+//! every answer a client saw is in the ledger under its key, in the state it was answered.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leaf_api::gapless::{GaplessOptions, Reset};
+use leaf_api::gapless::{GaplessOptions, LedgerQuery, NumberState, Reset};
 use leaf_api::profile::Profile;
 use leaf_api::types::CreateTagRequest;
+use leaf_api::ErrorCode;
 use leaf_client::Client;
 use leaf_cluster_tests::gapless_check::{check, Attempt, LedgerRow, Outcome};
 use rand::rngs::StdRng;
@@ -23,8 +26,50 @@ const TAGS: [&str; 2] = ["inv", "inv-yearly"];
 /// Attempts on one key before a caller gives it up (its number may or may not exist).
 const TRIES: usize = 100;
 
-/// One client's loop until `stop`: a new key of a random series, retried until answered (or
-/// given up after [`TRIES`]); one call in eight asks again for one of its earlier keys.
+/// Seconds a reservation is held: short, so that the leader voids those left open during the
+/// run.
+const HOLD_SECONDS: u64 = 2;
+
+/// What a call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Act {
+    Issue,
+    Reserve,
+    Confirm,
+    Void,
+}
+
+/// Sends `act` for `key` of `tag` until it is answered (an answer or a definite refusal such
+/// as an expired reservation's `number_conflict`), at most [`TRIES`] times, logging each
+/// attempt; whether it was answered `Ok`.
+async fn call(c: &Client, tag: &str, key: &str, act: Act, log: &Mutex<Vec<Attempt>>) -> bool {
+    for _ in 0..TRIES {
+        let g = c.gapless(tag);
+        let got = match act {
+            Act::Issue => g.issue(key).await,
+            Act::Reserve => g.reserve(key, Some(HOLD_SECONDS)).await,
+            Act::Confirm => g.confirm(key).await,
+            Act::Void => g.void(key, "cancelled by the test").await,
+        };
+        let definite = matches!(&got, Err(e) if e.code() == Some(ErrorCode::NumberConflict));
+        let answered = got.is_ok();
+        let outcome = match got {
+            Ok(n) => Outcome::Ok(n),
+            Err(e) => Outcome::Failed(e.to_string()),
+        };
+        log.lock().unwrap().push(Attempt { tag: tag.to_string(), key: key.to_string(), outcome });
+        if answered || definite {
+            return answered;
+        }
+        // A dead or paused node: do not spin.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// One client's loop until `stop`: a new key of a random series, issued (5 in 8) or reserved,
+/// retried until answered (or given up after [`TRIES`]); a reservation then confirmed, voided
+/// or left to expire (a third each); one call in eight asks again for one of its earlier keys.
 async fn caller(
     c: Client,
     k: u64,
@@ -44,20 +89,16 @@ async fn caller(
                 (TAGS[rng.gen_range(0..TAGS.len())], format!("c{k}-{i}"))
             }
         };
-        for _ in 0..TRIES {
-            let got = c.gapless(tag).issue(&key).await;
-            let answered = got.is_ok();
-            let outcome = match got {
-                Ok(n) => Outcome::Ok(n),
-                Err(e) => Outcome::Failed(e.to_string()),
-            };
-            log.lock().unwrap().push(Attempt { tag: tag.to_string(), key: key.clone(), outcome });
-            if answered {
-                ok.fetch_add(1, Ordering::Relaxed);
-                break;
+        let act = if rng.gen_ratio(5, 8) { Act::Issue } else { Act::Reserve };
+        if call(&c, tag, &key, act, &log).await {
+            ok.fetch_add(1, Ordering::Relaxed);
+            if act == Act::Reserve {
+                match rng.gen_range(0..3) {
+                    0 => _ = call(&c, tag, &key, Act::Confirm, &log).await,
+                    1 => _ = call(&c, tag, &key, Act::Void, &log).await,
+                    _ => {}
+                }
             }
-            // A dead or paused node: do not spin.
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if !mine.iter().any(|(t, k)| *t == tag && *k == key) {
             mine.push((tag, key));
@@ -74,7 +115,7 @@ async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
     eprintln!("seed {seed} (LEAF_TEST_SEED={seed} reproduces the call mix)");
     let (_serial, mut cluster, leader) = cluster(3, "").await;
     for (tag, reset) in [(TAGS[0], Reset::Never), (TAGS[1], Reset::Year)] {
-        let gapless = GaplessOptions { reset: Some(reset), utc_offset: None, format: Some("N-{seq:08}".into()) };
+        let gapless = GaplessOptions { reset: Some(reset), format: Some("N-{seq:08}".into()), ..Default::default() };
         let req = CreateTagRequest { profile: Some(Profile::Gapless), gapless: Some(gapless), ..tag_req(tag, 1) };
         cluster.client(leader).create_tag(&req).await.unwrap();
     }
@@ -118,6 +159,19 @@ async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
     // Quiet: every node back, and each answers the ledger as of a read barrier.
     cluster.spawn(third).unwrap();
     cluster.wait_leader(FORM).await.unwrap();
+    // Every reservation settled: the leader voids those left open once their hold passed.
+    let c = cluster.client(1);
+    let started = std::time::Instant::now();
+    for tag in TAGS {
+        let q = LedgerQuery { limit: Some(1), state: Some(NumberState::Reserved), ..LedgerQuery::default() };
+        loop {
+            match c.gapless(tag).ledger_page(&q).await {
+                Ok(p) if p.open_reservations == 0 => break,
+                _ if started.elapsed() > FORM => panic!("reservations of {tag} still open after {FORM:?}"),
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
     let mut ledger = Vec::new();
     for tag in TAGS {
         let mut answers = Vec::new();
@@ -142,13 +196,8 @@ async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
         for (id, other) in answers.iter().enumerate().skip(1) {
             assert_eq!(other, &answers[0], "node {} answers another ledger of {tag} than node 1", id + 1);
         }
-        assert_eq!(entries.last().map(|e| &e.hash), (!entries.is_empty()).then_some(head));
-        ledger.extend(entries.iter().map(|e| LedgerRow {
-            tag: tag.to_string(),
-            period: e.period,
-            number: e.number,
-            key: e.key.clone(),
-        }));
+        assert_eq!(head.len(), 64);
+        ledger.extend(entries.iter().map(|e| LedgerRow::of(tag, e)));
     }
     let attempts = log.lock().unwrap().clone();
     let report = check(&attempts, &ledger);
@@ -157,4 +206,12 @@ async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
     assert!(report.ok_answers >= 6 * CALLS as usize / 2, "{report}");
     assert!(report.replays > 0, "no key was asked for twice: {report}");
     assert_eq!(report.numbers, ledger.len());
+    // Every way a number ends happened.
+    let count = |f: &dyn Fn(&LedgerRow) -> bool| ledger.iter().filter(|r| f(r)).count();
+    let issued = count(&|r| r.state == NumberState::Issued);
+    let confirmed = count(&|r| r.state == NumberState::Confirmed);
+    let voided = count(&|r| r.state == NumberState::Voided && r.reason.as_deref() == Some("cancelled by the test"));
+    let expired = count(&|r| r.state == NumberState::Voided && r.reason.as_deref() == Some("expired"));
+    eprintln!("{issued} issued, {confirmed} confirmed, {voided} voided, {expired} expired");
+    assert!(issued > 0 && confirmed > 0 && voided > 0 && expired > 0);
 }

@@ -13,8 +13,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use leaf_api::gapless::{hash_hex, parse_hash, LedgerEntry};
+use leaf_api::gapless::{hash_hex, parse_hash, LedgerEntry, NumberState};
 use leaf_client::Client;
+use leaf_raft_store::ChainEvent;
 use serde::{Deserialize, Serialize};
 
 use super::remote::{connect, fail, ConnArgs};
@@ -72,7 +73,10 @@ pub async fn ledger(cmd: LedgerCmd) -> ExitCode {
                 _ => Ok(v),
             }) {
                 Ok(v) => {
-                    println!("ok: {} numbers of {:?} in {} period(s), head {}", v.numbers, v.tag, v.periods, v.head);
+                    println!(
+                        "ok: {} numbers of {:?} in {} period(s), {} reservation(s) open, head {}",
+                        v.numbers, v.tag, v.periods, v.open, v.head
+                    );
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
@@ -84,14 +88,34 @@ pub async fn ledger(cmd: LedgerCmd) -> ExitCode {
     }
 }
 
+/// Reads of a changing ledger before an export gives up.
+const EXPORT_ATTEMPTS: usize = 5;
+
 async fn export(client: &Client, tag: &str, csv: bool) -> ExitCode {
-    let (entries, head) = match client.gapless(tag).ledger(None).await {
-        Ok(got) => got,
-        Err(e) => return fail(&e),
+    // A settlement between two pages changes an entry already read: read again until the
+    // pages agree with the head the last one answered (what `verify` checks).
+    let mut attempt = 0;
+    let (entries, header) = loop {
+        attempt += 1;
+        let (entries, head) = match client.gapless(tag).ledger(None).await {
+            Ok(got) => got,
+            Err(e) => return fail(&e),
+        };
+        let header = Header { tag: tag.to_string(), numbers: entries.len() as u64, head };
+        let mut text = Vec::new();
+        if write_lines(&mut text, &header, &entries).is_ok() && verify(&text[..]).is_ok() {
+            break (entries, header);
+        }
+        if attempt == EXPORT_ATTEMPTS {
+            eprintln!(
+                "error: the ledger of {tag:?} changed during each of {EXPORT_ATTEMPTS} reads (or does not verify): \
+                 export it when its reservations are settled"
+            );
+            return ExitCode::from(1);
+        }
     };
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
-    let header = Header { tag: tag.to_string(), numbers: entries.len() as u64, head };
     let written = if csv { write_csv(&mut out, &entries) } else { write_lines(&mut out, &header, &entries) };
     match written.and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -111,24 +135,41 @@ fn write_lines(out: &mut impl Write, header: &Header, entries: &[LedgerEntry]) -
 }
 
 fn write_csv(out: &mut impl Write, entries: &[LedgerEntry]) -> std::io::Result<()> {
-    writeln!(out, "period,number,display,key,state,actor,at_ms,hash")?;
+    writeln!(out, "period,number,display,key,state,actor,at_ms,deadline_ms,settled_by,settled_ms,reason,hash")?;
+    let json = |v: &dyn erased::Json| v.text();
     for e in entries {
-        let state = serde_json::to_string(&e.state)?;
-        let actor = serde_json::to_string(&e.actor)?;
+        let s = e.settled.as_ref();
         let fields = [
             e.period.to_string(),
             e.number.to_string(),
             e.display.clone().unwrap_or_default(),
             e.key.clone(),
-            state.trim_matches('"').to_string(),
-            actor,
+            json(&e.state).trim_matches('"').to_string(),
+            json(&e.actor),
             e.at_ms.to_string(),
+            e.deadline_ms.map(|d| d.to_string()).unwrap_or_default(),
+            s.map(|s| json(&s.actor)).unwrap_or_default(),
+            s.map(|s| s.at_ms.to_string()).unwrap_or_default(),
+            s.and_then(|s| s.reason.clone()).unwrap_or_default(),
             e.hash.clone(),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         writeln!(out, "{}", line.join(","))?;
     }
     Ok(())
+}
+
+/// JSON text of a field, for the CSV.
+mod erased {
+    pub trait Json {
+        fn text(&self) -> String;
+    }
+
+    impl<T: serde::Serialize> Json for T {
+        fn text(&self) -> String {
+            serde_json::to_string(self).unwrap_or_default()
+        }
+    }
 }
 
 /// A CSV field, quoted (quotes doubled) when it holds a comma, a quote or a space at either end.
@@ -146,7 +187,18 @@ pub struct Verified {
     pub tag: String,
     pub numbers: u64,
     pub periods: usize,
+    /// Reservations not yet settled.
+    pub open: u64,
     pub head: String,
+}
+
+/// One event of a period's chain as an export shows it: its place, the number it is about,
+/// and its link.
+struct Event<'a> {
+    seq: u64,
+    at: (u32, u64),
+    event: ChainEvent<'a>,
+    hash: &'a str,
 }
 
 /// Checks an export read from `input` (see the module's documentation).
@@ -157,16 +209,19 @@ pub fn verify(input: impl BufRead) -> Result<Verified, String> {
         Some((_, Err(e))) => return Err(format!("reading line 1: {e}")),
         None => return Err("the export is empty".into()),
     };
-    let mut prev = leaf_raft_store::CHAIN_GENESIS;
-    let mut last: Option<(u32, u64)> = None;
-    let mut keys = BTreeSet::new();
-    let mut periods = BTreeMap::new();
-    let mut count = 0u64;
+    let mut entries = Vec::new();
     for (i, line) in lines {
         let n = i + 1;
         let line = line.map_err(|e| format!("reading line {n}: {e}"))?;
         let e: LedgerEntry =
             serde_json::from_str(&line).map_err(|err| format!("line {n}: not a ledger entry: {err}"))?;
+        entries.push((n, e));
+    }
+    let mut last: Option<(u32, u64)> = None;
+    let mut keys = BTreeSet::new();
+    let mut events: BTreeMap<u32, Vec<Event>> = BTreeMap::new();
+    let mut open = 0;
+    for (n, e) in &entries {
         let expected = match last {
             Some((p, k)) if p == e.period => (p, k + 1),
             Some((p, _)) if e.period < p => return Err(format!("line {n}: period {} after period {p}", e.period)),
@@ -181,27 +236,72 @@ pub fn verify(input: impl BufRead) -> Result<Verified, String> {
         if !keys.insert(e.key.clone()) {
             return Err(format!("line {n}: key {:?} has a number already", e.key));
         }
-        let link = leaf_raft_store::chain_hash(&prev, &header.tag, (e.period, e.number), &e.key, &e.actor, e.at_ms);
-        if parse_hash(&e.hash) != Some(link) {
-            return Err(format!(
-                "line {n}: number {} of period {}: its hash does not follow from the numbers before it (altered)",
-                e.number, e.period
-            ));
+        let at = (e.period, e.number);
+        let created = match e.deadline_ms {
+            None => ChainEvent::Issue { key: &e.key, actor: &e.actor, at_ms: e.at_ms },
+            Some(deadline_ms) => ChainEvent::Reserve { key: &e.key, actor: &e.actor, at_ms: e.at_ms, deadline_ms },
+        };
+        let list = events.entry(e.period).or_default();
+        list.push(Event { seq: e.seq, at, event: created, hash: &e.hash });
+        let state = match (&e.settled, e.deadline_ms) {
+            (None, None) => NumberState::Issued,
+            (None, Some(_)) => {
+                open += 1;
+                NumberState::Reserved
+            }
+            (Some(_), None) => return Err(format!("line {n}: a number issued final shows a settlement")),
+            (Some(s), Some(_)) => {
+                let event = match (s.state, s.cause, s.reason.as_deref()) {
+                    (NumberState::Confirmed, None, None) => ChainEvent::Confirm { actor: &s.actor, at_ms: s.at_ms },
+                    (NumberState::Voided, Some(cause), Some(reason)) => {
+                        ChainEvent::Void { actor: &s.actor, at_ms: s.at_ms, cause, reason }
+                    }
+                    _ => return Err(format!("line {n}: a settlement that is neither a confirmation nor a void")),
+                };
+                list.push(Event { seq: s.seq, at, event, hash: &s.hash });
+                s.state
+            }
+        };
+        if state != e.state {
+            return Err(format!("line {n}: state {:?} does not match its fields ({state:?})", e.state));
         }
-        prev = link;
-        last = Some((e.period, e.number));
-        *periods.entry(e.period).or_insert(0u64) += 1;
-        count += 1;
+        last = Some(at);
     }
-    let head = hash_hex(&prev);
+    let mut heads = Vec::new();
+    for (period, mut list) in events {
+        list.sort_by_key(|e| e.seq);
+        let mut prev = leaf_raft_store::CHAIN_GENESIS;
+        for (i, e) in list.iter().enumerate() {
+            if e.seq != i as u64 + 1 {
+                return Err(format!(
+                    "period {period}: event {} where {} was expected: an event is missing or repeated",
+                    e.seq,
+                    i + 1
+                ));
+            }
+            let link = leaf_raft_store::chain_hash(&prev, &header.tag, e.at, e.seq, &e.event);
+            if parse_hash(e.hash) != Some(link) {
+                return Err(format!(
+                    "period {period}, event {} (number {}): its hash does not follow from the events before it \
+                     (altered)",
+                    e.seq, e.at.1
+                ));
+            }
+            prev = link;
+        }
+        heads.push((period, list.len() as u64, prev));
+    }
+    let periods = heads.len();
+    let head = hash_hex(&leaf_raft_store::heads_digest(heads));
+    let count = entries.len() as u64;
     if head != header.head || count != header.numbers {
         return Err(format!(
-            "the export holds {count} numbers ending at {head}; its header says {} ending at {}: numbers were removed \
-             or added",
+            "the export holds {count} numbers whose chains end at {head}; its header says {} ending at {}: \
+             numbers or events were removed or added",
             header.numbers, header.head
         ));
     }
-    Ok(Verified { tag: header.tag, numbers: count, periods: periods.len(), head })
+    Ok(Verified { tag: header.tag, numbers: count, periods, open, head })
 }
 
 #[cfg(test)]
@@ -211,29 +311,76 @@ mod tests {
 
     use super::*;
 
-    /// A genuine export of `n` numbers: periods 2026 then 2027 after the first `split`.
+    /// A genuine export of `n` numbers: periods 2026 then 2027 after the first `split`; every
+    /// third number reserved, then (after the next number) confirmed, voided, or left open.
     fn export(n: u64, split: u64) -> (Header, Vec<LedgerEntry>) {
-        let mut prev = leaf_raft_store::CHAIN_GENESIS;
-        let mut out = Vec::new();
+        use leaf_api::gapless::{Settlement, VoidCause};
+        let actor = Actor::Token { id: leaf_api::tokens::TokenId(3), name: "billing".into() };
+        let mut out: Vec<LedgerEntry> = Vec::new();
+        let mut chains: BTreeMap<u32, (u64, [u8; 32])> = BTreeMap::new();
+        let mut link = |period: u32, at: (u32, u64), event: &ChainEvent| {
+            let (seq, prev) = chains.entry(period).or_insert((0, leaf_raft_store::CHAIN_GENESIS));
+            *seq += 1;
+            *prev = leaf_raft_store::chain_hash(prev, "inv", at, *seq, event);
+            (*seq, hash_hex(prev))
+        };
+        let mut pending: Option<usize> = None;
         for i in 0..n {
             let (period, number) = if i < split { (2026, i + 1) } else { (2027, i - split + 1) };
             let key = format!("order-{i}");
-            let actor = Actor::Token { id: leaf_api::tokens::TokenId(3), name: "billing".into() };
             let at_ms = 1_000 + i as i64;
-            prev = leaf_raft_store::chain_hash(&prev, "inv", (period, number), &key, &actor, at_ms);
-            let hash = hash_hex(&prev);
+            let deadline_ms = (i % 3 == 0).then_some(at_ms + 60_000);
+            let event = match deadline_ms {
+                None => ChainEvent::Issue { key: &key, actor: &actor, at_ms },
+                Some(deadline_ms) => ChainEvent::Reserve { key: &key, actor: &actor, at_ms, deadline_ms },
+            };
+            let (seq, hash) = link(period, (period, number), &event);
+            let state = if deadline_ms.is_some() { NumberState::Reserved } else { NumberState::Issued };
             out.push(LedgerEntry {
                 period,
                 number,
                 display: None,
-                key,
-                state: NumberState::Issued,
-                actor,
+                key: key.clone(),
+                state,
+                actor: actor.clone(),
                 at_ms,
+                deadline_ms,
+                seq,
                 hash,
+                settled: None,
             });
+            // Settle the previous reservation now (in its own period's chain).
+            if let Some(j) = pending.take() {
+                let e = &out[j];
+                let at = (e.period, e.number);
+                let settled = if j % 2 == 0 {
+                    let (seq, hash) = link(e.period, at, &ChainEvent::Confirm { actor: &actor, at_ms: at_ms + 1 });
+                    let state = NumberState::Confirmed;
+                    Settlement { state, cause: None, reason: None, actor: actor.clone(), at_ms: at_ms + 1, seq, hash }
+                } else {
+                    let event =
+                        ChainEvent::Void { actor: &actor, at_ms: at_ms + 1, cause: VoidCause::Caller, reason: "typo" };
+                    let (seq, hash) = link(e.period, at, &event);
+                    Settlement {
+                        state: NumberState::Voided,
+                        cause: Some(VoidCause::Caller),
+                        reason: Some("typo".into()),
+                        actor: actor.clone(),
+                        at_ms: at_ms + 1,
+                        seq,
+                        hash,
+                    }
+                };
+                out[j].state = settled.state;
+                out[j].settled = Some(settled);
+            }
+            if deadline_ms.is_some() {
+                pending = Some(out.len() - 1);
+            }
         }
-        (Header { tag: "inv".into(), numbers: n, head: hash_hex(&prev) }, out)
+        let heads = chains.iter().map(|(p, (seq, head))| (*p, *seq, *head));
+        let head = hash_hex(&leaf_raft_store::heads_digest(heads));
+        (Header { tag: "inv".into(), numbers: n, head }, out)
     }
 
     fn text(h: &Header, entries: &[LedgerEntry]) -> Vec<u8> {
@@ -245,8 +392,11 @@ mod tests {
     #[test]
     fn a_genuine_export_verifies() {
         let (h, e) = export(7, 4);
+        let states: Vec<NumberState> = e.iter().map(|e| e.state).collect();
+        use NumberState::*;
+        assert_eq!(states, [Confirmed, Issued, Issued, Voided, Issued, Issued, Reserved]);
         let v = verify(&text(&h, &e)[..]).unwrap();
-        assert_eq!((v.numbers, v.periods, v.head), (7, 2, h.head));
+        assert_eq!((v.numbers, v.periods, v.open, v.head), (7, 2, 1, h.head));
         let (h, e) = export(0, 0);
         assert_eq!(verify(&text(&h, &e)[..]).unwrap().numbers, 0);
     }
@@ -276,6 +426,20 @@ mod tests {
         let mut twice = e.clone();
         twice[4].key = twice[0].key.clone();
         cases.push(("a key twice", h.clone(), twice));
+        let mut reason = e.clone();
+        reason[3].settled.as_mut().unwrap().reason = Some("other".into());
+        cases.push(("a void's reason altered", h.clone(), reason));
+        let mut unsettled = e.clone();
+        unsettled[3].settled = None;
+        unsettled[3].state = NumberState::Reserved;
+        cases.push(("a void removed", h.clone(), unsettled));
+        let mut flipped = e.clone();
+        flipped[0].settled.as_mut().unwrap().state = NumberState::Voided;
+        flipped[0].state = NumberState::Voided;
+        cases.push(("a confirmation shown as a void", h.clone(), flipped));
+        let mut state_only = e.clone();
+        state_only[6].state = NumberState::Confirmed;
+        cases.push(("a state altered alone", h.clone(), state_only));
         let mut renumbered = e.clone();
         for x in renumbered.iter_mut().skip(3) {
             x.number += 1;

@@ -9,7 +9,8 @@
 //!   [`templates`]: `template`.
 //! - [`bench`]: `leaf bench` (HTTP or gRPC load).
 //! - [`backup`]: `leaf backup` (take, verify, keygen) and `leaf restore`.
-//! - [`ledger`]: `leaf ledger` (export a gapless series' ledger; verify an export offline).
+//! - [`ledger`]: `leaf ledger` (export a gapless series' ledger; verify an export offline);
+//!   [`number`]: `leaf number` (issue, reserve, confirm, void a gapless number).
 //! - [`local`]: commands that work on local files first: `certs` (a development CA) and
 //!   `import` (Leaf's `leaf_alloc` into the cluster).
 //!
@@ -24,6 +25,7 @@ mod backup;
 mod bench;
 mod ledger;
 mod local;
+mod number;
 mod remote;
 mod serve;
 mod templates;
@@ -106,6 +108,14 @@ enum Command {
     Cluster {
         #[command(subcommand)]
         cmd: ClusterCmd,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// A gapless series' number for a key: issue one (final at once), reserve one until a
+    /// deadline, confirm or void a reservation.
+    Number {
+        #[command(subcommand)]
+        cmd: number::NumberCmd,
         #[command(flatten)]
         conn: ConnArgs,
     },

@@ -79,6 +79,13 @@ pub struct TagSettings {
     /// Gapless tags: how a number is displayed, e.g. 'INV-{yyyy}-{seq:06}'.
     #[arg(long, requires = "profile")]
     format: Option<String>,
+    /// Gapless tags: what a period's close does to its open reservations: wait (default) or
+    /// void.
+    #[arg(long, requires = "profile")]
+    on_period_close: Option<leaf_api::gapless::PeriodClose>,
+    /// Gapless tags that reset: how many periods the ledger keeps (default: all).
+    #[arg(long, requires = "profile")]
+    retain_periods: Option<u32>,
     /// The largest ID the tag may hand out, e.g. 9007199254740991 for JavaScript.
     #[arg(long)]
     upper_bound: Option<i64>,
@@ -87,10 +94,32 @@ pub struct TagSettings {
 impl TagSettings {
     /// The creation request of `tag` with these settings.
     pub fn request(self, tag: String) -> CreateTagRequest {
-        let TagSettings { step, max_id, description, profile, digits, utc_offset, reset, format, upper_bound } = self;
+        let TagSettings {
+            step,
+            max_id,
+            description,
+            profile,
+            digits,
+            utc_offset,
+            reset,
+            format,
+            on_period_close,
+            retain_periods,
+            upper_bound,
+        } = self;
         let gapless_profile = profile == Some(leaf_api::profile::Profile::Gapless);
-        let gapless = (gapless_profile && (reset.is_some() || utc_offset.is_some() || format.is_some()))
-            .then(|| leaf_api::gapless::GaplessOptions { reset, utc_offset: utc_offset.clone(), format });
+        let any = reset.is_some()
+            || utc_offset.is_some()
+            || format.is_some()
+            || on_period_close.is_some()
+            || retain_periods.is_some();
+        let gapless = (gapless_profile && any).then(|| leaf_api::gapless::GaplessOptions {
+            reset,
+            utc_offset: utc_offset.clone(),
+            format,
+            on_period_close,
+            retain_periods,
+        });
         let daily = (!gapless_profile && (digits.is_some() || utc_offset.is_some()))
             .then_some(leaf_api::profile::DailyOptions { digits, utc_offset });
         CreateTagRequest { tag, step, max_id, description, profile, daily, gapless, upper_bound }
@@ -280,6 +309,10 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
         },
         Command::Import { cmd } => match connect(cmd.conn(), TIMEOUT) {
             Ok(client) => import::run(&client, cmd).await,
+            Err(code) => code,
+        },
+        Command::Number { cmd, conn } => match connect(conn, TIMEOUT) {
+            Ok(client) => super::number::number(&client, cmd).await,
             Err(code) => code,
         },
         Command::Audit { args, conn } => match connect(conn, TIMEOUT) {

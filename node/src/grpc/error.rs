@@ -18,13 +18,13 @@ pub fn code_of(code: ErrorCode) -> Code {
         InvalidTag | InvalidCount | InvalidRequest | PayloadTooLarge => Code::InvalidArgument,
         Unauthorized => Code::Unauthenticated,
         Forbidden => Code::PermissionDenied,
-        TagNotFound | NotFound | MemberNotFound | TokenNotFound | TemplateNotFound => Code::NotFound,
+        TagNotFound | NotFound | MemberNotFound | TokenNotFound | TemplateNotFound | NumberNotFound => Code::NotFound,
         RateLimited => Code::ResourceExhausted,
         MethodNotAllowed => Code::Unimplemented,
         TagExists | MemberExists => Code::AlreadyExists,
         // The tag cannot give out another segment, the cluster has no worker ID left.
         TagExhausted | WorkerIdsExhausted => Code::ResourceExhausted,
-        NodeIdRetired | TemplateConflict | WrongProfile => Code::FailedPrecondition,
+        NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict => Code::FailedPrecondition,
         SegmentsNotReady | NotReady | Unavailable | ShuttingDown | SnowflakeUnavailable | ClockMovedBackwards => {
             Code::Unavailable
         }

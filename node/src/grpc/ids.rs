@@ -11,7 +11,7 @@ use std::sync::Arc;
 use leaf_api::grpc::v1::id_service_server::IdService;
 use leaf_api::grpc::v1::{
     DecodeSnowflakeRequest, GetSegmentIdsRequest, GetSnowflakeIdsRequest, IdList, IdRanges, IssueNumberRequest,
-    IssuedNumber, SnowflakeParts,
+    IssuedNumber, ReserveNumberRequest, SnowflakeParts, VoidNumberRequest,
 };
 use leaf_api::ErrorCode;
 use tonic::{Request, Response, Status};
@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status};
 use crate::access::credentials::ConnInfo;
 use crate::access::IdAsk;
 use crate::metrics::GrpcMethod;
+use crate::service::gapless::NumberRequest;
 use crate::service::{validate, ApiError, App};
 
 /// The ID service over the node's [`App`].
@@ -116,10 +117,47 @@ impl IdService for Ids {
         let r = async {
             validate::tag(&req.tag)?;
             let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: 1 })?;
-            self.app.gapless_issue(&req.tag, &req.key, who).await
+            self.app.gapless_number(&req.tag, &req.key, NumberRequest::Issue, who).await
         }
         .await;
         self.finish(GrpcMethod::IssueNumber, r.map(IssuedNumber::from))
+    }
+
+    async fn reserve_number(&self, req: Request<ReserveNumberRequest>) -> Result<Response<IssuedNumber>, Status> {
+        let (auth, addr) = (authorization(&req), client_addr(&req));
+        let req = req.into_inner();
+        let r = async {
+            validate::tag(&req.tag)?;
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: 1 })?;
+            let hold_seconds = (req.hold_seconds != 0).then_some(req.hold_seconds);
+            self.app.gapless_number(&req.tag, &req.key, NumberRequest::Reserve { hold_seconds }, who).await
+        }
+        .await;
+        self.finish(GrpcMethod::ReserveNumber, r.map(IssuedNumber::from))
+    }
+
+    async fn confirm_number(&self, req: Request<IssueNumberRequest>) -> Result<Response<IssuedNumber>, Status> {
+        let (auth, addr) = (authorization(&req), client_addr(&req));
+        let req = req.into_inner();
+        let r = async {
+            validate::tag(&req.tag)?;
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: 1 })?;
+            self.app.gapless_number(&req.tag, &req.key, NumberRequest::Confirm, who).await
+        }
+        .await;
+        self.finish(GrpcMethod::ConfirmNumber, r.map(IssuedNumber::from))
+    }
+
+    async fn void_number(&self, req: Request<VoidNumberRequest>) -> Result<Response<IssuedNumber>, Status> {
+        let (auth, addr) = (authorization(&req), client_addr(&req));
+        let req = req.into_inner();
+        let r = async {
+            validate::tag(&req.tag)?;
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: 1 })?;
+            self.app.gapless_number(&req.tag, &req.key, NumberRequest::Void { reason: req.reason }, who).await
+        }
+        .await;
+        self.finish(GrpcMethod::VoidNumber, r.map(IssuedNumber::from))
     }
 }
 

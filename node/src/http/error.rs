@@ -18,10 +18,10 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Unauthorized => StatusCode::UNAUTHORIZED,
         Forbidden => StatusCode::FORBIDDEN,
-        TagNotFound | NotFound | TokenNotFound | TemplateNotFound => StatusCode::NOT_FOUND,
+        TagNotFound | NotFound | TokenNotFound | TemplateNotFound | NumberNotFound => StatusCode::NOT_FOUND,
         RateLimited => StatusCode::TOO_MANY_REQUESTS,
         MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-        TagExists | TagExhausted | MemberExists | NodeIdRetired | TemplateConflict | WrongProfile => {
+        TagExists | TagExhausted | MemberExists | NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict => {
             StatusCode::CONFLICT
         }
         MemberNotFound => StatusCode::NOT_FOUND,

@@ -1,11 +1,16 @@
 //! Gapless series' metrics: `leaf_gapless_issues{outcome}` (issued: a new number; replayed: a
 //! key's number again; refused: an error answered) and `leaf_gapless_issue_seconds`, the time
-//! from the request to its committed answer, on the node that took the request.
+//! from the request to its committed answer, on the node that took the request (reservations
+//! count as issues); `leaf_gapless_settlements{outcome}` (confirmed, voided by a caller,
+//! expired, period_closed: by the leader); and the gauges `leaf_gapless_open_reservations` and
+//! `leaf_gapless_overdue_reservations` (past their deadline, not yet voided), as this node's
+//! state holds them.
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -32,16 +37,49 @@ impl IssueOutcome {
     }
 }
 
-/// The gapless counters and the latency histogram (cheap to clone: shared series).
+/// How a reservation was settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    Confirmed,
+    Voided,
+    Expired,
+    PeriodClosed,
+}
+
+impl Settlement {
+    const ALL: [Settlement; 4] =
+        [Settlement::Confirmed, Settlement::Voided, Settlement::Expired, Settlement::PeriodClosed];
+
+    fn label(self) -> &'static str {
+        match self {
+            Settlement::Confirmed => "confirmed",
+            Settlement::Voided => "voided",
+            Settlement::Expired => "expired",
+            Settlement::PeriodClosed => "period_closed",
+        }
+    }
+}
+
+/// The gapless counters, the latency histogram and the reservation gauges (cheap to clone:
+/// shared series).
 #[derive(Clone)]
 pub struct GaplessMetrics {
     issues: Family<OutcomeLabels, Counter>,
     seconds: Histogram,
+    settlements: Family<OutcomeLabels, Counter>,
+    open: Gauge,
+    overdue: Gauge,
 }
 
 impl Default for GaplessMetrics {
     fn default() -> Self {
-        GaplessMetrics { issues: Family::default(), seconds: Histogram::new(exponential_buckets(0.0002, 2.0, 16)) }
+        GaplessMetrics {
+            issues: Family::default(),
+            seconds: Histogram::new(exponential_buckets(0.0002, 2.0, 16)),
+            settlements: Family::default(),
+            open: Gauge::default(),
+            overdue: Gauge::default(),
+        }
     }
 }
 
@@ -62,6 +100,37 @@ impl GaplessMetrics {
             "Time from an issue request to its committed answer on the node that took it",
             self.seconds.clone(),
         );
+        for s in Settlement::ALL {
+            let _ = self.settlements.get_or_create(&OutcomeLabels { outcome: s.label() });
+        }
+        registry.register(
+            "gapless_settlements",
+            "Reservations settled through this node (confirmed, voided by a caller; expired and period_closed by \
+             the leader)",
+            self.settlements.clone(),
+        );
+        registry.register(
+            "gapless_open_reservations",
+            "Gapless numbers reserved and not yet confirmed or voided, every series",
+            self.open.clone(),
+        );
+        registry.register(
+            "gapless_overdue_reservations",
+            "Open reservations past their deadline (or of a period closed under on_period_close void) that the \
+             leader has not voided yet",
+            self.overdue.clone(),
+        );
+    }
+
+    /// Counts a reservation settled as `how`.
+    pub fn settled(&self, how: Settlement) {
+        self.settlements.get_or_create(&OutcomeLabels { outcome: how.label() }).inc();
+    }
+
+    /// Sets the reservation gauges.
+    pub fn reservations(&self, open: u64, overdue: u64) {
+        self.open.set(open.min(i64::MAX as u64) as i64);
+        self.overdue.set(overdue.min(i64::MAX as u64) as i64);
     }
 
     /// Counts an issue that ended as `outcome` after `took`.

@@ -43,10 +43,13 @@ pub enum GrpcMethod {
     PutTemplate,
     DeleteTemplate,
     IssueNumber,
+    ReserveNumber,
+    ConfirmNumber,
+    VoidNumber,
 }
 
 impl GrpcMethod {
-    pub const ALL: [GrpcMethod; 15] = [
+    pub const ALL: [GrpcMethod; 18] = [
         GrpcMethod::GetSegmentIds,
         GrpcMethod::GetSnowflakeIds,
         GrpcMethod::DecodeSnowflake,
@@ -62,6 +65,9 @@ impl GrpcMethod {
         GrpcMethod::PutTemplate,
         GrpcMethod::DeleteTemplate,
         GrpcMethod::IssueNumber,
+        GrpcMethod::ReserveNumber,
+        GrpcMethod::ConfirmNumber,
+        GrpcMethod::VoidNumber,
     ];
 
     /// The method's gRPC path without the leading `/`.
@@ -82,6 +88,9 @@ impl GrpcMethod {
             GrpcMethod::PutTemplate => "leaf.v1.AdminService/PutTemplate",
             GrpcMethod::DeleteTemplate => "leaf.v1.AdminService/DeleteTemplate",
             GrpcMethod::IssueNumber => "leaf.v1.IdService/IssueNumber",
+            GrpcMethod::ReserveNumber => "leaf.v1.IdService/ReserveNumber",
+            GrpcMethod::ConfirmNumber => "leaf.v1.IdService/ConfirmNumber",
+            GrpcMethod::VoidNumber => "leaf.v1.IdService/VoidNumber",
         }
     }
 }

@@ -14,7 +14,8 @@ use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
 use leaf_api::tokens::TokenId;
 use leaf_api::types::MembershipChange;
 use leaf_raft_store::{
-    Allocation, Applied, ApplyError, Issued, NewTag, Op, TagRecord, TokenRecord, WorkerGrant, WORKER_IDS,
+    Allocation, Applied, ApplyError, Issued, NewTag, NumberAct, NumberAsk, Op, TagRecord, TokenRecord, WorkerGrant,
+    WORKER_IDS,
 };
 
 /// Why an answer was refused.
@@ -126,7 +127,7 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             if results.len() != asks.len() {
                 return Err(invalid(format!("{} issues answered with {} numbers", asks.len(), results.len())));
             }
-            results.iter().flatten().try_for_each(check_issued)
+            asks.iter().zip(results).filter_map(|(a, r)| r.as_ref().ok().map(|i| (a, i))).try_for_each(check_issued)
         }
         (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
             if g.worker_id != *worker_id {
@@ -148,13 +149,33 @@ fn check_worker(worker_id: u16, lease_expires_ms: i64) -> Result<(), AnswerError
     Ok(())
 }
 
-/// A gapless number: from 1, in a period that is 0 or a date (`yyyy`, `yyyyMM`, `yyyyMMdd`).
-fn check_issued(i: &Issued) -> Result<(), AnswerError> {
+/// A gapless number: from 1, in a period that is 0 or a date (`yyyy`, `yyyyMM`, `yyyyMMdd`),
+/// in a state that agrees with its fields and with what the ask did when it changed something.
+fn check_issued((ask, i): (&NumberAsk, &Issued)) -> Result<(), AnswerError> {
+    use leaf_api::gapless::{NumberState, MAX_REASON_BYTES};
     if i.number == 0 || i.number > i64::MAX as u64 {
         return Err(invalid(format!("gapless number {} is outside 1..2^63", i.number)));
     }
     if !leaf_api::gapless::is_any_period(i.period) {
         return Err(invalid(format!("gapless period {} is not a date", i.period)));
+    }
+    let consistent = match i.state {
+        NumberState::Issued => i.deadline_ms.is_none() && i.void.is_none(),
+        NumberState::Reserved | NumberState::Confirmed => i.deadline_ms.is_some() && i.void.is_none(),
+        NumberState::Voided => {
+            i.deadline_ms.is_some() && i.void.as_ref().is_some_and(|(_, r)| r.len() <= MAX_REASON_BYTES)
+        }
+    };
+    let as_asked = i.replayed
+        || matches!(
+            (&ask.act, i.state),
+            (NumberAct::Issue, NumberState::Issued)
+                | (NumberAct::Reserve { .. }, NumberState::Reserved)
+                | (NumberAct::Confirm, NumberState::Confirmed)
+                | (NumberAct::Void { .. } | NumberAct::Lapse, NumberState::Voided)
+        );
+    if !consistent || !as_asked {
+        return Err(invalid(format!("gapless number {} answered {:?} to {:?}", i.number, i.state, ask.act)));
     }
     Ok(())
 }

@@ -5,8 +5,8 @@ use leaf_api::audit::{Actor, AuditAction};
 use leaf_api::tokens::TokenId;
 pub use leaf_raft_store::NewTag;
 use leaf_raft_store::{
-    Allocation, ApplyError, Issued, NewTemplate, NewToken, NumberAsk, Op, SecretHash, StoredProfile, TagRecord,
-    TemplateRecord, TokenLimits, TokenRecord, WorkerGrant,
+    Allocation, ApplyError, Issued, NewTemplate, NewToken, NumberAct, NumberAsk, Op, SecretHash, StoredProfile,
+    TagRecord, TemplateRecord, TokenLimits, TokenRecord, WorkerGrant,
 };
 use tokio::time::Instant;
 
@@ -125,6 +125,27 @@ impl RaftNode {
             }
         };
         Ok(self.sent_numbers.join(ask, send).await??)
+    }
+
+    /// Voids the reservations `due` (tag, key) as this node, the leader ([`NumberAct::Lapse`]),
+    /// in one entry of at most [`leaf_raft_store::MAX_NUMBER_ASKS`]: apply refuses any that is
+    /// not due at the entry's time, so a stale list is harmless. Nothing when this node is not
+    /// the leader (the leader's own task does it).
+    pub async fn lapse_reservations(
+        &self,
+        due: Vec<(String, String)>,
+    ) -> Result<Vec<Result<Issued, ApplyError>>, ProposeError> {
+        let leader = self.raft.metrics().borrow().state == openraft::ServerState::Leader;
+        if !leader || due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let actor = Actor::Node { id: self.node_id };
+        let asks = due
+            .into_iter()
+            .take(leaf_raft_store::MAX_NUMBER_ASKS)
+            .map(|(tag, key)| NumberAsk { tag, key, actor: actor.clone(), act: NumberAct::Lapse })
+            .collect();
+        self.propose(Op::IssueNumbers { asks }).await
     }
 
     /// Reserves the next `step` IDs of `tag` for this node: a non-empty range of exactly `step`.

@@ -54,6 +54,8 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
         ProposeError::Rejected(ApplyError::TokenTagLimit { .. }) => ErrorCode::Forbidden,
         ProposeError::Rejected(ApplyError::TemplateNotFound(_)) => ErrorCode::TemplateNotFound,
         ProposeError::Rejected(ApplyError::TemplateOverlap { .. }) => ErrorCode::TemplateConflict,
+        ProposeError::Rejected(ApplyError::NumberNotFound { .. }) => ErrorCode::NumberNotFound,
+        ProposeError::Rejected(ApplyError::NumberConflict { .. }) => ErrorCode::NumberConflict,
         // Token IDs are 64 random bits: a clash is a fluke; the caller may simply retry.
         ProposeError::Rejected(ApplyError::TokenExists(_)) => ErrorCode::Unavailable,
         // Worker registration is the snowflake actor's business; no request proposes it.

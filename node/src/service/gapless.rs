@@ -1,52 +1,90 @@
-//! Gapless series: a number of a series for the caller's idempotency key, committed through
-//! Raft before it is answered (`leaf_raft_store::gapless` holds the rules). The ID routes'
-//! credentials apply (a scoped token needs the `ids` right on the tag); the caller is recorded
-//! in the ledger with the number.
+//! Gapless series: a number of a series for the caller's idempotency key, issued or reserved
+//! and committed through Raft before it is answered, and a reservation's confirm or void
+//! (`leaf_raft_store::gapless` holds the rules). The ID routes' credentials apply (a scoped
+//! token needs the `ids` right on the tag); the caller is recorded in the ledger with the
+//! number and with a settlement. The leader's voids of expired reservations are in
+//! [`crate::raft`]'s reservation task.
 use leaf_api::audit::Actor;
 use leaf_api::gapless::{
-    hash_hex, validate_key, IssuedNumber, LedgerCursor, LedgerEntry, LedgerPage, LedgerQuery, NumberState,
-    SeriesPolicy, MAX_LEDGER_PAGE,
+    hash_hex, validate_hold, validate_key, validate_reason, IssuedNumber, LedgerCursor, LedgerEntry, LedgerPage,
+    LedgerQuery, NumberState, SeriesPolicy, Settlement, VoidCause, DEFAULT_HOLD_SECONDS, MAX_LEDGER_PAGE,
 };
 use leaf_api::tokens::Right;
 use leaf_api::ErrorCode;
-use leaf_raft_store::{NumberAsk, StoredProfile, TagRecord};
+use leaf_raft_store::gapless::ledger::Outcome;
+use leaf_raft_store::{Issued, NumberAct, NumberAsk, NumberRecord, StoredProfile, TagRecord};
 
 use super::{ApiError, App};
 use crate::access::{IdRequester, Principal};
-use crate::metrics::gapless::IssueOutcome;
+use crate::metrics::gapless::{IssueOutcome, Settlement as Settled};
+
+/// What a caller asks of a gapless series for a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NumberRequest {
+    /// The next number, final at once.
+    Issue,
+    /// The next number, held for `hold_seconds` (900 when `None`).
+    Reserve { hold_seconds: Option<u64> },
+    /// The key's reservation made final.
+    Confirm,
+    /// The key's reservation voided for `reason`.
+    Void { reason: String },
+}
 
 impl App {
-    /// The number of gapless series `tag` (validated) for `key`: the next one, or the one the
-    /// key has (`replayed`). A retry with the same key, after a timeout or a leader change,
-    /// never consumes a second number.
-    pub async fn gapless_issue(&self, tag: &str, key: &str, who: IdRequester) -> Result<IssuedNumber, ApiError> {
+    /// The number of gapless series `tag` (validated) for `key`, after `req`: an issue or a
+    /// reservation answers the next number or the one the key has (`replayed`), so a retry
+    /// with the same key, after a timeout or a leader change, never consumes a second number;
+    /// a confirm or a void settles the key's reservation once (a repeat answers `replayed`).
+    pub async fn gapless_number(
+        &self,
+        tag: &str,
+        key: &str,
+        req: NumberRequest,
+        who: IdRequester,
+    ) -> Result<IssuedNumber, ApiError> {
         let started = std::time::Instant::now();
-        let answer = self.issue_number(tag, key, who).await;
-        let outcome = match &answer {
-            Ok(n) if n.replayed => IssueOutcome::Replayed,
-            Ok(_) => IssueOutcome::Issued,
-            Err(_) => IssueOutcome::Refused,
-        };
-        self.metrics.gapless().observe(outcome, started.elapsed());
+        let issues = matches!(req, NumberRequest::Issue | NumberRequest::Reserve { .. });
+        let answer = self.number(tag, key, req, who).await;
+        let m = self.metrics.gapless();
+        match &answer {
+            Ok(n) if issues => {
+                m.observe(if n.replayed { IssueOutcome::Replayed } else { IssueOutcome::Issued }, started.elapsed())
+            }
+            Err(_) if issues => m.observe(IssueOutcome::Refused, started.elapsed()),
+            Ok(n) if !n.replayed && n.state == NumberState::Confirmed => m.settled(Settled::Confirmed),
+            Ok(n) if !n.replayed && n.state == NumberState::Voided => m.settled(Settled::Voided),
+            _ => {}
+        }
         answer
     }
 
-    async fn issue_number(&self, tag: &str, key: &str, who: IdRequester) -> Result<IssuedNumber, ApiError> {
+    async fn number(
+        &self,
+        tag: &str,
+        key: &str,
+        req: NumberRequest,
+        who: IdRequester,
+    ) -> Result<IssuedNumber, ApiError> {
         validate_key(key).map_err(|e| ApiError::invalid(e.to_string()))?;
+        let act = match req {
+            NumberRequest::Issue => NumberAct::Issue,
+            NumberRequest::Reserve { hold_seconds } => {
+                let hold = hold_seconds.unwrap_or(DEFAULT_HOLD_SECONDS);
+                validate_hold(hold).map_err(|e| ApiError::invalid(e.to_string()))?;
+                NumberAct::Reserve { hold_ms: hold * 1000 }
+            }
+            NumberRequest::Confirm => NumberAct::Confirm,
+            NumberRequest::Void { reason } => {
+                validate_reason(&reason).map_err(|e| ApiError::invalid(e.to_string()))?;
+                NumberAct::Void { reason }
+            }
+        };
         let record = self.known(tag, |app| app.raft.state().tag(tag).filter(|r| r.archived_ms().is_none())).await?;
         let policy = policy_of(tag, &record)?;
-        let ask = NumberAsk { tag: tag.to_string(), key: key.to_string(), actor: self.id_actor(who) };
+        let ask = NumberAsk { tag: tag.to_string(), key: key.to_string(), actor: self.id_actor(who), act };
         let issued = self.raft.issue_number(ask).await?;
-        Ok(IssuedNumber {
-            tag: tag.to_string(),
-            period: issued.period,
-            number: issued.number,
-            display: policy.display(issued.period, issued.number),
-            key: key.to_string(),
-            state: NumberState::Issued,
-            issued_ms: issued.at_ms,
-            replayed: issued.replayed,
-        })
+        Ok(answer(tag, key, &policy, issued))
     }
 
     /// A page of gapless series `tag`'s ledger (the `tags` right on the tag), as of a read
@@ -65,25 +103,26 @@ impl App {
         let record = self.known(tag, |app| app.raft.state().tag(tag)).await?;
         self.raft.read_barrier().await?;
         let policy = policy_of(tag, &record)?;
-        let slice = self.raft.state().ledger_page(tag, q.period, after, limit as usize);
+        // The record as of the barrier: retention may have moved on.
+        let pruned_through = match self.raft.state().tag(tag).map(|r| r.profile().clone()) {
+            Some(StoredProfile::Gapless { pruned_through, .. }) => pruned_through,
+            _ => None,
+        };
+        let slice = self.raft.state().ledger_page(tag, q.period, q.state, after, limit as usize);
         let page = slice.numbers;
         let next = (page.len() == limit as usize)
             .then(|| page.last().map(|((p, n), _)| LedgerCursor { after_period: *p, after_number: *n }))
             .flatten();
-        let entries = page
-            .into_iter()
-            .map(|((period, number), r)| LedgerEntry {
-                period,
-                number,
-                display: policy.display(period, number),
-                key: r.key.to_string(),
-                state: r.state,
-                actor: r.actor,
-                at_ms: r.at_ms,
-                hash: hash_hex(&r.hash),
-            })
-            .collect();
-        Ok(LedgerPage { tag: tag.to_string(), numbers: slice.count as u64, head: hash_hex(&slice.head), entries, next })
+        let entries = page.into_iter().map(|(at, r)| entry(&policy, at, r)).collect();
+        Ok(LedgerPage {
+            tag: tag.to_string(),
+            numbers: slice.count as u64,
+            open_reservations: slice.open,
+            pruned_through,
+            head: hash_hex(&slice.head),
+            entries,
+            next,
+        })
     }
 
     /// Who an ID request stands for, as the ledger records it (an anonymous caller as
@@ -97,6 +136,56 @@ impl App {
                 Actor::Token { id, name }
             }
         }
+    }
+}
+
+/// The answer to an ask of `key` in `tag`.
+fn answer(tag: &str, key: &str, policy: &SeriesPolicy, i: Issued) -> IssuedNumber {
+    IssuedNumber {
+        tag: tag.to_string(),
+        period: i.period,
+        number: i.number,
+        display: policy.display(i.period, i.number),
+        key: key.to_string(),
+        state: i.state,
+        issued_ms: i.at_ms,
+        deadline_ms: i.deadline_ms,
+        reason: i.void.map(|(_, why)| why),
+        replayed: i.replayed,
+    }
+}
+
+/// A ledger entry as the API answers it.
+fn entry(policy: &SeriesPolicy, (period, number): (u32, u64), r: NumberRecord) -> LedgerEntry {
+    let state = r.state();
+    let settled = r.settled.map(|s| {
+        let (state, cause, reason) = match s.outcome {
+            Outcome::Confirmed => (NumberState::Confirmed, None, None),
+            Outcome::Voided { cause, reason } => (NumberState::Voided, Some(cause), Some(reason.to_string())),
+        };
+        Settlement { state, cause, reason, actor: s.actor, at_ms: s.at_ms, seq: s.seq, hash: hash_hex(&s.hash) }
+    });
+    LedgerEntry {
+        period,
+        number,
+        display: policy.display(period, number),
+        key: r.key.to_string(),
+        state,
+        actor: r.actor,
+        at_ms: r.at_ms,
+        deadline_ms: r.deadline_ms,
+        seq: r.seq,
+        hash: hash_hex(&r.hash),
+        settled,
+    }
+}
+
+/// The metric of a void by `cause`.
+pub(crate) fn void_metric(cause: VoidCause) -> Settled {
+    match cause {
+        VoidCause::Caller => Settled::Voided,
+        VoidCause::Expired => Settled::Expired,
+        VoidCause::PeriodClosed => Settled::PeriodClosed,
     }
 }
 

@@ -16,7 +16,10 @@
 //!   IDs), shared by the edges.
 //! - [`auth`]: who is calling an admin or internal operation, over the credential checks of
 //!   [`crate::access::credentials`].
-//! - [`gapless`]: a gapless series' number for an idempotency key.
+//! - [`gapless`]: a gapless series' number for an idempotency key: issue, reserve, confirm,
+//!   void, and the ledger's pages.
+//! - [`reservations`]: the task that voids expired reservations (on the leader) and keeps
+//!   their gauges.
 //! - [`ids`]: segment takes (buffers, the monotonic leader path, obfuscated tags), ranges,
 //!   snowflake takes and decoding — the per-ID path.
 //! - [`tags`]: create, show, update, list, decode obfuscated IDs, the allocation journal, the
@@ -51,6 +54,7 @@ pub mod gapless;
 pub mod health;
 pub mod ids;
 pub mod recent;
+pub mod reservations;
 pub mod tags;
 pub mod templates;
 pub mod tokens;

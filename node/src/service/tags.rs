@@ -337,7 +337,7 @@ fn stored_profile(
             }
             let policy = SeriesPolicy::from_options(gapless.unwrap_or(&GaplessOptions::default()))
                 .map_err(|e| ApiError::invalid(e.to_string()))?;
-            return Ok((StoredProfile::Gapless { policy, period: 0 }, 1));
+            return Ok((StoredProfile::Gapless { policy, period: 0, pruned_through: None }, 1));
         }
     };
     Ok((profile, start))

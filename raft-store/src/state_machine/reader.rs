@@ -7,7 +7,10 @@ use std::sync::{Arc, RwLock};
 
 use arc_swap::ArcSwap;
 
+use leaf_api::gapless::{NumberState, PeriodClose};
+
 use super::SmData;
+use crate::gapless::{LedgerSlice, NumberRecord};
 use crate::state::State;
 use crate::tags::TagRecord;
 use crate::tokens::TokenRecord;
@@ -85,19 +88,22 @@ impl StateReader {
     }
 
     /// Up to `limit` numbers of gapless series `tag` after `after` (period, number) in order,
-    /// only those of `period` if given; with the series' count of numbers and its chain head.
+    /// only those of `period` and in `state` if given; with the series' count of numbers, its
+    /// open reservations and its head. A filter on state scans the series (a page of open
+    /// reservations reads their index).
     pub fn ledger_page(
         &self,
         tag: &str,
         period: Option<u32>,
+        state: Option<NumberState>,
         after: Option<(u32, u64)>,
         limit: usize,
-    ) -> crate::gapless::LedgerSlice {
+    ) -> LedgerSlice {
         use std::ops::Bound;
         let d = self.read();
         let ledger = &d.state.ledger;
         let Some(series) = ledger.series.get(tag) else {
-            return crate::gapless::LedgerSlice { numbers: Vec::new(), count: 0, head: crate::gapless::CHAIN_GENESIS };
+            return LedgerSlice { numbers: Vec::new(), count: 0, open: 0, head: crate::gapless::CHAIN_GENESIS };
         };
         let from = match (after, period) {
             (Some(a), Some(p)) if a >= (p, 0) => Bound::Excluded(a),
@@ -109,10 +115,49 @@ impl StateReader {
             .numbers
             .range((from, Bound::Unbounded))
             .take_while(|((p, _), _)| period.is_none_or(|want| *p == want))
+            .filter(|(_, r)| state.is_none_or(|s| r.state() == s))
             .take(limit)
             .map(|(at, r)| (*at, r.clone()))
             .collect();
-        crate::gapless::LedgerSlice { numbers, count: series.numbers.len(), head: ledger.head(tag) }
+        LedgerSlice { numbers, count: series.numbers.len(), open: series.open(), head: series.head() }
+    }
+
+    /// The number `key` has in gapless series `tag`, with its record.
+    pub fn number_of_key(&self, tag: &str, key: &str) -> Option<((u32, u64), NumberRecord)> {
+        self.read().state.ledger.by_key(tag, key).map(|(at, r)| (at, r.clone()))
+    }
+
+    /// Up to `max` open reservations the leader should void at `now_ms`, as (tag, key): those
+    /// whose deadline has passed, then those of a period their series has left under
+    /// `on_period_close: void`. With the count of every open reservation.
+    pub fn due_reservations(&self, now_ms: i64, max: usize) -> (Vec<(String, String)>, u64) {
+        let d = self.read();
+        let ledger = &d.state.ledger;
+        let key_of = |tag: &str, at: (u32, u64)| ledger.get(tag, at).map(|r| (tag.to_string(), r.key.to_string()));
+        let mut due: Vec<(String, String)> = ledger
+            .open
+            .iter()
+            .take_while(|(deadline, ..)| *deadline <= now_ms)
+            .take(max)
+            .filter_map(|(_, tag, p, n)| key_of(tag, (*p, *n)))
+            .collect();
+        for (_, tag, p, n) in &ledger.open {
+            if due.len() >= max {
+                break;
+            }
+            let closed = d.state.tags.get(tag).is_some_and(|t| match t.profile() {
+                crate::StoredProfile::Gapless { policy, period, .. } => {
+                    policy.on_period_close == PeriodClose::Void && p < period
+                }
+                _ => false,
+            });
+            if closed {
+                if let Some(k) = key_of(tag, (*p, *n)).filter(|k| !due.contains(k)) {
+                    due.push(k);
+                }
+            }
+        }
+        (due, ledger.open.len() as u64)
     }
 
     pub fn tag(&self, tag: &str) -> Option<TagRecord> {

@@ -123,27 +123,41 @@ fn template_op() -> impl Strategy<Value = Op> {
 /// A gapless series that never resets or resets daily (leader times stay in one day, so the
 /// counter runs on).
 fn gapless_tag() -> impl Strategy<Value = Op> {
+    use leaf_api::gapless::PeriodClose;
     use leaf_api::gapless::{Reset, SeriesPolicy};
-    (tag(), prop::sample::select(vec![Reset::Never, Reset::Day])).prop_map(|(tag, reset)| {
-        let policy = SeriesPolicy { reset, utc_offset_minutes: 0, format: None };
+    let close = prop::sample::select(vec![PeriodClose::Wait, PeriodClose::Void]);
+    (tag(), prop::sample::select(vec![Reset::Never, Reset::Day]), close).prop_map(|(tag, reset, on_period_close)| {
+        // A daily series keeps one period: a later day drops the settled earlier ones.
+        let retain_periods = (reset == Reset::Day).then_some(1);
+        let policy = SeriesPolicy { reset, on_period_close, retain_periods, ..Default::default() };
         Op::CreateTagV3(leaf_raft_store::NewTag {
             tag,
             step: 1,
             start_max_id: 1,
             description: String::new(),
-            profile: leaf_raft_store::StoredProfile::Gapless { policy, period: 0 },
+            profile: leaf_raft_store::StoredProfile::Gapless { policy, period: 0, pruned_through: None },
             upper_bound: None,
         })
     })
 }
 
-/// Issues of numbers: keys repeat (replays), tags may be of another profile or unknown.
+/// Issues, reservations and settlements of numbers: keys repeat (replays), tags may be of
+/// another profile or unknown.
 fn issue_op() -> impl Strategy<Value = Op> {
+    use leaf_raft_store::NumberAct;
     let key = prop::sample::select(vec!["k1", "k2", "k3", "k4", "k5", "k6", ""]);
-    let ask = (tag(), key).prop_map(|(tag, key)| leaf_raft_store::NumberAsk {
+    let act = prop_oneof![
+        3 => Just(NumberAct::Issue),
+        2 => prop::sample::select(vec![1_000u64, 60_000]).prop_map(|hold_ms| NumberAct::Reserve { hold_ms }),
+        1 => Just(NumberAct::Confirm),
+        1 => Just(NumberAct::Void { reason: "cancelled".into() }),
+        1 => Just(NumberAct::Lapse),
+    ];
+    let ask = (tag(), key, act).prop_map(|(tag, key, act)| leaf_raft_store::NumberAsk {
         tag,
         key: key.into(),
         actor: leaf_api::audit::Actor::Unattributed,
+        act,
     });
     prop::collection::vec(ask, 1..5).prop_map(|asks| Op::IssueNumbers { asks })
 }
