@@ -8,6 +8,9 @@
 //!
 //! `leaf-chaos --tags 100000` adds 100,000 tags with a Zipf-distributed share of the requests.
 //!
+//! `leaf-chaos --gapless` adds gapless series (invoice numbers) and their workers; their
+//! ledgers are read from every node and checked for gaps, duplicates and lost answers.
+//!
 //! `leaf-chaos --docker --nodes 5 --duration 6m` runs the same against the containers of
 //! `deploy/docker-compose.5.yml` (`docker kill`/`start`, `pause`/`unpause`,
 //! `network disconnect`/`connect`), building the image first if it is missing.
@@ -81,6 +84,14 @@ struct Args {
     /// The Zipf exponent of the pick among --tags (rank k has weight 1 / k^s; 0 is uniform).
     #[arg(long, default_value_t = 1.1, requires = "tags")]
     zipf_s: f64,
+    /// Adds two gapless series (one that never resets, one daily with a display format,
+    /// created before the faults) and max(2, clients/3) dedicated workers issuing their numbers,
+    /// each key retried until answered and one call in eight repeating an answered key. After
+    /// the run each series' ledger is read from every node (they must be identical) and checked
+    /// to be gapless against every answer (a violation exits 1; a key left unanswered by the
+    /// recovery deadline, 2).
+    #[arg(long)]
+    gapless: bool,
     /// How long every node may take to serve again after everything is healed.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     recovery_bound: Duration,
@@ -88,7 +99,8 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Re-check a finished run's directory (history.jsonl, allocations.json, recovery.json).
+    /// Re-check a finished run's directory (history.jsonl, allocations.json, recovery.json;
+    /// gapless.jsonl and gapless-ledgers.json of a --gapless run).
     Check { dir: PathBuf },
 }
 
@@ -191,6 +203,7 @@ fn real_main() -> anyhow::Result<i32> {
                 request_timeout: Duration::from_secs(3),
                 tags: usize::try_from(args.tags)?,
                 zipf_s: args.zipf_s,
+                gapless: args.gapless,
             };
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let out = cfg.out.clone();

@@ -54,6 +54,15 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict of two checks together: false if either is, else unknown if either is.
+    pub fn and(self, other: Verdict) -> Verdict {
+        match (self, other) {
+            (Verdict::False, _) | (_, Verdict::False) => Verdict::False,
+            (Verdict::Unknown, _) | (_, Verdict::Unknown) => Verdict::Unknown,
+            _ => Verdict::True,
+        }
+    }
+
     pub fn exit_code(self) -> i32 {
         match self {
             Verdict::True => 0,
@@ -207,6 +216,9 @@ pub struct Results {
     pub by_fault: BTreeMap<String, super::by_fault::FaultStats>,
     pub recovery: Option<Recovery>,
     pub problems: Vec<String>,
+    /// The gapless workload's check (`--gapless`), whose verdict is part of `valid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gapless: Option<super::gapless::GaplessResults>,
 }
 
 /// How an operation completed (the history's `ok`, `fail` and `info` lines).
@@ -355,6 +367,7 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
         by_fault: super::by_fault::by_fault(events),
         recovery,
         problems,
+        gapless: None,
     };
     uniqueness(&ops, &mut results);
     order(&ops, &meta.profiles, &mut results);
@@ -857,6 +870,9 @@ pub fn summary(r: &Results) -> String {
     }
     for p in &r.problems {
         let _ = writeln!(s, "problem: {p}");
+    }
+    if let Some(g) = &r.gapless {
+        s.push_str(&super::gapless::summary(g));
     }
     s
 }

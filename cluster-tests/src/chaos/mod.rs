@@ -13,6 +13,9 @@
 //! - [`history`]: the JSONL history of operations, faults and clock changes.
 //! - [`run`]: one run — cluster, clients, faults, recovery, journal dump.
 //! - [`tags`]: the many-tags workload of `--tags N` (batch-created tags, Zipf picks).
+//! - [`gapless`]: the gapless-series workload of `--gapless` (invoice numbers issued through
+//!   the faults, every key retried until answered, ledgers compared across nodes, checked by
+//!   [`crate::gapless_check`]).
 //! - [`check`]: the checker over a history and the allocation journals.
 //! - [`by_fault`]: availability while each kind of fault held.
 //!
@@ -21,6 +24,7 @@
 pub mod by_fault;
 pub mod check;
 pub mod delay;
+pub mod gapless;
 pub mod history;
 pub mod netns;
 pub mod nodes;

@@ -6,7 +6,8 @@
 //! Phases: `warmup` (no faults), `faults` (the schedule), `recovery` (heal everything; every
 //! node must serve segment and snowflake IDs again within the bound), `after` (no faults),
 //! then a final request of every kind on every node, the allocation journals are dumped and
-//! the checker runs.
+//! the checker runs. With `--gapless`, the gapless workload ([`super::gapless`]) runs next to
+//! the ID workload, and its series' ledgers are read from every node at the end.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +25,7 @@ use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use super::check::{self, Recovery, Results};
+use super::gapless::{self, Workload};
 use super::history::{
     Event, FaultAction, FaultSubject, History, Meta, Mode, OpEvent, Phase, TagProfile, HARNESS_PROCESS,
 };
@@ -184,6 +186,9 @@ pub struct RunConfig {
     /// ([`super::tags`]).
     pub tags: usize,
     pub zipf_s: f64,
+    /// Adds the gapless workload ([`super::gapless`]): two series, [`gapless::workers`]
+    /// dedicated workers.
+    pub gapless: bool,
 }
 
 /// The phase lengths of a run of `duration`: warmup, faults, after.
@@ -317,6 +322,15 @@ async fn worker(
     }
 }
 
+/// Stops the gapless workers at once when dropped.
+struct AbortOnDrop(Arc<Workload>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Sets the flag when dropped.
 struct StopOnDrop(Arc<AtomicBool>);
 
@@ -344,6 +358,8 @@ struct Harness {
     offsets: BTreeMap<u64, i64>,
     /// The many-tags workload, if the run has one.
     many: Option<Arc<ManyTags>>,
+    /// The gapless workload, if the run has one (from when its series exist).
+    gapless: Option<Arc<Workload>>,
 }
 
 impl Harness {
@@ -993,7 +1009,10 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         (None, true) => " --netns",
         (None, false) => "",
     };
-    let many = if cfg.tags > 0 { format!(" --tags {} --zipf-s {}", cfg.tags, cfg.zipf_s) } else { String::new() };
+    let mut many = if cfg.tags > 0 { format!(" --tags {} --zipf-s {}", cfg.tags, cfg.zipf_s) } else { String::new() };
+    if cfg.gapless {
+        many.push_str(" --gapless");
+    }
     let faults = if cfg.faults.is_empty() {
         "--no-faults".to_string()
     } else {
@@ -1075,10 +1094,14 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         removed_journals: Vec::new(),
         offsets: BTreeMap::new(),
         many,
+        gapless: None,
     };
     let result = drive(&mut h, &cfg, &plan, (warmup, faults_len, after)).await;
     let finished = h.nodes.finish(&cfg.out);
     history.flush()?;
+    if let Some(g) = &h.gapless {
+        g.flush()?;
+    }
     let (journals, recovery) = result?;
     finished?;
     std::fs::write(cfg.out.join("allocations.json"), serde_json::to_vec(&journals)?)?;
@@ -1122,6 +1145,27 @@ async fn drive(
         let took = many.create(&h.admin_with(leader, Duration::from_secs(120))).await?;
         println!("[{:7.1}s] created {} tags in {:.1} s", h.history.now_ns() as f64 / 1e9, cfg.tags, took.as_secs_f64());
     }
+    if cfg.gapless {
+        // The daily series' midnight on the whole minute nearest the middle of the fault
+        // phase, when the run spans one: its numbers restart at 1 while faults hold.
+        let now = h.history.wall_start_ms() + (h.history.now_ns() / 1_000_000) as i64;
+        let ms = |d: Duration| d.as_millis() as i64;
+        let midnight = gapless::midnight_offset(
+            now + 2_000,
+            now + ms(warmup + faults_len + after),
+            now + ms(warmup) + ms(faults_len) / 2,
+        );
+        let series = gapless::series(midnight.unwrap_or(0));
+        gapless::create(&h.admin_with(leader, Duration::from_secs(10)), &series).await?;
+        let tags: Vec<&str> = series.iter().map(|s| s.tag.as_str()).collect();
+        let daily = series[1].options.utc_offset.clone().unwrap_or_default();
+        println!(
+            "[{:7.1}s] gapless series {tags:?}; the daily one's zone is {daily}{}",
+            h.history.now_ns() as f64 / 1e9,
+            if midnight.is_some() { ": its midnight falls in this run" } else { " (no midnight in this run)" }
+        );
+        h.gapless = Some(Arc::new(Workload::create(&cfg.out, series, h.history.clone())?));
+    }
     let failures = h.serve_everywhere(Duration::from_secs(30), 0).await;
     if !failures.is_empty() {
         bail!("the cluster did not start serving: {failures:?}");
@@ -1142,6 +1186,14 @@ async fn drive(
             tokio::spawn(worker(p, cfg.seed, period, h.ops.clone(), h.targets.clone(), many, stop.clone()))
         })
         .collect();
+    // The gapless workers stop with the others, and at once if `drive` fails.
+    let _stop_gapless = h.gapless.clone().map(AbortOnDrop);
+    let gapless_workers: Vec<_> = match &h.gapless {
+        None => Vec::new(),
+        Some(g) => (0..gapless::workers(cfg.clients))
+            .map(|w| tokio::spawn(gapless::worker(g.clone(), w, cfg.seed, period, h.targets.clone())))
+            .collect(),
+    };
 
     h.phase(Phase::Warmup);
     tokio::time::sleep(warmup).await;
@@ -1162,16 +1214,30 @@ async fn drive(
 
     h.phase(Phase::Recovery);
     let rec_start = Instant::now();
+    let in_flight = h.gapless.as_ref().map(|g| g.in_flight()).unwrap_or_default();
     h.heal_all().await?;
     let failures = h.serve_everywhere(cfg.recovery_bound, 1).await;
     let recovery_secs = rec_start.elapsed().as_secs_f64();
     println!("[{:7.1}s] recovered in {recovery_secs:.1} s; failures: {failures:?}", h.history.now_ns() as f64 / 1e9);
+    if let Some(g) = &h.gapless {
+        // Keys the faults left unanswered must be answered by the recovery deadline.
+        let late = g.await_answered(&in_flight, rec_start + cfg.recovery_bound, "when the faults ended").await;
+        println!(
+            "[{:7.1}s] gapless: {} of the {} issues in flight when the faults ended answered, {late} not",
+            h.history.now_ns() as f64 / 1e9,
+            in_flight.len() - late,
+            in_flight.len()
+        );
+    }
     h.record_workers().await;
 
     h.phase(Phase::After);
     tokio::time::sleep(after).await;
     stop.store(true, Ordering::Relaxed);
-    for c in clients {
+    if let Some(g) = &h.gapless {
+        g.stop(Instant::now() + cfg.recovery_bound);
+    }
+    for c in clients.into_iter().chain(gapless_workers) {
         let _ = c.await;
     }
     // The final request of every kind on every node must succeed at once (within one
@@ -1180,6 +1246,13 @@ async fn drive(
     h.record_workers().await;
     h.phase(Phase::Done);
     let (journals, journal_problems) = h.journals().await;
+    if let Some(g) = &h.gapless {
+        // Quiet now: every member has applied what was committed.
+        let admin = |id| h.admin_with(id, Duration::from_secs(30));
+        let mut ledgers = gapless::read_ledgers(g.series(), &h.members, admin, Duration::from_secs(30)).await;
+        ledgers.notes.splice(0..0, g.notes());
+        gapless::write_ledgers(&cfg.out, &ledgers)?;
+    }
     let mut notes = failures.iter().map(|f| format!("recovery: {f}")).collect::<Vec<_>>();
     notes.extend(finals.iter().map(|f| format!("final request: {f}")));
     notes.extend(journal_problems.iter().cloned());
@@ -1203,7 +1276,11 @@ pub fn check_dir(dir: &std::path::Path) -> anyhow::Result<Results> {
         Ok(b) => Some(serde_json::from_slice(&b)?),
         Err(_) => None,
     };
-    let results = check::check(&events, &journals, recovery);
+    let mut results = check::check(&events, &journals, recovery);
+    if let Some(g) = gapless::check_dir(dir)? {
+        results.valid = results.valid.and(g.valid.unwrap_or(check::Verdict::Unknown));
+        results.gapless = Some(g);
+    }
     std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(&results)?)?;
     Ok(results)
 }
