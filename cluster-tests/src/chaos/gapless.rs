@@ -16,8 +16,13 @@
 //! the middle of the fault phase (when the run spans one): its numbers restart at 1 while
 //! leaders change and clocks are skewed, and each period must still be 1..=N.
 //!
-//! The workload's operation is an enum ([`GaplessOp`]) so that reservations (reserve, confirm,
-//! void) can join issues; only issues exist today.
+//! About three new keys in eight are reserved instead of issued (held [`HOLD_SECONDS`]), and a
+//! reservation is then confirmed, voided with a reason, or left for the leader to void at its
+//! deadline (a third each); the daily series voids what a closed day left open
+//! (`on_period_close: void`). A confirm refused as `number_conflict` (its reservation expired
+//! meanwhile) is a definite answer, not a retry. Before the ledgers are read every reservation
+//! must be settled, and the checker then requires every number issued, confirmed or voided
+//! with a reason, in the state each answer said.
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -27,7 +32,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use leaf_api::gapless::{GaplessOptions, IssuedNumber, LedgerEntry, Reset, SeriesPolicy};
+use leaf_api::gapless::{
+    GaplessOptions, IssuedNumber, LedgerEntry, LedgerQuery, NumberState, PeriodClose, Reset, SeriesPolicy,
+};
 use leaf_api::profile::{format_utc_offset, Profile, MAX_UTC_OFFSET_MINUTES};
 use leaf_api::types::CreateTagRequest;
 use leaf_api::ErrorCode;
@@ -51,6 +58,10 @@ pub const DAILY_FORMAT: &str = "R{yyyy}{mm}{dd}-{seq:04}";
 pub const ATTEMPTS_FILE: &str = "gapless.jsonl";
 /// The series and the ledgers read after the run.
 pub const LEDGERS_FILE: &str = "gapless-ledgers.json";
+/// Seconds a reservation is held: short, so that some expire during the run.
+pub const HOLD_SECONDS: u64 = 3;
+/// The reason of a worker's void.
+pub const VOID_REASON: &str = "voided by leaf-chaos";
 /// Answered keys a worker keeps to ask for again (a random one is replaced when full).
 const REPEAT_POOL: usize = 256;
 /// Most examples of each kind of problem `results.json` lists.
@@ -79,7 +90,7 @@ pub fn series(daily_offset_minutes: i16) -> Vec<Series> {
     vec![
         Series {
             tag: NEVER_TAG.into(),
-            options: GaplessOptions { reset: Some(Reset::Never), utc_offset: None, format: None },
+            options: GaplessOptions { reset: Some(Reset::Never), ..GaplessOptions::default() },
         },
         Series {
             tag: DAILY_TAG.into(),
@@ -87,6 +98,8 @@ pub fn series(daily_offset_minutes: i16) -> Vec<Series> {
                 reset: Some(Reset::Day),
                 utc_offset: Some(format_utc_offset(daily_offset_minutes)),
                 format: Some(DAILY_FORMAT.into()),
+                on_period_close: Some(PeriodClose::Void),
+                retain_periods: None,
             },
         },
     ]
@@ -141,12 +154,40 @@ pub async fn create(admin: &Client, series: &[Series]) -> anyhow::Result<()> {
 pub enum GaplessOp {
     /// `POST /api/gapless/{tag}/issue {"key"}`: the series' next number, or the key's.
     Issue { tag: String, key: String },
+    /// `POST /api/gapless/{tag}/reserve`: the next number held [`HOLD_SECONDS`], or the key's.
+    Reserve { tag: String, key: String },
+    /// `POST /api/gapless/{tag}/confirm`: the key's reservation made final.
+    Confirm { tag: String, key: String },
+    /// `POST /api/gapless/{tag}/void` with [`VOID_REASON`].
+    Void { tag: String, key: String },
 }
 
 impl GaplessOp {
     fn describe(&self) -> String {
+        let (what, tag, key) = self.parts();
+        format!("{what} {tag} {key}")
+    }
+
+    fn parts(&self) -> (&'static str, &str, &str) {
         match self {
-            GaplessOp::Issue { tag, key } => format!("issue {tag} {key}"),
+            GaplessOp::Issue { tag, key } => ("issue", tag, key),
+            GaplessOp::Reserve { tag, key } => ("reserve", tag, key),
+            GaplessOp::Confirm { tag, key } => ("confirm", tag, key),
+            GaplessOp::Void { tag, key } => ("void", tag, key),
+        }
+    }
+
+    /// Whether it asks for a number (and so stamps a new one's time).
+    fn takes_a_number(&self) -> bool {
+        matches!(self, GaplessOp::Issue { .. } | GaplessOp::Reserve { .. })
+    }
+
+    async fn send(&self, c: &Client) -> Result<IssuedNumber, leaf_client::ClientError> {
+        match self {
+            GaplessOp::Issue { tag, key } => c.gapless(tag).issue(key).await,
+            GaplessOp::Reserve { tag, key } => c.gapless(tag).reserve(key, Some(HOLD_SECONDS)).await,
+            GaplessOp::Confirm { tag, key } => c.gapless(tag).confirm(key).await,
+            GaplessOp::Void { tag, key } => c.gapless(tag).void(key, VOID_REASON).await,
         }
     }
 }
@@ -174,12 +215,12 @@ pub struct AttemptLine {
 impl AttemptLine {
     /// The attempt as the gapless checker takes it.
     fn attempt(&self) -> Attempt {
-        let GaplessOp::Issue { tag, key } = &self.op;
+        let (_, tag, key) = self.op.parts();
         let outcome = match (&self.ok, &self.error) {
             (Some(n), _) => Outcome::Ok(n.clone()),
             (None, e) => Outcome::Failed(e.clone().unwrap_or_default()),
         };
-        Attempt { tag: tag.clone(), key: key.clone(), outcome }
+        Attempt { tag: tag.to_string(), key: key.to_string(), outcome }
     }
 }
 
@@ -305,9 +346,18 @@ impl Workload {
 /// The nodes a worker may call, with a client each (the run's current members).
 pub type Targets = Arc<std::sync::RwLock<BTreeMap<u64, Client>>>;
 
+/// How an operation ended.
+enum Ended {
+    Answered,
+    /// A definite refusal (a confirm of an expired reservation).
+    Refused,
+    /// No answer by the drain deadline, after this many attempts.
+    Unanswered(u32),
+}
+
 /// A gapless worker: one operation at a time, paced to `period`, each attempt to the next node
 /// round-robin, an operation retried until it is answered (after the stop, until the drain
-/// deadline).
+/// deadline). A new key is issued, or reserved and then confirmed, voided or left to expire.
 pub async fn worker(w: Arc<Workload>, id: u32, seed: u64, period: Duration, targets: Targets) {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x6761_706c_6573_7300 ^ u64::from(id));
     let mut answered: Vec<(String, String)> = Vec::new();
@@ -323,73 +373,95 @@ pub async fn worker(w: Arc<Workload>, id: u32, seed: u64, period: Duration, targ
             let tag = w.series[rng.gen_range(0..w.series.len())].tag.clone();
             (tag, format!("chaos-{seed}-{id}-{n}"))
         };
-        let op = GaplessOp::Issue { tag: tag.clone(), key: key.clone() };
-        let seq = w.next_seq.fetch_add(1, Ordering::Relaxed);
-        w.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, (seq, op.clone()));
-        let mut try_no = 0;
-        let got = loop {
-            let pick = {
-                let t = targets.read().unwrap_or_else(|e| e.into_inner());
-                let nodes: Vec<(&u64, &Client)> = t.iter().collect();
-                next_node = next_node.wrapping_add(1);
-                (!nodes.is_empty()).then(|| {
-                    let (id, c) = nodes[next_node % nodes.len()];
-                    (*id, c.clone())
-                })
-            };
-            let Some((node, client)) = pick else {
-                if w.drained() {
-                    break None;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            try_no += 1;
-            let inv_ms = w.wall_ms();
-            let res = client.gapless(&tag).issue(&key).await;
-            let done_ms = w.wall_ms();
-            let (ok, error) = match res {
-                Ok(n) => (Some(n), None),
-                Err(e) => (None, Some(e.to_string())),
-            };
-            w.write(&AttemptLine {
-                worker: id,
-                node,
-                op: op.clone(),
-                try_no,
-                repeat,
-                inv_ms,
-                done_ms,
-                ok: ok.clone(),
-                error,
-            });
-            if ok.is_some() {
-                break ok;
-            }
-            if w.drained() {
-                break None;
-            }
-            // A dead node answers at once: do not spin.
-            tokio::time::sleep(Duration::from_millis(rng.gen_range(20..80))).await;
+        let reserve = !repeat && rng.gen_ratio(3, 8);
+        let op = if reserve {
+            GaplessOp::Reserve { tag: tag.clone(), key: key.clone() }
+        } else {
+            GaplessOp::Issue { tag: tag.clone(), key: key.clone() }
         };
-        w.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-        match got {
-            Some(_) => {
-                w.answered.fetch_add(1, Ordering::Relaxed);
-                if !repeat {
-                    if answered.len() < REPEAT_POOL {
-                        answered.push((tag, key));
-                    } else {
-                        let i = rng.gen_range(0..answered.len());
-                        answered[i] = (tag, key);
-                    }
+        if let Ended::Answered = perform(&w, id, &op, repeat, &targets, &mut rng, &mut next_node).await {
+            w.answered.fetch_add(1, Ordering::Relaxed);
+            if !repeat {
+                if answered.len() < REPEAT_POOL {
+                    answered.push((tag.clone(), key.clone()));
+                } else {
+                    let i = rng.gen_range(0..answered.len());
+                    answered[i] = (tag.clone(), key.clone());
                 }
             }
-            None => w.note(format!("{}: unanswered after {try_no} attempts when the workers stopped", op.describe())),
+            let settle = match (reserve, rng.gen_range(0..3)) {
+                (true, 0) => Some(GaplessOp::Confirm { tag, key }),
+                (true, 1) => Some(GaplessOp::Void { tag, key }),
+                _ => None,
+            };
+            if let Some(op) = settle {
+                perform(&w, id, &op, false, &targets, &mut rng, &mut next_node).await;
+            }
         }
         let jitter = period.mul_f64(rng.gen_range(0.5..1.5));
         tokio::time::sleep(jitter.saturating_sub(started.elapsed())).await;
     }
+}
+
+/// Sends `op` until it is answered or definitely refused (after the stop, until the drain
+/// deadline), each attempt a line of the log.
+async fn perform(
+    w: &Workload,
+    id: u32,
+    op: &GaplessOp,
+    repeat: bool,
+    targets: &Targets,
+    rng: &mut StdRng,
+    next_node: &mut usize,
+) -> Ended {
+    let seq = w.next_seq.fetch_add(1, Ordering::Relaxed);
+    w.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, (seq, op.clone()));
+    let mut try_no = 0;
+    let ended = loop {
+        let pick = {
+            let t = targets.read().unwrap_or_else(|e| e.into_inner());
+            let nodes: Vec<(&u64, &Client)> = t.iter().collect();
+            *next_node = next_node.wrapping_add(1);
+            (!nodes.is_empty()).then(|| {
+                let (id, c) = nodes[*next_node % nodes.len()];
+                (*id, c.clone())
+            })
+        };
+        let Some((node, client)) = pick else {
+            if w.drained() {
+                break Ended::Unanswered(try_no);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        try_no += 1;
+        let inv_ms = w.wall_ms();
+        let res = op.send(&client).await;
+        let done_ms = w.wall_ms();
+        let refused = matches!(&res, Err(e) if e.code() == Some(ErrorCode::NumberConflict));
+        let (ok, error) = match res {
+            Ok(n) => (Some(n), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let line = AttemptLine { worker: id, node, op: op.clone(), try_no, repeat, inv_ms, done_ms, ok, error };
+        w.write(&line);
+        if line.ok.is_some() {
+            break Ended::Answered;
+        }
+        if refused {
+            break Ended::Refused;
+        }
+        if w.drained() {
+            break Ended::Unanswered(try_no);
+        }
+        // A dead node answers at once: do not spin.
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(20..80))).await;
+    };
+    w.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+    if let Ended::Unanswered(tries) = ended {
+        w.note(format!("{}: unanswered after {tries} attempts when the workers stopped", op.describe()));
+    }
+    ended
 }
 
 /// One series' ledger as a node answered it.
@@ -457,6 +529,26 @@ pub async fn read_ledgers(
     bound: Duration,
 ) -> LedgersFile {
     let mut file = LedgersFile::default();
+    // Every reservation settled first: those left open are voided by the leader at their
+    // deadline (or as their day closes).
+    let deadline = Instant::now() + bound;
+    for s in series {
+        let q = LedgerQuery { limit: Some(1), state: Some(NumberState::Reserved), ..LedgerQuery::default() };
+        let mut at = 0;
+        loop {
+            let id = nodes[at % nodes.len().max(1)];
+            at += 1;
+            match admin(id).gapless(&s.tag).ledger_page(&q).await {
+                Ok(p) if p.open_reservations == 0 => break,
+                Ok(p) if Instant::now() >= deadline => {
+                    file.notes.push(format!("{} reservations of {} still open when read", p.open_reservations, s.tag));
+                    break;
+                }
+                _ if Instant::now() >= deadline => break,
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
     for s in series {
         let deadline = Instant::now() + bound;
         let mut answers: Vec<(u64, Result<Ledger, String>)>;
@@ -554,6 +646,10 @@ pub struct GaplessResults {
     /// harness's clock around its call, ms: clock faults on the leader move it.
     pub stamp_behind_ms: i64,
     pub stamp_ahead_ms: i64,
+    /// Numbers by how they ended: issued, confirmed, voided (by a worker), expired (voided by
+    /// the leader at the deadline), period_closed (by the leader as their day closed).
+    #[serde(default)]
+    pub ended: BTreeMap<String, usize>,
     pub violation_count: usize,
     /// The violations (the first few): of the gapless checker, ledgers that differ between
     /// nodes, repeats not flagged `replayed`, displays not in the series' format.
@@ -612,7 +708,16 @@ pub fn check(lines: &[AttemptLine], ledgers: &LedgersFile, mut notes: Vec<String
                     s.series.tag, e.number, e.period, e.display
                 ));
             }
-            rows.push(LedgerRow { tag: s.series.tag.clone(), period: e.period, number: e.number, key: e.key.clone() });
+            let how = match (e.state, e.settled.as_ref().and_then(|s| s.cause)) {
+                (NumberState::Voided, Some(leaf_api::gapless::VoidCause::Expired)) => "expired",
+                (NumberState::Voided, Some(leaf_api::gapless::VoidCause::PeriodClosed)) => "period_closed",
+                (NumberState::Voided, _) => "voided",
+                (NumberState::Confirmed, _) => "confirmed",
+                (NumberState::Reserved, _) => "reserved",
+                (NumberState::Issued, _) => "issued",
+            };
+            *r.ended.entry(how.to_string()).or_default() += 1;
+            rows.push(LedgerRow::of(&s.series.tag, e));
         }
         for n in &s.nodes {
             if let Some(d) = &n.difference {
@@ -643,7 +748,7 @@ pub fn check(lines: &[AttemptLine], ledgers: &LedgersFile, mut notes: Vec<String
             if l.repeat && !n.replayed {
                 violations.push(format!("{}: asked again after an answer, not flagged replayed", l.op.describe()));
             }
-            if !n.replayed {
+            if !n.replayed && l.op.takes_a_number() {
                 r.stamp_behind_ms = r.stamp_behind_ms.min(n.issued_ms - l.inv_ms);
                 r.stamp_ahead_ms = r.stamp_ahead_ms.max(n.issued_ms - l.done_ms);
             }
@@ -715,6 +820,8 @@ pub fn summary(g: &GaplessResults) -> String {
         "  leader stamps against the harness clock: up to {} ms behind, {} ms ahead",
         -g.stamp_behind_ms, g.stamp_ahead_ms
     );
+    let ended: Vec<String> = g.ended.iter().map(|(how, n)| format!("{n} {how}")).collect();
+    let _ = writeln!(s, "  numbers ended: {}", if ended.is_empty() { "none".into() } else { ended.join(", ") });
     let _ = writeln!(s, "  violations: {}", g.violation_count);
     for v in &g.violations {
         let _ = writeln!(s, "    {v}");
@@ -760,6 +867,8 @@ mod tests {
             key: key.into(),
             state: NumberState::Issued,
             issued_ms: 1_000,
+            deadline_ms: None,
+            reason: None,
             replayed,
         }
     }
@@ -787,7 +896,10 @@ mod tests {
             state: NumberState::Issued,
             actor: Actor::Unattributed,
             at_ms: 1_000,
+            deadline_ms: None,
+            seq: number,
             hash: format!("{number:064}"),
+            settled: None,
         }
     }
 

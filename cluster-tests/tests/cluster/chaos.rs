@@ -178,6 +178,10 @@ async fn a_chaos_run_with_gapless_series_keeps_them_gapless() {
     assert_eq!(g["valid"], "true", "{g}");
     assert!(g["numbers"].as_u64().unwrap() >= 200, "too few numbers issued: {g}");
     assert!(g["repeats"].as_u64().unwrap() > 0 && g["replays"].as_u64().unwrap() > 0, "no key asked again: {g}");
+    // Reservations were confirmed, voided, and voided by the leader at their deadline.
+    for how in ["issued", "confirmed", "voided", "expired"] {
+        assert!(g["ended"][how].as_u64().unwrap_or(0) > 0, "no number {how}: {g}");
+    }
     for tag in ["chaos-gl-never", "chaos-gl-daily"] {
         assert_eq!(g["series"][tag]["nodes_compared"], 3, "{tag}'s ledger was not compared on every node: {g}");
     }
