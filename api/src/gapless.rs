@@ -465,6 +465,9 @@ pub enum VoidCause {
     Expired,
     /// Its period closed with it reserved, under `on_period_close: void`.
     PeriodClosed,
+    /// A restore from a backup voided it: the lost cluster may have issued it after the
+    /// backup (its key is then empty).
+    Lost,
 }
 
 /// How a reserved number was settled.

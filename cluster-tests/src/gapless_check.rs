@@ -168,7 +168,10 @@ pub fn check(attempts: &[Attempt], ledger: &[LedgerRow]) -> Report {
             _ => {}
         }
         slots.entry((&row.tag, row.period)).or_default().entry(row.number).or_default().push(&row.key);
-        by_key.entry((&row.tag, &row.key)).or_default().push((row.period, row.number));
+        // Numbers lost with a cluster (voided by a restore) have no key.
+        if !row.key.is_empty() {
+            by_key.entry((&row.tag, &row.key)).or_default().push((row.period, row.number));
+        }
     }
     r.series = slots.len();
     by_key.values_mut().for_each(|v| v.sort_unstable());

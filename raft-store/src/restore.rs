@@ -12,6 +12,13 @@
 //! better says so per tag (a margin, or a floor such as a table's `MAX(id) + 1`), and the plan
 //! shows every jump before anything is written.
 //!
+//! A gapless series cannot jump silently: a skipped number is a gap. Its margin is voided
+//! instead, number by number, as lost with the cluster ([`crate::gapless::lost`]): the numbers
+//! after the backup's counter, and when the restore runs in a later period, the first ones of
+//! that period too. Its automatic margin is twice the rate over the time since the backup, and
+//! at least [`GAPLESS_MIN_MARGIN`] (no node buffers numbers); at most [`GAPLESS_MAX_MARGIN`]
+//! numbers are voided, past which the plan says `exhausted` and the restore refuses it.
+//!
 //! Snowflake IDs need no margin, only time: every worker ID gets a released record whose
 //! high-water mark is the floor (the later of the restore's clock and the backup's marks), so
 //! whichever node takes it starts above anything the lost cluster issued (see
@@ -33,6 +40,12 @@ pub const MAX_LINEAGE: usize = 32;
 
 /// The rate's safety factor in the automatic margin: traffic may grow after the backup.
 pub const RATE_FACTOR: f64 = 2.0;
+
+/// The least automatic margin of a gapless series: numbers voided as lost even when the rate
+/// at the backup was nil (an idle series may have issued a few since).
+pub const GAPLESS_MIN_MARGIN: i64 = 100;
+/// The most numbers a restore voids in one period of a gapless series.
+pub const GAPLESS_MAX_MARGIN: i64 = 100_000;
 
 /// One restore, as the restored state remembers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,8 +121,9 @@ pub enum Outcome {
     /// The counter cannot move past its margin within the tag's bound (or its day's counter
     /// space): the tag hands out nothing more (for a daily tag, until its next day).
     Exhausted,
-    /// A gapless series: a jump would leave a gap, and the numbers the lost cluster issued
-    /// after the backup are not in it, so the counter stays and the restore refuses the tag.
+    /// A gapless series: the numbers of the margin are voided as lost with the cluster (in
+    /// the backup's period from `from`, and in the restore's period from 1 when `days` says
+    /// it is later), and the series goes on at `to`.
     Gapless,
 }
 
@@ -127,7 +141,8 @@ pub struct TagJump {
     pub source: MarginSource,
     /// The operator's floor, when it decided `to`.
     pub at_least: Option<i64>,
-    /// A daily tag's day in the backup and after the restore (`yyyyMMdd`).
+    /// A daily tag's day in the backup and after the restore (`yyyyMMdd`); a gapless
+    /// series' period.
     pub days: Option<(u32, u32)>,
     pub outcome: Outcome,
 }
@@ -143,9 +158,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The gapless series, which a restore refuses.
-    pub fn gapless(&self) -> impl Iterator<Item = &TagJump> {
-        self.jumps.iter().filter(|j| j.outcome == Outcome::Gapless)
+    /// The gapless series whose margin is more than a restore voids, which it refuses.
+    pub fn gapless_too_far(&self) -> impl Iterator<Item = &TagJump> {
+        self.jumps.iter().filter(|j| j.profile == Profile::Gapless && j.outcome == Outcome::Exhausted)
     }
 
     /// The tags left with nothing to hand out.
@@ -171,7 +186,16 @@ pub fn auto_margin(rate: f64, elapsed_secs: f64, step: i64, nodes: u64, max_step
 /// The plan of restoring `state` at `input.now_ms`.
 pub fn plan(state: &State, input: &PlanInput) -> Plan {
     let elapsed_secs = (input.now_ms.saturating_sub(input.backup_taken_ms)) as f64 / 1000.0;
-    let jumps = state.tags.iter().map(|(tag, record)| jump(tag, record, input, elapsed_secs)).collect();
+    let mut jumps: Vec<TagJump> =
+        state.tags.iter().map(|(tag, record)| jump(tag, record, input, elapsed_secs)).collect();
+    // The voids of every gapless series fit the ledger's cap, or the series past it are refused.
+    let mut room = (crate::gapless::MAX_LEDGER_NUMBERS.saturating_sub(state.ledger.len)) as u64;
+    for j in jumps.iter_mut().filter(|j| j.outcome == Outcome::Gapless) {
+        match room.checked_sub(voids(j)) {
+            Some(left) => room = left,
+            None => j.outcome = Outcome::Exhausted,
+        }
+    }
     let marks = state.workers.values().map(|w| w.high_water_ms);
     let snowflake_floor_ms = marks.fold(input.now_ms, i64::max);
     Plan { jumps, snowflake_floor_ms, elapsed_secs }
@@ -188,17 +212,28 @@ fn jump(tag: &str, record: &crate::tags::TagRecord, input: &PlanInput, elapsed_s
         }
     };
     let from = record.max_id;
-    if let StoredProfile::Gapless { .. } = record.profile() {
+    if let StoredProfile::Gapless { policy, period, .. } = record.profile() {
+        let margin = match source {
+            MarginSource::Given => margin,
+            MarginSource::Auto { rate_per_sec } => {
+                let rate = if rate_per_sec.is_finite() && rate_per_sec > 0.0 { rate_per_sec } else { 0.0 };
+                ((RATE_FACTOR * rate * elapsed_secs.max(0.0)).ceil() as i64).max(GAPLESS_MIN_MARGIN)
+            }
+        };
+        // The lost cluster may have moved on to the restore's period (never back).
+        let now = policy.period_at(input.now_ms).unwrap_or(*period).max(*period);
+        let to = if now > *period { margin.saturating_add(1) } else { from.saturating_add(margin) };
+        let outcome = if margin > GAPLESS_MAX_MARGIN { Outcome::Exhausted } else { Outcome::Gapless };
         return TagJump {
             tag: tag.to_string(),
             profile: record.profile().kind(),
             from,
-            to: from,
-            margin: 0,
+            to,
+            margin,
             source,
             at_least: None,
-            days: None,
-            outcome: Outcome::Gapless,
+            days: Some((*period, now)),
+            outcome,
         };
     }
     let (days, start, limit) = match record.profile() {
@@ -238,12 +273,58 @@ fn jump(tag: &str, record: &crate::tags::TagRecord, input: &PlanInput, elapsed_s
     }
 }
 
+/// Whether `period` is one of gapless `record`'s periods.
+fn policy_allows(record: &crate::tags::TagRecord, period: u32) -> bool {
+    matches!(record.profile(), StoredProfile::Gapless { policy, .. } if policy.is_period(period))
+}
+
+/// Numbers a gapless jump voids.
+fn voids(j: &TagJump) -> u64 {
+    let periods = match j.days {
+        Some((a, b)) if b > a && a != 0 => 2,
+        _ => 1,
+    };
+    j.margin.max(0) as u64 * periods
+}
+
+/// Voids the margin of gapless series `j.tag` as lost and moves its counter (and period) on.
+fn void_lost_numbers(state: &mut State, j: &TagJump, restore: &RestoreRecord, actor: &Actor) {
+    let Some(record) = state.tags.get_mut(&j.tag) else { return };
+    let StoredProfile::Gapless { policy, period, pruned_through } = record.profile().clone() else { return };
+    let (backup_period, now) = j.days.unwrap_or((period, period));
+    let margin = j.margin.max(0) as u64;
+    let from = j.from.max(1) as u64;
+    record.max_id = j.to;
+    record.set_profile(StoredProfile::Gapless { policy, period: now, pruned_through });
+    if margin == 0 {
+        return;
+    }
+    let reason = crate::gapless::lost::lost_reason(restore.backup_id);
+    let at = (restore.restored_ms, actor);
+    // Period 0 of a series that resets is "no number yet": nothing of it to void.
+    if policy_allows(&state.tags[&j.tag], backup_period) {
+        crate::gapless::lost::void_lost(state, &j.tag, backup_period, from..=from + margin - 1, at, &reason);
+    }
+    if now > backup_period {
+        crate::gapless::lost::void_lost(state, &j.tag, now, 1..=margin, at, &reason);
+    }
+}
+
 /// Applies `plan` to `state`, restored at `now_ms` from the backup described by `restore`:
 /// every tag's counter (and a daily tag's day), every worker ID released with the snowflake
 /// floor as its high-water mark, the lineage, and a record of it at the end of the audit
 /// trail by `actor`.
 pub fn apply_plan(state: &mut State, plan: &Plan, restore: RestoreRecord, actor: Actor) {
     for j in &plan.jumps {
+        if j.outcome == Outcome::Gapless {
+            void_lost_numbers(state, j, &restore, &actor);
+            continue;
+        }
+        // A gapless series whose margin is too large to void: `leaf restore` refuses the plan;
+        // a silent jump would be a gap.
+        if j.profile == Profile::Gapless {
+            continue;
+        }
         let Some(record) = state.tags.get_mut(&j.tag) else { continue };
         record.max_id = j.to;
         if let (StoredProfile::Daily { format, .. }, Some((_, day))) = (record.profile().clone(), j.days) {
@@ -417,5 +498,74 @@ mod tests {
         crate::state::record_members(&mut s, [7], &mut Changes::default());
         let g = crate::testing::grant(crate::testing::register(&mut s, now + 1, 7));
         assert!(g.not_before_ms >= p.snowflake_floor_ms);
+    }
+
+    #[test]
+    fn a_gapless_series_voids_its_margin_as_lost_and_goes_on_after_it() {
+        use leaf_api::gapless::{NumberState, Reset, SeriesPolicy, VoidCause};
+
+        let mut s = State::default();
+        let yearly = SeriesPolicy { reset: Reset::Year, ..Default::default() };
+        let never = SeriesPolicy::default();
+        let gapless = |policy, period| StoredProfile::Gapless { policy, period, pruned_through: None };
+        s.tags.insert("inv".into(), TagRecord::plain(41, 1, 0, 0).with_profile(gapless(yearly.clone(), 2026)));
+        s.tags.insert("cn".into(), TagRecord::plain(8, 1, 0, 0).with_profile(gapless(never, 0)));
+        s.tags.insert("fresh".into(), TagRecord::plain(1, 1, 0, 0).with_profile(gapless(yearly, 0)));
+        const JAN2_2027: i64 = 1_798_848_000_000;
+        let mut i = input(NOV23 + 3_700_000);
+        i.rates.insert("inv".into(), 0.5);
+        let p = plan(&s, &i);
+        // 0.5/s for 100 s, doubled: 100; the least margin is 100 too.
+        let inv = jump(&p, "inv");
+        assert_eq!((inv.from, inv.to, inv.margin, inv.outcome), (41, 141, 100, Outcome::Gapless));
+        assert_eq!(inv.days, Some((2026, 2026)));
+        // Restored in a later year: the backup's year loses its margin, and the new year
+        // starts after its own.
+        i.now_ms = JAN2_2027;
+        i.overrides.insert("inv".into(), Override { margin: Some(5), at_least: None });
+        let p = plan(&s, &i);
+        let inv = jump(&p, "inv");
+        assert_eq!((inv.to, inv.days, inv.margin), (6, Some((2026, 2027)), 5));
+        assert_eq!(jump(&p, "fresh").days, Some((0, 2027)), "a series without a number yet");
+        let r = RestoreRecord { backup_id: 0xabc, generation: 1, backup_taken_ms: NOV23, restored_ms: JAN2_2027 };
+        apply_plan(&mut s, &p, r, Actor::Node { id: 1 });
+        let ledger = &s.ledger.series["inv"];
+        let lost: Vec<(u32, u64)> = ledger.numbers.keys().copied().collect();
+        let want: Vec<(u32, u64)> = (41..=45).map(|n| (2026, n)).chain((1..=5).map(|n| (2027, n))).collect();
+        assert_eq!(lost, want);
+        for r in ledger.numbers.values() {
+            assert_eq!(r.state(), NumberState::Voided);
+            let (cause, why) = r.void().unwrap();
+            assert_eq!(cause, VoidCause::Lost);
+            assert!(why.contains("00000000000000000000000000000abc"), "{why}");
+        }
+        assert_eq!(s.tags["inv"].max_id, 6);
+        assert!(matches!(s.tags["inv"].profile(), StoredProfile::Gapless { period: 2027, .. }));
+        // Period 0 of a yearly series is no period: only the new year's first numbers are lost.
+        let fresh: Vec<(u32, u64)> = s.ledger.series["fresh"].numbers.keys().copied().collect();
+        assert_eq!(fresh, (1..=100).map(|n| (2027, n)).collect::<Vec<_>>());
+        assert_eq!(s.ledger.series["cn"].numbers.len(), 100);
+        // The next issue follows the block.
+        let ask = crate::gapless::NumberAsk {
+            tag: "inv".into(),
+            key: "k".into(),
+            actor: Actor::Unattributed,
+            act: crate::gapless::NumberAct::Issue,
+        };
+        let cmd = crate::Command { at_ms: JAN2_2027 + 1, op: crate::Op::IssueNumbers { asks: vec![ask] } };
+        let r = crate::apply::apply(&mut s, &cmd, &mut Changes::default()).unwrap();
+        let crate::Applied::Numbers(r) = r else { panic!() };
+        assert_eq!(r[0].as_ref().map(|i| (i.period, i.number)), Ok((2027, 6)));
+        // A margin past what a restore voids is refused, and applying it changes nothing.
+        let mut i = input(NOV23 + 3_700_000);
+        i.overrides.insert("*".into(), Override { margin: Some(GAPLESS_MAX_MARGIN + 1), at_least: None });
+        let mut s2 = State::default();
+        let policy = SeriesPolicy::default();
+        s2.tags.insert("cn".into(), TagRecord::plain(8, 1, 0, 0).with_profile(gapless(policy, 0)));
+        let p = plan(&s2, &i);
+        assert_eq!(p.gapless_too_far().count(), 1);
+        let r = RestoreRecord { backup_id: 1, generation: 1, backup_taken_ms: NOV23, restored_ms: NOV23 };
+        apply_plan(&mut s2, &p, r, Actor::Node { id: 1 });
+        assert_eq!((s2.tags["cn"].max_id, s2.ledger.len), (8, 0));
     }
 }

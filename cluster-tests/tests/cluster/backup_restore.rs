@@ -6,7 +6,10 @@
 //! bound, snowflake IDs after every earlier one), obfuscated IDs from before still decode to
 //! the same sequence, a token from before still works, the audit trail and `/health` show the
 //! restore. The restored nodes' clocks run behind the lost cluster's: only the snowflake floor
-//! keeps their IDs after every earlier one. A second drill takes its backup with `leaf backup` from a leader that is killed in
+//! keeps their IDs after every earlier one. A gapless series issues numbers before and after
+//! the backup: the restore voids its margin as lost with the cluster, so the numbers issued
+//! after the restore are above every number the lost cluster issued, the keys from before the
+//! backup keep their numbers, and the ledger still runs 1..=N with no gap. A second drill takes its backup with `leaf backup` from a leader that is killed in
 //! the middle of writing it (crash point `backup-midway`): the command moves on to another
 //! node, and the file it keeps restores like the first. Damaged and encrypted files are refused
 //! with a clear error and leave no data directory behind.
@@ -47,6 +50,36 @@ const WARM: usize = 5_000;
 
 /// The crash point the second drill kills its leader at.
 pub(crate) const CRASH_POINT: &str = "backup-midway";
+
+/// The drill's gapless series (it never resets).
+const INVOICES: &str = "drill-inv";
+
+/// Numbers the gapless series issues before the backup, after it, and after the restore.
+const NUMBERS: usize = 20;
+
+/// Issues `NUMBERS` numbers of [`INVOICES`] for keys `prefix-0…`, in order; their numbers.
+async fn issue_numbers(c: &Client, prefix: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    for i in 0..NUMBERS {
+        let key = format!("{prefix}-{i}");
+        let n = retry_number(c, &key).await;
+        out.push(n);
+    }
+    out
+}
+
+/// The number of `key`, retried while the cluster settles.
+async fn retry_number(c: &Client, key: &str) -> u64 {
+    let mut last = None;
+    for _ in 0..100 {
+        match c.gapless(INVOICES).issue(key).await {
+            Ok(n) => return n.number,
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no number for {key}: {last:?}")
+}
 
 /// An idle bounded tag with too little room for any margin: the restore must report it.
 const TINY: &str = "drill-tiny";
@@ -112,6 +145,9 @@ async fn setup(c: &Client) -> String {
         let req = CreateTagRequest { profile: Some(*profile), upper_bound: *upper_bound, daily, ..tag_req(tag, 50) };
         c.create_tag(&req).await.unwrap_or_else(|e| panic!("create {tag}: {e}"));
     }
+    let gapless = leaf_api::gapless::GaplessOptions::default();
+    let inv = CreateTagRequest { profile: Some(Profile::Gapless), gapless: Some(gapless), ..tag_req(INVOICES, 1) };
+    c.create_tag(&inv).await.unwrap();
     let tiny = CreateTagRequest { upper_bound: Some(30), ..tag_req(TINY, 5) };
     c.create_tag(&tiny).await.unwrap();
     // Filler, so a backup writes more than the 1,000 pairs after which `backup-midway` crashes.
@@ -175,6 +211,7 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
     let (arms, mut old) = armed_cluster(3, &settings(Some(&backups)));
     let leader = old.wait_leader(FORM).await.unwrap();
     let bearer = setup(&old.client(leader)).await;
+    let numbered = issue_numbers(&old.client(leader), "before").await;
     let seen = Arc::new(Seen::default());
     let stop = Arc::new(AtomicBool::new(false));
     let began = SystemTime::now();
@@ -216,6 +253,8 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
     };
     // More traffic after the backup: the lost cluster allocates beyond what it holds.
     let (at_backup, marks) = backed_up(&file);
+    let survivor = (1..=3).find(|id| old.alive(*id)).unwrap();
+    let lost_numbers = issue_numbers(&old.client(survivor), "lost").await;
     // Snowflake IDs past every mark the backup holds: only the restore's floor covers them.
     wait_until("snowflake IDs past the backup's marks", Duration::from_secs(30), || {
         seen.of("snowflake").iter().any(|id| snowflake_ms(*id) > marks + 500)
@@ -262,6 +301,7 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
     assert!(!new.data_dir(1).exists(), "a refused restore wrote {}", new.data_dir(1).display());
     let (ok, text) = restore(&["--allow-exhausted"]);
     assert!(ok, "leaf restore: {text}");
+    assert!(text.contains("numbers voided as lost"), "{text}");
     let (ok, text) = restore(&["--allow-exhausted"]);
     assert!(!ok && text.contains("already restored from this backup"), "{text}");
     let node1 = format!("1={}", new.peer_addr(1).unwrap());
@@ -327,6 +367,20 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
         }
     }
     let c = new.client(1);
+    // The gapless series: the keys from before the backup keep their numbers, a new one comes
+    // after every number the lost cluster issued, and the ledger has no gap.
+    for (i, n) in numbered.iter().enumerate() {
+        assert_eq!(retry_number(&c, &format!("before-{i}")).await, *n, "before-{i}");
+    }
+    let after_numbers = issue_numbers(&c, "after").await;
+    let lost_max = lost_numbers.iter().max().unwrap();
+    assert!(after_numbers.iter().all(|n| n > lost_max), "{after_numbers:?} after the lost {lost_numbers:?}");
+    let (entries, _) = c.gapless(INVOICES).ledger(None).await.unwrap();
+    let numbers: Vec<u64> = entries.iter().map(|e| e.number).collect();
+    assert_eq!(numbers, (1..=entries.len() as u64).collect::<Vec<_>>(), "the ledger has a gap");
+    let lost =
+        entries.iter().filter(|e| e.settled.as_ref().and_then(|s| s.cause) == Some(leaf_api::gapless::VoidCause::Lost));
+    assert!(lost.count() >= 100, "the margin (at least 100) voided as lost");
     for (id, sequence) in &decoded {
         assert_eq!(c.decode_obfuscated("drill-obf", *id).await.unwrap().sequence, *sequence, "obfuscated {id}");
     }

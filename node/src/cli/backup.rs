@@ -326,13 +326,15 @@ pub async fn restore(cmd: RestoreCmd) -> ExitCode {
     } else {
         print_plan(&plan);
     }
-    let gapless: Vec<&str> = plan.gapless().map(|j| j.tag.as_str()).collect();
-    if !gapless.is_empty() && !cmd.dry_run {
+    let too_far: Vec<&str> = plan.gapless_too_far().map(|j| j.tag.as_str()).collect();
+    if !too_far.is_empty() && !cmd.dry_run {
         return usage(&format!(
-            "the backup holds {} gapless series ({}): a restore cannot know the numbers the lost cluster issued \
-             after the backup, and a jump would leave a gap, so this release does not restore them",
-            gapless.len(),
-            gapless.iter().take(20).copied().collect::<Vec<_>>().join(", ")
+            "{} gapless series ({}) have a margin larger than a restore voids ({} numbers a period, within the \
+             ledger's cap): give them a smaller --margin (the numbers the lost cluster can have issued since the \
+             backup)",
+            too_far.len(),
+            too_far.iter().take(20).copied().collect::<Vec<_>>().join(", "),
+            leaf_raft_store::restore::GAPLESS_MAX_MARGIN
         ));
     }
     let exhausted: Vec<&str> = plan.exhausted().map(|j| j.tag.as_str()).collect();
@@ -378,11 +380,14 @@ fn print_plan(plan: &Plan) {
             MarginSource::Given => "--margin".to_string(),
         };
         let floor = if j.at_least.is_some() { ", --at-least" } else { "" };
-        let day = j.days.filter(|(a, b)| a != b).map_or(String::new(), |(a, b)| format!(", day {a} -> {b}"));
+        let gapless = j.profile == leaf_api::profile::Profile::Gapless;
+        let unit = if gapless { "period" } else { "day" };
+        let day = j.days.filter(|(a, b)| a != b).map_or(String::new(), |(a, b)| format!(", {unit} {a} -> {b}"));
         let outcome = match j.outcome {
-            Outcome::Moved => "",
-            Outcome::Exhausted => ", EXHAUSTED",
-            Outcome::Gapless => ", GAPLESS: not restorable",
+            Outcome::Moved => String::new(),
+            Outcome::Exhausted if gapless => ", GAPLESS: margin too large to void".to_string(),
+            Outcome::Exhausted => ", EXHAUSTED".to_string(),
+            Outcome::Gapless => format!(", GAPLESS: {} numbers voided as lost", j.margin),
         };
         let _ = writeln!(
             out,

@@ -233,7 +233,12 @@ pub fn verify(input: impl BufRead) -> Result<Verified, String> {
                 e.number, e.period, expected.1, expected.0
             ));
         }
-        if !keys.insert(e.key.clone()) {
+        // A number lost with a cluster (voided by a restore) has no key.
+        let lost = e.settled.as_ref().is_some_and(|s| s.cause == Some(leaf_api::gapless::VoidCause::Lost));
+        if e.key.is_empty() != lost {
+            return Err(format!("line {n}: only a number lost with a cluster has an empty key"));
+        }
+        if !lost && !keys.insert(e.key.clone()) {
             return Err(format!("line {n}: key {:?} has a number already", e.key));
         }
         let at = (e.period, e.number);

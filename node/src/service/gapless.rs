@@ -186,6 +186,8 @@ pub(crate) fn void_metric(cause: VoidCause) -> Settled {
         VoidCause::Caller => Settled::Voided,
         VoidCause::Expired => Settled::Expired,
         VoidCause::PeriodClosed => Settled::PeriodClosed,
+        // Only a restore voids a number as lost, never the reservation task.
+        VoidCause::Lost => Settled::Voided,
     }
 }
 

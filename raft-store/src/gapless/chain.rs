@@ -66,6 +66,7 @@ pub fn chain_hash(prev: &[u8; 32], tag: &str, (period, number): (u32, u64), seq:
                 VoidCause::Caller => 1,
                 VoidCause::Expired => 2,
                 VoidCause::PeriodClosed => 3,
+                VoidCause::Lost => 4,
             });
             field(&mut input, reason.as_bytes());
         }

@@ -19,6 +19,7 @@
 //! Layout:
 //! - [`chain`]: the per-period hash chains over events, and the series' head.
 //! - [`ledger`]: the numbers and the indexes rebuilt from them.
+//! - [`lost`]: the numbers a restore voids as lost with the cluster.
 //! - this file: the asks and their rules, and retention ([`SeriesPolicy::retain_periods`]):
 //!   after each change, a series keeps its newest periods, and an older one is dropped whole
 //!   once none of its reservations is open.
@@ -27,6 +28,7 @@
 //! a number dropped.
 pub mod chain;
 pub mod ledger;
+pub mod lost;
 
 use std::sync::Arc;
 
