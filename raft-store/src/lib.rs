@@ -12,8 +12,8 @@
 //! - [`templates`]: tag templates (a pattern such as `tenant-*-invoice` and the settings of
 //!   the tags it makes): put, delete, and which one makes a tag.
 //! - [`profile`]: a tag's stored profile and how an allocation advances each one's counter.
-//! - [`gapless`]: gapless series: issuing numbers one per idempotency key, and the ledger of
-//!   every number.
+//! - [`gapless`]: gapless series: issuing and reserving numbers one per idempotency key,
+//!   settling reservations, retention, the ledger of every number and its hash chains.
 //! - [`workers`]: snowflake worker IDs: registration, renewal, fencing and recycling.
 //! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256), their limits, and
 //!   create, rotate, revoke and the count of tags each created.
