@@ -79,7 +79,7 @@ pub struct GaplessOptions {
     /// How many periods the ledger keeps, the current one included: an older period is
     /// dropped (with its keys) once it has no open reservation. Absent: every period is kept,
     /// up to the cluster's cap of numbers. Only for a series that resets.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::json_int::opt_u32")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100000, example = 10))]
     pub retain_periods: Option<u32>,
 }
@@ -126,7 +126,9 @@ pub enum GaplessError {
     Bound,
     #[error("retain_periods is 1 to {MAX_RETAIN_PERIODS}, for a series that resets (got {0})")]
     Retain(String),
-    #[error("a void's reason is 1 to {MAX_REASON_BYTES} bytes of text without control characters, got {0}")]
+    #[error(
+        "a void's reason is 1 to {MAX_REASON_CHARS} characters of text, no control character, not only spaces; got {0}"
+    )]
     Reason(String),
     #[error("a reservation is held 1 to {MAX_HOLD_SECONDS} seconds, got {0}")]
     Hold(u64),
@@ -358,19 +360,27 @@ pub struct IssueRequest {
     pub key: String,
 }
 
-/// Longest reason of a void, in bytes.
-pub const MAX_REASON_BYTES: usize = 256;
+/// Longest reason of a void, in characters (Unicode scalar values, as JSON Schema counts).
+pub const MAX_REASON_CHARS: usize = 256;
+/// Longest reason of a void, in bytes (UTF-8 takes at most 4 a character).
+pub const MAX_REASON_BYTES: usize = 4 * MAX_REASON_CHARS;
 /// Longest hold of a reservation: 30 days.
 pub const MAX_HOLD_SECONDS: u64 = 30 * 24 * 3600;
 /// A reservation's hold when the request gives none: 15 minutes.
 pub const DEFAULT_HOLD_SECONDS: u64 = 15 * 60;
 
-/// Checks a void's reason: 1 to [`MAX_REASON_BYTES`] bytes of UTF-8 text without control
-/// characters (a tax authority's wording may not be English).
+/// Checks a void's reason: 1 to [`MAX_REASON_CHARS`] characters of text (a tax authority's
+/// wording may not be English), no control character, not only spaces. The OpenAPI pattern
+/// of [`VoidRequest::reason`] says the same.
 pub fn validate_reason(reason: &str) -> Result<(), GaplessError> {
-    if reason.trim().is_empty() || reason.len() > MAX_REASON_BYTES || reason.chars().any(char::is_control) {
+    let chars = reason.chars().count();
+    if chars == 0
+        || chars > MAX_REASON_CHARS
+        || reason.chars().any(char::is_control)
+        || reason.chars().all(|c| c == ' ')
+    {
         let shown: String = reason.chars().filter(|c| !c.is_control()).take(32).collect();
-        return Err(GaplessError::Reason(format!("{} bytes: {shown:?}", reason.len())));
+        return Err(GaplessError::Reason(format!("{chars} characters: {shown:?}")));
     }
     Ok(())
 }
@@ -396,7 +406,7 @@ pub struct ReserveRequest {
     )]
     pub key: String,
     /// Seconds the reservation is held (1 to 2,592,000; 900 when absent).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::json_int::opt_u64")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2592000, example = 900))]
     pub hold_seconds: Option<u64>,
 }
@@ -426,8 +436,17 @@ pub struct VoidRequest {
         schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
     )]
     pub key: String,
-    /// Why: 1 to 256 bytes of text without control characters.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 256, example = "customer cancelled"))]
+    /// Why: 1 to 256 characters of text, no control character (U+0000–U+001F, U+007F–U+009F),
+    /// not only spaces.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 256,
+            pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$",
+            example = "customer cancelled"
+        )
+    )]
     pub reason: String,
 }
 
@@ -731,6 +750,11 @@ mod tests {
         assert_eq!(json.reset, Some(Reset::Month));
         assert!(serde_json::from_str::<GaplessOptions>(r#"{"reset":"week"}"#).is_err());
         assert!(serde_json::from_str::<GaplessOptions>(r#"{"rest":"year"}"#).is_err());
+        // Integers in any JSON notation of an integral value, as the schema allows.
+        let o: GaplessOptions = serde_json::from_str(r#"{"reset":"year","retain_periods":10.0}"#).unwrap();
+        assert_eq!(o.retain_periods, Some(10));
+        let r: ReserveRequest = serde_json::from_str(r#"{"key":"k","hold_seconds":3020.0}"#).unwrap();
+        assert_eq!(r.hold_seconds, Some(3020));
         // Retention is for a series that resets, 1 to MAX_RETAIN_PERIODS periods.
         for (reset, n) in [(Reset::Never, 1), (Reset::Year, 0), (Reset::Day, MAX_RETAIN_PERIODS + 1)] {
             let o = GaplessOptions { reset: Some(reset), retain_periods: Some(n), ..Default::default() };
@@ -743,7 +767,17 @@ mod tests {
         assert!(validate_reason("customer cancelled").is_ok());
         assert!(validate_reason("anulada por el cliente: duplicado").is_ok());
         assert!(validate_reason("取消").is_ok());
-        for bad in [String::new(), "  ".into(), "x".repeat(MAX_REASON_BYTES + 1), "a\nb".into(), "tab\t".into()] {
+        assert!(validate_reason(&"é".repeat(MAX_REASON_CHARS)).is_ok(), "characters, not bytes");
+        assert!(validate_reason(" x ").is_ok());
+        for bad in [
+            String::new(),
+            "  ".into(),
+            "x".repeat(MAX_REASON_CHARS + 1),
+            "a\nb".into(),
+            "tab\t".into(),
+            "c1\u{85}".into(),
+            "del\u{7f}".into(),
+        ] {
             assert!(validate_reason(&bad).is_err(), "{bad:?}");
         }
         assert!(validate_hold(1).is_ok() && validate_hold(MAX_HOLD_SECONDS).is_ok());

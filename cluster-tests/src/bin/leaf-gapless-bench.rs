@@ -9,10 +9,13 @@
 //! - one series, `--clients` concurrent clients spread over every node (followers forward),
 //!   each issuing new keys one after another over HTTP(S);
 //! - the same, all clients at the leader;
-//! - `--series` series, each client issuing to a random one.
+//! - `--series` series, each client issuing to a random one;
+//! - one series, each client reserving a number then confirming it (two commits a document).
 //!
-//! Prints a Markdown table: numbers (or allocations) per second, p50/p99/max latency, and the
-//! rate as a ratio to the baseline's. Mutual TLS between the nodes and HTTPS for clients, as
+//! Prints a Markdown table: numbers (or allocations, or confirmed reservations) per second,
+//! p50/p99/max latency, and the rate as a ratio to the baseline's; then the ledger's size and
+//! the leader's resident memory before and after the gapless measurements (what the ledger
+//! costs, roughly: the process's other memory moves too). Mutual TLS between the nodes and HTTPS for clients, as
 //! `leaf-bench`; `--plaintext` for neither.
 use std::time::{Duration, Instant};
 
@@ -178,6 +181,7 @@ async fn main() -> anyhow::Result<()> {
     runs.push(
         measure(name, clients, secs, move |k, i| issue(at_leader.clone(), "one".into(), format!("b-{k}-{i}"))).await?,
     );
+    let rss_before = rss(&admin).await?;
     let (spread, series) = (nodes.clone(), args.series);
     let name = format!("{series} series, {clients} clients over {} nodes", nodes.len());
     runs.push(
@@ -189,8 +193,25 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?,
     );
+    let spread = nodes.clone();
+    let name = format!("one series, reserve then confirm, {clients} clients over {} nodes", nodes.len());
+    runs.push(
+        measure(name, clients, secs, move |k, i| {
+            let c = spread[k as usize % spread.len()].clone();
+            async move {
+                let key = format!("d-{k}-{i}");
+                let n = c.gapless("one").reserve(&key, Some(600)).await.context("reserve")?;
+                if n.replayed {
+                    bail!("key {key} was reserved before");
+                }
+                c.gapless("one").confirm(&key).await.context("confirm")?;
+                Ok(())
+            }
+        })
+        .await?,
+    );
     // Every number accounted for: the one series holds exactly what was issued to it.
-    let issued = runs[1].latencies.len() + runs[2].latencies.len();
+    let issued = runs[1].latencies.len() + runs[2].latencies.len() + runs[4].latencies.len();
     let page = admin.gapless("one").ledger_page(&Default::default()).await?;
     if page.numbers as usize != issued {
         bail!("series one holds {} numbers, {issued} were issued", page.numbers);
@@ -211,6 +232,22 @@ async fn main() -> anyhow::Result<()> {
             r.rate() / base
         );
     }
+    let numbers: usize = runs[1..].iter().map(|r| r.latencies.len()).sum();
+    let rss_after = rss(&admin).await?;
+    println!(
+        "\nledger: {numbers} numbers; leader RSS {:.1} MiB before the gapless measurements, {:.1} MiB after \
+         ({:.0} bytes a number)",
+        rss_before / 1048576.0,
+        rss_after / 1048576.0,
+        (rss_after - rss_before) / numbers.max(1) as f64
+    );
     drop(cluster);
     Ok(())
+}
+
+/// A node's resident memory, from its metrics.
+async fn rss(c: &Client) -> anyhow::Result<f64> {
+    let text = c.metrics().await?;
+    let line = text.lines().find_map(|l| l.strip_prefix("process_resident_memory_bytes "));
+    line.context("no process_resident_memory_bytes")?.trim().parse().context("process_resident_memory_bytes")
 }

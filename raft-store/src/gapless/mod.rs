@@ -47,8 +47,9 @@ use crate::state::State;
 /// Most numbers the ledger holds across every series; an issue past it is refused.
 pub const MAX_LEDGER_NUMBERS: usize = 1_000_000;
 
-/// Most asks in one [`crate::Op::IssueNumbers`] entry: 256 asks with 128-byte tags, keys and
-/// 256-byte reasons encode to well under [`crate::check::MAX_BATCH_COMMAND_BYTES`].
+/// Most asks in one [`crate::Op::IssueNumbers`] entry: 256 asks with 128-byte tags and keys,
+/// 1,024-byte reasons and the longest actors encode to under
+/// [`crate::check::MAX_BATCH_COMMAND_BYTES`] (a test checks it).
 pub const MAX_NUMBER_ASKS: usize = 256;
 
 /// The reason a void by the leader at a reservation's deadline carries.
@@ -564,6 +565,18 @@ mod tests {
             let cmd = Command { at_ms: 1, op: Op::IssueNumbers { asks: bad } };
             assert!(matches!(crate::apply::apply(&mut s, &cmd, &mut Changes::default()), Err(ApplyError::Invalid(_))));
         }
+    }
+
+    #[test]
+    fn a_group_of_the_largest_asks_fits_a_command() {
+        let actor =
+            Actor::Token { id: leaf_api::tokens::TokenId(u64::MAX), name: "n".repeat(leaf_api::audit::MAX_ACTOR_NAME) };
+        // Four bytes a character, the most UTF-8 takes.
+        let reason = "𝄞".repeat(leaf_api::gapless::MAX_REASON_CHARS);
+        assert!(validate_reason(&reason).is_ok() && reason.len() == leaf_api::gapless::MAX_REASON_BYTES);
+        let ask = NumberAsk { tag: "t".repeat(128), key: "k".repeat(128), actor, act: NumberAct::Void { reason } };
+        let cmd = Command { at_ms: i64::MAX, op: Op::IssueNumbers { asks: vec![ask; MAX_NUMBER_ASKS] } };
+        crate::check::check_command(&cmd).unwrap();
     }
 
     #[test]
