@@ -42,7 +42,7 @@ mod staged;
 mod store;
 
 pub use backup::{read_backup, BackupError, BackupHeader, BackupWritten, BACKUP_MAGIC};
-pub use reader::{StateReader, Tokens};
+pub use reader::{DueReservations, StateReader, Tokens};
 
 /// Applied entries between checkpoints of the `sm` tree: the most a restart re-applies from the
 /// log beyond what a lost, unflushed checkpoint adds (applying is in memory, about a

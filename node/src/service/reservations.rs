@@ -28,12 +28,12 @@ pub async fn run(raft: RaftNode, metrics: Arc<Metrics>, mut shutdown: watch::Rec
             return;
         }
         let now = raft.clock().now_ms();
-        let (due, open) = raft.state().due_reservations(now, leaf_raft_store::MAX_NUMBER_ASKS);
-        metrics.gapless().reservations(open, due.len() as u64);
-        if due.is_empty() {
+        let found = raft.state().due_reservations(now, leaf_raft_store::MAX_NUMBER_ASKS);
+        metrics.gapless().reservations(found.open, found.overdue);
+        if found.due.is_empty() {
             continue;
         }
-        match raft.lapse_reservations(due).await {
+        match raft.lapse_reservations(found.due).await {
             Ok(results) => {
                 for r in results.iter().flatten().filter(|r| !r.replayed) {
                     if let Some((cause, _)) = &r.void {
@@ -41,8 +41,8 @@ pub async fn run(raft: RaftNode, metrics: Arc<Metrics>, mut shutdown: watch::Rec
                     }
                 }
                 // The gauges as they are now, not a second later.
-                let (due, open) = raft.state().due_reservations(now, leaf_raft_store::MAX_NUMBER_ASKS);
-                metrics.gapless().reservations(open, due.len() as u64);
+                let found = raft.state().due_reservations(now, leaf_raft_store::MAX_NUMBER_ASKS);
+                metrics.gapless().reservations(found.open, found.overdue);
             }
             // A leader change or a lost quorum: the next tick tries again, on whoever leads.
             Err(e) => tracing::debug!(error = %e, "voiding due reservations"),

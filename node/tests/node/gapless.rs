@@ -449,3 +449,50 @@ async fn reservations_are_confirmed_voided_or_expire_and_keep_their_place() {
     assert_eq!(e.code(), tonic::Code::FailedPrecondition);
     node.shutdown().await;
 }
+
+/// An archived series' expired reservations (apply refuses every ask of an archived tag) do
+/// not hold back the voids of another series: 300 of them expire before the other's one, more
+/// than the leader voids in one entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archived_series_does_not_hold_back_the_voids_of_others() {
+    use leaf_api::gapless::{LedgerQuery, NumberState};
+
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    c.create_tag(&invoices("old")).await.unwrap();
+    c.create_tag(&invoices("inv")).await.unwrap();
+    let tasks: Vec<_> = (0..4)
+        .map(|t| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                for i in 0..75 {
+                    c.gapless("old").reserve(&format!("old-{t}-{i}"), Some(1)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    c.archive_tag("old").await.unwrap();
+    let mine = c.gapless("inv").reserve("mine", Some(1)).await.unwrap();
+    let q = LedgerQuery { state: Some(NumberState::Reserved), ..LedgerQuery::default() };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while c.gapless("inv").ledger_page(&q).await.unwrap().open_reservations > 0 {
+        assert!(std::time::Instant::now() < deadline, "inv's reservation was never voided");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let got = c.gapless("inv").issue("mine").await.unwrap();
+    assert_eq!((got.number, got.state, got.reason.as_deref()), (mine.number, NumberState::Voided, Some("expired")));
+    // The archived series' reservations are left open, and not counted overdue.
+    loop {
+        let metrics = c.metrics().await.unwrap();
+        if metrics.lines().any(|l| l == "leaf_gapless_overdue_reservations 0") {
+            assert!(metrics.lines().any(|l| l == "leaf_gapless_open_reservations 300"), "{metrics}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "overdue never 0:\n{metrics}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    node.shutdown().await;
+}

@@ -162,7 +162,10 @@ impl Ledger {
     pub fn insert(&mut self, tag: &str, at: (u32, u64), record: NumberRecord) {
         self.remove(tag, at);
         let series = self.series.entry(tag.to_string()).or_default();
-        series.keys.insert(record.key.clone(), at);
+        // A number lost with a cluster has no key (no ask's key is empty).
+        if !record.key.is_empty() {
+            series.keys.insert(record.key.clone(), at);
+        }
         let chain = series.periods.entry(at.0).or_default();
         let (seq, hash) = record.last_event();
         if seq > chain.events {
@@ -181,7 +184,9 @@ impl Ledger {
     fn remove(&mut self, tag: &str, at: (u32, u64)) -> Option<NumberRecord> {
         let series = self.series.get_mut(tag)?;
         let record = series.numbers.remove(&at)?;
-        series.keys.remove(&record.key);
+        if !record.key.is_empty() {
+            series.keys.remove(&record.key);
+        }
         if let (NumberState::Reserved, Some(deadline)) = (record.state(), record.deadline_ms) {
             if let Some(chain) = series.periods.get_mut(&at.0) {
                 chain.open -= 1;

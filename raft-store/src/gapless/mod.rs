@@ -221,6 +221,12 @@ fn settle(
                     at.1, at.0
                 )));
             }
+            if policy.on_period_close == PeriodClose::Void && at.0 < current {
+                return Err(conflict(format!(
+                    "period {} closed with number {} reserved, and the series voids those (on_period_close: void)",
+                    at.0, at.1
+                )));
+            }
             Outcome::Confirmed
         }
         (NumberAct::Void { reason }, _) => {
@@ -484,6 +490,12 @@ mod tests {
                 NumberAsk { tag: "inv".into(), key: "a".into(), actor: Actor::Node { id: 2 }, act: NumberAct::Lapse };
             assert!(issue_at(&mut s, JAN1_2027_UTC - 1, vec![lapse.clone()])[0].is_err(), "2026 is still open");
             issue_at(&mut s, JAN1_2027_UTC, vec![ask("inv", "b")]);
+            // A confirm of the closed year's reservation: refused where the series voids them.
+            let confirm = issue_at(&mut s, JAN1_2027_UTC + 1, vec![ask_to("inv", "a", NumberAct::Confirm)]);
+            assert_eq!(confirm[0].is_err(), close == PeriodClose::Void, "{close:?}: {confirm:?}");
+            if close == PeriodClose::Wait {
+                continue;
+            }
             let r = issue_at(&mut s, JAN1_2027_UTC + 1, vec![lapse]);
             match close {
                 PeriodClose::Wait => assert!(r[0].is_err(), "{r:?}"),

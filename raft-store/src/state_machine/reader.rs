@@ -11,6 +11,18 @@ use leaf_api::gapless::{NumberState, PeriodClose};
 
 use super::SmData;
 use crate::gapless::{LedgerSlice, NumberRecord};
+
+/// What [`StateReader::due_reservations`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DueReservations {
+    /// Reservations to void now, as (tag, key), at most the `max` asked for.
+    pub due: Vec<(String, String)>,
+    /// Every reservation due (past its deadline, or of a closed period under `void`), of
+    /// series that are not archived.
+    pub overdue: u64,
+    /// Every open reservation.
+    pub open: u64,
+}
 use crate::state::State;
 use crate::tags::TagRecord;
 use crate::tokens::TokenRecord;
@@ -127,37 +139,47 @@ impl StateReader {
         self.read().state.ledger.by_key(tag, key).map(|(at, r)| (at, r.clone()))
     }
 
-    /// Up to `max` open reservations the leader should void at `now_ms`, as (tag, key): those
-    /// whose deadline has passed, then those of a period their series has left under
-    /// `on_period_close: void`. With the count of every open reservation.
-    pub fn due_reservations(&self, now_ms: i64, max: usize) -> (Vec<(String, String)>, u64) {
+    /// What the leader should void at `now_ms` ([`DueReservations`]): up to `max` open
+    /// reservations as (tag, key), those whose deadline has passed first, then those of a
+    /// period their series has left under `on_period_close: void`. An archived series is left
+    /// alone (apply refuses any ask of it) until it is restored.
+    pub fn due_reservations(&self, now_ms: i64, max: usize) -> DueReservations {
         let d = self.read();
         let ledger = &d.state.ledger;
+        let live = |tag: &str| d.state.tags.get(tag).filter(|t| t.archived_ms().is_none());
         let key_of = |tag: &str, at: (u32, u64)| ledger.get(tag, at).map(|r| (tag.to_string(), r.key.to_string()));
-        let mut due: Vec<(String, String)> = ledger
-            .open
-            .iter()
-            .take_while(|(deadline, ..)| *deadline <= now_ms)
-            .take(max)
-            .filter_map(|(_, tag, p, n)| key_of(tag, (*p, *n)))
-            .collect();
-        for (_, tag, p, n) in &ledger.open {
-            if due.len() >= max {
-                break;
-            }
-            let closed = d.state.tags.get(tag).is_some_and(|t| match t.profile() {
-                crate::StoredProfile::Gapless { policy, period, .. } => {
-                    policy.on_period_close == PeriodClose::Void && p < period
-                }
-                _ => false,
-            });
-            if closed {
-                if let Some(k) = key_of(tag, (*p, *n)).filter(|k| !due.contains(k)) {
-                    due.push(k);
+        let expired = ledger.open.iter().take_while(|(deadline, ..)| *deadline <= now_ms);
+        let mut overdue = 0;
+        let mut due = Vec::new();
+        for (_, tag, p, n) in expired {
+            if live(tag).is_some() {
+                overdue += 1;
+                if due.len() < max {
+                    due.extend(key_of(tag, (*p, *n)));
                 }
             }
         }
-        (due, ledger.open.len() as u64)
+        // Closed periods: only the periods with open reservations of the series that void them.
+        for (tag, series) in &ledger.series {
+            let Some(crate::StoredProfile::Gapless { policy, period, .. }) = live(tag).map(|t| t.profile()) else {
+                continue;
+            };
+            if policy.on_period_close != PeriodClose::Void {
+                continue;
+            }
+            for (p, _) in series.periods.range(..*period).filter(|(_, c)| c.open > 0) {
+                for (n, r) in series.numbers.range((*p, 0)..=(*p, u64::MAX)) {
+                    if r.state() != NumberState::Reserved || r.deadline_ms.is_some_and(|d| d <= now_ms) {
+                        continue;
+                    }
+                    overdue += 1;
+                    if due.len() < max {
+                        due.extend(key_of(tag, *n));
+                    }
+                }
+            }
+        }
+        DueReservations { due, overdue, open: ledger.open.len() as u64 }
     }
 
     pub fn tag(&self, tag: &str) -> Option<TagRecord> {
