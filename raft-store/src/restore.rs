@@ -273,11 +273,6 @@ fn jump(tag: &str, record: &crate::tags::TagRecord, input: &PlanInput, elapsed_s
     }
 }
 
-/// Whether `period` is one of gapless `record`'s periods.
-fn policy_allows(record: &crate::tags::TagRecord, period: u32) -> bool {
-    matches!(record.profile(), StoredProfile::Gapless { policy, .. } if policy.is_period(period))
-}
-
 /// Numbers a gapless jump voids.
 fn voids(j: &TagJump) -> u64 {
     let periods = match j.days {
@@ -294,6 +289,8 @@ fn void_lost_numbers(state: &mut State, j: &TagJump, restore: &RestoreRecord, ac
     let (backup_period, now) = j.days.unwrap_or((period, period));
     let margin = j.margin.max(0) as u64;
     let from = j.from.max(1) as u64;
+    // Period 0 of a series that resets is "no number yet": nothing of it to void.
+    let backup_is_a_period = policy.is_period(backup_period);
     record.max_id = j.to;
     record.set_profile(StoredProfile::Gapless { policy, period: now, pruned_through });
     if margin == 0 {
@@ -301,9 +298,9 @@ fn void_lost_numbers(state: &mut State, j: &TagJump, restore: &RestoreRecord, ac
     }
     let reason = crate::gapless::lost::lost_reason(restore.backup_id);
     let at = (restore.restored_ms, actor);
-    // Period 0 of a series that resets is "no number yet": nothing of it to void.
-    if policy_allows(&state.tags[&j.tag], backup_period) {
-        crate::gapless::lost::void_lost(state, &j.tag, backup_period, from..=from + margin - 1, at, &reason);
+    if backup_is_a_period {
+        let last = from.saturating_add(margin - 1);
+        crate::gapless::lost::void_lost(state, &j.tag, backup_period, from..=last, at, &reason);
     }
     if now > backup_period {
         crate::gapless::lost::void_lost(state, &j.tag, now, 1..=margin, at, &reason);

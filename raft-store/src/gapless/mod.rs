@@ -241,7 +241,8 @@ fn settle(
                 return Err(conflict(format!("the reservation of number {} of period {} is not due", at.1, at.0)));
             }
         }
-        (NumberAct::Issue | NumberAct::Reserve { .. }, _) => unreachable!("an issue of a known key is a replay"),
+        // A known key's issue or reservation is a replay (`apply_one` answers it before here).
+        (NumberAct::Issue | NumberAct::Reserve { .. }, _) => return Ok(Issued::of(at, &r, true)),
     };
     let (seq, prev) = state.ledger.series.get(&ask.tag).map_or((1, CHAIN_GENESIS), |s| s.next_event(at.0));
     let event = match &outcome {

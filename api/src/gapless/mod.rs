@@ -7,6 +7,18 @@
 //! whole life of the tag ([`Reset::Never`], period 0), or the calendar day, month or year in
 //! the tag's zone at the leader's time of the issue (period `yyyyMMdd`, `yyyyMM` or `yyyy`). A
 //! period never goes back: a leader whose clock is behind keeps numbering in the latest one.
+//!
+//! Layout:
+//! - this file: a series' options and policy ([`SeriesPolicy`]: reset, zone, display format,
+//!   period close, retention), periods, idempotency keys;
+//! - [`numbers`]: the requests (issue, reserve, confirm, void) and what they answer;
+//! - [`ledger`]: a ledger page, its query, its entries and their chain links.
+pub mod ledger;
+pub mod numbers;
+
+pub use self::ledger::*;
+pub use self::numbers::*;
+
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{format_utc_offset, parse_utc_offset, ProfileError, MAX_UTC_OFFSET_MINUTES};
@@ -346,305 +358,6 @@ pub fn validate_key(key: &str) -> Result<(), GaplessError> {
     Ok(())
 }
 
-/// `POST /api/gapless/{tag}/issue`: the next number of the series for `key`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct IssueRequest {
-    /// The caller's reference for the document (its idempotency key): the same key always gets
-    /// the same number. 1 to 128 bytes of printable ASCII.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
-    )]
-    pub key: String,
-}
-
-/// Longest reason of a void, in characters (Unicode scalar values, as JSON Schema counts).
-pub const MAX_REASON_CHARS: usize = 256;
-/// Longest reason of a void, in bytes (UTF-8 takes at most 4 a character).
-pub const MAX_REASON_BYTES: usize = 4 * MAX_REASON_CHARS;
-/// Longest hold of a reservation: 30 days.
-pub const MAX_HOLD_SECONDS: u64 = 30 * 24 * 3600;
-/// A reservation's hold when the request gives none: 15 minutes.
-pub const DEFAULT_HOLD_SECONDS: u64 = 15 * 60;
-
-/// Checks a void's reason: 1 to [`MAX_REASON_CHARS`] characters of text (a tax authority's
-/// wording may not be English), no control character, not only spaces. The OpenAPI pattern
-/// of [`VoidRequest::reason`] says the same.
-pub fn validate_reason(reason: &str) -> Result<(), GaplessError> {
-    let chars = reason.chars().count();
-    if chars == 0
-        || chars > MAX_REASON_CHARS
-        || reason.chars().any(char::is_control)
-        || reason.chars().all(|c| c == ' ')
-    {
-        let shown: String = reason.chars().filter(|c| !c.is_control()).take(32).collect();
-        return Err(GaplessError::Reason(format!("{chars} characters: {shown:?}")));
-    }
-    Ok(())
-}
-
-/// Checks a reservation's hold in seconds: 1 to [`MAX_HOLD_SECONDS`].
-pub fn validate_hold(seconds: u64) -> Result<(), GaplessError> {
-    if seconds == 0 || seconds > MAX_HOLD_SECONDS {
-        return Err(GaplessError::Hold(seconds));
-    }
-    Ok(())
-}
-
-/// `POST /api/gapless/{tag}/reserve`: the next number of the series for `key`, held until a
-/// deadline for a confirm or a void (the leader voids it, reason `expired`, at the deadline).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct ReserveRequest {
-    /// The caller's reference for the document (its idempotency key), as for an issue.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
-    )]
-    pub key: String,
-    /// Seconds the reservation is held (1 to 2,592,000; 900 when absent).
-    #[serde(default, deserialize_with = "crate::json_int::opt_u64")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2592000, example = 900))]
-    pub hold_seconds: Option<u64>,
-}
-
-/// `POST /api/gapless/{tag}/confirm`: makes the key's reserved number final.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct ConfirmRequest {
-    /// The key the number was reserved for.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
-    )]
-    pub key: String,
-}
-
-/// `POST /api/gapless/{tag}/void`: voids the key's reserved number; it keeps its place in the
-/// series with the reason and the caller, and is never issued again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct VoidRequest {
-    /// The key the number was reserved for.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
-    )]
-    pub key: String,
-    /// Why: 1 to 256 characters of text, no control character (U+0000–U+001F, U+007F–U+009F),
-    /// not only spaces.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            min_length = 1,
-            max_length = 256,
-            pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$",
-            example = "customer cancelled"
-        )
-    )]
-    pub reason: String,
-}
-
-/// A number's state in the ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum NumberState {
-    /// Issued and final at once: committed through Raft before it was answered.
-    Issued,
-    /// Reserved until its deadline: to be confirmed or voided.
-    Reserved,
-    /// Reserved, then confirmed: final.
-    Confirmed,
-    /// Reserved, then voided (by the caller, at its deadline, or as its period closed): it
-    /// keeps its place in the series and is never issued again.
-    Voided,
-}
-
-impl NumberState {
-    /// Whether the number is settled: issued, confirmed or voided (not reserved).
-    pub fn is_final(self) -> bool {
-        self != NumberState::Reserved
-    }
-}
-
-/// Why a number was voided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum VoidCause {
-    /// A caller voided it, giving the reason.
-    Caller,
-    /// Its reservation's deadline passed.
-    Expired,
-    /// Its period closed with it reserved, under `on_period_close: void`.
-    PeriodClosed,
-    /// A restore from a backup voided it: the lost cluster may have issued it after the
-    /// backup (its key is then empty).
-    Lost,
-}
-
-/// How a reserved number was settled.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Settlement {
-    /// `confirmed` or `voided`.
-    pub state: NumberState,
-    /// Why it was voided (absent for a confirmation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cause: Option<VoidCause>,
-    /// The void's reason: the caller's, or `expired` / `period closed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Who settled it (the leader node for an expiry or a period's close).
-    pub actor: crate::audit::Actor,
-    /// Leader time of the settlement, Unix milliseconds.
-    pub at_ms: i64,
-    /// The settlement's place in its period's event sequence.
-    pub seq: u64,
-    /// The settlement's link of its period's hash chain.
-    pub hash: String,
-}
-
-/// A number of a gapless series, as an issue answers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct IssuedNumber {
-    pub tag: String,
-    /// 0 for a series that never resets; else `yyyy`, `yyyyMM` or `yyyyMMdd`.
-    pub period: u32,
-    /// The number within the period: 1, 2, 3, … with no gap.
-    pub number: u64,
-    /// The number in the tag's display format, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display: Option<String>,
-    pub key: String,
-    /// The number's state now.
-    pub state: NumberState,
-    /// Leader time of the issue or reservation, Unix milliseconds.
-    pub issued_ms: i64,
-    /// A reservation's deadline, Unix milliseconds (leader time).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline_ms: Option<i64>,
-    /// A voided number's reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Whether this answer repeats an earlier request of the same key and action (a retry):
-    /// nothing changed.
-    pub replayed: bool,
-}
-
-/// Most numbers one ledger page holds.
-pub const MAX_LEDGER_PAGE: u32 = 10_000;
-
-/// `GET /admin/tags/{tag}/ledger`: a page of a series' numbers in issue order ((period,
-/// number) order), those of one `period` if given (a value that is no period matches none),
-/// after the cursor `after_period` / `after_number` (the previous page's `next`; without
-/// `after_number`, after the whole period; without `after_period`, period 0), at most `limit`
-/// (default and most 10,000).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
-#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
-#[serde(deny_unknown_fields)]
-pub struct LedgerQuery {
-    /// Only this period (0, `yyyy`, `yyyyMM` or `yyyyMMdd`).
-    pub period: Option<u32>,
-    /// The cursor's period: numbers after this period's `after_number` (after the whole
-    /// period without it).
-    pub after_period: Option<u32>,
-    /// The cursor's number within `after_period` (period 0 without it).
-    pub after_number: Option<u64>,
-    /// Most numbers on the page (default and most: 10000).
-    #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 10000))]
-    pub limit: Option<u32>,
-    /// Only numbers in this state (`reserved`: the open reservations).
-    pub state: Option<NumberState>,
-}
-
-/// Where the next page starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct LedgerCursor {
-    pub after_period: u32,
-    pub after_number: u64,
-}
-
-/// One number of a series' ledger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct LedgerEntry {
-    pub period: u32,
-    pub number: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display: Option<String>,
-    pub key: String,
-    /// The state now.
-    pub state: NumberState,
-    /// Who asked for it.
-    pub actor: crate::audit::Actor,
-    /// Leader time of the issue or reservation, Unix milliseconds.
-    pub at_ms: i64,
-    /// A reserved number's deadline (absent for a number issued final at once).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline_ms: Option<i64>,
-    /// The issue's or reservation's place in its period's event sequence (1, 2, …).
-    pub seq: u64,
-    /// The issue's or reservation's link of its period's hash chain: SHA-256, lowercase hex.
-    pub hash: String,
-    /// How a reservation was settled, once it was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub settled: Option<Settlement>,
-}
-
-/// A chain link as lowercase hex.
-pub fn hash_hex(hash: &[u8; 32]) -> String {
-    hash.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A chain link from lowercase hex (64 digits).
-pub fn parse_hash(hex: &str) -> Option<[u8; 32]> {
-    let digit = |b: u8| match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        _ => None,
-    };
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
-        out[i] = (digit(pair[0])? << 4) | digit(pair[1])?;
-    }
-    Some(out)
-}
-
-/// A page of a series' ledger, with the series' size, its open reservations and the digest of
-/// its chains' heads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct LedgerPage {
-    pub tag: String,
-    /// Numbers the series holds, every period it keeps.
-    pub numbers: u64,
-    /// Numbers reserved and not yet settled, every period.
-    pub open_reservations: u64,
-    /// The latest period retention dropped, if any: the ledger holds the periods after it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pruned_through: Option<u32>,
-    /// The digest of every kept period's chain head (`leaf ledger verify` recomputes it; 64
-    /// zeros before the first number).
-    pub head: String,
-    pub entries: Vec<LedgerEntry>,
-    /// The next page's cursor; absent on the last page.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<LedgerCursor>,
-}
-
 #[cfg(test)]
 #[allow(clippy::inconsistent_digit_grouping)]
 mod tests {
@@ -714,16 +427,6 @@ mod tests {
     }
 
     #[test]
-    fn hashes_round_trip_as_hex() {
-        let h: [u8; 32] = std::array::from_fn(|i| (i * 37) as u8);
-        assert_eq!(parse_hash(&hash_hex(&h)), Some(h));
-        assert_eq!(hash_hex(&[0; 32]), "0".repeat(64));
-        for bad in ["", "00", &"g".repeat(64), &"A".repeat(64), &"0".repeat(63), &"0".repeat(65)] {
-            assert_eq!(parse_hash(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
     fn keys_are_bounded_printable_ascii() {
         assert!(validate_key("order-2026-000417").is_ok());
         assert!(validate_key("a b").is_ok());
@@ -760,28 +463,5 @@ mod tests {
             let o = GaplessOptions { reset: Some(reset), retain_periods: Some(n), ..Default::default() };
             assert!(SeriesPolicy::from_options(&o).is_err(), "{reset:?} {n}");
         }
-    }
-
-    #[test]
-    fn reasons_and_holds_are_bounded() {
-        assert!(validate_reason("customer cancelled").is_ok());
-        assert!(validate_reason("anulada por el cliente: duplicado").is_ok());
-        assert!(validate_reason("取消").is_ok());
-        assert!(validate_reason(&"é".repeat(MAX_REASON_CHARS)).is_ok(), "characters, not bytes");
-        assert!(validate_reason(" x ").is_ok());
-        for bad in [
-            String::new(),
-            "  ".into(),
-            "x".repeat(MAX_REASON_CHARS + 1),
-            "a\nb".into(),
-            "tab\t".into(),
-            "c1\u{85}".into(),
-            "del\u{7f}".into(),
-        ] {
-            assert!(validate_reason(&bad).is_err(), "{bad:?}");
-        }
-        assert!(validate_hold(1).is_ok() && validate_hold(MAX_HOLD_SECONDS).is_ok());
-        assert!(validate_hold(0).is_err() && validate_hold(MAX_HOLD_SECONDS + 1).is_err());
-        assert!(!NumberState::Reserved.is_final() && NumberState::Voided.is_final());
     }
 }
