@@ -82,14 +82,18 @@ impl Client {
     /// `POST /admin/tags` (at most once, see the module docs).
     pub async fn create_tag(&self, req: &CreateTagRequest) -> Result<TagInfo, ClientError> {
         let call = Call::with_json(Method::POST, routes::ADMIN_TAGS.to_string(), req, Safety::AtMostOnce)?;
-        self.execute(call).await?.json()
+        let info: TagInfo = self.execute(call).await?.json()?;
+        self.inner.own_creates.created([info.tag.as_str()]);
+        Ok(info)
     }
 
     /// `POST /admin/tags:batch` (idempotent): creates the tags that do not exist; the others
     /// are reported as existing and left as they are.
     pub async fn create_tags(&self, req: &CreateTagsRequest) -> Result<CreateTagsResponse, ClientError> {
         let call = Call::with_json(Method::POST, routes::ADMIN_TAGS_BATCH.to_string(), req, Safety::Idempotent)?;
-        self.execute(call).await?.json()
+        let done: CreateTagsResponse = self.execute(call).await?.json()?;
+        self.inner.own_creates.created(done.created.iter().map(String::as_str));
+        Ok(done)
     }
 
     /// `GET /admin/tags/{tag}`.

@@ -148,6 +148,7 @@ impl ClientBuilder {
                 policy: self.policy,
                 transport: Transport::new(tls),
                 preferred: AtomicUsize::new(0),
+                own_creates: Default::default(),
             }),
         })
     }

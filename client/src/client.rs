@@ -33,6 +33,8 @@ pub(crate) struct Inner {
     pub transport: Transport,
     /// The node the next call starts with: the last one that answered.
     pub preferred: AtomicUsize,
+    /// The tags this client created recently ([`crate::own_creates`]).
+    pub own_creates: crate::own_creates::OwnCreates,
 }
 
 /// Timeouts and retries of every call.
@@ -64,11 +66,14 @@ pub(crate) struct Call {
     /// Non-2xx statuses whose body is the endpoint's answer rather than an error (`/health`
     /// answers 503 with its report).
     pub also_ok: Option<StatusCode>,
+    /// The tag whose IDs the call takes: a `tag_not_found` for a tag this client just created
+    /// is retried ([`crate::own_creates`]).
+    pub tag: Option<String>,
 }
 
 impl Call {
     pub fn get(path: String) -> Call {
-        Call { method: Method::GET, path, body: None, safety: Safety::Idempotent, also_ok: None }
+        Call { method: Method::GET, path, body: None, safety: Safety::Idempotent, also_ok: None, tag: None }
     }
 
     pub fn with_json<T: Serialize>(
@@ -78,7 +83,12 @@ impl Call {
         safety: Safety,
     ) -> Result<Call, ClientError> {
         let body = serde_json::to_vec(body).map_err(|e| ClientError::Request(e.to_string()))?;
-        Ok(Call { method, path, body: Some(Bytes::from(body)), safety, also_ok: None })
+        Ok(Call { method, path, body: Some(Bytes::from(body)), safety, also_ok: None, tag: None })
+    }
+
+    /// A GET that takes IDs of `tag`.
+    pub fn taking(path: String, tag: &str) -> Call {
+        Call { tag: Some(tag.to_string()), ..Call::get(path) }
     }
 }
 
@@ -152,7 +162,10 @@ impl Client {
                 }
                 Err(e) => e,
             };
-            if !retryable(&err, call.safety) {
+            // A tag this client just created, not yet applied on the node that answered.
+            let own_create =
+                is_tag_not_found(&err) && call.tag.as_deref().is_some_and(|t| inner.own_creates.within_grace(t));
+            if !own_create && !retryable(&err, call.safety) {
                 return Err(err);
             }
             tls_failures += usize::from(matches!(err, ClientError::Tls { .. }));
@@ -163,10 +176,10 @@ impl Client {
                     ClientError::AllNodesFailed { attempts: attempt + 1, last: Box::new(err) }
                 }
             };
-            if attempt >= policy.retries || gives_up_on_tls(&err, n, tls_failures) {
+            if (!own_create && attempt >= policy.retries) || gives_up_on_tls(&err, n, tls_failures) {
                 return Err(give_up(err));
             }
-            let wait = policy.backoff.delay(attempt);
+            let wait = if own_create { crate::own_creates::RETRY_EVERY } else { policy.backoff.delay(attempt) };
             if Instant::now() + wait >= deadline {
                 return Err(give_up(err));
             }
@@ -174,6 +187,11 @@ impl Client {
             attempt += 1;
         }
     }
+}
+
+/// Whether `err` is a node's 404 `tag_not_found`.
+fn is_tag_not_found(err: &ClientError) -> bool {
+    matches!(err, ClientError::Api { code: leaf_api::ErrorCode::TagNotFound, .. })
 }
 
 /// A 2xx (or `also_ok`) answer, or the error its body describes.

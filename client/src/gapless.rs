@@ -30,12 +30,18 @@ impl Client {
 }
 
 impl Gapless<'_> {
+    /// A POST of `req` to the series' `path`: idempotent (the key keeps a repeat to its
+    /// number), and a `tag_not_found` just after this client created the series is retried.
+    fn call(&self, path: String, req: &impl serde::Serialize) -> Result<Call, ClientError> {
+        Ok(Call { tag: Some(self.tag.to_string()), ..Call::with_json(Method::POST, path, req, Safety::Idempotent)? })
+    }
+
     /// The series' number for `key` (`POST /api/gapless/{tag}/issue`): the next one, or the one
     /// the key has (`replayed`). Checked: the answer is for this tag and key, numbered from 1.
     pub async fn issue(&self, key: &str) -> Result<IssuedNumber, ClientError> {
         let req = IssueRequest { key: key.to_string() };
         let path = routes::fill(routes::GAPLESS_ISSUE, &[self.tag]);
-        let answer = self.client.execute(Call::with_json(Method::POST, path, &req, Safety::Idempotent)?).await?;
+        let answer = self.client.execute(self.call(path, &req)?).await?;
         checked(&answer, self.tag, key, None)
     }
 
@@ -45,7 +51,7 @@ impl Gapless<'_> {
     pub async fn reserve(&self, key: &str, hold_seconds: Option<u64>) -> Result<IssuedNumber, ClientError> {
         let req = ReserveRequest { key: key.to_string(), hold_seconds };
         let path = routes::fill(routes::GAPLESS_RESERVE, &[self.tag]);
-        let answer = self.client.execute(Call::with_json(Method::POST, path, &req, Safety::Idempotent)?).await?;
+        let answer = self.client.execute(self.call(path, &req)?).await?;
         checked(&answer, self.tag, key, None)
     }
 
@@ -54,7 +60,7 @@ impl Gapless<'_> {
     pub async fn confirm(&self, key: &str) -> Result<IssuedNumber, ClientError> {
         let req = ConfirmRequest { key: key.to_string() };
         let path = routes::fill(routes::GAPLESS_CONFIRM, &[self.tag]);
-        let answer = self.client.execute(Call::with_json(Method::POST, path, &req, Safety::Idempotent)?).await?;
+        let answer = self.client.execute(self.call(path, &req)?).await?;
         checked(&answer, self.tag, key, Some(&[NumberState::Confirmed, NumberState::Issued]))
     }
 
@@ -63,7 +69,7 @@ impl Gapless<'_> {
     pub async fn void(&self, key: &str, reason: &str) -> Result<IssuedNumber, ClientError> {
         let req = VoidRequest { key: key.to_string(), reason: reason.to_string() };
         let path = routes::fill(routes::GAPLESS_VOID, &[self.tag]);
-        let answer = self.client.execute(Call::with_json(Method::POST, path, &req, Safety::Idempotent)?).await?;
+        let answer = self.client.execute(self.call(path, &req)?).await?;
         checked(&answer, self.tag, key, Some(&[NumberState::Voided]))
     }
 

@@ -12,14 +12,14 @@ use crate::error::ClientError;
 impl Client {
     /// One segment-mode ID of `tag` (`GET /api/segment/get/{tag}`).
     pub async fn segment_id(&self, tag: &str) -> Result<i64, ClientError> {
-        let answer = self.execute(Call::get(routes::fill(routes::SEGMENT_GET, &[tag]))).await?;
+        let answer = self.execute(Call::taking(routes::fill(routes::SEGMENT_GET, &[tag]), tag)).await?;
         one_id(&answer)
     }
 
     /// `count` (1–100,000) segment-mode IDs of `tag`, in the order the node handed them out.
     pub async fn segment_ids(&self, tag: &str, count: u32) -> Result<Vec<i64>, ClientError> {
         let path = format!("{}?count={count}", routes::fill(routes::SEGMENT_GET, &[tag]));
-        ids(&self.execute(Call::get(path)).await?, count)
+        ids(&self.execute(Call::taking(path, tag)).await?, count)
     }
 
     /// `count` (1–1,000,000) segment-mode IDs of `tag` as ranges (`?format=ranges`): a few
@@ -27,7 +27,7 @@ impl Client {
     /// ranges holding exactly `count` IDs) before it is returned.
     pub async fn segment_ranges(&self, tag: &str, count: u32) -> Result<IdRanges, ClientError> {
         let path = format!("{}?count={count}&format=ranges", routes::fill(routes::SEGMENT_GET, &[tag]));
-        ranges(&self.execute(Call::get(path)).await?, count)
+        ranges(&self.execute(Call::taking(path, tag)).await?, count)
     }
 
     /// One snowflake ID (`key` is only recorded for auditing).

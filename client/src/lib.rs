@@ -11,7 +11,9 @@
 //! `segments_not_ready` or `shutting_down`) the next attempt goes to the next node, after a
 //! capped exponential backoff with jitter, until the retry budget or the call's total deadline
 //! runs out ([`ClientError::AllNodesFailed`]). Other errors (bad input, unknown tag, conflict)
-//! are returned at once.
+//! are returned at once — except a `tag_not_found` for a tag this client created in the last
+//! few seconds, which is retried while the node catches up with the create (nodes answer a
+//! miss from their own state when caught up with their leader; see `client/src/own_creates.rs`).
 //!
 //! **Retries only where safe** (details in [`retry`]): ID requests are retried — an ID range
 //! whose answer was lost is never handed out again, so a retry leaves a *gap*, never a
@@ -114,6 +116,7 @@ pub mod error;
 pub mod gapless;
 mod ids;
 mod monitor;
+mod own_creates;
 pub mod pool;
 pub mod retry;
 pub mod tls;

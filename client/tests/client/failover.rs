@@ -1,5 +1,7 @@
 //! The client against fake nodes: failover, retries only where safe, typed errors, timeouts,
 //! decode errors, health and the route table.
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::StatusCode;
@@ -241,4 +243,38 @@ async fn gapless_answers_are_checked_and_ledger_paging_must_advance() {
             .expect("no endless paging");
         assert!(matches!(r, Err(ClientError::Request(_))), "{tag}: {r:?}");
     }
+}
+
+/// A tag this client just created may be unknown for a moment on a node that has not applied
+/// the create yet (nodes answer a miss from their own state): its `tag_not_found` is retried,
+/// beyond the retry budget, while another tag's is the answer at once.
+#[tokio::test]
+async fn a_tag_just_created_by_this_client_is_waited_for_and_another_is_not_found_at_once() {
+    let created = r#"{"tag":"fresh","max_id":1,"step":10,"description":"","created_ms":1,"updated_ms":1}"#;
+    let gets = Arc::new(AtomicU32::new(0));
+    let g = gets.clone();
+    let node = Server::start(move |seen, _| {
+        if seen.method == "POST" {
+            return (StatusCode::CREATED, created.into());
+        }
+        // "fresh" is applied on this node only at its 7th ID request; "other" exists nowhere.
+        let n = g.fetch_add(1, Ordering::SeqCst);
+        if seen.path.starts_with("/api/segment/get/fresh") && n >= 6 {
+            return (StatusCode::OK, "5".into());
+        }
+        (StatusCode::NOT_FOUND, error(ErrorCode::TagNotFound))
+    })
+    .await;
+    let c = client(&[node.url()]);
+    // Before the create, its 404 is the answer.
+    let e = c.segment_id("fresh").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::TagNotFound));
+    assert_eq!(gets.swap(0, Ordering::SeqCst), 1);
+    let req = CreateTagRequest { tag: "fresh".into(), step: 10, ..Default::default() };
+    c.create_tag(&req).await.unwrap();
+    assert_eq!(c.segment_id("fresh").await.unwrap(), 5);
+    assert_eq!(gets.swap(0, Ordering::SeqCst), 7, "six 404s retried, more than the budget of 3");
+    let e = c.segment_id("other").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::TagNotFound));
+    assert_eq!(gets.load(Ordering::SeqCst), 1, "another tag's 404 is the answer");
 }

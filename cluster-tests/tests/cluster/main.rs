@@ -23,6 +23,7 @@ mod gapless;
 mod governance;
 mod id_pool;
 mod internal_auth;
+mod local_misses;
 mod membership;
 mod monotonic;
 mod pool_single;

@@ -68,6 +68,9 @@ pub struct Metrics {
     connections_refused: Counter,
     /// Read-index rounds this node started for its callers (shared by concurrent callers).
     read_index_rounds: Counter,
+    /// Requests for a tag this node does not hold answered from its own state, without a
+    /// read-index round (the node was caught up with a leader it heard from recently).
+    local_misses: Counter,
     /// TLS handshakes, plaintext refusals, reloads, certificate expiry.
     tls: crate::tls::TlsCounters,
     /// gRPC calls by method and status code: one counter per pair, made up front, so counting
@@ -129,6 +132,7 @@ impl Metrics {
             peer_answers_rejected: Counter::default(),
             connections_refused: Counter::default(),
             read_index_rounds: Counter::default(),
+            local_misses: Counter::default(),
             tls: Default::default(),
             snowflake_keys,
             grpc_calls: Vec::new(),
@@ -183,6 +187,11 @@ impl Metrics {
             "read_index_rounds",
             "Read-index rounds through the leader (unknown tags), each shared by every caller waiting for it",
             m.read_index_rounds.clone(),
+        );
+        registry.register(
+            "unknown_tags_answered_locally",
+            "Requests for a tag this node does not hold answered 404 from its own state, without a read-index round",
+            m.local_misses.clone(),
         );
         let tls = &m.tls;
         registry.register(
@@ -306,6 +315,11 @@ impl Metrics {
             rejected_answers: self.peer_answers_rejected.clone(),
             read_index_rounds: self.read_index_rounds.clone(),
         }
+    }
+
+    /// A request for a tag this node does not hold was answered from its own state.
+    pub fn local_miss(&self) {
+        self.local_misses.inc();
     }
 
     /// The counters of `tag` (of `profile`), made at its first load; keep them and increment

@@ -28,6 +28,8 @@
 //! - [`compaction`]: snapshots and log purges by what the log holds (a batch of tags counts
 //!   each tag), beside openraft's own by entry count;
 //! - [`chunks`]: admission of snapshot chunks (in order, bounded) before openraft sees them;
+//! - [`caught_up`]: whether this node is caught up with a leader it heard from recently, so
+//!   it may answer "no such tag" without a read-index round;
 //! - [`coalesce`]: read-index rounds shared by concurrent callers (unknown-tag floods);
 //! - [`group_commit`]: the leader's group commit of segment allocations (cold-tag floods) and
 //!   of gapless numbers;
@@ -44,6 +46,7 @@ use crate::clock::Clock;
 
 mod answer;
 mod bootstrap;
+mod caught_up;
 mod chunks;
 mod coalesce;
 mod compaction;
@@ -108,6 +111,10 @@ pub struct RaftNode {
     rejected_answers: prometheus_client::metrics::counter::Counter,
     /// Which snapshot chunks may reach openraft ([`chunks`]).
     chunks: Arc<chunks::ChunkGate>,
+    /// The last append-entries request accepted from a leader ([`caught_up`]).
+    heard: Arc<caught_up::LeaderHeard>,
+    /// How stale a local "no such tag" may be ([`caught_up`]).
+    local_reads_window: Duration,
     /// Read-index rounds through the leader, shared by this node's callers ([`coalesce`]).
     barriers: Arc<coalesce::Coalescer>,
     /// The leader's own read-index (quorum) rounds, shared by every node's callers.

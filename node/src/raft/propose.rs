@@ -26,23 +26,54 @@ impl RaftNode {
     /// `CreateTag`, which every node version applies, and a tag past
     /// [`leaf_raft_store::LEGACY_MAX_TAGS`] as `CreateTagV3`, which only this release does.
     pub async fn create_tag(&self, new: NewTag, actor: Actor) -> Result<TagRecord, ProposeError> {
-        if self.state.tag_count() >= leaf_raft_store::LEGACY_MAX_TAGS {
-            return self.propose(self.admin(actor, Op::CreateTagV3(new))).await;
-        }
-        let NewTag { tag, step, start_max_id, description, profile, upper_bound } = new;
-        let op = if profile == StoredProfile::Segment && upper_bound.is_none() {
-            Op::CreateTag { tag, step, start_max_id, description }
+        let name = new.tag.clone();
+        let record = if self.state.tag_count() >= leaf_raft_store::LEGACY_MAX_TAGS {
+            self.propose(self.admin(actor, Op::CreateTagV3(new))).await?
         } else {
-            Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound }
+            let NewTag { tag, step, start_max_id, description, profile, upper_bound } = new;
+            let op = if profile == StoredProfile::Segment && upper_bound.is_none() {
+                Op::CreateTag { tag, step, start_max_id, description }
+            } else {
+                Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound }
+            };
+            self.propose(self.admin(actor, op)).await?
         };
-        self.propose(self.admin(actor, op)).await
+        self.seen_here(name).await;
+        Ok(record)
     }
 
     /// Creates the tags of `batch` that do not exist yet, in one entry (the caller keeps it
     /// under [`leaf_raft_store::MAX_BATCH_COMMAND_BYTES`]). Retried across leader changes: a
     /// repeat answers the tags an earlier delivery created as existing.
     pub async fn create_tags(&self, batch: Vec<NewTag>, actor: Actor) -> Result<CreatedTags, ProposeError> {
-        self.propose(self.admin(actor, Op::CreateTags { tags: batch })).await
+        let last = batch.last().map(|t| t.tag.clone());
+        let created: CreatedTags = self.propose(self.admin(actor, Op::CreateTags { tags: batch })).await?;
+        if let Some(last) = last {
+            // One entry, applied whole: its last tag seen means all of them are.
+            self.seen_here(last).await;
+        }
+        Ok(created)
+    }
+
+    /// Waits (up to the propose timeout) until this node has applied the committed creation
+    /// of `tag`, so the node that answers a create knows the tag at once: a client that keeps
+    /// calling the node that answered it reads its own write, although a node caught up with
+    /// its leader answers a miss from its own state ([`super::caught_up`]). Waits on the
+    /// applied-state notifications, never with a leader round; a timeout is logged, not
+    /// failed (the create is committed).
+    pub async fn seen_here(&self, tag: String) {
+        if self.state.tag(&tag).is_some() {
+            return;
+        }
+        let state = self.state.clone();
+        let seen = self
+            .raft
+            .wait(Some(self.propose_timeout))
+            .metrics(move |_| state.tag(&tag).is_some(), "the created tag applied here")
+            .await;
+        if let Err(e) = seen {
+            tracing::warn!(error = %e, "a created tag was not applied on this node within the propose timeout");
+        }
     }
 
     /// Changes `tag`'s stored step and/or description.

@@ -11,6 +11,7 @@ use openraft::raft::{
     VoteResponse,
 };
 use openraft::Vote;
+use std::time::Instant;
 
 use super::leader::LeaderOp;
 use super::network::{PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
@@ -59,7 +60,12 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8], caller: Option<Nod
         PATH_APPEND => {
             let req: AppendEntriesRequest<TypeConfig> = decode(body)?;
             check_sender(&req.vote, caller)?;
+            let (at, vote, commit) = (Instant::now(), req.vote, req.leader_commit.map(|l| l.index));
             let r: Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> = node.raft.append_entries(req).await;
+            if let (Ok(AppendEntriesResponse::Success), Some(leader)) = (&r, vote.leader_id().voted_for()) {
+                // Accepted in full from the leader of `vote`: this node has heard from it.
+                node.leader_heard(at, leader, vote.leader_id().term, commit);
+            }
             encode(&r)
         }
         PATH_VOTE => {

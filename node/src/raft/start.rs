@@ -134,6 +134,8 @@ impl RaftNode {
             probe_every: Duration::from_millis(r.heartbeat_ms),
             rejected_answers: counters.rejected_answers,
             chunks: Arc::default(),
+            heard: Arc::default(),
+            local_reads_window: Duration::from_millis((2 * r.heartbeat_ms).min(r.election_timeout_min_ms)),
             barriers: Arc::new(coalesce::Coalescer::counting(counters.read_index_rounds)),
             leader_reads: Arc::default(),
             allocations: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_SEGMENT_ASKS)),

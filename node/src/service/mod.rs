@@ -150,13 +150,19 @@ impl App {
         self.recent_errors.record(e);
     }
 
-    /// What `look` finds for `tag`, confirming a tag unknown here with the leader first: it
-    /// may have just been created through another node, so this node waits until it has
-    /// applied everything committed so far (a read index, no log write) and looks again. A
-    /// tag created anywhere is usable everywhere at once; a tag nowhere is 404 `tag_not_found`.
+    /// What `look` finds for `tag`. A tag unknown here may have just been created through
+    /// another node: a node caught up with a leader it heard from recently
+    /// ([`RaftNode::caught_up`](crate::raft::RaftNode::caught_up)) answers from its own state,
+    /// at most `2 × raft.heartbeat_ms` behind; any other node first waits until it has applied
+    /// everything committed so far (a read index through the leader, no log write) and looks
+    /// again. A tag nowhere is 404 `tag_not_found`.
     pub async fn known<T>(&self, tag: &str, look: impl Fn(&App) -> Option<T>) -> Result<T, ApiError> {
         if let Some(found) = look(self) {
             return Ok(found);
+        }
+        if self.raft.caught_up() {
+            self.metrics.local_miss();
+            return Err(self.missing(tag));
         }
         self.raft.read_barrier().await.map_err(|e| {
             tracing::debug!(tag, error = %e, "read barrier failed");
@@ -165,13 +171,18 @@ impl App {
                 format!("cannot confirm whether tag {tag:?} exists: {}", e.public_message()),
             )
         })?;
-        look(self).ok_or_else(|| match self.raft.state().tag(tag) {
+        look(self).ok_or_else(|| self.missing(tag))
+    }
+
+    /// 404 `tag_not_found` for a tag `look` did not find: archived, or not there at all.
+    fn missing(&self, tag: &str) -> ApiError {
+        match self.raft.state().tag(tag) {
             Some(r) if r.archived_ms().is_some() => ApiError::new(
                 ErrorCode::TagNotFound,
                 format!("tag {tag:?} is archived: it hands out no ID until it is restored"),
             ),
             _ => tag_not_found(tag),
-        })
+        }
     }
 }
 

@@ -93,8 +93,9 @@ impl App {
         let body = creation(tag, &template.settings);
         match self.create_tag(body, &who).await {
             Ok(_) => tracing::info!(tag, template = name, "tag made from its template"),
-            // Made meanwhile by another request.
-            Err(e) if e.code == ErrorCode::TagExists => {}
+            // Made meanwhile by another request, perhaps through another node: known here once
+            // applied here.
+            Err(e) if e.code == ErrorCode::TagExists => self.raft.seen_here(tag.to_string()).await,
             Err(e) => return Err(e),
         }
         self.known(tag, |app| app.tags.get(tag)).await

@@ -1,0 +1,79 @@
+//! Unknown tags answered locally: a follower caught up with a leader it heard from recently
+//! answers 404 for a tag that exists nowhere from its own state, without a read-index round
+//! through the leader; a tag created through a node is known on that node when the create is
+//! answered, and a client reads its own creates through any node.
+use std::time::Duration;
+
+use leaf_api::ErrorCode;
+use leaf_client::Client;
+
+use crate::support::*;
+
+/// `leaf_read_index_rounds_total` and `leaf_unknown_tags_answered_locally_total` of a node.
+async fn miss_counters(c: &Client) -> (u64, u64) {
+    let m = c.metrics().await.unwrap();
+    let counter = |name: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /metrics"))
+    };
+    (counter("leaf_read_index_rounds_total"), counter("leaf_unknown_tags_answered_locally_total"))
+}
+
+async fn not_found(c: &Client, tag: &str) {
+    let e = c.segment_id(tag).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::TagNotFound), "{tag}: {e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caught_up_follower_answers_unknown_tags_without_a_leader_round() {
+    let (_serial, cluster, leader) = cluster(3, "").await;
+    let followers: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
+    let f = followers[0];
+    let c = cluster.client(f);
+    // Caught up once it has heard from the leader and probed its quorum contact.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        not_found(&c, "warm-up").await;
+        if miss_counters(&c).await.1 > 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the follower never answered a miss locally");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (rounds0, local0) = miss_counters(&c).await;
+    const N: u64 = 300;
+    for i in 0..N {
+        not_found(&c, &format!("nowhere-{i}")).await;
+    }
+    let (rounds1, local1) = miss_counters(&c).await;
+    let (rounds, local) = (rounds1 - rounds0, local1 - local0);
+    eprintln!("{N} unknown-tag requests on follower {f}: {local} answered locally, {rounds} read-index rounds");
+    // One request at a time: without local answers each would cost its own round. A heartbeat
+    // late on a loaded machine may send a few through the leader.
+    assert!(local >= N * 9 / 10 && rounds <= N / 10, "{local} local answers, {rounds} rounds for {N} misses");
+
+    // A tag created through a follower is known there as soon as the create is answered; a
+    // node that did not answer it knows it once it has heard the commit.
+    let other = followers[1];
+    for i in 0..20 {
+        let tag = format!("born-{i}");
+        create_tag(&c, &tag, 10).await;
+        assert_eq!(get_ids(&c, &tag, None).await.unwrap().len(), 1, "{tag} through the follower that created it");
+    }
+    let creator = cluster.client(other);
+    for i in 0..20 {
+        let tag = format!("mine-{i}");
+        create_tag(&creator, &tag, 10).await;
+        assert_eq!(get_ids(&creator, &tag, Some(2)).await.unwrap().len(), 2, "{tag}");
+        // Through the other follower, by a client that did not create it: found once that
+        // node has heard the commit (at most two heartbeats).
+        let stranger = cluster.client(f);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while get_ids(&stranger, &tag, None).await.is_err() {
+            assert!(tokio::time::Instant::now() < deadline, "{tag} never known on node {f}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
