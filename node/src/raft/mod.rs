@@ -121,6 +121,8 @@ pub struct RaftNode {
     leader_reads: Arc<coalesce::Coalescer>,
     /// The windows of monotonic tags this node serves as leader ([`monotonic`]).
     monotonic: Arc<monotonic::Windows>,
+    /// This node's callers of monotonic tags, grouped into shared takes ([`monotonic`]).
+    takers: Arc<monotonic::Takers>,
     /// Segment allocations this node commits as leader, grouped into shared entries.
     allocations: Arc<group_commit::GroupCommit<leaf_raft_store::SegmentAsk, leaf_raft_store::Allocation>>,
     /// Gapless numbers this node issues as leader, grouped into shared entries.

@@ -17,9 +17,17 @@
 //! - A new leader never reuses a window of an earlier term (its own included): it commits a
 //!   fresh one, above the committed bound. IDs of abandoned windows are skipped, never served.
 //!
-//! **Cost.** Every request (or batch of concurrent requests, which share rounds) costs a
-//! quorum round trip, and every `step` IDs a Raft commit; only the leader serves. This profile
-//! is leader-bound by design (BENCHMARKS.md).
+//! **Grouped like a timestamp oracle.** A node's callers waiting for IDs of one tag are served
+//! together ([`Takers`]): the first caller's take goes out alone; the callers that arrive while
+//! it is in flight wait, and the next take asks for all of their IDs at once (one forwarded
+//! call from a follower, one window take and one quorum round on the leader) and hands each
+//! caller its own run of the answer, in arrival order. The guarantee holds for every caller:
+//! a caller joins only a take that starts after it arrived, so a request sent after another
+//! completed is in a later take than that one's, and a later take's IDs are all larger.
+//!
+//! **Cost.** Every take (one per group of concurrent callers) costs a quorum round trip, and
+//! every `step` IDs a Raft commit; only the leader serves. This profile is leader-bound by
+//! design (BENCHMARKS.md).
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::answer::AnswerError;
+use super::group_commit::{GroupCommit, GroupResult};
 use super::leader::LeaderOp;
 use super::ops::{ForwardOp, OpKind, Propose};
 use super::{ProposeError, RaftNode};
@@ -70,11 +79,76 @@ impl Windows {
     }
 }
 
+/// Callers in one take at most: their counts (each at most 1,000,000, the largest request)
+/// then add up to less than `u32::MAX`.
+const MAX_TAKERS: usize = 1024;
+
+/// This node's callers of each monotonic tag, grouped into shared takes (bounded by the number
+/// of tags, which the state bounds).
+#[derive(Default)]
+pub(crate) struct Takers {
+    tags: Mutex<HashMap<String, Arc<GroupCommit<u32, i64>>>>,
+}
+
+impl Takers {
+    fn of(&self, tag: &str) -> Arc<GroupCommit<u32, i64>> {
+        let mut tags = self.tags.lock().unwrap_or_else(|e| e.into_inner());
+        tags.entry(tag.to_string()).or_insert_with(|| Arc::new(GroupCommit::new(MAX_TAKERS))).clone()
+    }
+}
+
+/// The first ID of each caller's run, for runs of `counts` laid end to end from `first`.
+fn runs_from(first: i64, counts: &[u32]) -> Vec<Result<i64, ApplyError>> {
+    let mut next = first;
+    counts
+        .iter()
+        .map(|&c| {
+            let at = next;
+            next = next.saturating_add(i64::from(c));
+            Ok(at)
+        })
+        .collect()
+}
+
 impl RaftNode {
     /// `count` strictly increasing IDs of the monotonic tag `tag`, from the leader: the first
-    /// of `[first, first + count)`.
+    /// of `[first, first + count)`. Taken in one go with the other callers of this node
+    /// waiting for the same tag ([`Takers`]).
     pub async fn monotonic_take(&self, tag: String, count: u32) -> Result<i64, ProposeError> {
-        self.on_leader(&MonotonicTake { tag, count }).await
+        let group = self.takers.of(&tag);
+        let me = self.clone();
+        let take = move |counts: Vec<u32>| {
+            let (me, tag) = (me.clone(), tag.clone());
+            async move { me.take_for(tag, counts).await }
+        };
+        Ok(group.join(count, take).await??)
+    }
+
+    /// One take of `sum(counts)` IDs of `tag`, split into one run per count in order. A group
+    /// that a tag's upper bound cuts short is taken again one caller at a time, so each gets
+    /// what it alone would have.
+    async fn take_for(&self, tag: String, counts: Vec<u32>) -> GroupResult<i64> {
+        let total = counts.iter().try_fold(0u32, |sum, &c| sum.checked_add(c));
+        let Some(total) = total else {
+            return Err(ProposeError::Unavailable(format!("{} monotonic takes add up to more than u32", counts.len())));
+        };
+        match self.on_leader(&MonotonicTake { tag: tag.clone(), count: total }).await {
+            Ok(first) => Ok(runs_from(first, &counts)),
+            Err(ProposeError::Rejected(e @ ApplyError::UpperBoundReached { .. })) if counts.len() > 1 => {
+                tracing::debug!(tag, error = %e, callers = counts.len(), "a grouped monotonic take was cut short");
+                let mut out = Vec::with_capacity(counts.len());
+                for count in counts {
+                    out.push(match self.on_leader(&MonotonicTake { tag: tag.clone(), count }).await {
+                        Ok(first) => Ok(first),
+                        Err(ProposeError::Rejected(e)) => Err(e),
+                        Err(e) => return Err(e),
+                    });
+                }
+                Ok(out)
+            }
+            Err(ProposeError::Rejected(e)) => Ok(counts.iter().map(|_| Err(e.clone())).collect()),
+            Err(e) => Err(e),
+        }
     }
 
     /// The term this node leads in, if it leads.
@@ -168,5 +242,19 @@ impl LeaderOp for MonotonicTake {
             return Err(node.not_leader());
         }
         Ok(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grouped_take_is_split_into_runs_end_to_end_in_arrival_order() {
+        let firsts: Vec<i64> = runs_from(100, &[1, 3, 1_000_000, 2]).into_iter().map(|r| r.unwrap()).collect();
+        assert_eq!(firsts, vec![100, 101, 104, 1_000_104]);
+        assert!(runs_from(7, &[]).is_empty());
+        // The largest group fits the forwarded count.
+        assert!(u32::try_from(MAX_TAKERS as u64 * 1_000_000).is_ok());
     }
 }

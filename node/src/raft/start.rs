@@ -142,6 +142,7 @@ impl RaftNode {
             numbers: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_NUMBER_ASKS)),
             sent_numbers: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_NUMBER_ASKS)),
             monotonic: Default::default(),
+            takers: Default::default(),
         })
     }
 
