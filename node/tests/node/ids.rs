@@ -108,9 +108,10 @@ async fn big_batches_monitor_and_health() {
     node.shutdown().await;
 }
 
-/// A flood of random unknown tags shares read-index rounds (far fewer rounds than requests,
-/// `leaf_read_index_rounds_total`), every one of them is a 404, and a known tag keeps serving
-/// throughout. A tag created mid-flood is usable at once.
+/// A flood of random unknown tags costs far fewer read-index rounds than requests
+/// (`leaf_read_index_rounds_total`: a lone leader with a recent quorum acknowledgement answers
+/// them from its state, and rounds are shared otherwise), every one of them is a 404, and a
+/// known tag keeps serving throughout. A tag created mid-flood is usable at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_tag_flood_shares_read_index_rounds_and_does_not_stop_known_tags() {
     let dir = tempfile::tempdir().unwrap();
