@@ -55,12 +55,22 @@ fn init_tracing() {
     // Logs go to stderr so stdout stays clean for output a script reads.
     // Colours only on a terminal: redirected logs stay plain text.
     use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
+        .finish()
+        .with(tracing_subscriber::filter::filter_fn(|m| loggable(m.target(), *m.level())))
         .try_init();
+}
+
+/// Whether an event may be logged whatever `RUST_LOG` says: never rustls's trace level, which
+/// prints handshake messages, session tickets included, in hex.
+fn loggable(target: &str, level: tracing::Level) -> bool {
+    level != tracing::Level::TRACE || !(target == "rustls" || target.starts_with("rustls::"))
 }
 
 pub fn serve(args: ServeArgs) -> ExitCode {
@@ -186,5 +196,15 @@ mod tests {
         {
             assert!(node_id_from_hostname(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn rustls_never_logs_at_trace_level() {
+        use tracing::Level;
+        assert!(!super::loggable("rustls::server::tls13", Level::TRACE), "tickets in the log");
+        assert!(!super::loggable("rustls", Level::TRACE));
+        assert!(super::loggable("rustls::server::tls13", Level::DEBUG));
+        assert!(super::loggable("rustls_pemfile", Level::TRACE));
+        assert!(super::loggable("leaf_node::tls", Level::TRACE));
     }
 }

@@ -200,6 +200,16 @@ impl Metrics {
             tls.handshake_failures.clone(),
         );
         registry.register(
+            "tls_full_handshakes",
+            "Completed TLS handshakes that were full ones (certificates sent and verified)",
+            tls.full_handshakes.clone(),
+        );
+        registry.register(
+            "tls_resumed_handshakes",
+            "Completed TLS handshakes that resumed an earlier session (ticket or session ID)",
+            tls.resumed_handshakes.clone(),
+        );
+        registry.register(
             "tls_plaintext_refused",
             "Plaintext requests on the TLS port, answered 400",
             tls.plaintext_refused.clone(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use leaf_api::identity::CertIdentity;
 use leaf_api::{ErrorBody, ErrorCode};
+use rustls::HandshakeKind;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
@@ -72,6 +73,11 @@ pub async fn accept(tls: &Tls, stream: TcpStream, timeout: Duration) -> Result<A
         }
         let loaded = tls.current();
         let stream = TlsAcceptor::from(loaded.server.clone()).accept(stream).await.map_err(AcceptError::Handshake)?;
+        match stream.get_ref().1.handshake_kind() {
+            Some(HandshakeKind::Resumed) => counters.resumed_handshakes.inc(),
+            _ => counters.full_handshakes.inc(),
+        };
+        // A resumed session carries the chain of its full handshake; it is verified again here.
         let identity =
             stream.get_ref().1.peer_certificates().and_then(|chain| super::identity::identify(&loaded, chain));
         Ok(Accepted { stream, identity })

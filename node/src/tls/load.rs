@@ -119,6 +119,8 @@ impl Loaded {
         server.alpn_protocols = vec![b"http/1.1".to_vec(), b"h2".to_vec()];
         // Our order (the provider's), not the client's: clients tend to ask for AES-256 first.
         server.ignore_client_order = true;
+        // Fresh ticket keys and an empty cache per generation (see `resume`).
+        super::resume::enable(&mut server)?;
         let client = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(rustls_err)?

@@ -9,6 +9,7 @@
 //!   plaintext 400 instead of a hang, then the handshake, then who the peer is;
 //! - [`identity`]: whom a verified certificate speaks for (a node of the cluster CA, or a
 //!   client of the client CA);
+//! - [`resume`]: session resumption on the listener (tickets and a bounded cache);
 //! - [`reload`]: the task that reloads on file change and on SIGHUP.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ pub mod accept;
 pub mod identity;
 pub mod load;
 pub mod reload;
+pub mod resume;
 
 pub use load::{Loaded, TlsError};
 
@@ -41,6 +43,10 @@ pub struct Tls {
 pub struct TlsCounters {
     /// Handshakes that failed (bad or missing client certificate, protocol errors, timeouts).
     pub handshake_failures: Counter,
+    /// Completed handshakes that were full ones (certificates sent and verified).
+    pub full_handshakes: Counter,
+    /// Completed handshakes that resumed an earlier session ([`resume`]).
+    pub resumed_handshakes: Counter,
     /// Plaintext requests answered 400 on the TLS port.
     pub plaintext_refused: Counter,
     /// Successful reloads of the files.
@@ -103,3 +109,5 @@ impl Tls {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_resume;

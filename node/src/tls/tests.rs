@@ -15,14 +15,14 @@ fn hosts() -> Vec<String> {
 }
 
 /// A CA in `dir` with node certificates 1 and 2 and a client certificate `ops`.
-fn pki(dir: &Path) {
+pub(super) fn pki(dir: &Path) {
     create_ca(dir, 3650, false).unwrap();
     issue_node(dir, 1, &hosts(), DAYS, false).unwrap();
     issue_node(dir, 2, &hosts(), DAYS, false).unwrap();
     issue_client(dir, "ops", DAYS, false).unwrap();
 }
 
-fn config(dir: &Path, node: u64) -> TlsConfig {
+pub(super) fn config(dir: &Path, node: u64) -> TlsConfig {
     TlsConfig {
         cert: Some(dir.join(format!("node-{node}.pem"))),
         key: Some(dir.join(format!("node-{node}-key.pem"))),
@@ -31,11 +31,11 @@ fn config(dir: &Path, node: u64) -> TlsConfig {
     }
 }
 
-fn chain(path: &Path) -> Vec<CertificateDer<'static>> {
+pub(super) fn chain(path: &Path) -> Vec<CertificateDer<'static>> {
     CertificateDer::pem_file_iter(path).unwrap().collect::<Result<Vec<_>, _>>().unwrap()
 }
 
-fn load(config: &TlsConfig, node: u64) -> Result<Arc<Tls>, TlsError> {
+pub(super) fn load(config: &TlsConfig, node: u64) -> Result<Arc<Tls>, TlsError> {
     Tls::load(config, node, TlsCounters::default())
 }
 

@@ -1,7 +1,8 @@
 //! gRPC on the node's listener: a tonic client (h2c and TLS) against a real node. Segment
 //! ranges (sum = count, ascending, unique across calls, count 0 = 1, over the limit =
 //! INVALID_ARGUMENT with `leaf-code`), unknown tag = NOT_FOUND, snowflake ranges and decode,
-//! the standard health service; HTTP/1.1 and an HTTP/2 (h2c) plain GET on the same port;
+//! the standard health service; HTTP/1.1 and an HTTP/2 (h2c, and h2 over TLS by ALPN) plain
+//! GET on the same port;
 //! `[grpc] enabled = false`.
 use std::collections::HashSet;
 
@@ -105,10 +106,17 @@ async fn exercise(ch: Channel) {
 
 /// A plain `GET` over HTTP/2 with prior knowledge (h2c): status and body.
 async fn h2c_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    h2_get(tokio::net::TcpStream::connect(addr).await.unwrap(), addr, path).await
+}
+
+/// A plain `GET` over HTTP/2 on `io` (TCP, or TLS that negotiated `h2`): status and body.
+async fn h2_get<I>(io: I, addr: SocketAddr, path: &str) -> (u16, String)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     use http_body_util::{BodyExt, Empty};
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) =
-        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(tcp))
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(io))
             .await
             .unwrap();
     tokio::spawn(conn);
@@ -179,10 +187,33 @@ async fn grpc_over_tls_with_alpn_h2() {
     exercise(channel(&url, Some(client_tls.clone())).await).await;
     // HTTPS over HTTP/1.1 still answers on the same port.
     assert!(https.segment_id(TAG).await.unwrap() > 0);
+    // ALPN: a client offering h2 alone gets HTTP/2, also for plain GETs; one offering both
+    // (curl, browsers) keeps HTTP/1.1.
+    let ca = pki.path().join("ca.pem");
+    let both = tls_connect(node.http_addr(), &ca, &[b"h2", b"http/1.1"]).await;
+    assert_eq!(both.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let h2 = tls_connect(node.http_addr(), &ca, &[b"h2"]).await;
+    assert_eq!(h2.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (status, body) = h2_get(h2, node.http_addr(), "/api/segment/get/leaf-segment-test").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.parse::<i64>().unwrap() > 0, "{body}");
     // A gRPC client that does not trust the CA gets no connection.
     let untrusted = TlsOptions::new().ca_file(tls::pki().path().join("ca.pem")).client_config().unwrap();
     assert!(leaf_loadgen::grpc::channel(&url, Some(untrusted)).await.is_err());
     node.shutdown().await;
+}
+
+/// A TLS connection to `addr` trusting `ca`, offering the ALPN protocols `offered`.
+async fn tls_connect(
+    addr: SocketAddr,
+    ca: &std::path::Path,
+    offered: &[&[u8]],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let mut config = TlsOptions::new().ca_file(ca).client_config().unwrap();
+    config.alpn_protocols = offered.iter().map(|p| p.to_vec()).collect();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from(addr.ip().to_string()).unwrap();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp).await.unwrap()
 }
 
 /// `AdminService` creates tags with their profiles, with the admin token (and refuses without

@@ -195,6 +195,38 @@ async fn internal_rpcs_need_a_member_node_certificate_from_the_cluster_ca() {
     node.shutdown().await;
 }
 
+/// A peer that connects again resumes its TLS session (no certificate is sent on the resumed
+/// handshake), and the internal RPCs still tell who it is from the certificate of the session:
+/// a member is answered, another node gets 403, a client certificate or none 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_rpcs_identify_the_caller_on_a_resumed_session() {
+    let (pki, data) = (pki(), tempfile::tempdir().unwrap());
+    let (node, url) = start_tls(&data, pki.path(), |_| {}).await;
+    let addr = node.http_addr().to_string();
+    let ca = pki.path().join("ca.pem");
+    let resumed = || async {
+        let m = https_client(&url, &ca).metrics().await.unwrap();
+        metric(&m, "leaf_tls_resumed_handshakes_total")
+    };
+    for (cert, status) in [("node-1", None), ("node-9", Some(403)), ("client-ops", Some(401)), ("none", Some(401))] {
+        let config = peer_config(&ca, if cert == "none" { None } else { pair(pki.path(), cert) });
+        let before = resumed().await;
+        for round in ["full", "resumed"] {
+            // A new client each time: a new connection, with the session store of `config`.
+            let peer = PeerClient::with_client_config(Some(SECRET), config.clone());
+            let answer =
+                peer.call::<_, i64>(1, &addr, leaf_node::internals::PATH_TIME, &(), Duration::from_secs(5)).await;
+            match (answer, status) {
+                (Ok(now), None) => assert!(now > 0),
+                (Err(CallError::Refused { status: got, .. }), Some(want)) if got == want => {}
+                (other, _) => panic!("{cert}, {round} handshake: {other:?}"),
+            }
+        }
+        assert_eq!(resumed().await, before + 1.0, "{cert}: the second connection did not resume");
+    }
+    node.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_certificates_authenticate_admin_and_can_be_required() {
     let (pki, data) = (pki(), tempfile::tempdir().unwrap());
