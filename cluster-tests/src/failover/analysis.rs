@@ -87,8 +87,11 @@ pub fn errors(
     out
 }
 
-/// How many of `sorted` lie in `[start, end)`.
+/// How many of `sorted` lie in `[start, end)` (none when the range is empty).
 fn count_in(sorted: &[i64], start: i64, end: i64) -> u64 {
+    if start >= end {
+        return 0;
+    }
     (sorted.partition_point(|&x| x < end) - sorted.partition_point(|&x| x < start)) as u64
 }
 
