@@ -8,6 +8,8 @@
 //!   `kill -9`, restart, membership), used by `tests/cluster/` and the benchmark tool.
 //! - [`docker`]: the same as a docker-compose project of the `deploy/` files (image, compose,
 //!   container faults), used by the Docker deployment test and `leaf-chaos --docker`.
+//! - [`failover`]: failover windows (`leaf-failover-bench`): load of every request kind, the
+//!   faults, and what clients saw.
 //! - [`gapless_check`]: the gapless check of invoice-number series: history against final ledger.
 //! - [`order`]: the real-time order check of `monotonic` tags (a call completed before another
 //!   was invoked got smaller IDs).
@@ -16,5 +18,6 @@ pub mod chaos;
 pub mod checker;
 pub mod cluster;
 pub mod docker;
+pub mod failover;
 pub mod gapless_check;
 pub mod order;

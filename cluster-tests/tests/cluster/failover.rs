@@ -1,11 +1,17 @@
 //! Failover: the leader killed with `kill -9` under load; the survivors keep serving, a write
-//! sent during the election commits once, and the restarted node catches up on its data.
-use std::collections::BTreeMap;
+//! sent during the election commits once, and the restarted node catches up on its data; warm
+//! segment and snowflake clients of the survivors (each node alone, and an `IdPool`) see no
+//! error and no pause while the leader is killed.
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use leaf_api::types::SnowflakeState;
+use leaf_client::pool::{IdPool, PoolOptions, TagPool};
+use leaf_client::Client;
 use leaf_cluster_tests::checker::check_segment_ids;
+use leaf_cluster_tests::cluster::TOKEN;
 
 use crate::support::*;
 
@@ -111,4 +117,127 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
         assert!(tokio::time::Instant::now() < deadline, "restarted node's journal: {report:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Where the warm-client test takes IDs from.
+#[derive(Clone)]
+enum Source {
+    /// One attempt at one node (no retry, no failover): what that node answers.
+    Node { client: Client, snowflake: bool },
+    /// A warm `IdPool` over the survivors.
+    Pool(TagPool),
+}
+
+impl Source {
+    async fn take(&self) -> Result<i64, String> {
+        match self {
+            Source::Node { client, snowflake: false } => client.segment_id("warm").await.map_err(|e| e.to_string()),
+            Source::Node { client, snowflake: true } => client.snowflake_id("warm").await.map_err(|e| e.to_string()),
+            Source::Pool(pool) => pool.next_id_async().await.map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// What one source's loop saw: the end time of each success, the IDs and the errors.
+#[derive(Default)]
+struct Seen {
+    ok_at: Vec<Instant>,
+    ids: Vec<i64>,
+    errors: Vec<String>,
+}
+
+/// The longest time between the start of `seen`'s loop and its first success, between two
+/// successes, or from the last success to `end`.
+fn longest_gap(seen: &Seen, start: Instant, end: Instant) -> Duration {
+    let mut last = start;
+    let mut longest = Duration::ZERO;
+    for &t in seen.ok_at.iter().chain([&end]) {
+        longest = longest.max(t.saturating_duration_since(last));
+        last = t;
+    }
+    longest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_segment_and_snowflake_clients_on_the_survivors_see_no_error_when_the_leader_is_killed() {
+    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    create_tag(&cluster.client(leader), "warm", 1000).await;
+    let survivors: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
+    // Warm: every node has its snowflake worker ID before the load starts.
+    for id in 1..=3 {
+        wait_snowflake(&cluster, id, SnowflakeState::Serving).await;
+    }
+    // Sources: each survivor alone (segment and snowflake, one attempt per request), and an
+    // IdPool over the survivors with leaf-client's default retries.
+    let mut sources = Vec::new();
+    for &id in &survivors {
+        let client = cluster.client_with(id, Some(TOKEN), Duration::from_secs(5));
+        sources.push((format!("node {id} segment"), Source::Node { client: client.clone(), snowflake: false }));
+        sources.push((format!("node {id} snowflake"), Source::Node { client, snowflake: true }));
+    }
+    let ca = cluster.ca().expect("the harness runs TLS clusters");
+    let client = Client::builder(survivors.iter().map(|&id| cluster.url(id))).token(TOKEN).ca_file(ca).build().unwrap();
+    let pool = IdPool::new(client, PoolOptions::default()).unwrap();
+    sources.push(("pool segment".into(), Source::Pool(pool.segment("warm").unwrap())));
+    sources.push(("pool snowflake".into(), Source::Pool(pool.snowflake("warm").unwrap())));
+
+    // Steady requests from every source, every 2 ms, counting successes.
+    let stop = Arc::new(AtomicBool::new(false));
+    let oks: Arc<Vec<AtomicU64>> = Arc::new(sources.iter().map(|_| AtomicU64::new(0)).collect());
+    let start = Instant::now();
+    let tasks: Vec<_> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, (_, source))| {
+            let (source, stop, oks) = (source.clone(), stop.clone(), oks.clone());
+            tokio::spawn(async move {
+                let mut seen = Seen::default();
+                while !stop.load(Ordering::Relaxed) {
+                    match source.take().await {
+                        Ok(id) => {
+                            seen.ok_at.push(Instant::now());
+                            seen.ids.push(id);
+                            oks[i].fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => seen.errors.push(e),
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                seen
+            })
+        })
+        .collect();
+    let counts = || oks.iter().map(|n| n.load(Ordering::Relaxed)).collect::<Vec<u64>>();
+    let more_than = |at: Vec<u64>, more: u64| move || counts().iter().zip(&at).all(|(n, at)| *n >= at + more);
+    wait_until("every source warm", FORM, more_than(vec![0; sources.len()], 200)).await;
+
+    cluster.kill(leader);
+    let new_leader = cluster.wait_leader_among(&survivors, FORM).await.unwrap();
+    // The survivors serve on under the new leader: a segment committed in its term, then more
+    // requests from every source.
+    let after_election = cluster.client(new_leader).tag("warm").await.unwrap().max_id;
+    let deadline = tokio::time::Instant::now() + FORM;
+    while cluster.client(new_leader).tag("warm").await.unwrap().max_id == after_election {
+        assert!(tokio::time::Instant::now() < deadline, "no segment of warm committed under the new leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    wait_until("every source serving after the election", FORM, more_than(counts(), 300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let end = Instant::now();
+
+    let mut segment_ids = Vec::new();
+    for ((name, source), task) in sources.iter().zip(tasks) {
+        let seen = task.await.unwrap();
+        assert!(seen.errors.is_empty(), "{name}: {} errors, first: {:?}", seen.errors.len(), seen.errors.first());
+        let gap = longest_gap(&seen, start, end);
+        assert!(gap < Duration::from_secs(2), "{name}: no ID for {gap:?}");
+        eprintln!("{name}: {} IDs, longest gap {gap:?}", seen.ids.len());
+        let distinct: HashSet<i64> = seen.ids.iter().copied().collect();
+        assert_eq!(distinct.len(), seen.ids.len(), "{name}: an ID twice");
+        if matches!(source, Source::Node { snowflake: false, .. }) || name == "pool segment" {
+            segment_ids.extend(seen.ids);
+        }
+    }
+    let distinct: HashSet<i64> = segment_ids.iter().copied().collect();
+    assert_eq!(distinct.len(), segment_ids.len(), "a segment ID served twice");
 }
