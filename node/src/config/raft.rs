@@ -14,9 +14,13 @@ pub struct RaftConfig {
     /// small and a slow disk looks like a dead follower. From 10 to 10000; default `250` ms.
     pub heartbeat_ms: u64,
     /// Lower end of the election timeout: a follower that hears no leader for a random time between
-    /// min and max starts an election. Above `heartbeat_ms`; default `1000` ms.
+    /// min and max starts an election — after also waiting out the leader's lease, which openraft
+    /// 0.9 sets to the max, so a dead leader is replaced 2 to 3 timeouts after its last heartbeat
+    /// (3–4 s by default, BENCHMARKS.md "Failover windows"). Above `heartbeat_ms`; default
+    /// `1000` ms.
     pub election_timeout_min_ms: u64,
-    /// Upper end of the election timeout, above `election_timeout_min_ms`. Default `2000` ms.
+    /// Upper end of the election timeout, above `election_timeout_min_ms`; also the leader's
+    /// lease a follower waits out before it may run. Default `2000` ms.
     pub election_timeout_max_ms: u64,
     /// Build a snapshot after this many applied entries, then purge the log behind it. Also
     /// when the log since the last snapshot weighs this much, a batch of tags weighing as many
