@@ -8,6 +8,7 @@
 #   - on a follower: a known segment tag, random unknown tags (`u-{rand}`, every answer a 404),
 #     and a `monotonic` tag (forwarded to the leader);
 #   - on the leader: the same segment tag and the same monotonic tag.
+# NEW_LEAF runs with `raft.unknown_tags = "local"` (LEAF_RAFT__UNKNOWN_TAGS=local).
 # Prints one row per run and binary, with the ratios the issue asks for: unknown/known on the
 # follower, monotonic follower/leader, monotonic/segment on the leader.
 set -euo pipefail
@@ -37,7 +38,10 @@ for run in $(seq 1 "$RUNS"); do
         CL=()
         for i in 1 2 3; do
             rm -rf "$WORK/c$i"
-            LEAF_CLUSTER_SECRET=$SECRET LEAF_ADMIN_TOKEN=$TOKEN "$bin" serve --node-id "$i" --data-dir "$WORK/c$i" \
+            # The new build answers unknown tags locally when caught up (the old one knows no
+            # such setting and refuses unknown ones).
+            env=(); [[ $which == new ]] && env=(LEAF_RAFT__UNKNOWN_TAGS=local)
+            env "${env[@]}" LEAF_CLUSTER_SECRET=$SECRET LEAF_ADMIN_TOKEN=$TOKEN "$bin" serve --node-id "$i" --data-dir "$WORK/c$i" \
                 --http-addr "127.0.0.1:1859$i" --peers "$PEERS" >"$WORK/c$i.log" 2>&1 &
             CL+=($!); PIDS+=($!)
         done

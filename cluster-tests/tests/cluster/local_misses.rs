@@ -1,7 +1,7 @@
-//! Unknown tags answered locally: a follower caught up with a leader it heard from recently
-//! answers 404 for a tag that exists nowhere from its own state, without a read-index round
-//! through the leader; a tag created through a node is known on that node when the create is
-//! answered, and a client reads its own creates through any node.
+//! Unknown tags answered locally (`raft.unknown_tags = "local"`): a follower caught up with a
+//! leader it heard from recently answers 404 for a tag that exists nowhere from its own state,
+//! without a read-index round through the leader; a tag created through a node is known on
+//! that node when the create is answered, and a client reads its own creates through any node.
 use std::time::Duration;
 
 use leaf_api::ErrorCode;
@@ -28,7 +28,7 @@ async fn not_found(c: &Client, tag: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caught_up_follower_answers_unknown_tags_without_a_leader_round() {
-    let (_serial, cluster, leader) = cluster(3, "").await;
+    let (_serial, cluster, leader) = cluster(3, "[raft]\nunknown_tags = \"local\"\n").await;
     let followers: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
     let f = followers[0];
     let c = cluster.client(f);

@@ -54,7 +54,7 @@ pub use http::HttpConfig;
 pub use metrics::MetricsConfig;
 pub use overrides::{FaultOverrides, Overrides, TlsOverrides};
 pub use peers::Peers;
-pub use raft::{OnStorageFailure, RaftConfig, STORAGE_FAILURE_EXIT};
+pub use raft::{OnStorageFailure, RaftConfig, UnknownTags, STORAGE_FAILURE_EXIT};
 pub use segment::SegmentConfig;
 pub use snowflake::SnowflakeConfig;
 pub use tls::TlsConfig;

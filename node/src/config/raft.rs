@@ -48,6 +48,28 @@ pub struct RaftConfig {
     /// serve` acts on it; a program embedding the node awaits
     /// `NodeHandle::storage_failure_reported` itself.
     pub on_storage_failure: OnStorageFailure,
+    /// How a node answers a request for a tag it does not hold. `"leader"`: it asks the
+    /// leader for a read index first (one round through the leader per batch of such
+    /// requests), so a tag created through any node is usable on every node at once.
+    /// `"local"`: a node caught up with a leader it heard from within `2 × heartbeat_ms`
+    /// answers 404 from its own state, without a leader round (a flood of unknown tags then
+    /// costs the leader nothing), at the price of a window of about two heartbeats in which a
+    /// tag just created through *another* node may be 404 here; `leaf-client` retries its own
+    /// creates through that window. Default `"leader"`.
+    pub unknown_tags: UnknownTags,
+}
+
+/// [`RaftConfig::unknown_tags`]: confirm a miss with the leader, or answer it locally when
+/// caught up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownTags {
+    /// A read index through the leader before every 404.
+    #[default]
+    Leader,
+    /// 404 from the node's own state when it is caught up with a leader it heard from
+    /// recently.
+    Local,
 }
 
 /// [`RaftConfig::on_storage_failure`]: stay up answering 503, or exit for a supervisor.
@@ -76,6 +98,7 @@ impl Default for RaftConfig {
             propose_timeout_ms: 5000,
             source_ip: None,
             on_storage_failure: OnStorageFailure::Stay,
+            unknown_tags: UnknownTags::Leader,
         }
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! A read index costs the leader a heartbeat to every follower; a flood of requests for tags
 //! that exist nowhere (typos, probes, a client misconfigured) made each follower ask the
-//! leader again and again. A node answers such a miss locally when all of these hold:
+//! leader again and again. With `raft.unknown_tags = "local"` (the default is `"leader"`: ask
+//! every time), a node answers such a miss locally when all of these hold:
 //! - **a leader**: it leads, and its last quorum acknowledgement is at most
 //!   [`RaftNode::local_reads_within`] old. A create that completed anywhere was applied here
 //!   before its caller was answered (a follower's create is forwarded here and applied before
@@ -95,8 +96,11 @@ impl RaftNode {
     }
 
     /// Whether this node may answer that a tag does not exist from its own state ([this
-    /// module](self)).
+    /// module](self)): never unless `raft.unknown_tags = "local"`.
     pub fn caught_up(&self) -> bool {
+        if !self.local_misses {
+            return false;
+        }
         let window = self.local_reads_within();
         let m = self.raft.metrics();
         let m = m.borrow();

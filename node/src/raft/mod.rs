@@ -115,6 +115,8 @@ pub struct RaftNode {
     heard: Arc<caught_up::LeaderHeard>,
     /// How stale a local "no such tag" may be ([`caught_up`]).
     local_reads_window: Duration,
+    /// Whether misses may be answered locally at all (`raft.unknown_tags = "local"`).
+    local_misses: bool,
     /// Read-index rounds through the leader, shared by this node's callers ([`coalesce`]).
     barriers: Arc<coalesce::Coalescer>,
     /// The leader's own read-index (quorum) rounds, shared by every node's callers.

@@ -136,6 +136,7 @@ impl RaftNode {
             chunks: Arc::default(),
             heard: Arc::default(),
             local_reads_window: Duration::from_millis((2 * r.heartbeat_ms).min(r.election_timeout_min_ms)),
+            local_misses: r.unknown_tags == crate::config::UnknownTags::Local,
             barriers: Arc::new(coalesce::Coalescer::counting(counters.read_index_rounds)),
             leader_reads: Arc::default(),
             allocations: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_SEGMENT_ASKS)),
