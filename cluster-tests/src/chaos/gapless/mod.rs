@@ -23,7 +23,8 @@
 //! reservation is then confirmed, voided with a reason, or left for the leader to void at its
 //! deadline (a third each); the daily series voids what a closed day left open
 //! (`on_period_close: void`). A confirm refused as `number_conflict` (its reservation expired
-//! meanwhile) is a definite answer, not a retry. Before the ledgers are read every reservation
+//! meanwhile) is a definite answer, not a retry: its attempt is logged `refused`, and the
+//! verdict requires the ledger to hold that number voided. Before the ledgers are read every reservation
 //! must be settled, and the checker then requires every number issued, confirmed or voided
 //! with a reason, in the state each answer said.
 use std::collections::BTreeMap;
@@ -210,6 +211,10 @@ pub struct AttemptLine {
     pub ok: Option<IssuedNumber>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The error was a definite refusal (`number_conflict`: a confirm of a reservation that
+    /// expired meanwhile): the operation is answered, and the number must not be confirmed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
 }
 
 impl AttemptLine {
@@ -443,7 +448,8 @@ async fn perform(
             Ok(n) => (Some(n), None),
             Err(e) => (None, Some(e.to_string())),
         };
-        let line = AttemptLine { worker: id, node, op: op.clone(), try_no, repeat, inv_ms, done_ms, ok, error };
+        let line =
+            AttemptLine { worker: id, node, op: op.clone(), try_no, repeat, inv_ms, done_ms, ok, error, refused };
         w.write(&line);
         if line.ok.is_some() {
             break Ended::Answered;

@@ -296,6 +296,13 @@ pub fn check(lines: &[AttemptLine], ledgers: &LedgersFile, mut notes: Vec<String
         if l.try_no == 1 && l.repeat {
             r.repeats += 1;
         }
+        if l.refused {
+            // A definite refusal answers the operation; the ledger must agree with it.
+            answered.insert(&l.op);
+            if let Some(v) = refusal_contradicted(&l.op, &rows) {
+                violations.push(v);
+            }
+        }
         if let Some(n) = &l.ok {
             answered.insert(&l.op);
             if l.repeat && !n.replayed {
@@ -336,6 +343,20 @@ pub fn check(lines: &[AttemptLine], ledgers: &LedgersFile, mut notes: Vec<String
     r.violations = violations;
     r.notes = notes;
     r
+}
+
+/// What the ledger says against a `number_conflict` refusal of `op`, if it contradicts it: a
+/// refused confirm leaves its number voided (its reservation expired or its period closed); a
+/// refused void finds its number final; an issue or a reservation is never refused.
+fn refusal_contradicted(op: &GaplessOp, rows: &[LedgerRow]) -> Option<String> {
+    let (_, tag, key) = op.parts();
+    let state = rows.iter().find(|r| r.tag == tag && r.key == key).map(|r| r.state);
+    let agrees = match op {
+        GaplessOp::Confirm { .. } => state == Some(NumberState::Voided),
+        GaplessOp::Void { .. } => matches!(state, Some(NumberState::Issued | NumberState::Confirmed)),
+        GaplessOp::Issue { .. } | GaplessOp::Reserve { .. } => false,
+    };
+    (!agrees).then(|| format!("{}: refused as number_conflict, but the ledger holds it {state:?}", op.describe()))
 }
 
 /// The gapless lines of the run's summary.
@@ -391,7 +412,7 @@ mod tests {
     use leaf_api::gapless::NumberState;
 
     use super::*;
-    use leaf_api::gapless::IssuedNumber;
+    use leaf_api::gapless::{IssuedNumber, Settlement};
 
     use crate::chaos::gapless::{series, workers, GaplessOp, NEVER_TAG};
 
@@ -421,6 +442,7 @@ mod tests {
             done_ms: 1_010,
             error: ok.is_none().then(|| "timeout".into()),
             ok,
+            refused: false,
         }
     }
 
@@ -519,6 +541,57 @@ mod tests {
         unread.series[0].reference = None;
         unread.series[0].entries.clear();
         assert_eq!(check(&clean, &unread, Vec::new()).valid, Some(Verdict::Unknown));
+    }
+
+    #[test]
+    fn a_refused_confirm_is_an_answer_the_ledger_must_agree_with() {
+        let reserved = IssuedNumber {
+            state: NumberState::Reserved,
+            deadline_ms: Some(4_000),
+            ..number(NEVER_TAG, "k1", 1, false)
+        };
+        let confirm = GaplessOp::Confirm { tag: NEVER_TAG.into(), key: "k1".into() };
+        let refused = AttemptLine {
+            op: confirm.clone(),
+            error: Some("number_conflict: the reservation expired".into()),
+            refused: true,
+            ..line("k1", 1, false, None)
+        };
+        let lines = vec![
+            AttemptLine {
+                op: GaplessOp::Reserve { tag: NEVER_TAG.into(), key: "k1".into() },
+                ..line("k1", 1, false, Some(reserved))
+            },
+            refused.clone(),
+        ];
+        let mut expired = entry(1, "k1");
+        expired.deadline_ms = Some(4_000);
+        expired.state = NumberState::Voided;
+        expired.settled = Some(Settlement {
+            state: NumberState::Voided,
+            cause: Some(leaf_api::gapless::VoidCause::Expired),
+            reason: Some("expired".into()),
+            actor: Actor::Unattributed,
+            at_ms: 4_001,
+            seq: 2,
+            hash: format!("{:064}", 2),
+        });
+        let r = check(&lines, &ledgers(vec![expired.clone()], &[1, 2]), Vec::new());
+        assert_eq!(r.valid, Some(Verdict::True), "{}", summary(&r));
+        // Without its flag the refusal leaves the confirm unanswered: unknown.
+        let unflagged = vec![lines[0].clone(), AttemptLine { refused: false, ..refused.clone() }];
+        assert_eq!(
+            check(&unflagged, &ledgers(vec![expired.clone()], &[1, 2]), Vec::new()).valid,
+            Some(Verdict::Unknown)
+        );
+        // A refused confirm whose number the ledger holds confirmed contradicts it.
+        let mut confirmed = expired;
+        confirmed.state = NumberState::Confirmed;
+        confirmed.settled =
+            confirmed.settled.map(|s| Settlement { state: NumberState::Confirmed, cause: None, reason: None, ..s });
+        let r = check(&lines, &ledgers(vec![confirmed], &[1, 2]), Vec::new());
+        assert_eq!(r.valid, Some(Verdict::False), "{}", summary(&r));
+        assert!(r.violations.iter().any(|v| v.contains("refused as number_conflict")), "{:?}", r.violations);
     }
 
     #[test]
