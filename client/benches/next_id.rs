@@ -1,6 +1,6 @@
 //! `TagPool::next_id()` per thread, in process: a fake source answering at once with ranges of
-//! `MAX_RANGE_BATCH` IDs, so what is measured is the pool (one `ArcSwap` load and one
-//! `fetch_add` per ID, a range switch and a background lease every million IDs), not a
+//! `MAX_RANGE_BATCH` IDs, so what is measured is the pool (a read of the current range's slot
+//! and one `fetch_add` per ID, a range switch and a background lease every million IDs), not a
 //! network. Throughput is in IDs per second: for the `2 threads` rows the total of both
 //! threads (per thread: half). Baselines in the same run: a bare `AtomicI64::fetch_add` on one
 //! thread and shared by two.

@@ -1,6 +1,6 @@
 //! [`TagPool`]: the handle of one tag's (or snowflake key's) buffer, and its waits.
 //!
-//! `next_id()` is one `ArcSwap` load and one `fetch_add` while IDs are buffered. With nothing
+//! `next_id()` is one `fetch_add` and a read of one slot while IDs are buffered. With nothing
 //! buffered it wakes the refill task and waits — blocking the thread on a condition variable
 //! (`next_id`) or as a future (`next_id_async`) — until a lease arrives, the last lease was
 //! refused ([`PoolError::Rejected`], at once) or `max_wait` passed ([`PoolError::Exhausted`]).
@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use leaf_api::ranges::IdRange;
 use tokio::time::Instant;
 
-use super::buffer::{Buffer, Segment, Taken};
+use super::buffer::{Buffer, Taken};
 use super::local::LocalIds;
 use super::source::LeaseFailure;
 use super::stats::{Counters, TagStats};
@@ -47,13 +47,14 @@ pub(crate) struct TagShared {
 
 impl TagShared {
     pub fn new(kind: IdKind, name: String, buffer: Buffer, max_wait: Duration) -> TagShared {
+        let wake = buffer.wake().clone();
         TagShared {
             kind,
             name,
             buffer,
             counters: Counters::default(),
             max_wait,
-            wake: Arc::new(Notify::new()),
+            wake,
             // The first lease is wanted at once.
             wanted: AtomicBool::new(true),
             failure: ArcSwapOption::empty(),
@@ -87,25 +88,18 @@ impl TagShared {
         self.books.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues a lease of `size` IDs after `tail` and counts it, as one step for a snapshot;
-    /// returns the new tail (see [`Buffer::append`]).
-    pub fn credit(
-        &self,
-        tail: &Arc<Segment>,
-        ranges: &[IdRange],
-        size: u64,
-        lease: u64,
-        sent: Instant,
-    ) -> Arc<Segment> {
+    /// Queues a lease of `size` IDs and counts it, as one step for a snapshot (see
+    /// [`Buffer::append`]).
+    pub fn credit(&self, ranges: &[IdRange], size: u64, lease: u64, sent: Instant) {
         let _books = self.books();
         Counters::add(&self.counters.ids_leased, size);
-        Buffer::append(tail, ranges, lease, sent)
+        self.buffer.append(ranges, lease, sent);
     }
 
     /// A snapshot of the metrics.
     pub fn stats(&self) -> TagStats {
         let _books = self.books();
-        self.counters.snapshot(self.kind, &self.name, self.buffer.left())
+        self.counters.snapshot(self.kind, &self.name, self.buffer.left(), self.buffer.lost())
     }
 
     /// IDs handed out so far: leased, minus retired, minus still buffered.
@@ -115,6 +109,7 @@ impl TagShared {
         c.ids_leased
             .load(Ordering::Relaxed)
             .saturating_sub(c.ids_retired.load(Ordering::Relaxed))
+            .saturating_sub(self.buffer.lost())
             .saturating_sub(self.buffer.left())
     }
 
@@ -298,10 +293,10 @@ mod tests {
     /// sees nothing served (without the books' lock one sees a lease counted but not queued).
     #[test]
     fn a_snapshot_never_sees_a_lease_half_landed() {
-        // Rounds of a fresh buffer: a chain of unconsumed leases is dropped recursively.
+        // Rounds of a fresh buffer: most leases wait for a slot, the rest fill the ring.
         for round in 0..40 {
             let now = Instant::now();
-            let (buffer, mut tail) = Buffer::new(now);
+            let buffer = Buffer::new(now);
             let shared = Arc::new(TagShared::new(IdKind::Segment, "t".into(), buffer, Duration::from_secs(1)));
             let done = Arc::new(AtomicBool::new(false));
             let reader = {
@@ -317,7 +312,7 @@ mod tests {
             };
             for lease in 1..=1_000u64 {
                 let start = lease as i64 * 10;
-                tail = shared.credit(&tail, &[IdRange { start, end: start + 10 }], 10, lease, now);
+                shared.credit(&[IdRange { start, end: start + 10 }], 10, lease, now);
             }
             done.store(true, Ordering::Relaxed);
             reader.join().expect("no snapshot saw an ID served");

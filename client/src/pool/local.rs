@@ -1,7 +1,7 @@
 //! [`LocalIds`]: a per-thread cache in front of a [`TagPool`], for many threads taking IDs of
 //! one tag at once.
 //!
-//! Threads sharing a `TagPool` all write one cursor (`fetch_add` on the current range), and
+//! Threads sharing a `TagPool` all write one word (the `fetch_add` on the tag's cursor), and
 //! that cache line bouncing between cores caps each thread far below its single-thread rate
 //! (BENCHMARKS.md: two threads on one bare atomic counter reach about a sixth of one
 //! thread's rate). A `LocalIds` takes a run of `chunk` consecutive IDs with one `fetch_add`
@@ -11,7 +11,8 @@
 //! ranges the pool leased, but different threads' IDs interleave by chunk, not one by one
 //! (segment IDs stay trend-increasing, as Leaf's are across nodes); up to `chunk - 1` IDs
 //! left in a dropped `LocalIds` are a gap. Snowflake freshness still holds: each ID checks
-//! that its range was not retired (one relaxed load of a line nobody writes until then).
+//! that its range was not retired (one relaxed load of the buffer's retirement watermark, a
+//! line written only when ranges are retired).
 use super::buffer::Run;
 use super::handle::TagPool;
 use super::stats::Counters;
@@ -45,7 +46,9 @@ impl LocalIds {
     /// [`TagPool::next_id`] (it blocks the thread when nothing is buffered).
     #[inline]
     pub fn next_id(&mut self) -> Result<i64, PoolError> {
-        if self.next < self.end && !(self.snowflake && self.run.as_ref().is_some_and(Run::is_retired)) {
+        if self.next < self.end
+            && !(self.snowflake && self.run.as_ref().is_some_and(|r| self.pool.shared.buffer.is_retired(r)))
+        {
             let id = self.next;
             self.next += 1;
             return Ok(id);

@@ -45,7 +45,8 @@
 //! - `mod.rs`: [`IdPool`], [`PoolOptions`], [`IdKind`].
 //! - `handle.rs`: [`TagPool`] (`next_id`, `try_next_id`, `next_id_async`) and the waits.
 //! - `local.rs`: [`LocalIds`], a per-thread cache taking a chunk of IDs per atomic operation.
-//! - `buffer.rs`: the lock-free buffer of leased ranges (the fast path).
+//! - `buffer/`: the lock-free buffer of leased ranges (the fast path): a ring of slots and one
+//!   cursor word; the refill side's queue (`queue.rs`).
 //! - [`sizing`]: the adaptive lease size (pure).
 //! - `refill.rs`: the background task per tag (prefetch, backoff, retirement).
 //! - `snowflake.rs`: the freshness bound of snowflake IDs.
@@ -254,7 +255,7 @@ impl IdPool {
     fn start(&self, kind: IdKind, name: &str) -> TagPool {
         let o = &self.inner.options;
         let _enter = self.inner.runtime.enter();
-        let (buffer, tail) = Buffer::new(tokio::time::Instant::now());
+        let buffer = Buffer::new(tokio::time::Instant::now());
         let shared = Arc::new(TagShared::new(kind, name.to_string(), buffer, o.max_wait));
         let freshness =
             (kind == IdKind::Snowflake).then_some(Freshness { max_staleness: o.max_staleness, tick: o.tick });
@@ -265,7 +266,6 @@ impl IdPool {
             kind,
             name: name.to_string(),
             source: self.inner.source.clone(),
-            tail,
             sizing: Sizing { min: o.min_lease, max: o.max_lease, period },
             initial: o.initial_lease,
             depth: o.depth.into(),

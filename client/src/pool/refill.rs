@@ -2,8 +2,11 @@
 //! failed leases with backoff, and retires stale snowflake ranges.
 //!
 //! One task per tag, one lease in flight at a time. It sleeps until woken (a prefetch point
-//! reached, a caller found nothing, a retry is due, the tick) and then:
-//! 1. retires the ranges that got too old (snowflake only, see [`super::snowflake`]);
+//! reached, a caller found nothing, a caller freed a slot while ranges wait for one, a retry is
+//! due, the tick) and then:
+//! 1. retires the ranges that got too old (snowflake only, see [`super::snowflake`]), and
+//!    installs ranges waiting for a slot of the buffer's ring (a lease of more ranges than
+//!    free slots), waking the waiters if it did;
 //! 2. leases when fewer than `depth` leases are queued behind the current range and a caller
 //!    asked for one (at 10% of a lease, or with nothing left) or nothing is left. A new request
 //!    (not a retry) first adapts the size to how long the previous lease lasted
@@ -22,7 +25,6 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::buffer::Segment;
 use super::handle::TagShared;
 use super::sizing::{rate, Sizing};
 use super::snowflake::Freshness;
@@ -38,7 +40,6 @@ pub(crate) struct Refill {
     pub kind: IdKind,
     pub name: String,
     pub source: Arc<dyn RangeSource>,
-    pub tail: Arc<Segment>,
     pub sizing: Sizing,
     pub initial: u32,
     pub depth: u64,
@@ -64,7 +65,6 @@ pub(crate) async fn run(r: Refill) {
         kind,
         name,
         source,
-        mut tail,
         sizing,
         initial,
         depth,
@@ -93,8 +93,12 @@ pub(crate) async fn run(r: Refill) {
                 let _books = shared.books();
                 Counters::add(&shared.counters.ids_retired, shared.buffer.retire_leased_until(cutoff));
             }
+            // Ranges of a long lease waiting for a slot the takers freed (they woke the task).
+            if shared.buffer.top_up() {
+                shared.notify_ready();
+            }
             let due = !matches!(retry_at, Some(at) if now < at);
-            if inflight.is_none() && due && shared.needs_lease(tail.lease, depth) {
+            if inflight.is_none() && due && shared.needs_lease(shared.buffer.tail_lease(), depth) {
                 if failures == 0 {
                     let served = shared.served();
                     if let Some((at, served_then)) = last_request {
@@ -137,7 +141,7 @@ pub(crate) async fn run(r: Refill) {
                 match outcome {
                     Ok(ranges) => {
                         let c = &shared.counters;
-                        tail = shared.credit(&tail, &ranges.ranges, size.into(), next_lease, sent);
+                        shared.credit(&ranges.ranges, size.into(), next_lease, sent);
                         next_lease += 1;
                         Counters::add(&c.leases_ok, 1);
                         c.last_lease_size.store(size.into(), Relaxed);

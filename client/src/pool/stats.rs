@@ -36,10 +36,11 @@ impl Counters {
         self.wait_nanos.fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Relaxed);
     }
 
-    /// A snapshot, given the IDs still buffered.
-    pub fn snapshot(&self, kind: IdKind, name: &str, buffered: u64) -> TagStats {
+    /// A snapshot, given the IDs still buffered and those lost by the buffer (counted as
+    /// retired).
+    pub fn snapshot(&self, kind: IdKind, name: &str, buffered: u64, lost: u64) -> TagStats {
         let leased = self.ids_leased.load(Relaxed);
-        let retired = self.ids_retired.load(Relaxed);
+        let retired = self.ids_retired.load(Relaxed).saturating_add(lost);
         TagStats {
             kind,
             name: name.to_string(),
@@ -71,7 +72,9 @@ pub struct TagStats {
     pub ids_served: u64,
     /// IDs received in successful leases.
     pub ids_leased: u64,
-    /// Snowflake IDs dropped unused because their range got too old.
+    /// IDs dropped unused: snowflake IDs whose range got too old, IDs left in a dropped
+    /// [`LocalIds`](super::LocalIds), and any a caller paused for over a second in the middle of
+    /// a take could no longer read (a gap, never a duplicate; see the buffer's module).
     pub ids_retired: u64,
     /// IDs leased and not yet handed out.
     pub ids_buffered: u64,

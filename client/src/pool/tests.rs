@@ -141,6 +141,16 @@ fn quick() -> PoolOptions {
     }
 }
 
+/// Held by the tests that keep every core busy for a while, so that they run one at a time:
+/// starved of CPU, a pool's leases seem to last longer than `lease_period`, its lease size
+/// halves, and with a period of a few milliseconds it never grows back (the test then takes a
+/// minute instead of a second).
+pub(crate) static CPU_HEAVY: Mutex<()> = Mutex::new(());
+
+pub(crate) fn cpu_heavy() -> std::sync::MutexGuard<'static, ()> {
+    CPU_HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
@@ -173,6 +183,7 @@ fn check_ids(fake: &Fake, mut ids: Vec<i64>) {
 
 #[test]
 fn concurrent_callers_get_only_leased_ids_and_none_twice() {
+    let _cpu = cpu_heavy();
     let seed = seed();
     let mut rng = StdRng::seed_from_u64(seed);
     for round in 0..4 {
@@ -415,6 +426,7 @@ async fn handles_are_shared_per_name_and_names_options_runtime_are_checked() {
 
 #[test]
 fn per_thread_caches_hand_out_only_leased_ids_and_none_twice() {
+    let _cpu = cpu_heavy();
     let seed = seed();
     let mut rng = StdRng::seed_from_u64(seed);
     for round in 0..3 {
