@@ -56,6 +56,10 @@ pub fn validate_tag(tag: &str) -> Result<(), ValidationError> {
     if tag.len() > MAX_TAG_LEN {
         return Err(ValidationError::TagTooLong(tag.len()));
     }
+    // Bytes first (every allowed character is ASCII): the per-ID path validates each tag.
+    if tag.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-')) {
+        return Ok(());
+    }
     match tag.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))) {
         Some(c) => Err(ValidationError::TagChar(c)),
         None => Ok(()),

@@ -69,7 +69,7 @@ fn fast_route<'a>(method: &Method, path: &'a str) -> Option<FastRoute<'a>> {
     if method != Method::GET {
         return None;
     }
-    let plain = |rest: &'a str| (!rest.is_empty() && !rest.contains(['/', '%'])).then_some(rest);
+    let plain = |rest: &'a str| (!rest.is_empty() && !rest.bytes().any(|b| b == b'/' || b == b'%')).then_some(rest);
     if let Some(rest) = path.strip_prefix(prefix_of(routes::SEGMENT_GET)) {
         return plain(rest).map(FastRoute::Segment);
     }
