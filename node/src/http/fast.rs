@@ -15,7 +15,7 @@
 //! answer alike.
 use std::convert::Infallible;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use std::future::{ready, Ready};
 
@@ -56,6 +56,10 @@ fn prefix_of(template: &'static str) -> &'static str {
     &template[..template.find('{').unwrap_or(template.len())]
 }
 
+/// The prefixes of the two fast routes, found once.
+static SEGMENT_PREFIX: LazyLock<&str> = LazyLock::new(|| prefix_of(routes::SEGMENT_GET));
+static SNOWFLAKE_PREFIX: LazyLock<&str> = LazyLock::new(|| prefix_of(routes::SNOWFLAKE_GET));
+
 /// An ID request the fast path serves: the tag or key as it appears in the path.
 #[derive(Debug, PartialEq, Eq)]
 enum FastRoute<'a> {
@@ -70,10 +74,10 @@ fn fast_route<'a>(method: &Method, path: &'a str) -> Option<FastRoute<'a>> {
         return None;
     }
     let plain = |rest: &'a str| (!rest.is_empty() && !rest.bytes().any(|b| b == b'/' || b == b'%')).then_some(rest);
-    if let Some(rest) = path.strip_prefix(prefix_of(routes::SEGMENT_GET)) {
+    if let Some(rest) = path.strip_prefix(*SEGMENT_PREFIX) {
         return plain(rest).map(FastRoute::Segment);
     }
-    if let Some(rest) = path.strip_prefix(prefix_of(routes::SNOWFLAKE_GET)) {
+    if let Some(rest) = path.strip_prefix(*SNOWFLAKE_PREFIX) {
         return plain(rest).map(FastRoute::Snowflake);
     }
     None
@@ -134,8 +138,8 @@ async fn later(app: &App, rest: Later, name: &str) -> Result<Response, ApiError>
 }
 
 /// The metrics labels of the two fast routes.
-static SEGMENT_ROUTE: std::sync::LazyLock<Route> = std::sync::LazyLock::new(|| Route::of(routes::SEGMENT_GET));
-static SNOWFLAKE_ROUTE: std::sync::LazyLock<Route> = std::sync::LazyLock::new(|| Route::of(routes::SNOWFLAKE_GET));
+static SEGMENT_ROUTE: LazyLock<Route> = LazyLock::new(|| Route::of(routes::SEGMENT_GET));
+static SNOWFLAKE_ROUTE: LazyLock<Route> = LazyLock::new(|| Route::of(routes::SNOWFLAKE_GET));
 
 /// The fast path's answer: ready (no allocation, no state machine) when [`now`] answered,
 /// else the boxed future of the awaited rest.
