@@ -3,14 +3,16 @@
 #   bench/edge.sh LEAF CEILING [SECONDS] [ROUNDS] [OLD_LEAF]
 # LEAF is a `leaf` release binary, CEILING node/examples/http_ceiling (release), OLD_LEAF
 # optionally a second `leaf` (e.g. built at the commit before the axum edge). Each round runs,
-# alternating, the ceiling then each binary: wrk, 2 threads, 64 keep-alive connections,
-# SECONDS (default 10) on `GET /api/segment/get/leaf-segment-test` (the ceiling answers any
-# path). Prints every run and the median requests/s of each, and each median as a ratio of the
-# ceiling's. Needs `wrk` (Debian's package). Every node runs on 127.0.0.1 with a fresh data dir.
+# alternating, the ceiling then each binary: wrk, WRK_THREADS threads (env, default 1), 64
+# keep-alive connections, SECONDS (default 10) on `GET /api/segment/get/leaf-segment-test` (the
+# ceiling answers any path). Prints every run and the median requests/s of each, and each median
+# as a ratio of the ceiling's. Needs `wrk` (Debian's package). Every node runs on 127.0.0.1 with
+# a fresh data dir.
 set -euo pipefail
-[[ $# -ge 2 ]] || { sed -n '2,9p' "$0"; exit 2; }
-LEAF=$1 CEILING=$2 SECS=${3:-10} ROUNDS=${4:-3} OLD=${5:-}
-[[ "$SECS" =~ ^[1-9][0-9]*$ && "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "SECONDS and ROUNDS must be positive numbers" >&2; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,10p' "$0"; exit 2; }
+LEAF=$1 CEILING=$2 SECS=${3:-10} ROUNDS=${4:-3} OLD=${5:-} THREADS=${WRK_THREADS:-1}
+[[ "$SECS" =~ ^[1-9][0-9]*$ && "$ROUNDS" =~ ^[1-9][0-9]*$ && "$THREADS" =~ ^[1-9][0-9]*$ ]] ||
+    { echo "SECONDS, ROUNDS and WRK_THREADS must be positive numbers" >&2; exit 2; }
 for b in "$LEAF" "$CEILING" ${OLD:+"$OLD"}; do [[ -x "$b" ]] || { echo "$b is not an executable" >&2; exit 2; }; done
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 2; }
 PORT=18580
@@ -21,7 +23,7 @@ trap cleanup EXIT
 
 wait_up() { for _ in $(seq 1 200); do curl -fs -o /dev/null --max-time 1 "$1" && return 0; sleep 0.05; done; echo "not up: $1" >&2; return 1; }
 rate() { # -> requests/s of a wrk run on the path
-    wrk -t2 -c64 -d"${SECS}s" --latency "http://127.0.0.1:$PORT/api/segment/get/leaf-segment-test" >"$WORK/wrk.txt"
+    wrk -t"$THREADS" -c64 -d"${SECS}s" --latency "http://127.0.0.1:$PORT/api/segment/get/leaf-segment-test" >"$WORK/wrk.txt"
     grep -q 'Non-2xx' "$WORK/wrk.txt" && { echo "non-2xx answers:" >&2; cat "$WORK/wrk.txt" >&2; exit 1; }
     awk '/^Requests\/sec:/ { printf "%d\n", $2 }' "$WORK/wrk.txt"
 }

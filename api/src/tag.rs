@@ -48,6 +48,18 @@ pub enum ValidationError {
     DescriptionTooLong(usize),
 }
 
+/// The bytes a tag may hold, `[A-Za-z0-9_.:-]`, as a table.
+const TAG_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b':' || c == b'-';
+        b += 1;
+    }
+    table
+};
+
 /// Checks a tag name: 1–128 bytes of `[A-Za-z0-9_.:-]`.
 pub fn validate_tag(tag: &str) -> Result<(), ValidationError> {
     if tag.is_empty() {
@@ -55,6 +67,10 @@ pub fn validate_tag(tag: &str) -> Result<(), ValidationError> {
     }
     if tag.len() > MAX_TAG_LEN {
         return Err(ValidationError::TagTooLong(tag.len()));
+    }
+    // Bytes first (every allowed character is ASCII): the per-ID path validates each tag.
+    if tag.bytes().all(|b| TAG_BYTES[usize::from(b)]) {
+        return Ok(());
     }
     match tag.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))) {
         Some(c) => Err(ValidationError::TagChar(c)),

@@ -5,23 +5,29 @@
 //! check. It skips only axum's per-request machinery (URL parameters in the request's
 //! extensions, the boxed request body, route service and handler future, the extractors, the
 //! per-request clone of the layer stack): about 15 allocations per request, which cost a fifth
-//! of single-ID throughput (BENCHMARKS.md). Everything else, including `HEAD`, other methods
+//! of single-ID throughput (BENCHMARKS.md). What needs no wait is done before any future
+//! exists: validation, the credentials and quota check, and one ID from a tag whose buffers
+//! hold one ([`App::segment_take_one_now`]), answered as a ready future (no box, no state
+//! machine, no clone of the URI); the awaited rest (refills, unknown tags, monotonic tags,
+//! batches, snowflake IDs) runs boxed, as the handlers do. Everything else, including `HEAD`, other methods
 //! (405 with `Allow`), escaped or empty segments and every other route, goes through the
 //! router; the prefixes come from [`leaf_api::routes`], and a test checks the two paths
 //! answer alike.
 use std::convert::Infallible;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+use std::future::{ready, Ready};
 
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Either};
 use leaf_api::routes;
 use leaf_api::ErrorCode;
 
-use super::extract::batch_of;
-use super::ids::{segment_ids, snowflake_ids};
-use crate::access::IdAsk;
+use super::extract::{batch_of, Batch};
+use super::ids::{one_id, segment_ids, snowflake_ids};
+use crate::access::{IdAsk, IdRequester};
 use crate::metrics::Route;
 use crate::service::{validate, ApiError, App};
 
@@ -50,6 +56,10 @@ fn prefix_of(template: &'static str) -> &'static str {
     &template[..template.find('{').unwrap_or(template.len())]
 }
 
+/// The prefixes of the two fast routes, found once.
+static SEGMENT_PREFIX: LazyLock<&str> = LazyLock::new(|| prefix_of(routes::SEGMENT_GET));
+static SNOWFLAKE_PREFIX: LazyLock<&str> = LazyLock::new(|| prefix_of(routes::SNOWFLAKE_GET));
+
 /// An ID request the fast path serves: the tag or key as it appears in the path.
 #[derive(Debug, PartialEq, Eq)]
 enum FastRoute<'a> {
@@ -63,11 +73,11 @@ fn fast_route<'a>(method: &Method, path: &'a str) -> Option<FastRoute<'a>> {
     if method != Method::GET {
         return None;
     }
-    let plain = |rest: &'a str| (!rest.is_empty() && !rest.contains(['/', '%'])).then_some(rest);
-    if let Some(rest) = path.strip_prefix(prefix_of(routes::SEGMENT_GET)) {
+    let plain = |rest: &'a str| (!rest.is_empty() && !rest.bytes().any(|b| b == b'/' || b == b'%')).then_some(rest);
+    if let Some(rest) = path.strip_prefix(*SEGMENT_PREFIX) {
         return plain(rest).map(FastRoute::Segment);
     }
-    if let Some(rest) = path.strip_prefix(prefix_of(routes::SNOWFLAKE_GET)) {
+    if let Some(rest) = path.strip_prefix(*SNOWFLAKE_PREFIX) {
         return plain(rest).map(FastRoute::Snowflake);
     }
     None
@@ -80,64 +90,101 @@ enum FastKind {
     Snowflake,
 }
 
-/// Serves the tag or key `name` of a [`FastKind`] with the routed handlers' validation,
-/// credentials check and work.
-async fn fast(
+/// What is left of a request once it was validated and its credentials checked, when its IDs
+/// cannot be had at once: the routed handlers' work, awaited.
+#[derive(Debug)]
+enum Later {
+    Segment(Batch, IdRequester),
+    Snowflake(Batch),
+}
+
+/// The part of the fast path that needs no wait: the routed handlers' validation and
+/// credentials check, then, for one segment ID as text, the ID itself when the tag's buffers
+/// hold one ([`App::segment_take_one_now`]). `Ok(Err(later))` when the IDs need the awaited
+/// path.
+fn now(
     app: &App,
     (kind, name): (FastKind, &str),
     query: Option<&str>,
     (auth, addr): (Option<&[u8]>, IpAddr),
-) -> Result<Response, ApiError> {
+) -> Result<Result<Response, Later>, ApiError> {
     match kind {
         FastKind::Segment => {
             validate::tag(name)?;
             let batch = batch_of(query)?;
             let who = app.check_ids(auth, Some(name), IdAsk { addr, ids: batch.count.unwrap_or(1) })?;
-            segment_ids(app, name, batch, who).await
+            if batch == Batch::default() {
+                if let Some(id) = app.segment_take_one_now(name) {
+                    return Ok(Ok(one_id(id)));
+                }
+            }
+            Ok(Err(Later::Segment(batch, who)))
         }
         FastKind::Snowflake => {
             validate::key(name)?;
             let batch = batch_of(query)?;
             app.check_ids(auth, None, IdAsk { addr, ids: batch.count.unwrap_or(1) })?;
-            snowflake_ids(app, name, batch).await
+            Ok(Err(Later::Snowflake(batch)))
         }
     }
 }
 
-/// The metrics labels of the two fast routes.
-static SEGMENT_ROUTE: std::sync::LazyLock<Route> = std::sync::LazyLock::new(|| Route::of(routes::SEGMENT_GET));
-static SNOWFLAKE_ROUTE: std::sync::LazyLock<Route> = std::sync::LazyLock::new(|| Route::of(routes::SNOWFLAKE_GET));
+/// The awaited rest of a request [`now`] could not answer, for the tag or key `name`.
+async fn later(app: &App, rest: Later, name: &str) -> Result<Response, ApiError> {
+    match rest {
+        Later::Segment(batch, who) => segment_ids(app, name, batch, who).await,
+        Later::Snowflake(batch) => snowflake_ids(app, name, batch).await,
+    }
+}
 
-/// The fast path (module doc): for a request it serves, the future of its finished answer
-/// (errors counted like every other); `None` sends the request to the router. It runs before
-/// the tower layers: the routes it takes are public (no auth applies, checked by a test) and
-/// bound their own waits.
+/// The metrics labels of the two fast routes.
+static SEGMENT_ROUTE: LazyLock<Route> = LazyLock::new(|| Route::of(routes::SEGMENT_GET));
+static SNOWFLAKE_ROUTE: LazyLock<Route> = LazyLock::new(|| Route::of(routes::SNOWFLAKE_GET));
+
+/// The fast path's answer: ready (no allocation, no state machine) when [`now`] answered,
+/// else the boxed future of the awaited rest.
+pub type FastAnswer = Either<Ready<Result<Response, Infallible>>, BoxFuture<'static, Result<Response, Infallible>>>;
+
+/// The fast path (module doc): for a request it serves, its finished answer (errors counted
+/// like every other); `None` sends the request to the router. It runs before the tower layers:
+/// the routes it takes are public (no auth applies, checked by a test) and bound their own
+/// waits. What needs no wait (validation, credentials, quotas, one ID from a tag's buffers) is
+/// done here, before any future exists; only the rest is boxed.
 pub fn fast_path<B>(
     app: &Arc<App>,
     req: &axum::http::Request<B>,
     started: std::time::Instant,
     client: IpAddr,
-) -> Option<BoxFuture<'static, Result<Response, Infallible>>> {
+) -> Option<FastAnswer> {
     let path = req.uri().path();
-    // Where the tag or key starts in the path: the future owns a clone of the URI.
-    let (kind, at) = match fast_route(req.method(), path)? {
-        FastRoute::Segment(tag) => (FastKind::Segment, path.len() - tag.len()),
-        FastRoute::Snowflake(key) => (FastKind::Snowflake, path.len() - key.len()),
+    let (kind, name) = match fast_route(req.method(), path)? {
+        FastRoute::Segment(tag) => (FastKind::Segment, tag),
+        FastRoute::Snowflake(key) => (FastKind::Snowflake, key),
     };
-    let app = app.clone();
-    let uri = req.uri().clone();
-    let auth = req.headers().get(axum::http::header::AUTHORIZATION).cloned();
-    Some(Box::pin(async move {
-        let caller = (auth.as_ref().map(|v| v.as_bytes()), client);
-        let answer = fast(&app, (kind, &uri.path()[at..]), uri.query(), caller).await;
-        let answer = super::finish(&app, answer.into_response());
-        let route = match kind {
-            FastKind::Segment => *SEGMENT_ROUTE,
-            FastKind::Snowflake => *SNOWFLAKE_ROUTE,
-        };
-        super::answered(&app, route, started, &answer);
-        Ok(answer)
-    }))
+    let auth = req.headers().get(axum::http::header::AUTHORIZATION).map(|v| v.as_bytes());
+    let rest = match now(app, (kind, name), req.uri().query(), (auth, client)) {
+        Ok(Ok(answer)) => return Some(Either::Left(ready(Ok(done(app, kind, started, answer))))),
+        Err(e) => return Some(Either::Left(ready(Ok(done(app, kind, started, e.into_response()))))),
+        Ok(Err(rest)) => rest,
+    };
+    // Where the tag or key starts in the path: the future owns a clone of the URI.
+    let at = path.len() - name.len();
+    let (app, uri) = (app.clone(), req.uri().clone());
+    Some(Either::Right(Box::pin(async move {
+        let answer = later(&app, rest, &uri.path()[at..]).await;
+        Ok(done(&app, kind, started, answer.into_response()))
+    })))
+}
+
+/// An answer of the fast route `kind` finished and timed as the router's are.
+fn done(app: &App, kind: FastKind, started: std::time::Instant, answer: Response) -> Response {
+    let answer = super::finish(app, answer);
+    let route = match kind {
+        FastKind::Segment => *SEGMENT_ROUTE,
+        FastKind::Snowflake => *SNOWFLAKE_ROUTE,
+    };
+    super::answered(app, route, started, &answer);
+    answer
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! The per-ID path takes no lock and builds no JSON: the tag is validated, its buffer handle
 //! looked up in the lock-free registry, and the ID formatted with `itoa`. A plain `GET` of the
 //! two ID routes is served by [`super::fast`] ahead of the router, through [`segment_ids`] and
-//! [`snowflake_ids`] as here.
+//! [`snowflake_ids`] as here, or, for one ID of a tag whose buffers hold one, at once with the
+//! same answer ([`one_id`]).
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -39,6 +40,12 @@ fn text(body: impl Into<Bytes>) -> Response {
     let mut r = Response::new(Body::from(body.into()));
     r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
     r
+}
+
+/// The answer of a request for one ID as text: the decimal ID (the fast path's ready answers
+/// and [`segment_ids`] alike).
+pub fn one_id(id: i64) -> Response {
+    text(Bytes::copy_from_slice(itoa::Buffer::new().format(id).as_bytes()))
 }
 
 /// Collects runs of consecutive IDs as decimal lines separated by `\n` (no trailing newline).
@@ -107,7 +114,7 @@ pub async fn segment_ids(
         (IdFormat::Text, None) => {
             let mut id = 0;
             app.segment_take(tag, 1, who, |first, _| id = first).await?;
-            Ok(text(Bytes::copy_from_slice(itoa::Buffer::new().format(id).as_bytes())))
+            Ok(one_id(id))
         }
         (IdFormat::Text, Some(n)) => {
             let mut lines = IdLines::with_capacity(n);

@@ -198,8 +198,10 @@ fn as_error_body(app: &App, r: Response) -> Response {
         return r;
     }
     let status = r.status();
-    let json = r.headers().get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || json {
+    if !(status.is_client_error() || status.is_server_error()) {
+        return r;
+    }
+    if r.headers().get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json")) {
         return r;
     }
     let code = error::framework_code(status);

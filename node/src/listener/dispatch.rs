@@ -1,6 +1,10 @@
 //! The service of one connection: gRPC calls (HTTP/2, `application/grpc*`, when enabled) to
 //! the tonic routes, else the HTTP fast ID path, else the HTTP router inside its layers. Every
 //! HTTP answer is timed per route template and status.
+//!
+//! hyper keeps each request's future in the connection and moves it there: the router's and
+//! gRPC's (hundreds of bytes of layer state) are boxed, so a fast-path answer moves only its
+//! own few bytes.
 use std::sync::Arc;
 
 use axum::response::Response;
@@ -37,7 +41,7 @@ pub(super) fn connection(
             // The admin service checks who is calling (the HTTP auth layer is not in the way).
             req.extensions_mut().insert(info.clone());
             let call = grpc.clone().oneshot(req).map(|r| r.map(|resp| resp.map(axum::body::Body::new)));
-            Either::Right(Either::Right(call))
+            Either::Right(call.boxed())
         } else {
             let started = std::time::Instant::now();
             // The fast path times its own answer (it holds the app already).
@@ -51,7 +55,7 @@ pub(super) fn connection(
                         }
                         r
                     };
-                    Either::Right(Either::Left(routes.clone().oneshot(req.map(axum::body::Body::new)).map(done)))
+                    Either::Right(routes.clone().oneshot(req.map(axum::body::Body::new)).map(done).boxed())
                 }
             }
         };

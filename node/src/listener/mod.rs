@@ -9,7 +9,7 @@
 //! `http.max_connections_per_address` of them per address, and a reserve for member nodes): a
 //! connection beyond them gets a complete 503 `unavailable` with `Retry-After: 1` and is
 //! closed without reading the request. An HTTP/2 connection idle for `http.idle_timeout_ms` is
-//! shut down gracefully ([`idle`]). With
+//! shut down gracefully ([`idle`]), as is every connection at shutdown ([`stop`]). With
 //! `[tls]`, an accepted connection is handshaken first ([`crate::tls::accept`], within
 //! `http.header_read_timeout_ms`), and the identity of its client certificate goes into its
 //! [`ConnInfo`].
@@ -27,6 +27,7 @@ mod admission;
 mod dispatch;
 mod idle;
 pub mod proto;
+mod stop;
 
 use dispatch::connection;
 
@@ -54,6 +55,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: watch::Receiv
     // Every connection task holds a sender; shutdown waits until all are dropped.
     let (open_tx, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
     let mut stop = shutdown.clone();
+    // What the connections wait on: set once, below, when `shutdown` turns.
+    let stopping = stop::Stop::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -78,7 +81,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: watch::Receiv
                     routes: routes.clone(),
                     grpc: grpc.clone(),
                     protocols: protocols.clone(),
-                    stopping: shutdown.clone(),
+                    stopping: stopping.clone(),
                 };
                 let (trimmer, open) = (trimmer.clone(), open_tx.clone());
                 tokio::spawn(async move {
@@ -90,6 +93,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: watch::Receiv
             _ = stop.changed() => break,
         }
     }
+    stopping.stop();
     drop(listener);
     drop(open_tx);
     trimming.abort();
@@ -105,12 +109,12 @@ struct Conn {
     routes: axum::Router,
     grpc: Option<tonic::service::Routes>,
     protocols: proto::Protocols,
-    stopping: watch::Receiver<bool>,
+    stopping: Arc<stop::Stop>,
 }
 
 impl Conn {
     /// Serves one admitted connection to its end (`ticket` holds its slot until then).
-    async fn run(mut self, stream: tokio::net::TcpStream, info: ConnInfo, ticket: admission::Ticket) {
+    async fn run(self, stream: tokio::net::TcpStream, info: ConnInfo, ticket: admission::Ticket) {
         let first_bytes = Duration::from_millis(self.app.config().http.header_read_timeout_ms);
         match self.app.tls().cloned() {
             None => {
@@ -118,7 +122,7 @@ impl Conn {
                 // shutdown, as hyper drops an HTTP/1 connection that has not started a request.
                 let sniffed = tokio::select! {
                     p = proto::sniff(&stream, first_bytes) => p,
-                    _ = self.stopping.wait_for(|stop| *stop) => None,
+                    _ = self.stopping.stopped() => None,
                 };
                 if let Some(p) = sniffed {
                     self.serve(TokioIo::new(stream), p, info).await;
@@ -163,8 +167,9 @@ impl Conn {
 
     /// Serves HTTP on an established connection until it ends: at shutdown, and for HTTP/2
     /// after `http.idle_timeout_ms` without a request in flight, gracefully (in-flight
-    /// requests finish).
-    async fn serve<I>(mut self, io: TokioIo<I>, p: proto::Proto, info: ConnInfo)
+    /// requests finish). The connection is polled first, and the shutdown wait costs a flag
+    /// read per wake-up ([`stop`]): this loop runs several times per request.
+    async fn serve<I>(self, io: TokioIo<I>, p: proto::Proto, info: ConnInfo)
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
@@ -180,20 +185,22 @@ impl Conn {
             }
         };
         let mut idle = std::pin::pin!(idle);
+        let mut stopped = self.stopping.stopped();
         let mut closing = false;
         loop {
             tokio::select! {
+                biased;
                 ended = conn.as_mut() => {
                     if let Err(e) = ended {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                     return;
                 }
-                _ = &mut idle, if !closing => {
+                _ = &mut stopped, if !closing => {
                     closing = true;
                     conn.as_mut().graceful_shutdown();
                 }
-                _ = self.stopping.wait_for(|stop| *stop), if !closing => {
+                _ = &mut idle, if !closing => {
                     closing = true;
                     conn.as_mut().graceful_shutdown();
                 }

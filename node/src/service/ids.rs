@@ -2,7 +2,8 @@
 //! included) and gRPC: segment takes the way each tag's profile serves them (this node's
 //! buffers, the monotonic leader path, an obfuscated tag's bijection), snowflake takes, and
 //! snowflake decoding. They take no lock and build no JSON: results go to a caller's sink as
-//! increasing runs `(first, count)`.
+//! increasing runs `(first, count)`. One ID of a buffered tag whose buffers hold one is also
+//! taken synchronously ([`App::segment_take_one_now`]), for the HTTP fast path's ready answers.
 use std::sync::Arc;
 
 use leaf_api::ranges::IdRanges;
@@ -46,6 +47,20 @@ impl App {
     ) -> Result<(), ApiError> {
         let h = self.segment_handle(tag, caller).await?;
         self.take(&h, n, sink).await
+    }
+
+    /// One ID of a validated tag without waiting, when this node has the tag loaded, serves it
+    /// from its buffers (segment and daily tags) and they hold an ID: no await, no lock, no
+    /// clone of the handle. `None` otherwise (an unknown or not yet loaded tag, empty buffers,
+    /// another profile): [`App::segment_take`] then serves the request, and answers alike.
+    #[inline]
+    pub fn segment_take_one_now(&self, tag: &str) -> Option<i64> {
+        self.tags
+            .with_loaded(tag, |h| match h.serve() {
+                ServeAs::Buffer => h.take_one_now(),
+                _ => None,
+            })
+            .flatten()
     }
 
     /// `count` IDs of a validated tag as ranges (HTTP `format=ranges` and gRPC); an obfuscated

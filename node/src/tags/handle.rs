@@ -85,10 +85,28 @@ impl TagHandle {
         self.served.inc_by(n);
     }
 
+    /// One ID if the buffers hold one, without waiting (lock-free, as [`TagHandle::take`]
+    /// serves it: counted, and a preload asked for when due); `None` when they are empty, and
+    /// [`TagHandle::take`] then waits for the refill.
+    #[inline]
+    pub fn take_one_now(&self) -> Option<i64> {
+        let mut id = None;
+        let out = self.buf.take(1, |first, _| id = Some(first));
+        if out.missing == 0 {
+            self.served.inc();
+            if out.want_refill {
+                self.addr.do_send(Refill);
+            }
+        }
+        // Nothing taken: the caller's `take` sends the `Wait` that starts the refill.
+        id
+    }
+
     /// Takes `n` IDs, calling `sink(first, count)` for each increasing run. Lock-free while the
     /// buffers hold IDs; otherwise waits (bounded) for the actor's refill.
     pub async fn take(&self, n: u64, mut sink: impl FnMut(i64, u64) + Send) -> Result<(), TakeError> {
-        let deadline = tokio::time::Instant::now() + self.wait;
+        // Set by the first wait: a take served at once reads no clock.
+        let mut deadline = None;
         let mut missing = n;
         loop {
             let out = self.buf.take(missing, &mut sink);
@@ -103,6 +121,7 @@ impl TagHandle {
             // Both buffers are empty: `Wait` starts the refill, sized for what is missing.
             self.waits.inc();
             missing = out.missing;
+            let deadline = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.wait);
             let not_ready = || TakeError::NotReady { tag: self.tag.clone(), waited: self.wait };
             let rx = match tokio::time::timeout_at(deadline, self.addr.send(Wait { missing })).await {
                 Err(_) => return Err(not_ready()),

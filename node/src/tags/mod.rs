@@ -197,6 +197,13 @@ impl Tags {
         self.load(tag)
     }
 
+    /// `f` of `tag`'s handle if this node has loaded it, without loading it or cloning the
+    /// handle (the per-ID fast path: [`crate::service::App::segment_take_one_now`]).
+    pub fn with_loaded<T>(&self, tag: &str, f: impl FnOnce(&TagHandle) -> T) -> Option<T> {
+        self.check_archives();
+        self.inner.map.pin().get(tag).map(|h| f(h))
+    }
+
     /// `tag`'s handle if this node has loaded it, without loading it (views that list many
     /// tags must not start a buffer, a refill and metrics series for each).
     pub fn peek(&self, tag: &str) -> Option<Arc<TagHandle>> {

@@ -100,6 +100,40 @@ async fn unknown_tag_is_none_and_known_tag_serves_in_order() {
     actors.stop();
 }
 
+/// One ID at once (the HTTP fast path's ready answers): nothing for a tag not loaded yet or
+/// with empty buffers (nothing counted, nothing lost), then the IDs `take` would hand out, in
+/// the same order and interleaved with it, counted as served, the preloads asked for as `take`
+/// asks for them (the tag is served across many refills without a wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_id_at_once_is_what_take_hands_out() {
+    let (actors, tags, _) = setup(FakeAllocator::new(10), SegmentConfig::default());
+    assert!(tags.with_loaded("t", |h| h.take_one_now()).is_none(), "not loaded yet");
+    let h = tags.get("t").unwrap();
+    assert_eq!(tags.with_loaded("nope", |h| h.take_one_now()), None);
+    let first = match tags.with_loaded("t", |h| h.take_one_now()) {
+        Some(Some(id)) => vec![id],
+        // The buffers are still empty (the first refill is under way): `take` waits for it.
+        _ => ids(&h, 1).await.unwrap(),
+    };
+    let mut got = first;
+    let mut at_once = 0;
+    while got.len() < 500 {
+        if got.len() % 3 == 0 {
+            got.extend(ids(&h, 1).await.unwrap());
+        } else if let Some(id) = h.take_one_now() {
+            got.push(id);
+            at_once += 1;
+        } else {
+            // Only while a refill is late: `take` waits for it.
+            got.extend(ids(&h, 1).await.unwrap());
+        }
+    }
+    assert_eq!(got, (1..501).collect::<Vec<_>>());
+    assert_eq!(h.served(), 500);
+    assert!(at_once > 250, "the preloads kept the buffers ahead: {at_once} at once");
+    actors.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_batch_gets_one_big_segment() {
     let (actors, tags, alloc) = setup(FakeAllocator::new(100), SegmentConfig::default());

@@ -1,6 +1,7 @@
 //! The HTTP edge's own answers over real HTTP: 405 with `Allow` from the router on every area,
 //! 404 for unknown paths, axum's rejections and the body limit as the project's JSON errors,
-//! and `/openapi.json` equal to the committed `docs/openapi.json`.
+//! `/openapi.json` equal to the committed `docs/openapi.json`, and the fast ID path (ready or
+//! awaited) answering and counting like the router.
 use std::net::SocketAddr;
 
 use bytes::Bytes;
@@ -206,4 +207,53 @@ async fn the_fast_id_path_and_the_router_answer_alike() {
     let f = get("/api/snowflake/get/k").await;
     let r = get("/api/snowflake/get/%6B").await;
     assert!(id(&r) > id(&f));
+}
+
+/// One ID of a tag whose buffers hold one is answered at once (a ready future, no await); the
+/// awaited path serves what needs a wait (here a monotonic tag's IDs, from the leader) and the
+/// router an escaped path. All answer alike, and every answer is timed per route and status,
+/// its IDs counted and its errors counted, whichever path it took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_answered_at_once_look_and_count_like_awaited_ones() {
+    use leaf_api::profile::Profile;
+    use leaf_api::types::CreateTagRequest;
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(config(&dir)).await;
+    let addr = node.http_addr();
+    let mono =
+        CreateTagRequest { tag: "mono".into(), step: 5, profile: Some(Profile::Monotonic), ..Default::default() };
+    c.create_tag(&mono).await.unwrap();
+    crate::support::create_tag(&c, "fresh", 1000, None).await;
+    let mut last = std::collections::HashMap::new();
+    for (tag, path) in [
+        ("fresh", "/api/segment/get/fresh"),
+        ("fresh", "/api/segment/get/fresh"),
+        ("fresh", "/api/segment/get/fr%65sh"),
+        ("fresh", "/api/segment/get/fresh"),
+        ("mono", "/api/segment/get/mono"),
+        ("mono", "/api/segment/get/m%6Fno"),
+        ("mono", "/api/segment/get/mono"),
+    ] {
+        let (status, headers, body) = call(addr, Method::GET, path, "").await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body:?}");
+        assert_eq!(headers.get(CONTENT_TYPE).map(|v| v.as_bytes()), Some(&b"text/plain; charset=utf-8"[..]), "{path}");
+        let length = body.len().to_string();
+        assert_eq!(headers.get(CONTENT_LENGTH).map(|v| v.as_bytes()), Some(length.as_bytes()), "{path}");
+        let id: i64 = std::str::from_utf8(&body).unwrap().parse().unwrap();
+        if let Some(before) = last.insert(tag, id) {
+            assert!(id > before, "{path}: {id} after {before}");
+        }
+    }
+    assert_error("bad tag", &call(addr, Method::GET, "/api/segment/get/bad!tag", "").await, ErrorCode::InvalidTag);
+    let (_, _, text) = call(addr, Method::GET, "/metrics", "").await;
+    let text = String::from_utf8(text.to_vec()).unwrap();
+    for needle in [
+        "leaf_http_request_duration_seconds_count{route=\"/api/segment/get/{tag}\",status=\"200\"} 7",
+        "leaf_http_request_duration_seconds_count{route=\"/api/segment/get/{tag}\",status=\"400\"} 1",
+        "leaf_ids_served_total{mode=\"segment\",tag=\"fresh\"} 4",
+        "leaf_errors_total{code=\"invalid_tag\"} 1",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing:\n{text}");
+    }
+    node.shutdown().await;
 }
