@@ -9,16 +9,25 @@
 #             (`--no-resume`); TLS resuming the session (one client config, as one program);
 #   s_time:   `openssl s_time -new` against `-reuse` (one connection at a time, GET /health),
 #             TLS node only: handshakes per second with and without session resumption;
-#   batch:    keep-alive `...?count=1000` with wrk (2 threads, 64 connections): IDs/s.
+#   batch:    keep-alive `...?count=1000` with wrk (2 threads, 64 connections; 1 pinned with
+#             PIN_CORES=1): IDs/s.
 # Prints every run, then the medians and each as a ratio of its same-round plaintext figure
 # (s_time: of the plaintext new-conn one). Needs wrk, openssl and curl.
+# PIN_CORES=1 runs each node on CPU 0 and the batch step's wrk (1 thread) on CPU 1 (taskset):
+# the client's decryption then does not take the node's cycles, so the batch ratio is the
+# node's own TLS cost; the other steps run with the node pinned too.
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n '2,14p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,17p' "$0"; exit 2; }
 LEAF=$1 SECS=${2:-5} ROUNDS=${3:-3}
 CONN=${LEAF_CONN_BENCH:-$(dirname "$LEAF")/leaf-conn-bench}
 [[ "$SECS" =~ ^[1-9][0-9]*$ && "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "SECONDS and ROUNDS must be positive numbers" >&2; exit 2; }
 for b in "$LEAF" "$CONN"; do [[ -x "$b" ]] || { echo "$b is not an executable" >&2; exit 2; }; done
 for c in wrk openssl curl; do command -v "$c" >/dev/null || { echo "$c is not installed" >&2; exit 2; }; done
+PIN=() WRK_PIN=() WRK_T=2
+if [[ ${PIN_CORES:-0} == 1 ]]; then
+    command -v taskset >/dev/null || { echo "taskset is not installed" >&2; exit 2; }
+    PIN=(taskset -c 0) WRK_PIN=(taskset -c 1) WRK_T=1
+fi
 PORT=18582
 WORK=$(mktemp -d)
 PID= BASE=
@@ -31,7 +40,7 @@ PATH_ONE=/api/segment/get/leaf-segment-test
 
 wait_up() { for _ in $(seq 1 200); do curl -fs -o /dev/null --max-time 1 --cacert "$CA" "$1" && return 0; sleep 0.05; done; echo "not up: $1" >&2; return 1; }
 batch() { # BASE -> IDs/s
-    wrk -t2 -c64 -d"${SECS}s" "$1$PATH_ONE?count=1000" >"$WORK/wrk.txt"
+    "${WRK_PIN[@]}" wrk -t"$WRK_T" -c64 -d"${SECS}s" "$1$PATH_ONE?count=1000" >"$WORK/wrk.txt"
     grep -q 'Non-2xx' "$WORK/wrk.txt" && { echo "non-2xx answers:" >&2; cat "$WORK/wrk.txt" >&2; exit 1; }
     awk '/^Requests\/sec:/ { printf "%d\n", $2 * 1000 }' "$WORK/wrk.txt"
 }
@@ -59,7 +68,7 @@ start() { # plain|tls: starts the node (PID), its base URL in BASE
     rm -rf "$WORK/data"
     # The batch step asks ~28 M IDs/s from one address, above the anonymous quota (10 M/s by
     # default), which would answer 429: this measures the transport, so the quota is off.
-    LEAF_AUTH__ANONYMOUS_IDS_PER_SEC=0 "$LEAF" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" "${args[@]}" >"$WORK/node.log" 2>&1 &
+    LEAF_AUTH__ANONYMOUS_IDS_PER_SEC=0 "${PIN[@]}" "$LEAF" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" "${args[@]}" >"$WORK/node.log" 2>&1 &
     PID=$!
     BASE="$scheme://127.0.0.1:$PORT"
     wait_up "$BASE/health?mode=segment"
