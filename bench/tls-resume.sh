@@ -24,6 +24,7 @@ CONN=${LEAF_CONN_BENCH:-$(dirname "$LEAF")/leaf-conn-bench}
 for b in "$LEAF" "$CONN"; do [[ -x "$b" ]] || { echo "$b is not an executable" >&2; exit 2; }; done
 for c in wrk openssl curl; do command -v "$c" >/dev/null || { echo "$c is not installed" >&2; exit 2; }; done
 PIN=() WRK_PIN=() WRK_T=2
+[[ ${PIN_CORES:-0} =~ ^[01]$ ]] || { echo "PIN_CORES must be 0 or 1" >&2; exit 2; }
 if [[ ${PIN_CORES:-0} == 1 ]]; then
     command -v taskset >/dev/null || { echo "taskset is not installed" >&2; exit 2; }
     PIN=(taskset -c 0) WRK_PIN=(taskset -c 1) WRK_T=1

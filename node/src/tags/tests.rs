@@ -106,7 +106,7 @@ async fn unknown_tag_is_none_and_known_tag_serves_in_order() {
 /// asks for them (the tag is served across many refills without a wait).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_id_at_once_is_what_take_hands_out() {
-    let (actors, tags, _) = setup(FakeAllocator::new(10), SegmentConfig::default());
+    let (actors, tags, alloc) = setup(FakeAllocator::new(10), SegmentConfig::default());
     assert!(tags.with_loaded("t", |h| h.take_one_now()).is_none(), "not loaded yet");
     let h = tags.get("t").unwrap();
     assert_eq!(tags.with_loaded("nope", |h| h.take_one_now()), None);
@@ -131,6 +131,21 @@ async fn one_id_at_once_is_what_take_hands_out() {
     assert_eq!(got, (1..501).collect::<Vec<_>>());
     assert_eq!(h.served(), 500);
     assert!(at_once > 250, "the preloads kept the buffers ahead: {at_once} at once");
+    // Taken only at once (no `take` to send a `Wait`), the tag still moves from segment to
+    // segment: the preloads its takes ask for arrive by themselves.
+    let (calls, mut want) = (alloc.calls.load(Ordering::SeqCst), 501);
+    while alloc.calls.load(Ordering::SeqCst) < calls + 3 {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let id = loop {
+            if let Some(id) = h.take_one_now() {
+                break id;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no refill came for ID {want}: a preload was lost");
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(id, want);
+        want += 1;
+    }
     actors.stop();
 }
 
