@@ -98,30 +98,37 @@ impl Client {
 
     /// `GET /admin/tags/{tag}`.
     pub async fn tag(&self, tag: &str) -> Result<TagInfo, ClientError> {
-        self.execute(Call::get(routes::fill(routes::ADMIN_TAG, &[tag]))).await?.json()
+        self.execute(Call::get(routes::fill(routes::ADMIN_TAG, &[tag])).about(tag)).await?.json()
     }
 
     /// `GET /admin/tags/{tag}/decode/{id}`: an obfuscated tag's ID back to its sequence number.
     pub async fn decode_obfuscated(&self, tag: &str, id: i64) -> Result<ObfuscatedDecoded, ClientError> {
-        self.execute(Call::get(routes::fill(routes::ADMIN_TAG_DECODE, &[tag, &id.to_string()]))).await?.json()
+        self.execute(Call::get(routes::fill(routes::ADMIN_TAG_DECODE, &[tag, &id.to_string()])).about(tag))
+            .await?
+            .json()
     }
 
     /// `PATCH /admin/tags/{tag}`: absent fields are left unchanged.
     pub async fn update_tag(&self, tag: &str, req: &UpdateTagRequest) -> Result<TagInfo, ClientError> {
         let call = Call::with_json(Method::PATCH, routes::fill(routes::ADMIN_TAG, &[tag]), req, Safety::Idempotent)?;
-        self.execute(call).await?.json()
+        self.execute(call.about(tag)).await?.json()
     }
 
     /// `POST /admin/tags/{tag}/archive` (idempotent): the tag, archived.
     pub async fn archive_tag(&self, tag: &str) -> Result<TagInfo, ClientError> {
         let path = routes::fill(routes::ADMIN_TAG_ARCHIVE, &[tag]);
-        self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }).await?.json()
+        let info =
+            self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }).await?.json()?;
+        self.inner.own_creates.forget(tag);
+        Ok(info)
     }
 
     /// `POST /admin/tags/{tag}/restore` (idempotent): the tag, serving again.
     pub async fn restore_tag(&self, tag: &str) -> Result<TagInfo, ClientError> {
         let path = routes::fill(routes::ADMIN_TAG_RESTORE, &[tag]);
-        self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }).await?.json()
+        self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }.about(tag))
+            .await?
+            .json()
     }
 
     /// `GET /admin/allocations`: the answering node's journal, optionally of one tag and/or

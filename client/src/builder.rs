@@ -8,6 +8,7 @@ use hyper::header::HeaderValue;
 
 use crate::client::{Client, Inner, Policy};
 use crate::error::BuildError;
+use crate::own_creates::OwnCreates;
 use crate::retry::Backoff;
 use crate::tls::TlsOptions;
 use crate::transport::Transport;
@@ -26,6 +27,7 @@ pub struct ClientBuilder {
     token: Option<String>,
     policy: Policy,
     tls: TlsOptions,
+    own_creates: OwnCreates,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -51,7 +53,18 @@ impl ClientBuilder {
                 backoff: Backoff { base: Duration::from_millis(50), cap: Duration::from_secs(1) },
             },
             tls: TlsOptions::new(),
+            own_creates: OwnCreates::default(),
         }
+    }
+
+    /// Share the memory of recent creates with other clients (each client reads its own
+    /// creates: see [`crate::own_creates`]). An application that builds one client per node
+    /// passes the same [`OwnCreates`] to each, or [`Client::own_creates`] of the first, so a
+    /// tag created through one is retried through a `tag_not_found` on another. Default: a
+    /// memory of its own.
+    pub fn own_creates(mut self, memory: OwnCreates) -> Self {
+        self.own_creates = memory;
+        self
     }
 
     /// Trust only the CA certificate(s) in this PEM text for `https://` nodes.
@@ -148,7 +161,7 @@ impl ClientBuilder {
                 policy: self.policy,
                 transport: Transport::new(tls),
                 preferred: AtomicUsize::new(0),
-                own_creates: Default::default(),
+                own_creates: self.own_creates,
             }),
         })
     }

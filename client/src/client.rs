@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::builder::ClientBuilder;
 use crate::error::ClientError;
+use crate::own_creates::OwnCreates;
 use crate::retry::{gives_up_on_tls, retryable, Backoff, Safety};
 use crate::transport::{RawReply, Transport};
 
@@ -34,7 +35,7 @@ pub(crate) struct Inner {
     /// The node the next call starts with: the last one that answered.
     pub preferred: AtomicUsize,
     /// The tags this client created recently ([`crate::own_creates`]).
-    pub own_creates: crate::own_creates::OwnCreates,
+    pub own_creates: OwnCreates,
 }
 
 /// Timeouts and retries of every call.
@@ -66,8 +67,8 @@ pub(crate) struct Call {
     /// Non-2xx statuses whose body is the endpoint's answer rather than an error (`/health`
     /// answers 503 with its report).
     pub also_ok: Option<StatusCode>,
-    /// The tag whose IDs the call takes: a `tag_not_found` for a tag this client just created
-    /// is retried ([`crate::own_creates`]).
+    /// The tag the call takes IDs of or looks at: a `tag_not_found` for a tag this client just
+    /// created is retried ([`crate::own_creates`]).
     pub tag: Option<String>,
 }
 
@@ -88,7 +89,12 @@ impl Call {
 
     /// A GET that takes IDs of `tag`.
     pub fn taking(path: String, tag: &str) -> Call {
-        Call { tag: Some(tag.to_string()), ..Call::get(path) }
+        Call::get(path).about(tag)
+    }
+
+    /// This call, about `tag` (see [`Call::tag`]).
+    pub fn about(self, tag: &str) -> Call {
+        Call { tag: Some(tag.to_string()), ..self }
     }
 }
 
@@ -120,6 +126,12 @@ impl Client {
         S: AsRef<str>,
     {
         ClientBuilder::new(nodes.into_iter().map(|s| s.as_ref().to_string()).collect())
+    }
+
+    /// This client's memory of the tags it created recently, to share with another client
+    /// ([`ClientBuilder::own_creates`]).
+    pub fn own_creates(&self) -> OwnCreates {
+        self.inner.own_creates.clone()
     }
 
     /// The nodes' base URLs, as normalised by the builder.

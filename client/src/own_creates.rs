@@ -8,9 +8,13 @@
 //! last; but a client whose next call lands elsewhere (that node failed, or the client was
 //! built over other nodes) could see its own tag missing. So the client remembers the tags it
 //! created in the last [`GRACE`] and retries a `tag_not_found` for one of them until the
-//! grace runs out, without spending its retry budget.
+//! grace runs out, without spending its retry budget. An application that keeps one client
+//! per node shares this memory between them ([`ClientBuilder::own_creates`]); a tag the
+//! client archives is forgotten (an archived tag is 404 for good).
+//!
+//! [`ClientBuilder::own_creates`]: crate::ClientBuilder::own_creates
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long after its create a tag's `tag_not_found` is retried: well above the default
@@ -23,10 +27,12 @@ pub(crate) const RETRY_EVERY: Duration = Duration::from_millis(25);
 /// Tags remembered at most (the oldest are forgotten first).
 const KEEP: usize = 1024;
 
-/// The tags this client created recently.
-#[derive(Debug, Default)]
-pub(crate) struct OwnCreates {
-    recent: Mutex<VecDeque<(String, Instant)>>,
+/// The tags a client created recently: a handle, cloned to share it between clients
+/// ([`Client::own_creates`](crate::Client::own_creates),
+/// [`ClientBuilder::own_creates`](crate::ClientBuilder::own_creates)).
+#[derive(Debug, Clone, Default)]
+pub struct OwnCreates {
+    recent: Arc<Mutex<VecDeque<(String, Instant)>>>,
 }
 
 impl OwnCreates {
@@ -43,6 +49,11 @@ impl OwnCreates {
             }
             recent.push_back((tag.to_string(), now));
         }
+    }
+
+    /// Forgets `tag` (archived: its 404 is the answer).
+    pub(crate) fn forget(&self, tag: &str) {
+        self.recent.lock().unwrap_or_else(|e| e.into_inner()).retain(|(t, _)| t != tag);
     }
 
     /// Whether this client created `tag` less than [`GRACE`] ago.
@@ -67,5 +78,16 @@ mod tests {
         assert!(!own.within_grace("a"), "pushed out by newer creates");
         assert!(own.within_grace("t0") && own.within_grace(&format!("t{}", KEEP - 1)));
         assert!(own.recent.lock().unwrap().len() <= KEEP);
+    }
+
+    #[test]
+    fn clones_share_what_they_remember_and_an_archive_forgets() {
+        let own = OwnCreates::default();
+        let other = own.clone();
+        own.created(["a", "b"]);
+        assert!(other.within_grace("a") && other.within_grace("b"));
+        other.forget("a");
+        assert!(!own.within_grace("a") && own.within_grace("b"));
+        assert!(!OwnCreates::default().within_grace("b"), "a new memory shares nothing");
     }
 }

@@ -278,3 +278,55 @@ async fn a_tag_just_created_by_this_client_is_waited_for_and_another_is_not_foun
     assert_eq!(e.code(), Some(ErrorCode::TagNotFound));
     assert_eq!(gets.load(Ordering::SeqCst), 1, "another tag's 404 is the answer");
 }
+
+/// Clients built with one memory of creates (one client per node, say) read each other's
+/// creates; a client with a memory of its own does not, and an archive forgets the tag.
+#[tokio::test]
+async fn clients_sharing_a_memory_of_creates_read_each_others_and_an_archive_forgets() {
+    let created = r#"{"tag":"fresh","max_id":1,"step":10,"description":"","created_ms":1,"updated_ms":1}"#;
+    let maker = Server::start(move |seen, _| match seen.method.as_str() {
+        "POST" => (StatusCode::CREATED, created.into()),
+        _ => (StatusCode::NOT_FOUND, error(ErrorCode::TagNotFound)),
+    })
+    .await;
+    // The other node learns of "fresh" at its 4th ID request.
+    let gets = Arc::new(AtomicU32::new(0));
+    let g = gets.clone();
+    let lagging = Server::start(move |seen, _| {
+        let n = g.fetch_add(1, Ordering::SeqCst);
+        match seen.path.starts_with("/api/segment/get/fresh") && n >= 3 {
+            true => (StatusCode::OK, "5".into()),
+            false => (StatusCode::NOT_FOUND, error(ErrorCode::TagNotFound)),
+        }
+    })
+    .await;
+    let a = client(&[maker.url()]);
+    let b = Client::builder([lagging.url()]).retries(0).own_creates(a.own_creates()).build().unwrap();
+    let stranger = Client::builder([lagging.url()]).retries(0).build().unwrap();
+    a.create_tag(&CreateTagRequest { tag: "fresh".into(), step: 10, ..Default::default() }).await.unwrap();
+    let e = stranger.segment_id("fresh").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::TagNotFound), "a stranger does not wait: {e}");
+    assert_eq!(b.segment_id("fresh").await.unwrap(), 5);
+    assert_eq!(gets.swap(0, Ordering::SeqCst), 4, "the stranger's 404 and b's two retried ones");
+
+    // Archived through `a`, the tag's 404 is the answer at once on `b` too.
+    let archived = r#"{"tag":"gone","max_id":1,"step":10,"description":"","created_ms":1,"updated_ms":1}"#;
+    let misses = Arc::new(AtomicU32::new(0));
+    let m = misses.clone();
+    let both = Server::start(move |seen, _| match seen.method.as_str() {
+        "POST" if seen.path.ends_with("/archive") => (StatusCode::OK, archived.into()),
+        "POST" => (StatusCode::CREATED, archived.into()),
+        _ => {
+            m.fetch_add(1, Ordering::SeqCst);
+            (StatusCode::NOT_FOUND, error(ErrorCode::TagNotFound))
+        }
+    })
+    .await;
+    let a = client(&[both.url()]);
+    let b = Client::builder([both.url()]).retries(0).own_creates(a.own_creates()).build().unwrap();
+    a.create_tag(&CreateTagRequest { tag: "gone".into(), step: 10, ..Default::default() }).await.unwrap();
+    a.archive_tag("gone").await.unwrap();
+    let e = b.segment_id("gone").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::TagNotFound), "{e}");
+    assert_eq!(misses.load(Ordering::SeqCst), 1, "an archived tag's 404 is not retried");
+}
