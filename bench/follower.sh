@@ -8,7 +8,8 @@
 #   - on a follower: a known segment tag, random unknown tags (`u-{rand}`, every answer a 404),
 #     and a `monotonic` tag (forwarded to the leader);
 #   - on the leader: the same segment tag and the same monotonic tag.
-# NEW_LEAF runs with `raft.unknown_tags = "local"` (LEAF_RAFT__UNKNOWN_TAGS=local).
+# NEW_LEAF runs with `raft.unknown_tags = "local"` (LEAF_RAFT__UNKNOWN_TAGS=local; the default
+# since issue 34, set so a build from before the flip measures the same).
 # Prints one row per run and binary, with the ratios the issue asks for: unknown/known on the
 # follower, monotonic follower/leader, monotonic/segment on the leader.
 set -euo pipefail

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use leaf_api::types::ClusterStatus;
-use leaf_client::Client;
+use leaf_client::{Client, OwnCreates};
 use tempfile::TempDir;
 
 /// Cluster secret of every test cluster.
@@ -94,6 +94,8 @@ pub struct Cluster {
     /// The `--peers` string every node got.
     pub peers: String,
     nodes: BTreeMap<u64, NodeProc>,
+    /// What the clients of [`Cluster::client`] created: shared, so each reads the others'.
+    created: OwnCreates,
 }
 
 /// The `leaf` binary next to the running program (`leaf`, or the tests' `leaf-test-node`),
@@ -130,7 +132,20 @@ pub fn default_bin() -> anyhow::Result<PathBuf> {
 /// test sees exactly what that node answered. `ca`: the CA of an `https://` node. `timeout`
 /// bounds each call.
 pub fn node_client(url: &str, token: Option<&str>, ca: Option<&Path>, timeout: Duration) -> Client {
-    let builder = Client::builder([url]).retries(0).timeout(timeout).deadline(timeout);
+    node_client_sharing(url, token, ca, timeout, OwnCreates::default())
+}
+
+/// [`node_client`], reading the creates of every client given the same `created` memory (a
+/// tag created through one node is retried through a `tag_not_found` on another while that
+/// node has not heard of it yet, as a `leaf-client` over several nodes does).
+pub fn node_client_sharing(
+    url: &str,
+    token: Option<&str>,
+    ca: Option<&Path>,
+    timeout: Duration,
+    created: OwnCreates,
+) -> Client {
+    let builder = Client::builder([url]).retries(0).timeout(timeout).deadline(timeout).own_creates(created);
     let builder = match ca {
         Some(ca) => builder.ca_file(ca),
         None => builder,
@@ -226,7 +241,7 @@ impl Cluster {
         if opts.tls {
             certs(&opts.bin, &["ca", "--dir"], &dir.path().join("tls"), &["--days", "3650"])?;
         }
-        let mut cluster = Cluster { dir, opts, peers, nodes: BTreeMap::new() };
+        let mut cluster = Cluster { dir, opts, peers, nodes: BTreeMap::new(), created: OwnCreates::default() };
         for spec in specs {
             cluster.register(spec)?;
         }
@@ -356,14 +371,15 @@ impl Cluster {
         format!("{scheme}://{}", self.addr(id))
     }
 
-    /// An admin client of node `id` alone (see [`node_client`]), 30 s per request.
+    /// An admin client of node `id` alone (see [`node_client`]), 30 s per request. The
+    /// clients of one cluster read each other's creates ([`node_client_sharing`]).
     pub fn client(&self, id: u64) -> Client {
         self.client_with(id, Some(TOKEN), Duration::from_secs(30))
     }
 
     /// A client of node `id` alone with this token (none: anonymous) and per-call timeout.
     pub fn client_with(&self, id: u64, token: Option<&str>, timeout: Duration) -> Client {
-        node_client(&self.url(id), token, self.ca().as_deref(), timeout)
+        node_client_sharing(&self.url(id), token, self.ca().as_deref(), timeout, self.created.clone())
     }
 
     /// Node `id`'s log file (stdout and stderr of every run of it).

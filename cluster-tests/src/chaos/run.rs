@@ -34,7 +34,7 @@ use super::nodes::{LocalNet, Nodes, Slots};
 use super::proxy::{self, Link, Proxies};
 use super::schedule::{self, ClockMode, FaultKind, PlannedFault, Shape, Target};
 use super::tags::ManyTags;
-use crate::cluster::{free_port, node_client, Cluster, NodeSpec, Options, TOKEN};
+use crate::cluster::{free_port, node_client_sharing, Cluster, NodeSpec, Options, TOKEN};
 use crate::docker::Compose;
 
 /// Segment tags of the workload: (tag, step). The small step refills every few requests.
@@ -360,6 +360,8 @@ struct Harness {
     many: Option<Arc<ManyTags>>,
     /// The gapless workload, if the run has one (from when its series exist).
     gapless: Option<Arc<Workload>>,
+    /// What the harness's clients created: shared, so each reads the others' creates.
+    created: leaf_client::OwnCreates,
 }
 
 impl Harness {
@@ -368,7 +370,7 @@ impl Harness {
     }
 
     fn admin_with(&self, id: u64, timeout: Duration) -> Client {
-        node_client(&self.nodes.url(id), Some(TOKEN), self.nodes.ca().as_deref(), timeout)
+        node_client_sharing(&self.nodes.url(id), Some(TOKEN), self.nodes.ca().as_deref(), timeout, self.created.clone())
     }
 
     fn fault(&self, kind: impl Into<FaultSubject>, action: FaultAction, nodes: &[u64], detail: impl Into<String>) {
@@ -883,7 +885,8 @@ impl Harness {
     }
 
     fn client(&self, id: u64) -> Client {
-        node_client(&self.nodes.url(id), None, self.nodes.ca().as_deref(), self.request_timeout)
+        let (url, ca) = (self.nodes.url(id), self.nodes.ca());
+        node_client_sharing(&url, None, ca.as_deref(), self.request_timeout, self.created.clone())
     }
 
     /// Heals everything: links, paused and dead nodes, clock offsets.
@@ -1095,6 +1098,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         offsets: BTreeMap::new(),
         many,
         gapless: None,
+        created: Default::default(),
     };
     let result = drive(&mut h, &cfg, &plan, (warmup, faults_len, after)).await;
     let finished = h.nodes.finish(&cfg.out);

@@ -1,6 +1,7 @@
 //! Formation: 3- and 5-node clusters elect a leader every node agrees on, name the same
 //! members, serve unique IDs from every node (each inside an allocation the cluster committed),
-//! see a tag created through any node at once (read index), and give every node its own
+//! see a tag created through any node at once (the harness's clients read each other's
+//! creates, as one `leaf-client` over several nodes does), and give every node its own
 //! snowflake worker ID.
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -32,13 +33,14 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
         assert!(s.health.segment_ready);
     }
 
-    // A tag created through node 1 (forwarded if node 1 is a follower) works on node 3 at once:
-    // node 3 confirms unknown tags with a read index.
+    // A tag created through node 1 (forwarded if node 1 is a follower) works on node 3 at once
+    // for a client that knows it created it (a stranger's view: `local_misses.rs`).
     create_tag(&cluster.client(1), "orders", 50).await;
     let first = get_ids(&cluster.client(3), "orders", None).await.unwrap();
     assert_eq!(first.len(), 1);
-    // The same when the node lags: frozen while the tag commits, it still answers 200 right
-    // after it wakes (without the read index it would answer 404 from its stale state).
+    // The same when the node lags: frozen while the tag commits, it serves the tag as soon as
+    // it has heard the commit after it wakes (until then it may answer 404 from its stale
+    // state, and the client retries its own create).
     let follower = if leader == 1 { 2 } else { 1 };
     for round in 0..5 {
         let tag = format!("fresh-{round}");

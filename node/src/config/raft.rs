@@ -55,7 +55,7 @@ pub struct RaftConfig {
     /// answers 404 from its own state, without a leader round (a flood of unknown tags then
     /// costs the leader nothing), at the price of a window of about two heartbeats in which a
     /// tag just created through *another* node may be 404 here; `leaf-client` retries its own
-    /// creates through that window. Default `"leader"`.
+    /// creates through that window. Default `"local"`.
     pub unknown_tags: UnknownTags,
 }
 
@@ -65,10 +65,10 @@ pub struct RaftConfig {
 #[serde(rename_all = "lowercase")]
 pub enum UnknownTags {
     /// A read index through the leader before every 404.
-    #[default]
     Leader,
     /// 404 from the node's own state when it is caught up with a leader it heard from
     /// recently.
+    #[default]
     Local,
 }
 
@@ -98,7 +98,7 @@ impl Default for RaftConfig {
             propose_timeout_ms: 5000,
             source_ip: None,
             on_storage_failure: OnStorageFailure::Stay,
-            unknown_tags: UnknownTags::Leader,
+            unknown_tags: UnknownTags::Local,
         }
     }
 }

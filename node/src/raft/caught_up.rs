@@ -3,7 +3,7 @@
 //!
 //! A read index costs the leader a heartbeat to every follower; a flood of requests for tags
 //! that exist nowhere (typos, probes, a client misconfigured) made each follower ask the
-//! leader again and again. With `raft.unknown_tags = "local"` (the default is `"leader"`: ask
+//! leader again and again. With `raft.unknown_tags = "local"` (the default; `"leader"` asks
 //! every time), a node answers such a miss locally when all of these hold:
 //! - **a leader**: it leads, and its last quorum acknowledgement is at most
 //!   [`RaftNode::local_reads_within`] old. A create that completed anywhere was applied here
@@ -19,7 +19,8 @@
 //! until the next append from the leader carries its commit — at most about the window,
 //! `2 × raft.heartbeat_ms`. A node that cannot tell (a stale contact, an election) confirms
 //! with the leader as before. `leaf-client` reads its own creates: it retries a 404 of a tag
-//! it created itself through the window (the book's chapter on tags says what a client sees).
+//! it created itself through the window (the book's chapter on clusters says what a client
+//! sees).
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

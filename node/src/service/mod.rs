@@ -151,7 +151,7 @@ impl App {
     }
 
     /// What `look` finds for `tag`. A tag unknown here may have just been created through
-    /// another node: with `raft.unknown_tags = "local"`, a node caught up with a leader it
+    /// another node: under `raft.unknown_tags = "local"` (the default), a node caught up with a leader it
     /// heard from recently
     /// ([`RaftNode::caught_up`](crate::raft::RaftNode::caught_up)) answers from its own state,
     /// at most `2 × raft.heartbeat_ms` behind; any other node first waits until it has applied
