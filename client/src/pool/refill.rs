@@ -80,8 +80,8 @@ pub(crate) async fn run(r: Refill) {
     let mut inflight: Option<InFlight<'_>> = None;
     let mut failures: u32 = 0;
     let mut retry_at: Option<Instant> = None;
-    // When the previous new request was sent, and the IDs served by then.
-    let mut last_request: Option<(Instant, u64)> = None;
+    // When the previous new request was sent, and the IDs served and the callers' waits by then.
+    let mut last_request: Option<(Instant, u64, u64)> = None;
     if let Some(shared) = weak.upgrade() {
         shared.counters.lease_target.store(target.into(), Relaxed);
     }
@@ -101,13 +101,20 @@ pub(crate) async fn run(r: Refill) {
             if inflight.is_none() && due && shared.needs_lease(shared.buffer.tail_lease(), depth) {
                 if failures == 0 {
                     let served = shared.served();
-                    if let Some((at, served_then)) = last_request {
+                    let waits = shared.counters.waits.load(Relaxed);
+                    if let Some((at, served_then, waits_then)) = last_request {
                         let lasted = now.saturating_duration_since(at);
                         shared.counters.set_rate(rate(served.saturating_sub(served_then), lasted));
+                        // Callers waited since the last request: the IDs ran out before the next
+                        // lease came, so that lease was too small however long it "lasted" (the
+                        // time includes the wait). Grow it: shrinking would starve the callers
+                        // further, down to leases of one ID when a lease takes longer than
+                        // `period / 2` to come back.
+                        let lasted = if waits > waits_then { Duration::ZERO } else { lasted };
                         target = sizing.adapt(target, lasted);
                         shared.counters.lease_target.store(target.into(), Relaxed);
                     }
-                    last_request = Some((now, served));
+                    last_request = Some((now, served, waits));
                 }
                 retry_at = None;
                 inflight = Some(InFlight { future: source.lease(kind, &name, target), size: target, sent: now });

@@ -8,7 +8,9 @@
 //!   client loses what it holds — a gap, never a duplicate);
 //! - otherwise keep it;
 //!
-//! always within `[min, max]`.
+//! always within `[min, max]`. When callers had to wait since the previous request, the
+//! refill task counts the lease as lasting no time (it doubles): the time then includes the
+//! wait for the next lease, and halving would starve the callers further.
 use std::time::Duration;
 
 /// The bounds and aim of the lease size.

@@ -141,10 +141,10 @@ fn quick() -> PoolOptions {
     }
 }
 
-/// Held by the tests that keep every core busy for a while, so that they run one at a time:
-/// starved of CPU, a pool's leases seem to last longer than `lease_period`, its lease size
-/// halves, and with a period of a few milliseconds it never grows back (the test then takes a
-/// minute instead of a second).
+/// Held by the tests that keep every core busy for a while, so that they run one at a time
+/// (each is quicker alone than two sharing the cores). Starved of CPU, a pool's leases seem to
+/// last longer than `lease_period`; while callers wait for leases the size grows anyway (see
+/// `leases_grow_while_callers_wait_on_a_slow_source`).
 pub(crate) static CPU_HEAVY: Mutex<()> = Mutex::new(());
 
 pub(crate) fn cpu_heavy() -> std::sync::MutexGuard<'static, ()> {
@@ -179,6 +179,30 @@ fn check_ids(fake: &Fake, mut ids: Vec<i64>) {
         assert!(ri < ranges.len() && ranges[ri].start <= *id, "ID {id} not in any leased range");
     }
     assert_eq!(ids.len(), n);
+}
+
+/// A source slower than `lease_period`: a lease then "lasts" as long as the next one takes to
+/// come, callers wait for it, and the size must grow. Halving it, as a lease that lasted over
+/// `2 × period` otherwise is, starved the callers down to leases of one ID (a test of 100,000
+/// IDs took minutes).
+#[test]
+fn leases_grow_while_callers_wait_on_a_slow_source() {
+    let rt = runtime();
+    let fake = Fake::build(Some(StdRng::seed_from_u64(7)), 3_000);
+    let options = PoolOptions {
+        lease_period: Duration::from_millis(1),
+        min_lease: 1,
+        initial_lease: 16,
+        max_lease: 4_096,
+        ..quick()
+    };
+    let pool = IdPool::with_runtime(Source(fake.clone()), options, rt.handle().clone()).unwrap();
+    let tag = pool.segment("orders").unwrap();
+    let ids: Vec<i64> = (0..3_000).map(|_| tag.next_id().unwrap()).collect();
+    check_ids(&fake, ids);
+    let stats = tag.stats();
+    assert!(stats.waits > 0, "the callers never waited: {stats:?}");
+    assert!(stats.lease_target > 16, "the lease shrank while callers waited for it: {stats:?}");
 }
 
 #[test]
