@@ -1,0 +1,337 @@
+"""TagPool: one tag's (or snowflake key's) buffer of leased ID ranges, its refill thread and
+its lease worker thread (the Rust client's ``pool/handle.rs`` + ``refill.rs``, re-expressed
+with a lock, two conditions and thread-local chunks).
+
+**Fast path.** Each calling thread holds a chunk of consecutive IDs in ``threading.local``
+fields, taken from the shared buffer with one locked step; :meth:`TagPool.next_id` hands them
+out without a lock. Threads' IDs therefore interleave by chunk (segment IDs stay
+trend-increasing), and IDs left in a thread's chunk when it ends are a gap, never a duplicate.
+A snowflake chunk also checks its lease time against the retirement watermark on every ID.
+
+**Refill.** A refill thread asks for the next lease once 10% of the current one is taken (or
+when nothing is left) while fewer than ``depth`` leases are queued behind the current one;
+it adapts the size (``_sizing``), retries a failed lease with backoff and retires snowflake
+ranges that got too old. The lease call itself runs on the tag's lease worker thread, so the
+refill thread keeps its tick (snowflake retirement) while a lease is slow.
+
+**Waiting.** A caller that finds nothing waits at most ``max_wait`` for a lease
+(:class:`PoolExhaustedError`), or fails at once when the last lease was refused in a way
+waiting does not fix (:class:`PoolRejectedError`).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Deque, List, Optional
+
+from ._sizing import Sizing, rate, retry_backoff
+from .errors import DecodeError, LeafError, PoolClosedError, PoolExhaustedError, PoolRejectedError
+from .types import IdRanges
+
+_NEVER = float("-inf")
+
+
+@dataclass(frozen=True)
+class TagStats:
+    """A snapshot of one tag's (or key's) pool. ``ids_served`` counts IDs handed to calling
+    threads' chunks (up to ``local_chunk - 1`` per thread may still be unused)."""
+
+    kind: str
+    name: str
+    ids_served: int
+    ids_leased: int
+    ids_retired: int
+    ids_buffered: int
+    leases_ok: int
+    leases_failed: int
+    last_lease_size: int
+    lease_target: int
+    rate_per_sec: float
+    waits: int
+    wait_time: float
+    exhausted: int
+    rejected: int
+
+
+class _Lease:
+    __slots__ = ("size", "sent", "taken", "prefetched")
+
+    def __init__(self, size: int, sent: float) -> None:
+        self.size = size
+        self.sent = sent
+        self.taken = 0
+        self.prefetched = False
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.next = 0
+        self.end = 0
+        self.leased_at = 0.0
+
+
+class TagPool:
+    """The buffer of one tag's segment IDs or one key's snowflake IDs; from
+    :meth:`IdPool.segment` / :meth:`IdPool.snowflake`. Thread-safe."""
+
+    def __init__(self, kind: str, name: str, lease: Callable[[str, str, int], IdRanges], options: Any) -> None:
+        o = options
+        self.kind = kind
+        self.name = name
+        self._lease_fn = lease
+        self._o = o
+        self._snowflake = kind == "snowflake"
+        period = min(o.lease_period, o.max_staleness / 2) if self._snowflake else o.lease_period
+        self._sizing = Sizing(o.min_lease, o.max_lease, period)
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)  # callers wait here
+        self._wake = threading.Condition(self._lock)  # the refill thread waits here
+        self._work = threading.Condition(self._lock)  # the lease worker waits here
+        self._ranges: Deque[List[Any]] = deque()  # [start, end, _Lease]
+        self._local = _Local()
+        self._retired_below = _NEVER
+        self._wanted = True
+        self._closed = False
+        self._failure: Optional[tuple] = None  # (message, retryable)
+        self._request: Optional[int] = None  # a lease size for the worker
+        self._result: Any = None  # the worker's answer: IdRanges or an exception
+        self._result_ready = False
+        self._c = dict.fromkeys(
+            ("served", "leased", "retired", "leases_ok", "leases_failed", "last_lease_size", "target",
+             "waits", "exhausted", "rejected"), 0)
+        self._rate = 0.0
+        self._wait_time = 0.0
+        self._threads = [
+            threading.Thread(target=self._refill_loop, name=f"leaf-pool-refill-{name}", daemon=True),
+            threading.Thread(target=self._lease_loop, name=f"leaf-pool-lease-{name}", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def __repr__(self) -> str:
+        return f"TagPool(kind={self.kind!r}, name={self.name!r})"
+
+    # ---- callers -----------------------------------------------------------------------------
+
+    def next_id(self) -> int:
+        """The next ID: lock-free from this thread's chunk; otherwise takes a chunk, waiting up
+        to ``max_wait`` when nothing is buffered. Raises :class:`PoolExhaustedError`,
+        :class:`PoolRejectedError` or :class:`PoolClosedError`."""
+        loc = self._local
+        n = loc.next
+        if n < loc.end and loc.leased_at > self._retired_below:
+            loc.next = n + 1
+            return n
+        return self._take(True)
+
+    def try_next_id(self) -> Optional[int]:
+        """An ID if one is buffered (or in this thread's chunk), never waiting; ``None`` asks
+        the refill thread for a lease."""
+        loc = self._local
+        n = loc.next
+        if n < loc.end and loc.leased_at > self._retired_below:
+            loc.next = n + 1
+            return n
+        return self._take(False)
+
+    def _take(self, wait: bool) -> Optional[int]:
+        loc = self._local
+        with self._lock:
+            if loc.next < loc.end:  # a chunk of a retired range: drop what is left
+                self._c["retired"] += loc.end - loc.next
+                self._c["served"] -= loc.end - loc.next
+                loc.next = loc.end
+            got = self._take_chunk(loc)
+            if got is not None or not wait:
+                if got is None:
+                    self._want()
+                return got
+            return self._wait(loc)
+
+    def _wait(self, loc: _Local) -> int:
+        started = time.monotonic()
+        self._c["waits"] += 1
+        self._want()
+        try:
+            while True:
+                got = self._take_chunk(loc)
+                if got is not None:
+                    return got
+                if self._closed:
+                    raise PoolClosedError(f"the pool of {self.kind} {self.name!r} is closed")
+                if self._failure is not None and not self._failure[1]:
+                    self._c["rejected"] += 1
+                    raise PoolRejectedError(self.kind, self.name, self._failure[0])
+                waited = time.monotonic() - started
+                if waited >= self._o.max_wait:
+                    self._c["exhausted"] += 1
+                    last = self._failure[0] if self._failure else None
+                    raise PoolExhaustedError(self.kind, self.name, waited, last)
+                self._ready.wait(self._o.max_wait - waited)
+        finally:
+            self._wait_time += time.monotonic() - started
+
+    def _take_chunk(self, loc: _Local) -> Optional[int]:
+        """Moves up to ``local_chunk`` IDs of the current range into ``loc`` (lock held)."""
+        if self._snowflake:
+            self._retire(time.monotonic())
+        ranges = self._ranges
+        while ranges:
+            r = ranges[0]
+            start, end, lease = r
+            n = min(self._o.local_chunk, end - start)
+            r[0] = start + n
+            if r[0] >= end:
+                ranges.popleft()
+            lease.taken += n
+            if not lease.prefetched and lease.taken > lease.size // 10:
+                lease.prefetched = True
+                self._want()
+            if not ranges:
+                self._want()
+            self._c["served"] += n
+            loc.next, loc.end, loc.leased_at = start + 1, start + n, lease.sent
+            return start
+        return None
+
+    def _want(self) -> None:
+        self._wanted = True
+        self._wake.notify()
+
+    # ---- the refill thread -------------------------------------------------------------------
+
+    def _retire(self, now: float) -> None:
+        """Drops snowflake ranges leased ``max_staleness - tick`` ago or earlier (lock held)."""
+        cutoff = now - (self._o.max_staleness - self._o.tick)
+        ranges = self._ranges
+        while ranges and ranges[0][2].sent <= cutoff:
+            start, end, _ = ranges.popleft()
+            self._c["retired"] += end - start
+        if cutoff > self._retired_below:
+            self._retired_below = cutoff
+
+    def _needs_lease(self) -> bool:
+        queued = len({id(r[2]) for r in self._ranges}) - 1
+        if queued >= self._o.depth:
+            self._wanted = False
+            return False
+        wanted, self._wanted = self._wanted, False
+        return wanted or not self._ranges
+
+    def _refill_loop(self) -> None:
+        o = self._o
+        target = self._sizing.clamp(o.initial_lease)
+        self._c["target"] = target
+        failures = 0
+        retry_at: Optional[float] = None
+        inflight: Optional[tuple] = None  # (size, sent)
+        last_request: Optional[tuple] = None  # (at, served, waits)
+        with self._lock:
+            while not self._closed:
+                now = time.monotonic()
+                if self._snowflake:
+                    self._retire(now)
+                if inflight is not None and self._result_ready:
+                    failures, retry_at = self._landed(inflight, now, failures, retry_at)
+                    inflight = None
+                due = retry_at is None or now >= retry_at
+                if inflight is None and due and self._needs_lease():
+                    if failures == 0:
+                        served, waits = self._c["served"], self._c["waits"]
+                        if last_request is not None:
+                            at, served_then, waits_then = last_request
+                            lasted = now - at
+                            self._rate = rate(served - served_then, lasted)
+                            target = self._sizing.adapt(target, 0.0 if waits > waits_then else lasted)
+                            self._c["target"] = target
+                        last_request = (now, served, waits)
+                    retry_at = None
+                    inflight = (target, now)
+                    self._request = target
+                    self._work.notify()
+                timeout = o.tick if retry_at is None else max(0.0, min(o.tick, retry_at - now))
+                self._wake.wait(timeout)
+
+    def _landed(self, inflight: tuple, now: float, failures: int, retry_at: Optional[float]):
+        """Books a lease's outcome (lock held); returns the new (failures, retry_at)."""
+        size, sent = inflight
+        result, self._result, self._result_ready = self._result, None, False
+        failure: Optional[tuple] = None
+        if isinstance(result, IdRanges):
+            problem = result.check(size)
+            if problem:
+                failure = (f"a malformed answer: {problem}", True)
+            elif self._snowflake and sent <= now - (self._o.max_staleness - self._o.tick):
+                self._c["leased"] += size
+                self._c["retired"] += size
+                failure = (f"a lease took {now - sent:.3f} s: its snowflake IDs were too old to hand out", True)
+            else:
+                lease = _Lease(size, sent)
+                self._ranges.extend([r.start, r.end, lease] for r in result.ranges)
+                self._c["leased"] += size
+                self._c["leases_ok"] += 1
+                self._c["last_lease_size"] = size
+                self._failure = None
+                self._ready.notify_all()
+                return 0, None
+        else:
+            retryable = not isinstance(result, LeafError) or result.is_unavailable or isinstance(result, DecodeError)
+            failure = (str(result) or type(result).__name__, retryable)
+        self._c["leases_failed"] += 1
+        self._failure = failure
+        failures += 1
+        self._ready.notify_all()
+        return failures, now + retry_backoff(failures, self._o.retry_min, self._o.retry_max)
+
+    def _lease_loop(self) -> None:
+        while True:
+            with self._lock:
+                while self._request is None and not self._closed:
+                    self._work.wait()
+                if self._closed:
+                    return
+                size, self._request = self._request, None
+            try:
+                result: Any = self._lease_fn(self.kind, self.name, size)
+            except Exception as e:  # noqa: BLE001 - every failure is a failed lease
+                result = e
+            with self._lock:
+                self._result, self._result_ready = result, True
+                self._wake.notify()
+
+    # ---- the rest ----------------------------------------------------------------------------
+
+    def stats(self) -> TagStats:
+        """A snapshot of this tag's metrics."""
+        with self._lock:
+            c = self._c
+            buffered = sum(r[1] - r[0] for r in self._ranges)
+            return TagStats(
+                kind=self.kind,
+                name=self.name,
+                ids_served=c["served"],
+                ids_leased=c["leased"],
+                ids_retired=c["retired"],
+                ids_buffered=buffered,
+                leases_ok=c["leases_ok"],
+                leases_failed=c["leases_failed"],
+                last_lease_size=c["last_lease_size"],
+                lease_target=c["target"],
+                rate_per_sec=self._rate,
+                waits=c["waits"],
+                wait_time=self._wait_time,
+                exhausted=c["exhausted"],
+                rejected=c["rejected"],
+            )
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Stops the refill; waiting callers get :class:`PoolClosedError`. A lease in flight is
+        abandoned (its IDs are a gap)."""
+        with self._lock:
+            self._closed = True
+            self._wake.notify_all()
+            self._work.notify_all()
+            self._ready.notify_all()
+        self._threads[0].join(timeout)

@@ -1,0 +1,1 @@
+"""Generated gRPC stubs of leaf.v1 (see clients/python/generate.sh)."""
