@@ -201,8 +201,9 @@ fn certs(bin: &Path, cmd: &[&str], dir: &Path, args: &[&str]) -> anyhow::Result<
 
 /// A free loopback port, never one this process handed out before: the kernel may give a
 /// port it just released to the next bind, and two nodes of one cluster on the same port is
-/// a broken cluster (seen in CI: node 3 could not bind, and its requests reached node 1). The
-/// remaining race, another socket taking the port before the node binds it, is rare enough
+/// a broken cluster (seen in CI: node 3 could not bind, and its requests reached node 1). Every
+/// listener the harness opens takes its port from here too (the chaos proxies do), so the
+/// remaining race is another process taking the port before the node binds it, rare enough
 /// for tests.
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
@@ -505,7 +506,10 @@ impl Cluster {
 
     /// `GET /cluster/status` of node `id`.
     pub async fn status(&self, id: u64) -> anyhow::Result<ClusterStatus> {
-        self.client(id).cluster_status().await.with_context(|| format!("node {id}: /cluster/status"))
+        let status = self.client(id).cluster_status().await.with_context(|| format!("node {id}: /cluster/status"))?;
+        // A harness whose addresses got mixed up (a port taken twice) must not pass for a cluster.
+        anyhow::ensure!(status.node_id == id, "node {id}'s address was answered by node {}", status.node_id);
+        Ok(status)
     }
 
     /// Waits until every node in `ids` is ready and they agree on one leader among them;

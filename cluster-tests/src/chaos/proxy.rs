@@ -20,6 +20,8 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
+use crate::cluster::free_port;
+
 /// A directed link: connections node `.0` opens to node `.1`.
 pub type Link = (u64, u64);
 
@@ -37,6 +39,22 @@ struct State {
     sources: HashMap<IpAddr, u64>,
     /// Open connections per link, by connection number.
     conns: HashMap<Link, HashMap<u64, AbortHandle>>,
+}
+
+/// A loopback listener on a port from the process's registry ([`free_port`]), never the
+/// kernel's choice of port 0: that may be a port already handed to a node that has not bound
+/// it yet (seen in CI: node 1 could not bind its port, which node 2's proxy held, so node 1's
+/// proxy led to node 2 and the checker found node 2's IDs "served by node 1").
+async fn bind_unclaimed() -> anyhow::Result<TcpListener> {
+    let mut last = None;
+    for _ in 0..20 {
+        // Another process may take the port between the registry's check and this bind.
+        match TcpListener::bind(("127.0.0.1", free_port())).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(anyhow::anyhow!("no loopback port for a proxy: {last:?}"))
 }
 
 /// The proxies of one cluster. Cheap to clone.
@@ -57,7 +75,7 @@ impl Proxies {
     /// peers must dial for it. Also records `to`'s source address.
     pub async fn add(&self, to: u64, target: SocketAddr) -> anyhow::Result<SocketAddr> {
         self.lock().sources.insert(source_ip(to)?, to);
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = bind_unclaimed().await?;
         let addr = listener.local_addr()?;
         let proxies = self.clone();
         tokio::spawn(async move {
@@ -200,6 +218,18 @@ mod tests {
             assert_eq!(reachable, 3, "node {node} sees a majority");
         }
         assert_eq!(ring(&[3, 1, 2]), BTreeSet::from([(1, 2), (2, 1)]));
+    }
+
+    #[tokio::test]
+    async fn a_proxy_never_listens_on_a_port_handed_to_a_node() {
+        // The chaos run hands each node a port, then starts its proxy, before any node binds:
+        // proxies bound to port 0 took one of 1,000 such ports within a few hundred.
+        let handed: BTreeSet<u16> = (0..1000).map(|_| free_port()).collect();
+        let proxies = Proxies::default();
+        for _ in 0..400 {
+            let front = proxies.add(1, "127.0.0.1:9".parse().unwrap()).await.unwrap();
+            assert!(!handed.contains(&front.port()), "a proxy took port {}, handed to a node", front.port());
+        }
     }
 
     #[tokio::test]

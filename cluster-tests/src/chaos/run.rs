@@ -403,7 +403,14 @@ impl Harness {
     }
 
     async fn status(&self, id: u64) -> Option<ClusterStatus> {
-        self.admin(id).cluster_status().await.ok()
+        let status = self.admin(id).cluster_status().await.ok()?;
+        // Another node answering at node `id`'s address (a port mix-up in the harness) would
+        // make every later check wrong: it counts as no answer, and says so.
+        if status.node_id != id {
+            eprintln!("chaos: node {id}'s address was answered by node {}; not counted", status.node_id);
+            return None;
+        }
+        Some(status)
     }
 
     /// The leader most running members agree on, if any.
