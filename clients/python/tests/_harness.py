@@ -29,10 +29,19 @@ def leaf_bin() -> str:
     return str(path)
 
 
+_GIVEN: set = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port never handed out before by this process: the kernel may hand a port
+    it just released to the next bind, and two nodes given one port make a broken cluster."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def wait_for(what: str, cond: Callable[[], bool], timeout: float = 30.0, every: float = 0.05) -> None:

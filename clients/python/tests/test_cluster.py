@@ -3,6 +3,7 @@ error, and the must-show: an IdPool riding over kill -9 of the leader, then of t
 talks to, with zero errors."""
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 
@@ -26,6 +27,24 @@ def test_https_with_the_ca_and_a_tls_error_without_it(cluster3):
     assert e.value.attempts == 3, "one handshake per node, then it gives up"
     assert "not trusted" in str(e.value)
     assert time.monotonic() - started < 10, "a TLS failure is not retried until the deadline"
+
+
+def _assert_inside_committed_allocations(cluster, node_id, tag, ids):
+    """Every ID lies in a range ``[start, end)`` the cluster committed for ``tag``, as node
+    ``node_id`` (never killed: its journal is complete) applied them."""
+    r = cluster.http().get(
+        cluster.url(node_id) + "/admin/allocations",
+        params={"tag": tag},
+        headers={"Authorization": f"Bearer {cluster.token}"},
+    )
+    assert r.status_code == 200, r.text
+    journal = r.json()
+    assert journal["complete_from_index"] == 0, journal["complete_from_index"]
+    ranges = sorted((a["start"], a["end"]) for a in journal["allocations"])
+    starts = [start for start, _ in ranges]
+    for v in ids:
+        i = bisect.bisect_right(starts, v) - 1
+        assert i >= 0 and v < ranges[i][1], f"ID {v} is in no allocation the cluster committed"
 
 
 def _app_thread(tp, stop, progress, ids, errors):
@@ -98,6 +117,7 @@ def test_pool_rides_over_kill_9_of_the_leader_and_of_its_own_node_with_zero_erro
     assert errors == [], f"the application saw {len(errors)} errors, first: {errors[:1]}"
     assert len(all_ids) >= 300_000
     assert len(set(all_ids)) == len(all_ids), "duplicate IDs"
+    _assert_inside_committed_allocations(cluster3, other, "pooled", all_ids)
     assert flakes, "the snowflake thread took no ID"
     assert len(set(flakes)) == len(flakes), "duplicate snowflake IDs"
     assert stats.leases_ok >= 10, stats

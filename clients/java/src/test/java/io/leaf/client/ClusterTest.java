@@ -11,9 +11,11 @@ import io.leaf.client.pool.IdPool;
 import io.leaf.client.pool.PoolOptions;
 import io.leaf.client.pool.TagPool;
 import io.leaf.client.pool.TagStats;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -96,6 +98,32 @@ class ClusterTest {
         LeafNodes.waitFor(Duration.ofSeconds(60), more + " IDs " + what, () -> progress.get() >= from + more);
     }
 
+    /**
+     * Every ID in {@code ids} lies in a range {@code [start, end)} the cluster committed for
+     * {@code tag}, as node {@code id} (never killed: its journal is complete) applied them.
+     */
+    private static void assertInsideCommittedAllocations(LeafNodes cluster, int id, String tag, long[] ids) {
+        Map<String, Object> journal;
+        try (LeafClient admin = cluster.client(id)) {
+            LeafClient.Answer a = admin.execute(Call.get("/admin/allocations?tag=" + tag));
+            journal = Json.parseObject(new String(a.body(), StandardCharsets.UTF_8));
+        }
+        assertEquals(0L, Json.lng(journal, "complete_from_index"), "node " + id + "'s journal is complete");
+        List<long[]> ranges = new ArrayList<>();
+        for (Object o : Json.arr(journal, "allocations")) {
+            @SuppressWarnings("unchecked")
+            Map<String, Object> r = (Map<String, Object>) o;
+            ranges.add(new long[] {Json.lng(r, "start"), Json.lng(r, "end")});
+        }
+        ranges.sort((x, y) -> Long.compare(x[0], y[0]));
+        long[] starts = ranges.stream().mapToLong(r -> r[0]).toArray();
+        for (long v : ids) {
+            int i = java.util.Arrays.binarySearch(starts, v);
+            int at = i >= 0 ? i : -i - 2;
+            assertTrue(at >= 0 && v < ranges.get(at)[1], "ID " + v + " is in no allocation the cluster committed");
+        }
+    }
+
     private static void assertDistinct(long[] ids, String what) {
         long[] sorted = ids.clone();
         java.util.Arrays.sort(sorted);
@@ -164,6 +192,7 @@ class ClusterTest {
                         at += a.length;
                     }
                     assertDistinct(all, "segment");
+                    assertInsideCommittedAllocations(cluster, other, "java-pooled", all);
                     long[] flakeIds = flakes.get(0);
                     assertTrue(flakeIds.length > 0, "the snowflake thread took no ID");
                     assertDistinct(flakeIds, "snowflake");

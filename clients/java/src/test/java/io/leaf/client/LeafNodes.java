@@ -77,12 +77,22 @@ public final class LeafNodes implements AutoCloseable {
         return p != null ? Path.of(p) : Path.of("").toAbsolutePath().resolve("../..").normalize();
     }
 
-    /** A free TCP port on 127.0.0.1 (bound to port 0, then closed). */
+    private static final java.util.Set<Integer> GIVEN = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    /**
+     * A free TCP port on 127.0.0.1 (bound to port 0, then closed), never one this process handed
+     * out before: the kernel may hand a port it just released to the next bind, and two nodes
+     * given one port make a broken cluster.
+     */
     public static int freePort() {
-        try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+        while (true) {
+            try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+                if (GIVEN.add(s.getLocalPort())) {
+                    return s.getLocalPort();
+                }
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
         }
     }
 
