@@ -4,6 +4,7 @@ turn the answer into a value (:class:`Op`). The sync and async clients run the s
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote
@@ -102,7 +103,7 @@ class Answer:
     def json(self) -> Any:
         try:
             return json.loads(self.body)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nested past the parser's depth
             raise self.error(f"not JSON: {e}") from None
 
     def error(self, message: str) -> DecodeError:
@@ -141,7 +142,7 @@ def error_of(node: str, raw: Raw) -> LeafError:
         code, message = body["code"], body["message"]
         if not isinstance(code, str) or not isinstance(message, str):
             raise TypeError
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         snippet = raw.body[:200].decode("utf-8", "replace")
         return DecodeError(node, raw.status, f"not an error body: {snippet!r}")
     leaf_code = body.get("leaf_code")
@@ -157,9 +158,11 @@ def error_of(node: str, raw: Raw) -> LeafError:
 
 def _retry_after(value: Optional[str]) -> Optional[float]:
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
         return None
+    # "inf", "nan" and negative waits mean nothing a caller could act on.
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
 
 
 # ---- answers ---------------------------------------------------------------------------------

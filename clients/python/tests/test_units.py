@@ -17,7 +17,7 @@ from leaf_client import (
     TransportError,
     UnavailableError,
 )
-from leaf_client._calls import Raw, error_of
+from leaf_client._calls import Answer, Raw, error_of
 from leaf_client._config import ClientConfig, parse_base
 from leaf_client._execute import Attempts
 from leaf_client._own_creates import OwnCreates
@@ -146,6 +146,9 @@ def test_node_urls_and_tokens_are_checked_and_never_echoed():
 def test_error_bodies_become_typed_errors():
     e = error_of("n", Raw(503, {"retry-after": "1"}, b'{"code":"unavailable","message":"no quorum"}'))
     assert isinstance(e, UnavailableError) and e.retry_after == 1.0 and e.code is ErrorCode.UNAVAILABLE
+    for nonsense in ("-3", "inf", "nan", "soon"):
+        e = error_of("n", Raw(429, {"retry-after": nonsense}, b'{"code":"rate_limited","message":"x"}'))
+        assert e.retry_after is None, nonsense
     e = error_of("n", Raw(404, {}, b'{"code":"tag_not_found","message":"x","leaf_code":-2}'))
     assert isinstance(e, NotFoundError) and e.leaf_code == -2
     e = error_of("n", Raw(418, {}, b'{"code":"teapot_brewing","message":"x"}'))
@@ -154,3 +157,11 @@ def test_error_bodies_become_typed_errors():
     assert isinstance(e, DecodeError) and e.is_unavailable
     wrapped = AllNodesFailedError(3, UnavailableError(503, ErrorCode.NOT_READY, "x", node="n"))
     assert wrapped.code is ErrorCode.NOT_READY and wrapped.status == 503 and wrapped.is_unavailable
+
+
+def test_answers_nested_past_the_parsers_depth_are_decode_errors():
+    deep = b"[" * 100_000
+    e = error_of("n", Raw(503, {}, deep))
+    assert isinstance(e, DecodeError) and e.status == 503, e
+    with pytest.raises(DecodeError):
+        Answer("n", 200, deep).json()

@@ -299,7 +299,8 @@ public final class LeafClient implements AutoCloseable {
                 return null;
             }
             try {
-                return Duration.ofSeconds(Long.parseLong(v.strip()));
+                long seconds = Long.parseLong(v.strip());
+                return seconds >= 0 ? Duration.ofSeconds(seconds) : null; // a negative wait means nothing
             } catch (NumberFormatException e) {
                 return null;
             }

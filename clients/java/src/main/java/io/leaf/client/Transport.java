@@ -35,8 +35,15 @@ final class Transport {
     private final ExecutorService executor;
     /** {@code Bearer <token>}, or {@code null}. Never printed. */
     private final String authorization;
+    private final int maxAnswerBytes;
 
     Transport(Duration connectTimeout, SSLContext ssl, String token, ExecutorService executor) {
+        this(connectTimeout, ssl, token, executor, BoundedBody.MAX_BYTES);
+    }
+
+    /** With answers bounded to {@code maxAnswerBytes} (tests use a small bound). */
+    Transport(Duration connectTimeout, SSLContext ssl, String token, ExecutorService executor, int maxAnswerBytes) {
+        this.maxAnswerBytes = maxAnswerBytes;
         HttpClient.Builder b = HttpClient.newBuilder()
                 .version(HttpClient.Version.HTTP_1_1)
                 .connectTimeout(connectTimeout)
@@ -66,7 +73,7 @@ final class Transport {
             rb.method(method, HttpRequest.BodyPublishers.noBody());
         }
         CompletableFuture<HttpResponse<byte[]>> future =
-                http.sendAsync(rb.build(), HttpResponse.BodyHandlers.ofByteArray());
+                http.sendAsync(rb.build(), BoundedBody.handler(maxAnswerBytes));
         try {
             // The request's own timeout covers the headers; this one covers the body too.
             HttpResponse<byte[]> r = future.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
@@ -85,6 +92,12 @@ final class Transport {
 
     /** The error of a failed exchange. */
     static LeafException classify(String node, Throwable t, Duration timeout) {
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            if (c instanceof BoundedBody.TooLarge) {
+                // The node answered, with more than any endpoint sends (retried only as a 503).
+                return new LeafDecodeException(node, ((BoundedBody.TooLarge) c).status, c.getMessage());
+            }
+        }
         for (Throwable c = t; c != null; c = c.getCause()) {
             if (c instanceof SSLException) {
                 return new LeafTlsException(node, tlsReason(c), t);

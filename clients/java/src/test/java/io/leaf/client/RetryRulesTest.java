@@ -52,6 +52,11 @@ class RetryRulesTest {
                 "{\"code\":\"rate_limited\",\"message\":\"slow down\",\"leaf_code\":null}".getBytes(), "7");
         assertTrue(limited instanceof RateLimitedException);
         assertEquals(Duration.ofSeconds(7), ((RateLimitedException) limited).retryAfter().orElseThrow());
+        for (String nonsense : new String[] {"-3", "soon", "1.5"}) {
+            LeafException e = LeafClient.Answers.error("n", 429,
+                    "{\"code\":\"rate_limited\",\"message\":\"slow down\"}".getBytes(), nonsense);
+            assertTrue(((RateLimitedException) e).retryAfter().isEmpty(), nonsense);
+        }
         LeafApiException future = api(400, "some_new_code");
         assertEquals(ErrorCode.UNKNOWN, future.code());
         assertEquals("some_new_code", future.wireCode());
