@@ -2,7 +2,7 @@
 //! machine they drive.
 //!
 //! Layout, a file each (the pure ones touch no disk, network or clock):
-//! - `lib.rs`: this map, the re-exports, [`open`] with its [`StoreOptions`], the fsync helper.
+//! - `lib.rs`: this map, the re-exports, [`open`] with its [`StoreOptions`].
 //! - [`command`]: the [`Command`]s proposed through Raft and the [`Op`] each one carries.
 //! - [`check`]: the fields a command may hold, checked without the state; [`check_command`].
 //! - [`apply`](mod@apply): the pure [`apply`](fn@apply), its answers and the keys it wrote.
@@ -21,7 +21,9 @@
 //! - [`restore`]: restoring a backup without handing out an ID twice: the plan of each tag's
 //!   jump, applying it, the snowflake floor and the state's lineage of restores.
 //! - [`restore_store`]: writing a restored state into a new data directory.
-//! - [`log_store`]: `RaftLogStorage` on sled, each write fsynced before it is acknowledged.
+//! - [`durable`]: sled's database synced for real ([`Disk::sync`]: its flush, then `fdatasync` of
+//!   the files it wrote, which its flush only `sync_file_range`s), and directories made durably.
+//! - [`log_store`]: `RaftLogStorage` on sled, each write synced before it is acknowledged.
 //! - [`state_machine`]: `RaftStateMachine` on sled: the state in memory, applying entries.
 //! - `state_machine/store.rs`: its sled I/O: the `sm` tree's keys, loading, checkpoints.
 //! - `state_machine/reader.rs`: the [`StateReader`] for the node's read paths, its tokens and
@@ -54,6 +56,7 @@ pub mod audit;
 pub mod check;
 pub mod command;
 mod coverage;
+pub mod durable;
 pub mod failpoint;
 pub mod gapless;
 pub mod journal;
@@ -75,6 +78,7 @@ pub mod workers;
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
 pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
 pub use command::{Command, Op, SegmentAsk};
+pub use durable::Disk;
 pub use gapless::{
     chain_hash, heads_digest, ChainEvent, Issued, Ledger, NumberAct, NumberAsk, NumberRecord, CHAIN_GENESIS,
     MAX_LEDGER_NUMBERS, MAX_NUMBER_ASKS,
@@ -92,27 +96,6 @@ pub use templates::{NewTemplate, TemplateRecord, TemplateSettings, MAX_TEMPLATES
 pub use tokens::{NewToken, SecretHash, TokenLimits, TokenRecord, MAX_TOKENS};
 pub use types::TypeConfig;
 pub use workers::{WorkerGrant, WorkerRecord, WORKER_IDS};
-
-/// Flushes (fsyncs) everything written to `db` so far, on tokio's blocking pool.
-///
-/// Not `flush_async`: that hands the flush to sled's own thread pool, whose every task wakes
-/// all of its idle threads (seven); on a segment refill that was a quarter of the context
-/// switches. The blocking pool wakes one thread.
-pub(crate) async fn flush(db: &sled::Db) -> sled::Result<usize> {
-    let db = db.clone();
-    let flush = move || {
-        // A slow or failing fsync, for tests (see `failpoint`).
-        #[cfg(feature = "failpoints")]
-        if let Some(e) = failpoint::io_fault("disk-fsync") {
-            return Err(sled::Error::Io(e));
-        }
-        db.flush()
-    };
-    match tokio::task::spawn_blocking(flush).await {
-        Ok(r) => r,
-        Err(e) => Err(sled::Error::Io(std::io::Error::other(format!("flush task failed: {e}")))),
-    }
-}
 
 /// Options for [`open`].
 #[derive(Debug, Clone)]
@@ -149,7 +132,9 @@ pub const SNAPSHOT_DIR: &str = "snapshots";
 /// snapshot files in [`SNAPSHOT_DIR`]).
 pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineStore), OpenError> {
     let sled_err = |source| OpenError::Sled { path: dir.display().to_string(), source };
+    durable::create_dir_all(dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
     let db = sled::Config::new().path(dir).cache_capacity(opts.cache_bytes).open().map_err(sled_err)?;
+    let db = Disk::open(db, dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
     let coverage = coverage::Coverage::new();
     let log = LogStore::open(&db, coverage.clone()).map_err(OpenError::Log)?;
     let sm = StateMachineStore::open(&db, &dir.join(SNAPSHOT_DIR), opts.journal_entries, coverage)?;

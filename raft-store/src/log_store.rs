@@ -54,7 +54,7 @@ struct Purged {
 /// The Raft log store. Cheap to clone: clones share the same sled trees and purge points.
 #[derive(Clone)]
 pub struct LogStore {
-    db: sled::Db,
+    db: crate::Disk,
     log: sled::Tree,
     meta: sled::Tree,
     purged: Arc<Mutex<Purged>>,
@@ -102,7 +102,7 @@ fn later(a: Option<LogId>, b: Option<LogId>) -> Option<LogId> {
 }
 
 impl LogStore {
-    pub(crate) fn open(db: &sled::Db, coverage: Coverage) -> Result<Self, StorageError> {
+    pub(crate) fn open(db: &crate::Disk, coverage: Coverage) -> Result<Self, StorageError> {
         let open_err = |e| io_err(e, false);
         let mut store = LogStore {
             db: db.clone(),
@@ -134,7 +134,7 @@ impl LogStore {
     }
 
     async fn flush(&self) -> Result<(), StorageError> {
-        crate::flush(&self.db).await.map_err(|e| io_err(e, true))?;
+        self.db.sync().await.map_err(|e| io_err(e, true))?;
         Ok(())
     }
 
@@ -311,7 +311,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let bytes = codec::encode(vote).map_err(|e| StorageIOError::write_vote(&e))?;
         self.meta.insert(KEY_VOTE, bytes).map_err(|e| StorageIOError::write_vote(&e))?;
         failpoint!("log-vote-written");
-        crate::flush(&self.db).await.map_err(|e| StorageIOError::write_vote(&e))?;
+        self.db.sync().await.map_err(|e| StorageIOError::write_vote(&e))?;
         failpoint!("log-vote-flushed");
         Ok(())
     }
@@ -363,7 +363,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         failpoint!("log-append-written");
         // The entries are readable now; acknowledge only once they are on disk.
-        match crate::flush(&self.db).await {
+        match self.db.sync().await {
             Ok(_) => {
                 failpoint!("log-append-flushed");
                 callback.log_io_completed(Ok(()));

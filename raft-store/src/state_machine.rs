@@ -86,7 +86,7 @@ pub struct SmData {
 /// clone).
 #[derive(Clone)]
 pub struct StateMachineStore {
-    db: sled::Db,
+    db: crate::Disk,
     sm: sled::Tree,
     /// Checkpoints of many keys, staged (see `staged`).
     pending: sled::Tree,

@@ -69,7 +69,7 @@ impl RaftNode {
         tls: Option<Arc<crate::tls::Tls>>,
     ) -> Result<RaftNode, RaftStartError> {
         let dir = config.data_dir.join("raft");
-        std::fs::create_dir_all(&dir)
+        leaf_raft_store::durable::create_dir_all(&dir)
             .map_err(|source| RaftStartError::DataDir { path: dir.display().to_string(), source })?;
         let (log, sm) = open_when_unlocked(&dir).await?;
         let state = sm.reader();

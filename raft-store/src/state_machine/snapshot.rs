@@ -138,7 +138,7 @@ impl StateMachineStore {
     /// At open: makes the snapshot directory, removes files a crash left half-written or
     /// unnamed, and converts a snapshot of a release before snapshot files into one.
     pub(super) fn open_snapshots(&self) -> Result<(), StorageError> {
-        fs::create_dir_all(&self.snap_dir).map_err(sm_write_err)?;
+        crate::durable::create_dir_all(&self.snap_dir).map_err(sm_write_err)?;
         for entry in fs::read_dir(&self.snap_dir).map_err(sm_read_err)? {
             let path = entry.map_err(sm_read_err)?.path();
             if path.to_string_lossy().ends_with(PART_EXT) {
@@ -155,7 +155,7 @@ impl StateMachineStore {
             batch.insert(KEY_FILE, codec::encode(&r).map_err(sm_write_err)?);
             batch.remove(KEY_LEGACY);
             self.snap.apply_batch(batch).map_err(sm_write_err)?;
-            self.db.flush().map_err(sm_write_err)?;
+            self.db.sync_now().map_err(sm_write_err)?;
         }
         let keep = self.stored_snapshot()?.map(|r| r.file);
         self.remove_files_but(&[keep.as_deref()])
@@ -267,7 +267,7 @@ impl StateMachineStore {
         .map_err(join_err)??;
         self.store_ref(&SnapshotRef { meta: meta.clone(), file: file.clone() }, false)?;
         failpoint!("sm-install-snapshot-written");
-        crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(meta), e))?;
+        self.db.sync().await.map_err(|e| snap_write_err(Some(meta), e))?;
         self.prune(&file)?;
         // From here a reopen restores this snapshot: the log may be purged up to it (openraft
         // asked for that when it queued this install; the log store waited for this).
@@ -276,7 +276,7 @@ impl StateMachineStore {
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.replace(data)).await.map_err(join_err)??;
         failpoint!("sm-install-state-replaced");
-        crate::flush(&self.db).await.map_err(sm_write_err)?;
+        self.db.sync().await.map_err(sm_write_err)?;
         failpoint!("sm-install-done");
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
         Ok(())
@@ -365,7 +365,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         // A snapshot installed while this one was being built is newer: it stays.
         self.store_ref(&SnapshotRef { meta: meta.clone(), file: name.clone() }, true)?;
         failpoint!("sm-build-snapshot-written");
-        crate::flush(&self.db).await.map_err(|e| snap_write_err(Some(&meta), e))?;
+        self.db.sync().await.map_err(|e| snap_write_err(Some(&meta), e))?;
         self.prune(&name)?;
         failpoint!("sm-build-done");
         // This snapshot is on disk now (or a newer one is, which already raised the coverage).

@@ -228,7 +228,7 @@ impl StateMachineStore {
     /// snapshot when it is newer), and the journal of `journal_cap` allocations. Snapshot files
     /// live in `snap_dir`.
     pub(crate) fn open(
-        db: &sled::Db,
+        db: &crate::Disk,
         snap_dir: &std::path::Path,
         journal_cap: usize,
         coverage: Coverage,
@@ -329,7 +329,7 @@ impl StateMachineStore {
                 self.checkpoint_from(&mut dirty, &d)?;
             }
         }
-        crate::flush(&self.db).await.map_err(sm_write_err)?;
+        self.db.sync().await.map_err(sm_write_err)?;
         Ok(())
     }
 

@@ -1,0 +1,189 @@
+//! The store's sled database, synced for real.
+//!
+//! sled 0.34.7's `Db::flush()` writes its log with `sync_file_range` (`pagecache/iobuf.rs`),
+//! which flushes neither the disk's cache nor the file's metadata, and writes a value too large
+//! for a log segment to a file of its own under `blobs/` with no sync at all; only sled's
+//! background thread fsyncs, every `flush_every_ms`. So a flush alone does not survive a power
+//! cut. [`Disk::sync`] is what every write of the store awaits before it is acknowledged:
+//! - sled's flush (its buffers written to the file);
+//! - `fdatasync` of sled's log file (`db`: its only log, segments included);
+//! - `fdatasync` of every blob file not synced yet, then of `blobs/` itself;
+//! - `fsync` of the store's directory when its entries changed (sled's own snapshot files
+//!   `snap.*`, renamed into place without a sync of the directory).
+//!
+//! [`Disk::open`] also syncs what sled made when it created the store (`conf`, `db`, the
+//! directories) and [`create_dir_all`] syncs the parent of every directory it makes, so a new
+//! store's entries survive a cut too.
+//!
+//! The choice (sync what sled wrote rather than a Raft log of our own) and its cost are in
+//! ARCHITECTURE.md, "Durability".
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// sled's log file in the store's directory (sled 0.34.7 `Config::db_path`).
+const LOG_FILE: &str = "db";
+/// sled's configuration file, written once when it creates the store.
+const CONF_FILE: &str = "conf";
+/// sled's directory of values too large for a log segment (`Config::blob_path`).
+const BLOB_DIR: &str = "blobs";
+
+/// sled's database and the files behind it. Derefs to [`sled::Db`]; cheap to clone.
+#[derive(Clone)]
+pub struct Disk {
+    db: sled::Db,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    /// sled's log, opened a second time: `fdatasync` syncs the file, whichever descriptor asks.
+    log: File,
+    /// What a sync found synced: the blob files and the store directory's entries.
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    blobs: BTreeSet<OsString>,
+    entries: BTreeSet<OsString>,
+}
+
+impl std::ops::Deref for Disk {
+    type Target = sled::Db;
+    fn deref(&self) -> &sled::Db {
+        &self.db
+    }
+}
+
+impl Disk {
+    /// Takes `db`, opened on `dir`, and makes what sled created there durable.
+    pub fn open(db: sled::Db, dir: &Path) -> io::Result<Disk> {
+        let log = File::open(dir.join(LOG_FILE))?;
+        let disk = Disk { db, inner: Arc::new(Inner { dir: dir.to_owned(), log, seen: Mutex::default() }) };
+        if let Ok(conf) = File::open(dir.join(CONF_FILE)) {
+            conf.sync_all()?;
+        }
+        disk.inner.log.sync_all()?;
+        disk.sync_files()?;
+        sync_dir(dir)?;
+        Ok(disk)
+    }
+
+    /// Makes everything written to the database so far durable (see the module's doc), on
+    /// tokio's blocking pool.
+    ///
+    /// Not `flush_async`: that hands the flush to sled's own thread pool, whose every task wakes
+    /// all of its idle threads (seven); on a segment refill that was a quarter of the context
+    /// switches. The blocking pool wakes one thread.
+    pub async fn sync(&self) -> sled::Result<()> {
+        let disk = self.clone();
+        match tokio::task::spawn_blocking(move || disk.sync_now()).await {
+            Ok(r) => r,
+            Err(e) => Err(sled::Error::Io(io::Error::other(format!("sync task failed: {e}")))),
+        }
+    }
+
+    /// [`Disk::sync`] on the calling thread.
+    pub fn sync_now(&self) -> sled::Result<()> {
+        // A slow or failing fsync, for tests (see `failpoint`).
+        #[cfg(feature = "failpoints")]
+        if let Some(e) = crate::failpoint::io_fault("disk-fsync") {
+            return Err(sled::Error::Io(e));
+        }
+        self.db.flush()?;
+        self.inner.log.sync_data()?;
+        self.sync_files()?;
+        Ok(())
+    }
+
+    /// Syncs the blob files no sync saw yet, and the directories whose entries changed.
+    fn sync_files(&self) -> io::Result<()> {
+        let mut seen = self.inner.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let blob_dir = self.inner.dir.join(BLOB_DIR);
+        let blobs = names(&blob_dir)?;
+        let mut new_blobs = false;
+        for name in blobs.difference(&seen.blobs) {
+            match File::open(blob_dir.join(name)) {
+                Ok(f) => f.sync_data()?,
+                // sled removed it meanwhile (its blob GC): nothing left to sync.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            new_blobs = true;
+        }
+        if new_blobs {
+            sync_dir(&blob_dir)?;
+        }
+        seen.blobs = blobs;
+        let entries = names(&self.inner.dir)?;
+        if entries != seen.entries {
+            sync_dir(&self.inner.dir)?;
+            seen.entries = entries;
+        }
+        Ok(())
+    }
+}
+
+/// The names in `dir` (none if it does not exist).
+fn names(dir: &Path) -> io::Result<BTreeSet<OsString>> {
+    match std::fs::read_dir(dir) {
+        Ok(rd) => rd.map(|e| e.map(|e| e.file_name())).collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeSet::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// fsyncs the directory `dir`: its entries (files created, renamed or removed in it) survive a
+/// power cut once this returns.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// `std::fs::create_dir_all`, durably: the parent of each directory it creates is synced.
+pub fn create_dir_all(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_dir_all(parent)?;
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    sync_dir(dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sync_covers_blobs_and_the_store_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        let disk = Disk::open(db, dir.path()).unwrap();
+        // A value larger than a quarter of a log segment goes to a blob file of its own.
+        disk.insert(b"big", vec![7u8; 300 * 1024]).unwrap();
+        disk.sync_now().unwrap();
+        let seen = disk.inner.seen.lock().unwrap();
+        assert!(!seen.blobs.is_empty(), "sled wrote no blob for a 300 KiB value: the blob path is not exercised");
+        assert!(seen.entries.contains(&OsString::from(LOG_FILE)));
+    }
+
+    #[test]
+    fn create_dir_all_makes_every_level_and_accepts_an_existing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/c");
+        create_dir_all(&deep).unwrap();
+        assert!(deep.is_dir());
+        create_dir_all(&deep).unwrap();
+        std::fs::write(dir.path().join("file"), b"x").unwrap();
+        assert!(create_dir_all(&dir.path().join("file")).is_err());
+    }
+}
