@@ -84,6 +84,8 @@ pub struct NodeProc {
     env: Vec<(String, String)>,
     host: String,
     wrapper: Vec<String>,
+    /// Where its data lives, if not in the cluster's directory (e.g. on a power-cut file system).
+    data_dir: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -244,7 +246,7 @@ impl Cluster {
         }
         let mut cluster = Cluster { dir, opts, peers, nodes: BTreeMap::new(), created: OwnCreates::default() };
         for spec in specs {
-            cluster.register(spec)?;
+            cluster.prepare_node(spec)?;
         }
         Ok(cluster)
     }
@@ -261,12 +263,13 @@ impl Cluster {
     /// added as a learner.
     pub fn add_node(&mut self, spec: NodeSpec) -> anyhow::Result<()> {
         let id = spec.id;
-        self.register(spec)?;
+        self.prepare_node(spec)?;
         self.spawn(id)
     }
 
-    /// Makes the node `spec` describes (its certificate and config) without starting it.
-    fn register(&mut self, spec: NodeSpec) -> anyhow::Result<()> {
+    /// Makes the node `spec` describes (its certificate and config) without starting it (then
+    /// [`Cluster::spawn`] it).
+    pub fn prepare_node(&mut self, spec: NodeSpec) -> anyhow::Result<()> {
         if self.nodes.contains_key(&spec.id) {
             bail!("node {} exists", spec.id);
         }
@@ -286,7 +289,7 @@ impl Cluster {
             args.extend(["--days", CERT_DAYS]);
             certs(&self.opts.bin, &["node", "--dir"], &self.tls_dir(), &args)?;
         }
-        self.nodes.insert(id, NodeProc { id, port, peer_addr, env, host, wrapper, child: None });
+        self.nodes.insert(id, NodeProc { id, port, peer_addr, env, host, wrapper, data_dir: None, child: None });
         self.write_config(id)?;
         Ok(())
     }
@@ -415,9 +418,21 @@ impl Cluster {
         Ok(config)
     }
 
-    /// Node `id`'s data directory.
+    /// Node `id`'s data directory: `node<id>` in the cluster's directory unless
+    /// [`Cluster::set_data_dir`] moved it.
     pub fn data_dir(&self, id: u64) -> PathBuf {
-        self.dir.path().join(format!("node{id}"))
+        match self.nodes.get(&id).and_then(|n| n.data_dir.clone()) {
+            Some(dir) => dir,
+            None => self.dir.path().join(format!("node{id}")),
+        }
+    }
+
+    /// Moves node `id`'s data directory to `dir` from its next (re)start on (the
+    /// [`crate::power`] file system's mount, for power cuts).
+    pub fn set_data_dir(&mut self, id: u64, dir: PathBuf) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.data_dir = Some(dir);
+        }
     }
 
     /// Starts (or restarts) node `id` with the config [`Cluster::write_config`] writes.

@@ -11,6 +11,8 @@
 //! - [`failover`]: failover windows (`leaf-failover-bench`): load of every request kind, the
 //!   faults, and what clients saw.
 //! - [`gapless_check`]: the gapless check of invoice-number series: history against final ledger.
+//! - [`power`]: power cuts of some or all nodes: each node's data directory on a file system
+//!   that forgets what was not synced ([`leaf_lazyfs`]), cut, remounted, the node restarted.
 //! - [`order`]: the real-time order check of `monotonic` tags (a call completed before another
 //!   was invoked got smaller IDs).
 //! - `src/bin/leaf-test-node.rs`: the `leaf` CLI under a name this package's tests can spawn.
@@ -21,3 +23,4 @@ pub mod docker;
 pub mod failover;
 pub mod gapless_check;
 pub mod order;
+pub mod power;

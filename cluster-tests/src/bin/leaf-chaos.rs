@@ -41,8 +41,9 @@ struct Args {
     /// Seed of the fault schedule and the workload (default: from the clock; always printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Fault kinds, comma-separated: kill,pause,partition,clock,restart,membership,link,netem
-    /// (default: every kind the backend supports: link and netem need --netns).
+    /// Fault kinds, comma-separated: kill,pause,partition,clock,restart,membership,link,netem,
+    /// power-cut (default: every kind the backend supports but power-cut: link and netem need
+    /// --netns; power-cut needs root and /dev/fuse, and local nodes).
     #[arg(long, value_delimiter = ',', value_parser = parse_faults)]
     faults: Vec<FaultKind>,
     /// No fault at all: the workload and the checker alone (a load test of the cluster with
@@ -92,6 +93,10 @@ struct Args {
     /// recovery deadline, 2).
     #[arg(long)]
     gapless: bool,
+    /// With `power-cut` among the faults: every power cut hits every node at once (else one
+    /// node, a minority, a majority or all of them, as the seed draws).
+    #[arg(long)]
+    power_cut_all: bool,
     /// How long every node may take to serve again after everything is healed.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     recovery_bound: Duration,
@@ -204,6 +209,7 @@ fn real_main() -> anyhow::Result<i32> {
                 tags: usize::try_from(args.tags)?,
                 zipf_s: args.zipf_s,
                 gapless: args.gapless,
+                power_cut_all: args.power_cut_all,
             };
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let out = cfg.out.clone();

@@ -11,6 +11,7 @@
 //! | netem | not supported | delay, jitter, reordering (`tc netem`, or an NFQUEUE delayer without it), loss, a bandwidth cap on chosen links | not supported |
 //! | restart | SIGTERM, respawn | the same | `docker stop`, `docker start` |
 //! | clock | `/admin/fault/clock` | the same | the same |
+//! | power-cut | `kill -9`, every cut node's disk forgets what was not synced ([`crate::power`]), respawn | the same | not supported |
 //! | membership | a fresh node ID replaces a member | the same (in a new namespace) | a fresh node ID in a free compose service (the spare the override declares, or a removed node's, with a fresh volume) replaces a member, whose container and volume are then removed |
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -24,12 +25,16 @@ use super::proxy::{self, Link, Proxies};
 use super::schedule::{FaultKind, Shape};
 use crate::cluster::Cluster;
 use crate::docker::Compose;
+use crate::power::Power;
 
 /// The nodes of a run and how faults reach them.
 pub enum Nodes {
     Local {
         cluster: Cluster,
         net: LocalNet,
+        /// The nodes' disks, when the run has power cuts (after `cluster`: fields drop in
+        /// order, and the nodes must be dead before their disks unmount).
+        power: Option<Power>,
     },
     Docker {
         compose: Compose,
@@ -130,9 +135,10 @@ impl Nodes {
     /// Whether this kind of fault can be injected here.
     pub fn supports(&self, kind: FaultKind) -> bool {
         match self {
+            Nodes::Local { power, .. } if kind == FaultKind::PowerCut => power.is_some(),
             Nodes::Local { net: LocalNet::Netns { .. }, .. } => true,
             Nodes::Local { net: LocalNet::Proxies { .. }, .. } => !matches!(kind, FaultKind::Link | FaultKind::Netem),
-            Nodes::Docker { .. } => !matches!(kind, FaultKind::Link | FaultKind::Netem),
+            Nodes::Docker { .. } => !matches!(kind, FaultKind::Link | FaultKind::Netem | FaultKind::PowerCut),
         }
     }
 
@@ -183,6 +189,17 @@ impl Nodes {
                 let service = slots.service(id)?;
                 block_in_place(|| compose.kill(service))
             }
+        }
+    }
+
+    /// Cuts the power of `ids` at once (see [`Power::cut_off`]): they stay down until
+    /// [`Nodes::start`]ed. Returns the unsynced bytes their disks took back.
+    pub fn power_cut(&mut self, ids: &[u64]) -> anyhow::Result<u64> {
+        match self {
+            Nodes::Local { cluster, power: Some(power), .. } => {
+                Ok(block_in_place(|| power.cut_off(cluster, ids))?.bytes_lost())
+            }
+            _ => bail!("power cuts need local nodes on power-cut disks (root and /dev/fuse)"),
         }
     }
 

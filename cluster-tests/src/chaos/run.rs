@@ -36,6 +36,7 @@ use super::schedule::{self, ClockMode, FaultKind, PlannedFault, Shape, Target};
 use super::tags::ManyTags;
 use crate::cluster::{free_port, node_client_sharing, Cluster, NodeSpec, Options, TOKEN};
 use crate::docker::Compose;
+use crate::power::Power;
 
 /// Segment tags of the workload: (tag, step). The small step refills every few requests.
 pub const TAGS: [(&str, i64); 3] = [("chaos-a", 1000), ("chaos-b", 100), ("chaos-small", 5)];
@@ -189,6 +190,24 @@ pub struct RunConfig {
     /// Adds the gapless workload ([`super::gapless`]): two series, [`gapless::workers`]
     /// dedicated workers.
     pub gapless: bool,
+    /// Every power cut hits every node at once (else one node, a minority, a majority or all,
+    /// as the schedule drew).
+    pub power_cut_all: bool,
+}
+
+/// Starts the local nodes of `specs`, on power-cut disks when the run has power cuts.
+fn local_cluster(cfg: &RunConfig, specs: Vec<NodeSpec>) -> anyhow::Result<(Cluster, Option<Power>)> {
+    let mut opts = Options::new(&cfg.bin);
+    opts.extra_toml = NODE_TOML.to_string();
+    if !cfg.faults.contains(&FaultKind::PowerCut) {
+        return Ok((Cluster::start_specs(specs, opts)?, None));
+    }
+    if !Power::available()? {
+        bail!("power-cut faults need root and /dev/fuse");
+    }
+    let mut power = Power::new()?;
+    let cluster = tokio::task::block_in_place(|| power.start(specs, opts))?;
+    Ok((cluster, Some(power)))
 }
 
 /// The phase lengths of a run of `duration`: warmup, faults, after.
@@ -362,6 +381,8 @@ struct Harness {
     gapless: Option<Arc<Workload>>,
     /// What the harness's clients created: shared, so each reads the others' creates.
     created: leaf_client::OwnCreates,
+    /// See [`RunConfig::power_cut_all`].
+    power_cut_all: bool,
 }
 
 impl Harness {
@@ -551,6 +572,27 @@ impl Harness {
                 tokio::time::sleep(hold).await;
                 self.spawn_each(kind, &nodes);
                 self.fault(kind, FaultAction::Heal, &nodes, "restarted");
+            }
+            FaultKind::PowerCut => {
+                let target = if self.power_cut_all { Target::All } else { f.target };
+                let nodes = self.resolve(target, &mut rng).await;
+                let lost = match self.nodes.power_cut(&nodes) {
+                    Ok(lost) => lost,
+                    Err(e) => {
+                        self.fault(kind, FaultAction::Error, &nodes, format!("{e:#}"));
+                        self.spawn_each(kind, &nodes);
+                        return Ok(());
+                    }
+                };
+                self.fault(
+                    kind,
+                    FaultAction::Start,
+                    &nodes,
+                    format!("power cut {target:?} for {} ms: {lost} unsynced bytes gone", f.hold_ms),
+                );
+                tokio::time::sleep(hold).await;
+                self.spawn_each(kind, &nodes);
+                self.fault(kind, FaultAction::Heal, &nodes, "power back, restarted");
             }
             FaultKind::Pause => {
                 let nodes = self.resolve(f.target, &mut rng).await;
@@ -800,7 +842,7 @@ impl Harness {
         let new = self.next_id;
         self.next_id += 1;
         let proxy_addr = match &mut self.nodes {
-            Nodes::Local { cluster, net } => {
+            Nodes::Local { cluster, net, power } => {
                 let spec = match net {
                     LocalNet::Proxies { proxies, .. } => {
                         let port = free_port();
@@ -814,7 +856,14 @@ impl Harness {
                     }
                 };
                 let proxy_addr = spec.peer_addr.clone();
-                cluster.add_node(spec)?;
+                match power {
+                    Some(power) => {
+                        cluster.prepare_node(spec)?;
+                        tokio::task::block_in_place(|| power.wire(cluster, &[new]))?;
+                        cluster.spawn(new)?;
+                    }
+                    None => cluster.add_node(spec)?,
+                }
                 proxy_addr
             }
             Nodes::Docker { .. } => self.nodes.start_in_container(new)?,
@@ -1055,11 +1104,9 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
             let ids: Vec<u64> = (1..=cfg.nodes).collect();
             let net = tokio::task::block_in_place(|| Netns::create(&ids))?;
             let specs = ids.iter().map(|id| netns_spec(&net, *id)).collect();
-            let mut opts = Options::new(&cfg.bin);
-            opts.extra_toml = NODE_TOML.to_string();
-            let cluster = Cluster::start_specs(specs, opts)?;
+            let (cluster, power) = local_cluster(&cfg, specs)?;
             println!("network namespaces {}..: nodes at {}..{}", net.namespace(1), net.ip(1), net.ip(cfg.nodes));
-            Nodes::Local { cluster, net: LocalNet::Netns { net, dropped: 0 } }
+            Nodes::Local { cluster, net: LocalNet::Netns { net, dropped: 0 }, power }
         }
         None => {
             let proxies = Proxies::default();
@@ -1070,10 +1117,8 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
                 let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(id)?.to_string())];
                 specs.push(NodeSpec { port, peer_addr: front.to_string(), env, ..NodeSpec::direct(id) });
             }
-            let mut opts = Options::new(&cfg.bin);
-            opts.extra_toml = NODE_TOML.to_string();
-            let cluster = Cluster::start_specs(specs, opts)?;
-            Nodes::Local { cluster, net: LocalNet::Proxies { proxies, cut_at_start: 0 } }
+            let (cluster, power) = local_cluster(&cfg, specs)?;
+            Nodes::Local { cluster, net: LocalNet::Proxies { proxies, cut_at_start: 0 }, power }
         }
         Some(d) => {
             // The deploy/ compose file as is, plus the chaos settings in an override file.
@@ -1106,6 +1151,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         many,
         gapless: None,
         created: Default::default(),
+        power_cut_all: cfg.power_cut_all,
     };
     let result = drive(&mut h, &cfg, &plan, (warmup, faults_len, after)).await;
     let finished = h.nodes.finish(&cfg.out);

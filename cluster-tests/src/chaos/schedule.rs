@@ -34,10 +34,14 @@ pub enum FaultKind {
     Link,
     /// Delay, jitter, loss and reordering on some links (`--netns`, `tc netem`).
     Netem,
+    /// A power cut: `kill -9`, and each node's disk forgets what it did not sync (the nodes'
+    /// data on [`crate::power`]'s file system: root and `/dev/fuse`), then power back.
+    #[serde(rename = "power-cut")]
+    PowerCut,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::Partition,
@@ -46,12 +50,18 @@ impl FaultKind {
         FaultKind::Membership,
         FaultKind::Link,
         FaultKind::Netem,
+        FaultKind::PowerCut,
     ];
 
     /// The kinds a run injects when `--faults` names none: every kind the backend supports
-    /// (link and netem need the namespace backend).
+    /// (link and netem need the namespace backend) but power cuts, which need root and
+    /// `/dev/fuse` and are asked for by name.
     pub fn defaults(netns: bool) -> Vec<FaultKind> {
-        FaultKind::ALL.into_iter().filter(|k| netns || !matches!(k, FaultKind::Link | FaultKind::Netem)).collect()
+        FaultKind::ALL
+            .into_iter()
+            .filter(|k| *k != FaultKind::PowerCut)
+            .filter(|k| netns || !matches!(k, FaultKind::Link | FaultKind::Netem))
+            .collect()
     }
 
     pub fn name(self) -> &'static str {
@@ -64,6 +74,7 @@ impl FaultKind {
             FaultKind::Membership => "membership",
             FaultKind::Link => "link",
             FaultKind::Netem => "netem",
+            FaultKind::PowerCut => "power-cut",
         }
     }
 }
@@ -95,7 +106,7 @@ pub enum Target {
     Minority,
     /// n/2+1 nodes: the rest cannot form a quorum.
     Majority,
-    /// Every node (rolling restart).
+    /// Every node (rolling restart, a power cut of the whole cluster).
     All,
 }
 
@@ -176,6 +187,11 @@ pub fn plan(seed: u64, kinds: &[FaultKind], phase_ms: u64) -> Vec<PlannedFault> 
         let mut netem = None;
         let (target, shape, clock) = match kind {
             FaultKind::Kill | FaultKind::Pause => (role[rng.gen_range(0..4)], None, None),
+            FaultKind::PowerCut => {
+                // One node, a minority, a majority or every node at once, in equal shares.
+                let cut = [Target::Follower, Target::Minority, Target::Majority, Target::All];
+                (cut[rng.gen_range(0..4)], None, None)
+            }
             FaultKind::Partition => {
                 let shape = [Shape::Halves, Shape::IsolateLeader, Shape::Ring][rng.gen_range(0..3)];
                 (Target::All, Some(shape), None)

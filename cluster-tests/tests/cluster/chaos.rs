@@ -192,3 +192,42 @@ async fn a_chaos_run_with_gapless_series_keeps_them_gapless() {
     }
     assert!(stdout.contains("gapless: verdict True"), "{stdout}");
 }
+
+/// The first seed from `from` whose schedule's first four power cuts hit one node, a
+/// minority, a majority and every node (in some order), so a short run has each size.
+fn power_cut_seed(from: u64) -> u64 {
+    use leaf_cluster_tests::chaos::schedule::Target;
+    (from..)
+        .find(|seed| {
+            let cuts: Vec<Target> =
+                plan(*seed, &[FaultKind::PowerCut], 60_000).iter().take(4).map(|f| f.target).collect();
+            [Target::Follower, Target::Minority, Target::Majority, Target::All].iter().all(|t| cuts.contains(t))
+        })
+        .expect("a seed")
+}
+
+/// Power cuts as a chaos fault (root and `/dev/fuse`): each node's data on a disk that forgets
+/// what was not synced, and a cut of one node, a minority, a majority and the whole cluster
+/// under the workload of every profile and the gapless series. The checker must find every
+/// answer consistent (no ID twice, monotonic order, every ID inside a committed allocation,
+/// the series gapless) and every node back. Without root or /dev/fuse it prints why and
+/// passes, unless `LEAF_REQUIRE_FUSE=1` (set by `.ci/run`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chaos_run_with_power_cuts_of_every_size_passes_the_checker() {
+    let _serial = SERIAL.lock().await;
+    if !leaf_cluster_tests::power::Power::available().unwrap() {
+        return;
+    }
+    let kinds = [FaultKind::PowerCut];
+    let run = chaos_run(power_cut_seed(20261129), &kinds, &[(FaultKind::PowerCut, 4)], Duration::from_secs(6));
+    let (out, stdout, results) = run_chaos(&run, &["--nodes", "3", "--faults", "power-cut", "--gapless"]).await;
+    assert!(stdout.contains(&format!("seed {}", run.seed)), "the run must print its seed");
+    assert_eq!(results["valid"], "true");
+    assert_eq!(results["gapless"]["valid"], "true", "{}", results["gapless"]);
+    assert!(results["faults"]["power-cut"].as_u64().unwrap_or(0) >= 4, "too few power cuts: {}", results["faults"]);
+    let history = std::fs::read_to_string(out.path().join("history.jsonl")).unwrap();
+    for target in ["Follower", "Minority", "Majority", "All"] {
+        assert!(history.contains(&format!("power cut {target} ")), "no power cut of {target} in the history");
+    }
+    assert!(results["operations"]["ok"].as_u64().unwrap() > 2000, "too little traffic: {}", results["operations"]);
+}

@@ -27,6 +27,7 @@ mod local_misses;
 mod membership;
 mod monotonic;
 mod pool_single;
+mod power_cut;
 mod quorum;
 mod snapshot_crash;
 mod snowflake;
