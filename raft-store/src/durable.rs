@@ -11,6 +11,10 @@
 //! - `fsync` of the store's directory when its entries changed (sled's own snapshot files
 //!   `snap.*`, renamed into place without a sync of the directory).
 //!
+//! Syncs are grouped: a caller that arrives while a sync runs waits for it to end and then for
+//! one more, which covers every caller that came meanwhile (see [`Gate`]); so N concurrent
+//! writers cost about two `fdatasync`s, not N.
+//!
 //! [`Disk::open`] also syncs what sled made when it created the store (`conf`, `db`, the
 //! directories) and [`create_dir_all`] syncs the parent of every directory it makes, so a new
 //! store's entries survive a cut too.
@@ -22,7 +26,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// sled's log file in the store's directory (sled 0.34.7 `Config::db_path`).
 const LOG_FILE: &str = "db";
@@ -44,6 +48,68 @@ struct Inner {
     log: File,
     /// What a sync found synced: the blob files and the store directory's entries.
     seen: Mutex<Seen>,
+    gate: Gate,
+}
+
+/// Groups concurrent syncs. Each caller takes a ticket after its writes; a sync that starts
+/// after a ticket was taken covers it (sled's flush inside it writes out everything written
+/// before it starts). One sync runs at a time; callers that arrive meanwhile wait for the
+/// next, which one of them runs for all.
+#[derive(Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// Tickets handed out.
+    asked: u64,
+    /// Every ticket up to this is synced.
+    synced: u64,
+    /// A sync is running.
+    running: bool,
+    /// The last sync that failed: the tickets it covered, and why. (A failed sync stops the
+    /// node's Raft; a later caller tries again rather than trusting it.)
+    failed: Option<(u64, String)>,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `sync` for this caller's ticket, or waits for a run that covers it.
+    fn run(&self, sync: impl Fn() -> sled::Result<()>) -> sled::Result<()> {
+        let mut st = self.lock();
+        st.asked += 1;
+        let ticket = st.asked;
+        loop {
+            if st.synced >= ticket {
+                return Ok(());
+            }
+            if let Some((covered, why)) = &st.failed {
+                if *covered >= ticket {
+                    return Err(sled::Error::Io(io::Error::other(why.clone())));
+                }
+            }
+            if st.running {
+                st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st.running = true;
+            let covers = st.asked;
+            drop(st);
+            let result = sync();
+            st = self.lock();
+            st.running = false;
+            match result {
+                Ok(()) => st.synced = st.synced.max(covers),
+                Err(e) => st.failed = Some((covers, e.to_string())),
+            }
+            self.done.notify_all();
+        }
+    }
 }
 
 #[derive(Default)]
@@ -63,7 +129,10 @@ impl Disk {
     /// Takes `db`, opened on `dir`, and makes what sled created there durable.
     pub fn open(db: sled::Db, dir: &Path) -> io::Result<Disk> {
         let log = File::open(dir.join(LOG_FILE))?;
-        let disk = Disk { db, inner: Arc::new(Inner { dir: dir.to_owned(), log, seen: Mutex::default() }) };
+        let disk = Disk {
+            db,
+            inner: Arc::new(Inner { dir: dir.to_owned(), log, seen: Mutex::default(), gate: Gate::default() }),
+        };
         if let Ok(conf) = File::open(dir.join(CONF_FILE)) {
             conf.sync_all()?;
         }
@@ -94,10 +163,12 @@ impl Disk {
         if let Some(e) = crate::failpoint::io_fault("disk-fsync") {
             return Err(sled::Error::Io(e));
         }
-        self.db.flush()?;
-        self.inner.log.sync_data()?;
-        self.sync_files()?;
-        Ok(())
+        self.inner.gate.run(|| {
+            self.db.flush()?;
+            self.inner.log.sync_data()?;
+            self.sync_files()?;
+            Ok(())
+        })
     }
 
     /// Syncs the blob files no sync saw yet, and the directories whose entries changed.
@@ -174,6 +245,49 @@ mod tests {
         let seen = disk.inner.seen.lock().unwrap();
         assert!(!seen.blobs.is_empty(), "sled wrote no blob for a 300 KiB value: the blob path is not exercised");
         assert!(seen.entries.contains(&OsString::from(LOG_FILE)));
+    }
+
+    #[test]
+    fn concurrent_callers_share_syncs_and_each_is_covered_by_one_that_started_after_it() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let gate = Arc::new(Gate::default());
+        // `written` counts writes; a sync records how many it saw when it started (what its
+        // flush covers), and each caller checks that a sync covering its write finished.
+        let written = Arc::new(AtomicU64::new(0));
+        let covered = Arc::new(AtomicU64::new(0));
+        let syncs = Arc::new(AtomicU64::new(0));
+        let callers: Vec<_> = (0..16)
+            .map(|_| {
+                let (gate, written, covered, syncs) = (gate.clone(), written.clone(), covered.clone(), syncs.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        let mine = written.fetch_add(1, Ordering::SeqCst) + 1;
+                        gate.run(|| {
+                            let saw = written.load(Ordering::SeqCst);
+                            std::thread::sleep(std::time::Duration::from_micros(200));
+                            syncs.fetch_add(1, Ordering::SeqCst);
+                            covered.fetch_max(saw, Ordering::SeqCst);
+                            Ok(())
+                        })
+                        .unwrap();
+                        assert!(covered.load(Ordering::SeqCst) >= mine, "returned before a sync covered write {mine}");
+                    }
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().unwrap();
+        }
+        let syncs = syncs.load(Ordering::SeqCst);
+        assert!(syncs < 16 * 200, "{syncs} syncs for 3,200 callers: nothing was grouped");
+    }
+
+    #[test]
+    fn a_failed_sync_fails_every_caller_it_covered_and_the_next_one_tries_again() {
+        let gate = Gate::default();
+        let err = gate.run(|| Err(sled::Error::Io(io::Error::other("EIO on the log")))).unwrap_err();
+        assert!(err.to_string().contains("EIO on the log"), "{err}");
+        gate.run(|| Ok(())).unwrap();
     }
 
     #[test]
