@@ -11,6 +11,9 @@
 #         the leader over gRPC for SECONDS (default 5).
 # Data dirs are under one temp dir, on the same disk. Prints every run, then the medians and
 # etcd's puts/s as a ratio of leaf's allocations/s. Needs etcd, etcdctl and python3 with grpcio.
+# With LEAF_OLD set to a second `leaf` binary, each round also runs it (same leaf-bench) right
+# after LEAF at each concurrency, and the medians add LEAF ÷ LEAF_OLD (issue 51's same-run
+# comparison against the build before a change).
 set -euo pipefail
 [[ $# -ge 1 ]] || { sed -n '2,14p' "$0"; exit 2; }
 LEAF=$1 ROUNDS=${2:-3} SAMPLES=${3:-4000} SECS=${4:-5}
@@ -32,8 +35,8 @@ trap cleanup EXIT
 CLIENT=(127.0.0.1:18591 127.0.0.1:18593 127.0.0.1:18595)
 PEERS="e1=http://127.0.0.1:18592,e2=http://127.0.0.1:18594,e3=http://127.0.0.1:18596"
 
-leaf() { # N -> allocations/s (leaf-bench stops its cluster itself)
-    "$BENCH" --bin "$LEAF" --plaintext --concurrency "$1" --samples "$SAMPLES" >"$WORK/leaf.txt" 2>"$WORK/leaf.err" ||
+leaf() { # N [BIN] -> allocations/s (leaf-bench stops its cluster itself)
+    "$BENCH" --bin "${2:-$LEAF}" --plaintext --concurrency "$1" --samples "$SAMPLES" >"$WORK/leaf.txt" 2>"$WORK/leaf.err" ||
         { cat "$WORK/leaf.err" >&2; exit 1; }
     awk -F'|' -v n="$1 concurrent proposers" 'index($2, n) { gsub(/ /, "", $8); print $8 }' "$WORK/leaf.txt"
 }
@@ -69,20 +72,27 @@ for s in json.load(sys.stdin):
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 ratio() { python3 -c "print(f'{$1/$2:.3f}')"; }
 
-L16=() E16=() L64=() E64=()
-echo "| round | leaf allocs/s, 16 | etcd puts/s, 16 | leaf allocs/s, 64 | etcd puts/s, 64 |"
-echo "|---:|---:|---:|---:|---:|"
+OLD=${LEAF_OLD:-}
+[[ -z $OLD || -x $OLD ]] || { echo "LEAF_OLD=$OLD is not an executable" >&2; exit 2; }
+L16=() E16=() L64=() E64=() O16=() O64=()
+echo "| round | leaf allocs/s, 16 | etcd puts/s, 16 | leaf allocs/s, 64 | etcd puts/s, 64 |${OLD:+ LEAF_OLD, 16 | LEAF_OLD, 64 |}"
+echo "|---:|---:|---:|---:|---:|${OLD:+---:|---:|}"
 for r in $(seq 1 "$ROUNDS"); do
-    l16=$(leaf 16); etcd_run 16; e16=$PUTS
-    l64=$(leaf 64); etcd_run 64; e64=$PUTS
-    L16+=("$l16") E16+=("$e16") L64+=("$l64") E64+=("$e64")
-    echo "| $r | $l16 | $e16 | $l64 | $e64 |"
+    l16=$(leaf 16); o16=${OLD:+$(leaf 16 "$OLD")}; etcd_run 16; e16=$PUTS
+    l64=$(leaf 64); o64=${OLD:+$(leaf 64 "$OLD")}; etcd_run 64; e64=$PUTS
+    L16+=("$l16") E16+=("$e16") L64+=("$l64") E64+=("$e64") O16+=("$o16") O64+=("$o64")
+    echo "| $r | $l16 | $e16 | $l64 | $e64 |${OLD:+ $o16 | $o64 |}"
 done
 echo
-echo "| writers (median of $ROUNDS) | leaf allocations/s | etcd puts/s | etcd ÷ leaf |"
-echo "|---|---:|---:|---:|"
+echo "| writers (median of $ROUNDS) | leaf allocations/s | etcd puts/s | etcd ÷ leaf |${OLD:+ LEAF_OLD allocations/s | leaf ÷ LEAF_OLD |}"
+echo "|---|---:|---:|---:|${OLD:+---:|---:|}"
 for n in 16 64; do
-    l=L$n[@] e=E$n[@]
+    l=L$n[@] e=E$n[@] o=O$n[@]
     ml=$(median "${!l}") me=$(median "${!e}")
-    echo "| $n | $ml | $me | $(ratio "$me" "$ml") |"
+    if [[ -n $OLD ]]; then
+        mo=$(median "${!o}")
+        echo "| $n | $ml | $me | $(ratio "$me" "$ml") | $mo | $(ratio "$ml" "$mo") |"
+    else
+        echo "| $n | $ml | $me | $(ratio "$me" "$ml") |"
+    fi
 done

@@ -12,8 +12,8 @@
 #    Zipf run to the baseline of its round;
 # 4. the tags loaded after the load (`/cache`) and RSS; then, once the idle sweep has unloaded
 #    them, the tags loaded and RSS again;
-# 5. a `kill -9` and a restart: seconds until `/health` is ready, RSS then, and the size of
-#    the snapshot file.
+# 5. a `kill -9` and a restart: seconds until `/health` is ready, RSS then, the size of the
+#    snapshot file (the live state) and of the whole data directory.
 # Prints a Markdown table per part.
 set -euo pipefail
 [[ $# -ge 1 ]] || { sed -n '2,20p' "$0"; exit 2; }
@@ -137,6 +137,7 @@ for _ in $(seq 1 1200); do
 done
 T1=$(date +%s.%N)
 SNAP=$( (du -b "$WORK"/data/*/snapshots/*.snap 2>/dev/null || true) | awk '{ s += $1 } END { printf "%.1f", s / 1048576 }')
-echo "| restart after kill -9 | seconds to ready | RSS | snapshot file |"
-echo "|---|---:|---:|---:|"
-echo "| $TAGS tags | $(python3 -c "print(f'{$T1 - $T0:.2f}')") | $(rss_mb) MB | $SNAP MB |"
+DISK=$(du -sb "$WORK/data" | awk '{ printf "%.1f", $1 / 1048576 }')
+echo "| restart after kill -9 | seconds to ready | RSS | snapshot file | data dir on disk |"
+echo "|---|---:|---:|---:|---:|"
+echo "| $TAGS tags | $(python3 -c "print(f'{$T1 - $T0:.2f}')") | $(rss_mb) MB | $SNAP MB | $DISK MB |"
