@@ -23,3 +23,4 @@ mod support;
 mod templates;
 mod tls;
 mod tokens;
+mod upgrade;
