@@ -12,7 +12,7 @@
 //!   `snap.*`, renamed into place without a sync of the directory).
 //!
 //! Syncs are grouped: a caller that arrives while a sync runs waits for it to end and then for
-//! one more, which covers every caller that came meanwhile (see [`Gate`]); so N concurrent
+//! one more, which covers every caller that came meanwhile (see `Gate`); so N concurrent
 //! writers cost about two `fdatasync`s, not N.
 //!
 //! [`Disk::open`] also syncs what sled made when it created the store (`conf`, `db`, the
