@@ -68,8 +68,36 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
     Ok(out)
 }
 
+/// Checks a record's envelope (length, version, checksum) without decoding its payload: what
+/// a scan for damage needs. [`decode`] checks the same first.
+pub fn check(bytes: &[u8]) -> Result<(), CodecError> {
+    payload(bytes).map(|_| ())
+}
+
 /// Decodes a record written by [`encode`], checking version and checksum first.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    let payload = payload(bytes)?;
+    let (value, used) = bincode::serde::decode_from_slice(payload, config())?;
+    if used != payload.len() {
+        return Err(CodecError::Trailing(payload.len() - used));
+    }
+    Ok(value)
+}
+
+impl CodecError {
+    /// Where in the record the damage was found: the byte offset of the field that failed.
+    pub fn offset(&self) -> usize {
+        match self {
+            CodecError::Truncated(len) => *len,
+            CodecError::Version { .. } => 0,
+            CodecError::Checksum { .. } => 1,
+            CodecError::TooLarge(_) | CodecError::Encode(_) | CodecError::Decode(_) | CodecError::Trailing(_) => HEADER,
+        }
+    }
+}
+
+/// The payload of a record whose envelope checks out.
+fn payload(bytes: &[u8]) -> Result<&[u8], CodecError> {
     if bytes.len() < HEADER {
         return Err(CodecError::Truncated(bytes.len()));
     }
@@ -86,11 +114,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     if stored != computed {
         return Err(CodecError::Checksum { stored, computed });
     }
-    let (value, used) = bincode::serde::decode_from_slice(payload, config())?;
-    if used != payload.len() {
-        return Err(CodecError::Trailing(payload.len() - used));
-    }
-    Ok(value)
+    Ok(payload)
 }
 
 #[cfg(test)]
@@ -126,6 +150,20 @@ mod tests {
                 assert!(decode::<Rec>(&b).is_err(), "flip of byte {i} bit {bit} went unnoticed");
             }
         }
+    }
+
+    /// `check` refuses what `decode` refuses for its envelope, and says where.
+    #[test]
+    fn check_finds_every_flip_and_names_its_field() {
+        let bytes = encode(&sample()).unwrap();
+        check(&bytes).unwrap();
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x04;
+            let e = check(&b).unwrap_err();
+            assert_eq!(e.offset(), if i == 0 { 0 } else { 1 }, "byte {i}: {e}");
+        }
+        assert_eq!(check(&bytes[..3]).unwrap_err().offset(), 3);
     }
 
     #[test]

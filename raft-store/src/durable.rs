@@ -29,11 +29,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// sled's log file in the store's directory (sled 0.34.7 `Config::db_path`).
-const LOG_FILE: &str = "db";
+pub(crate) const LOG_FILE: &str = "db";
 /// sled's configuration file, written once when it creates the store.
 const CONF_FILE: &str = "conf";
 /// sled's directory of values too large for a log segment (`Config::blob_path`).
-const BLOB_DIR: &str = "blobs";
+pub(crate) const BLOB_DIR: &str = "blobs";
 
 /// sled's database and the files behind it. Derefs to [`sled::Db`]; cheap to clone.
 #[derive(Clone)]

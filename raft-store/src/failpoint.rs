@@ -14,6 +14,19 @@
 //!   aborting it prints `leaf failpoint <name>: crashing the process` to stderr.
 //! - A disk fault ([`DISK_FAULTS`]) makes the I/O fail with EIO when its action returns and
 //!   makes it slow with `sleep(ms)` (a slow fsync); `3*return` fails three times, then passes.
+//! - [`flip_bytes`] (always compiled) damages a closed store's file, as bit rot would.
+
+/// Bit rot for tests: XORs `len` bytes of the file at `path` from `offset` with `0x5a`, in
+/// place (the store must be closed).
+pub fn flip_bytes(path: &std::path::Path, offset: u64, len: usize) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let mut b = vec![0u8; len];
+    f.read_exact_at(&mut b, offset)?;
+    b.iter_mut().for_each(|x| *x ^= 0x5a);
+    f.write_all_at(&b, offset)?;
+    f.sync_data()
+}
 
 /// Every crash point, in the order an install, purge, commit, append, truncate, vote, snapshot
 /// build, checkpoint or snowflake state-file write passes them.

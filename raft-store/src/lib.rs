@@ -23,6 +23,8 @@
 //! - [`restore_store`]: writing a restored state into a new data directory.
 //! - [`durable`]: sled's database synced for real ([`Disk::sync`]: its flush, then `fdatasync` of
 //!   the files it wrote, which its flush only `sync_file_range`s), and directories made durably.
+//! - [`log_end`]: the log's end and the vote, kept outside sled, so that an open finds
+//!   acknowledged entries or a vote that sled's recovery dropped behind a damaged record.
 //! - [`log_store`]: `RaftLogStorage` on sled, each write synced before it is acknowledged.
 //! - [`state_machine`]: `RaftStateMachine` on sled: the state in memory, applying entries.
 //! - `state_machine/store.rs`: its sled I/O: the `sm` tree's keys, loading, checkpoints.
@@ -40,6 +42,8 @@
 //! - [`log_weight`]: what the applied, unpurged log holds by weight (a batch counts each tag),
 //!   for the node's snapshot and purge decisions.
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
+//! - [`verify`]: damage found at open: every record read back and checked, the file and offset
+//!   of any that is not sound.
 //! - [`failpoint`]: crash points and disk faults for tests (cargo feature `failpoints`).
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.
 //! - `testing.rs` (unit tests only): the helpers the tests of the pure modules share.
@@ -60,6 +64,7 @@ pub mod durable;
 pub mod failpoint;
 pub mod gapless;
 pub mod journal;
+pub mod log_end;
 pub mod log_store;
 pub mod log_weight;
 pub mod profile;
@@ -73,6 +78,7 @@ pub mod templates;
 mod testing;
 pub mod tokens;
 pub mod types;
+pub mod verify;
 pub mod workers;
 
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
@@ -123,20 +129,38 @@ pub enum OpenError {
     StateMachine(#[from] types::StorageError),
     #[error("load Raft log: {0}")]
     Log(types::StorageError),
+    /// A byte of the data directory is not what was written: the node must not serve from it.
+    #[error(
+        "the data directory is damaged: {0}. This node refuses to start rather than serve from it; \
+         replace it from its peers under a new node ID (book: Docker and Compose, \"Replace a failed node\")"
+    )]
+    Damaged(#[from] verify::Damage),
 }
 
 /// The directory, inside the store's, of the snapshot files.
 pub const SNAPSHOT_DIR: &str = "snapshots";
 
 /// Opens (or creates) the log store and state machine in `dir` (sled's files, and the
-/// snapshot files in [`SNAPSHOT_DIR`]).
+/// snapshot files in [`SNAPSHOT_DIR`]), after reading every record and the current snapshot
+/// back: [`OpenError::Damaged`] names the file and offset of any damage.
 pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineStore), OpenError> {
     let sled_err = |source| OpenError::Sled { path: dir.display().to_string(), source };
     durable::create_dir_all(dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
-    let db = sled::Config::new().path(dir).cache_capacity(opts.cache_bytes).open().map_err(sled_err)?;
+    let db =
+        sled::Config::new().path(dir).cache_capacity(opts.cache_bytes).open().map_err(|e| {
+            match verify::damage_of(dir, &e) {
+                Some(d) => OpenError::Damaged(d),
+                None => sled_err(e),
+            }
+        })?;
     let db = Disk::open(db, dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
+    verify::scan(&db, dir).map_err(|e| match e {
+        verify::ScanError::Damaged(d) => OpenError::Damaged(d),
+        verify::ScanError::Sled(e) => sled_err(e),
+    })?;
     let coverage = coverage::Coverage::new();
-    let log = LogStore::open(&db, coverage.clone()).map_err(OpenError::Log)?;
+    let log = LogStore::open(&db, dir, coverage.clone())?;
     let sm = StateMachineStore::open(&db, &dir.join(SNAPSHOT_DIR), opts.journal_entries, coverage)?;
+    sm.verify_snapshot()?;
     Ok((log, sm))
 }

@@ -1,4 +1,4 @@
-//! Raft log and vote on sled.
+//! Raft log and vote on sled, and their synced end outside it (`log_end`).
 //!
 //! Tree `log`: big-endian log index → codec-encoded [`Entry`]. Tree `raft_meta`: the vote, the
 //! last purged log ID and the committed log ID. Every append, vote, truncate and purge is
@@ -32,6 +32,7 @@ use serde::{de::DeserializeOwned, Serialize};
 
 use crate::coverage::Coverage;
 use crate::failpoint::failpoint;
+use crate::log_end::{LogEnd, LogEndError, Mark};
 use crate::types::{Entry, LogId, LogState, StorageError, StorageIOError, TypeConfig, Vote};
 
 const KEY_VOTE: &[u8] = b"vote";
@@ -59,6 +60,8 @@ pub struct LogStore {
     meta: sled::Tree,
     purged: Arc<Mutex<Purged>>,
     coverage: Coverage,
+    /// The end and vote synced at most, outside sled (`log_end`).
+    end: Arc<LogEnd>,
 }
 
 fn io_err(e: impl std::error::Error + Send + Sync + 'static, write: bool) -> StorageError {
@@ -102,18 +105,35 @@ fn later(a: Option<LogId>, b: Option<LogId>) -> Option<LogId> {
 }
 
 impl LogStore {
-    pub(crate) fn open(db: &crate::Disk, coverage: Coverage) -> Result<Self, StorageError> {
-        let open_err = |e| io_err(e, false);
-        let mut store = LogStore {
-            db: db.clone(),
-            log: db.open_tree("log").map_err(open_err)?,
-            meta: db.open_tree("raft_meta").map_err(open_err)?,
-            purged: Arc::default(),
-            coverage,
+    /// Opens the log in `db` (the store at `dir`), refusing a log or vote shorter than the
+    /// `log-end` file says was synced.
+    pub(crate) fn open(db: &crate::Disk, dir: &std::path::Path, coverage: Coverage) -> Result<Self, crate::OpenError> {
+        use crate::OpenError;
+        let open_err = |e| OpenError::Log(io_err(e, false));
+        let log = db.open_tree("log").map_err(open_err)?;
+        let meta = db.open_tree("raft_meta").map_err(open_err)?;
+        let get =
+            |k: &[u8]| -> Result<Option<Vec<u8>>, OpenError> { Ok(meta.get(k).map_err(open_err)?.map(|v| v.to_vec())) };
+        let decode_err = |e| OpenError::Log(io_err(e, false));
+        let durable: Option<LogId> = get(KEY_PURGED)?.map(|v| codec::decode(&v)).transpose().map_err(decode_err)?;
+        let vote: Option<Vote> = get(KEY_VOTE)?.map(|v| codec::decode(&v)).transpose().map_err(decode_err)?;
+        let last = match log.last().map_err(open_err)? {
+            Some((k, _)) => Some(index_of(&k).map_err(OpenError::Log)?),
+            None => None,
         };
-        let durable = store.get_meta(KEY_PURGED)?;
-        store.purged = Arc::new(Mutex::new(Purged { requested: durable, durable }));
-        Ok(store)
+        let held = Mark { end: last.max(durable.map(|l| l.index)), vote };
+        let end = LogEnd::open(dir, held).map_err(|e| match e {
+            LogEndError::Damaged(d) => OpenError::Damaged(d),
+            e @ LogEndError::Io { .. } => OpenError::Log(io_err(e, false)),
+        })?;
+        Ok(LogStore {
+            db: db.clone(),
+            log,
+            meta,
+            purged: Arc::new(Mutex::new(Purged { requested: durable, durable })),
+            coverage,
+            end: Arc::new(end),
+        })
     }
 
     fn purge_points(&self) -> Purged {
@@ -312,6 +332,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.meta.insert(KEY_VOTE, bytes).map_err(|e| StorageIOError::write_vote(&e))?;
         failpoint!("log-vote-written");
         self.db.sync().await.map_err(|e| StorageIOError::write_vote(&e))?;
+        if let Err(e) = self.end.raise_vote(*vote) {
+            // The file then claims less than sled holds: safe, it only checks less.
+            tracing::warn!(error = %e, "cannot record the vote in the log-end file");
+        }
         failpoint!("log-vote-flushed");
         Ok(())
     }
@@ -337,7 +361,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut encoded = Vec::new();
+        let mut last = None;
         for entry in entries {
+            last = Some(entry.log_id.index);
             let bytes = codec::encode(&entry).map_err(|e| io_err(e, true))?;
             encoded.push((key(entry.log_id.index), bytes));
         }
@@ -365,6 +391,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // The entries are readable now; acknowledge only once they are on disk.
         match self.db.sync().await {
             Ok(_) => {
+                if let Some(e) = last.map(|i| self.end.raise_end(i)).and_then(Result::err) {
+                    tracing::warn!(error = %e, "cannot record the log's end in the log-end file");
+                }
                 failpoint!("log-append-flushed");
                 callback.log_io_completed(Ok(()));
                 Ok(())
@@ -378,6 +407,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        // First the log-end file, synced: it must never claim entries sled no longer has.
+        self.end.lower_end_before(log_id.index).map_err(|e| io_err(e, true))?;
         self.remove_range(key(log_id.index)..)?;
         failpoint!("log-truncate-removed");
         self.flush().await?;
