@@ -119,6 +119,13 @@ pub enum StartError {
     Actors(std::io::Error),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// The snowflake state file does not read back whole (bit rot, a bad copy).
+    #[error(
+        "the data directory is damaged: {0}. This node refuses to start rather than risk repeating \
+         snowflake IDs; replace it from its peers under a new node ID (book: Docker and Compose, \"Replace a \
+         failed node\"), or, once the clock is surely past every ID it issued, delete the file"
+    )]
+    Damaged(String),
 }
 
 /// A running node.
@@ -256,6 +263,10 @@ fn commit_failure(e: ProposeError) -> CommitFailure {
 /// Starts a node on the current tokio runtime (which must be multi-threaded).
 pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     config.validate()?;
+    if config.snowflake.enabled {
+        snowflake::StateFile::check_at_start(&config.data_dir.join(snowflake::STATE_FILE))
+            .map_err(StartError::Damaged)?;
+    }
     let config = Arc::new(config);
     let listener = tokio::net::TcpListener::bind(config.http_addr)
         .await

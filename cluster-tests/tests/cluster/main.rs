@@ -8,6 +8,7 @@ mod support;
 
 mod alerts;
 mod backup_restore;
+mod bit_rot;
 mod chaos;
 mod checker;
 mod crash_points;

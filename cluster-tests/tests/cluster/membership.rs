@@ -240,27 +240,3 @@ async fn a_new_learner_catches_up_from_a_leader_that_joined_after_the_log_began(
     }
     assert_eq!(get_ids(&cluster.client(6), "early-39", Some(3)).await.unwrap().len(), 3);
 }
-
-/// Promotes learner `id` through node `via`, retrying while it catches up.
-async fn until_promoted(cluster: &leaf_cluster_tests::cluster::Cluster, via: u64, id: u64) {
-    until_ok(&format!("promote {id}"), || async { cluster.client(via).promote(id).await.map(|_| ()) }).await;
-}
-
-/// Retries `f` until it succeeds, for up to [`FORM`].
-async fn until_ok<F, Fut, E>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), E>>,
-    E: std::fmt::Display,
-{
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
-        match f().await {
-            Ok(()) => return,
-            Err(e) => {
-                assert!(tokio::time::Instant::now() < deadline, "{what}: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}

@@ -238,3 +238,27 @@ pub async fn applied(cluster: &Cluster, id: u64, index: u64) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Promotes learner `id` through node `via`, retrying while it catches up.
+pub(crate) async fn until_promoted(cluster: &Cluster, via: u64, id: u64) {
+    until_ok(&format!("promote {id}"), || async { cluster.client(via).promote(id).await.map(|_| ()) }).await;
+}
+
+/// Retries `f` until it succeeds, for up to [`FORM`].
+pub(crate) async fn until_ok<F, Fut, E>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let deadline = tokio::time::Instant::now() + FORM;
+    loop {
+        match f().await {
+            Ok(()) => return,
+            Err(e) => {
+                assert!(tokio::time::Instant::now() < deadline, "{what}: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}

@@ -65,4 +65,4 @@ pub mod phase;
 pub mod state_file;
 
 pub use handle::{Snowflake, SnowflakeError};
-pub use state_file::STATE_FILE;
+pub use state_file::{StateFile, STATE_FILE};

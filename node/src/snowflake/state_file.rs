@@ -49,6 +49,21 @@ impl StateFile {
         }
     }
 
+    /// At start, before anything else opens: a state file that exists but does not read back
+    /// whole is damage the node must not start on (without its mark it could repeat IDs).
+    /// `Err` names the file and the offset. A missing file is a new node; a file of another
+    /// node is the snowflake service's to refuse (it stays off with the reason).
+    pub fn check_at_start(path: &Path) -> Result<(), String> {
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        codec::decode::<StateFile>(&bytes)
+            .map(|_| ())
+            .map_err(|e| format!("{}: damaged at offset {}: {e}", path.display(), e.offset()))
+    }
+
     /// Writes the state file atomically and durably: a temporary file, fsync, rename, fsync
     /// of the directory.
     pub fn store(&self, path: &Path) -> std::io::Result<()> {
@@ -89,6 +104,25 @@ mod tests {
         bytes[last] ^= 0xff;
         std::fs::write(&path, bytes).unwrap();
         assert!(StateFile::load(&path).is_err());
+    }
+
+    #[test]
+    fn a_damaged_file_stops_the_start_with_its_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        assert_eq!(StateFile::check_at_start(&path), Ok(()));
+        let f = StateFile { node_id: 3, worker_id: 9, high_water_ms: 1_700_000_000_000, lease_expires_ms: 5 };
+        f.store(&path).unwrap();
+        assert_eq!(StateFile::check_at_start(&path), Ok(()));
+        let good = std::fs::read(&path).unwrap();
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x21;
+            std::fs::write(&path, bad).unwrap();
+            let e = StateFile::check_at_start(&path).unwrap_err();
+            let at = if i == 0 { 0 } else { 1 };
+            assert!(e.starts_with(&format!("{}: damaged at offset {at}: ", path.display())), "byte {i}: {e}");
+        }
     }
 
     #[test]

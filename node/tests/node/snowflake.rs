@@ -162,15 +162,25 @@ async fn restart_with_the_clock_behind_the_high_water_mark_never_repeats_an_id()
     assert_eq!(h.snowflake.worker_id, Some(0));
     node.shutdown().await;
 
-    // A damaged state file keeps snowflake off instead of forgetting the mark (Leaf #97).
+    // A damaged state file stops the start instead of forgetting the mark (Leaf #97), naming
+    // the file and the offset; with it restored, the node starts.
     let path = dir.path().join(leaf_node::internals::STATE_FILE);
-    let mut bytes = std::fs::read(&path).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let mut bytes = good.clone();
     let last = bytes.len() - 1;
     bytes[last] ^= 0x5a;
     std::fs::write(&path, bytes).unwrap();
+    let e = match leaf_node::start(config(&dir)).await {
+        Err(e) => e.to_string(),
+        Ok(node) => {
+            node.shutdown().await;
+            panic!("a node started on a damaged state file");
+        }
+    };
+    assert!(e.contains(&format!("{}: damaged at offset 1: record checksum mismatch", path.display())), "{e}");
+    assert!(e.contains("replace it from its peers"), "{e}");
+    std::fs::write(&path, good).unwrap();
     let (node, c) = start(config(&dir)).await;
-    let h = wait_snowflake(&c, SnowflakeState::Off, Duration::from_secs(10)).await;
-    assert!(h.snowflake.reason.unwrap().contains("state file is unreadable"));
     get_ids(&c, "leaf-segment-test", None).await;
     node.shutdown().await;
 }
