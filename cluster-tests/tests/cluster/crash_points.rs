@@ -14,12 +14,18 @@
 //! - nothing acknowledged is lost: every tag whose creation was answered 200 is on every node;
 //! - no duplicate: segment and snowflake IDs from every node are new to everything handed out
 //!   in the whole test, and segment IDs are above every segment ID acknowledged before.
+//!
+//! Where this machine can (root and `/dev/fuse`; CI sets `LEAF_REQUIRE_FUSE=1`), every node's
+//! data directory is on a power-cut disk ([`leaf_cluster_tests::power`]), and every node that
+//! goes down (the one that crashed at its point, and those a path kills) loses its power too:
+//! what it wrote and did not sync is gone when it restarts, as after a power cut at that point.
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use leaf_api::types::{CreateTagsRequest, SnowflakeState};
 use leaf_client::Client;
 use leaf_cluster_tests::cluster::{Cluster, TOKEN};
+use leaf_cluster_tests::power::Power;
 use leaf_raft_store::failpoint::CRASH_POINTS;
 
 use crate::support::*;
@@ -90,6 +96,22 @@ fn every_crash_point_has_a_case() {
     let all: BTreeSet<&str> = CRASH_POINTS.iter().copied().collect();
     assert_eq!(covered, all, "crash points without a case (or cases of no crash point)");
     assert_eq!(CASES.len() + crate::snapshot_crash::CASES.len() + 1, all.len(), "a crash point has two cases");
+}
+
+/// How a node goes down: `kill -9`, and with power-cut disks a power cut of its disk as well
+/// (a node that already died at its crash point loses what it had not synced).
+struct Down(Option<Power>);
+
+impl Down {
+    fn down(&mut self, cluster: &mut Cluster, id: u64) {
+        match &mut self.0 {
+            Some(power) => {
+                let cut = power.cut_off(cluster, &[id]).unwrap();
+                println!("  power cut of node {id}: {} bytes not synced taken back", cut.bytes_lost());
+            }
+            None => cluster.kill(id),
+        }
+    }
 }
 
 /// What the cluster acknowledged so far.
@@ -187,7 +209,14 @@ async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_dupli
     let _serial = SERIAL.lock().await;
     // Above `CHECKPOINT_EVERY` (256): a snapshot build checkpoints too, and would otherwise
     // always come first.
-    let (arms, mut cluster) = armed_cluster(3, "[raft]\nsnapshot_every = 300\n");
+    let (arms, specs, opts) = armed_specs(3, "[raft]\nsnapshot_every = 300\n");
+    // `down` (holding the disks) before `cluster`: the nodes die before their disks go.
+    let mut down = Down(Power::available().unwrap().then(|| Power::new().unwrap()));
+    let mut cluster = match &mut down.0 {
+        Some(power) => power.start(specs, opts).unwrap(),
+        None => Cluster::start_specs(specs, opts).unwrap(),
+    };
+    println!("crash points with power cuts: {}", down.0.is_some());
     let leader = cluster.wait_leader(FORM).await.unwrap();
     let mut acked = Acked::default();
     assert!(acked.create_tag(&cluster.client(leader), TAG.to_string()).await);
@@ -205,7 +234,7 @@ async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_dupli
             Path::Election => {
                 let from = log_len(&cluster, follower);
                 arms.set(follower, point);
-                cluster.kill(leader);
+                down.down(&mut cluster, leader);
                 died_at(&mut cluster, follower, point, from).await;
                 arms.set(follower, "");
                 cluster.spawn(leader).unwrap();
@@ -215,7 +244,7 @@ async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_dupli
             Path::Conflict => {
                 let others: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
                 for &id in &others {
-                    cluster.kill(id);
+                    down.down(&mut cluster, id);
                 }
                 // Appended by the leader alone: never committed, never acknowledged.
                 let c = cluster.client_with(leader, Some(TOKEN), Duration::from_millis(800));
@@ -226,7 +255,7 @@ async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_dupli
                     before.last_log_index > before.committed_index,
                     "{point}: the lone leader appended nothing: {before:?}"
                 );
-                cluster.kill(leader);
+                down.down(&mut cluster, leader);
                 for &id in &others {
                     cluster.spawn(id).unwrap();
                 }
@@ -294,6 +323,7 @@ async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_dupli
                 follower
             }
         };
+        down.down(&mut cluster, victim);
         cluster.spawn(victim).unwrap();
         restarted.push(victim);
         verify(&cluster, &mut acked, point, &restarted).await;

@@ -75,6 +75,12 @@ impl Arms {
 /// An `n`-node cluster whose nodes re-arm their failpoints from [`Arms`] while running (the
 /// caller holds [`SERIAL`]).
 pub(crate) fn armed_cluster(n: u64, extra_toml: &str) -> (Arms, Cluster) {
+    let (arms, specs, opts) = armed_specs(n, extra_toml);
+    (arms, Cluster::start_specs(specs, opts).unwrap())
+}
+
+/// What [`armed_cluster`] starts, for a caller that starts it otherwise (on power-cut disks).
+pub(crate) fn armed_specs(n: u64, extra_toml: &str) -> (Arms, Vec<NodeSpec>, Options) {
     let arms = Arms(tempfile::tempdir().unwrap());
     let specs = (1..=n)
         .map(|id| {
@@ -86,7 +92,7 @@ pub(crate) fn armed_cluster(n: u64, extra_toml: &str) -> (Arms, Cluster) {
         .collect();
     let mut opts = Options::new(bin());
     opts.extra_toml = extra_toml.to_string();
-    (arms, Cluster::start_specs(specs, opts).unwrap())
+    (arms, specs, opts)
 }
 
 pub(crate) fn tag_req(tag: &str, step: i64) -> CreateTagRequest {
