@@ -8,7 +8,7 @@
 //! lead with a shorter log, or vote twice in a term), and a test saw a whole cluster's worker
 //! IDs reshuffled by one. So the store keeps, in the file `log-end` beside sled's, the highest
 //! log index and the vote it ever had synced, and an open refuses to start when sled holds
-//! less ([`crate::verify::Damage::LogLost`]).
+//! less ([`crate::verify::Damage::LogLost`]; the ends compare under the same vote, see `lost`).
 //!
 //! The file never claims more than sled has on disk:
 //! - it is raised (end of the log, vote) only after sled's sync of the append or the vote, so
@@ -166,15 +166,12 @@ fn read_up_to(file: &File, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// What `held` lacks of `synced`, if anything.
+///
+/// The vote only rises, so sled holding an older one is a loss. The ends compare only under
+/// the same vote: a newer vote in sled was saved without this file hearing of it (its
+/// unsynced raise lost to a power cut, or a release before this file ran on the directory),
+/// and a truncation may have come with it, so the file is stale and is rewritten from sled.
 fn lost(synced: Mark, held: Mark) -> Option<String> {
-    if synced.end > held.end {
-        return Some(format!(
-            "the Raft log ends at index {}, but entries up to {} were synced before: sled's recovery dropped \
-             acknowledged entries behind a damaged record",
-            held.end.map_or("(none)".to_string(), |e| e.to_string()),
-            synced.end.unwrap_or(0)
-        ));
-    }
     if let Some(v) = synced.vote {
         let kept = held.vote.is_some_and(|h| h >= v);
         if !kept {
@@ -183,6 +180,14 @@ fn lost(synced: Mark, held: Mark) -> Option<String> {
                 held.vote
             ));
         }
+    }
+    if synced.vote == held.vote && synced.end > held.end {
+        return Some(format!(
+            "the Raft log ends at index {}, but entries up to {} were synced before: sled's recovery dropped \
+             acknowledged entries behind a damaged record",
+            held.end.map_or("(none)".to_string(), |e| e.to_string()),
+            synced.end.unwrap_or(0)
+        ));
     }
     None
 }
@@ -213,6 +218,11 @@ mod tests {
         assert!(e.to_string().contains("vote"), "{e}");
         let e = LogEnd::open(dir.path(), Mark { end: Some(13), vote: None }).err().unwrap();
         assert!(e.to_string().contains("vote"), "{e}");
+        // A newer vote in sled than the file knows: the file is stale (another release ran, or
+        // its raise was lost), and a shorter log under that vote is no proof of loss.
+        LogEnd::open(dir.path(), Mark { end: Some(5), vote: Some(vote(4)) }).unwrap();
+        let e = LogEnd::open(dir.path(), Mark { end: Some(4), vote: Some(vote(4)) }).err().unwrap();
+        assert!(e.to_string().contains("ends at index 4, but entries up to 5"), "{e}");
     }
 
     #[test]
