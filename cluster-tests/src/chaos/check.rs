@@ -373,6 +373,7 @@ pub fn check(events: &[Event], journals: &[AllocationJournal], recovery: Option<
     order(&ops, &meta.profiles, &mut results);
     monotonic(&ops, &meta.profiles, &mut results);
     daily(&ops, &meta, &mut results);
+    bounded(&ops, &meta.profiles, &mut results);
     allocations(&ops, journals, &meta.profiles, &mut results);
     snowflake(&ops, &meta, &clocks, &workers, &mut results);
     results.availability = availability(&ops, &phases);
@@ -529,6 +530,25 @@ fn daily(ops: &[Op], meta: &Meta, r: &mut Results) {
                         id,
                         op: op.reference(),
                         reason: format!("daily: not yyyyMMdd + {} digits of a day the run spans", format.digits),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Bounded tags: no ID above the bound (nor below the first ID, 1).
+fn bounded(ops: &[Op], profiles: &BTreeMap<String, TagProfile>, r: &mut Results) {
+    for (tag, p) in profiles {
+        let TagProfile::Bounded(max) = *p else { continue };
+        for op in ops.iter().filter(|o| o.inv.tag.as_ref() == Some(tag)) {
+            for &id in op.ok_ids().unwrap_or_default() {
+                if !(1..=max).contains(&id) {
+                    tally(&mut r.profile_violation_count, &mut r.profile_violations, || BadId {
+                        key: op.key(),
+                        id,
+                        op: op.reference(),
+                        reason: format!("bounded: outside 1..={max}"),
                     });
                 }
             }
@@ -954,6 +974,15 @@ mod tests {
             check(&profiled(TagProfile::Daily(f), &[(1, 1, 10, vec![bad])]), &allocs, ok()).profile_violation_count,
             1
         );
+    }
+
+    #[test]
+    fn bounded_ids_stay_at_or_below_the_bound() {
+        let r = check(&profiled(TagProfile::Bounded(9), &[(1, 1, 10, vec![8, 9])]), &allocs(), ok());
+        assert_eq!(r.valid, Verdict::True, "{}", summary(&r));
+        let r = check(&profiled(TagProfile::Bounded(10), &[(1, 2, 10, vec![10, 11])]), &allocs(), ok());
+        assert_eq!((r.valid, r.profile_violation_count), (Verdict::False, 1), "{}", summary(&r));
+        assert!(r.profile_violations[0].reason.contains("bounded"));
     }
 
     fn op(n: u64, node: u64, mode: Mode, at_ms: u64, ids: Vec<i64>) -> [Event; 2] {

@@ -47,6 +47,8 @@ pub enum TagProfile {
     Obfuscated,
     /// `yyyyMMdd` + counter: well-formed, dated within the run.
     Daily(leaf_api::profile::DailyFormat),
+    /// A segment tag with an upper bound: no ID above it; past it, `tag_exhausted`.
+    Bounded(i64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
