@@ -154,13 +154,27 @@ pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineSt
             }
         })?;
     let db = Disk::open(db, dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
-    verify::scan(&db, dir).map_err(|e| match e {
+    let scan_err = |e| match e {
         verify::ScanError::Damaged(d) => OpenError::Damaged(d),
         verify::ScanError::Sled(e) => sled_err(e),
-    })?;
+    };
+    verify::scan_trees(&db, dir, |tree| tree != "sm").map_err(scan_err)?;
+    let snap_dir = dir.join(SNAPSHOT_DIR);
+    let snapshot_check = std::thread::spawn({
+        let (db, snap_dir) = ((*db).clone(), snap_dir.clone());
+        move || verify::snapshot(&db, &snap_dir)
+    });
     let coverage = coverage::Coverage::new();
     let log = LogStore::open(&db, dir, coverage.clone())?;
-    let sm = StateMachineStore::open(&db, &dir.join(SNAPSHOT_DIR), opts.journal_entries, coverage)?;
-    sm.verify_snapshot()?;
+    let sm = StateMachineStore::open(&db, &snap_dir, opts.journal_entries, coverage).map_err(|e| {
+        // The load read `sm` whole: if it failed on damage, say where.
+        match verify::scan_trees(&db, dir, |tree| tree == "sm") {
+            Err(verify::ScanError::Damaged(d)) => OpenError::Damaged(d),
+            _ => OpenError::StateMachine(e),
+        }
+    })?;
+    snapshot_check
+        .join()
+        .map_err(|_| sled_err(sled::Error::Io(std::io::Error::other("the snapshot check panicked"))))??;
     Ok((log, sm))
 }

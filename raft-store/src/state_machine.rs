@@ -43,6 +43,7 @@ mod store;
 
 pub use backup::{read_backup, BackupError, BackupHeader, BackupWritten, BACKUP_MAGIC};
 pub use reader::{DueReservations, StateReader, Tokens};
+pub(crate) use snapshot::verify_current as verify_current_snapshot;
 
 /// Applied entries between checkpoints of the `sm` tree: the most a restart re-applies from the
 /// log beyond what a lost, unflushed checkpoint adds (applying is in memory, about a

@@ -4,9 +4,10 @@
 //! be read as another number or skipped. [`scan`] reads every record of every tree once at
 //! open: sled checks each page's CRC as it reads it and reports a bad one with its offset in
 //! its log file `db` (a value kept apart, with the blob file's name); every record of the trees
-//! that hold [`codec`] records has its own checksum checked too (the `sm` tree's are decoded
-//! whole when the state loads). The current snapshot file is read through its checksums by
-//! `StateMachineStore::verify_snapshot`.
+//! that hold [`codec`] records has its own checksum checked too. The `sm` tree is read whole
+//! (and decoded, checksums included) by the state's load, so the open scans it only to locate
+//! damage when the load fails. The current snapshot file is read through its checksums
+//! ([`snapshot`]), on a thread of its own while the state loads.
 //!
 //! What is not read back is what sled itself recovers from: at open it replays its log's tail
 //! and treats a torn message there as never written, as a log must after a crash. A flip in
@@ -71,6 +72,13 @@ pub enum ScanError {
 /// Reads every record of every tree of `db` (the store at `dir`) and checks the codec trees'
 /// checksums.
 pub fn scan(db: &sled::Db, dir: &Path) -> Result<Scanned, ScanError> {
+    scan_trees(db, dir, |_| true)
+}
+
+/// [`scan`] of the trees whose name `pick` accepts. The open reads the `sm` tree in loading
+/// the state (every record, decoded with its checksum), so it scans the others only, and `sm`
+/// only to locate damage when the load fails.
+pub fn scan_trees(db: &sled::Db, dir: &Path, pick: impl Fn(&str) -> bool) -> Result<Scanned, ScanError> {
     let started = Instant::now();
     let fail = |e: sled::Error| match damage_of(dir, &e) {
         Some(d) => ScanError::Damaged(d),
@@ -78,8 +86,11 @@ pub fn scan(db: &sled::Db, dir: &Path) -> Result<Scanned, ScanError> {
     };
     let mut scanned = Scanned::default();
     for name in db.tree_names() {
-        let tree = db.open_tree(&name).map_err(fail)?;
         let name = String::from_utf8_lossy(&name).into_owned();
+        if !pick(&name) {
+            continue;
+        }
+        let tree = db.open_tree(&name).map_err(fail)?;
         let checked = CODEC_TREES.contains(&name.as_str());
         for item in tree.iter() {
             let (k, v) = item.map_err(fail)?;
@@ -105,6 +116,12 @@ pub fn scan(db: &sled::Db, dir: &Path) -> Result<Scanned, ScanError> {
         "read the store back whole: no damage"
     );
     Ok(scanned)
+}
+
+/// Reads the current snapshot file of the store `db` (snapshot files in `snap_dir`) through its
+/// checksums.
+pub fn snapshot(db: &sled::Db, snap_dir: &Path) -> Result<(), Damage> {
+    crate::state_machine::verify_current_snapshot(db, snap_dir)
 }
 
 /// A key as an operator can read it: text where it is text, hex bytes elsewhere.

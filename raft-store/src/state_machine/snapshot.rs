@@ -116,6 +116,20 @@ fn read_snapshot(mut input: impl Read, meta: &SnapshotMeta) -> Result<SmData, St
     Ok(data)
 }
 
+/// Reads the current snapshot file (as the `snapshot` tree of `db` names it, in `snap_dir`)
+/// through its checksums: a damaged one stops the node's start rather than a follower's
+/// catch-up later.
+pub(crate) fn verify_current(db: &sled::Db, snap_dir: &std::path::Path) -> Result<(), crate::verify::Damage> {
+    let named = db.open_tree("snapshot").ok().and_then(|t| t.get(KEY_FILE).ok().flatten());
+    let Some(r) = named.and_then(|v| codec::decode::<SnapshotRef>(&v).ok()) else { return Ok(()) };
+    let path = snap_dir.join(&r.file);
+    let damaged = |offset, why| crate::verify::Damage::File { file: path.clone(), offset, why };
+    let file = File::open(&path).map_err(|e| damaged(0, e.to_string()))?;
+    let pairs = snapshot_file::verify(BufReader::with_capacity(1 << 20, file)).map_err(|(o, w)| damaged(o, w))?;
+    tracing::info!(snapshot = %r.meta.snapshot_id, pairs, "read the snapshot file back whole: no damage");
+    Ok(())
+}
+
 impl StateMachineStore {
     /// The current snapshot, if any.
     pub(super) fn stored_snapshot(&self) -> Result<Option<SnapshotRef>, StorageError> {
@@ -133,18 +147,6 @@ impl StateMachineStore {
     pub(super) fn load_snapshot_file(&self, r: &SnapshotRef) -> Result<SmData, StorageError> {
         let file = File::open(self.snap_path(&r.file)).map_err(|e| snap_read_err(Some(&r.meta), e))?;
         read_snapshot(BufReader::with_capacity(1 << 20, file), &r.meta)
-    }
-
-    /// At open: reads the current snapshot file through its checksums, so a damaged one stops
-    /// the node now rather than a follower's catch-up later.
-    pub(crate) fn verify_snapshot(&self) -> Result<(), crate::verify::Damage> {
-        let Ok(Some(r)) = self.stored_snapshot() else { return Ok(()) };
-        let path = self.snap_path(&r.file);
-        let damaged = |offset, why| crate::verify::Damage::File { file: path.clone(), offset, why };
-        let file = File::open(&path).map_err(|e| damaged(0, e.to_string()))?;
-        let pairs = snapshot_file::verify(BufReader::with_capacity(1 << 20, file)).map_err(|(o, w)| damaged(o, w))?;
-        tracing::info!(snapshot = %r.meta.snapshot_id, pairs, "read the snapshot file back whole: no damage");
-        Ok(())
     }
 
     /// At open: makes the snapshot directory, removes files a crash left half-written or
