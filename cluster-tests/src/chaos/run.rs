@@ -1086,6 +1086,9 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
     if cfg.gapless {
         many.push_str(" --gapless");
     }
+    if cfg.power_cut_all {
+        many.push_str(" --power-cut-all");
+    }
     let faults = if cfg.faults.is_empty() {
         "--no-faults".to_string()
     } else {

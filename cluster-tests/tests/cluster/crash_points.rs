@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use leaf_api::types::{CreateTagsRequest, SnowflakeState};
 use leaf_client::Client;
 use leaf_cluster_tests::cluster::{Cluster, TOKEN};
-use leaf_cluster_tests::power::Power;
 use leaf_raft_store::failpoint::CRASH_POINTS;
 
 use crate::support::*;
@@ -96,22 +95,6 @@ fn every_crash_point_has_a_case() {
     let all: BTreeSet<&str> = CRASH_POINTS.iter().copied().collect();
     assert_eq!(covered, all, "crash points without a case (or cases of no crash point)");
     assert_eq!(CASES.len() + crate::snapshot_crash::CASES.len() + 1, all.len(), "a crash point has two cases");
-}
-
-/// How a node goes down: `kill -9`, and with power-cut disks a power cut of its disk as well
-/// (a node that already died at its crash point loses what it had not synced).
-struct Down(Option<Power>);
-
-impl Down {
-    fn down(&mut self, cluster: &mut Cluster, id: u64) {
-        match &mut self.0 {
-            Some(power) => {
-                let cut = power.cut_off(cluster, &[id]).unwrap();
-                println!("  power cut of node {id}: {} bytes not synced taken back", cut.bytes_lost());
-            }
-            None => cluster.kill(id),
-        }
-    }
 }
 
 /// What the cluster acknowledged so far.
@@ -211,12 +194,8 @@ async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_dupli
     // always come first.
     let (arms, specs, opts) = armed_specs(3, "[raft]\nsnapshot_every = 300\n");
     // `down` (holding the disks) before `cluster`: the nodes die before their disks go.
-    let mut down = Down(Power::available().unwrap().then(|| Power::new().unwrap()));
-    let mut cluster = match &mut down.0 {
-        Some(power) => power.start(specs, opts).unwrap(),
-        None => Cluster::start_specs(specs, opts).unwrap(),
-    };
-    println!("crash points with power cuts: {}", down.0.is_some());
+    let mut down = Down::new();
+    let mut cluster = down.start(specs, opts);
     let leader = cluster.wait_leader(FORM).await.unwrap();
     let mut acked = Acked::default();
     assert!(acked.create_tag(&cluster.client(leader), TAG.to_string()).await);

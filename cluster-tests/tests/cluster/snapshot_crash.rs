@@ -9,11 +9,13 @@
 //! `failpoints` feature) so that it aborts at that step of taking the snapshot, checks it died
 //! there, restarts it clean and checks that it becomes ready, applies up to the leader's commit
 //! point and serves IDs that are new and above every ID acknowledged before. One cluster serves
-//! every case. (The truncate crash points are not on this path.)
+//! every case. (The truncate crash points are not on this path.) With power-cut disks
+//! (`support::Down`: root and `/dev/fuse`), the follower's power goes each time it goes down,
+//! so each restart starts from what it had synced.
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use leaf_cluster_tests::cluster::Cluster;
+use leaf_cluster_tests::cluster::{Cluster, NodeSpec, Options};
 
 use crate::support::*;
 
@@ -92,8 +94,13 @@ async fn fresh_ids(cluster: &Cluster, id: u64, count: u32, seen: &mut BTreeSet<i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_that_crashes_while_taking_a_snapshot_restarts_and_catches_up() {
     let started = Instant::now();
-    let (_serial, mut cluster, first_leader) =
-        cluster(3, "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\n").await;
+    let _serial = SERIAL.lock().await;
+    let mut opts = Options::new(bin());
+    opts.extra_toml = "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\n".to_string();
+    // `down` (holding the disks, if any) before `cluster`: the nodes die before their disks go.
+    let mut down = Down::new();
+    let mut cluster = down.start((1..=3).map(NodeSpec::direct).collect(), opts);
+    let first_leader = cluster.wait_leader(FORM).await.unwrap();
     let follower = if first_leader == 3 { 2 } else { 3 };
     let others: Vec<u64> = (1..=3).filter(|id| *id != follower).collect();
     create_tag(&cluster.client(first_leader), TAG, 10).await;
@@ -103,7 +110,7 @@ async fn a_follower_that_crashes_while_taking_a_snapshot_restarts_and_catches_up
     for (case, (point, actions)) in CASES.iter().enumerate() {
         let t = Instant::now();
         let last = cluster.status(follower).await.unwrap().last_log_index.unwrap_or(0);
-        cluster.kill(follower);
+        down.down(&mut cluster, follower);
         let leader = cluster.wait_leader_among(&others, WAIT).await.unwrap();
         let tags = purge_past(&cluster, leader, last, case).await;
         // Acknowledged before the crash: everything after must be above these.
@@ -127,7 +134,9 @@ async fn a_follower_that_crashes_while_taking_a_snapshot_restarts_and_catches_up
         // Informational: whether the snapshot had been installed before the crash point.
         let installed_first = run.find("installed snapshot").is_some_and(|i| Some(i) < crash_at);
 
-        // Restart clean: ready, caught up with the leader, serving new IDs above the old ones.
+        // Its power goes too (with power-cut disks). Restart clean: ready, caught up with the
+        // leader, serving new IDs above the old ones.
+        down.down(&mut cluster, follower);
         cluster.set_env(follower, &[]);
         cluster.spawn(follower).unwrap();
         let deadline = Instant::now() + WAIT;

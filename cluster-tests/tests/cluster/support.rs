@@ -7,6 +7,7 @@ use leaf_api::types::{AllocationJournal, AllocationView, CreateTagRequest, Healt
 use leaf_api::{ErrorBody, ErrorCode};
 use leaf_client::{Client, ClientError, HealthMode, Method, StatusCode};
 use leaf_cluster_tests::cluster::{Cluster, NodeSpec, Options};
+use leaf_cluster_tests::power::Power;
 
 /// Held by every test that starts nodes: they run one at a time (several clusters at once on a
 /// 2-core machine would test the scheduler more than leaf).
@@ -265,6 +266,40 @@ where
                 assert!(tokio::time::Instant::now() < deadline, "{what}: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+        }
+    }
+}
+
+/// How a crash test's nodes go down: `kill -9`, and where this machine can (root and
+/// `/dev/fuse`; CI requires them) a power cut of the node's disk as well, so that a node that
+/// died at a crash point also loses what it wrote and did not sync. Make it before the
+/// [`Cluster`] it starts: the nodes must die before their disks go.
+pub(crate) struct Down(Option<Power>);
+
+impl Down {
+    pub(crate) fn new() -> Down {
+        let down = Down(Power::available().unwrap().then(|| Power::new().unwrap()));
+        println!("nodes go down with power cuts: {}", down.0.is_some());
+        down
+    }
+
+    /// Starts the nodes of `specs`, on power-cut disks where there are any.
+    pub(crate) fn start(&mut self, specs: Vec<NodeSpec>, opts: Options) -> Cluster {
+        match &mut self.0 {
+            Some(power) => power.start(specs, opts).unwrap(),
+            None => Cluster::start_specs(specs, opts).unwrap(),
+        }
+    }
+
+    /// Node `id` goes down (if it has not died already) and, with power-cut disks, loses what
+    /// it had not synced. [`Cluster::spawn`] brings it back.
+    pub(crate) fn down(&mut self, cluster: &mut Cluster, id: u64) {
+        match &mut self.0 {
+            Some(power) => {
+                let cut = power.cut_off(cluster, &[id]).unwrap();
+                println!("  power cut of node {id}: {} bytes not synced taken back", cut.bytes_lost());
+            }
+            None => cluster.kill(id),
         }
     }
 }
