@@ -63,30 +63,28 @@ pub(crate) struct LogEnd {
 
 impl LogEnd {
     /// Opens the file in `dir` and checks it against `held`, what sled holds now: `Damaged`
-    /// when the file claims more. Creates it from `held` when there is none.
+    /// when the file claims more. Creates it from `held` when there is none, whole or not at
+    /// all (a temporary file, synced, renamed, the directory synced): a crash while creating
+    /// it never leaves a short file that the next open would take for damage.
     pub(crate) fn open(dir: &Path, held: Mark) -> Result<LogEnd, LogEndError> {
         let path = dir.join(LOG_END_FILE);
         let io_err = |source| LogEndError::Io { path: path.clone(), source };
-        let existed = path.exists();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err)?;
+        if !path.exists() {
+            let tmp = dir.join(format!("{LOG_END_FILE}.tmp"));
+            let file = std::fs::File::create(&tmp).map_err(io_err)?;
+            file.write_all_at(&record(held).map_err(io_err)?, 0).map_err(io_err)?;
+            file.sync_data().map_err(io_err)?;
+            std::fs::rename(&tmp, &path).map_err(io_err)?;
+            crate::durable::sync_dir(dir).map_err(io_err)?;
+        }
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).map_err(io_err)?;
         let this = LogEnd { file, path: path.clone(), mark: Mutex::new(held) };
-        if existed {
-            let synced = this.read()?;
-            if let Some(why) = lost(synced, held) {
-                return Err(Damage::LogLost { file: dir.join(crate::durable::LOG_FILE), why }.into());
-            }
+        let synced = this.read()?;
+        if let Some(why) = lost(synced, held) {
+            return Err(Damage::LogLost { file: dir.join(crate::durable::LOG_FILE), why }.into());
         }
         this.write(held).map_err(io_err)?;
         this.file.sync_data().map_err(io_err)?;
-        if !existed {
-            crate::durable::sync_dir(dir).map_err(io_err)?;
-        }
         Ok(this)
     }
 
@@ -106,14 +104,7 @@ impl LogEnd {
     }
 
     fn write(&self, mark: Mark) -> io::Result<()> {
-        let record = codec::encode(&mark).map_err(io::Error::other)?;
-        let mut buf = Vec::with_capacity(4 + record.len());
-        buf.extend_from_slice(&(record.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&record);
-        if buf.len() > MAX_BYTES {
-            return Err(io::Error::other(format!("a log-end record of {} bytes", buf.len())));
-        }
-        self.file.write_all_at(&buf, 0)
+        self.file.write_all_at(&record(mark)?, 0)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Mark> {
@@ -151,6 +142,18 @@ impl LogEnd {
         self.write(*m)?;
         self.file.sync_data()
     }
+}
+
+/// The file's bytes for `mark`: its length, then its codec record.
+fn record(mark: Mark) -> io::Result<Vec<u8>> {
+    let record = codec::encode(&mark).map_err(io::Error::other)?;
+    let mut buf = Vec::with_capacity(4 + record.len());
+    buf.extend_from_slice(&(record.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&record);
+    if buf.len() > MAX_BYTES {
+        return Err(io::Error::other(format!("a log-end record of {} bytes", buf.len())));
+    }
+    Ok(buf)
 }
 
 /// Reads from offset 0 until `buf` is full or the file ends.
@@ -223,6 +226,17 @@ mod tests {
         LogEnd::open(dir.path(), Mark { end: Some(5), vote: Some(vote(4)) }).unwrap();
         let e = LogEnd::open(dir.path(), Mark { end: Some(4), vote: Some(vote(4)) }).err().unwrap();
         assert!(e.to_string().contains("ends at index 4, but entries up to 5"), "{e}");
+    }
+
+    /// A crash while the file was first made leaves at most its temporary file, which the
+    /// next open replaces; never a short `log-end` taken for damage.
+    #[test]
+    fn a_crash_while_creating_the_file_leaves_nothing_to_refuse() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(format!("{LOG_END_FILE}.tmp")), b"").unwrap();
+        drop(LogEnd::open(dir.path(), Mark { end: Some(3), vote: None }).unwrap());
+        LogEnd::open(dir.path(), Mark { end: Some(3), vote: None }).unwrap();
+        assert!(LogEnd::open(dir.path(), Mark { end: Some(2), vote: None }).is_err());
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //! damage when the load fails. The current snapshot file is read through its checksums
 //! ([`snapshot`]), on a thread of its own while the state loads.
 //!
-//! What is not read back is what sled itself recovers from: at open it replays its log's tail
-//! and treats a torn message there as never written, as a log must after a crash. A flip in
-//! space sled no longer uses (a superseded page) harms nothing and is not reported.
+//! What a scan cannot see is what sled's own recovery dropped: at open it replays its log's
+//! tail and takes a message that does not check out for the end of the log, right after a
+//! torn write, silent after bit rot. The Raft log's end and vote are checked against
+//! `log_end` for that. A flip in space sled no longer uses (a superseded page) harms nothing
+//! and is not reported.
 //!
 //! The node refuses to start on any [`Damage`]. Its cure is the documented node replacement:
 //! the peers hold every committed record.

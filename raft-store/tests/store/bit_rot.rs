@@ -63,19 +63,30 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A closed store holding tag `t`'s creation and allocations up to log index `last`, committed
+/// 50 entries at a time; with a snapshot at the end if `snapshot`.
+fn written_store(last: u64, snapshot: bool) -> TempDir {
+    let dir = TempDir::new().unwrap();
+    rt().block_on(async {
+        let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        commit(&mut log, &mut sm, vec![entry(1, 1, create_op())]).await;
+        for i in (2..=last).step_by(50) {
+            let to = (i + 49).min(last);
+            commit(&mut log, &mut sm, (i..=to).map(|i| entry(1, i, alloc_op(10))).collect()).await;
+        }
+        if snapshot {
+            sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        }
+    });
+    dir
+}
+
 /// Flips 8 bytes at 48 places spread over sled's log file, each in a fresh copy of the store:
 /// every open either refuses, naming `db` and an offset, or reads back exactly what was
 /// written (the flip hit space sled no longer uses). At least some flips must be refused.
 #[test]
 fn a_flip_in_the_log_file_is_refused_with_its_offset_or_harms_nothing() {
-    let dir = TempDir::new().unwrap();
-    rt().block_on(async {
-        let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
-        commit(&mut log, &mut sm, vec![entry(1, 1, create_op())]).await;
-        for i in (2..=ENTRIES).step_by(50) {
-            commit(&mut log, &mut sm, (i..i + 50).map(|i| entry(1, i, alloc_op(10))).collect()).await;
-        }
-    });
+    let dir = written_store(ENTRIES, false);
     let clean = contents(dir.path()).unwrap();
     let db = dir.path().join("db");
     let len = std::fs::metadata(&db).unwrap().len();
@@ -106,13 +117,7 @@ fn a_flip_in_the_log_file_is_refused_with_its_offset_or_harms_nothing() {
 /// offset inside it.
 #[test]
 fn a_flip_in_the_snapshot_file_is_refused_with_its_offset() {
-    let dir = TempDir::new().unwrap();
-    rt().block_on(async {
-        let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
-        commit(&mut log, &mut sm, vec![entry(1, 1, create_op())]).await;
-        commit(&mut log, &mut sm, (2..=200).map(|i| entry(1, i, alloc_op(10))).collect()).await;
-        sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
-    });
+    let dir = written_store(200, true);
     contents(dir.path()).unwrap();
     let snaps = dir.path().join(leaf_raft_store::SNAPSHOT_DIR);
     let file = std::fs::read_dir(&snaps).unwrap().next().unwrap().unwrap().file_name();
