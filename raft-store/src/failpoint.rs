@@ -60,6 +60,7 @@ pub const CRASH_POINTS: &[&str] = &[
     "sm-build-begin",
     "sm-build-checkpointed",
     "sm-build-snapshot-written",
+    "sm-build-rebase-midway",
     "sm-build-done",
     // The periodic checkpoint of the `sm` tree in `StateMachineStore::apply`
     "sm-checkpoint-begin",

@@ -28,6 +28,8 @@
 //! - [`log_store`]: `RaftLogStorage` on sled, each write synced before it is acknowledged.
 //! - [`state_machine`]: `RaftStateMachine` on sled: the state in memory, applying entries.
 //! - `state_machine/store.rs`: its sled I/O: the `sm` tree's keys, loading, checkpoints.
+//! - `state_machine/base.rs`: the `sm` tree as the changes over a base snapshot file: the
+//!   merge of the two, and the rebase and shedding after each build.
 //! - `state_machine/reader.rs`: the [`StateReader`] for the node's read paths, its tokens and
 //!   its archive counter.
 //! - `state_machine/snapshot.rs`: building and installing snapshots, their files, and their
@@ -46,7 +48,7 @@
 //!   of any that is not sound.
 //! - [`failpoint`]: crash points and disk faults for tests (cargo feature `failpoints`).
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.
-//! - `testing.rs` (unit tests only): the helpers the tests of the pure modules share.
+//! - `testing.rs` (unit tests only): the helpers the unit tests share.
 //!
 //! Every record goes through [`leaf_api::codec`] (versioned, checksummed bincode).
 // openraft's trait methods return its `StorageError` (200+ bytes); our helpers return the same
@@ -166,15 +168,18 @@ pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineSt
     });
     let coverage = coverage::Coverage::new();
     let log = LogStore::open(&db, dir, coverage.clone())?;
-    let sm = StateMachineStore::open(&db, &snap_dir, opts.journal_entries, coverage).map_err(|e| {
-        // The load read `sm` whole: if it failed on damage, say where.
-        match verify::scan_trees(&db, dir, |tree| tree == "sm") {
-            Err(verify::ScanError::Damaged(d)) => OpenError::Damaged(d),
-            _ => OpenError::StateMachine(e),
-        }
-    })?;
-    snapshot_check
+    let sm = StateMachineStore::open(&db, &snap_dir, opts.journal_entries, coverage);
+    let snapshots = snapshot_check
         .join()
-        .map_err(|_| sled_err(sled::Error::Io(std::io::Error::other("the snapshot check panicked"))))??;
+        .map_err(|_| sled_err(sled::Error::Io(std::io::Error::other("the snapshot check panicked"))))?;
+    // The load read `sm` and its base snapshot whole: if it failed on damage, say where.
+    let sm = match (sm, snapshots) {
+        (Ok(sm), Ok(())) => sm,
+        (_, Err(d)) => return Err(OpenError::Damaged(d)),
+        (Err(e), Ok(())) => match verify::scan_trees(&db, dir, |tree| tree == "sm") {
+            Err(verify::ScanError::Damaged(d)) => return Err(OpenError::Damaged(d)),
+            _ => return Err(OpenError::StateMachine(e)),
+        },
+    };
     Ok((log, sm))
 }

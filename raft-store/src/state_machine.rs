@@ -8,6 +8,8 @@
 //!   published [`Tokens`].
 //! - `snapshot`: building a snapshot and installing one, their files, and the coverage they
 //!   give the log store.
+//! - `base`: the `sm` tree as the changes over a base snapshot file, merged into the state's
+//!   pairs, and rebased onto each new snapshot.
 //! - `staged`: writing a checkpoint of many keys as one step in small sled batches.
 //! - `snapshot_file`: a snapshot file's streamed layout (the `sm` tree's pairs), written and
 //!   read pair by pair.
@@ -34,6 +36,7 @@ use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMem
 use store::sm_write_err;
 
 mod backup;
+mod base;
 mod legacy;
 mod reader;
 mod snapshot;

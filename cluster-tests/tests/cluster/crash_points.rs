@@ -71,6 +71,7 @@ const CASES: &[(&str, Path)] = &[
     ("sm-build-begin", Path::Snapshot),
     ("sm-build-checkpointed", Path::Snapshot),
     ("sm-build-snapshot-written", Path::Snapshot),
+    ("sm-build-rebase-midway", Path::Snapshot),
     ("sm-build-done", Path::Snapshot),
     ("sm-checkpoint-begin", Path::Checkpoint),
     ("sm-checkpoint-written", Path::Checkpoint),

@@ -20,7 +20,7 @@ use ring::digest::{Context, SHA256};
 use serde::{Deserialize, Serialize};
 
 use super::snapshot_file::{self, FileError, Writer};
-use super::store::{sm_read_err, sm_write_err, Loader};
+use super::store::{sm_write_err, Loader};
 use super::{SmData, StateMachineStore};
 use crate::failpoint::failpoint;
 use crate::types::{LogId, SnapshotMeta, StorageError};
@@ -171,15 +171,15 @@ impl StateMachineStore {
         w.write_all(&encoded).map_err(io)?;
         let mut snap = Writer::new(w, &meta).map_err(io)?;
         let mut pairs = 0u64;
-        for item in self.sm.iter() {
-            let (k, v) = item.map_err(sm_read_err)?;
-            snap.pair(&k, &v).map_err(io)?;
+        super::base::merged(&self.sm, &self.snap_dir, |k, v| {
+            snap.pair(k, v).map_err(io)?;
             pairs += 1;
             if pairs == 1000 {
                 // A crash point in the middle of a backup (tests kill the node here).
                 failpoint!("backup-midway");
             }
-        }
+            Ok(())
+        })?;
         let mut w = snap.finish().map_err(io)?;
         let sha256 = digest(&w.sha);
         w.inner.write_all(&sha256).map_err(io)?;

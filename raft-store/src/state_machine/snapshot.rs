@@ -28,6 +28,7 @@ use openraft::RaftSnapshotBuilder;
 use serde::{Deserialize, Serialize};
 use tokio::sync::OwnedRwLockReadGuard;
 
+use super::base::Base;
 use super::legacy::decode_sm_data;
 use super::snapshot_file::{self, Writer};
 use super::store::{for_each_pair, sm_read_err, sm_write_err, Loader};
@@ -117,16 +118,21 @@ fn read_snapshot(mut input: impl Read, meta: &SnapshotMeta) -> Result<SmData, St
 }
 
 /// Reads the current snapshot file (as the `snapshot` tree of `db` names it, in `snap_dir`)
-/// through its checksums: a damaged one stops the node's start rather than a follower's
-/// catch-up later.
+/// through its checksums, and the `sm` tree's base file if it is another (see `base`): a
+/// damaged one stops the node's start rather than a follower's catch-up later.
 pub(crate) fn verify_current(db: &sled::Db, snap_dir: &std::path::Path) -> Result<(), crate::verify::Damage> {
     let named = db.open_tree("snapshot").ok().and_then(|t| t.get(KEY_FILE).ok().flatten());
-    let Some(r) = named.and_then(|v| codec::decode::<SnapshotRef>(&v).ok()) else { return Ok(()) };
-    let path = snap_dir.join(&r.file);
-    let damaged = |offset, why| crate::verify::Damage::File { file: path.clone(), offset, why };
-    let file = File::open(&path).map_err(|e| damaged(0, e.to_string()))?;
-    let pairs = snapshot_file::verify(BufReader::with_capacity(1 << 20, file)).map_err(|(o, w)| damaged(o, w))?;
-    tracing::info!(snapshot = %r.meta.snapshot_id, pairs, "read the snapshot file back whole: no damage");
+    let current = named.and_then(|v| codec::decode::<SnapshotRef>(&v).ok()).map(|r| r.file);
+    let base = db.open_tree("sm").ok().and_then(|t| super::base::base_of(&t).ok().flatten()).map(|b| b.file);
+    let mut files: Vec<String> = current.into_iter().chain(base).collect();
+    files.dedup();
+    for name in files {
+        let path = snap_dir.join(&name);
+        let damaged = |offset, why| crate::verify::Damage::File { file: path.clone(), offset, why };
+        let file = File::open(&path).map_err(|e| damaged(0, e.to_string()))?;
+        let pairs = snapshot_file::verify(BufReader::with_capacity(1 << 20, file)).map_err(|(o, w)| damaged(o, w))?;
+        tracing::info!(file = %name, pairs, "read the snapshot file back whole: no damage");
+    }
     Ok(())
 }
 
@@ -172,7 +178,8 @@ impl StateMachineStore {
             self.db.sync_now().map_err(sm_write_err)?;
         }
         let keep = self.stored_snapshot()?.map(|r| r.file);
-        self.remove_files_but(&[keep.as_deref()])
+        let base = self.base()?.map(|b| b.file);
+        self.remove_files_but(&[keep.as_deref(), base.as_deref()])
     }
 
     /// Removes every snapshot file but those in `keep`.
@@ -216,21 +223,16 @@ impl StateMachineStore {
         self.write_file(meta, |put| for_each_pair(data, |k, v| put(k, v)))
     }
 
-    /// Writes the `sm` tree as the snapshot `meta`: the caller holds `tree` for reading, so
-    /// nothing writes the tree meanwhile, and has checkpointed it at `meta`'s log ID.
-    fn write_tree(&self, meta: &SnapshotMeta) -> Result<(String, File), StorageError> {
-        self.write_file(meta, |put| {
-            for item in self.sm.iter() {
-                let (k, v) = item.map_err(|e| snap_read_err(Some(meta), e))?;
-                put(&k, &v)?;
-            }
-            Ok(())
-        })
+    /// Writes the state the `sm` tree holds over its base as the snapshot `meta`: the caller
+    /// holds `tree`, so nothing writes the tree meanwhile, and has checkpointed it at `meta`'s
+    /// log ID.
+    pub(super) fn write_tree(&self, meta: &SnapshotMeta) -> Result<(String, File), StorageError> {
+        self.write_file(meta, |put| super::base::merged(&self.sm, &self.snap_dir, put))
     }
 
     /// Names `r` as the current snapshot (unless `only_if_newer` and the current one is at
     /// least as new). Not flushed. Returns whether `r` is now the current snapshot.
-    fn store_ref(&self, r: &SnapshotRef, only_if_newer: bool) -> Result<bool, StorageError> {
+    pub(super) fn store_ref(&self, r: &SnapshotRef, only_if_newer: bool) -> Result<bool, StorageError> {
         let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.stored_snapshot()?;
         let stored = !only_if_newer || current.is_none_or(|c| c.meta.last_log_id <= r.meta.last_log_id);
@@ -243,11 +245,13 @@ impl StateMachineStore {
 
     /// Removes the files of earlier snapshots, once the tree naming `mine` was flushed: keeps
     /// `mine` and the current snapshot's file, one of which the tree on disk names (another
-    /// build or install may have named its own since, not yet flushed).
+    /// build or install may have named its own since, not yet flushed), and the base of the
+    /// `sm` tree (see `base`).
     fn prune(&self, mine: &str) -> Result<(), StorageError> {
         let _w = self.snap_write.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.stored_snapshot()?.map(|c| c.file);
-        self.remove_files_but(&[Some(mine), current.as_deref()])
+        let base = self.base()?.map(|b| b.file);
+        self.remove_files_but(&[Some(mine), current.as_deref(), base.as_deref()])
     }
 
     /// A file for receiving a snapshot from the leader: unnamed (removed as soon as it is
@@ -287,10 +291,12 @@ impl StateMachineStore {
         // asked for that when it queued this install; the log store waited for this).
         self.coverage.raise(meta.last_log_id);
         failpoint!("sm-install-snapshot-flushed");
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || this.replace(data)).await.map_err(join_err)??;
+        let (this, base) = (self.clone(), Base { file: file.clone(), last_log_id: meta.last_log_id });
+        tokio::task::spawn_blocking(move || this.replace_over(data, &base)).await.map_err(join_err)??;
         failpoint!("sm-install-state-replaced");
         self.db.sync().await.map_err(sm_write_err)?;
+        // The earlier base, kept until the tree on disk named this one.
+        self.prune(&file)?;
         failpoint!("sm-install-done");
         tracing::info!(snapshot = %meta.snapshot_id, "installed snapshot");
         Ok(())
@@ -298,7 +304,7 @@ impl StateMachineStore {
 
     /// Checkpoints the tree at the applied state and takes it for reading, with the meta of
     /// the snapshot it makes; `None` when an apply holds the tree (it waits for `dirty`).
-    fn begin_build(&self) -> Result<Option<(SnapshotMeta, OwnedRwLockReadGuard<()>)>, StorageError> {
+    pub(super) fn begin_build(&self) -> Result<Option<(SnapshotMeta, OwnedRwLockReadGuard<()>)>, StorageError> {
         let mut dirty = self.lock_dirty();
         let Ok(tree) = self.tree.clone().try_read_owned() else { return Ok(None) };
         let d = self.data.read().unwrap_or_else(|e| e.into_inner());
@@ -365,20 +371,33 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         let writing = building.as_mut().and_then(|p| p.split(1));
         let (this, m) = (self.clone(), meta.clone());
         let (name, file) = tokio::task::spawn_blocking(move || {
-            let _tree = tree;
-            let written = this.write_tree(&m);
+            let written = this.write_tree(&m).and_then(|(name, file)| {
+                // A snapshot installed while this one was being built is newer: it stays.
+                let r = SnapshotRef { meta: m.clone(), file: name.clone() };
+                let base = Base { file: name.clone(), last_log_id: m.last_log_id };
+                let stored = this.store_ref(&r, true)?;
+                if stored {
+                    failpoint!("sm-build-snapshot-written");
+                    // Still under `tree`: the tree changed nothing the file does not hold.
+                    this.rebase(&base)?;
+                }
+                Ok((name, file, stored.then_some(base)))
+            });
+            drop(tree);
+            // The tree's pairs the new base holds as they are go, a batch at a time.
+            let shed = match &written {
+                Ok((_, _, Some(base))) => this.shed(base).map(drop),
+                _ => Ok(()),
+            };
             // Its own permit, since the build's task may be gone by now (a runtime shutting
             // down cancels it at its await): the store's last clone may be this one.
             drop(this);
             drop(writing);
-            written
+            written.and_then(|(name, file, _)| shed.map(|()| (name, file)))
         })
         .await
         .map_err(join_err)??;
         let bytes = file.metadata().map_or(0, |m| m.len());
-        // A snapshot installed while this one was being built is newer: it stays.
-        self.store_ref(&SnapshotRef { meta: meta.clone(), file: name.clone() }, true)?;
-        failpoint!("sm-build-snapshot-written");
         self.db.sync().await.map_err(|e| snap_write_err(Some(&meta), e))?;
         self.prune(&name)?;
         failpoint!("sm-build-done");
@@ -396,47 +415,9 @@ mod tests {
     use tokio::io::AsyncWriteExt;
 
     use super::*;
-    use crate::profile::StoredProfile;
     use crate::tags::TagRecord;
+    use crate::testing::{open_store as open, rt, tags_state as state};
     use crate::types::LogId;
-    use crate::StoreOptions;
-
-    fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-    }
-
-    /// Opens the store in `dir`, again if it was open: sled releases a dropped database's
-    /// file lock from a background thread, so a reopen may find it still held for a moment
-    /// (seen in CI: "could not acquire lock ... WouldBlock"); waits up to 10 s, as the node
-    /// does.
-    fn open(dir: &std::path::Path) -> StateMachineStore {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            match crate::open(dir, &StoreOptions::default()) {
-                Err(e) if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                other => return other.expect("open store").1,
-            }
-        }
-    }
-
-    /// A state of `tags` tags, each with a description of `description` bytes, applied up to
-    /// log index `index`.
-    fn state(tags: usize, description: usize, index: u64) -> SmData {
-        let mut data =
-            SmData { last_applied: Some(LogId::new(CommittedLeaderId::new(2, 1), index)), ..SmData::default() };
-        let description = "d".repeat(description);
-        for i in 0..tags {
-            let record =
-                TagRecord { max_id: i as i64, step: 1000, created_ms: 1, updated_ms: 2, ..TagRecord::default() }
-                    .with_description(description.clone())
-                    .with_profile(StoredProfile::Obfuscated { key: [7; crate::OBFUSCATION_KEY_BYTES] })
-                    .with_upper_bound(Some(i64::MAX - 1));
-            data.state.tags.insert(format!("tag-{i:07}"), record);
-        }
-        data
-    }
 
     fn meta_of(data: &SmData) -> SnapshotMeta {
         SnapshotMeta {

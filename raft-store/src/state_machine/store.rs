@@ -10,6 +10,9 @@
 //! ever in a membership, `m/lineage` → the [`Lineage`](crate::restore::Lineage) of a restored
 //! state (absent in one never restored; nothing but the restore writes it).
 //!
+//! The tree holds the changes since its base snapshot (`m/base`; see `base`), removals as
+//! empty values; with no base it holds the whole state.
+//!
 //! The tree is a checkpoint, not a mirror: `apply` changes the state in memory and notes which
 //! keys changed, and every [`CHECKPOINT_EVERY`](super::CHECKPOINT_EVERY) entries (sooner once
 //! [`CHECKPOINT_KEYS`](super::CHECKPOINT_KEYS) keys changed, and whenever a snapshot is built)
@@ -30,19 +33,20 @@ use arc_swap::ArcSwap;
 use leaf_api::audit::AuditRecord;
 use leaf_api::codec;
 
+use super::base::Base;
 use super::legacy::{decode_tag_record, decode_token_record};
 use super::{member_ids, staged, Dirty, SmData, StateMachineStore};
 use crate::audit::AuditMeta;
 use crate::coverage::Coverage;
-use crate::failpoint::failpoint;
 use crate::journal::Journal;
 use crate::types::{LogId, StorageError, StorageIOError};
 
 /// Keys written (or removed) per sled batch when the whole state is replaced (see `staged`
 /// for why sled batches stay small).
+#[cfg(test)]
 const REPLACE_BATCH: usize = super::staged::CHUNK_KEYS;
 
-const KEY_APPLIED: &[u8] = b"m/applied";
+pub(super) const KEY_APPLIED: &[u8] = b"m/applied";
 const KEY_MEMBERSHIP: &[u8] = b"m/membership";
 const KEY_MEMBERS_EVER: &[u8] = b"m/members_ever";
 const TAG_PREFIX: &[u8] = b"t/";
@@ -121,39 +125,40 @@ fn u64_of_key(prefix: &[u8], k: &[u8]) -> Result<u64, StorageError> {
     Ok(u64::from_be_bytes(id))
 }
 
-/// Every pair of the `sm` tree that holds the state `d`, handed to `f`: what a checkpoint of
-/// everything would write, and what a snapshot file holds.
+/// Every pair of the `sm` tree that holds the state `d`, handed to `f` in key order (the
+/// prefixes in byte order, each map in its own): what a checkpoint of everything would write,
+/// and what a snapshot file holds, so that a file written from it can be a base (see `base`).
 pub(super) fn for_each_pair(
     d: &SmData,
     mut f: impl FnMut(&[u8], &[u8]) -> Result<(), StorageError>,
 ) -> Result<(), StorageError> {
+    for record in &d.state.audit.records {
+        f(&u64_key(AUDIT_PREFIX, record.seq), &enc(record)?)?;
+    }
+    for (id, record) in &d.state.tokens {
+        f(&u64_key(TOKEN_PREFIX, *id), &enc(record)?)?;
+    }
     f(KEY_APPLIED, &enc(&d.last_applied)?)?;
-    f(KEY_MEMBERSHIP, &enc(&d.membership)?)?;
-    f(KEY_MEMBERS_EVER, &enc(&d.state.members_ever)?)?;
     f(KEY_AUDIT_META, &enc(&d.state.audit.meta())?)?;
     // Only in a restored state, so a state never restored reads on earlier releases.
     if d.state.lineage != Default::default() {
         f(KEY_LINEAGE, &enc(&d.state.lineage)?)?;
+    }
+    f(KEY_MEMBERS_EVER, &enc(&d.state.members_ever)?)?;
+    f(KEY_MEMBERSHIP, &enc(&d.membership)?)?;
+    for (tag, series) in &d.state.ledger.series {
+        for ((period, number), record) in &series.numbers {
+            f(&number_key(tag, *period, *number), &enc(record)?)?;
+        }
+    }
+    for (name, record) in &d.state.templates {
+        f(&template_key(name), &enc(record)?)?;
     }
     for (tag, record) in &d.state.tags {
         f(&tag_key(tag), &enc(record)?)?;
     }
     for (id, record) in &d.state.workers {
         f(&worker_key(*id), &enc(record)?)?;
-    }
-    for (id, record) in &d.state.tokens {
-        f(&u64_key(TOKEN_PREFIX, *id), &enc(record)?)?;
-    }
-    for record in &d.state.audit.records {
-        f(&u64_key(AUDIT_PREFIX, record.seq), &enc(record)?)?;
-    }
-    for (name, record) in &d.state.templates {
-        f(&template_key(name), &enc(record)?)?;
-    }
-    for (tag, series) in &d.state.ledger.series {
-        for ((period, number), record) in &series.numbers {
-            f(&number_key(tag, *period, *number), &enc(record)?)?;
-        }
     }
     Ok(())
 }
@@ -238,10 +243,9 @@ impl StateMachineStore {
         staged::recover(&sm, &pending, KEY_APPLIED).map_err(sm_write_err)?;
         let snap = db.open_tree("snapshot").map_err(sm_read_err)?;
         let mut loader = Loader::default();
-        for item in sm.iter() {
-            let (k, v) = item.map_err(sm_read_err)?;
-            loader.pair(&k, &v).map_err(|e| sm_read_err(std::io::Error::other(e)))?;
-        }
+        super::base::merged(&sm, snap_dir, |k, v| {
+            loader.pair(k, v).map_err(|e| sm_read_err(std::io::Error::other(e)))
+        })?;
         let data = loader.finish();
         let applied = data.last_applied.map_or(0, |l| l.index);
         let journal = Journal::open(db, journal_cap, applied).map_err(sm_read_err)?;
@@ -267,7 +271,8 @@ impl StateMachineStore {
             if current.meta.last_log_id > store.reader().last_applied() {
                 tracing::warn!(snapshot = %current.meta.snapshot_id, "state machine is older than its snapshot; restoring");
                 let restored = store.load_snapshot_file(&current)?;
-                store.replace(restored)?;
+                let base = Base { file: current.file.clone(), last_log_id: current.meta.last_log_id };
+                store.replace_over(restored, &base)?;
                 store.journal.mark_gap(current.meta.last_log_id.map_or(0, |l| l.index)).map_err(sm_write_err)?;
             }
         }
@@ -311,6 +316,10 @@ impl StateMachineStore {
             ops.push((KEY_MEMBERSHIP.to_vec(), Some(enc(&d.membership)?)));
             ops.push((KEY_MEMBERS_EVER.to_vec(), Some(enc(&d.state.members_ever)?)));
         }
+        // A removal is a tombstone: the key may be in the base snapshot (see `base`).
+        for op in &mut ops {
+            op.1.get_or_insert_with(Vec::new);
+        }
         let applied = (KEY_APPLIED.to_vec(), Some(enc(&d.last_applied)?));
         staged::write(&self.sm, &self.pending, ops, applied).map_err(sm_write_err)?;
         *dirty = Dirty::default();
@@ -342,20 +351,26 @@ impl StateMachineStore {
         }
     }
 
-    /// Replaces the whole state, in memory and in the `sm` tree, in batches of
-    /// [`REPLACE_BATCH`] keys: the first removes `m/applied`, the last writes it, so a crash in
-    /// between leaves a tree that claims no state, older than the snapshot it is being replaced
-    /// from, and the next open replaces it again.
-    pub(super) fn replace(&self, new: SmData) -> Result<(), StorageError> {
-        let mut dirty = self.lock_dirty();
-        // A snapshot build may still be reading the tree (it holds no `dirty`): wait for it.
-        // Only on a blocking thread or at open, where nothing else holds it.
-        let _tree = loop {
+    /// `tree`, for writing, for a replace of the whole state; the caller holds `dirty`. A
+    /// snapshot build or backup may still be reading the tree (it holds no `dirty`): waits for
+    /// it. Only on a blocking thread or at open, where nothing else holds it.
+    pub(super) fn tree_for_replace(&self) -> tokio::sync::RwLockWriteGuard<'_, ()> {
+        loop {
             match self.tree.try_write() {
                 Ok(g) => break g,
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
             }
-        };
+        }
+    }
+
+    /// Replaces the whole state, in memory and in the `sm` tree (which then holds it all, with
+    /// no base), in batches of [`REPLACE_BATCH`] keys: the first removes `m/applied`, the last
+    /// writes it. The tests' way to set a state up; nodes replace theirs over a snapshot file
+    /// (`base`).
+    #[cfg(test)]
+    pub(super) fn replace(&self, new: SmData) -> Result<(), StorageError> {
+        let mut dirty = self.lock_dirty();
+        let _tree = self.tree_for_replace();
         self.sm.remove(KEY_APPLIED).map_err(sm_write_err)?;
         let mut batch = sled::Batch::default();
         let mut n = 0;
@@ -372,7 +387,6 @@ impl StateMachineStore {
             flush(&mut batch, &mut n, false)?;
         }
         flush(&mut batch, &mut n, true)?;
-        failpoint!("sm-install-state-cleared");
         for_each_pair(&new, |k, v| {
             if k != KEY_APPLIED {
                 batch.insert(k, v);
