@@ -156,6 +156,11 @@ impl Disk {
         }
     }
 
+    /// The directory of sled's files.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
     /// [`Disk::sync`] on the calling thread.
     pub fn sync_now(&self) -> sled::Result<()> {
         // A slow or failing fsync, for tests (see `failpoint`).

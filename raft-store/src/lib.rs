@@ -23,6 +23,8 @@
 //! - [`restore_store`]: writing a restored state into a new data directory.
 //! - [`durable`]: sled's database synced for real ([`Disk::sync`]: its flush, then `fdatasync` of
 //!   the files it wrote, which its flush only `sync_file_range`s), and directories made durably.
+//! - [`compact`]: sled's files rewritten at open once they hold mostly garbage, into a
+//!   directory the file `current` names.
 //! - [`log_end`]: the log's end and the vote, kept outside sled, so that an open finds
 //!   acknowledged entries or a vote that sled's recovery dropped behind a damaged record.
 //! - [`log_store`]: `RaftLogStorage` on sled, each write synced before it is acknowledged.
@@ -61,6 +63,7 @@ pub mod apply;
 pub mod audit;
 pub mod check;
 pub mod command;
+pub mod compact;
 mod coverage;
 pub mod durable;
 pub mod failpoint;
@@ -114,11 +117,14 @@ pub struct StoreOptions {
     /// Allocations kept in the audit [`Journal`]: enough for a long chaos run or a day of a busy
     /// small-step tag; about 60 bytes each on disk. Default 100,000.
     pub journal_entries: usize,
+    /// sled's files are rewritten at open when they exceed this many bytes and
+    /// [`compact::GARBAGE_RATIO`] times the records they hold. Default 64 MiB.
+    pub compact_above: u64,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { cache_bytes: 16 * 1024 * 1024, journal_entries: 100_000 }
+        StoreOptions { cache_bytes: 16 * 1024 * 1024, journal_entries: 100_000, compact_above: 64 * 1024 * 1024 }
     }
 }
 
@@ -137,6 +143,8 @@ pub enum OpenError {
          replace it from its peers under a new node ID (book: Docker and Compose, \"Replace a failed node\")"
     )]
     Damaged(#[from] verify::Damage),
+    #[error(transparent)]
+    Compact(compact::CompactError),
 }
 
 /// The directory, inside the store's, of the snapshot files.
@@ -144,23 +152,82 @@ pub const SNAPSHOT_DIR: &str = "snapshots";
 
 /// Opens (or creates) the log store and state machine in `dir` (sled's files, and the
 /// snapshot files in [`SNAPSHOT_DIR`]), after reading every record and the current snapshot
-/// back: [`OpenError::Damaged`] names the file and offset of any damage.
+/// back: [`OpenError::Damaged`] names the file and offset of any damage. sled's files are
+/// rewritten first when they hold mostly garbage (see [`compact`]).
 pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineStore), OpenError> {
+    match open_once(dir, opts, true)? {
+        Some(opened) => Ok(opened),
+        None => open_once(dir, opts, false)?
+            .ok_or_else(|| OpenError::Compact(compact::CompactError::Io(std::io::Error::other("rewritten twice")))),
+    }
+}
+
+/// How long an open waits for sled's lock on its files, which sled releases from a background
+/// thread after a database's last handle is dropped (a rewrite drops one just before).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// [`open`]; `None` when it rewrote sled's files instead (only if `may_compact`): open again.
+fn open_once(
+    dir: &Path,
+    opts: &StoreOptions,
+    may_compact: bool,
+) -> Result<Option<(LogStore, StateMachineStore)>, OpenError> {
     let sled_err = |source| OpenError::Sled { path: dir.display().to_string(), source };
     durable::create_dir_all(dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
-    let db =
-        sled::Config::new().path(dir).cache_capacity(opts.cache_bytes).open().map_err(|e| {
-            match verify::damage_of(dir, &e) {
-                Some(d) => OpenError::Damaged(d),
-                None => sled_err(e),
+    let sled_dir = compact::prepare(dir).map_err(compact_err)?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let db = loop {
+        match sled::Config::new().path(&sled_dir).cache_capacity(opts.cache_bytes).open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
             }
-        })?;
-    let db = Disk::open(db, dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
+            other => break other,
+        }
+    }
+    .map_err(|e| match verify::damage_of(&sled_dir, &e) {
+        Some(d) => OpenError::Damaged(d),
+        None => sled_err(e),
+    })?;
+    let db = Disk::open(db, &sled_dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
     let scan_err = |e| match e {
         verify::ScanError::Damaged(d) => OpenError::Damaged(d),
         verify::ScanError::Sled(e) => sled_err(e),
     };
-    verify::scan_trees(&db, dir, |tree| tree != "sm").map_err(scan_err)?;
+    let scanned = verify::scan_trees(&db, &sled_dir, |tree| tree != "sm").map_err(scan_err)?;
+    if may_compact {
+        // Only a state machine over a base snapshot is small (an earlier release's holds the
+        // whole state: its first build converts it, and a later open rewrites).
+        let sm = db.open_tree("sm").map_err(sled_err)?;
+        let files = compact::files_bytes(&sled_dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
+        if files > opts.compact_above && state_machine::has_base(&sm).map_err(OpenError::StateMachine)? {
+            let sm_bytes: u64 = sm
+                .iter()
+                .map(|r| r.map(|(k, v)| (k.len() + v.len()) as u64))
+                .sum::<sled::Result<u64>>()
+                .map_err(sled_err)?;
+            let records = scanned.bytes + sm_bytes;
+            if compact::due(files, records, opts.compact_above) {
+                let started = std::time::Instant::now();
+                drop(sm);
+                match compact::rewrite(dir, &sled_dir, &db) {
+                    Ok(new) => {
+                        drop(db);
+                        tracing::info!(
+                            from = %sled_dir.display(), to = %new.display(), files, records, ms = started.elapsed().as_millis() as u64,
+                            "rewrote sled's files, which held mostly garbage"
+                        );
+                        return Ok(None);
+                    }
+                    // The old files stay current: the node starts on them.
+                    Err(e) => {
+                        tracing::warn!(error = %e, files, records, "could not rewrite sled's files; going on with them")
+                    }
+                }
+            }
+        }
+    }
     let snap_dir = dir.join(SNAPSHOT_DIR);
     let snapshot_check = std::thread::spawn({
         let (db, snap_dir) = ((*db).clone(), snap_dir.clone());
@@ -176,10 +243,18 @@ pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineSt
     let sm = match (sm, snapshots) {
         (Ok(sm), Ok(())) => sm,
         (_, Err(d)) => return Err(OpenError::Damaged(d)),
-        (Err(e), Ok(())) => match verify::scan_trees(&db, dir, |tree| tree == "sm") {
+        (Err(e), Ok(())) => match verify::scan_trees(&db, &sled_dir, |tree| tree == "sm") {
             Err(verify::ScanError::Damaged(d)) => return Err(OpenError::Damaged(d)),
             _ => return Err(OpenError::StateMachine(e)),
         },
     };
-    Ok((log, sm))
+    Ok(Some((log, sm)))
+}
+
+/// A rewrite's error as the open's.
+fn compact_err(e: compact::CompactError) -> OpenError {
+    match e {
+        compact::CompactError::Damaged(d) => OpenError::Damaged(d),
+        e => OpenError::Compact(e),
+    }
 }

@@ -123,6 +123,11 @@ impl LogStore {
         };
         let held = Mark { end: last.max(durable.map(|l| l.index)), vote };
         let end = LogEnd::open(dir, held).map_err(|e| match e {
+            // sled's files may be in a directory of their own (see `compact`).
+            LogEndError::Damaged(crate::verify::Damage::LogLost { why, .. }) => {
+                let file = db.dir().join(crate::durable::LOG_FILE);
+                OpenError::Damaged(crate::verify::Damage::LogLost { file, why })
+            }
             LogEndError::Damaged(d) => OpenError::Damaged(d),
             e @ LogEndError::Io { .. } => OpenError::Log(io_err(e, false)),
         })?;

@@ -48,6 +48,12 @@ pub use backup::{read_backup, BackupError, BackupHeader, BackupWritten, BACKUP_M
 pub use reader::{DueReservations, StateReader, Tokens};
 pub(crate) use snapshot::verify_current as verify_current_snapshot;
 
+/// Whether the `sm` tree holds changes over a base snapshot (see `base`) rather than the whole
+/// state.
+pub(crate) fn has_base(sm: &sled::Tree) -> Result<bool, StorageError> {
+    Ok(base::base_of(sm)?.is_some())
+}
+
 /// Applied entries between checkpoints of the `sm` tree: the most a restart re-applies from the
 /// log beyond what a lost, unflushed checkpoint adds (applying is in memory, about a
 /// microsecond an entry).

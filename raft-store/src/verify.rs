@@ -49,6 +49,8 @@ pub enum Damage {
 pub struct Scanned {
     pub trees: usize,
     pub records: u64,
+    /// Bytes of their keys and values.
+    pub bytes: u64,
 }
 
 /// The damage `e` reports, if it is sled's corruption error, located in the store at `dir`.
@@ -108,6 +110,7 @@ pub fn scan_trees(db: &sled::Db, dir: &Path, pick: impl Fn(&str) -> bool) -> Res
                 }
             }
             scanned.records += 1;
+            scanned.bytes += (k.len() + v.len()) as u64;
         }
         scanned.trees += 1;
     }

@@ -7,8 +7,9 @@
 //! receiving a snapshot. This task weighs the applied entries ([`LogWeights`]: a batch counts
 //! each tag) and, once a second:
 //! - triggers a snapshot when the log since the last one weighs `snapshot_every` and at least
-//!   half the tags the state holds (a growing state is snapshotted as it grows by half, so
-//!   snapshot builds cost a bounded multiple of the final one);
+//!   a sixteenth of the tags the state holds (a growing state is snapshotted as it grows by a
+//!   sixteenth, so snapshot builds cost a bounded multiple of the final one, and the changes
+//!   the state machine's tree holds beside its snapshot stay a bounded part of the state);
 //! - purges the log behind the snapshot down to `keep_logs_after_snapshot` worth of weight.
 //!
 //! With ordinary entries (weight 1) both rules are openraft's own, so nothing changes.
@@ -37,9 +38,17 @@ const TICK: Duration = Duration::from_secs(1);
 /// How long a triggered build may run before a heavy log triggers another.
 const REASK: Duration = Duration::from_secs(60);
 
+/// A snapshot is due once the log since the last one weighs this fraction of the state's tags
+/// (and `snapshot_every`). The state machine's tree holds the changes since the last snapshot
+/// (`raft-store`'s `state_machine/base.rs`), at about four times their size in sled's files, so
+/// this bounds sled's files against the state: a sixteenth keeps a million tags' directory
+/// within 1.5 × of its live state (BENCHMARKS.md, issue 51); builds then write about sixteen
+/// times the final state while it grows.
+const SNAPSHOT_GROWTH: u64 = 16;
+
 /// Whether a snapshot is due: the log since the last one weighs `since`, the state holds `tags`.
 fn snapshot_due(since: u64, every: u64, tags: u64) -> bool {
-    since >= every.max(tags / 2)
+    since >= every.max(tags / SNAPSHOT_GROWTH)
 }
 
 /// The log indexes a restart left unweighed: after the `purged` index, up to the first index
@@ -193,11 +202,11 @@ mod tests {
     }
 
     #[test]
-    fn snapshots_come_by_weight_and_as_the_state_grows_by_half() {
+    fn snapshots_come_by_weight_and_as_the_state_grows_by_a_sixteenth() {
         assert!(!snapshot_due(9_999, 10_000, 0));
         assert!(snapshot_due(10_000, 10_000, 0));
-        // A million tags: due after half a million more, not after every 10,000.
-        assert!(!snapshot_due(10_000, 10_000, 1_000_000));
-        assert!(snapshot_due(500_000, 10_000, 1_000_000));
+        // A million tags: due after 62,500 more, not after every 10,000.
+        assert!(!snapshot_due(62_499, 10_000, 1_000_000));
+        assert!(snapshot_due(62_500, 10_000, 1_000_000));
     }
 }

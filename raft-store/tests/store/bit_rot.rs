@@ -8,7 +8,7 @@ use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::{RaftLogReader, RaftSnapshotBuilder};
 use tempfile::TempDir;
 
-use crate::support::{alloc_op, commit, create_op, entry, reopen, rt};
+use crate::support::{alloc_op, commit, copy_dir, create_op, entry, reopen, rt};
 
 /// Entries the store under test holds.
 const ENTRIES: u64 = 3_000;
@@ -48,19 +48,6 @@ fn contents(dir: &Path) -> Result<String, OpenError> {
 
 fn flip(path: &Path, offset: u64, len: usize) {
     leaf_raft_store::failpoint::flip_bytes(path, offset, len).unwrap();
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 /// A closed store holding tag `t`'s creation and allocations up to log index `last`, committed

@@ -1,5 +1,6 @@
-//! Helpers the store's integration tests share: opening a store again, a runtime, and the log
-//! entries of a tag `t` (its creation, allocations, blanks) committed as a leader does.
+//! Helpers the store's integration tests share: opening a store again, copying one, a runtime,
+//! and the log entries of a tag `t` (its creation, allocations, blanks) committed as a leader
+//! does.
 use std::time::{Duration, Instant};
 
 use leaf_raft_store::types::{Entry, LogId};
@@ -57,4 +58,18 @@ pub async fn commit(log: &mut LogStore, sm: &mut StateMachineStore, entries: Vec
 /// A blank entry at `index`.
 pub fn blank(index: u64) -> Entry {
     Entry { log_id: LogId::new(CommittedLeaderId::new(1, 1), index), payload: EntryPayload::Blank }
+}
+
+/// Copies the directory `from` into `to`, recursively (a store, to damage or half-rewrite a copy).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
 }
