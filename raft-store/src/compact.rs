@@ -8,7 +8,7 @@
 //! above [`GARBAGE_RATIO`] times the records its trees hold copies every tree into a new
 //! directory and switches to it:
 //!
-//! 1. `sled-<n>.part/`: a new database, every tree imported, synced (sled's flush, `fdatasync`
+//! 1. `sled-<n>.part/`: a new database, every tree copied, synced (sled's flush, `fdatasync`
 //!    of its files, the directory) and closed (sled's ID generator starts again: a snapshot
 //!    file's name holds its log index and such an ID, and a name met again is the snapshot of
 //!    the same log index, so of the same committed state);
@@ -169,11 +169,37 @@ pub fn rewrite(dir: &Path, old: &Path, db: &sled::Db) -> Result<PathBuf, Compact
         let _ = fs::remove_file(dir.join(format!("{CURRENT}.tmp")));
     }
     switched?;
-    // The new files are current: the old ones go now, or at the next open.
-    if let Err(e) = prepare(dir) {
-        tracing::warn!(error = %e, "could not remove sled's old files yet; the next open will");
+    // The new files are current: the old ones go now, or at the next open; not before the
+    // name is durable (a power cut could take it back, and the old files would be current).
+    match sync_dir(dir).map_err(CompactError::from).and_then(|()| prepare(dir).map(drop)) {
+        Ok(()) => {}
+        Err(e) => tracing::warn!(error = %e, "sled's old files stay until the next open"),
     }
     Ok(dir.join(name))
+}
+
+/// Keys copied per sled batch.
+const COPY_BATCH: usize = 1024;
+
+/// Copies every tree of `from` into `to`. Not sled's `export`/`import`: they panic on a read or
+/// write error (a full disk), where this returns it.
+fn copy_trees(from: &sled::Db, to: &sled::Db) -> sled::Result<()> {
+    for name in from.tree_names() {
+        let (source, target) = (from.open_tree(&name)?, to.open_tree(&name)?);
+        let mut batch = sled::Batch::default();
+        let mut n = 0;
+        for item in source.iter() {
+            let (k, v) = item?;
+            batch.insert(k, v);
+            n += 1;
+            if n == COPY_BATCH {
+                target.apply_batch(std::mem::take(&mut batch))?;
+                n = 0;
+            }
+        }
+        target.apply_batch(batch)?;
+    }
+    Ok(())
 }
 
 /// Steps 1 to 3: the new database in `part`, renamed `name`, and `current` naming it.
@@ -183,7 +209,7 @@ fn switch(dir: &Path, name: &str, part: &Path, db: &sled::Db) -> Result<(), Comp
     }
     {
         let new = sled::Config::new().path(part).open()?;
-        new.import(db.export());
+        copy_trees(db, &new)?;
         let new = Disk::open(new, part)?;
         new.sync_now()?;
     }
@@ -193,7 +219,48 @@ fn switch(dir: &Path, name: &str, part: &Path, db: &sled::Db) -> Result<(), Comp
     let mut f = fs::File::create(&tmp)?;
     f.write_all(format!("{name}\n").as_bytes())?;
     f.sync_all()?;
+    // The switch: nothing after it may fail the rewrite (the caller would remove what
+    // `current` names).
     fs::rename(&tmp, dir.join(CURRENT))?;
-    sync_dir(dir)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rewrite that fails before the switch (here the new directory's name is taken, as a
+    /// full disk or any I/O error would stop it) leaves the old files current and untouched,
+    /// and removes what it wrote.
+    #[test]
+    fn a_failed_rewrite_leaves_the_old_files_current() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        let tree = db.open_tree("t").unwrap();
+        for i in 0..3_000u32 {
+            tree.insert(i.to_be_bytes(), vec![7u8; 100]).unwrap();
+        }
+        db.flush().unwrap();
+        let obstacle = dir.path().join("sled-1");
+        fs::create_dir_all(obstacle.join("in-the-way")).unwrap();
+        let e = rewrite(dir.path(), dir.path(), &db).expect_err("the rename onto a full directory should fail");
+        assert!(matches!(e, CompactError::Io(_)), "{e}");
+        assert!(!dir.path().join(CURRENT).exists() && !dir.path().join("sled-1.part").exists());
+        assert_eq!(prepare(dir.path()).unwrap(), dir.path());
+        assert_eq!(tree.len(), 3_000);
+        assert!(dir.path().join(LOG_FILE).is_file(), "the old files were touched");
+        // The same rewrite, unobstructed, copies every pair.
+        let new = rewrite(dir.path(), dir.path(), &db).unwrap();
+        drop((tree, db));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let copy = loop {
+            match sled::open(&new) {
+                Err(e) if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                other => break other.unwrap(),
+            }
+        };
+        assert_eq!(copy.open_tree("t").unwrap().len(), 3_000);
+    }
 }
