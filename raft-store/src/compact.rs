@@ -1,33 +1,40 @@
-//! sled's files rewritten at open once they hold mostly what sled no longer uses.
+//! sled's files rewritten once they hold mostly what sled no longer uses, at open and while the
+//! node runs.
 //!
 //! sled 0.34.7 keeps its `db` file at the largest size it ever reached and leaves blob files
 //! behind (measured after a million tags: 161.5 MB of `db` and 21.8 MB of blobs for 80.7 kB of
 //! records; three reopens changed nothing). The state machine's tree holds only the changes
-//! since its base snapshot (`state_machine/base.rs`), so what sled holds stays small; an open
-//! that finds sled's files above [`StoreOptions::compact_above`](crate::StoreOptions) bytes and
-//! above [`GARBAGE_RATIO`] times the records its trees hold copies every tree into a new
-//! directory and switches to it:
+//! since its base snapshot (`state_machine/base.rs`), so what sled holds stays small. When
+//! sled's files are above [`StoreOptions::compact_above`](crate::StoreOptions) bytes and above
+//! [`GARBAGE_RATIO`] times the records its trees hold (checked at open and after each snapshot
+//! build), [`rewrite_if_due`] copies every tree into a new directory and switches to it, while
+//! the stores go on writing (how, in [`Disk`](crate::Disk)):
 //!
-//! 1. `sled-<n>.part/`: a new database, every tree copied, synced (sled's flush, `fdatasync`
-//!    of its files, the directory) and closed (sled's ID generator starts again: a snapshot
-//!    file's name holds its log index and such an ID, and a name met again is the snapshot of
-//!    the same log index, so of the same committed state);
-//! 2. renamed `sled-<n>/`, the store's directory synced;
-//! 3. the file `current` (written as `current.tmp`, synced, renamed, the directory synced) names
-//!    it;
+//! 1. `sled-<n>/`: a new database, every tree copied while writes go on, then the keys they
+//!    wrote meanwhile, a round at a time; synced (sled's flush, `fdatasync` of its files, the
+//!    directory and the store's directory);
+//! 2. with writes held off: the keys written since the last round copied and synced;
+//! 3. the file `current` (written as `current.tmp`, synced, renamed, the directory synced)
+//!    names it, and the stores switch to it; writes go on there;
 //! 4. the old files removed: an earlier `sled-<m>/`, or sled's files in the store's directory
 //!    itself (where releases before this one, and this one until its first rewrite, keep them),
 //!    whose `db` becomes an empty directory: an earlier release opening the store fails then,
 //!    instead of starting on an empty database.
 //!
-//! A crash before 3 leaves the old files current, and the next open removes the new ones; after
-//! 3, the new ones, and the next open removes the old. The `log-end` file and the snapshot
-//! files stay where they are, in the store's directory.
+//! A crash before 3 leaves the old files current, holding every write acknowledged (each was
+//! synced there), and the next open removes the new ones; after 3, the new ones, and the next
+//! open removes the old. No write is acknowledged between the rename and the directory's sync.
+//! sled's ID generator starts again in the new database: a snapshot file's name holds its log
+//! index and such an ID, and a name met again is the snapshot of the same log index, so of the
+//! same committed state. The `log-end` file and the snapshot files stay where they are, in the
+//! store's directory.
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::durable::{sync_dir, Disk, LOG_FILE};
+use crate::disk::{Disk, Touched};
+use crate::durable::{sync_dir, Synced, LOG_FILE};
+use crate::failpoint::failpoint;
 use crate::verify::Damage;
 
 /// The file naming the directory of sled's files, in the store's directory.
@@ -42,9 +49,6 @@ pub const GARBAGE_RATIO: u64 = 16;
 
 /// The prefix of the directories of sled's files.
 const PREFIX: &str = "sled-";
-
-/// The ending of a directory being written.
-const PART: &str = ".part";
 
 /// The files sled keeps in its directory, besides `db`: its config, blobs, and its own
 /// snapshots (`snap.<hex>`).
@@ -153,29 +157,151 @@ pub fn records_bytes(db: &sled::Db) -> sled::Result<u64> {
     Ok(total)
 }
 
-/// Rewrites `db`, whose files are in `old` (the store's directory `dir` or a `sled-<m>` in it),
-/// into a new directory and makes it current (steps 1 to 4 above); returns that directory. An
-/// error comes only before the new directory is current (a full disk, say): the old files stay
-/// current, and what was written of the new ones is removed. The caller closes `db`.
-pub fn rewrite(dir: &Path, old: &Path, db: &sled::Db) -> Result<PathBuf, CompactError> {
+/// What a rewrite did.
+#[derive(Debug)]
+pub struct Rewritten {
+    /// The directory of the new files.
+    pub to: PathBuf,
+    /// Bytes of the old files, and of the records they held when it began.
+    pub files: u64,
+    pub records: u64,
+    /// Keys written while it copied, copied again: in every round, and in its last (with
+    /// writes held off).
+    pub noted: usize,
+    pub last_round: usize,
+    /// How long writes were held off (the last round and the switch).
+    pub held_ms: u64,
+}
+
+/// Copy rounds while writes go on, before the last one that holds them off.
+const ROUNDS: usize = 4;
+
+/// A round with fewer keys than this to copy again is the last.
+const FEW_KEYS: usize = 1024;
+
+/// Gives up a rewrite that noted more keys than this in one round (writes faster than it
+/// copies): the old files stay current.
+const MAX_TOUCHED: usize = 1 << 20;
+
+/// Rewrites sled's files when [`due`] (steps 1 to 4 above), while the stores run (see
+/// [`Disk`](crate::Disk)); `None` when not due, or another rewrite runs. An error comes only
+/// from before the new files are current (a full disk, say): the old ones stay current, and
+/// what was written of the new ones is removed.
+pub fn rewrite_if_due(disk: &Disk) -> Result<Option<Rewritten>, CompactError> {
+    let Ok(_one) = disk.rewriting() else { return Ok(None) };
+    let old = disk.dir();
+    let files = files_bytes(&old)?;
+    if files <= disk.compact_above() {
+        return Ok(None);
+    }
+    let db = disk.db();
+    let records = records_bytes(&db)?;
+    if !due(files, records, disk.compact_above()) {
+        return Ok(None);
+    }
+    rewrite_now(disk, &db, &old).map(|last_round| Some(Rewritten { files, records, ..last_round }))
+}
+
+/// Rewrites `db`, the current database in `old`, now (the rest of [`rewrite_if_due`]).
+fn rewrite_now(disk: &Disk, db: &sled::Db, old: &Path) -> Result<Rewritten, CompactError> {
+    let dir = disk.store_dir().to_owned();
     let n = old.file_name().and_then(|n| number_of(&n.to_string_lossy())).map_or(1, |n| n + 1);
     let name = format!("{PREFIX}{n}");
-    let part = dir.join(format!("{name}{PART}"));
-    let switched = switch(dir, &name, &part, db);
-    if switched.is_err() {
-        // Best effort: the next open removes it too.
-        let _ = fs::remove_dir_all(&part);
-        let _ = fs::remove_dir_all(dir.join(&name));
-        let _ = fs::remove_file(dir.join(format!("{CURRENT}.tmp")));
+    let (noted, last_round, held_ms) = match rewrite(disk, db, &dir, &name) {
+        Ok(counts) => counts,
+        Err(e) => {
+            disk.untrack();
+            // Best effort: the next open removes them too.
+            let _ = fs::remove_dir_all(dir.join(&name));
+            let _ = fs::remove_file(dir.join(format!("{CURRENT}.tmp")));
+            return Err(e);
+        }
+    };
+    // The old files go now (or at the next open): nothing reads them any more.
+    if let Err(e) = prepare(&dir) {
+        tracing::warn!(error = %e, "sled's old files stay until the next open");
     }
-    switched?;
-    // The new files are current: the old ones go now, or at the next open; not before the
-    // name is durable (a power cut could take it back, and the old files would be current).
-    match sync_dir(dir).map_err(CompactError::from).and_then(|()| prepare(dir).map(drop)) {
-        Ok(()) => {}
-        Err(e) => tracing::warn!(error = %e, "sled's old files stay until the next open"),
+    Ok(Rewritten { to: dir.join(name), files: 0, records: 0, noted, last_round, held_ms })
+}
+
+/// Steps 1 to 3 into `dir/name`, from `db` (the current database) while writes go on; returns
+/// the keys copied again in every round, and in the last, and the milliseconds writes were held
+/// off.
+fn rewrite(disk: &Disk, db: &sled::Db, dir: &Path, name: &str) -> Result<(usize, usize, u64), CompactError> {
+    let path = dir.join(name);
+    if path.exists() {
+        fs::remove_dir_all(&path)?;
     }
-    Ok(dir.join(name))
+    disk.track();
+    let new = disk.config(&path).open()?;
+    copy_trees(db, &new)?;
+    let mut noted = 0;
+    for _ in 0..ROUNDS {
+        let touched = disk.take_touched();
+        noted += touched.len();
+        if touched.len() > MAX_TOUCHED {
+            return Err(CompactError::Io(io::Error::other(format!(
+                "{} keys written while copying: more than {MAX_TOUCHED}",
+                touched.len()
+            ))));
+        }
+        let few = touched.len() < FEW_KEYS;
+        copy_keys(db, &new, &touched)?;
+        if few {
+            break;
+        }
+    }
+    let new = Synced::open(new, &path)?;
+    new.sync_now()?;
+    // The new directory's entry, before `current` may name it.
+    sync_dir(dir)?;
+    failpoint!("compact-copied");
+    let mut last = 0;
+    let held = std::time::Instant::now();
+    disk.switch(new, |old, new, touched| {
+        last = touched.len();
+        let unrenamed = |e: CompactError| (e, false);
+        copy_keys(old, new, &touched).map_err(|e| unrenamed(e.into()))?;
+        new.sync_now().map_err(|e| unrenamed(e.into()))?;
+        name_current(dir, name).map_err(|e| unrenamed(e.into()))?;
+        failpoint!("compact-renamed");
+        // The switch: from here the new files are current, whatever fails. The writes that
+        // follow are acknowledged once synced in them, so the name must be durable first;
+        // until a sync of `dir` succeeds, every sync fails.
+        new.sync_dir_first(dir);
+        new.sync_now().map_err(|e| (e.into(), true))
+    })?;
+    // From the request of the write lock: writes that came meanwhile waited that long at most.
+    Ok((noted + last, last, held.elapsed().as_millis() as u64))
+}
+
+/// Copies the pairs `touched` names from `from` into `to` (or removes them where `from` has
+/// none).
+fn copy_keys(from: &sled::Db, to: &sled::Db, touched: &Touched) -> sled::Result<()> {
+    let mut trees: Option<(&str, sled::Tree, sled::Tree, sled::Batch, usize)> = None;
+    for (name, key) in touched {
+        if trees.as_ref().is_none_or(|(n, ..)| n != name) {
+            if let Some((_, _, target, batch, _)) = trees.take() {
+                target.apply_batch(batch)?;
+            }
+            trees = Some((name, from.open_tree(name)?, to.open_tree(name)?, sled::Batch::default(), 0));
+        }
+        if let Some((_, source, target, batch, n)) = trees.as_mut() {
+            match source.get(key)? {
+                Some(v) => batch.insert(key, v),
+                None => batch.remove(key),
+            }
+            *n += 1;
+            if *n == COPY_BATCH {
+                target.apply_batch(std::mem::take(batch))?;
+                *n = 0;
+            }
+        }
+    }
+    if let Some((_, _, target, batch, _)) = trees {
+        target.apply_batch(batch)?;
+    }
+    Ok(())
 }
 
 /// Keys copied per sled batch.
@@ -202,65 +328,134 @@ fn copy_trees(from: &sled::Db, to: &sled::Db) -> sled::Result<()> {
     Ok(())
 }
 
-/// Steps 1 to 3: the new database in `part`, renamed `name`, and `current` naming it.
-fn switch(dir: &Path, name: &str, part: &Path, db: &sled::Db) -> Result<(), CompactError> {
-    if part.exists() {
-        fs::remove_dir_all(part)?;
-    }
-    {
-        let new = sled::Config::new().path(part).open()?;
-        copy_trees(db, &new)?;
-        let new = Disk::open(new, part)?;
-        new.sync_now()?;
-    }
-    fs::rename(part, dir.join(name))?;
-    sync_dir(dir)?;
+/// Step 3: the file `current` names `name`, durably but for `dir`'s sync (the caller's).
+fn name_current(dir: &Path, name: &str) -> io::Result<()> {
     let tmp = dir.join(format!("{CURRENT}.tmp"));
     let mut f = fs::File::create(&tmp)?;
     f.write_all(format!("{name}\n").as_bytes())?;
     f.sync_all()?;
-    // The switch: nothing after it may fail the rewrite (the caller would remove what
-    // `current` names).
-    fs::rename(&tmp, dir.join(CURRENT))?;
-    Ok(())
+    fs::rename(&tmp, dir.join(CURRENT))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::disk;
 
-    /// A rewrite that fails before the switch (here the new directory's name is taken, as a
-    /// full disk or any I/O error would stop it) leaves the old files current and untouched,
-    /// and removes what it wrote.
-    #[test]
-    fn a_failed_rewrite_leaves_the_old_files_current() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = sled::Config::new().path(dir.path()).open().unwrap();
-        let tree = db.open_tree("t").unwrap();
-        for i in 0..3_000u32 {
-            tree.insert(i.to_be_bytes(), vec![7u8; 100]).unwrap();
-        }
-        db.flush().unwrap();
-        let obstacle = dir.path().join("sled-1");
-        fs::create_dir_all(obstacle.join("in-the-way")).unwrap();
-        let e = rewrite(dir.path(), dir.path(), &db).expect_err("the rename onto a full directory should fail");
-        assert!(matches!(e, CompactError::Io(_)), "{e}");
-        assert!(!dir.path().join(CURRENT).exists() && !dir.path().join("sled-1.part").exists());
-        assert_eq!(prepare(dir.path()).unwrap(), dir.path());
-        assert_eq!(tree.len(), 3_000);
-        assert!(dir.path().join(LOG_FILE).is_file(), "the old files were touched");
-        // The same rewrite, unobstructed, copies every pair.
-        let new = rewrite(dir.path(), dir.path(), &db).unwrap();
-        drop((tree, db));
+    fn now(disk: &Disk) -> Result<Rewritten, CompactError> {
+        rewrite_now(disk, &disk.db(), &disk.dir())
+    }
+
+    /// sled's files in `dir`, opened once the last handle on them let go of its lock.
+    fn reopen(dir: &Path) -> sled::Db {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let copy = loop {
-            match sled::open(&new) {
+        loop {
+            match sled::open(dir) {
                 Err(e) if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(20))
                 }
                 other => break other.unwrap(),
             }
+        }
+    }
+
+    /// A rewrite that fails before the switch (here `current` cannot be written, as a full
+    /// disk or any I/O error would stop it) leaves the old files current and untouched, and
+    /// removes what it wrote; writes go on in the old files.
+    #[test]
+    fn a_failed_rewrite_leaves_the_old_files_current() {
+        let (dir, disk) = disk();
+        let tree = disk.tree("t").unwrap();
+        for i in 0..3_000u32 {
+            tree.insert(i.to_be_bytes(), vec![7u8; 100]).unwrap();
+        }
+        let obstacle = dir.path().join(format!("{CURRENT}.tmp"));
+        fs::create_dir_all(obstacle.join("in-the-way")).unwrap();
+        let e = now(&disk).expect_err("writing current.tmp over a directory should fail");
+        assert!(matches!(e, CompactError::Io(_)), "{e}");
+        assert!(!dir.path().join(CURRENT).exists() && !dir.path().join("sled-1").exists());
+        assert_eq!(disk.dir(), dir.path());
+        assert!(dir.path().join(LOG_FILE).is_file(), "the old files were touched");
+        tree.insert(b"after", b"x".as_slice()).unwrap();
+        assert_eq!(tree.len(), 3_001);
+        // The same rewrite, unobstructed, copies every pair and the stores go on in it.
+        fs::remove_dir_all(&obstacle).unwrap();
+        let r = now(&disk).unwrap();
+        assert_eq!(r.to, dir.path().join("sled-1"));
+        assert_eq!(disk.dir(), r.to);
+        assert!(dir.path().join(LOG_FILE).is_dir(), "the old log file should give way to an empty directory");
+        tree.insert(b"switched", b"y".as_slice()).unwrap();
+        disk.sync_now().unwrap();
+        drop((tree, disk));
+        assert_eq!(prepare(dir.path()).unwrap(), r.to);
+        let copy = reopen(&r.to).open_tree("t").unwrap();
+        assert_eq!(copy.len(), 3_002);
+        assert!(copy.contains_key(b"switched").unwrap());
+    }
+
+    /// Writes that go on while rewrites copy all land in the files that end up current, and an
+    /// iterator made before a switch goes on after it, in the new files.
+    #[test]
+    fn writes_during_rewrites_are_all_kept() {
+        use std::collections::BTreeMap;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (dir, disk) = disk();
+        let tree = disk.tree("t").unwrap();
+        for i in 0..40_000u32 {
+            tree.insert(i.to_be_bytes(), i.to_le_bytes().to_vec()).unwrap();
+        }
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let writer = std::thread::spawn({
+            let (tree, stop) = (tree.clone(), stop.clone());
+            move || {
+                // What the tree must hold for the keys this thread writes (80,000 and up, and
+                // every third existing key, removed).
+                let mut model = BTreeMap::new();
+                let mut i = 0u32;
+                while !stop.load(Ordering::SeqCst) || i < 20_000 {
+                    let k = 80_000 + i;
+                    tree.insert(k.to_be_bytes(), b"w".as_slice()).unwrap();
+                    model.insert(k, true);
+                    if i.is_multiple_of(3) && i < 40_000 {
+                        let mut batch = crate::Batch::default();
+                        batch.remove(&i.to_be_bytes());
+                        batch.insert(&(200_000 + i).to_be_bytes(), b"b".as_slice());
+                        tree.apply_batch(batch).unwrap();
+                        model.insert(i, false);
+                        model.insert(200_000 + i, true);
+                    }
+                    i += 1;
+                }
+                model
+            }
+        });
+        let mut iter = tree.range(0u32.to_be_bytes()..1_000u32.to_be_bytes());
+        let first: Vec<_> = iter.by_ref().take(10).map(|r| r.unwrap().0).collect();
+        let (mut rounds, mut noted) = (0, 0);
+        for _ in 0..3 {
+            let r = now(&disk).unwrap();
+            rounds += 1;
+            noted += r.noted;
+            assert_eq!(disk.dir(), r.to);
+        }
+        assert!(noted > 0, "no write overlapped a copy: this test would not see one lost");
+        // The iterator made before the switches goes on from where it was, in key order.
+        let keys: Vec<_> = first.into_iter().chain(iter.map(|r| r.unwrap().0)).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]) && keys.len() > 600, "{} keys", keys.len());
+        stop.store(true, Ordering::SeqCst);
+        let model = writer.join().unwrap();
+        let check = |t: &dyn Fn(u32) -> bool| {
+            for (k, present) in &model {
+                assert_eq!(t(*k), *present, "key {k} after {rounds} rewrites");
+            }
         };
-        assert_eq!(copy.open_tree("t").unwrap().len(), 3_000);
+        check(&|k| tree.contains_key(k.to_be_bytes()).unwrap());
+        disk.sync_now().unwrap();
+        let current = disk.dir();
+        drop((tree, disk));
+        assert_eq!(prepare(dir.path()).unwrap(), current);
+        let reopened = reopen(&current).open_tree("t").unwrap();
+        check(&|k| reopened.contains_key(k.to_be_bytes()).unwrap());
+        assert!(reopened.contains_key(39_998u32.to_be_bytes()).unwrap(), "a key written before is gone");
     }
 }

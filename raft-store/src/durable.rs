@@ -4,7 +4,8 @@
 //! which flushes neither the disk's cache nor the file's metadata, and writes a value too large
 //! for a log segment to a file of its own under `blobs/` with no sync at all; only sled's
 //! background thread fsyncs, every `flush_every_ms`. So a flush alone does not survive a power
-//! cut. [`Disk::sync`] is what every write of the store awaits before it is acknowledged:
+//! cut. [`Synced::sync_now`] is what every write of the store awaits before it is acknowledged
+//! (through [`Disk::sync`](crate::Disk::sync), the swappable handle the stores use):
 //! - sled's flush (its buffers written to the file);
 //! - `fdatasync` of sled's log file (`db`: its only log, segments included);
 //! - `fdatasync` of every blob file not synced yet, then of `blobs/` itself;
@@ -15,7 +16,7 @@
 //! one more, which covers every caller that came meanwhile (see `Gate`); so N concurrent
 //! writers cost about two `fdatasync`s, not N.
 //!
-//! [`Disk::open`] also syncs what sled made when it created the store (`conf`, `db`, the
+//! [`Synced::open`] also syncs what sled made when it created the store (`conf`, `db`, the
 //! directories) and [`create_dir_all`] syncs the parent of every directory it makes, so a new
 //! store's entries survive a cut too.
 //!
@@ -35,9 +36,11 @@ const CONF_FILE: &str = "conf";
 /// sled's directory of values too large for a log segment (`Config::blob_path`).
 pub(crate) const BLOB_DIR: &str = "blobs";
 
-/// sled's database and the files behind it. Derefs to [`sled::Db`]; cheap to clone.
+/// One sled database and the files behind it, synced for real. Derefs to [`sled::Db`]; cheap
+/// to clone. The stores reach it through [`Disk`](crate::Disk), which may swap it for a
+/// rewritten one (see `compact`).
 #[derive(Clone)]
-pub struct Disk {
+pub struct Synced {
     db: sled::Db,
     inner: Arc<Inner>,
 }
@@ -48,6 +51,8 @@ struct Inner {
     log: File,
     /// What a sync found synced: the blob files and the store directory's entries.
     seen: Mutex<Seen>,
+    /// Directories every sync syncs first until one succeeds (see [`Synced::sync_dir_first`]).
+    first: Mutex<Vec<PathBuf>>,
     gate: Gate,
 }
 
@@ -118,20 +123,26 @@ struct Seen {
     entries: BTreeSet<OsString>,
 }
 
-impl std::ops::Deref for Disk {
+impl std::ops::Deref for Synced {
     type Target = sled::Db;
     fn deref(&self) -> &sled::Db {
         &self.db
     }
 }
 
-impl Disk {
+impl Synced {
     /// Takes `db`, opened on `dir`, and makes what sled created there durable.
-    pub fn open(db: sled::Db, dir: &Path) -> io::Result<Disk> {
+    pub fn open(db: sled::Db, dir: &Path) -> io::Result<Synced> {
         let log = File::open(dir.join(LOG_FILE))?;
-        let disk = Disk {
+        let disk = Synced {
             db,
-            inner: Arc::new(Inner { dir: dir.to_owned(), log, seen: Mutex::default(), gate: Gate::default() }),
+            inner: Arc::new(Inner {
+                dir: dir.to_owned(),
+                log,
+                seen: Mutex::default(),
+                first: Mutex::default(),
+                gate: Gate::default(),
+            }),
         };
         if let Ok(conf) = File::open(dir.join(CONF_FILE)) {
             conf.sync_all()?;
@@ -142,26 +153,12 @@ impl Disk {
         Ok(disk)
     }
 
-    /// Makes everything written to the database so far durable (see the module's doc), on
-    /// tokio's blocking pool.
-    ///
-    /// Not `flush_async`: that hands the flush to sled's own thread pool, whose every task wakes
-    /// all of its idle threads (seven); on a segment refill that was a quarter of the context
-    /// switches. The blocking pool wakes one thread.
-    pub async fn sync(&self) -> sled::Result<()> {
-        let disk = self.clone();
-        match tokio::task::spawn_blocking(move || disk.sync_now()).await {
-            Ok(r) => r,
-            Err(e) => Err(sled::Error::Io(io::Error::other(format!("sync task failed: {e}")))),
-        }
-    }
-
     /// The directory of sled's files.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
     }
 
-    /// [`Disk::sync`] on the calling thread.
+    /// Makes everything written to the database so far durable (see the module's doc).
     pub fn sync_now(&self) -> sled::Result<()> {
         // A slow or failing fsync, for tests (see `failpoint`).
         #[cfg(feature = "failpoints")]
@@ -169,11 +166,24 @@ impl Disk {
             return Err(sled::Error::Io(e));
         }
         self.inner.gate.run(|| {
+            let mut first = self.inner.first.lock().unwrap_or_else(|e| e.into_inner());
+            for dir in first.iter() {
+                sync_dir(dir)?;
+            }
+            first.clear();
+            drop(first);
             self.db.flush()?;
             self.inner.log.sync_data()?;
             self.sync_files()?;
             Ok(())
         })
+    }
+
+    /// Makes every sync from now on sync `dir` first, until one succeeds: for a rename in `dir`
+    /// (a rewrite's `current`) that must be durable before any write to this database is
+    /// acknowledged.
+    pub(crate) fn sync_dir_first(&self, dir: &Path) {
+        self.inner.first.lock().unwrap_or_else(|e| e.into_inner()).push(dir.to_owned());
     }
 
     /// Syncs the blob files no sync saw yet, and the directories whose entries changed.
@@ -243,7 +253,7 @@ mod tests {
     fn a_sync_covers_blobs_and_the_store_directory() {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::Config::new().path(dir.path()).open().unwrap();
-        let disk = Disk::open(db, dir.path()).unwrap();
+        let disk = Synced::open(db, dir.path()).unwrap();
         // A value larger than a quarter of a log segment goes to a blob file of its own.
         disk.insert(b"big", vec![7u8; 300 * 1024]).unwrap();
         disk.sync_now().unwrap();

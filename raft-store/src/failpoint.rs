@@ -62,6 +62,10 @@ pub const CRASH_POINTS: &[&str] = &[
     "sm-build-snapshot-written",
     "sm-build-rebase-midway",
     "sm-build-done",
+    // `compact::rewrite_if_due` after a build: the new files copied and synced, `current` not
+    // yet naming them; then `current` renamed, the directory not yet synced (writes held off)
+    "compact-copied",
+    "compact-renamed",
     // The periodic checkpoint of the `sm` tree in `StateMachineStore::apply`
     "sm-checkpoint-begin",
     // the staging of a checkpoint of many keys (`state_machine/staged`): whole, then copied to

@@ -107,8 +107,8 @@ pub enum JournalError {
 /// Handle on the journal trees. Cheap to clone.
 #[derive(Clone)]
 pub struct Journal {
-    records: sled::Tree,
-    meta: sled::Tree,
+    records: crate::Tree,
+    meta: crate::Tree,
     cap: usize,
     len: Arc<AtomicUsize>,
     /// Highest applied log index whose allocations are recorded.
@@ -120,9 +120,9 @@ impl Journal {
     /// state machine's last applied index: its allocations were recorded before it was saved.
     /// A journal created on a store that has already applied entries (written by a release
     /// without the journal) is complete only after them.
-    pub fn open(db: &sled::Db, cap: usize, applied: u64) -> Result<Journal, JournalError> {
-        let records = db.open_tree("journal")?;
-        let meta = db.open_tree("journal_meta")?;
+    pub fn open(db: &crate::Disk, cap: usize, applied: u64) -> Result<Journal, JournalError> {
+        let records = db.tree("journal")?;
+        let meta = db.tree("journal_meta")?;
         if meta.get(KEY_COMPLETE_FROM)?.is_none() {
             let from = if applied == 0 { 0 } else { applied + 1 };
             meta.insert(KEY_COMPLETE_FROM, codec::encode(&from)?)?;
@@ -250,10 +250,8 @@ mod tests {
         JournalRecord { tag: tag.into(), node_id, start, end: start + 10, at_ms: 7 }
     }
 
-    fn db() -> (tempfile::TempDir, sled::Db) {
-        let dir = tempfile::tempdir().unwrap();
-        let db = sled::Config::new().path(dir.path()).open().unwrap();
-        (dir, db)
+    fn db() -> (tempfile::TempDir, crate::Disk) {
+        crate::testing::disk()
     }
 
     #[test]

@@ -21,10 +21,13 @@
 //! - [`restore`]: restoring a backup without handing out an ID twice: the plan of each tag's
 //!   jump, applying it, the snowflake floor and the state's lineage of restores.
 //! - [`restore_store`]: writing a restored state into a new data directory.
-//! - [`durable`]: sled's database synced for real ([`Disk::sync`]: its flush, then `fdatasync` of
-//!   the files it wrote, which its flush only `sync_file_range`s), and directories made durably.
-//! - [`compact`]: sled's files rewritten at open once they hold mostly garbage, into a
-//!   directory the file `current` names.
+//! - [`durable`]: sled's database synced for real ([`durable::Synced::sync_now`]: its flush,
+//!   then `fdatasync` of the files it wrote, which its flush only `sync_file_range`s), and
+//!   directories made durably.
+//! - [`disk`]: the stores' handle on that database ([`Disk`], its [`Tree`]s and [`Batch`]es),
+//!   which a rewrite swaps while they run.
+//! - [`compact`]: sled's files rewritten once they hold mostly garbage (at open, and after a
+//!   snapshot build), into a directory the file `current` names.
 //! - [`log_end`]: the log's end and the vote, kept outside sled, so that an open finds
 //!   acknowledged entries or a vote that sled's recovery dropped behind a damaged record.
 //! - [`log_store`]: `RaftLogStorage` on sled, each write synced before it is acknowledged.
@@ -65,6 +68,7 @@ pub mod check;
 pub mod command;
 pub mod compact;
 mod coverage;
+pub mod disk;
 pub mod durable;
 pub mod failpoint;
 pub mod gapless;
@@ -89,7 +93,7 @@ pub mod workers;
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
 pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
 pub use command::{Command, Op, SegmentAsk};
-pub use durable::Disk;
+pub use disk::{Batch, Disk, Iter, Tree};
 pub use gapless::{
     chain_hash, heads_digest, ChainEvent, Issued, Ledger, NumberAct, NumberAsk, NumberRecord, CHAIN_GENESIS,
     MAX_LEDGER_NUMBERS, MAX_NUMBER_ASKS,
@@ -153,25 +157,9 @@ pub const SNAPSHOT_DIR: &str = "snapshots";
 /// Opens (or creates) the log store and state machine in `dir` (sled's files, and the
 /// snapshot files in [`SNAPSHOT_DIR`]), after reading every record and the current snapshot
 /// back: [`OpenError::Damaged`] names the file and offset of any damage. sled's files are
-/// rewritten first when they hold mostly garbage (see [`compact`]).
+/// rewritten first when they hold mostly garbage (see [`compact`]); the state machine's builds
+/// check again as the node runs.
 pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineStore), OpenError> {
-    match open_once(dir, opts, true)? {
-        Some(opened) => Ok(opened),
-        None => open_once(dir, opts, false)?
-            .ok_or_else(|| OpenError::Compact(compact::CompactError::Io(std::io::Error::other("rewritten twice")))),
-    }
-}
-
-/// How long an open waits for sled's lock on its files, which sled releases from a background
-/// thread after a database's last handle is dropped (a rewrite drops one just before).
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// [`open`]; `None` when it rewrote sled's files instead (only if `may_compact`): open again.
-fn open_once(
-    dir: &Path,
-    opts: &StoreOptions,
-    may_compact: bool,
-) -> Result<Option<(LogStore, StateMachineStore)>, OpenError> {
     let sled_err = |source| OpenError::Sled { path: dir.display().to_string(), source };
     durable::create_dir_all(dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
     let sled_dir = compact::prepare(dir).map_err(compact_err)?;
@@ -190,52 +178,36 @@ fn open_once(
         Some(d) => OpenError::Damaged(d),
         None => sled_err(e),
     })?;
-    let db = Disk::open(db, &sled_dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
+    let files = durable::Synced::open(db, &sled_dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
+    let disk = Disk::new(files, dir, opts);
     let scan_err = |e| match e {
         verify::ScanError::Damaged(d) => OpenError::Damaged(d),
         verify::ScanError::Sled(e) => sled_err(e),
     };
-    let scanned = verify::scan_trees(&db, &sled_dir, |tree| tree != "sm").map_err(scan_err)?;
-    if may_compact {
-        // Only a state machine over a base snapshot is small (an earlier release's holds the
-        // whole state: its first build converts it, and a later open rewrites).
-        let sm = db.open_tree("sm").map_err(sled_err)?;
-        let files = compact::files_bytes(&sled_dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
-        if files > opts.compact_above && state_machine::has_base(&sm).map_err(OpenError::StateMachine)? {
-            let sm_bytes: u64 = sm
-                .iter()
-                .map(|r| r.map(|(k, v)| (k.len() + v.len()) as u64))
-                .sum::<sled::Result<u64>>()
-                .map_err(sled_err)?;
-            let records = scanned.bytes + sm_bytes;
-            if compact::due(files, records, opts.compact_above) {
-                let started = std::time::Instant::now();
-                drop(sm);
-                match compact::rewrite(dir, &sled_dir, &db) {
-                    Ok(new) => {
-                        drop(db);
-                        tracing::info!(
-                            from = %sled_dir.display(), to = %new.display(), files, records, ms = started.elapsed().as_millis() as u64,
-                            "rewrote sled's files, which held mostly garbage"
-                        );
-                        return Ok(None);
-                    }
-                    // The old files stay current: the node starts on them.
-                    Err(e) => {
-                        tracing::warn!(error = %e, files, records, "could not rewrite sled's files; going on with them")
-                    }
-                }
-            }
+    verify::scan_trees(&disk.db(), &sled_dir, |tree| tree != "sm").map_err(scan_err)?;
+    // Only a state machine over a base snapshot is small (an earlier release's holds the whole
+    // state: its first build converts it, and a later rewrite follows).
+    let sm = disk.tree("sm").map_err(sled_err)?;
+    if state_machine::has_base(&sm).map_err(OpenError::StateMachine)? {
+        let started = std::time::Instant::now();
+        match compact::rewrite_if_due(&disk) {
+            Ok(None) => {}
+            Ok(Some(r)) => tracing::info!(
+                from = %sled_dir.display(), to = %r.to.display(), files = r.files, records = r.records,
+                ms = started.elapsed().as_millis() as u64, "rewrote sled's files, which held mostly garbage"
+            ),
+            // The old files stay current: the node starts on them.
+            Err(e) => tracing::warn!(error = %e, "could not rewrite sled's files; going on with them"),
         }
     }
     let snap_dir = dir.join(SNAPSHOT_DIR);
     let snapshot_check = std::thread::spawn({
-        let (db, snap_dir) = ((*db).clone(), snap_dir.clone());
+        let (db, snap_dir) = (disk.db(), snap_dir.clone());
         move || verify::snapshot(&db, &snap_dir)
     });
     let coverage = coverage::Coverage::new();
-    let log = LogStore::open(&db, dir, coverage.clone())?;
-    let sm = StateMachineStore::open(&db, &snap_dir, opts.journal_entries, coverage);
+    let log = LogStore::open(&disk, dir, coverage.clone())?;
+    let sm = StateMachineStore::open(&disk, &snap_dir, opts.journal_entries, coverage);
     let snapshots = snapshot_check
         .join()
         .map_err(|_| sled_err(sled::Error::Io(std::io::Error::other("the snapshot check panicked"))))?;
@@ -243,13 +215,18 @@ fn open_once(
     let sm = match (sm, snapshots) {
         (Ok(sm), Ok(())) => sm,
         (_, Err(d)) => return Err(OpenError::Damaged(d)),
-        (Err(e), Ok(())) => match verify::scan_trees(&db, &sled_dir, |tree| tree == "sm") {
+        (Err(e), Ok(())) => match verify::scan_trees(&disk.db(), &disk.dir(), |tree| tree == "sm") {
             Err(verify::ScanError::Damaged(d)) => return Err(OpenError::Damaged(d)),
             _ => return Err(OpenError::StateMachine(e)),
         },
     };
-    Ok(Some((log, sm)))
+    Ok((log, sm))
 }
+
+/// How long an open waits for sled's lock on its files, which sled releases from a background
+/// thread after a database's last handle is dropped (a store closed and opened again in one
+/// process).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A rewrite's error as the open's.
 fn compact_err(e: compact::CompactError) -> OpenError {

@@ -56,8 +56,8 @@ struct Purged {
 #[derive(Clone)]
 pub struct LogStore {
     db: crate::Disk,
-    log: sled::Tree,
-    meta: sled::Tree,
+    log: crate::Tree,
+    meta: crate::Tree,
     purged: Arc<Mutex<Purged>>,
     coverage: Coverage,
     /// The end and vote synced at most, outside sled (`log_end`).
@@ -110,8 +110,8 @@ impl LogStore {
     pub(crate) fn open(db: &crate::Disk, dir: &std::path::Path, coverage: Coverage) -> Result<Self, crate::OpenError> {
         use crate::OpenError;
         let open_err = |e| OpenError::Log(io_err(e, false));
-        let log = db.open_tree("log").map_err(open_err)?;
-        let meta = db.open_tree("raft_meta").map_err(open_err)?;
+        let log = db.tree("log").map_err(open_err)?;
+        let meta = db.tree("raft_meta").map_err(open_err)?;
         let get =
             |k: &[u8]| -> Result<Option<Vec<u8>>, OpenError> { Ok(meta.get(k).map_err(open_err)?.map(|v| v.to_vec())) };
         let decode_err = |e| OpenError::Log(io_err(e, false));
@@ -180,7 +180,7 @@ impl LogStore {
     }
 
     fn remove_range(&self, range: impl RangeBounds<[u8; 8]>) -> Result<(), StorageError> {
-        let mut batch = sled::Batch::default();
+        let mut batch = crate::Batch::default();
         for item in self.log.range(range) {
             let (k, _) = item.map_err(|e| io_err(e, true))?;
             batch.remove(k);
@@ -386,7 +386,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             let (k, v) = encoded.remove(0);
             self.log.insert(k, v).map_err(|e| io_err(e, true))?;
         } else {
-            let mut batch = sled::Batch::default();
+            let mut batch = crate::Batch::default();
             for (k, v) in encoded {
                 batch.insert(&k, v);
             }

@@ -50,7 +50,7 @@ pub(crate) use snapshot::verify_current as verify_current_snapshot;
 
 /// Whether the `sm` tree holds changes over a base snapshot (see `base`) rather than the whole
 /// state.
-pub(crate) fn has_base(sm: &sled::Tree) -> Result<bool, StorageError> {
+pub(crate) fn has_base(sm: &crate::Tree) -> Result<bool, StorageError> {
     Ok(base::base_of(sm)?.is_some())
 }
 
@@ -97,10 +97,10 @@ pub struct SmData {
 #[derive(Clone)]
 pub struct StateMachineStore {
     db: crate::Disk,
-    sm: sled::Tree,
+    sm: crate::Tree,
     /// Checkpoints of many keys, staged (see `staged`).
-    pending: sled::Tree,
-    snap: sled::Tree,
+    pending: crate::Tree,
+    snap: crate::Tree,
     /// The directory of the snapshot files.
     snap_dir: std::path::PathBuf,
     data: Arc<RwLock<SmData>>,

@@ -81,3 +81,12 @@ pub(crate) fn tags_state(tags: usize, description: usize, index: u64) -> crate::
     }
     data
 }
+
+/// A [`crate::Disk`] on a new sled database in a temporary directory.
+pub(crate) fn disk() -> (tempfile::TempDir, crate::Disk) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::Config::new().path(dir.path()).open().unwrap();
+    let files = crate::durable::Synced::open(db, dir.path()).unwrap();
+    let disk = crate::Disk::new(files, dir.path(), &crate::StoreOptions::default());
+    (dir, disk)
+}

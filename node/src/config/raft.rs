@@ -29,6 +29,13 @@ pub struct RaftConfig {
     /// Entries kept behind a snapshot so slightly lagging followers catch up from the log (a
     /// batch of tags counts each of its tags). Default `1000`.
     pub keep_logs_after_snapshot: u64,
+    /// sled, which keeps the Raft log and state, never shrinks its files: they stay at the
+    /// largest size they reached (about 5 times the state after a million tags were created).
+    /// Once they pass this many MiB and hold more than 16 times their records, the node copies
+    /// what they hold into new files and switches to them: after a snapshot build while it
+    /// runs (writes wait only for the last keys written during the copy), and at its start.
+    /// From 1 to 1048576; default `64`.
+    pub rewrite_above_mib: u64,
     /// How long a proposal (segment allocation, tag change) may take before it fails with 503. From
     /// 100 to 600000; default `5000` ms.
     pub propose_timeout_ms: u64,
@@ -95,6 +102,7 @@ impl Default for RaftConfig {
             election_timeout_max_ms: 2000,
             snapshot_every: 10_000,
             keep_logs_after_snapshot: 1000,
+            rewrite_above_mib: 64,
             propose_timeout_ms: 5000,
             source_ip: None,
             on_storage_failure: OnStorageFailure::Stay,
@@ -104,6 +112,14 @@ impl Default for RaftConfig {
 }
 
 impl RaftConfig {
+    /// The Raft store's options this section sets.
+    pub fn store_options(&self) -> leaf_raft_store::StoreOptions {
+        leaf_raft_store::StoreOptions {
+            compact_above: self.rewrite_above_mib * 1024 * 1024,
+            ..leaf_raft_store::StoreOptions::default()
+        }
+    }
+
     /// Appends what is wrong with the section to `errs`.
     pub(super) fn validate(&self, errs: &mut Vec<String>) {
         if !(10..=10_000).contains(&self.heartbeat_ms) {
@@ -117,6 +133,9 @@ impl RaftConfig {
         }
         if self.snapshot_every == 0 {
             errs.push("raft.snapshot_every must be at least 1".to_string());
+        }
+        if !(1..=1_048_576).contains(&self.rewrite_above_mib) {
+            errs.push("raft.rewrite_above_mib must be from 1 to 1048576".to_string());
         }
         if !(100..=600_000).contains(&self.propose_timeout_ms) {
             errs.push("raft.propose_timeout_ms must be from 100 to 600000".to_string());

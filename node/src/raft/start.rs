@@ -38,10 +38,11 @@ pub enum RaftStartError {
 /// node restarted in-process) to release the data dir's lock.
 async fn open_when_unlocked(
     dir: &std::path::Path,
+    opts: &StoreOptions,
 ) -> Result<(LogStore, leaf_raft_store::StateMachineStore), RaftStartError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        match open(dir, &StoreOptions::default()) {
+        match open(dir, opts) {
             Err(leaf_raft_store::OpenError::Sled { source, .. })
                 if source.to_string().contains("could not acquire lock") =>
             {
@@ -71,7 +72,7 @@ impl RaftNode {
         let dir = config.data_dir.join("raft");
         leaf_raft_store::durable::create_dir_all(&dir)
             .map_err(|source| RaftStartError::DataDir { path: dir.display().to_string(), source })?;
-        let (log, sm) = open_when_unlocked(&dir).await?;
+        let (log, sm) = open_when_unlocked(&dir, &config.raft.store_options()).await?;
         let state = sm.reader();
         let journal = sm.journal();
         let r = &config.raft;

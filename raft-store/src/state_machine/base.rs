@@ -69,8 +69,13 @@ pub(super) struct Base {
 }
 
 /// The base named by the tree `sm`, if any.
-pub(super) fn base_of(sm: &sled::Tree) -> Result<Option<Base>, StorageError> {
-    match sm.get(KEY_BASE).map_err(sm_read_err)? {
+pub(super) fn base_of(sm: &crate::Tree) -> Result<Option<Base>, StorageError> {
+    decode_base(sm.get(KEY_BASE).map_err(sm_read_err)?)
+}
+
+/// The base an `m/base` value names.
+pub(super) fn decode_base(value: Option<IVec>) -> Result<Option<Base>, StorageError> {
+    match value {
         Some(v) => Ok(Some(codec::decode(&v).map_err(sm_read_err)?)),
         None => Ok(None),
     }
@@ -135,7 +140,7 @@ impl<I: Iterator<Item = sled::Result<(IVec, IVec)>>> Changes<I> {
 /// in key order, tombstones applied: what a load reads and a snapshot or backup file holds.
 /// The caller keeps the tree from changing meanwhile (`tree` held, or the open).
 pub(super) fn merged(
-    sm: &sled::Tree,
+    sm: &crate::Tree,
     snap_dir: &Path,
     mut put: impl FnMut(&[u8], &[u8]) -> Result<(), StorageError>,
 ) -> Result<(), StorageError> {
@@ -284,7 +289,7 @@ impl StateMachineStore {
         let mut dirty = self.lock_dirty();
         let _tree = self.tree_for_replace();
         self.sm.remove(KEY_APPLIED).map_err(sm_write_err)?;
-        let mut batch = sled::Batch::default();
+        let mut batch = crate::Batch::default();
         let mut n = 0;
         for key in self.sm.iter().keys() {
             let key = key.map_err(sm_write_err)?;
@@ -299,7 +304,7 @@ impl StateMachineStore {
         }
         self.sm.apply_batch(batch).map_err(sm_write_err)?;
         failpoint!("sm-install-state-cleared");
-        let mut batch = sled::Batch::default();
+        let mut batch = crate::Batch::default();
         batch.insert(KEY_BASE, codec::encode(base).map_err(sm_write_err)?);
         batch.insert(KEY_APPLIED, codec::encode(&new.last_applied).map_err(sm_write_err)?);
         self.sm.apply_batch(batch).map_err(sm_write_err)?;

@@ -123,7 +123,11 @@ fn read_snapshot(mut input: impl Read, meta: &SnapshotMeta) -> Result<SmData, St
 pub(crate) fn verify_current(db: &sled::Db, snap_dir: &std::path::Path) -> Result<(), crate::verify::Damage> {
     let named = db.open_tree("snapshot").ok().and_then(|t| t.get(KEY_FILE).ok().flatten());
     let current = named.and_then(|v| codec::decode::<SnapshotRef>(&v).ok()).map(|r| r.file);
-    let base = db.open_tree("sm").ok().and_then(|t| super::base::base_of(&t).ok().flatten()).map(|b| b.file);
+    let base = db
+        .open_tree("sm")
+        .ok()
+        .and_then(|t| super::base::decode_base(t.get(super::base::KEY_BASE).ok().flatten()).ok().flatten())
+        .map(|b| b.file);
     let mut files: Vec<String> = current.into_iter().chain(base).collect();
     files.dedup();
     for name in files {
@@ -171,7 +175,7 @@ impl StateMachineStore {
             let (file, _) = self.write_state(&legacy.meta, &data)?;
             tracing::info!(snapshot = %legacy.meta.snapshot_id, %file, "converted the snapshot of an earlier release into a file");
             let r = SnapshotRef { meta: legacy.meta, file };
-            let mut batch = sled::Batch::default();
+            let mut batch = crate::Batch::default();
             batch.insert(KEY_FILE, codec::encode(&r).map_err(sm_write_err)?);
             batch.remove(KEY_LEGACY);
             self.snap.apply_batch(batch).map_err(sm_write_err)?;
@@ -404,6 +408,20 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         // This snapshot is on disk now (or a newer one is, which already raised the coverage).
         self.coverage.raise(meta.last_log_id);
         tracing::info!(snapshot = %meta.snapshot_id, bytes, "built snapshot");
+        // The tree just shed what the file holds: the moment sled's files hold the least.
+        // Still under the build's permits, so a shutdown waits for it.
+        let disk = self.db.clone();
+        let started = std::time::Instant::now();
+        match tokio::task::spawn_blocking(move || crate::compact::rewrite_if_due(&disk)).await {
+            Ok(Ok(None)) => {}
+            Ok(Ok(Some(r))) => tracing::info!(
+                to = %r.to.display(), files = r.files, records = r.records, noted = r.noted, last_round = r.last_round,
+                held_ms = r.held_ms, ms = started.elapsed().as_millis() as u64, "rewrote sled's files, which held mostly garbage"
+            ),
+            // The old files stay current.
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not rewrite sled's files; going on with them"),
+            Err(e) => tracing::warn!(error = %e, "the rewrite of sled's files stopped"),
+        }
         Ok(Snapshot { meta, snapshot: Box::new(tokio::fs::File::from_std(file)) })
     }
 }
@@ -506,7 +524,7 @@ mod tests {
                 let legacy = LegacySnapshot { meta: meta_of(&data), data: codec::encode(&data).unwrap() };
                 sm.snap.remove(KEY_FILE).unwrap();
                 sm.snap.insert(KEY_LEGACY, codec::encode(&legacy).unwrap()).unwrap();
-                sm.db.flush().unwrap();
+                sm.db.sync_now().unwrap();
             }
             let mut sm = open(dir.path());
             assert_eq!(*sm.data.read().unwrap(), data, "restored from the converted snapshot");

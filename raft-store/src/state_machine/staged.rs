@@ -21,8 +21,8 @@
 //! Earlier builds (up to 771930f) staged one key per write (`k<key>` → `1<value>`, or `0` for
 //! a removal): three sled writes per key instead of one, most of a node's CPU while it
 //! created a million tags. [`recover`] still finishes a staging of theirs.
+use crate::{Batch, Tree};
 use leaf_api::codec;
-use sled::{Batch, Tree};
 
 use crate::failpoint::failpoint;
 
@@ -162,10 +162,9 @@ fn unstage(v: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
-    fn trees() -> (tempfile::TempDir, sled::Db, Tree, Tree) {
-        let dir = tempfile::tempdir().unwrap();
-        let db = sled::Config::new().path(dir.path()).open().unwrap();
-        let (sm, pending) = (db.open_tree("sm").unwrap(), db.open_tree("p").unwrap());
+    fn trees() -> (tempfile::TempDir, crate::Disk, Tree, Tree) {
+        let (dir, db) = crate::testing::disk();
+        let (sm, pending) = (db.tree("sm").unwrap(), db.tree("p").unwrap());
         (dir, db, sm, pending)
     }
 

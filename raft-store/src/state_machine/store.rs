@@ -238,10 +238,10 @@ impl StateMachineStore {
         journal_cap: usize,
         coverage: Coverage,
     ) -> Result<Self, StorageError> {
-        let sm = db.open_tree("sm").map_err(sm_read_err)?;
-        let pending = db.open_tree("sm_pending").map_err(sm_read_err)?;
+        let sm = db.tree("sm").map_err(sm_read_err)?;
+        let pending = db.tree("sm_pending").map_err(sm_read_err)?;
         staged::recover(&sm, &pending, KEY_APPLIED).map_err(sm_write_err)?;
-        let snap = db.open_tree("snapshot").map_err(sm_read_err)?;
+        let snap = db.tree("snapshot").map_err(sm_read_err)?;
         let mut loader = Loader::default();
         super::base::merged(&sm, snap_dir, |k, v| {
             loader.pair(k, v).map_err(|e| sm_read_err(std::io::Error::other(e)))
@@ -372,9 +372,9 @@ impl StateMachineStore {
         let mut dirty = self.lock_dirty();
         let _tree = self.tree_for_replace();
         self.sm.remove(KEY_APPLIED).map_err(sm_write_err)?;
-        let mut batch = sled::Batch::default();
+        let mut batch = crate::Batch::default();
         let mut n = 0;
-        let flush = |batch: &mut sled::Batch, n: &mut usize, force: bool| {
+        let flush = |batch: &mut crate::Batch, n: &mut usize, force: bool| {
             if *n >= REPLACE_BATCH || (force && *n > 0) {
                 self.sm.apply_batch(std::mem::take(batch)).map_err(sm_write_err)?;
                 *n = 0;

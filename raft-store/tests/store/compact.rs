@@ -1,7 +1,7 @@
-//! sled's files rewritten at open (`leaf_raft_store::compact`): a store that holds mostly
-//! garbage reopens from a new directory with the same log, vote and state, an earlier release
-//! can no longer open it as an empty database, and each crash window of the rewrite leaves a
-//! store that opens.
+//! sled's files rewritten (`leaf_raft_store::compact`): a store that holds mostly garbage
+//! reopens from a new directory with the same log, vote and state, or switches to one after a
+//! snapshot build while it runs; an earlier release can no longer open it as an empty database,
+//! and each crash window of the rewrite leaves a store that opens.
 use std::path::Path;
 
 use leaf_raft_store::compact::{self, CURRENT};
@@ -52,17 +52,23 @@ fn garbage_store() -> TempDir {
     let dir = TempDir::new().unwrap();
     rt().block_on(async {
         let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
-        commit(&mut log, &mut sm, vec![entry(1, 1, create_op())]).await;
-        for b in 0..4u64 {
-            let tags = (0..5_000).map(|i| NewTag::segment(format!("b{b}-{i:05}"), 10, 1, "some words".into()));
-            commit(&mut log, &mut sm, vec![entry(1, 2 + b, Op::CreateTags { tags: tags.collect() })]).await;
-        }
-        commit(&mut log, &mut sm, (6..=40).map(|i| entry(1, i, alloc_op(10))).collect()).await;
-        sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
-        log.purge(LogId::new(CommittedLeaderId::new(1, 1), 35)).await.unwrap();
-        log.save_vote(&Vote::new(1, 1)).await.unwrap();
+        fill(&mut log, &mut sm).await;
     });
     dir
+}
+
+/// 20,000 tags created in 4 batches, tag `t` allocated, a snapshot built and the log purged
+/// behind it but for its last entries, a vote saved.
+async fn fill(log: &mut LogStore, sm: &mut StateMachineStore) {
+    commit(log, sm, vec![entry(1, 1, create_op())]).await;
+    for b in 0..4u64 {
+        let tags = (0..5_000).map(|i| NewTag::segment(format!("b{b}-{i:05}"), 10, 1, "some words".into()));
+        commit(log, sm, vec![entry(1, 2 + b, Op::CreateTags { tags: tags.collect() })]).await;
+    }
+    commit(log, sm, (6..=40).map(|i| entry(1, i, alloc_op(10))).collect()).await;
+    sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+    log.purge(LogId::new(CommittedLeaderId::new(1, 1), 35)).await.unwrap();
+    log.save_vote(&Vote::new(1, 1)).await.unwrap();
 }
 
 fn sled_bytes(dir: &Path) -> u64 {
@@ -97,11 +103,11 @@ fn each_crash_window_of_a_rewrite_opens_the_same_store() {
     // Before `current` names the new directory: a half-written one, and a pointer not renamed.
     let copy = TempDir::new().unwrap();
     copy_dir(dir.path(), copy.path());
-    std::fs::create_dir(copy.path().join("sled-1.part")).unwrap();
-    std::fs::write(copy.path().join("sled-1.part/db"), b"half").unwrap();
+    std::fs::create_dir(copy.path().join("sled-1")).unwrap();
+    std::fs::write(copy.path().join("sled-1/db"), b"half").unwrap();
     std::fs::write(copy.path().join("current.tmp"), b"sled-1\n").unwrap();
     assert_eq!(contents(copy.path(), &StoreOptions::default()), before);
-    assert!(!copy.path().join("sled-1.part").exists() && !copy.path().join("current.tmp").exists());
+    assert!(!copy.path().join("sled-1").exists() && !copy.path().join("current.tmp").exists());
     assert!(!copy.path().join(CURRENT).exists());
     // After `current` names it, before the old files are gone: they go at the next open.
     assert_eq!(contents(dir.path(), &options()), before);
@@ -120,4 +126,33 @@ fn each_crash_window_of_a_rewrite_opens_the_same_store() {
     std::fs::write(dir.path().join(CURRENT), b"sled-7\n").unwrap();
     let e = open_with(dir.path(), &StoreOptions::default()).err().expect("a pointer to nothing was opened");
     assert!(matches!(e, OpenError::Damaged(_)) && e.to_string().contains(CURRENT), "{e}");
+}
+
+/// The same entries, votes and builds on two stores, one of which rewrites sled's files after
+/// its builds while it runs: both reopen to the same log, vote and state, and the one rewritten
+/// holds a fraction of the other's files.
+#[test]
+fn a_running_store_rewritten_after_its_builds_keeps_everything() {
+    let run = |dir: &Path, opts: &StoreOptions| {
+        rt().block_on(async {
+            let (mut log, mut sm) = open(dir, opts).unwrap();
+            fill(&mut log, &mut sm).await;
+            commit(&mut log, &mut sm, (41..=60).map(|i| entry(1, i, alloc_op(10))).collect()).await;
+            sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+            let rewritten = dir.join(CURRENT).exists();
+            // Writes go on in whichever files are current.
+            commit(&mut log, &mut sm, (61..=70).map(|i| entry(2, i, alloc_op(10))).collect()).await;
+            log.purge(LogId::new(CommittedLeaderId::new(1, 1), 55)).await.unwrap();
+            log.save_vote(&Vote::new(2, 1)).await.unwrap();
+            rewritten
+        })
+    };
+    let (control, rewritten) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    assert!(!run(control.path(), &StoreOptions::default()), "64 MiB by default: no rewrite");
+    assert!(run(rewritten.path(), &options()), "no rewrite while the store ran");
+    let (kept, small) = (sled_bytes(control.path()), sled_bytes(rewritten.path()));
+    assert!(small * 4 < kept, "sled's files: {small} bytes rewritten, {kept} not");
+    let expected = contents(control.path(), &StoreOptions::default());
+    assert!(expected.contains("Vote") && expected.contains("index: 70"), "{expected}");
+    assert_eq!(contents(rewritten.path(), &StoreOptions::default()), expected);
 }
