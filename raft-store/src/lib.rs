@@ -163,6 +163,8 @@ pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineSt
     let sled_err = |source| OpenError::Sled { path: dir.display().to_string(), source };
     durable::create_dir_all(dir).map_err(|e| sled_err(sled::Error::Io(e)))?;
     let sled_dir = compact::prepare(dir).map_err(compact_err)?;
+    // sled reports no offset for these, and only warns about its config.
+    verify::sled_files(&sled_dir)?;
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     let db = loop {
         match sled::Config::new().path(&sled_dir).cache_capacity(opts.cache_bytes).open() {

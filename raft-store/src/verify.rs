@@ -32,7 +32,11 @@ pub enum Damage {
     Log { file: PathBuf, offset: u64 },
     #[error("{}: sled reads a corrupted value (referenced from offset {offset} of the log)", file.display())]
     Blob { file: PathBuf, offset: u64 },
-    #[error("{}: sled finds corrupted data while recovering its log (it reports no offset)", file.display())]
+    #[error(
+        "{}: sled finds corrupted data while recovering its log (it reports no offset; its config \
+         and snapshot files check out)",
+        file.display()
+    )]
     Unlocated { file: PathBuf },
     #[error("{}: the record of tree `{tree}`, key {key}, is damaged at its byte {offset}: {error}", file.display())]
     Record { file: PathBuf, tree: String, key: String, offset: usize, error: CodecError },
@@ -54,6 +58,8 @@ pub struct Scanned {
 }
 
 /// The damage `e` reports, if it is sled's corruption error, located in the store at `dir`.
+/// sled reports no offset for damage in its config file or its own snapshot file: those are
+/// checked here ([`sled_files`]) to name the file.
 pub fn damage_of(dir: &Path, e: &sled::Error) -> Option<Damage> {
     let sled::Error::Corruption { at, .. } = e else { return None };
     let file = dir.join(crate::durable::LOG_FILE);
@@ -62,8 +68,49 @@ pub fn damage_of(dir: &Path, e: &sled::Error) -> Option<Damage> {
         Some(sled::DiskPtr::Blob(offset, blob)) => {
             Damage::Blob { file: dir.join(crate::durable::BLOB_DIR).join(blob.to_string()), offset: *offset }
         }
-        None => Damage::Unlocated { file },
+        None => match sled_files(dir) {
+            Err(d) => d,
+            Ok(()) => Damage::Unlocated { file },
+        },
     })
+}
+
+/// sled's small files in `dir` checked against their CRC-32 (sled 0.34.7's layouts: the bytes,
+/// then the checksum, little-endian, last): its config file `conf` (sled only warns when it
+/// fails, and then parses what it holds) and the snapshot file its open reads (the last
+/// `snap.*` by name, not `.in___motion`; before the checksum, 8 bytes of length).
+pub fn sled_files(dir: &Path) -> Result<(), Damage> {
+    let check = |file: PathBuf, trailer: usize| -> Result<(), Damage> {
+        let Ok(buf) = std::fs::read(&file) else { return Ok(()) };
+        // What sled takes for no file at all (it writes its config again).
+        if buf.len() <= trailer.max(8) {
+            return Ok(());
+        }
+        let end = buf.len() - trailer;
+        let stored =
+            u32::from_le_bytes([buf[buf.len() - 4], buf[buf.len() - 3], buf[buf.len() - 2], buf[buf.len() - 1]]);
+        if crc32fast::hash(&buf[..end]) == stored {
+            return Ok(());
+        }
+        let why = format!("sled's CRC-32 at offset {} does not match its bytes 0 to {end}", buf.len() - 4);
+        Err(Damage::File { file, offset: 0, why })
+    };
+    check(dir.join("conf"), 4)?;
+    let mut snaps: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                name.starts_with("snap.") && !name.ends_with(".in___motion")
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    snaps.sort();
+    match snaps.pop() {
+        Some(snap) => check(snap, 12),
+        None => Ok(()),
+    }
 }
 
 /// Why a scan stopped: damage, or sled failing otherwise (an I/O error).
@@ -167,5 +214,50 @@ mod tests {
         let d = damage_of(dir, &sled::Error::Corruption { at: None, bt: () }).unwrap();
         assert!(d.to_string().starts_with("/data/raft/db: sled finds corrupted data"), "{d}");
         assert!(damage_of(dir, &sled::Error::Io(std::io::Error::other("x"))).is_none());
+    }
+
+    /// sled's config and snapshot files are checked against their CRCs: a flipped byte is
+    /// named by file, where sled itself reports no offset (or, for its config, only warns).
+    #[test]
+    fn sled_config_and_snapshot_damage_is_named_by_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let snaps = || {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("snap."))
+                .max()
+        };
+        // sled writes its snapshot file when an open recovers a log written since the last.
+        for round in 0..2u32 {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let db = loop {
+                match sled::open(dir.path()) {
+                    Err(e)
+                        if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(20))
+                    }
+                    other => break other.unwrap(),
+                }
+            };
+            for i in 0..1_000u32 {
+                db.insert((round * 1_000 + i).to_be_bytes(), b"v".as_slice()).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        sled_files(dir.path()).unwrap();
+        let snap = snaps().expect("sled wrote no snapshot file at its second open");
+        let both = |path: &Path| {
+            crate::failpoint::flip_bytes(path, 3, 1).unwrap();
+            let d = sled_files(dir.path()).unwrap_err();
+            assert!(matches!(&d, Damage::File { file, .. } if file == path), "{d}");
+            let located = damage_of(dir.path(), &sled::Error::Corruption { at: None, bt: () }).unwrap();
+            assert_eq!(located.to_string(), d.to_string());
+            crate::failpoint::flip_bytes(path, 3, 1).unwrap();
+        };
+        both(&snap);
+        both(&dir.path().join("conf"));
+        sled_files(dir.path()).unwrap();
     }
 }

@@ -1,5 +1,6 @@
-//! Bit rot: a flipped byte in sled's log file or in the snapshot file stops the open with the
-//! file and the offset, and a flip the open lets through changed nothing that is read.
+//! Bit rot: a flipped byte in sled's log file, its config file or the snapshot file stops the
+//! open with the file and the offset, and a flip the open lets through changed nothing that is
+//! read.
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -125,5 +126,23 @@ fn a_flip_in_the_snapshot_file_is_refused_with_its_offset() {
             .unwrap_or_else(|| panic!("no offset in {text}"));
         assert!(text.contains(&path.display().to_string()) && at <= len, "{text}");
         assert!(text.contains("replace it from its peers"), "{text}");
+    }
+}
+
+/// A flip in sled's config file (which sled itself only warns about, then parses) stops the
+/// open, naming the file.
+#[test]
+fn a_flip_in_sleds_config_file_is_refused() {
+    let dir = written_store(50, false);
+    contents(dir.path()).unwrap();
+    let len = std::fs::metadata(dir.path().join("conf")).unwrap().len();
+    for offset in [0, len / 2, len - 5, len - 1] {
+        let copy = TempDir::new().unwrap();
+        copy_dir(dir.path(), copy.path());
+        let conf = copy.path().join("conf");
+        flip(&conf, offset, 1);
+        let e = contents(copy.path()).expect_err("a damaged config file was opened");
+        let text = e.to_string();
+        assert!(matches!(e, OpenError::Damaged(_)) && text.contains(&conf.display().to_string()), "{text}");
     }
 }
