@@ -1,13 +1,14 @@
 //! sled's files rewritten once they hold mostly what sled no longer uses, at open and while the
-//! node runs.
+//! node runs (after a snapshot build, and after the log is purged).
 //!
 //! sled 0.34.7 keeps its `db` file at the largest size it ever reached and leaves blob files
 //! behind (measured after a million tags: 161.5 MB of `db` and 21.8 MB of blobs for 80.7 kB of
 //! records; three reopens changed nothing). The state machine's tree holds only the changes
 //! since its base snapshot (`state_machine/base.rs`), so what sled holds stays small. When
-//! sled's files are above [`StoreOptions::compact_above`](crate::StoreOptions) bytes and above
-//! [`GARBAGE_RATIO`] times the records its trees hold (checked at open and after each snapshot
-//! build), [`rewrite_if_due`] copies every tree into a new directory and switches to it, while
+//! sled's files are above [`StoreOptions::compact_above`](crate::StoreOptions) bytes or a quarter
+//! of the snapshot file (whichever is less), and above [`GARBAGE_RATIO`] times the records its trees
+//! hold (see [`due`]; checked at open, after each snapshot build and after each purge of the
+//! log), [`rewrite_if_due`] copies every tree into a new directory and switches to it, while
 //! the stores go on writing (how, in [`Disk`](crate::Disk)):
 //!
 //! 1. `sled-<n>/`: a new database, every tree copied while writes go on, then the keys they
@@ -139,10 +140,41 @@ pub fn files_bytes(sled_dir: &Path) -> io::Result<u64> {
     Ok(total)
 }
 
-/// Whether sled's files of `files` bytes, holding `records` bytes of keys and values, are worth
-/// a rewrite.
-pub fn due(files: u64, records: u64, compact_above: u64) -> bool {
-    files > compact_above && files > records.saturating_mul(GARBAGE_RATIO)
+/// The least size of sled's files a rewrite is due at by default, whatever their live state
+/// ([`StoreOptions::compact_min`](crate::StoreOptions)).
+pub const MIN_FILES: u64 = 1 << 20;
+
+/// The bounds of [`due`]: sled's files are worth a rewrite above `above` bytes or a quarter of
+/// the state, whichever is less, but never at `min` bytes or less.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub above: u64,
+    pub min: u64,
+}
+
+/// Whether sled's files of `files` bytes, holding `records` bytes of keys and values beside a
+/// snapshot file of `live` bytes (the state), are worth a rewrite: above the lesser of
+/// `bounds.above` and a quarter of the snapshot (at least `bounds.min`), and above
+/// [`GARBAGE_RATIO`] times their records. The quarter keeps the data directory within 1.25 ×
+/// its snapshot once a snapshot holds the state.
+pub fn due(files: u64, records: u64, live: u64, bounds: Bounds) -> bool {
+    files > floor(live, bounds) && files > records.saturating_mul(GARBAGE_RATIO)
+}
+
+fn floor(live: u64, bounds: Bounds) -> u64 {
+    bounds.above.min((live / 4).max(bounds.min))
+}
+
+/// Bytes of the largest snapshot file in `snap_dir` (the live state, for [`due`]); 0 without
+/// one.
+pub fn live_bytes(snap_dir: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(snap_dir) else { return 0 };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".snap"))
+        .filter_map(|e| e.metadata().ok().map(|m| m.len()))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Bytes of keys and values in every tree of `db`.
@@ -183,20 +215,20 @@ const FEW_KEYS: usize = 1024;
 /// copies): the old files stay current.
 const MAX_TOUCHED: usize = 1 << 20;
 
-/// Rewrites sled's files when [`due`] (steps 1 to 4 above), while the stores run (see
-/// [`Disk`](crate::Disk)); `None` when not due, or another rewrite runs. An error comes only
-/// from before the new files are current (a full disk, say): the old ones stay current, and
-/// what was written of the new ones is removed.
-pub fn rewrite_if_due(disk: &Disk) -> Result<Option<Rewritten>, CompactError> {
+/// Rewrites sled's files when [`due`] beside a state of `live` bytes (steps 1 to 4 above),
+/// while the stores run (see [`Disk`](crate::Disk)); `None` when not due, or another rewrite
+/// runs. An error comes only from before the new files are current (a full disk, say): the old
+/// ones stay current, and what was written of the new ones is removed.
+pub fn rewrite_if_due(disk: &Disk, live: u64) -> Result<Option<Rewritten>, CompactError> {
     let Ok(_one) = disk.rewriting() else { return Ok(None) };
     let old = disk.dir();
     let files = files_bytes(&old)?;
-    if files <= disk.compact_above() {
+    if files <= floor(live, disk.bounds()) {
         return Ok(None);
     }
     let db = disk.db();
     let records = records_bytes(&db)?;
-    if !due(files, records, disk.compact_above()) {
+    if !due(files, records, live, disk.bounds()) {
         return Ok(None);
     }
     rewrite_now(disk, &db, &old).map(|last_round| Some(Rewritten { files, records, ..last_round }))
@@ -341,6 +373,25 @@ fn name_current(dir: &Path, name: &str) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::testing::disk;
+
+    /// Due above the lesser of the bound and a quarter of the state (at least 1 MiB), and only
+    /// over mostly garbage.
+    #[test]
+    fn due_above_the_lesser_of_the_bound_and_a_quarter_of_the_state() {
+        const MB: u64 = 1 << 20;
+        let due = |files, records, live, above| due(files, records, live, Bounds { above, min: MIN_FILES });
+        // 24 MiB of files over 100 kB of records beside a 47 MiB snapshot: under the bound,
+        // above a quarter of the state.
+        assert!(due(24 * MB, 100_000, 47 * MB, 64 * MB));
+        assert!(!due(24 * MB, 100_000, 97 * MB, 64 * MB));
+        // The same files over 7 MiB of records: a new database would be about as large.
+        assert!(!due(24 * MB, 7 * MB, 47 * MB, 64 * MB));
+        // A small state: from 1 MiB.
+        assert!(!due(MB, 1_000, 0, 64 * MB));
+        assert!(due(MB + 1, 1_000, 0, 64 * MB));
+        // Above the bound, whatever the state.
+        assert!(due(65 * MB, MB, 500 * MB, 64 * MB));
+    }
 
     fn now(disk: &Disk) -> Result<Rewritten, CompactError> {
         rewrite_now(disk, &disk.db(), &disk.dir())

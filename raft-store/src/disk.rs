@@ -44,8 +44,8 @@ struct Shared {
     touched: Mutex<Option<Touched>>,
     /// Held by the one rewrite that may run at a time.
     rewriting: Mutex<()>,
-    /// sled's files are rewritten above this many bytes (see `compact::due`).
-    compact_above: u64,
+    /// When sled's files are rewritten (see `compact::due`).
+    bounds: crate::compact::Bounds,
     /// sled's page cache, for a new database too.
     cache_bytes: u64,
 }
@@ -65,7 +65,7 @@ impl Disk {
                 current: RwLock::new(Current { files, trees: Vec::new(), epoch: 0 }),
                 touched: Mutex::new(None),
                 rewriting: Mutex::new(()),
-                compact_above: opts.compact_above,
+                bounds: crate::compact::Bounds { above: opts.compact_above, min: opts.compact_min },
                 cache_bytes: opts.cache_bytes,
             }),
         }
@@ -108,8 +108,8 @@ impl Disk {
         &self.inner.store_dir
     }
 
-    pub(crate) fn compact_above(&self) -> u64 {
-        self.inner.compact_above
+    pub(crate) fn bounds(&self) -> crate::compact::Bounds {
+        self.inner.bounds
     }
 
     /// sled's configuration for a new database in `path`.

@@ -121,14 +121,22 @@ pub struct StoreOptions {
     /// Allocations kept in the audit [`Journal`]: enough for a long chaos run or a day of a busy
     /// small-step tag; about 60 bytes each on disk. Default 100,000.
     pub journal_entries: usize,
-    /// sled's files are rewritten at open when they exceed this many bytes and
-    /// [`compact::GARBAGE_RATIO`] times the records they hold. Default 64 MiB.
+    /// sled's files are rewritten when they exceed this many bytes (or a quarter of the
+    /// snapshot file, if less) and [`compact::GARBAGE_RATIO`] times the records they hold (see
+    /// [`compact::due`]). Default 64 MiB.
     pub compact_above: u64,
+    /// ... and never below this many bytes, whatever the state. Default 1 MiB.
+    pub compact_min: u64,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { cache_bytes: 16 * 1024 * 1024, journal_entries: 100_000, compact_above: 64 * 1024 * 1024 }
+        StoreOptions {
+            cache_bytes: 16 * 1024 * 1024,
+            journal_entries: 100_000,
+            compact_above: 64 * 1024 * 1024,
+            compact_min: compact::MIN_FILES,
+        }
     }
 }
 
@@ -192,7 +200,7 @@ pub fn open(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineSt
     let sm = disk.tree("sm").map_err(sled_err)?;
     if state_machine::has_base(&sm).map_err(OpenError::StateMachine)? {
         let started = std::time::Instant::now();
-        match compact::rewrite_if_due(&disk) {
+        match compact::rewrite_if_due(&disk, compact::live_bytes(&dir.join(SNAPSHOT_DIR))) {
             Ok(None) => {}
             Ok(Some(r)) => tracing::info!(
                 from = %sled_dir.display(), to = %r.to.display(), files = r.files, records = r.records,

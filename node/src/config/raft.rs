@@ -24,16 +24,19 @@ pub struct RaftConfig {
     pub election_timeout_max_ms: u64,
     /// Build a snapshot after this many applied entries, then purge the log behind it. Also
     /// when the log since the last snapshot weighs this much, a batch of tags weighing as many
-    /// entries as it has tags (and at least half the state's tags). At least 1; default `10000`.
+    /// entries as it has tags (and at least a sixteenth of the state's tags), and after 10 s
+    /// without an applied entry once it weighs a tenth of this (and 1/256 of the state's
+    /// tags). At least 1; default `10000`.
     pub snapshot_every: u64,
     /// Entries kept behind a snapshot so slightly lagging followers catch up from the log (a
     /// batch of tags counts each of its tags). Default `1000`.
     pub keep_logs_after_snapshot: u64,
     /// sled, which keeps the Raft log and state, never shrinks its files: they stay at the
     /// largest size they reached (about 5 times the state after a million tags were created).
-    /// Once they pass this many MiB and hold more than 16 times their records, the node copies
-    /// what they hold into new files and switches to them: after a snapshot build while it
-    /// runs (writes wait only for the last keys written during the copy), and at its start.
+    /// Once they pass this many MiB, or a quarter of the snapshot file if that is less (but at
+    /// least 1 MiB), and hold more than 16 times their records, the node copies what they hold into
+    /// new files and switches to them: at its start, and while it runs after a snapshot build or
+    /// a purge of the log (writes wait only for the keys written during the copy's last round).
     /// From 1 to 1048576; default `64`.
     pub rewrite_above_mib: u64,
     /// How long a proposal (segment allocation, tag change) may take before it fails with 503. From

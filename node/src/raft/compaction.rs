@@ -10,7 +10,12 @@
 //!   a sixteenth of the tags the state holds (a growing state is snapshotted as it grows by a
 //!   sixteenth, so snapshot builds cost a bounded multiple of the final one, and the changes
 //!   the state machine's tree holds beside its snapshot stay a bounded part of the state);
-//! - purges the log behind the snapshot down to `keep_logs_after_snapshot` worth of weight.
+//! - triggers one also when nothing was applied for [`QUIET`] and the log since the last
+//!   snapshot weighs a tenth of `snapshot_every` and 1/256 of the tags: after a burst of writes
+//!   the state machine's tree and the log then shed what the burst left in sled;
+//! - purges the log behind the snapshot down to `keep_logs_after_snapshot` worth of weight;
+//! - once the purge point moved, asks the store to rewrite sled's files if they now hold
+//!   mostly garbage (`leaf_raft_store::compact`; a build asks too).
 //!
 //! With ordinary entries (weight 1) both rules are openraft's own, so nothing changes.
 //!
@@ -51,6 +56,18 @@ fn snapshot_due(since: u64, every: u64, tags: u64) -> bool {
     since >= every.max(tags / SNAPSHOT_GROWTH)
 }
 
+/// How long nothing is applied before a lighter log is snapshotted ([`quiet_snapshot_due`]).
+const QUIET: Duration = Duration::from_secs(10);
+
+/// Whether a snapshot is due on a quiet node: nothing applied for `quiet`, and the log since the
+/// last snapshot weighs a tenth of `every` and 1/256 of the state's `tags`. What a burst of
+/// writes left in sled beside the last snapshot (up to a sixteenth of the state, at four times
+/// its size in sled's files: a third of a million tags' directory) then goes, and sled's files
+/// with it; a trickle of writes never makes the node quiet.
+fn quiet_snapshot_due(since: u64, every: u64, tags: u64, quiet: Duration) -> bool {
+    quiet >= QUIET && since > 0 && since >= (every / 10).max(tags / (16 * SNAPSHOT_GROWTH))
+}
+
 /// The log indexes a restart left unweighed: after the `purged` index, up to the first index
 /// the weights record (or through the last `applied` one, when they record none). None when
 /// that is empty: on a node that applied its log from index 0, or applied nothing.
@@ -85,6 +102,9 @@ impl RaftNode {
         let mut built_from: Option<(u64, tokio::time::Instant)> = None;
         let mut purge_asked = 0;
         let mut seeded = false;
+        // The last applied log ID and when it changed; the purge point a rewrite was asked at.
+        let mut applied = (None, tokio::time::Instant::now());
+        let mut rewrite_checked = 0;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -99,6 +119,9 @@ impl RaftNode {
             }
             let snapshot = m.snapshot.map_or(0, |l| l.index);
             let purged = m.purged.map_or(0, |l| l.index);
+            if m.last_applied != applied.0 {
+                applied = (m.last_applied, tokio::time::Instant::now());
+            }
             if !seeded {
                 // Once, after the start: the log a restart did not re-apply (a batch is
                 // checkpointed with its entry) still weighs what it holds.
@@ -112,8 +135,18 @@ impl RaftNode {
             let since = weights.since(snapshot);
             // A build triggered from this snapshot may still run: ask again only after a while.
             let building = built_from.is_some_and(|(from, at)| from == snapshot && at.elapsed() < REASK);
-            if !building && snapshot_due(since, every, self.state.tag_count() as u64) {
-                tracing::info!(weight = since, snapshot, "the log since the last snapshot is heavy: building one");
+            let tags = self.state.tag_count() as u64;
+            let why = if building {
+                None
+            } else if snapshot_due(since, every, tags) {
+                Some("the log since the last snapshot is heavy")
+            } else if quiet_snapshot_due(since, every, tags, applied.1.elapsed()) {
+                Some("nothing was applied for a while")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                tracing::info!(weight = since, snapshot, why, "building a snapshot");
                 if self.raft.trigger().snapshot().await.is_err() {
                     return;
                 }
@@ -125,6 +158,10 @@ impl RaftNode {
                     return;
                 }
                 purge_asked = p;
+            }
+            if purged > rewrite_checked {
+                rewrite_checked = purged;
+                self.sm.rewrite_if_due().await;
             }
         }
     }
@@ -180,6 +217,22 @@ mod tests {
         assert_eq!(unweighed(None, None, None), None);
         assert_eq!(unweighed(Some(39), Some(40), Some(50)), None);
         assert_eq!(unweighed(Some(u64::MAX), None, Some(u64::MAX)), None);
+    }
+
+    /// A quiet node snapshots what is left of a burst, not a trickle, and not a log already
+    /// light against the state.
+    #[test]
+    fn a_quiet_node_snapshots_a_log_worth_it() {
+        let (quiet, busy) = (QUIET, QUIET - Duration::from_millis(1));
+        // A million tags, 5,000 of them since the snapshot: due once quiet, not before.
+        assert!(quiet_snapshot_due(5_000, 10_000, 1_000_000, quiet));
+        assert!(!quiet_snapshot_due(5_000, 10_000, 1_000_000, busy));
+        // Under 1/256 of the state, or a tenth of `snapshot_every`: not worth one.
+        assert!(!quiet_snapshot_due(3_900, 10_000, 1_000_000, quiet));
+        assert!(!quiet_snapshot_due(999, 10_000, 100, quiet));
+        assert!(quiet_snapshot_due(1_000, 10_000, 100, quiet));
+        // Nothing since the snapshot: nothing to build.
+        assert!(!quiet_snapshot_due(0, 1, 0, quiet));
     }
 
     /// With openraft's own purge off, this is the only purge: by weight where the weights

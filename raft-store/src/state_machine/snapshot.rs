@@ -341,6 +341,38 @@ impl StateMachineStore {
         self.builds.clone().acquire_many_owned(2).await.ok()
     }
 
+    /// Rewrites sled's files if they hold mostly garbage (`compact::rewrite_if_due`, against the
+    /// current snapshot file's size); logs what it did. For the node after it purged the log
+    /// (a build checks by itself). Under a build's permits, so a shutdown waits for it.
+    pub async fn rewrite_if_due(&self) {
+        let _permits = self.building().await;
+        self.rewrite_under_permit().await;
+    }
+
+    /// [`Self::rewrite_if_due`], for a caller holding permits already (a second acquire could
+    /// queue behind a waiting `builds_finished`).
+    async fn rewrite_under_permit(&self) {
+        let this = self.clone();
+        let started = std::time::Instant::now();
+        let rewrite = move || {
+            let live = match this.stored_snapshot() {
+                Ok(Some(r)) => fs::metadata(this.snap_path(&r.file)).map_or(0, |m| m.len()),
+                _ => 0,
+            };
+            crate::compact::rewrite_if_due(&this.db, live)
+        };
+        match tokio::task::spawn_blocking(rewrite).await {
+            Ok(Ok(None)) => {}
+            Ok(Ok(Some(r))) => tracing::info!(
+                to = %r.to.display(), files = r.files, records = r.records, noted = r.noted, last_round = r.last_round,
+                held_ms = r.held_ms, ms = started.elapsed().as_millis() as u64, "rewrote sled's files, which held mostly garbage"
+            ),
+            // The old files stay current.
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not rewrite sled's files; going on with them"),
+            Err(e) => tracing::warn!(error = %e, "the rewrite of sled's files stopped"),
+        }
+    }
+
     /// Waits until no snapshot build is running, for a shutdown. openraft runs a build as a
     /// task of its own that its shutdown does not stop; without this wait, the build would
     /// write to the store after the shutdown's checkpoint and flush, and the final drop of the
@@ -408,20 +440,9 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
         // This snapshot is on disk now (or a newer one is, which already raised the coverage).
         self.coverage.raise(meta.last_log_id);
         tracing::info!(snapshot = %meta.snapshot_id, bytes, "built snapshot");
-        // The tree just shed what the file holds: the moment sled's files hold the least.
-        // Still under the build's permits, so a shutdown waits for it.
-        let disk = self.db.clone();
-        let started = std::time::Instant::now();
-        match tokio::task::spawn_blocking(move || crate::compact::rewrite_if_due(&disk)).await {
-            Ok(Ok(None)) => {}
-            Ok(Ok(Some(r))) => tracing::info!(
-                to = %r.to.display(), files = r.files, records = r.records, noted = r.noted, last_round = r.last_round,
-                held_ms = r.held_ms, ms = started.elapsed().as_millis() as u64, "rewrote sled's files, which held mostly garbage"
-            ),
-            // The old files stay current.
-            Ok(Err(e)) => tracing::warn!(error = %e, "could not rewrite sled's files; going on with them"),
-            Err(e) => tracing::warn!(error = %e, "the rewrite of sled's files stopped"),
-        }
+        // The tree just shed what the file holds: sled's files hold little but the log. Still
+        // under the build's permits, so a shutdown waits for it.
+        self.rewrite_under_permit().await;
         Ok(Snapshot { meta, snapshot: Box::new(tokio::fs::File::from_std(file)) })
     }
 }

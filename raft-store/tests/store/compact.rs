@@ -18,6 +18,11 @@ fn options() -> StoreOptions {
     StoreOptions { compact_above: 1 << 20, ..StoreOptions::default() }
 }
 
+/// Options that never rewrite sled's files.
+fn never() -> StoreOptions {
+    StoreOptions { compact_above: u64::MAX, compact_min: u64::MAX, ..StoreOptions::default() }
+}
+
 /// Opens `dir` with `opts`, waiting for sled to let go of a store dropped just before.
 #[allow(clippy::result_large_err)] // the store's own error type; a test helper
 fn open_with(dir: &Path, opts: &StoreOptions) -> Result<(LogStore, StateMachineStore), OpenError> {
@@ -51,7 +56,7 @@ fn contents(dir: &Path, opts: &StoreOptions) -> String {
 fn garbage_store() -> TempDir {
     let dir = TempDir::new().unwrap();
     rt().block_on(async {
-        let (mut log, mut sm) = open(dir.path(), &StoreOptions::default()).unwrap();
+        let (mut log, mut sm) = open(dir.path(), &never()).unwrap();
         fill(&mut log, &mut sm).await;
     });
     dir
@@ -79,9 +84,9 @@ fn sled_bytes(dir: &Path) -> u64 {
 #[test]
 fn a_store_of_mostly_garbage_reopens_rewritten_with_the_same_contents() {
     let dir = garbage_store();
-    let before = contents(dir.path(), &StoreOptions::default());
+    let before = contents(dir.path(), &never());
     let bytes = sled_bytes(dir.path());
-    assert!(!dir.path().join(CURRENT).exists(), "64 MiB by default: no rewrite yet");
+    assert!(!dir.path().join(CURRENT).exists(), "never rewritten yet");
     assert_eq!(contents(dir.path(), &options()), before);
     assert_eq!(std::fs::read_to_string(dir.path().join(CURRENT)).unwrap(), "sled-1\n");
     let after = sled_bytes(dir.path());
@@ -99,14 +104,14 @@ fn a_store_of_mostly_garbage_reopens_rewritten_with_the_same_contents() {
 #[test]
 fn each_crash_window_of_a_rewrite_opens_the_same_store() {
     let dir = garbage_store();
-    let before = contents(dir.path(), &StoreOptions::default());
+    let before = contents(dir.path(), &never());
     // Before `current` names the new directory: a half-written one, and a pointer not renamed.
     let copy = TempDir::new().unwrap();
     copy_dir(dir.path(), copy.path());
     std::fs::create_dir(copy.path().join("sled-1")).unwrap();
     std::fs::write(copy.path().join("sled-1/db"), b"half").unwrap();
     std::fs::write(copy.path().join("current.tmp"), b"sled-1\n").unwrap();
-    assert_eq!(contents(copy.path(), &StoreOptions::default()), before);
+    assert_eq!(contents(copy.path(), &never()), before);
     assert!(!copy.path().join("sled-1").exists() && !copy.path().join("current.tmp").exists());
     assert!(!copy.path().join(CURRENT).exists());
     // After `current` names it, before the old files are gone: they go at the next open.
@@ -117,14 +122,14 @@ fn each_crash_window_of_a_rewrite_opens_the_same_store() {
     std::fs::remove_dir(dir.path().join("db")).unwrap();
     std::fs::write(dir.path().join("db"), b"old").unwrap();
     std::fs::create_dir_all(dir.path().join("blobs")).unwrap();
-    assert_eq!(contents(dir.path(), &StoreOptions::default()), before);
+    assert_eq!(contents(dir.path(), &never()), before);
     for name in ["conf", "snap.0000000000000001", "blobs"] {
         assert!(!dir.path().join(name).exists(), "{name} left behind");
     }
     assert!(dir.path().join("db").is_dir());
     // A `current` that names nothing is damage, named as such.
     std::fs::write(dir.path().join(CURRENT), b"sled-7\n").unwrap();
-    let e = open_with(dir.path(), &StoreOptions::default()).err().expect("a pointer to nothing was opened");
+    let e = open_with(dir.path(), &never()).err().expect("a pointer to nothing was opened");
     assert!(matches!(e, OpenError::Damaged(_)) && e.to_string().contains(CURRENT), "{e}");
 }
 
@@ -148,11 +153,11 @@ fn a_running_store_rewritten_after_its_builds_keeps_everything() {
         })
     };
     let (control, rewritten) = (TempDir::new().unwrap(), TempDir::new().unwrap());
-    assert!(!run(control.path(), &StoreOptions::default()), "64 MiB by default: no rewrite");
+    assert!(!run(control.path(), &never()), "never rewritten");
     assert!(run(rewritten.path(), &options()), "no rewrite while the store ran");
     let (kept, small) = (sled_bytes(control.path()), sled_bytes(rewritten.path()));
     assert!(small * 4 < kept, "sled's files: {small} bytes rewritten, {kept} not");
-    let expected = contents(control.path(), &StoreOptions::default());
+    let expected = contents(control.path(), &never());
     assert!(expected.contains("Vote") && expected.contains("index: 70"), "{expected}");
-    assert_eq!(contents(rewritten.path(), &StoreOptions::default()), expected);
+    assert_eq!(contents(rewritten.path(), &never()), expected);
 }
