@@ -249,3 +249,9 @@ async fn whole_cluster_power_cuts_while_sleds_files_are_rewritten_lose_nothing()
     );
     assert!(rewrites >= 3, "{rewrites} rewrites while the nodes ran: this test tried too few");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_node_cut_three_times_keeps_what_it_acknowledged() {
+    let Some((_serial, mut power, mut cluster)) = powered_cluster(1, SMALL_SEGMENTS).await else { return };
+    cut_under_load(&mut power, &mut cluster, 3).await;
+}
