@@ -51,6 +51,8 @@
 //! - [`journal`]: the audit journal of committed allocations and the node each went to.
 //! - [`verify`]: damage found at open: every record read back and checked, the file and offset
 //!   of any that is not sound.
+//! - `sled_log.rs` (private): sled's log file walked as its recovery reads it, to place damage
+//!   sled reports with no offset.
 //! - [`failpoint`]: crash points and disk faults for tests (cargo feature `failpoints`).
 //! - [`types`]: the openraft type configuration; the one place naming openraft generics.
 //! - `testing.rs` (unit tests only): the helpers the unit tests share.
@@ -79,6 +81,7 @@ pub mod log_weight;
 pub mod profile;
 pub mod restore;
 pub mod restore_store;
+mod sled_log;
 pub mod state;
 pub mod state_machine;
 pub mod tags;

@@ -33,8 +33,14 @@ pub enum Damage {
     #[error("{}: sled reads a corrupted value (referenced from offset {offset} of the log)", file.display())]
     Blob { file: PathBuf, offset: u64 },
     #[error(
-        "{}: sled finds corrupted data while recovering its log (it reports no offset; its config \
-         and snapshot files check out)",
+        "{}: sled's replay of its log stopped short of what it had made stable; the first message \
+         of its newest segment that does not check out is at offset {offset}",
+        file.display()
+    )]
+    Replay { file: PathBuf, offset: u64 },
+    #[error(
+        "{}: sled finds corrupted data while recovering its log (it reports no offset, and its \
+         newest log segment and its config and snapshot files check out here)",
         file.display()
     )]
     Unlocated { file: PathBuf },
@@ -58,8 +64,9 @@ pub struct Scanned {
 }
 
 /// The damage `e` reports, if it is sled's corruption error, located in the store at `dir`.
-/// sled reports no offset for damage in its config file or its own snapshot file: those are
-/// checked here ([`sled_files`]) to name the file.
+/// sled reports no offset for damage in its config file or its own snapshot file (checked here,
+/// [`sled_files`], to name the file), nor for a message of its log that stopped its recovery
+/// short (found by walking the log, `sled_log`).
 pub fn damage_of(dir: &Path, e: &sled::Error) -> Option<Damage> {
     let sled::Error::Corruption { at, .. } = e else { return None };
     let file = dir.join(crate::durable::LOG_FILE);
@@ -70,7 +77,10 @@ pub fn damage_of(dir: &Path, e: &sled::Error) -> Option<Damage> {
         }
         None => match sled_files(dir) {
             Err(d) => d,
-            Ok(()) => Damage::Unlocated { file },
+            Ok(()) => match crate::sled_log::first_bad_message(dir) {
+                Some(offset) => Damage::Replay { file, offset },
+                None => Damage::Unlocated { file },
+            },
         },
     })
 }

@@ -70,7 +70,8 @@ fn written_store(last: u64, snapshot: bool) -> TempDir {
 }
 
 /// Flips 8 bytes at 48 places spread over sled's log file, each in a fresh copy of the store:
-/// every open either refuses, naming `db` and an offset, or reads back exactly what was
+/// every open either refuses, naming `db` and an offset at or before the flip in its segment
+/// (sled's, or where its replay stopped, found by `sled_log`), or reads back exactly what was
 /// written (the flip hit space sled no longer uses). At least some flips must be refused.
 #[test]
 fn a_flip_in_the_log_file_is_refused_with_its_offset_or_harms_nothing() {
@@ -92,6 +93,15 @@ fn a_flip_in_the_log_file_is_refused_with_its_offset_or_harms_nothing() {
             Err(OpenError::Damaged(d)) => {
                 let text = d.to_string();
                 assert!(text.starts_with(&format!("{}:", copy.path().join("db").display())), "{text}");
+                // Where sled's replay stopped (a message) or the page it read: at or before
+                // the flip, in its segment.
+                let at: u64 = text
+                    .split(" at offset ")
+                    .nth(1)
+                    .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("a flip at {offset}: no offset in {text}"));
+                assert!(at <= offset + 8 && offset - at.min(offset) < 512 * 1024, "a flip at {offset} placed at {at}");
                 refused += 1;
             }
             Err(e) => panic!("a flip at {offset}: not reported as damage: {e}"),
