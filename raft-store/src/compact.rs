@@ -211,14 +211,19 @@ const ROUNDS: usize = 4;
 /// A round with fewer keys than this to copy again is the last.
 const FEW_KEYS: usize = 1024;
 
-/// Gives up a rewrite that noted more keys than this in one round (writes faster than it
-/// copies): the old files stay current.
-const MAX_TOUCHED: usize = 1 << 20;
+/// A rewrite that gives up because writes came faster than it copied (see `disk::MAX_NOTED`).
+fn too_many() -> CompactError {
+    CompactError::Io(io::Error::other(format!(
+        "more than {} keys written during one round of the copy",
+        crate::disk::MAX_NOTED
+    )))
+}
 
 /// Rewrites sled's files when [`due`] beside a state of `live` bytes (steps 1 to 4 above),
 /// while the stores run (see [`Disk`](crate::Disk)); `None` when not due, or another rewrite
-/// runs. An error comes only from before the new files are current (a full disk, say): the old
-/// ones stay current, and what was written of the new ones is removed.
+/// runs. An error from before the new files are current (a full disk, say) leaves the old ones
+/// current and removes what was written of the new ones; one after (the directory's sync after
+/// the rename) leaves the new ones current, and every later sync tries that sync again.
 pub fn rewrite_if_due(disk: &Disk, live: u64) -> Result<Option<Rewritten>, CompactError> {
     let Ok(_one) = disk.rewriting() else { return Ok(None) };
     let old = disk.dir();
@@ -243,6 +248,12 @@ fn rewrite_now(disk: &Disk, db: &sled::Db, old: &Path) -> Result<Rewritten, Comp
         Ok(counts) => counts,
         Err(e) => {
             disk.untrack();
+            // Switched, and only the directory's sync after the rename failed: the new files
+            // are current (every later sync tries the directory again), the old ones go at the
+            // next open. Nothing of the new may be removed.
+            if disk.dir() == dir.join(&name) {
+                return Err(e);
+            }
             // Best effort: the next open removes them too.
             let _ = fs::remove_dir_all(dir.join(&name));
             let _ = fs::remove_file(dir.join(format!("{CURRENT}.tmp")));
@@ -269,14 +280,8 @@ fn rewrite(disk: &Disk, db: &sled::Db, dir: &Path, name: &str) -> Result<(usize,
     copy_trees(db, &new)?;
     let mut noted = 0;
     for _ in 0..ROUNDS {
-        let touched = disk.take_touched();
+        let touched = disk.take_touched().ok_or_else(too_many)?;
         noted += touched.len();
-        if touched.len() > MAX_TOUCHED {
-            return Err(CompactError::Io(io::Error::other(format!(
-                "{} keys written while copying: more than {MAX_TOUCHED}",
-                touched.len()
-            ))));
-        }
         let few = touched.len() < FEW_KEYS;
         copy_keys(db, &new, &touched)?;
         if few {
@@ -291,6 +296,7 @@ fn rewrite(disk: &Disk, db: &sled::Db, dir: &Path, name: &str) -> Result<(usize,
     let mut last = 0;
     let held = std::time::Instant::now();
     disk.switch(new, |old, new, touched| {
+        let touched = touched.ok_or_else(|| (too_many(), false))?;
         last = touched.len();
         let unrenamed = |e: CompactError| (e, false);
         copy_keys(old, new, &touched).map_err(|e| unrenamed(e.into()))?;

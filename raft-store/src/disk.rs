@@ -36,12 +36,20 @@ pub(crate) struct Current {
 /// The keys written while a rewrite copies, by tree name.
 pub(crate) type Touched = BTreeSet<(&'static str, IVec)>;
 
+/// The most keys noted between two takes: past it, noting stops and the take reports an
+/// overflow, and the rewrite gives up (writes come faster than it copies), so the notes never
+/// hold more than this in memory.
+pub const MAX_NOTED: usize = 1 << 20;
+
+/// What is noted while a copy runs: the keys, or `None` once they passed [`MAX_NOTED`].
+type Notes = Option<Touched>;
+
 struct Shared {
     /// The store's directory: sled's files are in it, or in the `sled-<n>` that `current` names.
     store_dir: PathBuf,
     current: RwLock<Current>,
-    /// Some while a rewrite copies: the keys written since it began.
-    touched: Mutex<Option<Touched>>,
+    /// Some while a rewrite copies: the keys written since the last take.
+    touched: Mutex<Option<Notes>>,
     /// Held by the one rewrite that may run at a time.
     rewriting: Mutex<()>,
     /// When sled's files are rewritten (see `compact::due`).
@@ -148,12 +156,16 @@ impl Disk {
     /// lock, so no write that began before is left unnoted and unread by the copy.
     pub(crate) fn track(&self) {
         let _cur = self.write();
-        *self.lock_touched() = Some(Touched::new());
+        *self.lock_touched() = Some(Some(Touched::new()));
     }
 
-    /// The keys noted since [`track`](Self::track) or the last take; noting goes on.
-    pub(crate) fn take_touched(&self) -> Touched {
-        self.lock_touched().as_mut().map(std::mem::take).unwrap_or_default()
+    /// The keys noted since [`track`](Self::track) or the last take (`None`: more than
+    /// [`MAX_NOTED`]); noting goes on.
+    pub(crate) fn take_touched(&self) -> Notes {
+        match self.lock_touched().as_mut() {
+            Some(notes) => notes.replace(Touched::new()),
+            None => Some(Touched::new()),
+        }
     }
 
     /// Stops noting (a rewrite gave up).
@@ -161,14 +173,19 @@ impl Disk {
         *self.lock_touched() = None;
     }
 
-    fn lock_touched(&self) -> std::sync::MutexGuard<'_, Option<Touched>> {
+    fn lock_touched(&self) -> std::sync::MutexGuard<'_, Option<Notes>> {
         self.inner.touched.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Notes keys written in `tree`, while a copy runs.
     fn note<'k>(&self, tree: &'static str, keys: impl IntoIterator<Item = &'k [u8]>) {
-        if let Some(t) = self.lock_touched().as_mut() {
+        let mut touched = self.lock_touched();
+        let Some(notes) = touched.as_mut() else { return };
+        if let Some(t) = notes.as_mut() {
             t.extend(keys.into_iter().map(|k| (tree, IVec::from(k))));
+            if t.len() > MAX_NOTED {
+                *notes = None;
+            }
         }
     }
 
@@ -180,10 +197,10 @@ impl Disk {
     pub(crate) fn switch<E: From<sled::Error>>(
         &self,
         new: Synced,
-        finish: impl FnOnce(&Synced, &Synced, Touched) -> Result<(), (E, bool)>,
+        finish: impl FnOnce(&Synced, &Synced, Notes) -> Result<(), (E, bool)>,
     ) -> Result<(), E> {
         let mut cur = self.write();
-        let touched = self.lock_touched().take().unwrap_or_default();
+        let touched = self.lock_touched().take().unwrap_or(Some(Touched::new()));
         let opened: sled::Result<Vec<_>> =
             cur.trees.iter().map(|(name, _)| new.open_tree(name).map(|t| (*name, t))).collect();
         // On an error nothing is renamed yet: the old database stays current.
@@ -383,5 +400,28 @@ impl Iterator for Iter {
 impl DoubleEndedIterator for Iter {
     fn next_back(&mut self) -> Option<Self::Item> {
         self.step(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Notes past [`MAX_NOTED`] between two takes are dropped whole and the take says so (the
+    /// rewrite gives up); the next round notes afresh.
+    #[test]
+    fn notes_past_the_bound_are_dropped_and_reported() {
+        let (_dir, disk) = crate::testing::disk();
+        disk.note("t", [b"before tracking".as_slice()]);
+        disk.track();
+        for i in 0..=MAX_NOTED as u32 {
+            disk.note("t", [i.to_be_bytes().as_slice()]);
+        }
+        assert!(disk.take_touched().is_none(), "more than MAX_NOTED keys were kept");
+        disk.note("t", [b"k".as_slice()]);
+        assert_eq!(disk.take_touched().map(|t| t.len()), Some(1));
+        disk.untrack();
+        disk.note("t", [b"after".as_slice()]);
+        assert_eq!(disk.take_touched().map(|t| t.len()), Some(0));
     }
 }

@@ -305,6 +305,23 @@ mod tests {
         gate.run(|| Ok(())).unwrap();
     }
 
+    /// A directory to sync first fails every sync until its sync succeeds once, then is
+    /// forgotten.
+    #[test]
+    fn a_directory_to_sync_first_holds_every_sync_until_it_is_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new().path(dir.path().join("s")).open().unwrap();
+        let disk = Synced::open(db, &dir.path().join("s")).unwrap();
+        let first = dir.path().join("later");
+        disk.sync_dir_first(&first);
+        assert!(disk.sync_now().is_err(), "synced without the directory");
+        assert!(disk.sync_now().is_err(), "the second sync forgot the directory");
+        std::fs::create_dir(&first).unwrap();
+        disk.sync_now().unwrap();
+        std::fs::remove_dir(&first).unwrap();
+        disk.sync_now().expect("the directory was synced once; it is not needed again");
+    }
+
     #[test]
     fn create_dir_all_makes_every_level_and_accepts_an_existing_one() {
         let dir = tempfile::tempdir().unwrap();

@@ -182,6 +182,24 @@ fn peers_syntax_and_the_secret_they_need() {
 }
 
 #[test]
+fn the_rewrite_bound_is_from_1_to_1048576_mib() {
+    for (mib, ok) in [(0, false), (1, true), (64, true), (1_048_576, true), (1_048_577, false), (u64::MAX, false)] {
+        let mut c = Config::default();
+        c.raft.rewrite_above_mib = mib;
+        match c.validate() {
+            Ok(_) => assert!(ok, "{mib} MiB accepted"),
+            Err(ConfigError::Invalid(errs)) => {
+                assert!(!ok && errs.iter().any(|e| e.contains("raft.rewrite_above_mib")), "{mib}: {errs:?}")
+            }
+            Err(e) => panic!("{mib}: {e}"),
+        }
+    }
+    // The largest bound in bytes fits: no overflow into a small one.
+    let c = crate::config::RaftConfig { rewrite_above_mib: 1_048_576, ..Default::default() };
+    assert_eq!(c.store_options().compact_above, 1 << 40);
+}
+
+#[test]
 fn source_ip_must_be_a_unicast_address() {
     for bad in ["0.0.0.0", "::", "224.0.0.1", "255.255.255.255", "ff02::1"] {
         let mut c = Config::default();
