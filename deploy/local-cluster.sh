@@ -26,6 +26,8 @@
 # Environment: LEAF_LOCAL_BASE_PORT (default 8080; remembered by `up`), LEAF_LOCAL_PLAINTEXT,
 # CARGO_TARGET_DIR, RUST_LOG (default info,openraft=warn).
 set -euo pipefail
+# Everything this script writes (the token, the secret, keys, logs, data) is its owner's alone.
+umask 077
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$ROOT/.local-cluster"
@@ -94,6 +96,7 @@ up() {
     echo "building leaf (release)..." >&2
     (cd "$ROOT" && cargo build --release --quiet -p leaf-node --bin leaf)
     mkdir -p "$DIR"
+    chmod 700 "$DIR"
     [[ -s "$DIR/admin_token" ]] || random_hex > "$DIR/admin_token"
     [[ -s "$DIR/cluster_secret" ]] || random_hex > "$DIR/cluster_secret"
     chmod 600 "$DIR/admin_token" "$DIR/cluster_secret"

@@ -30,6 +30,7 @@
 //!   and dispatch to the gRPC edge, the HTTP fast path or the HTTP router.
 //! - [`tls`]: HTTPS on the listener, mutual TLS between nodes, certificate reload.
 //! - [`memory`]: returns freed memory to the OS after connection floods.
+//! - [`private`]: data at rest is its owner's alone (the umask, and tightening at start).
 //! - [`metrics`]: Prometheus metrics (OpenMetrics or text 0.0.4; request latency per route,
 //!   process, Raft, snowflake and cluster gauges).
 //! - [`profiles`]: how obfuscated tags are served (keys, the keyed bijection); the monotonic
@@ -66,6 +67,7 @@ pub(crate) mod import;
 pub(crate) mod listener;
 pub(crate) mod memory;
 pub(crate) mod metrics;
+pub(crate) mod private;
 pub(crate) mod profiles;
 pub(crate) mod raft;
 pub(crate) mod segment;
@@ -263,6 +265,13 @@ fn commit_failure(e: ProposeError) -> CommitFailure {
 /// Starts a node on the current tokio runtime (which must be multi-threaded).
 pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     config.validate()?;
+    // Before anything is written: the data directory and the TLS key are the owner's alone.
+    private::restrict_umask();
+    let tls_key = config.tls.key.clone();
+    private::tighten_at_start(&[config.data_dir.as_path()][..]);
+    if let Some(key) = &tls_key {
+        private::tighten_at_start(&[key.as_path()]);
+    }
     if config.snowflake.enabled {
         snowflake::StateFile::check_at_start(&config.data_dir.join(snowflake::STATE_FILE))
             .map_err(StartError::Damaged)?;

@@ -229,7 +229,8 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// `std::fs::create_dir_all`, durably: the parent of each directory it creates is synced.
+/// `std::fs::create_dir_all`, durably (the parent of each directory it creates is synced), each
+/// new directory mode 0700 (less what the umask takes).
 pub fn create_dir_all(dir: &Path) -> io::Result<()> {
     if dir.is_dir() {
         return Ok(());
@@ -237,7 +238,8 @@ pub fn create_dir_all(dir: &Path) -> io::Result<()> {
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         create_dir_all(parent)?;
     }
-    match std::fs::create_dir(dir) {
+    // Owner-only: the store holds token hashes and obfuscation keys.
+    match std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
         Err(e) => return Err(e),

@@ -13,6 +13,7 @@ mod grpc_python;
 mod ids;
 mod leaf_import;
 mod monitoring;
+mod private_data;
 mod profiles;
 mod ranges;
 mod restart;
