@@ -176,6 +176,12 @@ pub enum AuditAction {
         /// No snowflake ID has a timestamp at or below this (Unix ms).
         snowflake_floor_ms: i64,
     },
+    /// A gapless series' limits set (kind `tag_updated`).
+    SeriesLimitsSet {
+        tag: String,
+        max_numbers: u64,
+        issues_per_sec: u32,
+    },
 }
 
 /// The kinds of [`AuditAction`], for filtering.
@@ -255,7 +261,7 @@ impl AuditAction {
     pub fn kind(&self) -> AuditKind {
         match self {
             AuditAction::TagCreated { .. } => AuditKind::TagCreated,
-            AuditAction::TagUpdated { .. } => AuditKind::TagUpdated,
+            AuditAction::TagUpdated { .. } | AuditAction::SeriesLimitsSet { .. } => AuditKind::TagUpdated,
             AuditAction::TokenCreated { .. } | AuditAction::TokenCreatedWithLimits { .. } => AuditKind::TokenCreated,
             AuditAction::TokenRotated { .. } => AuditKind::TokenRotated,
             AuditAction::TokenRevoked { .. } => AuditKind::TokenRevoked,
@@ -280,6 +286,7 @@ impl AuditAction {
             self,
             AuditAction::TagCreated { .. }
                 | AuditAction::TagUpdated { .. }
+                | AuditAction::SeriesLimitsSet { .. }
                 | AuditAction::ObfuscatedDecoded { .. }
                 | AuditAction::TagArchived { .. }
                 | AuditAction::TagRestored { .. }
@@ -291,6 +298,7 @@ impl AuditAction {
         match self {
             AuditAction::TagCreated { tag, .. }
             | AuditAction::TagUpdated { tag, .. }
+            | AuditAction::SeriesLimitsSet { tag, .. }
             | AuditAction::ObfuscatedDecoded { tag, .. }
             | AuditAction::TagArchived { tag, .. }
             | AuditAction::TagRestored { tag } => Some(tag),

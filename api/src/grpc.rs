@@ -86,6 +86,7 @@ impl From<crate::gapless::IssuedNumber> for v1::IssuedNumber {
             replayed: n.replayed,
             deadline_ms: n.deadline_ms,
             reason: n.reason,
+            secret: n.secret,
         }
     }
 }

@@ -102,6 +102,14 @@ pub struct UpdateTagRequest {
     /// Free text, at most 1,024 bytes of UTF-8 (1,024 ASCII characters, 341 CJK ones).
     #[cfg_attr(feature = "openapi", schema(max_length = 1024, example = "order IDs"))]
     pub description: Option<String>,
+    /// A gapless series' cap of numbers (1 to 1,000,000).
+    #[serde(default, deserialize_with = "crate::json_int::opt_u64", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000, example = 200000))]
+    pub max_numbers: Option<u64>,
+    /// A gapless series' rate of new numbers per caller and node (1 to 1,000,000 a second).
+    #[serde(default, deserialize_with = "crate::json_int::opt_u32", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000, example = 100))]
+    pub issues_per_sec: Option<u32>,
 }
 
 /// A tag as stored in the replicated state machine (`GET /admin/tags`, `GET /db`).

@@ -28,6 +28,7 @@ pub struct ClientBuilder {
     policy: Policy,
     tls: TlsOptions,
     own_creates: OwnCreates,
+    settlement_key: Option<[u8; 32]>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -54,6 +55,7 @@ impl ClientBuilder {
             },
             tls: TlsOptions::new(),
             own_creates: OwnCreates::default(),
+            settlement_key: None,
         }
     }
 
@@ -64,6 +66,15 @@ impl ClientBuilder {
     /// memory of its own.
     pub fn own_creates(mut self, memory: OwnCreates) -> Self {
         self.own_creates = memory;
+        self
+    }
+
+    /// The key this client derives its gapless settlement secrets from when it has no token
+    /// (see [`crate::gapless`]): a client built again with the same key repeats, confirms and
+    /// voids the numbers an earlier one took. Keep it like a password. Default: a random key
+    /// per client, so only this client (and its clones) settles its numbers.
+    pub fn settlement_key(mut self, key: [u8; 32]) -> Self {
+        self.settlement_key = Some(key);
         self
     }
 
@@ -162,6 +173,7 @@ impl ClientBuilder {
                 transport: Transport::new(tls),
                 preferred: AtomicUsize::new(0),
                 own_creates: self.own_creates,
+                settlement_key: self.settlement_key.unwrap_or_else(rand::random),
             }),
         })
     }

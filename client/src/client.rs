@@ -36,6 +36,8 @@ pub(crate) struct Inner {
     pub preferred: AtomicUsize,
     /// The tags this client created recently ([`crate::own_creates`]).
     pub own_creates: OwnCreates,
+    /// What its gapless settlement secrets derive from ([`crate::gapless`]).
+    pub settlement_key: [u8; 32],
 }
 
 /// Timeouts and retries of every call.

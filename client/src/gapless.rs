@@ -4,6 +4,12 @@
 //! Each is idempotent by its key (see [`crate::retry`]): the same key always gets the same
 //! number, and a reservation is settled once, so a request whose answer was lost is sent
 //! again, to any node, and never consumes a second number or settles twice.
+//!
+//! A number belongs to the caller that took it: its token, or, for a client without a token
+//! (where the cluster allows it, `auth.anonymous_gapless`), its settlement secret. This client
+//! derives each key's secret from its settlement key
+//! ([`crate::ClientBuilder::settlement_key`]) and sends it with every gapless call, so its own
+//! retries, confirms and voids are recognised and nobody else's are.
 use leaf_api::gapless::{
     ConfirmRequest, IssueRequest, IssuedNumber, LedgerEntry, LedgerPage, LedgerQuery, NumberState, ReserveRequest,
     VoidRequest,
@@ -16,20 +22,58 @@ use crate::retry::Safety;
 use crate::Method;
 
 /// One gapless series of a [`Client`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Gapless<'a> {
     client: &'a Client,
     tag: &'a str,
+    /// A settlement secret given by the caller ([`Gapless::with_secret`]).
+    secret: Option<&'a str>,
+}
+
+impl std::fmt::Debug for Gapless<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gapless").field("tag", &self.tag).field("secret", &self.secret.map(|_| "(set)")).finish()
+    }
 }
 
 impl Client {
     /// The gapless series `tag` (a tag of profile `gapless`).
     pub fn gapless<'a>(&'a self, tag: &'a str) -> Gapless<'a> {
-        Gapless { client: self, tag }
+        Gapless { client: self, tag, secret: None }
     }
 }
 
-impl Gapless<'_> {
+impl<'a> Gapless<'a> {
+    /// These calls with `secret` as the settlement secret of every key (one a node answered
+    /// earlier, say) instead of the one this client derives. Sent only without a token.
+    pub fn with_secret<'b>(self, secret: &'b str) -> Gapless<'b>
+    where
+        'a: 'b,
+    {
+        Gapless { client: self.client, tag: self.tag, secret: Some(secret) }
+    }
+
+    /// Without a token, the settlement secret of `key` in this series: the one given to
+    /// [`Gapless::with_secret`], or HMAC-SHA256 of the series and the key under the client's
+    /// settlement key, as 64 hex digits. The same
+    /// client (or one built with the same key) always sends the same secret for a key, so its
+    /// retries, confirms and voids prove it took the number, and no one else can.
+    fn secret(&self, key: &str) -> Option<String> {
+        if self.client.inner.auth.is_some() {
+            return None;
+        }
+        if let Some(s) = self.secret {
+            return Some(s.to_string());
+        }
+        let k = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.client.inner.settlement_key);
+        let mut msg = Vec::with_capacity(self.tag.len() + 1 + key.len());
+        msg.extend_from_slice(self.tag.as_bytes());
+        msg.push(0);
+        msg.extend_from_slice(key.as_bytes());
+        let tag = ring::hmac::sign(&k, &msg);
+        Some(tag.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+    }
+
     /// A POST of `req` to the series' `path`: idempotent (the key keeps a repeat to its
     /// number), and a `tag_not_found` just after this client created the series is retried.
     fn call(&self, path: String, req: &impl serde::Serialize) -> Result<Call, ClientError> {
@@ -39,7 +83,7 @@ impl Gapless<'_> {
     /// The series' number for `key` (`POST /api/gapless/{tag}/issue`): the next one, or the one
     /// the key has (`replayed`). Checked: the answer is for this tag and key, numbered from 1.
     pub async fn issue(&self, key: &str) -> Result<IssuedNumber, ClientError> {
-        let req = IssueRequest { key: key.to_string() };
+        let req = IssueRequest { key: key.to_string(), secret: self.secret(key) };
         let path = routes::fill(routes::GAPLESS_ISSUE, &[self.tag]);
         let answer = self.client.execute(self.call(path, &req)?).await?;
         checked(&answer, self.tag, key, None)
@@ -49,7 +93,7 @@ impl Gapless<'_> {
     /// `None`) (`POST /api/gapless/{tag}/reserve`): the next one, or the one the key has.
     /// Confirm or void it before its `deadline_ms`, or the leader voids it.
     pub async fn reserve(&self, key: &str, hold_seconds: Option<u64>) -> Result<IssuedNumber, ClientError> {
-        let req = ReserveRequest { key: key.to_string(), hold_seconds };
+        let req = ReserveRequest { key: key.to_string(), hold_seconds, secret: self.secret(key) };
         let path = routes::fill(routes::GAPLESS_RESERVE, &[self.tag]);
         let answer = self.client.execute(self.call(path, &req)?).await?;
         checked(&answer, self.tag, key, None)
@@ -58,7 +102,7 @@ impl Gapless<'_> {
     /// Makes the key's reserved number final (`POST /api/gapless/{tag}/confirm`). Checked: the
     /// answer is confirmed (or issued, for a number final from the start).
     pub async fn confirm(&self, key: &str) -> Result<IssuedNumber, ClientError> {
-        let req = ConfirmRequest { key: key.to_string() };
+        let req = ConfirmRequest { key: key.to_string(), secret: self.secret(key) };
         let path = routes::fill(routes::GAPLESS_CONFIRM, &[self.tag]);
         let answer = self.client.execute(self.call(path, &req)?).await?;
         checked(&answer, self.tag, key, Some(&[NumberState::Confirmed, NumberState::Issued]))
@@ -67,7 +111,7 @@ impl Gapless<'_> {
     /// Voids the key's reserved number for `reason` (`POST /api/gapless/{tag}/void`). Checked:
     /// the answer is voided.
     pub async fn void(&self, key: &str, reason: &str) -> Result<IssuedNumber, ClientError> {
-        let req = VoidRequest { key: key.to_string(), reason: reason.to_string() };
+        let req = VoidRequest { key: key.to_string(), reason: reason.to_string(), secret: self.secret(key) };
         let path = routes::fill(routes::GAPLESS_VOID, &[self.tag]);
         let answer = self.client.execute(self.call(path, &req)?).await?;
         checked(&answer, self.tag, key, Some(&[NumberState::Voided]))

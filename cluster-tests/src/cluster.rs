@@ -137,6 +137,10 @@ pub fn node_client(url: &str, token: Option<&str>, ca: Option<&Path>, timeout: D
     node_client_sharing(url, token, ca, timeout, OwnCreates::default())
 }
 
+/// The settlement key of every harness client without a token: together they are one caller
+/// of gapless series, whose retries through any node or client settle its own numbers.
+pub const HARNESS_SETTLEMENT_KEY: [u8; 32] = [0x1f; 32];
+
 /// [`node_client`], reading the creates of every client given the same `created` memory (a
 /// tag created through one node is retried through a `tag_not_found` on another while that
 /// node has not heard of it yet, as a `leaf-client` over several nodes does).
@@ -147,7 +151,12 @@ pub fn node_client_sharing(
     timeout: Duration,
     created: OwnCreates,
 ) -> Client {
-    let builder = Client::builder([url]).retries(0).timeout(timeout).deadline(timeout).own_creates(created);
+    let builder = Client::builder([url])
+        .retries(0)
+        .timeout(timeout)
+        .deadline(timeout)
+        .own_creates(created)
+        .settlement_key(HARNESS_SETTLEMENT_KEY);
     let builder = match ca {
         Some(ca) => builder.ca_file(ca),
         None => builder,

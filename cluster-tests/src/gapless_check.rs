@@ -275,6 +275,7 @@ mod tests {
             deadline_ms: None,
             reason: None,
             replayed,
+            secret: None,
         };
         Attempt { tag: tag.into(), key: key.into(), outcome: Outcome::Ok(n) }
     }

@@ -41,7 +41,7 @@ impl IdService for Ceiling {
     }
 
     async fn issue_number(&self, req: Request<IssueNumberRequest>) -> Result<Response<IssuedNumber>, Status> {
-        let IssueNumberRequest { tag, key } = req.into_inner();
+        let IssueNumberRequest { tag, key, .. } = req.into_inner();
         Ok(Response::new(IssuedNumber { tag, key, number: 1, ..IssuedNumber::default() }))
     }
 

@@ -289,6 +289,12 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
             "FAULT INJECTION IS ENABLED: POST /admin/fault/clock can skew this node's clock. Never in production"
         );
     }
+    if config.auth.anonymous_gapless {
+        tracing::warn!(
+            "ANONYMOUS GAPLESS IS ON (auth.anonymous_gapless): anyone who reaches this node may take numbers \
+             of every gapless series, each recorded as unattributed; only their settlement secrets protect them"
+        );
+    }
     let metrics = Arc::new(Metrics::new());
     metrics.set_max_tag_series(config.metrics.max_tag_series);
     let tls = if config.tls.enabled() {

@@ -57,6 +57,8 @@ pub enum Applied {
     Segments(Vec<Result<Allocation, ApplyError>>),
     /// The numbers of an [`Op::IssueNumbers`], each with its own outcome, in order.
     Numbers(Vec<Result<Issued, ApplyError>>),
+    /// A series' limits as set ([`Op::SetSeriesLimits`]).
+    Limits(leaf_api::gapless::SeriesLimits),
 }
 
 /// Why a command was rejected. Rejection is deterministic: every node rejects the same entry.
@@ -87,6 +89,8 @@ pub enum ApplyError {
     TokenExists(TokenId),
     #[error("no token with ID {0}")]
     TokenNotFound(TokenId),
+    /// What earlier releases answered for [`ApplyError::TokenTagBudget`] (kept so their
+    /// answers decode).
     #[error("token {token} has created the {max_tags} tags its max_tags allows")]
     TokenTagLimit { token: TokenId, max_tags: u32 },
     #[error("tag {0:?} is archived: it hands out no ID until it is restored")]
@@ -99,6 +103,16 @@ pub enum ApplyError {
     NumberNotFound { tag: String, key: String },
     #[error("gapless series {tag:?}, key {key:?}: {why}")]
     NumberConflict { tag: String, key: String, why: String },
+    #[error("gapless series {tag:?} holds {max_numbers} numbers, its max_numbers: raise it, or let retain_periods drop old periods")]
+    SeriesFull { tag: String, max_numbers: u64 },
+    #[error(
+        "the ledger holds {max_numbers} numbers across every series, its most: drop old periods with retain_periods"
+    )]
+    LedgerFull { max_numbers: u64 },
+    #[error(
+        "token {token} may create {max_tags} tags (its max_tags) and has created {created}: {asked} more would pass that, so none was created"
+    )]
+    TokenTagBudget { token: TokenId, max_tags: u32, created: u32, asked: u64 },
 }
 
 impl From<ValidationError> for ApplyError {
@@ -128,6 +142,8 @@ pub struct Changes {
     pub templates: BTreeSet<String>,
     /// Ledger entries of gapless series written, by (tag, period, number).
     pub numbers: BTreeSet<(String, u32, u64)>,
+    /// Gapless series whose limits were set.
+    pub limits: BTreeSet<String>,
 }
 
 impl Changes {
@@ -148,6 +164,7 @@ impl Changes {
             && !self.audit_meta
             && self.templates.is_empty()
             && self.numbers.is_empty()
+            && self.limits.is_empty()
     }
 }
 
@@ -198,6 +215,8 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::AllocateSegment { tag, step, node_id: _ } => tags::allocate(state, at_ms, tag, *step, changes),
         Op::AllocateSegments { asks } => tags::allocate_each(state, at_ms, asks, changes),
         Op::IssueNumbers { asks } => crate::gapless::apply_each(state, at_ms, asks, changes),
+        Op::IssueOwnedNumbers { asks } => crate::gapless::apply_each_owned(state, at_ms, asks, changes),
+        Op::SetSeriesLimits { tag, limits } => crate::gapless::set_limits(state, tag, *limits, changes),
         Op::RegisterWorker { node_id, lease_ms } => {
             workers::register(state, at_ms, (*node_id, *lease_ms), 0..=WORKER_IDS - 1, changes)
         }

@@ -266,6 +266,11 @@ fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
             AuditAction::TokenRevoked { token: *id, name: record.name.clone() }
         }
         (Op::NoteMembership(action), _) => action.clone(),
+        (Op::SetSeriesLimits { tag, limits }, _) => AuditAction::SeriesLimitsSet {
+            tag: tag.clone(),
+            max_numbers: limits.max_numbers,
+            issues_per_sec: limits.issues_per_sec,
+        },
         _ => return None,
     };
     Some(action)

@@ -126,6 +126,11 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             asks.iter().try_for_each(|a| check_ask(&a.tag, a.step, a.node_id))
         }
         Op::IssueNumbers { asks } => crate::gapless::check_asks(asks),
+        Op::IssueOwnedNumbers { asks } => crate::gapless::check_owned_asks(asks),
+        Op::SetSeriesLimits { tag, limits } => {
+            validate_tag(tag)?;
+            limits.validate().map_err(|e| invalid(e.to_string()))
+        }
         Op::RegisterWorker { node_id, lease_ms } => {
             check_node_id(*node_id)?;
             check_lease(*lease_ms)
@@ -182,7 +187,10 @@ pub fn check_command(cmd: &Command) -> Result<(), ApplyError> {
     check_fields(cmd)?;
     let len = codec::encode(cmd).map_err(|e| invalid(format!("command does not encode: {e}")))?.len();
     let max = match cmd.op.inner() {
-        Op::CreateTags { .. } | Op::AllocateSegments { .. } | Op::IssueNumbers { .. } => MAX_BATCH_COMMAND_BYTES,
+        Op::CreateTags { .. }
+        | Op::AllocateSegments { .. }
+        | Op::IssueNumbers { .. }
+        | Op::IssueOwnedNumbers { .. } => MAX_BATCH_COMMAND_BYTES,
         _ => MAX_COMMAND_BYTES,
     };
     if len > max {

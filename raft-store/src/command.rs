@@ -5,7 +5,9 @@ use leaf_api::audit::{Actor, AuditAction, AuditRetention};
 use leaf_api::tokens::TokenId;
 use serde::{Deserialize, Serialize};
 
-use crate::gapless::NumberAsk;
+use leaf_api::gapless::SeriesLimits;
+
+use crate::gapless::{NumberAsk, OwnedAsk};
 use crate::profile::StoredProfile;
 use crate::tags::NewTag;
 use crate::templates::NewTemplate;
@@ -147,6 +149,17 @@ pub enum Op {
     IssueNumbers {
         asks: Vec<NumberAsk>,
     },
+    /// [`Op::IssueNumbers`] with owners and caps ([`crate::gapless`]): only the caller that took
+    /// a number repeats, confirms or voids it, and each series keeps within its
+    /// `max_numbers`. What this release proposes.
+    IssueOwnedNumbers {
+        asks: Vec<OwnedAsk>,
+    },
+    /// Sets a gapless series' limits: its cap of numbers and each caller's rate.
+    SetSeriesLimits {
+        tag: String,
+        limits: SeriesLimits,
+    },
 }
 
 /// One allocation of an [`Op::AllocateSegments`]: what an [`Op::AllocateSegment`] carries.
@@ -166,6 +179,7 @@ impl Op {
             | Op::UpdateTag { tag, .. }
             | Op::ArchiveTag { tag }
             | Op::RestoreTag { tag }
+            | Op::SetSeriesLimits { tag, .. }
             | Op::AllocateSegment { tag, .. } => Some(tag),
             Op::CreateTagV3(t) => Some(&t.tag),
             Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.tag(),
@@ -179,6 +193,7 @@ impl Op {
             | Op::CreateTags { .. }
             | Op::AllocateSegments { .. }
             | Op::IssueNumbers { .. }
+            | Op::IssueOwnedNumbers { .. }
             | Op::PutTemplate(_)
             | Op::DeleteTemplate { .. }
             | Op::NoteMembership(_) => None,
@@ -202,10 +217,12 @@ impl Op {
             | Op::RevokeToken { .. }
             | Op::PutTemplate(_)
             | Op::DeleteTemplate { .. }
+            | Op::SetSeriesLimits { .. }
             | Op::NoteMembership(_) => true,
             Op::AllocateSegment { .. }
             | Op::AllocateSegments { .. }
             | Op::IssueNumbers { .. }
+            | Op::IssueOwnedNumbers { .. }
             | Op::RegisterWorker { .. }
             | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. }
@@ -239,6 +256,7 @@ impl Op {
             Op::CreateTags { tags } => (tags.len() as u64).max(1),
             Op::AllocateSegments { asks } => (asks.len() as u64).max(1),
             Op::IssueNumbers { asks } => (asks.len() as u64).max(1),
+            Op::IssueOwnedNumbers { asks } => (asks.len() as u64).max(1),
             _ => 1,
         }
     }

@@ -98,8 +98,8 @@ pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
 pub use command::{Command, Op, SegmentAsk};
 pub use disk::{Batch, Disk, Iter, Tree};
 pub use gapless::{
-    chain_hash, heads_digest, ChainEvent, Issued, Ledger, NumberAct, NumberAsk, NumberRecord, CHAIN_GENESIS,
-    MAX_LEDGER_NUMBERS, MAX_NUMBER_ASKS,
+    chain_hash, heads_digest, ChainEvent, Issued, Ledger, NumberAct, NumberAsk, NumberRecord, OwnedAsk, Proof,
+    CHAIN_GENESIS, MAX_LEDGER_NUMBERS, MAX_NUMBER_ASKS,
 };
 pub use journal::{Journal, JournalDump, JournalRecord, Moved, Place};
 pub use log_store::LogStore;

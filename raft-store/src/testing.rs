@@ -26,6 +26,20 @@ pub(crate) fn create(tag: &str, step: i64, max_id: i64) -> Command {
     cmd(Op::CreateTag { tag: tag.into(), step, start_max_id: max_id, description: "d".into() })
 }
 
+/// Creates gapless series `tag` of `policy` at leader time `at_ms`.
+pub(crate) fn create_series(tag: &str, policy: leaf_api::gapless::SeriesPolicy, at_ms: i64) -> Command {
+    let profile = crate::profile::StoredProfile::Gapless { policy, period: 0, pruned_through: None };
+    let t = crate::tags::NewTag {
+        tag: tag.into(),
+        step: 1,
+        start_max_id: 1,
+        description: String::new(),
+        profile,
+        upper_bound: None,
+    };
+    at(at_ms, Op::CreateTagV3(t))
+}
+
 /// Allocates `step` IDs of `tag` for node 1.
 pub(crate) fn alloc(tag: &str, step: i64) -> Command {
     cmd(Op::AllocateSegment { tag: tag.into(), step, node_id: 1 })

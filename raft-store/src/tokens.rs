@@ -162,7 +162,12 @@ pub(crate) fn check_tag_budget(state: &State, actor: &Actor, n: usize) -> Result
     let Some(id) = actor.token() else { return Ok(()) };
     match state.tokens.get(&id.0) {
         Some(r) if r.limits.max_tags.is_some_and(|max| u64::from(r.tags_created) + n as u64 > u64::from(max)) => {
-            Err(ApplyError::TokenTagLimit { token: id, max_tags: r.limits.max_tags.unwrap_or_default() })
+            Err(ApplyError::TokenTagBudget {
+                token: id,
+                max_tags: r.limits.max_tags.unwrap_or_default(),
+                created: r.tags_created,
+                asked: n as u64,
+            })
         }
         _ => Ok(()),
     }
@@ -282,7 +287,7 @@ mod tests {
         assert_eq!(s.tokens[&1].tags_created, 2);
         let before = s.clone();
         let (r, c) = run(&mut s, 3, by(&token, "t-3"));
-        assert_eq!(r, Err(ApplyError::TokenTagLimit { token: TokenId(1), max_tags: 2 }));
+        assert_eq!(r, Err(ApplyError::TokenTagBudget { token: TokenId(1), max_tags: 2, created: 2, asked: 1 }));
         assert!(c.is_empty());
         assert_eq!(s, before, "nothing changed: no tag, no count, no audit record");
         // A failed creation counts nothing; others are not bound by the token's budget.
@@ -302,14 +307,14 @@ mod tests {
         };
         let before = s.clone();
         let (r, c) = run(&mut s, 4, batch(&bulk, &["b-1", "b-2", "b-3", "b-4"]));
-        assert_eq!(r, Err(ApplyError::TokenTagLimit { token: TokenId(4), max_tags: 3 }));
+        assert_eq!(r, Err(ApplyError::TokenTagBudget { token: TokenId(4), max_tags: 3, created: 0, asked: 4 }));
         assert!(c.is_empty());
         assert_eq!(s, before, "a batch over the budget creates none of its tags");
         run(&mut s, 4, batch(&Actor::AdminToken, &["b-1"])).0.unwrap();
         let (r, _) = run(&mut s, 4, batch(&bulk, &["b-1", "b-2", "b-3", "b-4"]));
         assert!(matches!(r, Ok(Applied::Tags { ref created, .. }) if created.len() == 3), "{r:?}");
         assert_eq!(s.tokens[&4].tags_created, 3);
-        assert!(matches!(run(&mut s, 4, batch(&bulk, &["b-5"])).0, Err(ApplyError::TokenTagLimit { .. })));
+        assert!(matches!(run(&mut s, 4, batch(&bulk, &["b-5"])).0, Err(ApplyError::TokenTagBudget { .. })));
         // A token without a limit is counted all the same.
         run(&mut s, 5, Op::CreateToken(new_token(2, "free", "*"))).0.unwrap();
         let free = Actor::Token { id: TokenId(2), name: "free".into() };

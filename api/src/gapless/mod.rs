@@ -11,12 +11,15 @@
 //! Layout:
 //! - this file: a series' options and policy ([`SeriesPolicy`]: reset, zone, display format,
 //!   period close, retention), periods, idempotency keys;
+//! - [`limits`]: a series' cap of numbers and each caller's rate of new numbers;
 //! - [`numbers`]: the requests (issue, reserve, confirm, void) and what they answer;
 //! - [`ledger`]: a ledger page, its query, its entries and their chain links.
 pub mod ledger;
+pub mod limits;
 pub mod numbers;
 
 pub use self::ledger::*;
+pub use self::limits::*;
 pub use self::numbers::*;
 
 use serde::{Deserialize, Serialize};
@@ -94,6 +97,25 @@ pub struct GaplessOptions {
     #[serde(default, deserialize_with = "crate::json_int::opt_u32")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100000, example = 10))]
     pub retain_periods: Option<u32>,
+    /// Most numbers the series keeps, every kept period and state together (100,000 when
+    /// absent; at most 1,000,000, the cluster's whole ledger): an issue past it is refused.
+    #[serde(default, deserialize_with = "crate::json_int::opt_u64", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000, example = 100000))]
+    pub max_numbers: Option<u64>,
+    /// Most new numbers one caller (a token, or an address without one) takes a second from
+    /// the series on one node, with a burst of as many (100 when absent).
+    #[serde(default, deserialize_with = "crate::json_int::opt_u32", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000, example = 100))]
+    pub issues_per_sec: Option<u32>,
+}
+
+impl GaplessOptions {
+    /// The series' limits these options ask for, the defaults where absent, validated.
+    pub fn limits(&self) -> Result<SeriesLimits, GaplessError> {
+        let l = SeriesLimits::default().with(self.max_numbers, self.issues_per_sec);
+        l.validate()?;
+        Ok(l)
+    }
 }
 
 /// What closing a period does to its open reservations.
@@ -144,6 +166,12 @@ pub enum GaplessError {
     Reason(String),
     #[error("a reservation is held 1 to {MAX_HOLD_SECONDS} seconds, got {0}")]
     Hold(u64),
+    #[error(transparent)]
+    Limits(#[from] LimitsError),
+    #[error(
+        "a settlement secret is {MIN_SECRET_CHARS} to {MAX_SECRET_CHARS} characters of A-Z, a-z, 0-9, '-' and '_', got {0} characters"
+    )]
+    Secret(usize),
 }
 
 /// A gapless series' policy, as the replicated state keeps it.
@@ -193,6 +221,8 @@ impl SeriesPolicy {
             format: self.format.clone(),
             on_period_close: Some(self.on_period_close),
             retain_periods: self.retain_periods,
+            max_numbers: None,
+            issues_per_sec: None,
         }
     }
 
@@ -444,6 +474,8 @@ mod tests {
             format: Some("INV-{yyyy}-{seq:06}".into()),
             on_period_close: Some(PeriodClose::Void),
             retain_periods: Some(10),
+            max_numbers: None,
+            issues_per_sec: None,
         };
         let p = SeriesPolicy::from_options(&o).unwrap();
         assert_eq!(p.utc_offset_minutes, 60);

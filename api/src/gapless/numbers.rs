@@ -16,6 +16,29 @@ pub struct IssueRequest {
         schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
     )]
     pub key: String,
+    /// Only for a caller without a token: the settlement secret of the key's number, which
+    /// proves the caller is the one that took it. On a first issue or reservation it is the
+    /// caller's own choice (the node makes one when absent, and answers it); a repeat, a
+    /// confirm and a void must present it. Ignored for a caller with a token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 22, max_length = 128, pattern = r"^[A-Za-z0-9_-]+$"))]
+    pub secret: Option<String>,
+}
+
+/// Shortest settlement secret, in characters (22 base64url characters hold 132 bits).
+pub const MIN_SECRET_CHARS: usize = 22;
+/// Longest settlement secret, in characters.
+pub const MAX_SECRET_CHARS: usize = 128;
+
+/// Checks a settlement secret: [`MIN_SECRET_CHARS`] to [`MAX_SECRET_CHARS`] characters of the
+/// base64url alphabet. The error never holds the secret.
+pub fn validate_secret(secret: &str) -> Result<(), GaplessError> {
+    let ok = (MIN_SECRET_CHARS..=MAX_SECRET_CHARS).contains(&secret.len())
+        && secret.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !ok {
+        return Err(GaplessError::Secret(secret.chars().count()));
+    }
+    Ok(())
 }
 
 /// Longest reason of a void, in characters (Unicode scalar values, as JSON Schema counts).
@@ -63,6 +86,13 @@ pub struct ReserveRequest {
         schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
     )]
     pub key: String,
+    /// Only for a caller without a token: the settlement secret of the key's number, which
+    /// proves the caller is the one that took it. On a first issue or reservation it is the
+    /// caller's own choice (the node makes one when absent, and answers it); a repeat, a
+    /// confirm and a void must present it. Ignored for a caller with a token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 22, max_length = 128, pattern = r"^[A-Za-z0-9_-]+$"))]
+    pub secret: Option<String>,
     /// Seconds the reservation is held (1 to 2,592,000; 900 when absent).
     #[serde(default, deserialize_with = "crate::json_int::opt_u64")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2592000, example = 900))]
@@ -80,6 +110,13 @@ pub struct ConfirmRequest {
         schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
     )]
     pub key: String,
+    /// Only for a caller without a token: the settlement secret of the key's number, which
+    /// proves the caller is the one that took it. On a first issue or reservation it is the
+    /// caller's own choice (the node makes one when absent, and answers it); a repeat, a
+    /// confirm and a void must present it. Ignored for a caller with a token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 22, max_length = 128, pattern = r"^[A-Za-z0-9_-]+$"))]
+    pub secret: Option<String>,
 }
 
 /// `POST /api/gapless/{tag}/void`: voids the key's reserved number; it keeps its place in the
@@ -94,6 +131,13 @@ pub struct VoidRequest {
         schema(min_length = 1, max_length = 128, pattern = r"^[ -~]+$", example = "order-2026-000417")
     )]
     pub key: String,
+    /// Only for a caller without a token: the settlement secret of the key's number, which
+    /// proves the caller is the one that took it. On a first issue or reservation it is the
+    /// caller's own choice (the node makes one when absent, and answers it); a repeat, a
+    /// confirm and a void must present it. Ignored for a caller with a token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 22, max_length = 128, pattern = r"^[A-Za-z0-9_-]+$"))]
+    pub secret: Option<String>,
     /// Why: 1 to 256 characters of text, no control character (U+0000–U+001F, U+007F–U+009F),
     /// not only spaces.
     #[cfg_attr(
@@ -173,6 +217,10 @@ pub struct IssuedNumber {
     /// Whether this answer repeats an earlier request of the same key and action (a retry):
     /// nothing changed.
     pub replayed: bool,
+    /// To a caller without a token only: the number's settlement secret, which a repeat, a
+    /// confirm and a void of the key must present. Keep it like a password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 #[cfg(test)]
@@ -200,5 +248,16 @@ mod tests {
         assert!(validate_hold(1).is_ok() && validate_hold(MAX_HOLD_SECONDS).is_ok());
         assert!(validate_hold(0).is_err() && validate_hold(MAX_HOLD_SECONDS + 1).is_err());
         assert!(!NumberState::Reserved.is_final() && NumberState::Voided.is_final());
+    }
+
+    #[test]
+    fn secrets_are_bounded_base64url_and_never_echoed() {
+        assert!(validate_secret(&"a".repeat(MIN_SECRET_CHARS)).is_ok());
+        assert!(validate_secret("Zx-_09azAZ-_09azAZ-_09").is_ok());
+        for bad in ["a".repeat(MIN_SECRET_CHARS - 1), "a".repeat(MAX_SECRET_CHARS + 1), format!("{}=", "a".repeat(30))]
+        {
+            let e = validate_secret(&bad).unwrap_err().to_string();
+            assert!(!e.contains(&bad), "{e}");
+        }
     }
 }

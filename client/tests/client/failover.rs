@@ -114,7 +114,7 @@ async fn create_tag_is_not_retried_once_it_may_have_reached_a_node() {
         _ => (StatusCode::OK, created.into()),
     })
     .await;
-    let update = UpdateTagRequest { step: Some(20), description: None };
+    let update = UpdateTagRequest { step: Some(20), description: None, ..Default::default() };
     client(&[flaky.url()]).update_tag("orders", &update).await.unwrap();
     assert_eq!(flaky.hits(), 2);
     assert_eq!(flaky.seen.lock().unwrap()[1].method, "PATCH");

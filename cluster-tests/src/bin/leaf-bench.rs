@@ -182,7 +182,8 @@ async fn main() -> anyhow::Result<()> {
         sequential("tag update sent to a follower (forwarded to the leader)", samples / 4, |i| {
             let c = via.clone();
             async move {
-                let req = UpdateTagRequest { step: None, description: Some(format!("bench {i}")) };
+                let req =
+                    UpdateTagRequest { step: None, description: Some(format!("bench {i}")), ..Default::default() };
                 c.update_tag("bench", &req).await.context("update")?;
                 Ok(())
             }

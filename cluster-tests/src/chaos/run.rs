@@ -84,15 +84,17 @@ const EPOCH_MS: i64 = 1_288_834_974_657;
 /// small tag keeps refilling, snapshots often enough that restarted and new nodes catch up from
 /// them, and sled's files rewritten from 1 MiB, so that rewrites meet the faults.
 const NODE_TOML: &str = "[fault]\nenabled = true\n[segment]\nmax_step = 50\n\
-                         [raft]\nsnapshot_every = 1000\nkeep_logs_after_snapshot = 500\nrewrite_above_mib = 1\n";
+                         [raft]\nsnapshot_every = 1000\nkeep_logs_after_snapshot = 500\nrewrite_above_mib = 1\n\
+                         [auth]\nanonymous_gapless = true\n";
 
 /// The same settings for containers, as environment variables.
-const NODE_ENV: [(&str, &str); 5] = [
+const NODE_ENV: [(&str, &str); 6] = [
     ("LEAF_FAULT__ENABLED", "true"),
     ("LEAF_SEGMENT__MAX_STEP", "50"),
     ("LEAF_RAFT__SNAPSHOT_EVERY", "1000"),
     ("LEAF_RAFT__KEEP_LOGS_AFTER_SNAPSHOT", "500"),
     ("LEAF_RAFT__REWRITE_ABOVE_MIB", "1"),
+    ("LEAF_AUTH__ANONYMOUS_GAPLESS", "true"),
 ];
 
 /// The compose override of a chaos run: [`NODE_ENV`] on every service, and no restart

@@ -143,7 +143,7 @@ async fn request(kind: Kind, c: &Client, tag: &str, n: u64) -> Result<Option<i64
         Kind::Segment | Kind::Monotonic => c.segment_id(tag).await.map(Some),
         Kind::Snowflake => c.snowflake_id(tag).await.map(|_| None),
         Kind::Admin => {
-            let req = UpdateTagRequest { step: None, description: Some(format!("write {n}")) };
+            let req = UpdateTagRequest { step: None, description: Some(format!("write {n}")), ..Default::default() };
             c.update_tag(tag, &req).await.map(|_| None)
         }
     }

@@ -19,7 +19,7 @@ async fn a_write_forwarded_to_a_hung_leader_moves_on_to_the_next_leader() {
     // failing fast. An update may be retried after an uncertain attempt: it succeeds through
     // the next leader.
     cluster.pause(leader);
-    let update = UpdateTagRequest { step: None, description: Some("after the hang".into()) };
+    let update = UpdateTagRequest { step: None, description: Some("after the hang".into()), ..Default::default() };
     let c = cluster.client(follower);
     let outcome = tokio::time::timeout(Duration::from_secs(30), c.update_tag("hang", &update)).await;
     cluster.resume(leader);

@@ -113,9 +113,17 @@ const CALLS: u64 = 200;
 async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
     let seed: u64 = std::env::var("LEAF_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     eprintln!("seed {seed} (LEAF_TEST_SEED={seed} reproduces the call mix)");
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    // The callers have no token: each is known by the settlement secrets its client derives
+    // (the harness's clients share one key), and all come from one address.
+    let (_serial, mut cluster, leader) = cluster(3, "[auth]\nanonymous_gapless = true\n").await;
     for (tag, reset) in [(TAGS[0], Reset::Never), (TAGS[1], Reset::Year)] {
-        let gapless = GaplessOptions { reset: Some(reset), format: Some("N-{seq:08}".into()), ..Default::default() };
+        let gapless = GaplessOptions {
+            reset: Some(reset),
+            format: Some("N-{seq:08}".into()),
+            max_numbers: Some(leaf_api::gapless::MAX_SERIES_NUMBERS),
+            issues_per_sec: Some(leaf_api::gapless::MAX_ISSUES_PER_SEC),
+            ..Default::default()
+        };
         let req = CreateTagRequest { profile: Some(Profile::Gapless), gapless: Some(gapless), ..tag_req(tag, 1) };
         cluster.client(leader).create_tag(&req).await.unwrap();
     }

@@ -113,6 +113,19 @@ pub fn admin_right(path: &str) -> Option<leaf_api::tokens::Right> {
     }
 }
 
+/// What an admin path that only the root credentials may use does, for its refusal
+/// ([`admin_right`] is `None` for it).
+pub fn root_action(path: &str) -> &'static str {
+    let under = |prefix: &str| path == prefix || path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
+    if under(leaf_api::routes::ADMIN_TEMPLATES) {
+        "managing tag templates"
+    } else if path == leaf_api::routes::ADMIN_BACKUP {
+        "taking a backup"
+    } else {
+        "managing tokens"
+    }
+}
+
 /// Whether the connection's certificate names a client allowed on `/admin`.
 pub fn admin_client(allowed: &[String], identity: Option<&CertIdentity>) -> bool {
     matches!(identity, Some(CertIdentity::Client(name)) if allowed.iter().any(|a| a == name))

@@ -37,6 +37,7 @@ use crate::service::ApiError;
 pub mod anonymous;
 pub mod credentials;
 pub mod quota;
+pub mod series_rate;
 
 /// Who an ID request's credentials proved it came from ([`Access::check_ids`]): what the
 /// request may do besides taking IDs (make a tag from a template) is decided from this.
@@ -176,6 +177,10 @@ pub struct Access {
     epoch: Instant,
     /// The quota of requests without a token, per address (`None`: off).
     anonymous: Option<anonymous::AnonymousQuota>,
+    /// Whether callers without a token may use gapless series (`auth.anonymous_gapless`).
+    anonymous_gapless: bool,
+    /// Each caller's rate of issues per gapless series.
+    series_rates: series_rate::SeriesRates,
 }
 
 /// An ID request's ask: how many IDs, from which client address (for the quota of requests
@@ -205,7 +210,48 @@ impl Access {
                 0 => None,
                 rate => Some(anonymous::AnonymousQuota::new(rate, config.auth.anonymous_burst_ids)),
             },
+            anonymous_gapless: config.auth.anonymous_gapless,
+            series_rates: Default::default(),
         }
+    }
+
+    /// Whether a caller without a token may use gapless series here, or 401 saying how.
+    pub fn check_anonymous_gapless(&self) -> Result<(), ApiError> {
+        if self.anonymous_gapless {
+            return Ok(());
+        }
+        Err(unauthorized(
+            "gapless series need 'Authorization: Bearer <token>' (a token with the 'ids' right on the tag) \
+             on this cluster: auth.anonymous_gapless is off",
+        ))
+    }
+
+    /// Takes one issue of gapless series `tag` for `who` (from `addr`) at the series' rate of
+    /// `per_sec`, or 429 with the wait.
+    pub fn charge_series(
+        &self,
+        tag: &str,
+        who: IdRequester,
+        addr: std::net::IpAddr,
+        per_sec: u32,
+    ) -> Result<(), ApiError> {
+        use series_rate::RateCaller;
+        let caller = match who {
+            IdRequester::Anonymous => RateCaller::addr(addr),
+            IdRequester::Admin => RateCaller::Admin,
+            IdRequester::Token(id) => RateCaller::Token(id),
+        };
+        self.series_rates.take(tag, caller, per_sec, self.now_ns()).map_err(|wait| {
+            let secs = quota::retry_after_secs(wait);
+            ApiError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "this caller is over gapless series {tag:?}'s rate of {per_sec} issues a second on this node \
+                     (its issues_per_sec); retry in {secs} s"
+                ),
+            )
+            .retry_after(secs)
+        })
     }
 
     /// The credentials of an ID request (HTTP `Authorization` or gRPC `authorization`):

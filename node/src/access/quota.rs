@@ -44,6 +44,12 @@ impl Gcra {
         self.take_n_by(|| now_ns, n)
     }
 
+    /// Whether the bucket is full at `now_ns`: its caller has waited long enough that
+    /// forgetting it forgives nothing.
+    pub fn is_full_at(&self, now_ns: u64) -> bool {
+        self.tat.load(Ordering::Relaxed) <= now_ns
+    }
+
     /// [`Gcra::take_n`] at the time `clock` reads. Before refusing, the clock is read once
     /// more: a thread preempted between reading it and updating the bucket (a millisecond is
     /// common on a busy machine) would otherwise judge other threads' later takes against its

@@ -86,6 +86,13 @@ pub struct TagSettings {
     /// Gapless tags that reset: how many periods the ledger keeps (default: all).
     #[arg(long, requires = "profile")]
     retain_periods: Option<u32>,
+    /// Gapless tags: most numbers the series keeps (default 100000).
+    #[arg(long, requires = "profile")]
+    max_numbers: Option<u64>,
+    /// Gapless tags: most new numbers one caller takes a second from the series on one node
+    /// (default 100).
+    #[arg(long, requires = "profile")]
+    issues_per_sec: Option<u32>,
     /// The largest ID the tag may hand out, e.g. 9007199254740991 for JavaScript.
     #[arg(long)]
     upper_bound: Option<i64>,
@@ -105,6 +112,8 @@ impl TagSettings {
             format,
             on_period_close,
             retain_periods,
+            max_numbers,
+            issues_per_sec,
             upper_bound,
         } = self;
         let gapless_profile = profile == Some(leaf_api::profile::Profile::Gapless);
@@ -112,13 +121,17 @@ impl TagSettings {
             || utc_offset.is_some()
             || format.is_some()
             || on_period_close.is_some()
-            || retain_periods.is_some();
+            || retain_periods.is_some()
+            || max_numbers.is_some()
+            || issues_per_sec.is_some();
         let gapless = (gapless_profile && any).then(|| leaf_api::gapless::GaplessOptions {
             reset,
             utc_offset: utc_offset.clone(),
             format,
             on_period_close,
             retain_periods,
+            max_numbers,
+            issues_per_sec,
         });
         let daily = (!gapless_profile && (digits.is_some() || utc_offset.is_some()))
             .then_some(leaf_api::profile::DailyOptions { digits, utc_offset });
@@ -158,13 +171,19 @@ pub enum TagCmd {
     Show { tag: String },
     /// An obfuscated tag's ID back to its sequence number.
     Decode { tag: String, id: i64 },
-    /// Change a tag's step and/or description.
+    /// Change a tag's step and/or description, or a gapless series' limits.
     Update {
         tag: String,
         #[arg(long)]
         step: Option<i64>,
         #[arg(long)]
         description: Option<String>,
+        /// Gapless tags: most numbers the series keeps.
+        #[arg(long)]
+        max_numbers: Option<u64>,
+        /// Gapless tags: most new numbers one caller takes a second from the series on one node.
+        #[arg(long)]
+        issues_per_sec: Option<u32>,
     },
     /// Archive a tag: no node serves it any more and its name is never reused.
     Archive { tag: String },
@@ -370,8 +389,9 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
                 TagCmd::Archive { tag } => print_json(client.archive_tag(&tag).await),
                 TagCmd::Restore { tag } => print_json(client.restore_tag(&tag).await),
                 TagCmd::Decode { tag, id } => print_json(client.decode_obfuscated(&tag, id).await),
-                TagCmd::Update { tag, step, description } => {
-                    print_json(client.update_tag(&tag, &UpdateTagRequest { step, description }).await)
+                TagCmd::Update { tag, step, description, max_numbers, issues_per_sec } => {
+                    let req = UpdateTagRequest { step, description, max_numbers, issues_per_sec };
+                    print_json(client.update_tag(&tag, &req).await)
                 }
             }
         }

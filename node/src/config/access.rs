@@ -22,6 +22,13 @@ pub struct AuthConfig {
     /// The most IDs such an address may take at once, after a quiet spell. At least 1000000 (a
     /// single request may ask for that many, as ranges). Default `20000000`.
     pub anonymous_burst_ids: u32,
+    /// Let callers without a token use gapless series (issue, reserve, confirm, void). Each of
+    /// their numbers then belongs to a settlement secret (the caller's own, or one the node
+    /// makes and answers), which a repeat, a confirm and a void must present, and their issues
+    /// count against each series' `issues_per_sec` per client address. Default `false`:
+    /// gapless numbers are permanent records of a regulated series, so who took each should be
+    /// on record, and no one on the network should be able to take them.
+    pub anonymous_gapless: bool,
     /// The monitor endpoints anyone may read without a credential, from `health`, `metrics`,
     /// `db`, `cache` and `cluster_status`. The others take the admin token, an admin client
     /// certificate or a token with the `monitor` right (which sees only the tags its patterns
@@ -69,6 +76,7 @@ impl Default for AuthConfig {
             require_token_for_ids: false,
             anonymous_ids_per_sec: 10_000_000,
             anonymous_burst_ids: 20_000_000,
+            anonymous_gapless: false,
             public_endpoints: vec![PublicEndpoint::Health, PublicEndpoint::Metrics],
         }
     }

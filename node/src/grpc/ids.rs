@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status};
 use crate::access::credentials::ConnInfo;
 use crate::access::IdAsk;
 use crate::metrics::GrpcMethod;
-use crate::service::gapless::NumberRequest;
+use crate::service::gapless::{NumberCaller, NumberRequest};
 use crate::service::{validate, ApiError, App};
 
 /// The ID service over the node's [`App`].
@@ -116,8 +116,11 @@ impl IdService for Ids {
         let req = req.into_inner();
         let r = async {
             validate::tag(&req.tag)?;
-            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: 1 })?;
-            self.app.gapless_number(&req.tag, &req.key, NumberRequest::Issue, who).await
+            let addr = addr?;
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr, ids: 1 })?;
+            self.app
+                .gapless_number(&req.tag, &req.key, (NumberRequest::Issue, req.secret), NumberCaller { who, addr })
+                .await
         }
         .await;
         self.finish(GrpcMethod::IssueNumber, r.map(IssuedNumber::from))
@@ -128,9 +131,11 @@ impl IdService for Ids {
         let req = req.into_inner();
         let r = async {
             validate::tag(&req.tag)?;
-            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: 1 })?;
+            let addr = addr?;
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr, ids: 1 })?;
             let hold_seconds = (req.hold_seconds != 0).then_some(req.hold_seconds);
-            self.app.gapless_number(&req.tag, &req.key, NumberRequest::Reserve { hold_seconds }, who).await
+            let ask = (NumberRequest::Reserve { hold_seconds }, req.secret);
+            self.app.gapless_number(&req.tag, &req.key, ask, NumberCaller { who, addr }).await
         }
         .await;
         self.finish(GrpcMethod::ReserveNumber, r.map(IssuedNumber::from))
@@ -141,8 +146,11 @@ impl IdService for Ids {
         let req = req.into_inner();
         let r = async {
             validate::tag(&req.tag)?;
-            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: 1 })?;
-            self.app.gapless_number(&req.tag, &req.key, NumberRequest::Confirm, who).await
+            let addr = addr?;
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr, ids: 1 })?;
+            self.app
+                .gapless_number(&req.tag, &req.key, (NumberRequest::Confirm, req.secret), NumberCaller { who, addr })
+                .await
         }
         .await;
         self.finish(GrpcMethod::ConfirmNumber, r.map(IssuedNumber::from))
@@ -153,8 +161,10 @@ impl IdService for Ids {
         let req = req.into_inner();
         let r = async {
             validate::tag(&req.tag)?;
-            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr: addr?, ids: 1 })?;
-            self.app.gapless_number(&req.tag, &req.key, NumberRequest::Void { reason: req.reason }, who).await
+            let addr = addr?;
+            let who = self.app.check_ids(auth.as_deref(), Some(&req.tag), IdAsk { addr, ids: 1 })?;
+            let ask = (NumberRequest::Void { reason: req.reason }, req.secret);
+            self.app.gapless_number(&req.tag, &req.key, ask, NumberCaller { who, addr }).await
         }
         .await;
         self.finish(GrpcMethod::VoidNumber, r.map(IssuedNumber::from))

@@ -209,9 +209,10 @@ pub struct AllocationsQuery {
     responses((status = 200, description = "The journal.", body = AllocationJournal), AllocationsErrors))]
 pub async fn allocations(
     State(app): State<Arc<App>>,
+    Caller(who): Caller,
     ApiQuery(q): ApiQuery<AllocationsQuery>,
 ) -> Result<Json<AllocationJournal>, ApiError> {
-    Ok(Json(app.allocations(q.tag.as_deref(), q.node)?))
+    Ok(Json(app.allocations(q.tag.as_deref(), q.node, &who)?))
 }
 
 /// Skews this node's clock (only with fault injection enabled; 404 `not_found` otherwise).

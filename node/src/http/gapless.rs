@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 use super::extract::{ApiQuery, Caller, IdCaller, JsonBody, TagParam};
 use super::openapi::{GaplessIssueErrors, GaplessSettleErrors, LedgerErrors};
 use crate::access::IdAsk;
-use crate::service::gapless::NumberRequest;
+use crate::service::gapless::{NumberCaller, NumberRequest};
 use crate::service::{ApiError, App};
 
 /// The routes of this area, with their OpenAPI operations.
@@ -34,11 +34,11 @@ async fn number(
     caller: IdCaller,
     tag: &str,
     key: &str,
-    req: NumberRequest,
+    req: (NumberRequest, Option<String>),
 ) -> Result<Json<IssuedNumber>, ApiError> {
     let ask = IdAsk { addr: caller.addr, ids: 1 };
     let who = app.check_ids(caller.authorization.as_ref().map(|v| v.as_bytes()), Some(tag), ask)?;
-    Ok(Json(app.gapless_number(tag, key, req, who).await?))
+    Ok(Json(app.gapless_number(tag, key, req, NumberCaller { who, addr: caller.addr }).await?))
 }
 
 /// The next number of a gapless series for an idempotency key, final at once and committed
@@ -57,7 +57,7 @@ pub async fn gapless_issue(
     TagParam(tag): TagParam,
     JsonBody(body): JsonBody<IssueRequest>,
 ) -> Result<Json<IssuedNumber>, ApiError> {
-    number(&app, caller, &tag, &body.key, NumberRequest::Issue).await
+    number(&app, caller, &tag, &body.key, (NumberRequest::Issue, body.secret)).await
 }
 
 /// The next number of a gapless series for an idempotency key, reserved until a deadline (the
@@ -75,7 +75,8 @@ pub async fn gapless_reserve(
     TagParam(tag): TagParam,
     JsonBody(body): JsonBody<ReserveRequest>,
 ) -> Result<Json<IssuedNumber>, ApiError> {
-    number(&app, caller, &tag, &body.key, NumberRequest::Reserve { hold_seconds: body.hold_seconds }).await
+    let req = NumberRequest::Reserve { hold_seconds: body.hold_seconds };
+    number(&app, caller, &tag, &body.key, (req, body.secret)).await
 }
 
 /// Makes the key's reserved number final, before its deadline (a repeat answers it again,
@@ -92,7 +93,7 @@ pub async fn gapless_confirm(
     TagParam(tag): TagParam,
     JsonBody(body): JsonBody<ConfirmRequest>,
 ) -> Result<Json<IssuedNumber>, ApiError> {
-    number(&app, caller, &tag, &body.key, NumberRequest::Confirm).await
+    number(&app, caller, &tag, &body.key, (NumberRequest::Confirm, body.secret)).await
 }
 
 /// Voids the key's reserved number with a reason: it keeps its place in the series, with the
@@ -110,7 +111,7 @@ pub async fn gapless_void(
     TagParam(tag): TagParam,
     JsonBody(body): JsonBody<VoidRequest>,
 ) -> Result<Json<IssuedNumber>, ApiError> {
-    number(&app, caller, &tag, &body.key, NumberRequest::Void { reason: body.reason }).await
+    number(&app, caller, &tag, &body.key, (NumberRequest::Void { reason: body.reason }, body.secret)).await
 }
 
 /// A page of a gapless series' ledger: every number in issue order with its key, caller, time,

@@ -4,7 +4,10 @@
 //! count as issues); `leaf_gapless_settlements{outcome}` (confirmed, voided by a caller,
 //! expired, period_closed: by the leader); and the gauges `leaf_gapless_open_reservations` and
 //! `leaf_gapless_overdue_reservations` (past their deadline, not yet voided), as this node's
-//! state holds them.
+//! state holds them; and `leaf_gapless_series_fill_ratio{tag}`, the numbers each of the
+//! [`FULLEST_SERIES`] fullest series holds over its `max_numbers` (a bounded set of labels
+//! however many series there are).
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -18,6 +21,14 @@ use prometheus_client::registry::Registry;
 struct OutcomeLabels {
     outcome: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TagLabels {
+    tag: String,
+}
+
+/// How many series `leaf_gapless_series_fill_ratio` shows: the fullest.
+pub const FULLEST_SERIES: usize = 10;
 
 /// How an issue ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +80,7 @@ pub struct GaplessMetrics {
     settlements: Family<OutcomeLabels, Counter>,
     open: Gauge,
     overdue: Gauge,
+    fill: Family<TagLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for GaplessMetrics {
@@ -79,6 +91,7 @@ impl Default for GaplessMetrics {
             settlements: Family::default(),
             open: Gauge::default(),
             overdue: Gauge::default(),
+            fill: Family::default(),
         }
     }
 }
@@ -120,6 +133,22 @@ impl GaplessMetrics {
              leader has not voided yet",
             self.overdue.clone(),
         );
+        registry.register(
+            "gapless_series_fill_ratio",
+            "Numbers a gapless series holds over its max_numbers, for the 10 fullest series: at 1 its issues are \
+             refused (raise max_numbers, or let retain_periods drop old periods)",
+            self.fill.clone(),
+        );
+    }
+
+    /// Sets the fill of the fullest series: (tag, numbers held, max_numbers); the others'
+    /// series go.
+    pub fn series_fill(&self, fullest: &[(String, u64, u64)]) {
+        self.fill.clear();
+        for (tag, held, max) in fullest.iter().take(FULLEST_SERIES) {
+            let ratio = *held as f64 / (*max).max(1) as f64;
+            self.fill.get_or_create(&TagLabels { tag: tag.clone() }).set(ratio);
+        }
     }
 
     /// Counts a reservation settled as `how`.

@@ -123,11 +123,15 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             Ok(())
         }
         (Op::NoteMembership(_), Applied::Nothing) => Ok(()),
-        (Op::IssueNumbers { asks }, Applied::Numbers(results)) => {
-            if results.len() != asks.len() {
-                return Err(invalid(format!("{} issues answered with {} numbers", asks.len(), results.len())));
+        (Op::IssueNumbers { asks }, Applied::Numbers(results)) => check_numbers(asks.iter(), results),
+        (Op::IssueOwnedNumbers { asks }, Applied::Numbers(results)) => {
+            check_numbers(asks.iter().map(|a| &a.ask), results)
+        }
+        (Op::SetSeriesLimits { limits, .. }, Applied::Limits(got)) => {
+            if got != limits {
+                return Err(invalid(format!("limits answered {got:?}, asked for {limits:?}")));
             }
-            asks.iter().zip(results).filter_map(|(a, r)| r.as_ref().ok().map(|i| (a, i))).try_for_each(check_issued)
+            Ok(())
         }
         (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
             if g.worker_id != *worker_id {
@@ -147,6 +151,17 @@ fn check_worker(worker_id: u16, lease_expires_ms: i64) -> Result<(), AnswerError
         return Err(invalid(format!("lease end {lease_expires_ms} is not a time")));
     }
     Ok(())
+}
+
+/// One result per ask, in order, each [`check_issued`].
+fn check_numbers<'a>(
+    asks: impl ExactSizeIterator<Item = &'a NumberAsk>,
+    results: &[Result<Issued, ApplyError>],
+) -> Result<(), AnswerError> {
+    if results.len() != asks.len() {
+        return Err(invalid(format!("{} issues answered with {} numbers", asks.len(), results.len())));
+    }
+    asks.zip(results).filter_map(|(a, r)| r.as_ref().ok().map(|i| (a, i))).try_for_each(check_issued)
 }
 
 /// A gapless number: from 1, in a period that is 0 or a date (`yyyy`, `yyyyMM`, `yyyyMMdd`),
@@ -188,7 +203,8 @@ fn op_kind(op: &Op) -> &'static str {
         Op::ArchiveTag { .. } | Op::RestoreTag { .. } => "a tag archive or restore",
         Op::AllocateSegment { .. } => "a segment allocation",
         Op::AllocateSegments { .. } => "a group of segment allocations",
-        Op::IssueNumbers { .. } => "an issue of gapless numbers",
+        Op::IssueNumbers { .. } | Op::IssueOwnedNumbers { .. } => "an issue of gapless numbers",
+        Op::SetSeriesLimits { .. } => "a series' limits",
         Op::RegisterWorker { .. } | Op::RegisterWorkerIn { .. } => "a worker registration",
         Op::RenewWorker { .. } => "a worker renewal",
         Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => {
@@ -220,6 +236,7 @@ fn applied_kind(applied: &Applied) -> &'static str {
         Applied::Tags { .. } => "a batch of tags",
         Applied::Template { .. } => "a template",
         Applied::Numbers(_) => "gapless numbers",
+        Applied::Limits(_) => "a series' limits",
     }
 }
 
@@ -252,6 +269,17 @@ impl FromApplied for Vec<Result<Issued, ApplyError>> {
     fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Numbers(results) => Ok(results),
+            other => Err(wrong_kind::<Self>(&other)),
+        }
+    }
+}
+
+impl FromApplied for leaf_api::gapless::SeriesLimits {
+    const ASKED: &'static str = "a series' limits";
+
+    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+        match applied {
+            Applied::Limits(l) => Ok(l),
             other => Err(wrong_kind::<Self>(&other)),
         }
     }

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use futures::future::BoxFuture;
-use leaf_raft_store::{Allocation, Applied, Command, Issued, NumberAsk, Op, SegmentAsk};
+use leaf_raft_store::{Allocation, Applied, Command, Issued, Op, OwnedAsk, SegmentAsk};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::ServerState;
 use tokio::time::Instant;
@@ -67,7 +67,7 @@ impl LeaderOp for Propose {
                 Ok(outcome) => Ok(Applied::Segment(outcome??)),
             };
         }
-        if let Op::IssueNumbers { asks } = &self.op {
+        if let Op::IssueOwnedNumbers { asks } = &self.op {
             if let [ask] = asks.as_slice() {
                 // Checked alone first, as an allocation is.
                 let cmd = Command { at_ms: node.clock.now_ms(), op: self.op.clone() };
@@ -96,16 +96,16 @@ impl LeaderOp for Propose {
     }
 }
 
-/// Commits a group of gapless issues as one `IssueNumbers` entry ([`super::group_commit`]).
+/// Commits a group of gapless issues as one `IssueOwnedNumbers` entry ([`super::group_commit`]).
 fn number_committer(
     node: &RaftNode,
-) -> impl Fn(Vec<NumberAsk>) -> BoxFuture<'static, super::group_commit::GroupResult<Issued>> + Send + Sync + 'static {
+) -> impl Fn(Vec<OwnedAsk>) -> BoxFuture<'static, super::group_commit::GroupResult<Issued>> + Send + Sync + 'static {
     let (raft, clock, timeout) = (node.raft.clone(), node.clock.clone(), node.propose_timeout);
-    move |asks: Vec<NumberAsk>| {
+    move |asks: Vec<OwnedAsk>| {
         let (raft, clock) = (raft.clone(), clock.clone());
         Box::pin(async move {
             let n = asks.len();
-            let cmd = Command { at_ms: clock.now_ms(), op: Op::IssueNumbers { asks } };
+            let cmd = Command { at_ms: clock.now_ms(), op: Op::IssueOwnedNumbers { asks } };
             leaf_raft_store::check_command(&cmd)?;
             let resp = match tokio::time::timeout(timeout, raft.client_write(cmd)).await {
                 Err(_) => return Err(ProposeError::Timeout(timeout)),

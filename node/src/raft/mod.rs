@@ -128,10 +128,10 @@ pub struct RaftNode {
     /// Segment allocations this node commits as leader, grouped into shared entries.
     allocations: Arc<group_commit::GroupCommit<leaf_raft_store::SegmentAsk, leaf_raft_store::Allocation>>,
     /// Gapless numbers this node issues as leader, grouped into shared entries.
-    numbers: Arc<group_commit::GroupCommit<leaf_raft_store::NumberAsk, leaf_raft_store::Issued>>,
+    numbers: Arc<group_commit::GroupCommit<leaf_raft_store::OwnedAsk, leaf_raft_store::Issued>>,
     /// Gapless issues of this node's own callers, sent to the leader in groups: one forwarded
     /// call (and one entry) per group rather than per number.
-    sent_numbers: Arc<group_commit::GroupCommit<leaf_raft_store::NumberAsk, leaf_raft_store::Issued>>,
+    sent_numbers: Arc<group_commit::GroupCommit<leaf_raft_store::OwnedAsk, leaf_raft_store::Issued>>,
     /// The audit trail's retention (`[audit]`), stamped into every admin change this node
     /// proposes as leader.
     audit_retention: leaf_api::audit::AuditRetention,

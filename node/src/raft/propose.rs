@@ -5,8 +5,8 @@ use leaf_api::audit::{Actor, AuditAction};
 use leaf_api::tokens::TokenId;
 pub use leaf_raft_store::NewTag;
 use leaf_raft_store::{
-    Allocation, ApplyError, Issued, NewTemplate, NewToken, NumberAct, NumberAsk, Op, SecretHash, StoredProfile,
-    TagRecord, TemplateRecord, TokenLimits, TokenRecord, WorkerGrant,
+    Allocation, ApplyError, Issued, NewTemplate, NewToken, NumberAct, NumberAsk, Op, OwnedAsk, SecretHash,
+    StoredProfile, TagRecord, TemplateRecord, TokenLimits, TokenRecord, WorkerGrant,
 };
 use tokio::time::Instant;
 
@@ -87,6 +87,16 @@ impl RaftNode {
         self.propose(self.admin(actor, Op::UpdateTag { tag, step, description })).await
     }
 
+    /// Sets gapless series `tag`'s limits.
+    pub async fn set_series_limits(
+        &self,
+        tag: String,
+        limits: leaf_api::gapless::SeriesLimits,
+        actor: Actor,
+    ) -> Result<leaf_api::gapless::SeriesLimits, ProposeError> {
+        self.propose(self.admin(actor, Op::SetSeriesLimits { tag, limits })).await
+    }
+
     /// Archives `tag`: it allocates nothing more and its name is never reused.
     pub async fn archive_tag(&self, tag: String, actor: Actor) -> Result<TagRecord, ProposeError> {
         self.propose(self.admin(actor, Op::ArchiveTag { tag })).await
@@ -142,16 +152,16 @@ impl RaftNode {
 
     /// The number of gapless series `ask.tag` for `ask.key`: the next one, committed before
     /// this returns, or the one the key has (a retry). This node's concurrent issues go to the
-    /// leader together, as one `IssueNumbers` of several asks (one forwarded call, one entry);
+    /// leader together, as one `IssueOwnedNumbers` of several asks (one forwarded call, one entry);
     /// a lone one goes alone and the leader groups it with others. Safe to repeat: the router
     /// retries a group across leader changes, and each key keeps it to one number.
-    pub async fn issue_number(&self, ask: NumberAsk) -> Result<Issued, ProposeError> {
+    pub async fn issue_number(&self, ask: OwnedAsk) -> Result<Issued, ProposeError> {
         let me = self.clone();
-        let send = move |asks: Vec<NumberAsk>| {
+        let send = move |asks: Vec<OwnedAsk>| {
             let me = me.clone();
             async move {
                 // `check_applied` made it one result per ask, in order.
-                let results: Vec<Result<Issued, ApplyError>> = me.propose(Op::IssueNumbers { asks }).await?;
+                let results: Vec<Result<Issued, ApplyError>> = me.propose(Op::IssueOwnedNumbers { asks }).await?;
                 Ok(results)
             }
         };
@@ -174,9 +184,12 @@ impl RaftNode {
         let asks = due
             .into_iter()
             .take(leaf_raft_store::MAX_NUMBER_ASKS)
-            .map(|(tag, key)| NumberAsk { tag, key, actor: actor.clone(), act: NumberAct::Lapse })
+            .map(|(tag, key)| OwnedAsk {
+                ask: NumberAsk { tag, key, actor: actor.clone(), act: NumberAct::Lapse },
+                proof: None,
+            })
             .collect();
-        self.propose(Op::IssueNumbers { asks }).await
+        self.propose(Op::IssueOwnedNumbers { asks }).await
     }
 
     /// Reserves the next `step` IDs of `tag` for this node: a non-empty range of exactly `step`.

@@ -6,8 +6,8 @@ use leaf_api::identity::CertIdentity;
 
 use super::{ApiError, App};
 use crate::access::credentials::{
-    admin_client, admin_right, check_admin, check_cluster_secret, check_origin, check_peer_node, is_admin, ConnInfo,
-    PeerNode, Provenance,
+    admin_client, admin_right, check_admin, check_cluster_secret, check_origin, check_peer_node, is_admin, root_action,
+    ConnInfo, PeerNode, Provenance,
 };
 use crate::access::Principal;
 use crate::config::PublicEndpoint;
@@ -55,7 +55,7 @@ impl App {
             let principal = self.authorize_admin(conn, creds)?;
             match admin_right(path) {
                 Some(right) => principal.require(right)?,
-                None => principal.require_root("managing tokens")?,
+                None => principal.require_root(root_action(path))?,
             }
             Ok(Verdict::Admin(principal))
         } else if let Some(endpoint) = PublicEndpoint::at(path) {

@@ -47,11 +47,17 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
         ProposeError::Rejected(ApplyError::TagExists(_)) => ErrorCode::TagExists,
         ProposeError::Rejected(ApplyError::TagNotFound(_) | ApplyError::TagArchived(_)) => ErrorCode::TagNotFound,
         ProposeError::Rejected(
-            ApplyError::TagExhausted { .. } | ApplyError::UpperBoundReached { .. } | ApplyError::DayExhausted { .. },
+            ApplyError::TagExhausted { .. }
+            | ApplyError::UpperBoundReached { .. }
+            | ApplyError::DayExhausted { .. }
+            | ApplyError::SeriesFull { .. }
+            | ApplyError::LedgerFull { .. },
         ) => ErrorCode::TagExhausted,
         ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
         ProposeError::Rejected(ApplyError::TokenNotFound(_)) => ErrorCode::TokenNotFound,
-        ProposeError::Rejected(ApplyError::TokenTagLimit { .. }) => ErrorCode::Forbidden,
+        ProposeError::Rejected(ApplyError::TokenTagLimit { .. } | ApplyError::TokenTagBudget { .. }) => {
+            ErrorCode::Forbidden
+        }
         ProposeError::Rejected(ApplyError::TemplateNotFound(_)) => ErrorCode::TemplateNotFound,
         ProposeError::Rejected(ApplyError::TemplateOverlap { .. }) => ErrorCode::TemplateConflict,
         ProposeError::Rejected(ApplyError::NumberNotFound { .. }) => ErrorCode::NumberNotFound,

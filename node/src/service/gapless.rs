@@ -2,21 +2,32 @@
 //! and committed through Raft before it is answered, and a reservation's confirm or void
 //! (`leaf_raft_store::gapless` holds the rules). The ID routes' credentials apply (a scoped
 //! token needs the `ids` right on the tag); the caller is recorded in the ledger with the
-//! number and with a settlement. The leader's voids of expired reservations are in
-//! [`crate::raft`]'s reservation task.
+//! number and with a settlement, and a number is its caller's: only it repeats, confirms or
+//! voids it (a root caller may settle it). A caller without a token, where
+//! `auth.anonymous_gapless` lets it in, is known by a settlement secret: its own, or one made
+//! here and answered once; the log holds only its hash. Each caller's issues of a series are
+//! held to the series' rate on this node. The leader's voids of expired reservations are in
+//! the reservation task ([`super::reservations`]).
 use leaf_api::audit::Actor;
 use leaf_api::gapless::{
-    hash_hex, validate_hold, validate_key, validate_reason, IssuedNumber, LedgerCursor, LedgerEntry, LedgerPage,
-    LedgerQuery, NumberState, SeriesPolicy, Settlement, VoidCause, DEFAULT_HOLD_SECONDS, MAX_LEDGER_PAGE,
+    hash_hex, validate_hold, validate_key, validate_reason, validate_secret, IssuedNumber, LedgerCursor, LedgerEntry,
+    LedgerPage, LedgerQuery, NumberState, SeriesPolicy, Settlement, VoidCause, DEFAULT_HOLD_SECONDS, MAX_LEDGER_PAGE,
 };
 use leaf_api::tokens::Right;
 use leaf_api::ErrorCode;
 use leaf_raft_store::gapless::ledger::Outcome;
-use leaf_raft_store::{Issued, NumberAct, NumberAsk, NumberRecord, StoredProfile, TagRecord};
+use leaf_raft_store::{Issued, NumberAct, NumberAsk, NumberRecord, OwnedAsk, Proof, StoredProfile, TagRecord};
 
 use super::{ApiError, App};
 use crate::access::{IdRequester, Principal};
 use crate::metrics::gapless::{IssueOutcome, Settlement as Settled};
+
+/// Who asks, as the ID credentials proved it, and from where.
+#[derive(Debug, Clone, Copy)]
+pub struct NumberCaller {
+    pub who: IdRequester,
+    pub addr: std::net::IpAddr,
+}
 
 /// What a caller asks of a gapless series for a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,12 +51,12 @@ impl App {
         &self,
         tag: &str,
         key: &str,
-        req: NumberRequest,
-        who: IdRequester,
+        (req, secret): (NumberRequest, Option<String>),
+        caller: NumberCaller,
     ) -> Result<IssuedNumber, ApiError> {
         let started = std::time::Instant::now();
         let issues = matches!(req, NumberRequest::Issue | NumberRequest::Reserve { .. });
-        let answer = self.number(tag, key, req, who).await;
+        let answer = self.number(tag, key, (req, secret), caller).await;
         let m = self.metrics.gapless();
         match &answer {
             Ok(n) if issues => {
@@ -63,8 +74,8 @@ impl App {
         &self,
         tag: &str,
         key: &str,
-        req: NumberRequest,
-        who: IdRequester,
+        (req, secret): (NumberRequest, Option<String>),
+        NumberCaller { who, addr }: NumberCaller,
     ) -> Result<IssuedNumber, ApiError> {
         validate_key(key).map_err(|e| ApiError::invalid(e.to_string()))?;
         let act = match req {
@@ -80,11 +91,39 @@ impl App {
                 NumberAct::Void { reason }
             }
         };
+        let issues = matches!(act, NumberAct::Issue | NumberAct::Reserve { .. });
+        // A caller without a token is known by its secret; a token's or the admin token's
+        // caller by its credential (a secret it sends is ignored).
+        let secret = match who {
+            IdRequester::Anonymous => {
+                self.access.check_anonymous_gapless()?;
+                match secret {
+                    Some(s) => {
+                        validate_secret(&s).map_err(|e| ApiError::invalid(e.to_string()))?;
+                        Some(s)
+                    }
+                    None if issues => Some(new_settlement_secret()?),
+                    None => {
+                        return Err(ApiError::new(
+                            ErrorCode::Unauthorized,
+                            "a caller without a token confirms or voids a number with its settlement secret \
+                             (the 'secret' its issue or reservation answered)",
+                        ))
+                    }
+                }
+            }
+            IdRequester::Admin | IdRequester::Token(_) => None,
+        };
         let record = self.known(tag, |app| app.raft.state().tag(tag).filter(|r| r.archived_ms().is_none())).await?;
         let policy = policy_of(tag, &record)?;
+        if issues {
+            let limits = self.raft.state().series_limits(tag);
+            self.access.charge_series(tag, who, addr, limits.issues_per_sec)?;
+        }
         let ask = NumberAsk { tag: tag.to_string(), key: key.to_string(), actor: self.id_actor(who), act };
-        let issued = self.raft.issue_number(ask).await?;
-        Ok(answer(tag, key, &policy, issued))
+        let proof = secret.as_deref().map(proof_of);
+        let issued = self.raft.issue_number(OwnedAsk { ask, proof }).await?;
+        Ok(IssuedNumber { secret, ..answer(tag, key, &policy, issued) })
     }
 
     /// A page of gapless series `tag`'s ledger (the `tags` right on the tag), as of a read
@@ -139,6 +178,25 @@ impl App {
     }
 }
 
+/// A new settlement secret: 32 bytes from the OS's random source, as 64 hex digits.
+fn new_settlement_secret() -> Result<String, ApiError> {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.try_fill_bytes(&mut bytes).map_err(|e| {
+        tracing::error!(error = %e, "the OS random source failed");
+        ApiError::new(ErrorCode::Unavailable, "the node's random source failed; try again")
+    })?;
+    Ok(hash_hex(&bytes))
+}
+
+/// What the log keeps of a settlement secret: its SHA-256.
+fn proof_of(secret: &str) -> Proof {
+    let d = ring::digest::digest(&ring::digest::SHA256, secret.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
 /// The answer to an ask of `key` in `tag`.
 fn answer(tag: &str, key: &str, policy: &SeriesPolicy, i: Issued) -> IssuedNumber {
     IssuedNumber {
@@ -152,6 +210,7 @@ fn answer(tag: &str, key: &str, policy: &SeriesPolicy, i: Issued) -> IssuedNumbe
         deadline_ms: i.deadline_ms,
         reason: i.void.map(|(_, why)| why),
         replayed: i.replayed,
+        secret: None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! The reservation task: once a second, on every node, the gauges of open and overdue
-//! reservations; on the leader, a void of each reservation past its deadline (reason
+//! reservations and of the fullest series; on the leader, a void of each reservation past its deadline (reason
 //! `expired`) or of a period its series has closed under `on_period_close: void` (reason
 //! `period closed`), recorded as the leader node's. The leader's clock decides what is due,
 //! and apply checks it again against the entry's stamped time, so a list read just before a
@@ -30,6 +30,7 @@ pub async fn run(raft: RaftNode, metrics: Arc<Metrics>, mut shutdown: watch::Rec
         let now = raft.clock().now_ms();
         let found = raft.state().due_reservations(now, leaf_raft_store::MAX_NUMBER_ASKS);
         metrics.gapless().reservations(found.open, found.overdue);
+        metrics.gapless().series_fill(&raft.state().fullest_series(crate::metrics::gapless::FULLEST_SERIES));
         if found.due.is_empty() {
             continue;
         }

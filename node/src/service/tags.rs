@@ -44,10 +44,43 @@ impl App {
 
     /// Creates a tag from a request by `who`: every field checked, then proposed.
     pub async fn create_tag(&self, body: CreateTagRequest, who: &Principal) -> Result<TagInfo, ApiError> {
+        let limits = asked_limits(&body)?;
         let new = new_tag(body, who)?;
         let tag = new.tag.clone();
         let record = self.raft.create_tag(new, who.actor()).await?;
-        Ok(tag_info(tag, record))
+        if let Some(limits) = limits {
+            self.set_limits_after_create(&tag, limits, who).await?;
+        }
+        Ok(self.with_limits(tag_info(tag, record)))
+    }
+
+    /// Sets a new series' limits (a second entry after its creation): a failure says the
+    /// series exists with the default limits, and how to set them.
+    async fn set_limits_after_create(
+        &self,
+        tag: &str,
+        limits: leaf_api::gapless::SeriesLimits,
+        who: &Principal,
+    ) -> Result<(), ApiError> {
+        if let Err(e) = self.raft.set_series_limits(tag.to_string(), limits, who.actor()).await {
+            let e = ApiError::from(e);
+            let message = format!(
+                "{} (series {tag:?} was created with the default limits: set max_numbers and issues_per_sec \
+                 again with PATCH /admin/tags/{tag})",
+                e.message
+            );
+            return Err(ApiError { message, ..e });
+        }
+        Ok(())
+    }
+
+    /// `info` with its series' limits, for a gapless tag.
+    pub(crate) fn with_limits(&self, mut info: TagInfo) -> TagInfo {
+        if let Some(g) = info.gapless.as_mut() {
+            let l = self.raft.state().series_limits(&info.tag);
+            (g.max_numbers, g.issues_per_sec) = (Some(l.max_numbers), Some(l.issues_per_sec));
+        }
+        info
     }
 
     /// Creates the tags of a batch that do not exist yet, every field of every tag checked
@@ -61,12 +94,16 @@ impl App {
         }
         let mut names = std::collections::HashSet::with_capacity(n);
         let mut batch = Vec::with_capacity(n);
+        let mut limits = std::collections::HashMap::new();
         for (i, t) in body.tags.into_iter().enumerate() {
             if !names.insert(t.tag.clone()) {
                 return Err(ApiError::invalid(format!("tags[{i}]: tag {:?} is in the batch twice", t.tag)));
             }
-            let new = new_tag(t, who).map_err(|e| ApiError { message: format!("tags[{i}]: {}", e.message), ..e })?;
-            batch.push(new);
+            let at = |e: ApiError| ApiError { message: format!("tags[{i}]: {}", e.message), ..e };
+            if let Some(l) = asked_limits(&t).map_err(at)? {
+                limits.insert(t.tag.clone(), l);
+            }
+            batch.push(new_tag(t, who).map_err(at)?);
         }
         let mut done = CreateTagsResponse::default();
         for entry in entries(batch) {
@@ -91,6 +128,12 @@ impl App {
                 }
             }
         }
+        // The limits of the series it created; existing ones are left as they are.
+        for tag in &done.created {
+            if let Some(l) = limits.get(tag) {
+                self.set_limits_after_create(tag, *l, who).await?;
+            }
+        }
         tracing::info!(created = done.created.len(), existing = done.existing.len(), "tag batch committed");
         Ok(done)
     }
@@ -100,15 +143,18 @@ impl App {
         validate::tag(&tag)?;
         who.require_on(Right::Tags, &tag)?;
         let record = self.known(&tag, |app| app.raft.state().tag(&tag)).await?;
-        Ok(tag_info(tag, record))
+        Ok(self.with_limits(tag_info(tag, record)))
     }
 
-    /// Changes a tag's stored step and/or description.
+    /// Changes a tag's stored step and/or description, and a gapless series' limits.
     pub async fn update_tag(&self, tag: String, body: UpdateTagRequest, who: &Principal) -> Result<TagInfo, ApiError> {
         validate::tag(&tag)?;
         who.require_on(Right::Tags, &tag)?;
-        if body.step.is_none() && body.description.is_none() {
-            return Err(ApiError::invalid("nothing to update: give step and/or description"));
+        let limits_asked = body.max_numbers.is_some() || body.issues_per_sec.is_some();
+        if body.step.is_none() && body.description.is_none() && !limits_asked {
+            return Err(ApiError::invalid(
+                "nothing to update: give step, description, or a gapless series' max_numbers or issues_per_sec",
+            ));
         }
         if let Some(step) = body.step {
             validate::step(step)?;
@@ -116,8 +162,24 @@ impl App {
         if let Some(d) = &body.description {
             validate::description(d)?;
         }
-        let record = self.raft.update_tag(tag.clone(), body.step, body.description, who.actor()).await?;
-        Ok(tag_info(tag, record))
+        if limits_asked {
+            let record = self.known(&tag, |app| app.raft.state().tag(&tag)).await?;
+            if !matches!(record.profile(), StoredProfile::Gapless { .. }) {
+                return Err(ApiError::invalid(format!(
+                    "tag {tag:?} is a {} tag: only a gapless series has max_numbers and issues_per_sec",
+                    record.profile().kind().as_str()
+                )));
+            }
+            let limits = self.raft.state().series_limits(&tag).with(body.max_numbers, body.issues_per_sec);
+            limits.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
+            self.raft.set_series_limits(tag.clone(), limits, who.actor()).await?;
+        }
+        let record = if body.step.is_some() || body.description.is_some() {
+            self.raft.update_tag(tag.clone(), body.step, body.description, who.actor()).await?
+        } else {
+            self.raft.state().tag(&tag).ok_or_else(|| super::tag_not_found(&tag))?
+        };
+        Ok(self.with_limits(tag_info(tag, record)))
     }
 
     /// Archives a tag: every node stops serving it once it applied the archive (the IDs left in
@@ -177,17 +239,34 @@ impl App {
     }
 
     /// The journal of committed segments and the node each went to, optionally of one tag
-    /// and/or to one node.
-    pub fn allocations(&self, tag: Option<&str>, node: Option<u64>) -> Result<AllocationJournal, ApiError> {
+    /// and/or to one node, as `who` may see it (a scoped token: the tags its patterns match,
+    /// obfuscated ones never).
+    pub fn allocations(
+        &self,
+        tag: Option<&str>,
+        node: Option<u64>,
+        who: &Principal,
+    ) -> Result<AllocationJournal, ApiError> {
         if let Some(t) = tag {
             validate::tag(t)?;
         }
         if let Some(node) = node {
             validate::node_id_range(node)?;
         }
-        self.raft
+        let mut journal = self
+            .raft
             .allocations(tag, node)
-            .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("allocation journal unreadable: {e}")))
+            .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("allocation journal unreadable: {e}")))?;
+        // A scoped token sees the tags its patterns match, never an obfuscated one: its
+        // segments would count the tag's IDs, which is what obfuscation hides.
+        if let Principal::Token { .. } = who {
+            let state = self.raft.state();
+            journal.allocations.retain(|a| {
+                who.sees_tag(&a.tag)
+                    && !state.tag(&a.tag).is_some_and(|r| matches!(r.profile(), StoredProfile::Obfuscated { .. }))
+            });
+        }
+        Ok(journal)
     }
 
     /// Whether fault injection is on (the clock fault endpoint exists only then).
@@ -236,6 +315,16 @@ pub(super) fn new_tag(body: CreateTagRequest, who: &Principal) -> Result<NewTag,
         body.upper_bound,
     )?;
     Ok(NewTag { tag: body.tag, step: body.step, start_max_id, description, profile, upper_bound: body.upper_bound })
+}
+
+/// The limits a create request asks of a gapless series, validated; `None` when it asks none.
+fn asked_limits(body: &CreateTagRequest) -> Result<Option<leaf_api::gapless::SeriesLimits>, ApiError> {
+    match &body.gapless {
+        Some(g) if g.max_numbers.is_some() || g.issues_per_sec.is_some() => {
+            g.limits().map(Some).map_err(|e| ApiError::invalid(e.to_string()))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Bytes a command holds besides its tags (the actor's name, the retention, framing), kept

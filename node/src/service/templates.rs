@@ -82,11 +82,12 @@ impl App {
         }
         let Some(who) = self.access.principal_of(caller) else { return Err(missing) };
         if !who.may_on(Right::Tags, tag) {
+            // Which template would make it is for the tags right to see, not this caller.
             return Err(ApiError::new(
                 ErrorCode::Forbidden,
                 format!(
-                    "tag {tag:?} does not exist; template {name:?} makes it on a first ID request with a token \
-                     holding the tags right on it, which this one does not"
+                    "tag {tag:?} does not exist, and making it on a first ID request needs the 'tags' right on it, \
+                     which this caller has not"
                 ),
             ));
         }

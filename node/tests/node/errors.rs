@@ -177,7 +177,10 @@ async fn admin_requires_the_token_when_configured() {
     assert_eq!((e.status(), e.code()), (Some(StatusCode::UNAUTHORIZED), Some(ErrorCode::Unauthorized)));
     assert_eq!(get_ids(&good, "leaf-segment-test", None).await.len(), 1, "the admin token gets IDs");
     create_tag(&good, "a", 5, None).await;
-    let info = good.update_tag("a", &UpdateTagRequest { step: Some(9), description: Some("x".into()) }).await.unwrap();
+    let info = good
+        .update_tag("a", &UpdateTagRequest { step: Some(9), description: Some("x".into()), ..Default::default() })
+        .await
+        .unwrap();
     assert_eq!((info.step, info.description.as_str()), (9, "x"));
     node.shutdown().await;
 }

@@ -10,19 +10,32 @@ use leaf_client::Method;
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::support::{config, create_tag, error_of, start};
+use crate::support::{create_tag, error_of, start};
+
+/// A node whose callers without a token may use gapless series (these tests' clients have
+/// none; `gapless_security` tests the default).
+fn config(dir: &TempDir) -> leaf_node::config::Config {
+    let mut c = crate::support::config(dir);
+    c.auth.anonymous_gapless = true;
+    c
+}
+
+/// Limits no test here reaches: they are `gapless_security`'s.
+fn unlimited(o: GaplessOptions) -> GaplessOptions {
+    GaplessOptions { max_numbers: Some(1_000_000), issues_per_sec: Some(1_000_000), ..o }
+}
 
 fn invoices(tag: &str) -> CreateTagRequest {
     CreateTagRequest {
         tag: tag.into(),
         step: 1,
         profile: Some(Profile::Gapless),
-        gapless: Some(GaplessOptions {
+        gapless: Some(unlimited(GaplessOptions {
             reset: Some(Reset::Year),
             utc_offset: Some("+01:00".into()),
             format: Some("INV-{yyyy}-{seq:06}".into()),
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     }
 }
@@ -271,12 +284,23 @@ async fn grpc_issues_numbers_of_the_same_series() {
     let url = format!("http://{}", node.http_addr());
     let ch = leaf_loadgen::grpc::channel(&url, None).await.unwrap();
     let mut ids = IdServiceClient::new(ch);
-    let ask = |tag: &str, key: &str| IssueNumberRequest { tag: tag.into(), key: key.into() };
+    // A caller without a token chooses its settlement secret; a repeat with it is answered.
+    let secret = "grpc-caller-secret-0123456789";
+    let ask =
+        |tag: &str, key: &str| IssueNumberRequest { tag: tag.into(), key: key.into(), secret: Some(secret.into()) };
     let a = ids.issue_number(ask("inv", "g-1")).await.unwrap().into_inner();
     assert_eq!((a.number, a.replayed, a.tag.as_str(), a.key.as_str()), (1, false, "inv", "g-1"));
     assert_eq!(a.display, Some(format!("INV-{}-000001", a.period)));
-    let b = c.gapless("inv").issue("g-1").await.unwrap();
+    assert_eq!(a.secret.as_deref(), Some(secret));
+    let b = ids.issue_number(ask("inv", "g-1")).await.unwrap().into_inner();
     assert_eq!((b.number, b.period, b.replayed), (1, a.period, true));
+    // Another caller (the HTTP client, with its own secret) is refused, and learns nothing.
+    match c.gapless("inv").issue("g-1").await {
+        Err(leaf_client::ClientError::Api { status, code: ErrorCode::NumberConflict, message }) if status == 409 => {
+            assert!(!message.contains("INV-") && !message.contains(" 1 "), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
     let next = ids.issue_number(ask("inv", "g-2")).await.unwrap().into_inner();
     assert_eq!((next.number, next.replayed), (2, false));
     let code = |s: &tonic::Status| s.metadata().get("leaf-code").and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -330,14 +354,21 @@ async fn reservations_are_confirmed_voided_or_expire_and_keep_their_place() {
         let path = path.to_string();
         async move { error_of(&c, Method::POST, &path, Some(body)).await }
     };
+    let refused = |r: Result<leaf_api::gapless::IssuedNumber, leaf_client::ClientError>| match r {
+        Err(leaf_client::ClientError::Api { status, code, message }) => (status.as_u16(), code, message),
+        other => panic!("{other:?}"),
+    };
+    let (s, code, m) = refused(g.confirm("doc-d").await);
+    assert_eq!((s, code), (409, ErrorCode::NumberConflict), "{m}");
+    let (s, code, m) = refused(g.void("doc-a", "x").await);
+    assert_eq!((s, code), (409, ErrorCode::NumberConflict), "{m}");
+    let (s, code, m) = refused(g.void("doc-b", "x").await);
+    assert_eq!((s, code), (409, ErrorCode::NumberConflict), "an issued number is final: {m}");
+    let (s, code, m) = refused(g.confirm("nobody").await);
+    assert_eq!((s, code), (404, ErrorCode::NumberNotFound), "{m}");
+    // Without its secret, a caller without a token settles nothing.
     let (s, e) = conflict("/api/gapless/inv/confirm", json!({"key": "doc-d"})).await;
-    assert_eq!((s.as_u16(), e.code), (409, ErrorCode::NumberConflict), "{}", e.message);
-    let (s, e) = conflict("/api/gapless/inv/void", json!({"key": "doc-a", "reason": "x"})).await;
-    assert_eq!((s.as_u16(), e.code), (409, ErrorCode::NumberConflict), "{}", e.message);
-    let (s, e) = conflict("/api/gapless/inv/void", json!({"key": "doc-b", "reason": "x"})).await;
-    assert_eq!((s.as_u16(), e.code), (409, ErrorCode::NumberConflict), "an issued number is final: {}", e.message);
-    let (s, e) = conflict("/api/gapless/inv/confirm", json!({"key": "nobody"})).await;
-    assert_eq!((s.as_u16(), e.code), (404, ErrorCode::NumberNotFound), "{}", e.message);
+    assert_eq!((s.as_u16(), e.code), (401, ErrorCode::Unauthorized), "{}", e.message);
     for (path, body) in [
         ("/api/gapless/inv/void", json!({"key": "doc-c"})),
         ("/api/gapless/inv/void", json!({"key": "doc-c", "reason": ""})),
@@ -363,8 +394,8 @@ async fn reservations_are_confirmed_voided_or_expire_and_keep_their_place() {
     }
     let expired = g.issue("doc-c").await.unwrap();
     assert_eq!((expired.number, expired.state, expired.reason.as_deref()), (3, NumberState::Voided, Some("expired")));
-    let (s, e) = conflict("/api/gapless/inv/confirm", json!({"key": "doc-c"})).await;
-    assert_eq!((s.as_u16(), e.code), (409, ErrorCode::NumberConflict), "{}", e.message);
+    let (s, code, m) = refused(g.confirm("doc-c").await);
+    assert_eq!((s, code), (409, ErrorCode::NumberConflict), "{m}");
     let (entries, _) = g.ledger(None).await.unwrap();
     let settled = entries[2].settled.as_ref().unwrap();
     assert_eq!((settled.cause, &settled.actor), (Some(VoidCause::Expired), &leaf_api::audit::Actor::Node { id: 1 }));
@@ -409,7 +440,14 @@ async fn reservations_are_confirmed_voided_or_expire_and_keep_their_place() {
     let (code, out, err) = leaf(vec!["number", "reserve", "inv", "doc-e", "--hold", "60"]).await.unwrap();
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("\"reserved\""), "{out}");
-    let (code, out, err) = leaf(vec!["number", "void", "inv", "doc-e", "--reason", "printed twice"]).await.unwrap();
+    // Without a token, the reservation's secret settles it (another run of the CLI has
+    // another one of its own).
+    let reserved: leaf_api::gapless::IssuedNumber = serde_json::from_str(&out).unwrap();
+    let secret: &'static str = Box::leak(reserved.secret.expect("a secret for a caller without a token").into());
+    let (code, _, err) = leaf(vec!["number", "void", "inv", "doc-e", "--reason", "printed twice"]).await.unwrap();
+    assert_eq!(code, Some(2), "refused without the secret: {err}");
+    let void = vec!["number", "void", "inv", "doc-e", "--reason", "printed twice", "--secret", secret];
+    let (code, out, err) = leaf(void).await.unwrap();
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("printed twice"), "{out}");
     let (code, export, err) = leaf(vec!["ledger", "export", "inv"]).await.unwrap();
@@ -431,19 +469,21 @@ async fn reservations_are_confirmed_voided_or_expire_and_keep_their_place() {
     let ch = leaf_loadgen::grpc::channel(&format!("http://{}", node.http_addr()), None).await.unwrap();
     let mut ids = IdServiceClient::new(ch);
     let r = ids
-        .reserve_number(ReserveNumberRequest { tag: "inv".into(), key: "g-1".into(), hold_seconds: 0 })
+        .reserve_number(ReserveNumberRequest { tag: "inv".into(), key: "g-1".into(), hold_seconds: 0, secret: None })
         .await
         .unwrap()
         .into_inner();
     assert_eq!((r.number, r.state()), (6, leaf_api::grpc::v1::NumberState::Reserved));
+    let secret = r.secret.clone();
+    assert!(secret.is_some(), "a caller without a token is answered its secret");
     let v = ids
-        .void_number(VoidNumberRequest { tag: "inv".into(), key: "g-1".into(), reason: "test".into() })
+        .void_number(VoidNumberRequest { tag: "inv".into(), key: "g-1".into(), reason: "test".into(), secret })
         .await
         .unwrap()
         .into_inner();
     assert_eq!((v.state(), v.reason.as_deref()), (leaf_api::grpc::v1::NumberState::Voided, Some("test")));
     let e = ids
-        .void_number(VoidNumberRequest { tag: "inv".into(), key: "doc-b".into(), reason: "x".into() })
+        .void_number(VoidNumberRequest { tag: "inv".into(), key: "doc-b".into(), reason: "x".into(), secret: r.secret })
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::FailedPrecondition);

@@ -25,10 +25,21 @@ pub async fn start(cfg: Config) -> (NodeHandle, Client) {
     (node, client)
 }
 
+/// The settlement key of the tests' clients without a token: one caller of gapless series
+/// across clients and restarts.
+pub const SETTLEMENT_KEY: [u8; 32] = [7; 32];
+
 /// A client of one node: one attempt per call, so every answer is that node's.
 pub fn client(url: &str, token: Option<String>) -> Client {
     let timeout = Duration::from_secs(30);
-    Client::builder([url]).maybe_token(token).retries(0).timeout(timeout).deadline(timeout).build().unwrap()
+    Client::builder([url])
+        .maybe_token(token)
+        .retries(0)
+        .timeout(timeout)
+        .deadline(timeout)
+        .settlement_key(SETTLEMENT_KEY)
+        .build()
+        .unwrap()
 }
 
 pub async fn create_tag(c: &Client, tag: &str, step: i64, max_id: Option<i64>) {

@@ -93,7 +93,7 @@ async fn a_token_scoped_to_a_prefix_gets_its_tags_ids_and_nothing_else() {
     let req = CreateTagRequest { tag: "billing".into(), step: 5, ..Default::default() };
     assert_eq!(refused(mc.create_tag(&req).await), FORBIDDEN);
     assert_eq!(refused(mc.tag("users").await), FORBIDDEN);
-    let upd = UpdateTagRequest { step: Some(20), description: None };
+    let upd = UpdateTagRequest { step: Some(20), description: None, ..Default::default() };
     assert_eq!(refused(mc.update_tag("users", &upd).await), FORBIDDEN);
     mc.update_tag("orders-eu", &upd).await.unwrap();
     assert_eq!(refused(mc.segment_id("orders-eu").await), FORBIDDEN, "tags is not ids");

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use leaf_api::audit::Actor;
-use leaf_api::gapless::{NumberState, VoidCause};
+use leaf_api::gapless::{NumberState, SeriesLimits, VoidCause};
 use serde::{Deserialize, Serialize};
 
 use super::chain::{ChainEvent, CHAIN_GENESIS};
@@ -28,6 +28,36 @@ pub struct NumberRecord {
     pub hash: [u8; 32],
     /// How a reservation was settled, once it was.
     pub settled: Option<Settled>,
+    /// The hash of the settlement secret of a caller without a token, for a number taken by
+    /// an owned ask ([`super::OwnedAsk`]); `None` otherwise, and in earlier releases' records
+    /// ([`NumberRecordV1`]).
+    pub proof: Option<super::Proof>,
+}
+
+/// [`NumberRecord`] as releases before owned numbers stored it.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct NumberRecordV1 {
+    key: Arc<str>,
+    actor: Actor,
+    at_ms: i64,
+    deadline_ms: Option<i64>,
+    seq: u64,
+    hash: [u8; 32],
+    settled: Option<Settled>,
+}
+
+impl From<NumberRecordV1> for NumberRecord {
+    fn from(r: NumberRecordV1) -> Self {
+        let NumberRecordV1 { key, actor, at_ms, deadline_ms, seq, hash, settled } = r;
+        NumberRecord { key, actor, at_ms, deadline_ms, seq, hash, settled, proof: None }
+    }
+}
+
+/// A stored ledger entry of this release or of one before owned numbers.
+pub fn decode_number_record(bytes: &[u8]) -> Result<NumberRecord, leaf_api::codec::CodecError> {
+    leaf_api::codec::decode::<NumberRecord>(bytes)
+        .or_else(|e| leaf_api::codec::decode::<NumberRecordV1>(bytes).map(Into::into).map_err(|_| e))
 }
 
 /// A reservation's settlement.
@@ -154,6 +184,8 @@ pub struct Ledger {
     pub len: usize,
     /// Every open reservation: (deadline, tag, period, number).
     pub open: BTreeSet<(i64, String, u32, u64)>,
+    /// The limits of the series that set theirs ([`crate::Op::SetSeriesLimits`]).
+    pub limits: BTreeMap<String, SeriesLimits>,
 }
 
 impl Ledger {
@@ -222,6 +254,11 @@ impl Ledger {
         Some((at, series.numbers.get(&at)?))
     }
 
+    /// `tag`'s limits: its own, or the defaults.
+    pub fn limits_of(&self, tag: &str) -> SeriesLimits {
+        self.limits.get(tag).copied().unwrap_or_default()
+    }
+
     /// `tag`'s head ([`SeriesLedger::head`]; [`CHAIN_GENESIS`] before its first number).
     pub fn head(&self, tag: &str) -> [u8; 32] {
         self.series.get(tag).map_or(CHAIN_GENESIS, SeriesLedger::head)
@@ -247,7 +284,27 @@ mod tests {
                 seq,
                 hash: [seq as u8; 32],
             }),
+            proof: None,
         }
+    }
+
+    #[test]
+    fn records_of_earlier_releases_load_without_a_proof() {
+        let r = record("a", 1, Some(10), Some(2));
+        let old = NumberRecordV1 {
+            key: r.key.clone(),
+            actor: r.actor.clone(),
+            at_ms: r.at_ms,
+            deadline_ms: r.deadline_ms,
+            seq: r.seq,
+            hash: r.hash,
+            settled: r.settled.clone(),
+        };
+        let bytes = leaf_api::codec::encode(&old).unwrap();
+        assert_eq!(decode_number_record(&bytes).unwrap(), r);
+        let owned = NumberRecord { proof: Some([7; 32]), ..r };
+        let bytes = leaf_api::codec::encode(&owned).unwrap();
+        assert_eq!(decode_number_record(&bytes).unwrap(), owned);
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub(crate) fn void_lost(
             seq,
             hash,
             settled: Some(settled),
+            proof: None,
         };
         state.ledger.insert(tag, (period, number), record);
     }

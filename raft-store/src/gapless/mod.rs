@@ -19,16 +19,29 @@
 //! Layout:
 //! - [`chain`]: the per-period hash chains over events, and the series' head.
 //! - [`ledger`]: the numbers and the indexes rebuilt from them.
+//! - [`limits`]: a series' limits as [`crate::Op::SetSeriesLimits`] sets them.
 //! - [`lost`]: the numbers a restore voids as lost with the cluster.
+//! - [`owners`]: who owns a number, and the owned asks' fields.
 //! - this file: the asks and their rules, and retention ([`SeriesPolicy::retain_periods`]):
 //!   after each change, a series keeps its newest periods, and an older one is dropped whole
 //!   once none of its reservations is open.
+//!
+//! Owned numbers ([`crate::Op::IssueOwnedNumbers`], what this release proposes): a number
+//! belongs to the caller that took it. Only that caller repeats its issue or reservation (the
+//! answer holds the number), and only it or a root caller (the admin token, an admin
+//! certificate, a token-less loopback) confirms or voids it; anyone else is refused without a
+//! word on the number's state. A caller without a token is known by its settlement secret,
+//! whose hash ([`Proof`]) the number keeps. Owned asks also keep each series within its cap
+//! ([`leaf_api::gapless::SeriesLimits`], set by [`crate::Op::SetSeriesLimits`]). The asks of
+//! [`crate::Op::IssueNumbers`], which earlier releases logged, apply as they always did.
 //!
 //! The ledger is bounded by [`MAX_LEDGER_NUMBERS`] in all: an issue past it is refused, never
 //! a number dropped.
 pub mod chain;
 pub mod ledger;
+pub mod limits;
 pub mod lost;
+pub mod owners;
 
 use std::sync::Arc;
 
@@ -40,6 +53,10 @@ use serde::{Deserialize, Serialize};
 
 pub use self::chain::{chain_hash, heads_digest, ChainEvent, CHAIN_GENESIS};
 pub use self::ledger::{Ledger, LedgerSlice, NumberRecord, Outcome, PeriodChain, SeriesLedger, Settled};
+pub(crate) use self::limits::set_limits;
+pub(crate) use self::owners::check_owned_asks;
+use self::owners::{owns, settles_any};
+pub use self::owners::{OwnedAsk, Proof};
 use crate::apply::{invalid, Applied, ApplyError, ApplyResult, Changes};
 use crate::profile::StoredProfile;
 use crate::state::State;
@@ -82,6 +99,14 @@ pub struct NumberAsk {
     pub act: NumberAct,
 }
 
+/// How the asks of an entry apply: as earlier releases did ([`crate::Op::IssueNumbers`]), or
+/// with owners and series caps ([`crate::Op::IssueOwnedNumbers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rules<'a> {
+    Legacy,
+    Owned { proof: Option<&'a Proof> },
+}
+
 /// A number as an ask answers it: its place, and its state after the ask.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Issued {
@@ -116,20 +141,41 @@ impl Issued {
 /// one of another profile, a full ledger, a settled number) changes nothing and leaves the
 /// others as they are.
 pub(crate) fn apply_each(state: &mut State, at_ms: i64, asks: &[NumberAsk], changes: &mut Changes) -> ApplyResult {
+    let results = asks.iter().map(|a| apply_retained(state, at_ms, a, Rules::Legacy, changes)).collect();
+    Ok(Applied::Numbers(results))
+}
+
+/// [`apply_each`] of owned asks: numbers owned by their callers, series within their caps.
+pub(crate) fn apply_each_owned(state: &mut State, at_ms: i64, asks: &[OwnedAsk], changes: &mut Changes) -> ApplyResult {
     let results = asks
         .iter()
-        .map(|a| {
-            let r = apply_one(state, at_ms, a, changes);
-            if r.as_ref().is_ok_and(|i| !i.replayed) {
-                retain(state, &a.tag, changes);
-            }
-            r
-        })
+        .map(|a| apply_retained(state, at_ms, &a.ask, Rules::Owned { proof: a.proof.as_ref() }, changes))
         .collect();
     Ok(Applied::Numbers(results))
 }
 
-fn apply_one(state: &mut State, at_ms: i64, ask: &NumberAsk, changes: &mut Changes) -> Result<Issued, ApplyError> {
+/// One ask, then the series' retention if it changed anything.
+fn apply_retained(
+    state: &mut State,
+    at_ms: i64,
+    ask: &NumberAsk,
+    rules: Rules<'_>,
+    changes: &mut Changes,
+) -> Result<Issued, ApplyError> {
+    let r = apply_one(state, at_ms, ask, rules, changes);
+    if r.as_ref().is_ok_and(|i| !i.replayed) {
+        retain(state, &ask.tag, changes);
+    }
+    r
+}
+
+fn apply_one(
+    state: &mut State,
+    at_ms: i64,
+    ask: &NumberAsk,
+    rules: Rules<'_>,
+    changes: &mut Changes,
+) -> Result<Issued, ApplyError> {
     let record = match state.tags.get(&ask.tag) {
         None => return Err(ApplyError::TagNotFound(ask.tag.clone())),
         Some(r) if r.archived_ms().is_some() => return Err(ApplyError::TagArchived(ask.tag.clone())),
@@ -140,12 +186,24 @@ fn apply_one(state: &mut State, at_ms: i64, ask: &NumberAsk, changes: &mut Chang
     };
     let (policy, current) = (policy.clone(), *period);
     let known = state.ledger.by_key(&ask.tag, &ask.key).map(|(at, r)| (at, r.clone()));
+    // Another caller's number: refused before anything about it is looked at, so the refusal
+    // says nothing of its state. A root caller may settle it, never repeat its issue.
+    if let (Rules::Owned { proof }, Some((_, r))) = (rules, &known) {
+        let settles = matches!(ask.act, NumberAct::Confirm | NumberAct::Void { .. }) && settles_any(&ask.actor);
+        if !matches!(ask.act, NumberAct::Lapse) && !settles && !owns(r, &ask.actor, proof) {
+            return Err(ApplyError::NumberConflict {
+                tag: ask.tag.clone(),
+                key: ask.key.clone(),
+                why: "another caller took the key's number: only it repeats, confirms or voids it".into(),
+            });
+        }
+    }
     match (&ask.act, known) {
         (NumberAct::Issue | NumberAct::Reserve { .. }, Some((at, r))) => Ok(Issued::of(at, &r, true)),
-        (NumberAct::Issue, None) => new_number(state, at_ms, ask, None, changes),
+        (NumberAct::Issue, None) => new_number(state, at_ms, ask, None, rules, changes),
         (NumberAct::Reserve { hold_ms }, None) => {
             let deadline = at_ms.checked_add(*hold_ms as i64).ok_or_else(|| invalid("the deadline overflows"))?;
-            new_number(state, at_ms, ask, Some(deadline), changes)
+            new_number(state, at_ms, ask, Some(deadline), rules, changes)
         }
         (_, None) => Err(ApplyError::NumberNotFound { tag: ask.tag.clone(), key: ask.key.clone() }),
         (act, Some((at, r))) => settle(state, at_ms, ask, act, (at, r), (&policy, current), changes),
@@ -158,11 +216,23 @@ fn new_number(
     at_ms: i64,
     ask: &NumberAsk,
     deadline_ms: Option<i64>,
+    rules: Rules<'_>,
     changes: &mut Changes,
 ) -> Result<Issued, ApplyError> {
     if state.ledger.len >= MAX_LEDGER_NUMBERS {
-        return Err(invalid(format!("the ledger holds {MAX_LEDGER_NUMBERS} numbers, its most")));
+        return Err(ApplyError::LedgerFull { max_numbers: MAX_LEDGER_NUMBERS as u64 });
     }
+    let proof = match rules {
+        Rules::Legacy => None,
+        Rules::Owned { proof } => {
+            let max_numbers = state.ledger.limits_of(&ask.tag).max_numbers;
+            let held = state.ledger.series.get(&ask.tag).map_or(0, |s| s.numbers.len() as u64);
+            if held >= max_numbers {
+                return Err(ApplyError::SeriesFull { tag: ask.tag.clone(), max_numbers });
+            }
+            proof.copied()
+        }
+    };
     let record = state.tags.get_mut(&ask.tag).ok_or_else(|| ApplyError::TagNotFound(ask.tag.clone()))?;
     let StoredProfile::Gapless { policy, period, pruned_through } = record.profile().clone() else {
         return Err(invalid(format!("tag {:?} is not gapless", ask.tag)));
@@ -183,7 +253,7 @@ fn new_number(
     };
     let hash = chain_hash(&prev, &ask.tag, (period, number), seq, &event);
     let key: Arc<str> = Arc::from(ask.key.as_str());
-    let entry = NumberRecord { key, actor: ask.actor.clone(), at_ms, deadline_ms, seq, hash, settled: None };
+    let entry = NumberRecord { key, actor: ask.actor.clone(), at_ms, deadline_ms, seq, hash, settled: None, proof };
     let answer = Issued::of((period, number), &entry, false);
     state.ledger.insert(&ask.tag, (period, number), entry);
     changes.numbers.insert((ask.tag.clone(), period, number));
@@ -283,24 +353,26 @@ pub(crate) fn check_asks(asks: &[NumberAsk]) -> Result<(), ApplyError> {
     if asks.is_empty() || asks.len() > MAX_NUMBER_ASKS {
         return Err(invalid(format!("a group holds 1 to {MAX_NUMBER_ASKS} asks, not {}", asks.len())));
     }
-    for a in asks {
-        leaf_api::tag::validate_tag(&a.tag)?;
-        validate_key(&a.key).map_err(|e| invalid(e.to_string()))?;
-        if !a.actor.is_bounded() {
-            return Err(invalid("an ask's actor is out of bounds"));
-        }
-        match &a.act {
-            NumberAct::Reserve { hold_ms } => {
-                if hold_ms % 1000 != 0 {
-                    return Err(invalid("a hold is whole seconds"));
-                }
-                validate_hold(hold_ms / 1000).map_err(|e| invalid(e.to_string()))?
-            }
-            NumberAct::Void { reason } => validate_reason(reason).map_err(|e| invalid(e.to_string()))?,
-            NumberAct::Issue | NumberAct::Confirm | NumberAct::Lapse => {}
-        }
+    asks.iter().try_for_each(check_ask)
+}
+
+/// Checks one ask's fields.
+pub(crate) fn check_ask(a: &NumberAsk) -> Result<(), ApplyError> {
+    leaf_api::tag::validate_tag(&a.tag)?;
+    validate_key(&a.key).map_err(|e| invalid(e.to_string()))?;
+    if !a.actor.is_bounded() {
+        return Err(invalid("an ask's actor is out of bounds"));
     }
-    Ok(())
+    match &a.act {
+        NumberAct::Reserve { hold_ms } => {
+            if hold_ms % 1000 != 0 {
+                return Err(invalid("a hold is whole seconds"));
+            }
+            validate_hold(hold_ms / 1000).map_err(|e| invalid(e.to_string()))
+        }
+        NumberAct::Void { reason } => validate_reason(reason).map_err(|e| invalid(e.to_string())),
+        NumberAct::Issue | NumberAct::Confirm | NumberAct::Lapse => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -310,23 +382,13 @@ mod tests {
 
     use super::*;
     use crate::command::{Command, Op};
-    use crate::tags::NewTag;
 
     const NOV28_2026_UTC: i64 = 1_795_824_000_000;
     const JAN1_2027_UTC: i64 = 1_798_761_600_000;
     const HOUR: i64 = 3_600_000;
 
     fn gapless_with(tag: &str, policy: SeriesPolicy) -> Command {
-        let profile = StoredProfile::Gapless { policy, period: 0, pruned_through: None };
-        let t = NewTag {
-            tag: tag.into(),
-            step: 1,
-            start_max_id: 1,
-            description: String::new(),
-            profile,
-            upper_bound: None,
-        };
-        Command { at_ms: NOV28_2026_UTC, op: Op::CreateTagV3(t) }
+        crate::testing::create_series(tag, policy, NOV28_2026_UTC)
     }
 
     fn gapless(tag: &str, reset: Reset) -> Command {

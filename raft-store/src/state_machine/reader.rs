@@ -134,6 +134,33 @@ impl StateReader {
         LedgerSlice { numbers, count: series.numbers.len(), open: series.open(), head: series.head() }
     }
 
+    /// Gapless series `tag`'s limits (the defaults if it set none).
+    pub fn series_limits(&self, tag: &str) -> leaf_api::gapless::SeriesLimits {
+        self.read().state.ledger.limits_of(tag)
+    }
+
+    /// The fill of the `max` fullest gapless series: (tag, numbers held, its `max_numbers`),
+    /// fullest first (by numbers held over the cap).
+    pub fn fullest_series(&self, max: usize) -> Vec<(String, u64, u64)> {
+        let d = self.read();
+        let ledger = &d.state.ledger;
+        let mut fill: Vec<(String, u64, u64)> = ledger
+            .series
+            .iter()
+            .map(|(tag, s)| (tag.clone(), s.numbers.len() as u64, ledger.limits_of(tag).max_numbers))
+            .collect();
+        // Fuller first: a/b > c/d as a·d > c·b, in integers.
+        let fuller = |a: &(String, u64, u64), b: &(String, u64, u64)| {
+            (u128::from(b.1) * u128::from(a.2)).cmp(&(u128::from(a.1) * u128::from(b.2))).then_with(|| a.0.cmp(&b.0))
+        };
+        if max < fill.len() && max > 0 {
+            fill.select_nth_unstable_by(max - 1, fuller);
+        }
+        fill.truncate(max);
+        fill.sort_by(fuller);
+        fill
+    }
+
     /// The number `key` has in gapless series `tag`, with its record.
     pub fn number_of_key(&self, tag: &str, key: &str) -> Option<((u32, u64), NumberRecord)> {
         self.read().state.ledger.by_key(tag, key).map(|(at, r)| (at, r.clone()))

@@ -38,6 +38,7 @@ use super::legacy::{decode_tag_record, decode_token_record};
 use super::{member_ids, staged, Dirty, SmData, StateMachineStore};
 use crate::audit::AuditMeta;
 use crate::coverage::Coverage;
+use crate::gapless::ledger::decode_number_record;
 use crate::journal::Journal;
 use crate::types::{LogId, StorageError, StorageIOError};
 
@@ -55,6 +56,8 @@ const TOKEN_PREFIX: &[u8] = b"k/";
 const AUDIT_PREFIX: &[u8] = b"a/";
 const TEMPLATE_PREFIX: &[u8] = b"p/";
 const NUMBER_PREFIX: &[u8] = b"n/";
+/// A gapless series' limits, by tag (only the series that set theirs).
+const LIMITS_PREFIX: &[u8] = b"g/";
 const KEY_AUDIT_META: &[u8] = b"m/audit";
 const KEY_LINEAGE: &[u8] = b"m/lineage";
 
@@ -79,6 +82,13 @@ fn tag_key(tag: &str) -> Vec<u8> {
 fn template_key(name: &str) -> Vec<u8> {
     let mut k = TEMPLATE_PREFIX.to_vec();
     k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// The key of series `tag`'s limits.
+fn limits_key(tag: &str) -> Vec<u8> {
+    let mut k = LIMITS_PREFIX.to_vec();
+    k.extend_from_slice(tag.as_bytes());
     k
 }
 
@@ -151,6 +161,9 @@ pub(super) fn for_each_pair(
             f(&number_key(tag, *period, *number), &enc(record)?)?;
         }
     }
+    for (tag, limits) in &d.state.ledger.limits {
+        f(&limits_key(tag), &enc(limits)?)?;
+    }
     for (name, record) in &d.state.templates {
         f(&template_key(name), &enc(record)?)?;
     }
@@ -195,7 +208,10 @@ impl Loader {
             s.templates.insert(name.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
         } else if let Some(rest) = k.strip_prefix(NUMBER_PREFIX) {
             let (tag, period, number) = number_of_key(rest).ok_or_else(|| bad(&"malformed ledger key"))?;
-            s.ledger.insert(tag, (period, number), codec::decode(v).map_err(|e| bad(&e))?);
+            s.ledger.insert(tag, (period, number), decode_number_record(v).map_err(|e| bad(&e))?);
+        } else if let Some(tag) = k.strip_prefix(LIMITS_PREFIX) {
+            let tag = std::str::from_utf8(tag).map_err(|e| bad(&e))?;
+            s.ledger.limits.insert(tag.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
         } else if k.starts_with(AUDIT_PREFIX) {
             s.audit.records.push_back(codec::decode::<AuditRecord>(v).map_err(|e| bad(&e))?);
         } else if k == KEY_APPLIED {
@@ -304,6 +320,9 @@ impl StateMachineStore {
         }
         for name in &dirty.changes.templates {
             ops.push((template_key(name), d.state.templates.get(name).map(enc).transpose()?));
+        }
+        for tag in &dirty.changes.limits {
+            ops.push((limits_key(tag), d.state.ledger.limits.get(tag).map(enc).transpose()?));
         }
         for (tag, period, number) in &dirty.changes.numbers {
             let record = d.state.ledger.get(tag, (*period, *number));

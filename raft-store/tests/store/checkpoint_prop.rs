@@ -153,13 +153,30 @@ fn issue_op() -> impl Strategy<Value = Op> {
         1 => Just(NumberAct::Void { reason: "cancelled".into() }),
         1 => Just(NumberAct::Lapse),
     ];
-    let ask = (tag(), key, act).prop_map(|(tag, key, act)| leaf_raft_store::NumberAsk {
-        tag,
-        key: key.into(),
-        actor: leaf_api::audit::Actor::Unattributed,
-        act,
+    let ask = (tag(), key, act)
+        .prop_map(|(tag, key, act)| leaf_raft_store::NumberAsk {
+            tag,
+            key: key.into(),
+            actor: leaf_api::audit::Actor::Unattributed,
+            act,
+        })
+        .boxed();
+    let legacy = prop::collection::vec(ask.clone(), 1..5).prop_map(|asks| Op::IssueNumbers { asks });
+    // Owned asks: two tokens and two anonymous secrets, so owners refuse each other.
+    let owner = prop::sample::select(vec![0u8, 1, 2, 3]);
+    let owned = (ask, owner).prop_map(|(mut ask, owner)| {
+        use leaf_api::audit::Actor;
+        let proof = match owner {
+            0 | 1 => {
+                ask.actor = Actor::Token { id: leaf_api::tokens::TokenId(u64::from(owner)), name: "t".into() };
+                None
+            }
+            n => Some([n; 32]),
+        };
+        leaf_raft_store::OwnedAsk { ask, proof }
     });
-    prop::collection::vec(ask, 1..5).prop_map(|asks| Op::IssueNumbers { asks })
+    let owned = prop::collection::vec(owned, 1..5).prop_map(|asks| Op::IssueOwnedNumbers { asks });
+    prop_oneof![1 => legacy, 2 => owned]
 }
 
 fn admin_op() -> impl Strategy<Value = Op> {
@@ -171,6 +188,10 @@ fn admin_op() -> impl Strategy<Value = Op> {
         2 => token_op(),
         2 => template_op(),
         1 => gapless_tag(),
+        1 => (tag(), prop::sample::select(vec![0u64, 2, 4, 1_000])).prop_map(|(tag, max_numbers)| Op::SetSeriesLimits {
+            tag,
+            limits: leaf_api::gapless::SeriesLimits { max_numbers, issues_per_sec: 10 },
+        }),
         1 => (1u64..7).prop_map(|node_id| Op::NoteMembership(leaf_api::audit::AuditAction::NodePromoted { node_id })),
     ];
     let retention =

@@ -32,35 +32,41 @@ PROFILE_DAILY: Profile
 PROFILE_GAPLESS: Profile
 
 class IssueNumberRequest(_message.Message):
-    __slots__ = ("tag", "key")
+    __slots__ = ("tag", "key", "secret")
     TAG_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
     tag: str
     key: str
-    def __init__(self, tag: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    secret: str
+    def __init__(self, tag: _Optional[str] = ..., key: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...
 
 class ReserveNumberRequest(_message.Message):
-    __slots__ = ("tag", "key", "hold_seconds")
+    __slots__ = ("tag", "key", "hold_seconds", "secret")
     TAG_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     HOLD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
     tag: str
     key: str
     hold_seconds: int
-    def __init__(self, tag: _Optional[str] = ..., key: _Optional[str] = ..., hold_seconds: _Optional[int] = ...) -> None: ...
+    secret: str
+    def __init__(self, tag: _Optional[str] = ..., key: _Optional[str] = ..., hold_seconds: _Optional[int] = ..., secret: _Optional[str] = ...) -> None: ...
 
 class VoidNumberRequest(_message.Message):
-    __slots__ = ("tag", "key", "reason")
+    __slots__ = ("tag", "key", "reason", "secret")
     TAG_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
     tag: str
     key: str
     reason: str
-    def __init__(self, tag: _Optional[str] = ..., key: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    secret: str
+    def __init__(self, tag: _Optional[str] = ..., key: _Optional[str] = ..., reason: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...
 
 class IssuedNumber(_message.Message):
-    __slots__ = ("tag", "period", "number", "display", "key", "state", "issued_ms", "replayed", "deadline_ms", "reason")
+    __slots__ = ("tag", "period", "number", "display", "key", "state", "issued_ms", "replayed", "deadline_ms", "reason", "secret")
     TAG_FIELD_NUMBER: _ClassVar[int]
     PERIOD_FIELD_NUMBER: _ClassVar[int]
     NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +77,7 @@ class IssuedNumber(_message.Message):
     REPLAYED_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
     tag: str
     period: int
     number: int
@@ -81,7 +88,8 @@ class IssuedNumber(_message.Message):
     replayed: bool
     deadline_ms: int
     reason: str
-    def __init__(self, tag: _Optional[str] = ..., period: _Optional[int] = ..., number: _Optional[int] = ..., display: _Optional[str] = ..., key: _Optional[str] = ..., state: _Optional[_Union[NumberState, str]] = ..., issued_ms: _Optional[int] = ..., replayed: _Optional[bool] = ..., deadline_ms: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    secret: str
+    def __init__(self, tag: _Optional[str] = ..., period: _Optional[int] = ..., number: _Optional[int] = ..., display: _Optional[str] = ..., key: _Optional[str] = ..., state: _Optional[_Union[NumberState, str]] = ..., issued_ms: _Optional[int] = ..., replayed: _Optional[bool] = ..., deadline_ms: _Optional[int] = ..., reason: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...
 
 class IdList(_message.Message):
     __slots__ = ("ids",)

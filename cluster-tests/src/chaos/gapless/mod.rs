@@ -89,10 +89,7 @@ impl Series {
 /// The run's two series; the daily one in the zone of UTC offset `daily_offset_minutes`.
 pub fn series(daily_offset_minutes: i16) -> Vec<Series> {
     vec![
-        Series {
-            tag: NEVER_TAG.into(),
-            options: GaplessOptions { reset: Some(Reset::Never), ..GaplessOptions::default() },
-        },
+        Series { tag: NEVER_TAG.into(), options: GaplessOptions { reset: Some(Reset::Never), ..unlimited() } },
         Series {
             tag: DAILY_TAG.into(),
             options: GaplessOptions {
@@ -100,10 +97,20 @@ pub fn series(daily_offset_minutes: i16) -> Vec<Series> {
                 utc_offset: Some(format_utc_offset(daily_offset_minutes)),
                 format: Some(DAILY_FORMAT.into()),
                 on_period_close: Some(PeriodClose::Void),
-                retain_periods: None,
+                ..unlimited()
             },
         },
     ]
+}
+
+/// Options with the widest limits: the run's callers all come from one address, and its
+/// verdict is about gaps, not rates.
+fn unlimited() -> GaplessOptions {
+    GaplessOptions {
+        max_numbers: Some(leaf_api::gapless::MAX_SERIES_NUMBERS),
+        issues_per_sec: Some(leaf_api::gapless::MAX_ISSUES_PER_SEC),
+        ..GaplessOptions::default()
+    }
 }
 
 /// The UTC offset (minutes) of a zone whose midnight falls on the whole UTC minute nearest

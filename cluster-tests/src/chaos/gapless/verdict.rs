@@ -428,6 +428,7 @@ mod tests {
             deadline_ms: None,
             reason: None,
             replayed,
+            secret: None,
         }
     }
 
