@@ -203,7 +203,7 @@ error_set! {
         WrongProfile, TagExhausted, SegmentsNotReady, NotReady, Unavailable, ShuttingDown];
     /// `POST /api/gapless/{tag}/issue`.
     GaplessIssueErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
-        TagNotFound, WrongProfile, TagExhausted, NotReady, Unavailable, ShuttingDown];
+        TagNotFound, WrongProfile, NumberConflict, TagExhausted, NotReady, Unavailable, ShuttingDown];
     /// `POST /api/gapless/{tag}/confirm` and `/void`.
     GaplessSettleErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
         TagNotFound, NumberNotFound, WrongProfile, NumberConflict, NotReady, Unavailable, ShuttingDown];
