@@ -2,7 +2,8 @@
 //! and every gapless ledger, so whatever the umask it starts with, a node:
 //! - sets its process umask to `077` ([`restrict_umask`]), so every file it creates from then
 //!   on (sled's log and snapshots, the state machine's snapshot files, backups, rewrites) is
-//!   `0600` and every directory `0700`;
+//!   `0600` and every directory `0700` (`leaf restore` sets it too, before it writes a data
+//!   directory);
 //! - tightens what an earlier run, an older release or an operator left wider
 //!   ([`tighten_tree`]): the data directory and everything in it, and the TLS private key,
 //!   lose every group and other permission, with one log line saying how many paths it

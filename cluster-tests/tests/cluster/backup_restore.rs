@@ -302,6 +302,16 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
     let (ok, text) = restore(&["--allow-exhausted"]);
     assert!(ok, "leaf restore: {text}");
     assert!(text.contains("numbers voided as lost"), "{text}");
+    // What it wrote is the node's alone (the test process's umask is the usual 022).
+    let mut stack = vec![new.data_dir(1)];
+    while let Some(p) = stack.pop() {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o077, 0, "{} is readable by others", p.display());
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
     let (ok, text) = restore(&["--allow-exhausted"]);
     assert!(!ok && text.contains("already restored from this backup"), "{text}");
     let node1 = format!("1={}", new.peer_addr(1).unwrap());

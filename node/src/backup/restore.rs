@@ -139,6 +139,8 @@ pub async fn write(config: &Config, loaded: Loaded, plan: &Plan, now_ms: i64) ->
         restored_ms: now_ms,
     };
     apply_plan(&mut data.state, plan, record, Actor::Node { id: config.node_id });
+    // The restored data directory is the node's: owner-only, as the node keeps it.
+    crate::private::restrict_umask();
     std::fs::create_dir_all(&config.data_dir).map_err(|e| RestoreError::Write(e.to_string()))?;
     write_restored(&raft_dir(&config.data_dir), &StoreOptions::default(), data, config.node_id, members)
         .await
