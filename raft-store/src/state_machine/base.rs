@@ -446,7 +446,21 @@ mod tests {
         let mut d = tags_state(50, 1, 3);
         d.state.members.insert(1);
         let mut changes = crate::apply::Changes::default();
-        for (i, e) in changes_ops().into_iter().enumerate() {
+        // A gapless series with its limits and a number: the ledger's keys and the limits'.
+        let series = crate::testing::create_series("inv", Default::default(), 1_700_000_000_000).op;
+        let limits = leaf_api::gapless::SeriesLimits { max_numbers: 5, issues_per_sec: 1 };
+        let ask = crate::NumberAsk {
+            tag: "inv".into(),
+            key: "k".into(),
+            actor: leaf_api::audit::Actor::AdminToken,
+            act: crate::NumberAct::Issue,
+        };
+        let gapless = [
+            series,
+            Op::SetSeriesLimits { tag: "inv".into(), limits },
+            Op::IssueOwnedNumbers { asks: vec![crate::OwnedAsk { ask, proof: None }] },
+        ];
+        for (i, e) in changes_ops().into_iter().chain(gapless).enumerate() {
             let cmd = Command { at_ms: 1_700_000_000_000 + i as i64, op: e };
             let _ = crate::apply::apply(&mut d.state, &cmd, &mut changes);
         }
@@ -457,7 +471,7 @@ mod tests {
         })
         .unwrap();
         let prefixes: std::collections::BTreeSet<_> = keys.iter().map(|k| k[..2].to_vec()).collect();
-        assert_eq!(prefixes.len(), 4, "audit, meta, tags and workers: {prefixes:?}");
+        assert_eq!(prefixes.len(), 6, "audit, limits, meta, numbers, tags and workers: {prefixes:?}");
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys out of order");
     }
 

@@ -145,6 +145,9 @@ pub(super) fn for_each_pair(
     for record in &d.state.audit.records {
         f(&u64_key(AUDIT_PREFIX, record.seq), &enc(record)?)?;
     }
+    for (tag, limits) in &d.state.ledger.limits {
+        f(&limits_key(tag), &enc(limits)?)?;
+    }
     for (id, record) in &d.state.tokens {
         f(&u64_key(TOKEN_PREFIX, *id), &enc(record)?)?;
     }
@@ -160,9 +163,6 @@ pub(super) fn for_each_pair(
         for ((period, number), record) in &series.numbers {
             f(&number_key(tag, *period, *number), &enc(record)?)?;
         }
-    }
-    for (tag, limits) in &d.state.ledger.limits {
-        f(&limits_key(tag), &enc(limits)?)?;
     }
     for (name, record) in &d.state.templates {
         f(&template_key(name), &enc(record)?)?;
