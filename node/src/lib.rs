@@ -267,11 +267,9 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     config.validate()?;
     // Before anything is written: the data directory and the TLS key are the owner's alone.
     private::restrict_umask();
-    let tls_key = config.tls.key.clone();
-    private::tighten_at_start(&[config.data_dir.as_path()][..]);
-    if let Some(key) = &tls_key {
-        private::tighten_at_start(&[key.as_path()]);
-    }
+    let private_paths: Vec<&std::path::Path> =
+        std::iter::once(config.data_dir.as_path()).chain(config.tls.key.as_deref()).collect();
+    private::tighten_at_start(&private_paths);
     if config.snowflake.enabled {
         snowflake::StateFile::check_at_start(&config.data_dir.join(snowflake::STATE_FILE))
             .map_err(StartError::Damaged)?;

@@ -150,6 +150,8 @@ mod tests {
                     db.insert(i.to_be_bytes(), vec![(i % 251) as u8; 100]).unwrap();
                     i += 1;
                 }
+                // Only so that this process reads the bytes back from the file (the page cache):
+                // nothing here needs them on disk.
                 db.flush().unwrap();
                 let (base, end) = (newest(dir.path()), first_bad_message(dir.path()).unwrap());
                 assert!(end > base, "the newest segment's walk ended at {end}, before it began at {base}");

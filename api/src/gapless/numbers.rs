@@ -191,8 +191,9 @@ pub enum VoidCause {
     Lost,
 }
 
-/// A number of a gapless series, as an issue answers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A number of a gapless series, as an issue answers it. Its `Debug` never shows the
+/// settlement secret (an application may log answers).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct IssuedNumber {
     pub tag: String,
@@ -223,6 +224,24 @@ pub struct IssuedNumber {
     pub secret: Option<String>,
 }
 
+impl std::fmt::Debug for IssuedNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedNumber")
+            .field("tag", &self.tag)
+            .field("period", &self.period)
+            .field("number", &self.number)
+            .field("display", &self.display)
+            .field("key", &self.key)
+            .field("state", &self.state)
+            .field("issued_ms", &self.issued_ms)
+            .field("deadline_ms", &self.deadline_ms)
+            .field("reason", &self.reason)
+            .field("replayed", &self.replayed)
+            .field("secret", &self.secret.as_ref().map(|_| "(set)"))
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +267,25 @@ mod tests {
         assert!(validate_hold(1).is_ok() && validate_hold(MAX_HOLD_SECONDS).is_ok());
         assert!(validate_hold(0).is_err() && validate_hold(MAX_HOLD_SECONDS + 1).is_err());
         assert!(!NumberState::Reserved.is_final() && NumberState::Voided.is_final());
+    }
+
+    #[test]
+    fn an_answers_debug_hides_its_secret() {
+        let n = IssuedNumber {
+            tag: "inv".into(),
+            period: 0,
+            number: 1,
+            display: None,
+            key: "k".into(),
+            state: NumberState::Issued,
+            issued_ms: 1,
+            deadline_ms: None,
+            reason: None,
+            replayed: false,
+            secret: Some("s3cr3t-s3cr3t-s3cr3t-s3cr3t".into()),
+        };
+        let shown = format!("{n:?}");
+        assert!(!shown.contains("s3cr3t") && shown.contains("(set)") && shown.contains("number: 1"), "{shown}");
     }
 
     #[test]
