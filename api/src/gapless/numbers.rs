@@ -191,8 +191,8 @@ pub enum VoidCause {
     Lost,
 }
 
-/// A number of a gapless series, as an issue answers it. Its `Debug` never shows the
-/// settlement secret (an application may log answers).
+/// A number of a gapless series, as an issue answers it.
+// Its `Debug` never shows the settlement secret (an application may log answers).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct IssuedNumber {

@@ -94,11 +94,13 @@ impl TagHandle {
         let out = self.buf.take(1, |first, _| id = Some(first));
         if out.missing == 0 {
             self.served.inc();
-            if out.want_refill {
-                self.addr.do_send(Refill);
-            }
         }
-        // Nothing taken: the caller's `take` sends the `Wait` that starts the refill.
+        // A refill this call asked for is sent whether or not it found an ID: the flag it set
+        // stays set until the actor ends a refill, so nothing else would send it (a caller
+        // that only ever takes at once would find the buffers empty for good).
+        if out.want_refill {
+            self.addr.do_send(Refill);
+        }
         id
     }
 
