@@ -22,7 +22,7 @@ pub const FORMAT_VERSION: u8 = 1;
 /// length prefix can make the decoder allocate.
 pub const MAX_PAYLOAD: usize = 64 * 1024 * 1024;
 
-const HEADER: usize = 5;
+pub const HEADER: usize = 5;
 
 /// Why a record could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]

@@ -76,6 +76,9 @@ pub enum ErrorCode {
     /// The key's number is in a state that refuses the request: a final number voided, a voided
     /// or expired reservation confirmed.
     NumberConflict,
+    /// The request needs a cluster version the cluster has not activated yet: it is activated
+    /// once every node runs a release that supports it (the message names the version).
+    FeatureNotActive,
 }
 
 impl ErrorCode {
@@ -122,11 +125,12 @@ impl ErrorCode {
             ErrorCode::WrongProfile => "wrong_profile",
             ErrorCode::NumberNotFound => "number_not_found",
             ErrorCode::NumberConflict => "number_conflict",
+            ErrorCode::FeatureNotActive => "feature_not_active",
         }
     }
 
     /// Every code, for metrics that pre-register one series per code.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::InvalidTag,
         ErrorCode::InvalidCount,
         ErrorCode::InvalidRequest,
@@ -155,6 +159,7 @@ impl ErrorCode {
         ErrorCode::WrongProfile,
         ErrorCode::NumberNotFound,
         ErrorCode::NumberConflict,
+        ErrorCode::FeatureNotActive,
     ];
 }
 

@@ -418,6 +418,10 @@ pub struct MemberView {
     pub addr: String,
     /// `voter` or `learner`.
     pub role: MemberRole,
+    /// The newest cluster version the member supports, as it last told the leader (on the
+    /// leader only; absent from releases before cluster versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_version: Option<u32>,
 }
 
 /// How far the leader has replicated its log to one member (leader only).
@@ -456,6 +460,21 @@ pub struct ClusterStatus {
     pub health: Health,
     /// Snowflake worker IDs in use, as this node has applied them.
     pub workers: Vec<WorkerView>,
+    /// The cluster's version, as this node applied it, and the newest this node supports
+    /// (absent from releases before cluster versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<VersionView>,
+}
+
+/// The cluster's version and this node's (`GET /cluster/status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct VersionView {
+    /// The version the cluster runs: what its log may hold. Raised by the leader once every
+    /// member supports a newer one; never lowered.
+    pub active: u32,
+    /// The newest version this node supports.
+    pub supported: u32,
 }
 
 /// The snowflake worker's state as `/health` reports it (`snowflake.state`).

@@ -363,6 +363,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     tokio::spawn(backup::schedule::run(backups, config.backup.clone(), encryption, rx.clone()));
     let r = &config.raft;
     tokio::spawn(raft.clone().compact_by_weight(r.snapshot_every, r.keep_logs_after_snapshot, rx.clone()));
+    tokio::spawn(raft.clone().raise_cluster_version(rx.clone()));
     if let Some(tls) = tls {
         tokio::spawn(tls::reload::run(tls, rx.clone()));
     }

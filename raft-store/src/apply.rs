@@ -23,6 +23,7 @@ use crate::state::State;
 use crate::tags::{self, Allocation, TagRecord};
 use crate::templates::{self, TemplateRecord};
 use crate::tokens::TokenRecord;
+use crate::version::{ClusterVersion, SUPPORTED};
 use crate::workers::{self, WorkerGrant, WORKER_IDS};
 
 /// Successful outcome of applying one log entry.
@@ -59,6 +60,8 @@ pub enum Applied {
     Numbers(Vec<Result<Issued, ApplyError>>),
     /// A series' limits as set ([`Op::SetSeriesLimits`]).
     Limits(leaf_api::gapless::SeriesLimits),
+    /// The cluster's active version after an [`Op::SetClusterVersion`].
+    ClusterVersion(ClusterVersion),
 }
 
 /// Why a command was rejected. Rejection is deterministic: every node rejects the same entry.
@@ -113,6 +116,8 @@ pub enum ApplyError {
         "token {token} may create {max_tags} tags (its max_tags) and has created {created}: {asked} more would pass that, so none was created"
     )]
     TokenTagBudget { token: TokenId, max_tags: u32, created: u32, asked: u64 },
+    #[error("{what} needs cluster version {needs}, and the cluster runs version {active}: it is activated once every node runs a release that supports it")]
+    FeatureNotActive { what: String, needs: ClusterVersion, active: ClusterVersion },
 }
 
 impl From<ValidationError> for ApplyError {
@@ -144,6 +149,8 @@ pub struct Changes {
     pub numbers: BTreeSet<(String, u32, u64)>,
     /// Gapless series whose limits were set.
     pub limits: BTreeSet<String>,
+    /// The cluster's active version was raised.
+    pub version: bool,
 }
 
 impl Changes {
@@ -165,11 +172,28 @@ impl Changes {
             && self.templates.is_empty()
             && self.numbers.is_empty()
             && self.limits.is_empty()
+            && !self.version
     }
 }
 
 /// What one log entry produced, as returned to the proposer.
 pub type ApplyResult = Result<Applied, ApplyError>;
+
+/// Refuses an operation newer than the cluster's `active` version (deterministic: every node
+/// holds the same active version at the same entry). Raising the version itself needs only
+/// that every member supports the new one, which the leader checked.
+pub fn check_version(op: &Op, active: ClusterVersion) -> Result<(), ApplyError> {
+    let needs = op.version();
+    if needs <= active || matches!(op.inner(), Op::SetClusterVersion { .. }) {
+        return Ok(());
+    }
+    Err(ApplyError::FeatureNotActive { what: op.inner().what().to_string(), needs, active })
+}
+
+/// What this node answers for an operation of a version it does not support.
+fn not_supported(version: ClusterVersion) -> ApplyError {
+    invalid(format!("an operation of cluster version {version}, which this release (up to {SUPPORTED}) cannot apply"))
+}
 
 /// An [`ApplyError::Invalid`] saying `msg`.
 pub(crate) fn invalid(msg: impl Into<String>) -> ApplyError {
@@ -180,6 +204,7 @@ pub(crate) fn invalid(msg: impl Into<String>) -> ApplyError {
 /// `changes` are unchanged.
 pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyResult {
     check_fields(cmd)?;
+    check_version(&cmd.op, state.version)?;
     let (actor, retention, op, trim) = match &cmd.op {
         Op::Admin { actor, retention, op } => (actor, Some(*retention), &**op, Trim::Together),
         Op::AdminApart { actor, retention, op } => (actor, Some(*retention), &**op, Trim::Apart),
@@ -217,6 +242,15 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::IssueNumbers { asks } => crate::gapless::apply_each(state, at_ms, asks, changes),
         Op::IssueOwnedNumbers { asks } => crate::gapless::apply_each_owned(state, at_ms, asks, changes),
         Op::SetSeriesLimits { tag, limits } => crate::gapless::set_limits(state, tag, *limits, changes),
+        Op::SetClusterVersion { version } => {
+            if *version > state.version {
+                state.version = *version;
+                changes.version = true;
+            }
+            Ok(Applied::ClusterVersion(state.version))
+        }
+        // The state machine stops before such an entry; refused here all the same.
+        Op::Undecodable(e) => Err(not_supported(e.version)),
         Op::RegisterWorker { node_id, lease_ms } => {
             workers::register(state, at_ms, (*node_id, *lease_ms), 0..=WORKER_IDS - 1, changes)
         }

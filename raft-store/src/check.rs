@@ -150,6 +150,15 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
         }
         Op::RotateToken { grace_ms, .. } => crate::tokens::check_grace(*grace_ms),
         Op::RevokeToken { .. } => Ok(()),
+        Op::SetClusterVersion { version } => {
+            let (lowest, highest) = (crate::version::ClusterVersion(2), crate::version::SUPPORTED);
+            if *version < lowest || *version > highest {
+                return Err(invalid(format!("cluster version {version} is outside {lowest}..={highest}")));
+            }
+            Ok(())
+        }
+        // Checked where it is: the state machine stops before it, and the leader never proposes it.
+        Op::Undecodable(_) => Ok(()),
         Op::NoteMembership(action) => crate::audit::check_note(action),
         Op::Admin { actor, retention, op } | Op::AdminApart { actor, retention, op } => {
             if !op.is_admin() {

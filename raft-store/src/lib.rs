@@ -3,7 +3,10 @@
 //!
 //! Layout, a file each (the pure ones touch no disk, network or clock):
 //! - `lib.rs`: this map, the re-exports, [`open`] with its [`StoreOptions`].
-//! - [`command`]: the [`Command`]s proposed through Raft and the [`Op`] each one carries.
+//! - [`command`]: the [`Command`]s proposed through Raft and the [`Op`] each one carries; its
+//!   `wire` module holds every form the log has held, and the envelope of later versions.
+//! - [`version`]: cluster versions: what this build supports, and the form an operation is
+//!   proposed in for the cluster's active version.
 //! - [`check`]: the fields a command may hold, checked without the state; [`check_command`].
 //! - [`apply`](mod@apply): the pure [`apply`](fn@apply), its answers and the keys it wrote.
 //! - [`state`]: the replicated [`State`] and how a membership entry updates its members.
@@ -91,11 +94,12 @@ mod testing;
 pub mod tokens;
 pub mod types;
 pub mod verify;
+pub mod version;
 pub mod workers;
 
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
 pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
-pub use command::{Command, Op, SegmentAsk};
+pub use command::{Command, Op, Repeat, SegmentAsk};
 pub use disk::{Batch, Disk, Iter, Tree};
 pub use gapless::{
     chain_hash, heads_digest, ChainEvent, Issued, Ledger, NumberAct, NumberAsk, NumberRecord, OwnedAsk, Proof,

@@ -43,6 +43,10 @@ pub struct State {
     /// The numbers of every gapless series. Not in the single-record layout either.
     #[serde(skip)]
     pub ledger: Ledger,
+    /// The cluster's active version ([`crate::version`]). Not in the single-record layout
+    /// either: a state read from one is at [`crate::version::BASE`].
+    #[serde(skip)]
+    pub version: crate::version::ClusterVersion,
 }
 
 impl State {

@@ -33,6 +33,7 @@ use crate::log_weight::{entry_weight, LogWeights};
 use crate::state::{record_members, State};
 use crate::tags::Allocation;
 use crate::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
+use crate::version::{ClusterVersion, SUPPORTED};
 use store::sm_write_err;
 
 mod backup;
@@ -197,6 +198,17 @@ fn journal_allocations(index: u64, cmd: &Command, r: &ApplyResult, journal: &mut
     }
 }
 
+/// An entry this release cannot apply: it stops the state machine.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "log entry {index} holds an operation of cluster version {version}, and this release applies versions up to \
+     {SUPPORTED}: the state machine stops before it; start this node with a release that supports version {version}"
+)]
+pub struct Undecodable {
+    pub index: u64,
+    pub version: ClusterVersion,
+}
+
 /// Changed keys a checkpoint may leave waiting for a snapshot build to finish copying the tree;
 /// with more, applies wait for the build.
 const MAX_DEFERRED_KEYS: usize = 2 * CHECKPOINT_KEYS;
@@ -217,6 +229,12 @@ impl StateMachineStore {
         let mut archived = false;
         let mut d = self.write();
         for entry in entries {
+            if let EntryPayload::Normal(Command { op, .. }) = &entry.payload {
+                if let Op::Undecodable(e) = op.inner() {
+                    // Stop here rather than skip it: every later entry may build on it.
+                    return Err(sm_write_err(Undecodable { index: entry.log_id.index, version: e.version }));
+                }
+            }
             d.last_applied = Some(entry.log_id);
             dirty.entries += 1;
             self.weights.push(entry.log_id.index, entry_weight(&entry));

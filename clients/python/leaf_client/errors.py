@@ -47,6 +47,7 @@ class ErrorCode(str, enum.Enum):
     WRONG_PROFILE = "wrong_profile"
     NUMBER_NOT_FOUND = "number_not_found"
     NUMBER_CONFLICT = "number_conflict"
+    FEATURE_NOT_ACTIVE = "feature_not_active"
     UNKNOWN = "unknown"
 
     @classmethod
@@ -84,6 +85,7 @@ STATUS_OF_CODE = {
     ErrorCode.TEMPLATE_CONFLICT: 409,
     ErrorCode.WRONG_PROFILE: 409,
     ErrorCode.NUMBER_CONFLICT: 409,
+    ErrorCode.FEATURE_NOT_ACTIVE: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.SEGMENTS_NOT_READY: 503,

@@ -33,6 +33,7 @@ mod quorum;
 mod snapshot_crash;
 mod snowflake;
 mod tls;
+mod versions;
 // Named to sort last: libtest starts tests in name order, so the two Docker tests come after
 // the others, by when the image that CI builds in the background (`.ci/run`) is ready. They
 // build it under `SERIAL` (a build beside a cluster would slow that cluster's timings), which

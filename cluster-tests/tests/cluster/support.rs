@@ -29,6 +29,13 @@ pub(crate) async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuar
     opts.extra_toml = extra_toml.to_string();
     let cluster = Cluster::start(n, opts).unwrap();
     let leader = cluster.wait_leader(FORM).await.unwrap();
+    // The leader raises the cluster's version once it has heard every member: wait for that
+    // entry, so that it is not in a test's count of entries.
+    let deadline = tokio::time::Instant::now() + FORM;
+    while !cluster.status(leader).await.is_ok_and(|s| s.version.is_some_and(|v| v.active == v.supported)) {
+        assert!(tokio::time::Instant::now() < deadline, "the cluster never raised its version");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     (serial, cluster, leader)
 }
 

@@ -24,7 +24,7 @@ pub fn code_of(code: ErrorCode) -> Code {
         TagExists | MemberExists => Code::AlreadyExists,
         // The tag cannot give out another segment, the cluster has no worker ID left.
         TagExhausted | WorkerIdsExhausted => Code::ResourceExhausted,
-        NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict => Code::FailedPrecondition,
+        NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict | FeatureNotActive => Code::FailedPrecondition,
         SegmentsNotReady | NotReady | Unavailable | ShuttingDown | SnowflakeUnavailable | ClockMovedBackwards => {
             Code::Unavailable
         }

@@ -21,9 +21,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         TagNotFound | NotFound | TokenNotFound | TemplateNotFound | NumberNotFound => StatusCode::NOT_FOUND,
         RateLimited => StatusCode::TOO_MANY_REQUESTS,
         MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-        TagExists | TagExhausted | MemberExists | NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict => {
-            StatusCode::CONFLICT
-        }
+        TagExists | TagExhausted | MemberExists | NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict
+        | FeatureNotActive => StatusCode::CONFLICT,
         MemberNotFound => StatusCode::NOT_FOUND,
         SegmentsNotReady | NotReady | Unavailable | ShuttingDown | SnowflakeUnavailable | ClockMovedBackwards
         | WorkerIdsExhausted => StatusCode::SERVICE_UNAVAILABLE,

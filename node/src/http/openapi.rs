@@ -145,6 +145,10 @@ fn example_message(code: ErrorCode) -> &'static str {
             "gapless series \"invoices\", key \"order-2026-000417\": number 417 of period 2026 is voided: it cannot \
              be confirmed"
         }
+        FeatureNotActive => {
+            "a series' limits needs cluster version 2, and the cluster runs version 1: it is activated once every \
+             node runs a release that supports it"
+        }
     }
 }
 

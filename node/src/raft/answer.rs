@@ -133,13 +133,19 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             }
             Ok(())
         }
+        (Op::SetClusterVersion { version }, Applied::ClusterVersion(active)) => {
+            if active < version {
+                return Err(invalid(format!("cluster version {active} answered to a raise to {version}")));
+            }
+            Ok(())
+        }
         (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
             if g.worker_id != *worker_id {
                 return Err(invalid(format!("renewal answered for worker ID {}, asked for {worker_id}", g.worker_id)));
             }
             check_worker(g.worker_id, g.lease_expires_ms)
         }
-        (op, applied) => Err(AnswerError::WrongKind { asked: op_kind(op), got: applied_kind(applied) }),
+        (op, applied) => Err(AnswerError::WrongKind { asked: op.what(), got: applied_kind(applied) }),
     }
 }
 
@@ -195,27 +201,6 @@ fn check_issued((ask, i): (&NumberAsk, &Issued)) -> Result<(), AnswerError> {
     Ok(())
 }
 
-fn op_kind(op: &Op) -> &'static str {
-    match op {
-        Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTagV3(_) => "a tag creation",
-        Op::CreateTags { .. } => "a batch of tag creations",
-        Op::UpdateTag { .. } => "a tag update",
-        Op::ArchiveTag { .. } | Op::RestoreTag { .. } => "a tag archive or restore",
-        Op::AllocateSegment { .. } => "a segment allocation",
-        Op::AllocateSegments { .. } => "a group of segment allocations",
-        Op::IssueNumbers { .. } | Op::IssueOwnedNumbers { .. } => "an issue of gapless numbers",
-        Op::SetSeriesLimits { .. } => "a series' limits",
-        Op::RegisterWorker { .. } | Op::RegisterWorkerIn { .. } => "a worker registration",
-        Op::RenewWorker { .. } => "a worker renewal",
-        Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => {
-            "a token change"
-        }
-        Op::PutTemplate(_) | Op::DeleteTemplate { .. } => "a template change",
-        Op::NoteMembership(_) => "a membership note",
-        Op::Admin { op, .. } | Op::AdminApart { op, .. } => op_kind(op),
-    }
-}
-
 /// A token answer is about the token asked for, and its fields are within their bounds.
 fn check_token_answer(asked: TokenId, got: TokenId, record: &TokenRecord) -> Result<(), AnswerError> {
     if asked != got {
@@ -237,6 +222,7 @@ fn applied_kind(applied: &Applied) -> &'static str {
         Applied::Template { .. } => "a template",
         Applied::Numbers(_) => "gapless numbers",
         Applied::Limits(_) => "a series' limits",
+        Applied::ClusterVersion(_) => "a cluster version",
     }
 }
 
@@ -269,6 +255,17 @@ impl FromApplied for Vec<Result<Issued, ApplyError>> {
     fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Numbers(results) => Ok(results),
+            other => Err(wrong_kind::<Self>(&other)),
+        }
+    }
+}
+
+impl FromApplied for leaf_raft_store::version::ClusterVersion {
+    const ASKED: &'static str = "a cluster version";
+
+    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+        match applied {
+            Applied::ClusterVersion(v) => Ok(v),
             other => Err(wrong_kind::<Self>(&other)),
         }
     }

@@ -4,16 +4,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use leaf_raft_store::types::{NodeId, Raft};
+use leaf_raft_store::version::{self, ClusterVersion};
 use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 
 use super::network::PATH_PEER_STATUS;
 use super::{RaftNode, RaftStartError};
 
-/// What a starting node asks its peers over the authenticated internal API
-/// ([`super::network::PATH_PEER_STATUS`]): whether they hold a cluster, and whether a node ID took part
-/// in it. Bounded and bincode, unlike the public `/cluster/status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What a node asks its peers over the authenticated internal API
+/// ([`super::network::PATH_PEER_STATUS`]): whether they hold a cluster, whether a node ID took
+/// part in it (a starting node), and which cluster version they support (the leader, before it
+/// raises the cluster's). Bounded and bincode, unlike the public `/cluster/status`.
+///
+/// A peer answers in the asker's version when it knows it: a member of a release before
+/// cluster versions asks in version 1 and reads version 1, without `supports`. Such a member
+/// answers version 1 to everyone, which reads as supporting [`version::BASE`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct PeerStatus {
     /// Wire version of this answer; a node refuses answers of a version it does not know.
     pub version: u16,
@@ -24,10 +30,59 @@ pub struct PeerStatus {
     pub workers: BTreeMap<NodeId, u16>,
     /// Node ID → the log index the leader knows it stored (the leader only).
     pub matched: BTreeMap<NodeId, u64>,
+    /// The newest cluster version the peer applies: its commands and its state's records
+    /// (version 2 on; absent from version 1, which reads as [`version::BASE`]).
+    pub supports: ClusterVersion,
 }
 
 /// The [`PeerStatus`] version this release speaks.
-pub const PEER_STATUS_VERSION: u16 = 1;
+pub const PEER_STATUS_VERSION: u16 = 2;
+
+/// The first version, which releases before cluster versions speak.
+const PEER_STATUS_V1: u16 = 1;
+
+impl PeerStatus {
+    /// The answer to an asker of `asked`: in that version if this node speaks it, else in its
+    /// own.
+    pub(crate) fn encode_for(&self, asked: u16) -> Result<Vec<u8>, leaf_api::codec::CodecError> {
+        if asked == PEER_STATUS_V1 {
+            let v1 = (PEER_STATUS_V1, self.node_id, &self.members, &self.workers, &self.matched);
+            return leaf_api::codec::encode(&v1);
+        }
+        leaf_api::codec::encode(self)
+    }
+}
+
+/// Reads version 1 (five fields) and version 2 (six); later versions as far as this one knows
+/// them, whose answer the asker then refuses by its `version`.
+impl<'de> Deserialize<'de> for PeerStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = PeerStatus;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a peer status")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<PeerStatus, A::Error> {
+                let missing = |i| serde::de::Error::invalid_length(i, &"a peer status of 5 or 6 fields");
+                let version: u16 = seq.next_element()?.ok_or_else(|| missing(0))?;
+                let node_id = seq.next_element()?.ok_or_else(|| missing(1))?;
+                let members = seq.next_element()?.ok_or_else(|| missing(2))?;
+                let workers = seq.next_element()?.ok_or_else(|| missing(3))?;
+                let matched = seq.next_element()?.ok_or_else(|| missing(4))?;
+                let supports = match version {
+                    PEER_STATUS_V1 => version::BASE,
+                    _ => seq.next_element()?.ok_or_else(|| missing(5))?,
+                };
+                Ok(PeerStatus { version, node_id, members, workers, matched, supports })
+            }
+        }
+        const FIELDS: &[&str] = &["version", "node_id", "members", "workers", "matched", "supports"];
+        d.deserialize_struct("PeerStatus", FIELDS, Fields)
+    }
+}
 
 impl RaftNode {
     /// Refuses to start with a blank data dir under an ID the cluster already knows as a
@@ -140,10 +195,10 @@ impl RaftNode {
     /// Asks peer `id` at `addr` for its [`PeerStatus`] over the authenticated internal API
     /// (bounded body, 1 s); `None` when it does not answer, or answers for another node ID or
     /// in an unknown version (logged).
-    async fn peer_status(&self, id: NodeId, addr: &str) -> Option<PeerStatus> {
+    pub(super) async fn peer_status(&self, id: NodeId, addr: &str) -> Option<PeerStatus> {
         let timeout = Duration::from_secs(1);
         match self.peers.call::<_, PeerStatus>(id, addr, PATH_PEER_STATUS, &PEER_STATUS_VERSION, timeout).await {
-            Ok(s) if s.version == PEER_STATUS_VERSION && s.node_id == id => Some(s),
+            Ok(s) if (s.version == PEER_STATUS_VERSION || s.version == PEER_STATUS_V1) && s.node_id == id => Some(s),
             Ok(s) => {
                 tracing::warn!(peer = id, addr, version = s.version, answered_as = s.node_id, "ignoring a peer status");
                 None
@@ -161,6 +216,7 @@ impl RaftNode {
         let members = m.membership_config.membership().nodes().map(|(id, _)| *id).collect();
         let workers = self.state.workers().into_iter().map(|(w, r)| (r.node_id, w)).collect();
         let matched = m.replication.iter().flatten().filter_map(|(id, l)| l.map(|l| (*id, l.index))).collect();
-        PeerStatus { version: PEER_STATUS_VERSION, node_id: self.node_id, members, workers, matched }
+        let supports = self.versions.advertised();
+        PeerStatus { version: PEER_STATUS_VERSION, node_id: self.node_id, members, workers, matched, supports }
     }
 }

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use futures::future::BoxFuture;
-use leaf_raft_store::{Allocation, Applied, Command, Issued, Op, OwnedAsk, SegmentAsk};
+use leaf_raft_store::{Allocation, Applied, Command, Issued, Op, OwnedAsk, Repeat, SegmentAsk};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::ServerState;
 use tokio::time::Instant;
@@ -34,20 +34,8 @@ pub(crate) trait LeaderOp: ForwardOp {
 
 impl LeaderOp for Propose {
     fn retry_unknown(&self) -> bool {
-        // A repeated allocation only wastes a range and a repeated update is idempotent; a
-        // repeated create would turn a success into `tag_exists`, so it is not retried when
-        // the first attempt may have been delivered.
-        // Likewise a token creation (the caller would never see the bearer) and a revocation
-        // (a repeat answers `token_not_found`).
-        // A repeated issue of a gapless number answers the number its key has.
-        !matches!(
-            self.op.inner(),
-            Op::CreateTag { .. }
-                | Op::CreateTagV2 { .. }
-                | Op::CreateTagV3(_)
-                | Op::CreateToken(_)
-                | Op::RevokeToken { .. }
-        )
+        // Every operation declares what a repeat does ([`Op::repeat`]).
+        self.op.repeat() == Repeat::Harmless
     }
 
     fn check(&self, reply: &Self::Reply) -> Result<(), AnswerError> {
@@ -56,7 +44,17 @@ impl LeaderOp for Propose {
 
     async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {
         let budget = deadline.saturating_duration_since(Instant::now());
-        if let Op::AllocateSegment { tag, step, node_id } = self.op {
+        // The proposer chose the form by its own view of the cluster's version, which may be
+        // ahead of this leader's applied state for a moment, or a peer's forged request.
+        // An operation newer than the cluster's version (a cluster just formed, before the
+        // leader's first round of versions) raises it first when every member supports it,
+        // rather than be refused or take an earlier form (an owned number without its owner).
+        if self.op.version() > node.state.cluster_version() && !matches!(self.op.inner(), Op::SetClusterVersion { .. })
+        {
+            node.raise_for(self.op.version()).await;
+        }
+        let op = leaf_raft_store::version::form(self.op, node.state.cluster_version())?;
+        if let Op::AllocateSegment { tag, step, node_id } = op {
             let ask = SegmentAsk { tag, step, node_id };
             // Checked alone before it joins a group: a malformed one (a peer's forwarded
             // request skipped this node's HTTP checks) must not fail the others with it.
@@ -67,10 +65,10 @@ impl LeaderOp for Propose {
                 Ok(outcome) => Ok(Applied::Segment(outcome??)),
             };
         }
-        if let Op::IssueOwnedNumbers { asks } = &self.op {
+        if let Op::IssueOwnedNumbers { asks } = &op {
             if let [ask] = asks.as_slice() {
                 // Checked alone first, as an allocation is.
-                let cmd = Command { at_ms: node.clock.now_ms(), op: self.op.clone() };
+                let cmd = Command { at_ms: node.clock.now_ms(), op: op.clone() };
                 leaf_raft_store::check_command(&cmd)?;
                 return match tokio::time::timeout(budget, node.numbers.join(ask.clone(), number_committer(node))).await
                 {
@@ -79,7 +77,7 @@ impl LeaderOp for Propose {
                 };
             }
         }
-        let mut op = self.op;
+        let mut op = op;
         // The leader's retention is the one in force, whoever proposed the change.
         if let Op::Admin { retention, .. } | Op::AdminApart { retention, .. } = &mut op {
             *retention = node.audit_retention;
@@ -251,5 +249,54 @@ impl LeaderOp for Remove {
 
     async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {
         node.remove_here(self.node_id, deadline).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use leaf_api::audit::Actor;
+    use leaf_api::tokens::TokenId;
+    use leaf_raft_store::tokens::{NewToken, TokenLimits};
+
+    use super::*;
+
+    /// What the node proposes for a token's creation, and everything else that must not be
+    /// sent twice: wrapped as an admin change, as `RaftNode::admin` wraps it.
+    #[test]
+    fn a_proposal_whose_repeat_answers_otherwise_is_not_retried_once_it_may_have_been_applied() {
+        let admin = |op: Op| Propose {
+            op: Op::AdminApart {
+                actor: Actor::AdminToken,
+                retention: leaf_raft_store::audit::DEFAULT_RETENTION,
+                op: Box::new(op),
+            },
+        };
+        let token = NewToken {
+            id: TokenId(7),
+            name: "ci".into(),
+            rights: Default::default(),
+            tags: vec![],
+            quota: None,
+            secret_hash: [1; 32],
+        };
+        let not_again = [
+            Op::CreateTokenV2 { token: token.clone(), limits: TokenLimits::default() },
+            Op::CreateToken(token),
+            Op::RotateToken { id: TokenId(7), secret_hash: [2; 32], grace_ms: 60_000 },
+            Op::RevokeToken { id: TokenId(7) },
+            Op::CreateTag { tag: "t".into(), step: 10, start_max_id: 0, description: String::new() },
+            Op::ArchiveTag { tag: "t".into() },
+            Op::RestoreTag { tag: "t".into() },
+            Op::DeleteTemplate { name: "x".into() },
+        ];
+        for op in not_again {
+            assert!(!admin(op.clone()).retry_unknown(), "{op:?} must not be sent again");
+        }
+        let again =
+            [Op::UpdateTag { tag: "t".into(), step: Some(20), description: None }, Op::CreateTags { tags: vec![] }];
+        for op in again {
+            assert!(admin(op.clone()).retry_unknown(), "{op:?} is harmless to repeat");
+        }
+        assert!(Propose { op: Op::AllocateSegment { tag: "t".into(), step: 10, node_id: 1 } }.retry_unknown());
     }
 }

@@ -79,8 +79,42 @@ impl RaftNode {
                 e @ learner_proof::Unproven::Refused { .. } => member_err(MemberErrorKind::Invalid, e.to_string()),
             })?;
         }
+        self.refuse_if_older(node_id, &addr).await?;
         let change = self.raft.add_learner(node_id, BasicNode::new(addr), false);
         self.commit_membership(change, deadline).await
+    }
+
+    /// Refuses a node that could not apply the log: one that supports only cluster versions
+    /// below the cluster's ([`leaf_raft_store::version`]). A node that does not answer yet
+    /// cannot be checked, and is added; a cluster that never raised its version takes any
+    /// node (as releases before cluster versions did).
+    async fn refuse_if_older(&self, node_id: NodeId, addr: &str) -> Result<(), ProposeError> {
+        let active = self.state.cluster_version();
+        if active <= leaf_raft_store::version::BASE {
+            return Ok(());
+        }
+        match self.peer_status(node_id, addr).await {
+            Some(s) if s.supports >= active => Ok(()),
+            Some(s) => Err(member_err(
+                MemberErrorKind::Invalid,
+                format!(
+                    "node {node_id} runs a release that supports cluster versions up to {}, and the cluster runs \
+                     version {active}: it could not apply the log; start it with a release that supports version \
+                     {active}, then add it",
+                    s.supports
+                ),
+            )),
+            // Not up yet (a learner may be added before it starts): nothing to check now. A
+            // release that cannot apply the log stops at its first entry of a later version.
+            None => {
+                tracing::warn!(
+                    node_id,
+                    cluster_version = %active,
+                    "adding a learner that did not say which cluster version it supports"
+                );
+                Ok(())
+            }
+        }
     }
 
     /// Promotes the learner once caught up; this node must be the leader. Promoting a voter is a

@@ -35,7 +35,9 @@
 //!   of gapless numbers;
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
 //! - [`quorum`]: quorum contact (the leader's last quorum acknowledgement, probed by followers);
-//! - [`service`]: the internal endpoints' handlers.
+//! - [`service`]: the internal endpoints' handlers;
+//! - [`versions`]: the version this node advertises, and the leader's raise of the cluster's
+//!   version once every member supports a newer one.
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,6 +66,7 @@ mod quorum;
 pub mod service;
 mod start;
 mod status;
+mod versions;
 
 pub use error::{MemberErrorKind, ProposeError};
 pub use propose::NewTag;
@@ -135,6 +138,8 @@ pub struct RaftNode {
     /// The audit trail's retention (`[audit]`), stamped into every admin change this node
     /// proposes as leader.
     audit_retention: leaf_api::audit::AuditRetention,
+    /// The cluster version this node advertises and what the members advertised ([`versions`]).
+    versions: Arc<versions::Versions>,
 }
 
 impl RaftNode {
@@ -150,6 +155,11 @@ impl RaftNode {
     /// The applied state (tags) on this node.
     pub fn state(&self) -> &StateReader {
         &self.state
+    }
+
+    /// Whether this node is the Raft leader now.
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().state == openraft::ServerState::Leader
     }
 
     /// This node's wall clock.

@@ -222,7 +222,16 @@ impl RaftNode {
     /// Commits `op` through the leader (this node or, forwarded, another) and returns its
     /// checked, typed result. The leader stamps its clock into the command. Retried across
     /// leader changes until `raft.propose_timeout_ms`.
-    async fn propose<R: FromApplied>(&self, op: Op) -> Result<R, ProposeError> {
+    pub(super) async fn propose<R: FromApplied>(&self, op: Op) -> Result<R, ProposeError> {
+        // An operation newer than the cluster's version (as this node applied it) goes as it is
+        // to a leader that reads it, which chooses its form by its own state; to a leader of an
+        // earlier release, only in a form that release reads ([`leaf_raft_store::version::form`]).
+        let active = self.state.cluster_version();
+        let op = if op.version() > active && self.leader_supports(op.version()).await {
+            op
+        } else {
+            leaf_raft_store::version::form(op, active)?
+        };
         let req = Propose { op };
         let applied = self.on_leader(&req).await?;
         // After `on_leader`'s check of the result against `op`, a mismatch here is a bug.

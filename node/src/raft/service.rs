@@ -91,9 +91,10 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8], caller: Option<Nod
             encode(&node.clock.now_ms())
         }
         PATH_PEER_STATUS => {
-            // The asker's version; this node answers in its own, which the asker checks.
-            let _version: u16 = decode(body)?;
-            encode(&node.own_peer_status())
+            // The asker's version: answered in it when this node speaks it, else in its own,
+            // which the asker checks.
+            let asked: u16 = decode(body)?;
+            node.own_peer_status().encode_for(asked).map_err(|e| ServiceError::Encode(e.to_string()))
         }
         other => match OpKind::from_path(other) {
             Some(OpKind::Propose) => forwarded::<Propose>(node, body).await,

@@ -7,7 +7,7 @@ use leaf_raft_store::{open, LogStore, StoreOptions};
 use openraft::SnapshotPolicy;
 
 use super::network::{NetworkFactory, PeerClient, MAX_APPEND_ENTRIES, SNAPSHOT_CHUNK_BYTES};
-use super::{coalesce, quorum, RaftCounters, RaftNode};
+use super::{coalesce, quorum, versions, RaftCounters, RaftNode};
 use crate::clock::Clock;
 use crate::config::Config;
 
@@ -125,6 +125,7 @@ impl RaftNode {
             peers,
             propose_timeout: Duration::from_millis(r.propose_timeout_ms),
             audit_retention: config.audit.retention(),
+            versions: Arc::new(versions::Versions::from_env()),
             attempt_timeout: Duration::from_millis((2 * r.election_timeout_max_ms).max(2000)),
             startup_index,
             journal,

@@ -3,7 +3,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use leaf_api::types::{
-    AllocationJournal, AllocationView, ClusterStatus, Health, MemberRole, MemberView, ReplicationView, Role, WorkerView,
+    AllocationJournal, AllocationView, ClusterStatus, Health, MemberRole, MemberView, ReplicationView, Role,
+    VersionView, WorkerView,
 };
 use leaf_raft_store::types::NodeId;
 use openraft::ServerState;
@@ -157,12 +158,14 @@ impl RaftNode {
         let m = self.raft.metrics().borrow().clone();
         let membership = m.membership_config.membership();
         let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let seen = self.versions.seen();
         let mut members: Vec<MemberView> = membership
             .nodes()
             .map(|(id, n)| MemberView {
                 node_id: *id,
                 addr: n.addr.clone(),
                 role: if voters.contains(id) { MemberRole::Voter } else { MemberRole::Learner },
+                supports_version: seen.get(id).map(|v| v.0),
             })
             .collect();
         members.sort_by_key(|v| (v.role != MemberRole::Voter, v.node_id));
@@ -224,6 +227,10 @@ impl RaftNode {
                     previous_node_id: w.previous_node_id,
                 })
                 .collect(),
+            version: Some(VersionView {
+                active: self.state.cluster_version().0,
+                supported: self.versions.advertised().0,
+            }),
         }
     }
 

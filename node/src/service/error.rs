@@ -59,6 +59,7 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
             ErrorCode::Forbidden
         }
         ProposeError::Rejected(ApplyError::TemplateNotFound(_)) => ErrorCode::TemplateNotFound,
+        ProposeError::Rejected(ApplyError::FeatureNotActive { .. }) => ErrorCode::FeatureNotActive,
         ProposeError::Rejected(ApplyError::TemplateOverlap { .. }) => ErrorCode::TemplateConflict,
         ProposeError::Rejected(ApplyError::NumberNotFound { .. }) => ErrorCode::NumberNotFound,
         ProposeError::Rejected(ApplyError::NumberConflict { .. }) => ErrorCode::NumberConflict,

@@ -12,8 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use super::chain::{ChainEvent, CHAIN_GENESIS};
 
-/// A number's ledger entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A number's ledger entry. Stored without its `proof` field when it has none, as releases
+/// before owned numbers stored it ([`NumberRecordV1`]): until the cluster activates owned
+/// numbers ([`crate::version`]) no record has one, so a member of such a release reads every
+/// record, in its tree and in the snapshots it is sent.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct NumberRecord {
     pub key: Arc<str>,
     /// Who issued or reserved it.
@@ -45,6 +48,36 @@ struct NumberRecordV1 {
     seq: u64,
     hash: [u8; 32],
     settled: Option<Settled>,
+}
+
+/// [`NumberRecord`]'s fields as stored, borrowed: `proof` only when there is one.
+#[derive(Serialize)]
+struct StoredRecord<'a> {
+    key: &'a str,
+    actor: &'a Actor,
+    at_ms: i64,
+    deadline_ms: Option<i64>,
+    seq: u64,
+    hash: &'a [u8; 32],
+    settled: &'a Option<Settled>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proof: Option<super::Proof>,
+}
+
+impl Serialize for NumberRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        StoredRecord {
+            key: &self.key,
+            actor: &self.actor,
+            at_ms: self.at_ms,
+            deadline_ms: self.deadline_ms,
+            seq: self.seq,
+            hash: &self.hash,
+            settled: &self.settled,
+            proof: self.proof,
+        }
+        .serialize(s)
+    }
 }
 
 impl From<NumberRecordV1> for NumberRecord {
@@ -302,6 +335,8 @@ mod tests {
         };
         let bytes = leaf_api::codec::encode(&old).unwrap();
         assert_eq!(decode_number_record(&bytes).unwrap(), r);
+        // Without a proof it is stored as those releases stored it, so they read it.
+        assert_eq!(leaf_api::codec::encode(&r).unwrap(), bytes);
         let owned = NumberRecord { proof: Some([7; 32]), ..r };
         let bytes = leaf_api::codec::encode(&owned).unwrap();
         assert_eq!(decode_number_record(&bytes).unwrap(), owned);

@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn only_the_taker_repeats_confirms_or_voids_a_number() {
-        let mut s = State::default();
+        let mut s = State { version: crate::version::ClusterVersion(2), ..State::default() };
         series(&mut s, "inv");
         let void = || NumberAct::Void { reason: "x".into() };
         let reserve = NumberAct::Reserve { hold_ms: HOUR };
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn an_earlier_releases_anonymous_number_is_no_anonymous_callers() {
-        let mut s = State::default();
+        let mut s = State { version: crate::version::ClusterVersion(2), ..State::default() };
         series(&mut s, "inv");
         let legacy = NumberAsk {
             tag: "inv".into(),
@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn a_series_stops_at_its_cap_and_the_others_go_on() {
-        let mut s = State::default();
+        let mut s = State { version: crate::version::ClusterVersion(2), ..State::default() };
         series(&mut s, "inv");
         series(&mut s, "other");
         let limits = SeriesLimits { max_numbers: 3, issues_per_sec: 1 };

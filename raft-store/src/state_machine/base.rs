@@ -457,6 +457,7 @@ mod tests {
         };
         let gapless = [
             series,
+            Op::SetClusterVersion { version: crate::version::ClusterVersion(2) },
             Op::SetSeriesLimits { tag: "inv".into(), limits },
             Op::IssueOwnedNumbers { asks: vec![crate::OwnedAsk { ask, proof: None }] },
         ];
@@ -473,6 +474,7 @@ mod tests {
         let prefixes: std::collections::BTreeSet<_> = keys.iter().map(|k| k[..2].to_vec()).collect();
         assert_eq!(prefixes.len(), 6, "audit, limits, meta, numbers, tags and workers: {prefixes:?}");
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys out of order");
+        assert!(keys.iter().any(|k| k == b"m/version"), "the raised cluster version is written");
     }
 
     fn changes_ops() -> Vec<Op> {

@@ -215,6 +215,7 @@ impl From<StateV5> for State {
             templates: Default::default(),
             lineage: Default::default(),
             ledger: Default::default(),
+            version: Default::default(),
         }
     }
 }

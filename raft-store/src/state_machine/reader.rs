@@ -247,6 +247,11 @@ impl StateReader {
             .collect()
     }
 
+    /// The cluster's active version ([`crate::version`]).
+    pub fn cluster_version(&self) -> crate::version::ClusterVersion {
+        self.read().state.version
+    }
+
     pub fn tag_count(&self) -> usize {
         self.read().state.tags.len()
     }

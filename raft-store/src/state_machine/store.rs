@@ -60,6 +60,10 @@ const NUMBER_PREFIX: &[u8] = b"n/";
 const LIMITS_PREFIX: &[u8] = b"g/";
 const KEY_AUDIT_META: &[u8] = b"m/audit";
 const KEY_LINEAGE: &[u8] = b"m/lineage";
+/// The cluster's active version; only once raised above [`crate::version::BASE`], so that a
+/// state of a cluster that never raised it reads on the releases before cluster versions (and
+/// one that did is refused by them: they know no such key).
+const KEY_VERSION: &[u8] = b"m/version";
 
 /// A read error of the state machine.
 pub(super) fn sm_read_err(e: impl std::error::Error + Send + Sync + 'static) -> StorageError {
@@ -159,6 +163,9 @@ pub(super) fn for_each_pair(
     }
     f(KEY_MEMBERS_EVER, &enc(&d.state.members_ever)?)?;
     f(KEY_MEMBERSHIP, &enc(&d.membership)?)?;
+    if d.state.version > crate::version::BASE {
+        f(KEY_VERSION, &enc(&d.state.version)?)?;
+    }
     for (tag, series) in &d.state.ledger.series {
         for ((period, number), record) in &series.numbers {
             f(&number_key(tag, *period, *number), &enc(record)?)?;
@@ -224,6 +231,16 @@ impl Loader {
             self.audit_meta = Some(codec::decode(v).map_err(|e| bad(&e))?);
         } else if k == KEY_LINEAGE {
             s.lineage = codec::decode(v).map_err(|e| bad(&e))?;
+        } else if k == KEY_VERSION {
+            s.version = codec::decode(v).map_err(|e| bad(&e))?;
+            if s.version > crate::version::SUPPORTED {
+                return Err(format!(
+                    "the state is at cluster version {}, and this release supports versions up to {}: a node \
+                     cannot go back to a release older than the cluster's version; run a release that supports it",
+                    s.version,
+                    crate::version::SUPPORTED
+                ));
+            }
         } else {
             return Err(bad(&"not a key of this release"));
         }
@@ -331,6 +348,9 @@ impl StateMachineStore {
         if dirty.changes.audit_meta {
             ops.push((KEY_AUDIT_META.to_vec(), Some(enc(&audit.meta())?)));
         }
+        if dirty.changes.version {
+            ops.push((KEY_VERSION.to_vec(), Some(enc(&d.state.version)?)));
+        }
         if dirty.membership || dirty.changes.members {
             ops.push((KEY_MEMBERSHIP.to_vec(), Some(enc(&d.membership)?)));
             ops.push((KEY_MEMBERS_EVER.to_vec(), Some(enc(&d.state.members_ever)?)));
@@ -422,5 +442,26 @@ impl StateMachineStore {
         *dirty = Dirty::default();
         self.publish_archives();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::version::{ClusterVersion, SUPPORTED};
+
+    /// A node of this release on a state a later release raised beyond it (a downgrade after
+    /// the cluster moved on) refuses to load it, saying why.
+    #[test]
+    fn a_state_of_a_later_cluster_version_is_refused_by_name() {
+        let mut l = Loader::default();
+        l.pair(KEY_VERSION, &codec::encode(&SUPPORTED).unwrap()).unwrap();
+        assert_eq!(l.finish().state.version, SUPPORTED);
+        let later = codec::encode(&ClusterVersion(SUPPORTED.0 + 1)).unwrap();
+        let err = Loader::default().pair(KEY_VERSION, &later).unwrap_err();
+        assert!(
+            err.contains(&format!("cluster version {}", SUPPORTED.0 + 1)) && err.contains("cannot go back"),
+            "{err}"
+        );
     }
 }

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 
 use leaf_raft_store::state::record_members;
 use leaf_raft_store::types::{Entry, LogId, StoredMembership};
+use leaf_raft_store::version::ClusterVersion;
 use leaf_raft_store::{apply, open, Changes, Command, Op, State, StoreOptions};
 use openraft::storage::RaftStateMachine;
 use openraft::{BasicNode, CommittedLeaderId, EntryPayload, Membership, RaftSnapshotBuilder};
@@ -210,6 +211,8 @@ fn admin_op() -> impl Strategy<Value = Op> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
+        // Raised early in most runs: the operations of version 2 are refused before it.
+        1 => prop::sample::select(vec![1u32, 2, 3]).prop_map(|v| Op::SetClusterVersion { version: ClusterVersion(v) }),
         3 => admin_op(),
         2 => token_op(),
         3 => issue_op(),

@@ -55,6 +55,11 @@ pub async fn commit(log: &mut LogStore, sm: &mut StateMachineStore, entries: Vec
     sm.apply(entries).await.unwrap();
 }
 
+/// Appends `entries` to the log (synced), without applying them.
+pub async fn append(log: &mut LogStore, entries: Vec<Entry>) {
+    log.blocking_append(entries).await.unwrap();
+}
+
 /// A blank entry at `index`.
 pub fn blank(index: u64) -> Entry {
     Entry { log_id: LogId::new(CommittedLeaderId::new(1, 1), index), payload: EntryPayload::Blank }

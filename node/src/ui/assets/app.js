@@ -334,6 +334,9 @@
     const f = sf && sf.forecast;
     set("sum-epoch", f ? `${num(f.epoch_years_left).toFixed(1)} years` : DASH);
     set("sum-free", f ? `${f.free_worker_ids}` : DASH, f && f.free_worker_ids < 16 ? "v warn" : "v").title = "of 1,024";
+    const ver = c.version;
+    set("sum-version", ver ? `${ver.active} / ${ver.supported}` : DASH).title =
+      "the version the cluster runs (raised once every member supports a newer one) / the newest this node supports";
   }
 
   // Ready: text plus colour plus symbol, the reason as a tooltip.
@@ -347,6 +350,8 @@
 
   function renderMembers(d, c, nodes, replication) {
     const repl = new Map((replication || []).map((r) => [r.node_id, r]));
+    const supports = new Map((c.members || []).map((m) => [m.node_id, m.supports_version]));
+    const active = c.version ? c.version.active : null;
     const rows = nodes.map((n) => {
       const h = n.health;
       const isLeader = has(c.leader_id) && n.node_id === c.leader_id;
@@ -357,7 +362,11 @@
       const name = td(n.node_id);
       if (isLeader) name.append(el("span", "★ leader", "mark leader"));
       if (n.node_id === d.node_id) name.append(el("span", "this node", "mark self"));
-      tr.append(name, td(n.addr, "mono"), td(n.role), readyCell(n));
+      const sv = supports.get(n.node_id);
+      const vCls = has(sv) && has(active) && sv < active ? "num bad" : "num";
+      tr.append(name, td(n.addr, "mono"), td(n.role),
+        td(has(sv) ? sv : DASH, vCls, has(sv) ? "the newest cluster version it supports" : "shown by the leader's dashboard"),
+        readyCell(n));
       const termCls = h && has(c.term) && h.term !== c.term ? "num warn" : "num";
       tr.append(td(h ? h.term : DASH, termCls, h && h.term !== c.term ? `this node is at term ${c.term}` : ""));
       tr.append(td(h ? fmtInt(h.last_applied_index) : DASH, "num"));
@@ -381,7 +390,7 @@
       tr.append(td(note, n.error ? "note-cell bad" : "note-cell"));
       return tr;
     });
-    if (!rows.length) rows.push(emptyRow(12, "No members."));
+    if (!rows.length) rows.push(emptyRow(13, "No members."));
     $("members").tBodies[0].replaceChildren(...rows);
     const ready = nodes.filter((n) => n.health && n.health.ready).length;
     set("members-count", `(${ready} of ${nodes.length} ready)`);

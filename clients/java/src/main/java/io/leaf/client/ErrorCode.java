@@ -34,6 +34,8 @@ public enum ErrorCode {
     WRONG_PROFILE("wrong_profile"),
     NUMBER_NOT_FOUND("number_not_found"),
     NUMBER_CONFLICT("number_conflict"),
+    /** The request needs a cluster version the cluster has not activated yet (all nodes upgraded). */
+    FEATURE_NOT_ACTIVE("feature_not_active"),
     /** A code this client does not know (a newer server); the wire text is kept on the error. */
     UNKNOWN(null);
 

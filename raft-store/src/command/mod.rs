@@ -1,6 +1,11 @@
 //! Commands proposed through Raft: a [`Command`] carries the proposer's time and an [`Op`],
-//! what it does. Both are in the log as bincode: new [`Op`] variants go last, so the logs of
-//! earlier releases still decode.
+//! what it does. Both are in the log as bincode, an [`Op`] through its wire form ([`wire`]):
+//! the forms of every release before cluster versions, then one envelope per operation of a
+//! later version ([`crate::version`]).
+mod wire;
+
+pub use wire::Envelope;
+
 use leaf_api::audit::{Actor, AuditAction, AuditRetention};
 use leaf_api::tokens::TokenId;
 use serde::{Deserialize, Serialize};
@@ -12,6 +17,7 @@ use crate::profile::StoredProfile;
 use crate::tags::NewTag;
 use crate::templates::NewTemplate;
 use crate::tokens::{NewToken, SecretHash, TokenLimits};
+use crate::version::{ClusterVersion, BASE};
 
 /// A command proposed through Raft.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,8 +27,8 @@ pub struct Command {
     pub op: Op,
 }
 
-/// What a command does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What a command does. Serialized through its wire form ([`wire`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     CreateTag {
         tag: String,
@@ -160,6 +166,25 @@ pub enum Op {
         tag: String,
         limits: SeriesLimits,
     },
+    /// Raises the cluster's active version ([`crate::version`]); a lower or equal one changes
+    /// nothing. The leader proposes it once every member supports `version`.
+    SetClusterVersion {
+        version: ClusterVersion,
+    },
+    /// An operation of a version this build does not support, kept whole as it arrived: the
+    /// state machine stops at it rather than skip it. Never proposed.
+    Undecodable(Envelope),
+}
+
+/// What applying an operation a second time does ([`Op::repeat`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    /// The same state and the same answer (or a waste, such as a skipped range): a request
+    /// whose first attempt may have been applied may be sent again.
+    Harmless,
+    /// A different answer or state: such a request is sent again only when its first attempt
+    /// surely never reached the leader.
+    AnswersOtherwise,
 }
 
 /// One allocation of an [`Op::AllocateSegments`]: what an [`Op::AllocateSegment`] carries.
@@ -196,6 +221,8 @@ impl Op {
             | Op::IssueOwnedNumbers { .. }
             | Op::PutTemplate(_)
             | Op::DeleteTemplate { .. }
+            | Op::SetClusterVersion { .. }
+            | Op::Undecodable(_)
             | Op::NoteMembership(_) => None,
         }
     }
@@ -226,6 +253,8 @@ impl Op {
             | Op::RegisterWorker { .. }
             | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. }
+            | Op::SetClusterVersion { .. }
+            | Op::Undecodable(_)
             | Op::Admin { .. }
             | Op::AdminApart { .. } => false,
         }
@@ -258,6 +287,102 @@ impl Op {
             Op::IssueNumbers { asks } => (asks.len() as u64).max(1),
             Op::IssueOwnedNumbers { asks } => (asks.len() as u64).max(1),
             _ => 1,
+        }
+    }
+
+    /// What applying the operation a second time does, for a request whose first attempt may
+    /// have been applied (its answer was lost): every operation declares it here, so a new one
+    /// cannot be retried by omission.
+    pub fn repeat(&self) -> Repeat {
+        match self {
+            // A repeated allocation only wastes a range; a worker registration answers the
+            // worker ID the node holds; a renewal moves the same lease again.
+            Op::AllocateSegment { .. }
+            | Op::AllocateSegments { .. }
+            | Op::RegisterWorker { .. }
+            | Op::RegisterWorkerIn { .. }
+            | Op::RenewWorker { .. } => Repeat::Harmless,
+            // Idempotent: the same fields, a batch answering the tags it made as existing,
+            // the same template, the same limits, a note recorded twice.
+            Op::UpdateTag { .. }
+            | Op::CreateTags { .. }
+            | Op::PutTemplate(_)
+            | Op::SetSeriesLimits { .. }
+            | Op::SetClusterVersion { .. }
+            | Op::NoteMembership(_) => Repeat::Harmless,
+            // A repeated issue answers the number its key has; a repeated settlement answers
+            // the number as settled.
+            Op::IssueNumbers { .. } | Op::IssueOwnedNumbers { .. } => Repeat::Harmless,
+            // A repeat answers `tag_exists`: the caller would see a failure for its success.
+            Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTagV3(_) => Repeat::AnswersOtherwise,
+            // A repeat answers `exists`, and the caller never sees the bearer it created.
+            Op::CreateToken(_) | Op::CreateTokenV2 { .. } => Repeat::AnswersOtherwise,
+            // A repeat makes the new secret the "previous" one: the old secret loses its grace.
+            Op::RotateToken { .. } => Repeat::AnswersOtherwise,
+            // A repeat answers `token_not_found`, `tag_archived`, "not archived", or
+            // `template_not_found`.
+            Op::RevokeToken { .. } | Op::ArchiveTag { .. } | Op::RestoreTag { .. } | Op::DeleteTemplate { .. } => {
+                Repeat::AnswersOtherwise
+            }
+            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.repeat(),
+            // Never proposed.
+            Op::Undecodable(_) => Repeat::AnswersOtherwise,
+        }
+    }
+
+    /// The cluster version the operation needs: what it is logged as ([`wire`]), and what the
+    /// cluster must have activated before it is proposed or applied.
+    pub fn version(&self) -> ClusterVersion {
+        match self {
+            Op::IssueOwnedNumbers { .. } | Op::SetSeriesLimits { .. } => ClusterVersion(2),
+            Op::SetClusterVersion { version } => (*version).max(ClusterVersion(2)),
+            Op::Undecodable(e) => e.version,
+            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.version(),
+            Op::CreateTag { .. }
+            | Op::UpdateTag { .. }
+            | Op::AllocateSegment { .. }
+            | Op::RegisterWorker { .. }
+            | Op::RenewWorker { .. }
+            | Op::CreateTagV2 { .. }
+            | Op::CreateToken(_)
+            | Op::RotateToken { .. }
+            | Op::RevokeToken { .. }
+            | Op::NoteMembership(_)
+            | Op::RegisterWorkerIn { .. }
+            | Op::CreateTokenV2 { .. }
+            | Op::ArchiveTag { .. }
+            | Op::RestoreTag { .. }
+            | Op::CreateTags { .. }
+            | Op::CreateTagV3(_)
+            | Op::PutTemplate(_)
+            | Op::DeleteTemplate { .. }
+            | Op::AllocateSegments { .. }
+            | Op::IssueNumbers { .. } => BASE,
+        }
+    }
+
+    /// What the operation is, in a few words (errors and logs).
+    pub fn what(&self) -> &'static str {
+        match self {
+            Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTagV3(_) => "a tag creation",
+            Op::CreateTags { .. } => "a batch of tag creations",
+            Op::UpdateTag { .. } => "a tag update",
+            Op::ArchiveTag { .. } | Op::RestoreTag { .. } => "a tag archive or restore",
+            Op::AllocateSegment { .. } => "a segment allocation",
+            Op::AllocateSegments { .. } => "a group of segment allocations",
+            Op::IssueNumbers { .. } => "an issue of gapless numbers",
+            Op::IssueOwnedNumbers { .. } => "an issue of owned gapless numbers",
+            Op::SetSeriesLimits { .. } => "a series' limits",
+            Op::RegisterWorker { .. } | Op::RegisterWorkerIn { .. } => "a worker registration",
+            Op::RenewWorker { .. } => "a worker renewal",
+            Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => {
+                "a token change"
+            }
+            Op::PutTemplate(_) | Op::DeleteTemplate { .. } => "a template change",
+            Op::NoteMembership(_) => "a membership note",
+            Op::SetClusterVersion { .. } => "a cluster version raise",
+            Op::Undecodable(_) => "an operation of a later release",
+            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.what(),
         }
     }
 

@@ -1,0 +1,385 @@
+//! How an [`Op`] is written in the log and sent to peers ([`WireOp`]): every form a release has
+//! written, in the order they were added (bincode numbers enum variants by position), then one
+//! [`Envelope`] that names the cluster version of what it carries.
+//!
+//! - Operations of version 1 (every release before cluster versions) keep their own variants,
+//!   so those releases read what this one writes while the cluster runs at version 1.
+//! - Every later operation travels in an envelope: `(version, codec record)`. A node that
+//!   supports the version decodes the record; one that does not keeps the envelope whole as
+//!   [`Op::Undecodable`] (its log stays intact) and its state machine stops at that entry,
+//!   naming the version, rather than skipping it. New operations go last in [`Versioned`],
+//!   with the version that adds them.
+use leaf_api::audit::{Actor, AuditAction, AuditRetention};
+use leaf_api::codec;
+use leaf_api::gapless::SeriesLimits;
+use leaf_api::tokens::TokenId;
+use serde::{Deserialize, Serialize};
+
+use super::{Op, SegmentAsk};
+use crate::gapless::{NumberAsk, OwnedAsk};
+use crate::profile::StoredProfile;
+use crate::tags::NewTag;
+use crate::templates::NewTemplate;
+use crate::tokens::{NewToken, SecretHash, TokenLimits};
+use crate::version::{ClusterVersion, SUPPORTED};
+
+/// An operation of a version this node does not support, as it arrived: kept whole, so the
+/// log holds what the leader wrote, and applied by no one here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// The cluster version the operation needs.
+    pub version: ClusterVersion,
+    /// The operation, a [`codec`] record.
+    pub body: Vec<u8>,
+}
+
+/// The forms of [`Op`] in the log. Variants are never removed or reordered.
+#[derive(Serialize, Deserialize)]
+pub(super) enum WireOp {
+    CreateTag {
+        tag: String,
+        step: i64,
+        start_max_id: i64,
+        description: String,
+    },
+    UpdateTag {
+        tag: String,
+        step: Option<i64>,
+        description: Option<String>,
+    },
+    AllocateSegment {
+        tag: String,
+        step: i64,
+        node_id: u64,
+    },
+    RegisterWorker {
+        node_id: u64,
+        lease_ms: i64,
+    },
+    RenewWorker {
+        node_id: u64,
+        worker_id: u16,
+        high_water_ms: i64,
+        lease_ms: i64,
+    },
+    CreateTagV2 {
+        tag: String,
+        step: i64,
+        start_max_id: i64,
+        description: String,
+        profile: StoredProfile,
+        upper_bound: Option<i64>,
+    },
+    CreateToken(NewToken),
+    RotateToken {
+        id: TokenId,
+        secret_hash: SecretHash,
+        grace_ms: i64,
+    },
+    RevokeToken {
+        id: TokenId,
+    },
+    NoteMembership(AuditAction),
+    Admin {
+        actor: Actor,
+        retention: AuditRetention,
+        op: Box<WireOp>,
+    },
+    RegisterWorkerIn {
+        node_id: u64,
+        lease_ms: i64,
+        first: u16,
+        last: u16,
+    },
+    AdminApart {
+        actor: Actor,
+        retention: AuditRetention,
+        op: Box<WireOp>,
+    },
+    CreateTokenV2 {
+        token: NewToken,
+        limits: TokenLimits,
+    },
+    ArchiveTag {
+        tag: String,
+    },
+    RestoreTag {
+        tag: String,
+    },
+    CreateTags {
+        tags: Vec<NewTag>,
+    },
+    CreateTagV3(NewTag),
+    PutTemplate(NewTemplate),
+    DeleteTemplate {
+        name: String,
+    },
+    AllocateSegments {
+        asks: Vec<SegmentAsk>,
+    },
+    IssueNumbers {
+        asks: Vec<NumberAsk>,
+    },
+    // Version 1 ends here: releases before cluster versions read every variant above.
+    /// Every operation of a later version.
+    Versioned(Envelope),
+}
+
+/// What an [`Envelope`] carries. New operations go last.
+#[derive(Serialize, Deserialize)]
+enum Versioned {
+    IssueOwnedNumbers { asks: Vec<OwnedAsk> },
+    SetSeriesLimits { tag: String, limits: SeriesLimits },
+    SetClusterVersion { version: ClusterVersion },
+}
+
+impl TryFrom<Op> for WireOp {
+    type Error = String;
+
+    fn try_from(op: Op) -> Result<Self, String> {
+        let version = op.version();
+        let versioned = match op {
+            Op::CreateTag { tag, step, start_max_id, description } => {
+                return Ok(WireOp::CreateTag { tag, step, start_max_id, description })
+            }
+            Op::UpdateTag { tag, step, description } => return Ok(WireOp::UpdateTag { tag, step, description }),
+            Op::AllocateSegment { tag, step, node_id } => return Ok(WireOp::AllocateSegment { tag, step, node_id }),
+            Op::RegisterWorker { node_id, lease_ms } => return Ok(WireOp::RegisterWorker { node_id, lease_ms }),
+            Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
+                return Ok(WireOp::RenewWorker { node_id, worker_id, high_water_ms, lease_ms })
+            }
+            Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
+                return Ok(WireOp::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound })
+            }
+            Op::CreateToken(t) => return Ok(WireOp::CreateToken(t)),
+            Op::RotateToken { id, secret_hash, grace_ms } => {
+                return Ok(WireOp::RotateToken { id, secret_hash, grace_ms })
+            }
+            Op::RevokeToken { id } => return Ok(WireOp::RevokeToken { id }),
+            Op::NoteMembership(a) => return Ok(WireOp::NoteMembership(a)),
+            Op::Admin { actor, retention, op } => {
+                return Ok(WireOp::Admin { actor, retention, op: Box::new(WireOp::try_from(*op)?) })
+            }
+            Op::RegisterWorkerIn { node_id, lease_ms, first, last } => {
+                return Ok(WireOp::RegisterWorkerIn { node_id, lease_ms, first, last })
+            }
+            Op::AdminApart { actor, retention, op } => {
+                return Ok(WireOp::AdminApart { actor, retention, op: Box::new(WireOp::try_from(*op)?) })
+            }
+            Op::CreateTokenV2 { token, limits } => return Ok(WireOp::CreateTokenV2 { token, limits }),
+            Op::ArchiveTag { tag } => return Ok(WireOp::ArchiveTag { tag }),
+            Op::RestoreTag { tag } => return Ok(WireOp::RestoreTag { tag }),
+            Op::CreateTags { tags } => return Ok(WireOp::CreateTags { tags }),
+            Op::CreateTagV3(t) => return Ok(WireOp::CreateTagV3(t)),
+            Op::PutTemplate(t) => return Ok(WireOp::PutTemplate(t)),
+            Op::DeleteTemplate { name } => return Ok(WireOp::DeleteTemplate { name }),
+            Op::AllocateSegments { asks } => return Ok(WireOp::AllocateSegments { asks }),
+            Op::IssueNumbers { asks } => return Ok(WireOp::IssueNumbers { asks }),
+            Op::Undecodable(envelope) => return Ok(WireOp::Versioned(envelope)),
+            Op::IssueOwnedNumbers { asks } => Versioned::IssueOwnedNumbers { asks },
+            Op::SetSeriesLimits { tag, limits } => Versioned::SetSeriesLimits { tag, limits },
+            Op::SetClusterVersion { version } => Versioned::SetClusterVersion { version },
+        };
+        let body = codec::encode(&versioned).map_err(|e| format!("an operation of cluster version {version}: {e}"))?;
+        Ok(WireOp::Versioned(Envelope { version, body }))
+    }
+}
+
+impl TryFrom<WireOp> for Op {
+    type Error = String;
+
+    fn try_from(w: WireOp) -> Result<Self, String> {
+        Ok(match w {
+            WireOp::CreateTag { tag, step, start_max_id, description } => {
+                Op::CreateTag { tag, step, start_max_id, description }
+            }
+            WireOp::UpdateTag { tag, step, description } => Op::UpdateTag { tag, step, description },
+            WireOp::AllocateSegment { tag, step, node_id } => Op::AllocateSegment { tag, step, node_id },
+            WireOp::RegisterWorker { node_id, lease_ms } => Op::RegisterWorker { node_id, lease_ms },
+            WireOp::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
+                Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms }
+            }
+            WireOp::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
+                Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound }
+            }
+            WireOp::CreateToken(t) => Op::CreateToken(t),
+            WireOp::RotateToken { id, secret_hash, grace_ms } => Op::RotateToken { id, secret_hash, grace_ms },
+            WireOp::RevokeToken { id } => Op::RevokeToken { id },
+            WireOp::NoteMembership(a) => Op::NoteMembership(a),
+            WireOp::Admin { actor, retention, op } => Op::Admin { actor, retention, op: Box::new(Op::try_from(*op)?) },
+            WireOp::RegisterWorkerIn { node_id, lease_ms, first, last } => {
+                Op::RegisterWorkerIn { node_id, lease_ms, first, last }
+            }
+            WireOp::AdminApart { actor, retention, op } => {
+                Op::AdminApart { actor, retention, op: Box::new(Op::try_from(*op)?) }
+            }
+            WireOp::CreateTokenV2 { token, limits } => Op::CreateTokenV2 { token, limits },
+            WireOp::ArchiveTag { tag } => Op::ArchiveTag { tag },
+            WireOp::RestoreTag { tag } => Op::RestoreTag { tag },
+            WireOp::CreateTags { tags } => Op::CreateTags { tags },
+            WireOp::CreateTagV3(t) => Op::CreateTagV3(t),
+            WireOp::PutTemplate(t) => Op::PutTemplate(t),
+            WireOp::DeleteTemplate { name } => Op::DeleteTemplate { name },
+            WireOp::AllocateSegments { asks } => Op::AllocateSegments { asks },
+            WireOp::IssueNumbers { asks } => Op::IssueNumbers { asks },
+            WireOp::Versioned(e) if e.version > SUPPORTED => Op::Undecodable(e),
+            WireOp::Versioned(e) => {
+                let op = match codec::decode::<Versioned>(&e.body) {
+                    Ok(Versioned::IssueOwnedNumbers { asks }) => Op::IssueOwnedNumbers { asks },
+                    Ok(Versioned::SetSeriesLimits { tag, limits }) => Op::SetSeriesLimits { tag, limits },
+                    Ok(Versioned::SetClusterVersion { version }) => Op::SetClusterVersion { version },
+                    Err(err) => {
+                        return Err(format!("an operation of cluster version {} does not decode: {err}", e.version))
+                    }
+                };
+                // The envelope must name the version the operation needs: a lower one would let
+                // a node that cannot apply it take it.
+                if op.version() != e.version {
+                    return Err(format!(
+                        "an operation of cluster version {} came in an envelope of version {}",
+                        op.version(),
+                        e.version
+                    ));
+                }
+                op
+            }
+        })
+    }
+}
+
+impl Serialize for Op {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WireOp::try_from(self.clone()).map_err(serde::ser::Error::custom)?.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Op {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Op::try_from(WireOp::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use leaf_api::audit::Actor;
+
+    use super::*;
+    use crate::apply::{apply, ApplyError, Changes};
+    use crate::command::Command;
+    use crate::gapless::NumberAct;
+    use crate::state::State;
+    use crate::version::{form, ClusterVersion, BASE};
+
+    fn ask(key: &str) -> NumberAsk {
+        NumberAsk { tag: "inv".into(), key: key.into(), actor: Actor::Unattributed, act: NumberAct::Issue }
+    }
+
+    fn bytes(op: &Op) -> Vec<u8> {
+        codec::encode(&Command { at_ms: 1, op: op.clone() }).unwrap()
+    }
+
+    fn decoded(b: &[u8]) -> Op {
+        codec::decode::<Command>(b).unwrap().op
+    }
+
+    /// The position of the operation's variant in the log (bincode's first byte after the
+    /// record header and `at_ms` = 1).
+    fn variant(op: &Op) -> u8 {
+        bytes(op)[codec::HEADER + 1]
+    }
+
+    #[test]
+    fn version_one_operations_keep_the_positions_earlier_releases_read() {
+        assert_eq!(
+            variant(&Op::CreateTag { tag: "t".into(), step: 1, start_max_id: 0, description: String::new() }),
+            0
+        );
+        assert_eq!(variant(&Op::RevokeToken { id: TokenId(1) }), 8);
+        assert_eq!(variant(&Op::DeleteTemplate { name: "x".into() }), 19);
+        assert_eq!(variant(&Op::IssueNumbers { asks: vec![ask("a")] }), 21);
+        // Every later operation is one envelope, after them.
+        let limits = SeriesLimits::default();
+        assert_eq!(variant(&Op::SetSeriesLimits { tag: "inv".into(), limits }), 22);
+        assert_eq!(variant(&Op::IssueOwnedNumbers { asks: vec![] }), 22);
+        assert_eq!(variant(&Op::SetClusterVersion { version: ClusterVersion(2) }), 22);
+    }
+
+    #[test]
+    fn every_operation_decodes_as_it_was_encoded() {
+        let owned = Op::IssueOwnedNumbers { asks: vec![OwnedAsk { ask: ask("a"), proof: Some([3; 32]) }] };
+        let wrapped = Op::AdminApart {
+            actor: Actor::AdminToken,
+            retention: crate::audit::DEFAULT_RETENTION,
+            op: Box::new(Op::SetSeriesLimits { tag: "inv".into(), limits: SeriesLimits::default() }),
+        };
+        for op in [
+            Op::IssueNumbers { asks: vec![ask("a")] },
+            owned,
+            wrapped,
+            Op::SetClusterVersion { version: ClusterVersion(2) },
+            Op::AllocateSegment { tag: "t".into(), step: 10, node_id: 1 },
+        ] {
+            assert_eq!(decoded(&bytes(&op)), op);
+        }
+    }
+
+    #[test]
+    fn an_operation_of_a_later_version_is_kept_whole_and_named() {
+        let later = Op::Undecodable(Envelope { version: ClusterVersion(SUPPORTED.0 + 1), body: vec![1, 2, 3] });
+        let b = bytes(&later);
+        let op = decoded(&b);
+        assert_eq!(op, later, "kept as it came");
+        assert_eq!(bytes(&op), b, "and written back byte for byte");
+        assert_eq!(op.version(), ClusterVersion(SUPPORTED.0 + 1));
+        // Inside an admin wrapper too.
+        let wrapped = Op::AdminApart {
+            actor: Actor::AdminToken,
+            retention: crate::audit::DEFAULT_RETENTION,
+            op: Box::new(later),
+        };
+        assert_eq!(decoded(&bytes(&wrapped)), wrapped);
+    }
+
+    #[test]
+    fn an_envelope_that_understates_its_operations_version_is_refused() {
+        let Ok(WireOp::Versioned(mut e)) = WireOp::try_from(Op::IssueOwnedNumbers { asks: vec![] }) else {
+            panic!("an owned issue travels in an envelope")
+        };
+        e.version = BASE;
+        let forged = codec::encode(&(1i64, WireOp::Versioned(e))).unwrap();
+        let err = codec::decode::<Command>(&forged).unwrap_err().to_string();
+        assert!(err.contains("envelope of version 1"), "{err}");
+    }
+
+    #[test]
+    fn a_cluster_below_a_version_refuses_its_operations_and_takes_the_earlier_form() {
+        let mut s = State::default();
+        let limits = Op::SetSeriesLimits { tag: "inv".into(), limits: SeriesLimits::default() };
+        let refused = apply(&mut s, &Command { at_ms: 1, op: limits.clone() }, &mut Changes::default());
+        assert!(
+            matches!(refused, Err(ApplyError::FeatureNotActive { needs: ClusterVersion(2), active: BASE, .. })),
+            "{refused:?}"
+        );
+        assert!(matches!(form(limits.clone(), BASE), Err(ApplyError::FeatureNotActive { .. })));
+        // An owned issue is proposed as the plain issue of version 1.
+        let owned = Op::IssueOwnedNumbers { asks: vec![OwnedAsk { ask: ask("a"), proof: Some([3; 32]) }] };
+        assert_eq!(form(owned.clone(), BASE).unwrap(), Op::IssueNumbers { asks: vec![ask("a")] });
+        // Raised, never lowered.
+        let raise = |s: &mut State, v| {
+            let mut c = Changes::default();
+            let r = apply(s, &Command { at_ms: 1, op: Op::SetClusterVersion { version: ClusterVersion(v) } }, &mut c);
+            (r, c.version)
+        };
+        assert_eq!(raise(&mut s, 2), (Ok(crate::Applied::ClusterVersion(ClusterVersion(2))), true));
+        assert_eq!(s.version, ClusterVersion(2));
+        assert!(matches!(raise(&mut s, 1).0, Err(ApplyError::Invalid(_))), "1 is not a version to raise to");
+        assert_eq!(raise(&mut s, 2), (Ok(crate::Applied::ClusterVersion(ClusterVersion(2))), false));
+        assert!(matches!(raise(&mut s, SUPPORTED.0 + 1).0, Err(ApplyError::Invalid(_))), "beyond this release");
+        assert_eq!(form(owned.clone(), s.version).unwrap(), owned);
+        assert!(
+            apply(&mut s, &Command { at_ms: 1, op: limits }, &mut Changes::default())
+                .is_err_and(|e| !matches!(e, ApplyError::FeatureNotActive { .. })),
+            "refused for the missing series now, not the version"
+        );
+    }
+}
