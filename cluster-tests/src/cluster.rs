@@ -86,6 +86,8 @@ pub struct NodeProc {
     wrapper: Vec<String>,
     /// Where its data lives, if not in the cluster's directory (e.g. on a power-cut file system).
     data_dir: Option<PathBuf>,
+    /// The `leaf` binary it runs, if not the cluster's (a rolling upgrade swaps it).
+    bin: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -298,7 +300,8 @@ impl Cluster {
             args.extend(["--days", CERT_DAYS]);
             certs(&self.opts.bin, &["node", "--dir"], &self.tls_dir(), &args)?;
         }
-        self.nodes.insert(id, NodeProc { id, port, peer_addr, env, host, wrapper, data_dir: None, child: None });
+        self.nodes
+            .insert(id, NodeProc { id, port, peer_addr, env, host, wrapper, data_dir: None, bin: None, child: None });
         self.write_config(id)?;
         Ok(())
     }
@@ -448,14 +451,16 @@ impl Cluster {
     pub fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
         let config = self.write_config(id)?;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(id))?;
-        let (env, wrapper) = self.nodes.get(&id).map(|n| (n.env.clone(), n.wrapper.clone())).unwrap_or_default();
+        let (env, wrapper, bin) =
+            self.nodes.get(&id).map(|n| (n.env.clone(), n.wrapper.clone(), n.bin.clone())).unwrap_or_default();
+        let bin = bin.unwrap_or_else(|| self.opts.bin.clone());
         let mut cmd = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program);
-                c.args(args).arg(&self.opts.bin);
+                c.args(args).arg(&bin);
                 c
             }
-            None => Command::new(&self.opts.bin),
+            None => Command::new(&bin),
         };
         let child = cmd
             .arg("serve")
@@ -471,9 +476,16 @@ impl Cluster {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
-            .with_context(|| format!("spawn {}", self.opts.bin.display()))?;
+            .with_context(|| format!("spawn {}", bin.display()))?;
         self.nodes.get_mut(&id).ok_or_else(|| anyhow!("no node {id}"))?.child = Some(child);
         Ok(())
+    }
+
+    /// Sets the `leaf` binary node `id` runs from its next (re)start.
+    pub fn set_bin(&mut self, id: u64, bin: impl Into<PathBuf>) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.bin = Some(bin.into());
+        }
     }
 
     /// Sets the extra environment of node `id` for its next (re)start; empty clears it.

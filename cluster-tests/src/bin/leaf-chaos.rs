@@ -100,6 +100,12 @@ struct Args {
     /// How long every node may take to serve again after everything is healed.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     recovery_bound: Duration,
+    /// A rolling upgrade run: start every node on this earlier `leaf`, then, as the fault
+    /// phase begins, replace each by --bin, the leader last, wait until every node runs the
+    /// newest cluster version, and set the gapless series' limits (a feature of that version).
+    /// The clients carry the admin token. Any failure of the upgrade fails the run (exit 1).
+    #[arg(long, conflicts_with = "docker")]
+    upgrade_from: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -210,6 +216,7 @@ fn real_main() -> anyhow::Result<i32> {
                 zipf_s: args.zipf_s,
                 gapless: args.gapless,
                 power_cut_all: args.power_cut_all,
+                upgrade_from: args.upgrade_from.clone(),
             };
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let out = cfg.out.clone();
@@ -226,6 +233,10 @@ fn real_main() -> anyhow::Result<i32> {
         }
     };
     println!("\n{}", summary(&results));
+    if args.upgrade_from.is_some() && !results.fault_errors.is_empty() {
+        eprintln!("leaf-chaos: the upgrade failed: {:?}", results.fault_errors);
+        return Ok(1);
+    }
     Ok(results.valid.exit_code())
 }
 

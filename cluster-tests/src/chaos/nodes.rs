@@ -214,6 +214,25 @@ impl Nodes {
         }
     }
 
+    /// Runs node `id` on `bin` from its next start (local nodes only).
+    pub fn set_bin(&mut self, id: u64, bin: &Path) -> anyhow::Result<()> {
+        match self {
+            Nodes::Local { cluster, .. } => {
+                cluster.set_bin(id, bin);
+                Ok(())
+            }
+            Nodes::Docker { .. } => bail!("an upgrade run needs local nodes"),
+        }
+    }
+
+    /// The last `lines` lines of node `id`'s log (local nodes; empty for containers).
+    pub fn log_tail(&self, id: u64, lines: usize) -> String {
+        match self {
+            Nodes::Local { cluster, .. } => cluster.log_tail(id, lines),
+            Nodes::Docker { .. } => String::new(),
+        }
+    }
+
     /// SIGTERM and wait; true if it exited cleanly.
     pub fn stop(&mut self, id: u64) -> anyhow::Result<bool> {
         match self {

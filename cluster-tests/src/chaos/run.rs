@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use leaf_api::profile::{DailyFormat, Profile};
-use leaf_api::types::{AddLearnerRequest, AllocationJournal, ClockFault, ClusterStatus, CreateTagRequest};
+use leaf_api::types::{
+    AddLearnerRequest, AllocationJournal, ClockFault, ClusterStatus, CreateTagRequest, UpdateTagRequest,
+};
 use leaf_api::ErrorCode;
 use leaf_client::{Client, ClientError};
 use rand::rngs::StdRng;
@@ -86,6 +88,10 @@ const EPOCH_MS: i64 = 1_288_834_974_657;
 const NODE_TOML: &str = "[fault]\nenabled = true\n[segment]\nmax_step = 50\n\
                          [raft]\nsnapshot_every = 1000\nkeep_logs_after_snapshot = 500\nrewrite_above_mib = 1\n\
                          [auth]\nanonymous_gapless = true\n";
+
+/// [`NODE_TOML`] as a release before owned gapless numbers reads it (an upgrade run's start).
+const NODE_TOML_EARLIER: &str = "[fault]\nenabled = true\n[segment]\nmax_step = 50\n\
+                                 [raft]\nsnapshot_every = 1000\nkeep_logs_after_snapshot = 500\nrewrite_above_mib = 1\n";
 
 /// The same settings for containers, as environment variables.
 const NODE_ENV: [(&str, &str); 6] = [
@@ -208,12 +214,17 @@ pub struct RunConfig {
     /// Every power cut hits every node at once (else one node, a minority, a majority or all,
     /// as the schedule drew).
     pub power_cut_all: bool,
+    /// A rolling upgrade run: the nodes start on this (earlier) `leaf`, and at the start of the
+    /// fault phase each is replaced by [`RunConfig::bin`], the leader last ([`Harness::upgrade`]).
+    /// The clients then carry the admin token: a release before owned gapless numbers refuses
+    /// a settlement secret, and takes a token's settlements.
+    pub upgrade_from: Option<PathBuf>,
 }
 
 /// Starts the local nodes of `specs`, on power-cut disks when the run has power cuts.
 fn local_cluster(cfg: &RunConfig, specs: Vec<NodeSpec>) -> anyhow::Result<(Cluster, Option<Power>)> {
-    let mut opts = Options::new(&cfg.bin);
-    opts.extra_toml = NODE_TOML.to_string();
+    let mut opts = Options::new(cfg.upgrade_from.as_ref().unwrap_or(&cfg.bin));
+    opts.extra_toml = if cfg.upgrade_from.is_some() { NODE_TOML_EARLIER } else { NODE_TOML }.to_string();
     if !cfg.faults.contains(&FaultKind::PowerCut) {
         return Ok((Cluster::start_specs(specs, opts)?, None));
     }
@@ -398,6 +409,8 @@ struct Harness {
     created: leaf_client::OwnCreates,
     /// See [`RunConfig::power_cut_all`].
     power_cut_all: bool,
+    /// The workload's clients carry the admin token (an upgrade run, [`RunConfig::upgrade_from`]).
+    token_clients: bool,
 }
 
 impl Harness {
@@ -957,7 +970,109 @@ impl Harness {
 
     fn client(&self, id: u64) -> Client {
         let (url, ca) = (self.nodes.url(id), self.nodes.ca());
-        node_client_sharing(&url, None, ca.as_deref(), self.request_timeout, self.created.clone())
+        let token = self.token_clients.then_some(TOKEN);
+        node_client_sharing(&url, token, ca.as_deref(), self.request_timeout, self.created.clone())
+    }
+
+    /// Stops node `id` (SIGTERM), starts it on `bin` and waits until it is ready.
+    async fn restart_on(&mut self, id: u64, bin: &std::path::Path, what: &str) -> anyhow::Result<()> {
+        let clean = self.nodes.stop(id)?;
+        self.nodes.set_bin(id, bin)?;
+        self.nodes.start(id)?;
+        if !self.wait_ready(id, Duration::from_secs(60)).await {
+            bail!("node {id} was not ready within 60 s of its {what}");
+        }
+        self.fault(FaultKind::Restart, FaultAction::Step, &[id], format!("{what} (clean exit {clean}, ready)"));
+        Ok(())
+    }
+
+    /// Replaces every member's `leaf` (`old`) by `new`, one at a time and the leader last:
+    /// SIGTERM, start on the same data, wait until ready. The first follower goes back to
+    /// `old` once first (a downgrade before the cluster's version is raised works). Then it
+    /// waits until every node runs the newest cluster version it supports, and uses a feature
+    /// of that version: the gapless series' limits (`gapless`), set to the widest. Last, a
+    /// follower started on `old` again must refuse to start, and comes back on `new`.
+    /// Recorded as a rolling restart; any failure is the run's fault error.
+    async fn upgrade(
+        &mut self,
+        (old, new): (&std::path::Path, &std::path::Path),
+        gapless: &[String],
+    ) -> anyhow::Result<()> {
+        let kind = FaultKind::Restart;
+        let leader = self.wait_leader(Duration::from_secs(30)).await?;
+        let mut order: Vec<u64> = self.members.iter().copied().filter(|id| *id != leader).collect();
+        order.push(leader);
+        self.fault(
+            kind,
+            FaultAction::Start,
+            &order,
+            format!("rolling upgrade to {}, leader {leader} last", new.display()),
+        );
+        let first = order[0];
+        self.restart_on(first, new, "upgrade").await?;
+        self.restart_on(first, old, "downgrade before the version is raised").await?;
+        for &id in &order {
+            self.restart_on(id, new, "upgrade").await?;
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let version = loop {
+            let mut versions = BTreeSet::new();
+            for &id in &self.members {
+                let v = self.admin(id).cluster_status().await.ok().and_then(|s| s.version);
+                versions.insert(v.filter(|v| v.active == v.supported).map(|v| v.active));
+            }
+            match versions.into_iter().collect::<Vec<_>>().as_slice() {
+                [Some(v)] => break *v,
+                other if Instant::now() >= deadline => {
+                    bail!("the cluster version was not raised on every node within 60 s: {other:?}")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        self.fault(
+            kind,
+            FaultAction::Step,
+            &self.members.clone(),
+            format!("every node runs cluster version {version}"),
+        );
+        // Going back now is refused: the earlier release cannot read the raised state.
+        let leader = self.wait_leader(Duration::from_secs(30)).await?;
+        let follower = self.members.iter().copied().find(|id| *id != leader).context("no follower")?;
+        self.nodes.stop(follower)?;
+        self.nodes.set_bin(follower, old)?;
+        self.nodes.start(follower)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.nodes.alive_and_thawed(follower)? {
+            if Instant::now() >= deadline {
+                bail!("node {follower} started on the earlier release after the version was raised, and kept running");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let why = self.nodes.log_tail(follower, 5);
+        let line = why.lines().rev().find(|l| l.contains("error") || l.contains("Error")).unwrap_or(&why);
+        let refusal: String = line.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+        self.fault(kind, FaultAction::Step, &[follower], format!("the earlier release refused to start: {refusal}"));
+        self.restart_on(follower, new, "upgrade again").await?;
+        let leader = self.wait_leader(Duration::from_secs(30)).await?;
+        for tag in gapless {
+            let wide = super::gapless::unlimited();
+            let req = UpdateTagRequest {
+                max_numbers: wide.max_numbers,
+                issues_per_sec: wide.issues_per_sec,
+                ..Default::default()
+            };
+            self.admin_with(leader, Duration::from_secs(10))
+                .update_tag(tag, &req)
+                .await
+                .with_context(|| format!("setting the limits of series {tag} (cluster version {version})"))?;
+        }
+        self.fault(
+            kind,
+            FaultAction::Heal,
+            &self.members.clone(),
+            format!("upgraded; series limits set on {gapless:?}"),
+        );
+        Ok(())
     }
 
     /// Heals everything: links, paused and dead nodes, clock offsets.
@@ -1172,6 +1287,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         gapless: None,
         created: Default::default(),
         power_cut_all: cfg.power_cut_all,
+        token_clients: cfg.upgrade_from.is_some(),
     };
     let result = drive(&mut h, &cfg, &plan, (warmup, faults_len, after)).await;
     let finished = h.nodes.finish(&cfg.out);
@@ -1232,7 +1348,7 @@ async fn drive(
             now + ms(warmup + faults_len + after),
             now + ms(warmup) + ms(faults_len) / 2,
         );
-        let series = gapless::series(midnight.unwrap_or(0));
+        let series = gapless::series(midnight.unwrap_or(0), cfg.upgrade_from.is_none());
         gapless::create(&h.admin_with(leader, Duration::from_secs(10)), &series).await?;
         let tags: Vec<&str> = series.iter().map(|s| s.tag.as_str()).collect();
         let daily = series[1].options.utc_offset.clone().unwrap_or_default();
@@ -1277,6 +1393,13 @@ async fn drive(
 
     h.phase(Phase::Faults);
     let start = Instant::now();
+    if let Some(old) = &cfg.upgrade_from {
+        let series: Vec<String> =
+            h.gapless.as_ref().map(|g| g.series().iter().map(|s| s.tag.clone()).collect()).unwrap_or_default();
+        if let Err(e) = h.upgrade((old, &cfg.bin), &series).await {
+            h.fault(FaultKind::Restart, FaultAction::Error, &[], format!("upgrade: {e:#}"));
+        }
+    }
     for f in plan {
         let at = start + Duration::from_millis(f.at_ms);
         tokio::time::sleep_until(at).await;

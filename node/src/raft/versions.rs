@@ -46,6 +46,8 @@ pub(crate) struct Versions {
     seen: Mutex<(BTreeMap<NodeId, ClusterVersion>, Option<Instant>)>,
     /// The leader this node last asked, and what it advertised.
     leader: Mutex<Option<(NodeId, ClusterVersion)>>,
+    /// One raise at a time (the leader's rounds and an operation's inline raise).
+    raising: tokio::sync::Mutex<()>,
 }
 
 impl Versions {
@@ -63,7 +65,12 @@ impl Versions {
             }
             _ => SUPPORTED,
         };
-        Versions { advertised, seen: Mutex::new((BTreeMap::new(), None)), leader: Mutex::new(None) }
+        Versions {
+            advertised,
+            seen: Mutex::new((BTreeMap::new(), None)),
+            leader: Mutex::new(None),
+            raising: tokio::sync::Mutex::new(()),
+        }
     }
 
     pub(crate) fn advertised(&self) -> ClusterVersion {
@@ -138,7 +145,11 @@ impl RaftNode {
     /// Proposes `version` (boxed: a leader's own proposals run through here).
     fn raise_to(&self, version: ClusterVersion) -> BoxFuture<'_, Result<ClusterVersion, ProposeError>> {
         Box::pin(async move {
+            let _one = self.versions.raising.lock().await;
             let before = self.state.cluster_version();
+            if before >= version {
+                return Ok(before);
+            }
             let after: ClusterVersion = self.propose(Op::SetClusterVersion { version }).await?;
             if after > before {
                 tracing::info!(from = %before, to = %after, "raised the cluster version: every member supports it");

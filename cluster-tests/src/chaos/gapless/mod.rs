@@ -86,8 +86,11 @@ impl Series {
     }
 }
 
-/// The run's two series; the daily one in the zone of UTC offset `daily_offset_minutes`.
-pub fn series(daily_offset_minutes: i16) -> Vec<Series> {
+/// The run's two series; the daily one in the zone of UTC offset `daily_offset_minutes`. With
+/// `limits`, the widest (an upgrade run creates them on a release before series limits, and
+/// sets them once the cluster runs a version that has them).
+pub fn series(daily_offset_minutes: i16, limits: bool) -> Vec<Series> {
+    let unlimited = || if limits { unlimited() } else { GaplessOptions::default() };
     vec![
         Series { tag: NEVER_TAG.into(), options: GaplessOptions { reset: Some(Reset::Never), ..unlimited() } },
         Series {
@@ -105,7 +108,7 @@ pub fn series(daily_offset_minutes: i16) -> Vec<Series> {
 
 /// Options with the widest limits: the run's callers all come from one address, and its
 /// verdict is about gaps, not rates.
-fn unlimited() -> GaplessOptions {
+pub fn unlimited() -> GaplessOptions {
     GaplessOptions {
         max_numbers: Some(leaf_api::gapless::MAX_SERIES_NUMBERS),
         issues_per_sec: Some(leaf_api::gapless::MAX_ISSUES_PER_SEC),
@@ -498,7 +501,7 @@ mod tests {
         assert_eq!(midnight_offset(at(3, 0) + 1, at(3, 0) + 59_000, at(3, 0)), None);
         for m in 0..1440 {
             let o = midnight_offset(at(0, m) - 1, at(0, m) + 1, at(0, m)).unwrap();
-            let p = SeriesPolicy::from_options(&series(o)[1].options).unwrap();
+            let p = SeriesPolicy::from_options(&series(o, true)[1].options).unwrap();
             assert_ne!(p.period_at(at(0, m) - 1), p.period_at(at(0, m)), "minute {m}, offset {o}");
         }
     }

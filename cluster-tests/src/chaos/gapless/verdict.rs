@@ -475,7 +475,7 @@ mod tests {
         };
         LedgersFile {
             series: vec![SeriesLedger {
-                series: series(0).remove(0),
+                series: series(0, true).remove(0),
                 reference: Some(nodes[0]),
                 entries: entries.clone(),
                 head: head.clone(),
