@@ -33,15 +33,8 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("apply_allocation", |b| {
         let mut state = State::default();
-        let create = Command {
-            at_ms: 1,
-            op: Op::CreateTag {
-                tag: "order-service".to_string(),
-                step: 100_000,
-                start_max_id: 1,
-                description: String::new(),
-            },
-        };
+        let create =
+            Command { at_ms: 1, op: Op::create_segment_tag("order-service".to_string(), 100_000, 1, String::new()) };
         apply(&mut state, &create, &mut Changes::default()).expect("create tag");
         // max_id grows by one step per apply: 9e18 / 1e5 leaves room for 9e13 iterations.
         b.iter(|| apply(&mut state, std::hint::black_box(&cmd), &mut Changes::default()).expect("apply"))

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::Trim;
 use crate::check::check_fields;
-use crate::command::{Command, Op};
+use crate::command::{Command, Op, TagCap};
 use crate::gapless::Issued;
 use crate::state::State;
 use crate::tags::{self, Allocation, TagRecord};
@@ -206,8 +206,7 @@ pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyRe
     check_fields(cmd)?;
     check_version(&cmd.op, state.version)?;
     let (actor, retention, op, trim) = match &cmd.op {
-        Op::Admin { actor, retention, op } => (actor, Some(*retention), &**op, Trim::Together),
-        Op::AdminApart { actor, retention, op } => (actor, Some(*retention), &**op, Trim::Apart),
+        Op::Admin { actor, retention, trim, op } => (actor, Some(*retention), &**op, *trim),
         op => (&Actor::Unattributed, None, op, Trim::Together),
     };
     let applied = change(state, cmd.at_ms, actor, op, changes)?;
@@ -221,17 +220,13 @@ pub fn apply(state: &mut State, cmd: &Command, changes: &mut Changes) -> ApplyRe
 /// Applies one operation (not a wrapper) made by `actor` at leader time `at_ms`.
 fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut Changes) -> ApplyResult {
     match op {
-        Op::CreateTag { tag, step, start_max_id, description } => {
-            let record = TagRecord::new(at_ms, *step, *start_max_id, description);
-            create_tag(state, actor, tag, record, tags::LEGACY_MAX_TAGS, changes)
+        Op::CreateTag { tag: t, cap } => {
+            let max = match cap {
+                TagCap::Legacy => tags::LEGACY_MAX_TAGS,
+                TagCap::Full => tags::MAX_TAGS,
+            };
+            create_tag(state, actor, &t.tag, t.record(at_ms), max, changes)
         }
-        Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
-            let record = TagRecord::new(at_ms, *step, *start_max_id, description)
-                .with_profile(profile.clone())
-                .with_upper_bound(*upper_bound);
-            create_tag(state, actor, tag, record, tags::LEGACY_MAX_TAGS, changes)
-        }
-        Op::CreateTagV3(t) => create_tag(state, actor, &t.tag, t.record(at_ms), tags::MAX_TAGS, changes),
         Op::UpdateTag { tag, step, description } => {
             tags::update(state, at_ms, tag, (*step, description.as_deref()), changes)
         }
@@ -239,8 +234,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::RestoreTag { tag } => tags::restore(state, at_ms, tag, changes),
         Op::AllocateSegment { tag, step, node_id: _ } => tags::allocate(state, at_ms, tag, *step, changes),
         Op::AllocateSegments { asks } => tags::allocate_each(state, at_ms, asks, changes),
-        Op::IssueNumbers { asks } => crate::gapless::apply_each(state, at_ms, asks, changes),
-        Op::IssueOwnedNumbers { asks } => crate::gapless::apply_each_owned(state, at_ms, asks, changes),
+        Op::IssueNumbers { asks, rules } => crate::gapless::apply_each(state, at_ms, asks, *rules, changes),
         Op::SetSeriesLimits { tag, limits } => crate::gapless::set_limits(state, tag, *limits, changes),
         Op::SetClusterVersion { version } => {
             if *version > state.version {
@@ -251,21 +245,15 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         }
         // The state machine stops before such an entry; refused here all the same.
         Op::Undecodable(e) => Err(not_supported(e.version)),
-        Op::RegisterWorker { node_id, lease_ms } => {
-            workers::register(state, at_ms, (*node_id, *lease_ms), 0..=WORKER_IDS - 1, changes)
-        }
-        Op::RegisterWorkerIn { node_id, lease_ms, first, last } => {
-            workers::register(state, at_ms, (*node_id, *lease_ms), *first..=*last, changes)
+        Op::RegisterWorker { node_id, lease_ms, within } => {
+            let (first, last) = within.unwrap_or((0, WORKER_IDS - 1));
+            workers::register(state, at_ms, (*node_id, *lease_ms), first..=last, changes)
         }
         Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
             workers::renew(state, at_ms, (*node_id, *worker_id), *high_water_ms, *lease_ms, changes)
         }
-        Op::CreateToken(t) => {
-            let record = crate::tokens::create(state, at_ms, actor, (t, Default::default()), changes)?;
-            Ok(Applied::Token { id: t.id, record })
-        }
-        Op::CreateTokenV2 { token, limits } => {
-            let record = crate::tokens::create(state, at_ms, actor, (token, *limits), changes)?;
+        Op::CreateToken { token, limits } => {
+            let record = crate::tokens::create(state, at_ms, actor, (token, limits.unwrap_or_default()), changes)?;
             Ok(Applied::Token { id: token.id, record })
         }
         Op::RotateToken { id, secret_hash, grace_ms } => {
@@ -280,7 +268,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::PutTemplate(t) => templates::put(state, at_ms, t, changes),
         Op::DeleteTemplate { name } => templates::delete(state, name, changes),
         Op::NoteMembership(_) => Ok(Applied::Nothing),
-        Op::Admin { .. } | Op::AdminApart { .. } => Err(invalid("an admin wrapper cannot wrap another")),
+        Op::Admin { .. } => Err(invalid("an admin wrapper cannot wrap another")),
     }
 }
 
@@ -349,26 +337,35 @@ mod tests {
         assert_eq!(run(&mut s, alloc("t", 10)).1, tags(&["t"]));
         let upd = cmd(Op::UpdateTag { tag: "t".into(), step: None, description: Some("x".into()) });
         assert_eq!(run(&mut s, upd).1, audited(&["t"], 2));
-        let token = Op::CreateToken(crate::tokens::NewToken {
-            id: TokenId(9),
-            name: "svc".into(),
-            rights: [leaf_api::tokens::Right::Cluster].into(),
-            tags: vec![],
-            quota: None,
-            secret_hash: [1; 32],
-        });
+        let token = Op::CreateToken {
+            token: crate::tokens::NewToken {
+                id: TokenId(9),
+                name: "svc".into(),
+                rights: [leaf_api::tokens::Right::Cluster].into(),
+                tags: vec![],
+                quota: None,
+                secret_hash: [1; 32],
+            },
+            limits: None,
+        };
         let c = run(&mut s, cmd(token)).1;
         assert_eq!(c, Changes { tokens: [9].into(), audit: [3].into(), audit_meta: true, ..Changes::default() });
         assert_eq!(run(&mut s, alloc("nope", 10)).1, Changes::default());
         assert_eq!(run(&mut s, create("t", 10, 1)).1, Changes::default());
         // A new worker, the same node again (re-registration), a renewal.
-        assert_eq!(run(&mut s, at(0, Op::RegisterWorker { node_id: 1, lease_ms: 10_000 })).1, workers(&[0]));
-        assert_eq!(run(&mut s, at(5, Op::RegisterWorker { node_id: 1, lease_ms: 10_000 })).1, workers(&[0]));
+        assert_eq!(
+            run(&mut s, at(0, Op::RegisterWorker { node_id: 1, lease_ms: 10_000, within: None })).1,
+            workers(&[0])
+        );
+        assert_eq!(
+            run(&mut s, at(5, Op::RegisterWorker { node_id: 1, lease_ms: 10_000, within: None })).1,
+            workers(&[0])
+        );
         let renew = Op::RenewWorker { node_id: 1, worker_id: 0, high_water_ms: 9, lease_ms: 10_000 };
         assert_eq!(run(&mut s, at(6, renew.clone())).1, workers(&[0]));
         // Node 1 leaves; after its lease and grace, node 3 gets its ID: the recycled key.
         record_members(&mut s, [2, 3], &mut Changes::default());
-        let (r, c) = run(&mut s, at(100_000, Op::RegisterWorker { node_id: 3, lease_ms: 10_000 }));
+        let (r, c) = run(&mut s, at(100_000, Op::RegisterWorker { node_id: 3, lease_ms: 10_000, within: None }));
         assert!(matches!(r, Ok(Applied::Worker(g)) if g.worker_id == 0), "{r:?}");
         assert_eq!(c, workers(&[0]));
         assert_eq!(s.workers[&0].previous_node_id, Some(1));

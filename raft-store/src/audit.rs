@@ -126,7 +126,7 @@ impl AuditLog {
 }
 
 /// How the trail trims when a record is added: all records together (entries of releases
-/// before [`crate::command::Op::AdminApart`]), or each kind apart.
+/// before the split), or each kind apart (what this release proposes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trim {
     Together,
@@ -212,21 +212,8 @@ fn tag_created(t: &NewTag) -> AuditAction {
 /// What the trail says of `op`, an admin change that succeeded with `applied`.
 fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
     let action = match (op, applied) {
-        (Op::CreateTag { tag, step, start_max_id, .. }, _) => AuditAction::TagCreated {
-            tag: tag.clone(),
-            profile: leaf_api::profile::Profile::Segment,
-            step: *step,
-            first_id: *start_max_id,
-            upper_bound: None,
-        },
-        (Op::CreateTagV2 { tag, step, start_max_id, profile, upper_bound, .. }, _) => AuditAction::TagCreated {
-            tag: tag.clone(),
-            profile: profile.kind(),
-            step: *step,
-            first_id: *start_max_id,
-            upper_bound: *upper_bound,
-        },
-        (Op::CreateTagV3(t), _) => tag_created(t),
+        // The same record whichever form the creation came in.
+        (Op::CreateTag { tag, .. }, _) => tag_created(tag),
         (Op::ArchiveTag { tag }, Applied::Tag { record, .. }) => {
             AuditAction::TagArchived { tag: tag.clone(), max_id: record.max_id }
         }
@@ -243,14 +230,14 @@ fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
         (Op::UpdateTag { tag, step, description }, _) => {
             AuditAction::TagUpdated { tag: tag.clone(), step: *step, description: description.is_some() }
         }
-        (Op::CreateToken(t), _) => AuditAction::TokenCreated {
+        (Op::CreateToken { token: t, limits: None }, _) => AuditAction::TokenCreated {
             token: t.id,
             name: t.name.clone(),
             rights: t.rights.iter().copied().collect(),
             tags: t.tags.clone(),
             quota: t.quota,
         },
-        (Op::CreateTokenV2 { token: t, limits }, _) => AuditAction::TokenCreatedWithLimits {
+        (Op::CreateToken { token: t, limits: Some(limits) }, _) => AuditAction::TokenCreatedWithLimits {
             token: t.id,
             name: t.name.clone(),
             rights: t.rights.iter().copied().collect(),
@@ -380,11 +367,11 @@ mod tests {
     }
 
     fn admin(actor: Actor, op: Op) -> Op {
-        Op::Admin { actor, retention: crate::audit::DEFAULT_RETENTION, op: Box::new(op) }
+        Op::Admin { actor, retention: crate::audit::DEFAULT_RETENTION, trim: crate::Trim::Together, op: Box::new(op) }
     }
 
     fn create_op(tag: &str) -> Op {
-        Op::CreateTag { tag: tag.into(), step: 10, start_max_id: 1, description: "d".into() }
+        Op::create_segment_tag(tag.into(), 10, 1, "d".into())
     }
 
     /// Every successful admin change is in the trail with its actor and the command's time;
@@ -438,6 +425,7 @@ mod tests {
                 Op::Admin {
                     actor: Actor::AdminToken,
                     retention: AuditRetention { max_records: 0, max_age_ms: 86_400_000 },
+                    trim: crate::Trim::Together,
                     op: Box::new(create_op("x")),
                 },
             ),
@@ -445,13 +433,7 @@ mod tests {
                 "forged note",
                 Op::NoteMembership(AuditAction::TagUpdated { tag: "t".into(), step: None, description: true }),
             ),
-            (
-                "inner field",
-                admin(
-                    Actor::AdminToken,
-                    Op::CreateTag { tag: "a b".into(), step: 1, start_max_id: 0, description: String::new() },
-                ),
-            ),
+            ("inner field", admin(Actor::AdminToken, Op::create_segment_tag("a b".into(), 1, 0, String::new()))),
         ];
         for (what, op) in bad {
             let mut c = Changes::default();

@@ -6,9 +6,10 @@ use leaf_api::codec;
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
 
 use crate::apply::{invalid, ApplyError};
-use crate::command::{Command, Op};
+use crate::command::{Command, NumberRules, Op};
 use crate::profile::StoredProfile;
 use crate::tags::{NewTag, MAX_DESCRIPTION_BYTES, MAX_SEGMENT_ASKS, MAX_TAGS_PER_COMMAND};
+use crate::tokens::TokenLimits;
 use crate::workers::{MAX_HIGH_WATER_AHEAD_MS, MAX_LEASE_MS, MIN_LEASE_MS, WORKER_IDS};
 
 /// Largest encoded [`Command`] (through [`leaf_api::codec`]) the leader proposes. The largest
@@ -60,7 +61,7 @@ fn check_new_tag(t: &NewTag) -> Result<(), ApplyError> {
     check_new_tag_fields(&t.tag, t.step, t.start_max_id, &t.description, &t.profile, t.upper_bound)
 }
 
-/// The fields of a tag to create, as `CreateTagV2` carries them (borrowed, not copied).
+/// The fields of a tag to create (borrowed, not copied).
 fn check_new_tag_fields(
     tag: &str,
     step: i64,
@@ -80,16 +81,7 @@ fn check_new_tag_fields(
 /// checks first and [`check_command`] checks before proposing.
 pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
     match &cmd.op {
-        Op::CreateTag { tag, step, start_max_id, description } => {
-            validate_tag(tag)?;
-            validate_step(*step)?;
-            validate_max_id(*start_max_id)?;
-            check_description(description)
-        }
-        Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound } => {
-            check_new_tag_fields(tag, *step, *start_max_id, description, profile, *upper_bound)
-        }
-        Op::CreateTagV3(t) => check_new_tag(t),
+        Op::CreateTag { tag, .. } => check_new_tag(tag),
         Op::PutTemplate(t) => crate::templates::check_new(t),
         Op::DeleteTemplate { name } => {
             leaf_api::template::validate_template_name(name).map_err(|e| invalid(e.to_string()))
@@ -125,28 +117,24 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             }
             asks.iter().try_for_each(|a| check_ask(&a.tag, a.step, a.node_id))
         }
-        Op::IssueNumbers { asks } => crate::gapless::check_asks(asks),
-        Op::IssueOwnedNumbers { asks } => crate::gapless::check_owned_asks(asks),
+        Op::IssueNumbers { asks, rules: NumberRules::Owned } => crate::gapless::check_owned_asks(asks),
+        Op::IssueNumbers { asks, rules: NumberRules::Plain } => crate::gapless::check_asks(asks),
         Op::SetSeriesLimits { tag, limits } => {
             validate_tag(tag)?;
             limits.validate().map_err(|e| invalid(e.to_string()))
         }
-        Op::RegisterWorker { node_id, lease_ms } => {
-            check_node_id(*node_id)?;
-            check_lease(*lease_ms)
-        }
-        Op::RegisterWorkerIn { node_id, lease_ms, first, last } => {
+        Op::RegisterWorker { node_id, lease_ms, within } => {
             check_node_id(*node_id)?;
             check_lease(*lease_ms)?;
+            let Some((first, last)) = within else { return Ok(()) };
             if first > last || *last >= WORKER_IDS {
                 return Err(invalid(format!("worker IDs {first}..={last} are not a range within 0..{WORKER_IDS}")));
             }
             Ok(())
         }
-        Op::CreateToken(t) => crate::tokens::check_new(t),
-        Op::CreateTokenV2 { token, limits } => {
+        Op::CreateToken { token, limits } => {
             crate::tokens::check_new(token)?;
-            limits.check()
+            limits.as_ref().map_or(Ok(()), TokenLimits::check)
         }
         Op::RotateToken { grace_ms, .. } => crate::tokens::check_grace(*grace_ms),
         Op::RevokeToken { .. } => Ok(()),
@@ -160,7 +148,7 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
         // Checked where it is: the state machine stops before it, and the leader never proposes it.
         Op::Undecodable(_) => Ok(()),
         Op::NoteMembership(action) => crate::audit::check_note(action),
-        Op::Admin { actor, retention, op } | Op::AdminApart { actor, retention, op } => {
+        Op::Admin { actor, retention, op, .. } => {
             if !op.is_admin() {
                 return Err(invalid("only an admin change may be wrapped with its actor"));
             }
@@ -196,10 +184,7 @@ pub fn check_command(cmd: &Command) -> Result<(), ApplyError> {
     check_fields(cmd)?;
     let len = codec::encode(cmd).map_err(|e| invalid(format!("command does not encode: {e}")))?.len();
     let max = match cmd.op.inner() {
-        Op::CreateTags { .. }
-        | Op::AllocateSegments { .. }
-        | Op::IssueNumbers { .. }
-        | Op::IssueOwnedNumbers { .. } => MAX_BATCH_COMMAND_BYTES,
+        Op::CreateTags { .. } | Op::AllocateSegments { .. } | Op::IssueNumbers { .. } => MAX_BATCH_COMMAND_BYTES,
         _ => MAX_COMMAND_BYTES,
     };
     if len > max {
@@ -246,37 +231,20 @@ mod tests {
             lease_ms,
         };
         let bad: Vec<(&str, Op)> = vec![
-            ("create: tag", Op::CreateTag { tag: "a/b".into(), step: 1, start_max_id: 0, description: String::new() }),
-            (
-                "create: empty tag",
-                Op::CreateTag { tag: String::new(), step: 1, start_max_id: 0, description: String::new() },
-            ),
-            (
-                "create: step",
-                Op::CreateTag {
-                    tag: "u".into(),
-                    step: leaf_api::tag::MAX_STEP + 1,
-                    start_max_id: 0,
-                    description: String::new(),
-                },
-            ),
-            (
-                "create: max_id",
-                Op::CreateTag { tag: "u".into(), step: 1, start_max_id: -1, description: String::new() },
-            ),
-            (
-                "create: description",
-                Op::CreateTag { tag: "u".into(), step: 1, start_max_id: 0, description: long.clone() },
-            ),
+            ("create: tag", Op::create_segment_tag("a/b".into(), 1, 0, String::new())),
+            ("create: empty tag", Op::create_segment_tag(String::new(), 1, 0, String::new())),
+            ("create: step", Op::create_segment_tag("u".into(), leaf_api::tag::MAX_STEP + 1, 0, String::new())),
+            ("create: max_id", Op::create_segment_tag("u".into(), 1, -1, String::new())),
+            ("create: description", Op::create_segment_tag("u".into(), 1, 0, long.clone())),
             ("update: tag", Op::UpdateTag { tag: "x".repeat(129), step: None, description: None }),
             ("update: step", Op::UpdateTag { tag: "t".into(), step: Some(-1), description: None }),
             ("update: description", Op::UpdateTag { tag: "t".into(), step: None, description: Some(long.clone()) }),
             ("allocate: tag", Op::AllocateSegment { tag: "t t".into(), step: 1, node_id: 1 }),
             ("allocate: step", Op::AllocateSegment { tag: "t".into(), step: 0, node_id: 1 }),
             ("allocate: node", Op::AllocateSegment { tag: "t".into(), step: 1, node_id: 0 }),
-            ("register: node", Op::RegisterWorker { node_id: 0, lease_ms: 10_000 }),
-            ("register: lease low", Op::RegisterWorker { node_id: 2, lease_ms: MIN_LEASE_MS - 1 }),
-            ("register: lease high", Op::RegisterWorker { node_id: 2, lease_ms: MAX_LEASE_MS + 1 }),
+            ("register: node", Op::RegisterWorker { node_id: 0, lease_ms: 10_000, within: None }),
+            ("register: lease low", Op::RegisterWorker { node_id: 2, lease_ms: MIN_LEASE_MS - 1, within: None }),
+            ("register: lease high", Op::RegisterWorker { node_id: 2, lease_ms: MAX_LEASE_MS + 1, within: None }),
             ("renew: node", renew(0, 0, 5, 10_000)),
             ("renew: worker ID", renew(1, WORKER_IDS, 5, 10_000)),
             ("renew: worker ID max", renew(1, u16::MAX, 5, 10_000)),
@@ -296,12 +264,12 @@ mod tests {
             assert!(matches!(check_command(&c), Err(ApplyError::Invalid(_))), "{what}: check_command let it through");
         }
         // The limits themselves are accepted.
-        let at_limit = Op::CreateTag {
-            tag: "x".repeat(leaf_api::tag::MAX_TAG_LEN),
-            step: leaf_api::tag::MAX_STEP,
-            start_max_id: i64::MAX,
-            description: "d".repeat(MAX_DESCRIPTION_BYTES),
-        };
+        let at_limit = Op::create_segment_tag(
+            "x".repeat(leaf_api::tag::MAX_TAG_LEN),
+            leaf_api::tag::MAX_STEP,
+            i64::MAX,
+            "d".repeat(MAX_DESCRIPTION_BYTES),
+        );
         assert!(check_command(&at(1_000, at_limit.clone())).is_ok());
         assert!(ap(&mut s, &at(1_000, at_limit)).is_ok());
         assert!(ap(&mut s, &at(1_000, renew(1, 0, 1_000 + MAX_HIGH_WATER_AHEAD_MS, MAX_LEASE_MS))).is_ok());
@@ -313,13 +281,16 @@ mod tests {
     fn check_command_bounds_the_encoded_size() {
         let largest = at(
             i64::MIN,
-            Op::CreateTagV2 {
-                tag: "x".repeat(leaf_api::tag::MAX_TAG_LEN),
-                step: leaf_api::tag::MAX_STEP,
-                start_max_id: i64::MAX - 1,
-                description: "d".repeat(MAX_DESCRIPTION_BYTES),
-                profile: StoredProfile::Obfuscated { key: [0xff; crate::OBFUSCATION_KEY_BYTES] },
-                upper_bound: Some(i64::MAX - 1),
+            Op::CreateTag {
+                tag: NewTag {
+                    tag: "x".repeat(leaf_api::tag::MAX_TAG_LEN),
+                    step: leaf_api::tag::MAX_STEP,
+                    start_max_id: i64::MAX - 1,
+                    description: "d".repeat(MAX_DESCRIPTION_BYTES),
+                    profile: StoredProfile::Obfuscated { key: [0xff; crate::OBFUSCATION_KEY_BYTES] },
+                    upper_bound: Some(i64::MAX - 1),
+                },
+                cap: crate::TagCap::Legacy,
             },
         );
         let len = codec::encode(&largest).unwrap().len();

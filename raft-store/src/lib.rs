@@ -99,7 +99,7 @@ pub mod workers;
 
 pub use apply::{apply, Applied, ApplyError, ApplyResult, Changes};
 pub use check::{check_command, MAX_BATCH_COMMAND_BYTES, MAX_COMMAND_BYTES};
-pub use command::{Command, Op, Repeat, SegmentAsk};
+pub use command::{Command, NumberRules, Op, Repeat, SegmentAsk, TagCap, Trim};
 pub use disk::{Batch, Disk, Iter, Tree};
 pub use gapless::{
     chain_hash, heads_digest, ChainEvent, Issued, Ledger, NumberAct, NumberAsk, NumberRecord, OwnedAsk, Proof,

@@ -549,7 +549,7 @@ mod tests {
             actor: Actor::Unattributed,
             act: crate::gapless::NumberAct::Issue,
         };
-        let cmd = crate::Command { at_ms: JAN2_2027 + 1, op: crate::Op::IssueNumbers { asks: vec![ask] } };
+        let cmd = crate::Command { at_ms: JAN2_2027 + 1, op: crate::Op::plain_numbers(vec![ask]) };
         let r = crate::apply::apply(&mut s, &cmd, &mut Changes::default()).unwrap();
         let crate::Applied::Numbers(r) = r else { panic!() };
         assert_eq!(r[0].as_ref().map(|i| (i.period, i.number)), Ok((2027, 6)));

@@ -27,11 +27,11 @@ pub use leaf_api::tag::MAX_DESCRIPTION_BYTES;
 /// releases apply the single creations with that bound, and cannot read a batch at all.
 pub const MAX_TAGS: usize = 1_000_000;
 
-/// Most tags a single creation ([`Op::CreateTag`](crate::Op::CreateTag),
-/// [`Op::CreateTagV2`](crate::Op::CreateTagV2)) leaves in the state: the bound of the releases
-/// before streamed snapshots, which apply those entries too, so that every node of a cluster
-/// in the middle of an upgrade answers them alike. The node proposes a single creation as a
-/// batch of one once the state holds this many tags.
+/// Most tags a single creation under [`TagCap::Legacy`](crate::TagCap::Legacy) leaves in
+/// the state: the bound of the releases before streamed snapshots, which apply those entries
+/// too, so that every node of a cluster in the middle of an upgrade answers them alike. The
+/// node proposes a creation under [`TagCap::Full`](crate::TagCap::Full) once the state holds
+/// this many tags.
 pub const LEGACY_MAX_TAGS: usize = 40_000;
 
 /// A tag as stored.

@@ -23,7 +23,7 @@ pub(crate) fn at(at_ms: i64, op: Op) -> Command {
 
 /// Creates segment tag `tag`.
 pub(crate) fn create(tag: &str, step: i64, max_id: i64) -> Command {
-    cmd(Op::CreateTag { tag: tag.into(), step, start_max_id: max_id, description: "d".into() })
+    cmd(Op::create_segment_tag(tag.into(), step, max_id, "d".into()))
 }
 
 /// Creates gapless series `tag` of `policy` at leader time `at_ms`.
@@ -37,7 +37,7 @@ pub(crate) fn create_series(tag: &str, policy: leaf_api::gapless::SeriesPolicy, 
         profile,
         upper_bound: None,
     };
-    at(at_ms, Op::CreateTagV3(t))
+    at(at_ms, Op::CreateTag { tag: t, cap: crate::TagCap::Full })
 }
 
 /// Allocates `step` IDs of `tag` for node 1.
@@ -55,7 +55,7 @@ pub(crate) fn grant(r: ApplyResult) -> WorkerGrant {
 
 /// Registers `node_id` for a worker ID at `at_ms` on a 10 s lease.
 pub(crate) fn register(s: &mut State, at_ms: i64, node_id: u64) -> ApplyResult {
-    ap(s, &at(at_ms, Op::RegisterWorker { node_id, lease_ms: 10_000 }))
+    ap(s, &at(at_ms, Op::RegisterWorker { node_id, lease_ms: 10_000, within: None }))
 }
 
 /// A runtime for the store's async tests.

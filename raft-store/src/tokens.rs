@@ -215,17 +215,20 @@ mod tests {
     #[test]
     fn create_rotate_revoke() {
         let mut s = State::default();
-        let (r, c) = run(&mut s, 10, Op::CreateToken(new_token(1, "svc", "orders-*")));
+        let (r, c) = run(&mut s, 10, Op::CreateToken { token: new_token(1, "svc", "orders-*"), limits: None });
         assert!(matches!(r, Ok(Applied::Token { ref record, .. }) if record.created_ms == 10), "{r:?}");
         assert_eq!(c.tokens, [1].into());
         assert!(s.tokens[&1].allows(Right::Ids, "orders-eu"));
         assert!(!s.tokens[&1].allows(Right::Ids, "users"));
         assert!(!s.tokens[&1].allows(Right::Tags, "orders-eu"));
         // Same ID, same name: refused, nothing written.
-        let (r, c) = run(&mut s, 11, Op::CreateToken(new_token(1, "other", "*")));
+        let (r, c) = run(&mut s, 11, Op::CreateToken { token: new_token(1, "other", "*"), limits: None });
         assert_eq!(r, Err(ApplyError::TokenExists(TokenId(1))));
         assert!(c.is_empty());
-        assert!(matches!(run(&mut s, 11, Op::CreateToken(new_token(2, "svc", "*"))).0, Err(ApplyError::Invalid(_))));
+        assert!(matches!(
+            run(&mut s, 11, Op::CreateToken { token: new_token(2, "svc", "*"), limits: None }).0,
+            Err(ApplyError::Invalid(_))
+        ));
         // Rotation with a grace period keeps the old hash until then.
         let (r, _) = run(&mut s, 20, Op::RotateToken { id: TokenId(1), secret_hash: [9; 32], grace_ms: 5 });
         assert!(r.is_ok());
@@ -259,7 +262,7 @@ mod tests {
         t.quota = Some(Quota { rate_per_sec: 0, burst: 1 });
         bad.push(t);
         for t in bad {
-            let (r, c) = run(&mut s, 1, Op::CreateToken(t.clone()));
+            let (r, c) = run(&mut s, 1, Op::CreateToken { token: t.clone(), limits: None });
             assert!(matches!(r, Err(ApplyError::Invalid(_))), "{t:?}: {r:?}");
             assert!(c.is_empty());
         }
@@ -272,11 +275,12 @@ mod tests {
     fn a_token_creates_at_most_its_max_tags() {
         let mut s = State::default();
         let limits = TokenLimits { id_quota: None, max_tags: Some(2) };
-        run(&mut s, 1, Op::CreateTokenV2 { token: new_token(1, "svc", "t-*"), limits }).0.unwrap();
-        let by = |actor: &Actor, tag: &str| Op::AdminApart {
+        run(&mut s, 1, Op::CreateToken { token: new_token(1, "svc", "t-*"), limits: Some(limits) }).0.unwrap();
+        let by = |actor: &Actor, tag: &str| Op::Admin {
             actor: actor.clone(),
             retention: crate::audit::DEFAULT_RETENTION,
-            op: Box::new(Op::CreateTag { tag: tag.into(), step: 10, start_max_id: 1, description: String::new() }),
+            trim: crate::Trim::Apart,
+            op: Box::new(Op::create_segment_tag(tag.into(), 10, 1, String::new())),
         };
         let token = Actor::Token { id: TokenId(1), name: "svc".into() };
         for tag in ["t-1", "t-2"] {
@@ -296,11 +300,12 @@ mod tests {
         assert_eq!(s.tokens[&1].tags_created, 2);
         // A batch counts every tag it creates (not those that exist) and must fit whole.
         let limits = TokenLimits { id_quota: None, max_tags: Some(3) };
-        run(&mut s, 4, Op::CreateTokenV2 { token: new_token(4, "bulk", "b-*"), limits }).0.unwrap();
+        run(&mut s, 4, Op::CreateToken { token: new_token(4, "bulk", "b-*"), limits: Some(limits) }).0.unwrap();
         let bulk = Actor::Token { id: TokenId(4), name: "bulk".into() };
-        let batch = |actor: &Actor, tags: &[&str]| Op::AdminApart {
+        let batch = |actor: &Actor, tags: &[&str]| Op::Admin {
             actor: actor.clone(),
             retention: crate::audit::DEFAULT_RETENTION,
+            trim: crate::Trim::Apart,
             op: Box::new(Op::CreateTags {
                 tags: tags.iter().map(|t| crate::tags::NewTag::segment(t.to_string(), 10, 1, String::new())).collect(),
             }),
@@ -316,26 +321,26 @@ mod tests {
         assert_eq!(s.tokens[&4].tags_created, 3);
         assert!(matches!(run(&mut s, 4, batch(&bulk, &["b-5"])).0, Err(ApplyError::TokenTagBudget { .. })));
         // A token without a limit is counted all the same.
-        run(&mut s, 5, Op::CreateToken(new_token(2, "free", "*"))).0.unwrap();
+        run(&mut s, 5, Op::CreateToken { token: new_token(2, "free", "*"), limits: None }).0.unwrap();
         let free = Actor::Token { id: TokenId(2), name: "free".into() };
         assert!(run(&mut s, 6, by(&free, "u-1")).0.is_ok());
         assert_eq!(s.tokens[&2].tags_created, 1);
         // Limits out of range are refused like the rest of a token.
         let bad = TokenLimits { id_quota: None, max_tags: Some(0) };
-        let (r, c) = run(&mut s, 7, Op::CreateTokenV2 { token: new_token(3, "bad", "*"), limits: bad });
+        let (r, c) = run(&mut s, 7, Op::CreateToken { token: new_token(3, "bad", "*"), limits: Some(bad) });
         assert!(matches!(r, Err(ApplyError::Invalid(_))), "{r:?}");
         assert!(c.is_empty());
         let bad = TokenLimits { id_quota: Some(IdQuota { ids_per_sec: 0, burst_ids: 1 }), max_tags: None };
-        assert!(run(&mut s, 7, Op::CreateTokenV2 { token: new_token(3, "bad", "*"), limits: bad }).0.is_err());
+        assert!(run(&mut s, 7, Op::CreateToken { token: new_token(3, "bad", "*"), limits: Some(bad) }).0.is_err());
     }
 
     #[test]
     fn the_token_count_is_bounded() {
         let mut s = State::default();
         for i in 0..MAX_TOKENS as u64 {
-            run(&mut s, 1, Op::CreateToken(new_token(i, &format!("t{i}"), "*"))).0.unwrap();
+            run(&mut s, 1, Op::CreateToken { token: new_token(i, &format!("t{i}"), "*"), limits: None }).0.unwrap();
         }
-        let (r, c) = run(&mut s, 1, Op::CreateToken(new_token(u64::MAX, "one-more", "*")));
+        let (r, c) = run(&mut s, 1, Op::CreateToken { token: new_token(u64::MAX, "one-more", "*"), limits: None });
         assert!(matches!(r, Err(ApplyError::Invalid(ref m)) if m.contains("tokens")), "{r:?}");
         assert!(c.is_empty());
     }

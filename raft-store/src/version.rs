@@ -14,7 +14,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::apply::{check_version, ApplyError};
-use crate::command::Op;
+use crate::command::{NumberRules, Op};
+use crate::gapless::OwnedAsk;
 
 /// A cluster version: a set of operations a node can apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -53,9 +54,10 @@ impl fmt::Display for ClusterVersion {
 /// is refused ([`ApplyError::FeatureNotActive`]).
 pub fn form(op: Op, active: ClusterVersion) -> Result<Op, ApplyError> {
     let op = match op {
-        Op::IssueOwnedNumbers { asks } if active < ClusterVersion(2) => {
-            Op::IssueNumbers { asks: asks.into_iter().map(|a| a.ask).collect() }
-        }
+        Op::IssueNumbers { asks, rules: NumberRules::Owned } if active < ClusterVersion(2) => Op::IssueNumbers {
+            asks: asks.into_iter().map(|a| OwnedAsk { ask: a.ask, proof: None }).collect(),
+            rules: NumberRules::Plain,
+        },
         op => op,
     };
     check_version(&op, active)?;

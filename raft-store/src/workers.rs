@@ -170,7 +170,7 @@ mod tests {
         assert_eq!((again.worker_id, again.not_before_ms, again.lease_expires_ms), (1, 5000, 13_000));
         assert_eq!(register(&mut s, 3000, 9), Err(ApplyError::NotAMember(9)));
         assert!(matches!(
-            ap(&mut s, &at(0, Op::RegisterWorker { node_id: 1, lease_ms: 5 })),
+            ap(&mut s, &at(0, Op::RegisterWorker { node_id: 1, lease_ms: 5, within: None })),
             Err(ApplyError::Invalid(_))
         ));
     }
@@ -241,7 +241,7 @@ mod tests {
     fn worker_ids_stay_in_their_range() {
         let mut s = State::default();
         record_members(&mut s, [1, 2, 3], &mut Changes::default());
-        let reg = |node_id, first, last| Op::RegisterWorkerIn { node_id, lease_ms: 10_000, first, last };
+        let reg = |node_id, first, last| Op::RegisterWorker { node_id, lease_ms: 10_000, within: Some((first, last)) };
         assert_eq!(grant(register(&mut s, 0, 1)).worker_id, 0);
         let g = grant(ap(&mut s, &at(1_000, reg(2, 512, 513))));
         assert_eq!(g.worker_id, 512);

@@ -59,9 +59,7 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             validate_step(a.stored_step).map_err(|e| invalid(format!("stored step: {e}")))
         }
         (
-            Op::CreateTag { tag, .. }
-            | Op::CreateTagV2 { tag, .. }
-            | Op::CreateTagV3(NewTag { tag, .. })
+            Op::CreateTag { tag: NewTag { tag, .. }, .. }
             | Op::UpdateTag { tag, .. }
             | Op::ArchiveTag { tag }
             | Op::RestoreTag { tag },
@@ -74,14 +72,14 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             validate_step(record.step).map_err(|e| invalid(e.to_string()))?;
             validate_max_id(record.max_id).map_err(|e| invalid(e.to_string()))
         }
-        (Op::RegisterWorker { .. }, Applied::Worker(g)) => check_worker(g.worker_id, g.lease_expires_ms),
-        (Op::RegisterWorkerIn { first, last, .. }, Applied::Worker(g)) => {
+        (Op::RegisterWorker { within: None, .. }, Applied::Worker(g)) => check_worker(g.worker_id, g.lease_expires_ms),
+        (Op::RegisterWorker { within: Some((first, last)), .. }, Applied::Worker(g)) => {
             if !(*first..=*last).contains(&g.worker_id) {
                 return Err(invalid(format!("worker ID {} is outside the asked {first}..={last}", g.worker_id)));
             }
             check_worker(g.worker_id, g.lease_expires_ms)
         }
-        (Op::CreateToken(t) | Op::CreateTokenV2 { token: t, .. }, Applied::Token { id, record }) => {
+        (Op::CreateToken { token: t, .. }, Applied::Token { id, record }) => {
             check_token_answer(t.id, *id, record)?;
             if record.secret_hash != t.secret_hash || record.name != t.name {
                 return Err(invalid(format!("token {id} answered with another name or secret")));
@@ -123,8 +121,7 @@ pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerErro
             Ok(())
         }
         (Op::NoteMembership(_), Applied::Nothing) => Ok(()),
-        (Op::IssueNumbers { asks }, Applied::Numbers(results)) => check_numbers(asks.iter(), results),
-        (Op::IssueOwnedNumbers { asks }, Applied::Numbers(results)) => {
+        (Op::IssueNumbers { asks, .. }, Applied::Numbers(results)) => {
             check_numbers(asks.iter().map(|a| &a.ask), results)
         }
         (Op::SetSeriesLimits { limits, .. }, Applied::Limits(got)) => {
@@ -391,7 +388,7 @@ mod tests {
         let grant = |worker_id, lease_expires_ms| {
             Applied::Worker(WorkerGrant { worker_id, not_before_ms: 0, lease_expires_ms })
         };
-        let register = Op::RegisterWorker { node_id: 1, lease_ms: 60_000 };
+        let register = Op::RegisterWorker { node_id: 1, lease_ms: 60_000, within: None };
         assert!(check_applied(&register, &grant(3, 1_700_000_000_000)).is_ok());
         assert!(check_applied(&register, &grant(1024, 1_700_000_000_000)).is_err());
         assert!(check_applied(&register, &grant(3, -1)).is_err());
@@ -399,7 +396,7 @@ mod tests {
         assert!(check_applied(&renew, &grant(3, 1_700_000_000_000)).is_ok());
         assert!(check_applied(&renew, &grant(4, 1_700_000_000_000)).is_err());
         let record = TagRecord::plain(1, 10, 0, 0);
-        let create = Op::CreateTag { tag: "a".into(), step: 10, start_max_id: 1, description: String::new() };
+        let create = Op::create_segment_tag("a".into(), 10, 1, String::new());
         let tag = |t: &str, record: TagRecord| Applied::Tag { tag: t.into(), record };
         assert!(check_applied(&create, &tag("a", record.clone())).is_ok());
         assert!(check_applied(&create, &tag("b", record.clone())).is_err());

@@ -8,12 +8,12 @@
 //! whole group (at most [`MAX_SEGMENT_ASKS`]), commits it and answers each caller with its own
 //! allocation. A lone allocation is still an [`Op::AllocateSegment`], so a quiet cluster
 //! writes what earlier releases wrote. Issues of gapless numbers are grouped the same way into
-//! [`Op::IssueOwnedNumbers`] entries (at most [`leaf_raft_store::MAX_NUMBER_ASKS`]): one series
+//! owned [`Op::IssueNumbers`] entries (at most [`leaf_raft_store::MAX_NUMBER_ASKS`]): one series
 //! serves thousands of numbers a second from one commit per group, not one per number.
 //!
 //! [`Op::AllocateSegment`]: leaf_raft_store::Op::AllocateSegment
 //! [`Op::AllocateSegments`]: leaf_raft_store::Op::AllocateSegments
-//! [`Op::IssueOwnedNumbers`]: leaf_raft_store::Op::IssueOwnedNumbers
+//! [`Op::IssueNumbers`]: leaf_raft_store::Op::IssueNumbers
 //!
 //! Each allocation of a group is applied as if alone ([`leaf_raft_store::apply`]): it gets the
 //! same kind of answer, and a refused one (an exhausted tag) fails only its own caller. Every

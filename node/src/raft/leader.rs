@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use futures::future::BoxFuture;
-use leaf_raft_store::{Allocation, Applied, Command, Issued, Op, OwnedAsk, Repeat, SegmentAsk};
+use leaf_raft_store::{Allocation, Applied, Command, Issued, NumberRules, Op, OwnedAsk, Repeat, SegmentAsk};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::ServerState;
 use tokio::time::Instant;
@@ -65,7 +65,7 @@ impl LeaderOp for Propose {
                 Ok(outcome) => Ok(Applied::Segment(outcome??)),
             };
         }
-        if let Op::IssueOwnedNumbers { asks } = &op {
+        if let Op::IssueNumbers { asks, rules: NumberRules::Owned } = &op {
             if let [ask] = asks.as_slice() {
                 // Checked alone first, as an allocation is.
                 let cmd = Command { at_ms: node.clock.now_ms(), op: op.clone() };
@@ -79,7 +79,7 @@ impl LeaderOp for Propose {
         }
         let mut op = op;
         // The leader's retention is the one in force, whoever proposed the change.
-        if let Op::Admin { retention, .. } | Op::AdminApart { retention, .. } = &mut op {
+        if let Op::Admin { retention, .. } = &mut op {
             *retention = node.audit_retention;
         }
         let cmd = Command { at_ms: node.clock.now_ms(), op };
@@ -94,7 +94,7 @@ impl LeaderOp for Propose {
     }
 }
 
-/// Commits a group of gapless issues as one `IssueOwnedNumbers` entry ([`super::group_commit`]).
+/// Commits a group of gapless issues as one owned `IssueNumbers` entry ([`super::group_commit`]).
 fn number_committer(
     node: &RaftNode,
 ) -> impl Fn(Vec<OwnedAsk>) -> BoxFuture<'static, super::group_commit::GroupResult<Issued>> + Send + Sync + 'static {
@@ -103,7 +103,7 @@ fn number_committer(
         let (raft, clock) = (raft.clone(), clock.clone());
         Box::pin(async move {
             let n = asks.len();
-            let cmd = Command { at_ms: clock.now_ms(), op: Op::IssueOwnedNumbers { asks } };
+            let cmd = Command { at_ms: clock.now_ms(), op: Op::IssueNumbers { asks, rules: NumberRules::Owned } };
             leaf_raft_store::check_command(&cmd)?;
             let resp = match tokio::time::timeout(timeout, raft.client_write(cmd)).await {
                 Err(_) => return Err(ProposeError::Timeout(timeout)),
@@ -265,9 +265,10 @@ mod tests {
     #[test]
     fn a_proposal_whose_repeat_answers_otherwise_is_not_retried_once_it_may_have_been_applied() {
         let admin = |op: Op| Propose {
-            op: Op::AdminApart {
+            op: Op::Admin {
                 actor: Actor::AdminToken,
                 retention: leaf_raft_store::audit::DEFAULT_RETENTION,
+                trim: leaf_raft_store::Trim::Apart,
                 op: Box::new(op),
             },
         };
@@ -280,11 +281,11 @@ mod tests {
             secret_hash: [1; 32],
         };
         let not_again = [
-            Op::CreateTokenV2 { token: token.clone(), limits: TokenLimits::default() },
-            Op::CreateToken(token),
+            Op::CreateToken { token: token.clone(), limits: Some(TokenLimits::default()) },
+            Op::CreateToken { token, limits: None },
             Op::RotateToken { id: TokenId(7), secret_hash: [2; 32], grace_ms: 60_000 },
             Op::RevokeToken { id: TokenId(7) },
-            Op::CreateTag { tag: "t".into(), step: 10, start_max_id: 0, description: String::new() },
+            Op::create_segment_tag("t".into(), 10, 0, String::new()),
             Op::ArchiveTag { tag: "t".into() },
             Op::RestoreTag { tag: "t".into() },
             Op::DeleteTemplate { name: "x".into() },

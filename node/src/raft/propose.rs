@@ -5,8 +5,8 @@ use leaf_api::audit::{Actor, AuditAction};
 use leaf_api::tokens::TokenId;
 pub use leaf_raft_store::NewTag;
 use leaf_raft_store::{
-    Allocation, ApplyError, Issued, NewTemplate, NewToken, NumberAct, NumberAsk, Op, OwnedAsk, SecretHash,
-    StoredProfile, TagRecord, TemplateRecord, TokenLimits, TokenRecord, WorkerGrant,
+    Allocation, ApplyError, Issued, NewTemplate, NewToken, NumberAct, NumberAsk, NumberRules, Op, OwnedAsk, SecretHash,
+    TagCap, TagRecord, TemplateRecord, TokenLimits, TokenRecord, WorkerGrant,
 };
 use tokio::time::Instant;
 
@@ -18,26 +18,18 @@ impl RaftNode {
     /// `op` as an admin change by `actor`, with this node's audit retention (the leader puts
     /// its own in).
     fn admin(&self, actor: Actor, op: Op) -> Op {
-        Op::AdminApart { actor, retention: self.audit_retention, op: Box::new(op) }
+        Op::admin(actor, self.audit_retention, op)
     }
 
     /// Creates a tag. Not retried once the first attempt may have been delivered (a repeat
-    /// would answer `tag_exists`). A plain segment tag without a bound is proposed as
-    /// `CreateTag`, which every node version applies, and a tag past
-    /// [`leaf_raft_store::LEGACY_MAX_TAGS`] as `CreateTagV3`, which only this release does.
+    /// would answer `tag_exists`). Under [`TagCap::Legacy`] (logged in the forms every release
+    /// applies) until the state holds [`leaf_raft_store::LEGACY_MAX_TAGS`] tags, then
+    /// [`TagCap::Full`].
     pub async fn create_tag(&self, new: NewTag, actor: Actor) -> Result<TagRecord, ProposeError> {
         let name = new.tag.clone();
-        let record = if self.state.tag_count() >= leaf_raft_store::LEGACY_MAX_TAGS {
-            self.propose(self.admin(actor, Op::CreateTagV3(new))).await?
-        } else {
-            let NewTag { tag, step, start_max_id, description, profile, upper_bound } = new;
-            let op = if profile == StoredProfile::Segment && upper_bound.is_none() {
-                Op::CreateTag { tag, step, start_max_id, description }
-            } else {
-                Op::CreateTagV2 { tag, step, start_max_id, description, profile, upper_bound }
-            };
-            self.propose(self.admin(actor, op)).await?
-        };
+        let cap =
+            if self.state.tag_count() >= leaf_raft_store::LEGACY_MAX_TAGS { TagCap::Full } else { TagCap::Legacy };
+        let record = self.propose(self.admin(actor, Op::CreateTag { tag: new, cap })).await?;
         self.seen_here(name).await;
         Ok(record)
     }
@@ -115,7 +107,7 @@ impl RaftNode {
         limits: TokenLimits,
         actor: Actor,
     ) -> Result<(TokenId, TokenRecord), ProposeError> {
-        self.propose(self.admin(actor, Op::CreateTokenV2 { token, limits })).await
+        self.propose(self.admin(actor, Op::CreateToken { token, limits: Some(limits) })).await
     }
 
     /// Replaces a token's secret; the old one works for `grace_ms` more of leader time.
@@ -152,7 +144,7 @@ impl RaftNode {
 
     /// The number of gapless series `ask.tag` for `ask.key`: the next one, committed before
     /// this returns, or the one the key has (a retry). This node's concurrent issues go to the
-    /// leader together, as one `IssueOwnedNumbers` of several asks (one forwarded call, one entry);
+    /// leader together, as one owned `IssueNumbers` of several asks (one forwarded call, one entry);
     /// a lone one goes alone and the leader groups it with others. Safe to repeat: the router
     /// retries a group across leader changes, and each key keeps it to one number.
     pub async fn issue_number(&self, ask: OwnedAsk) -> Result<Issued, ProposeError> {
@@ -161,7 +153,8 @@ impl RaftNode {
             let me = me.clone();
             async move {
                 // `check_applied` made it one result per ask, in order.
-                let results: Vec<Result<Issued, ApplyError>> = me.propose(Op::IssueOwnedNumbers { asks }).await?;
+                let results: Vec<Result<Issued, ApplyError>> =
+                    me.propose(Op::IssueNumbers { asks, rules: NumberRules::Owned }).await?;
                 Ok(results)
             }
         };
@@ -189,7 +182,7 @@ impl RaftNode {
                 proof: None,
             })
             .collect();
-        self.propose(Op::IssueOwnedNumbers { asks }).await
+        self.propose(Op::IssueNumbers { asks, rules: NumberRules::Owned }).await
     }
 
     /// Reserves the next `step` IDs of `tag` for this node: a non-empty range of exactly `step`.
@@ -203,9 +196,9 @@ impl RaftNode {
     pub async fn register_worker(&self, lease_ms: i64, (first, last): (u16, u16)) -> Result<WorkerGrant, ProposeError> {
         let node_id = self.node_id;
         if (first, last) == (0, leaf_raft_store::WORKER_IDS - 1) {
-            return self.propose(Op::RegisterWorker { node_id, lease_ms }).await;
+            return self.propose(Op::RegisterWorker { node_id, lease_ms, within: None }).await;
         }
-        self.propose(Op::RegisterWorkerIn { node_id, lease_ms, first, last }).await
+        self.propose(Op::RegisterWorker { node_id, lease_ms, within: Some((first, last)) }).await
     }
 
     /// Extends the lease of this node's `worker_id` and raises its time high-water mark; the

@@ -469,19 +469,22 @@ mod tests {
             let retention = AuditRetention { max_records: u32::MAX, max_age_ms: i64::MAX };
             for tags in cut {
                 assert!(tags.len() <= MAX_TAGS_PER_COMMAND);
-                let op = Op::AdminApart {
+                let op = Op::Admin {
                     actor: actor.clone(),
                     retention: leaf_raft_store::audit::DEFAULT_RETENTION,
+                    trim: leaf_raft_store::Trim::Apart,
                     op: Box::new(Op::CreateTags { tags }),
                 };
                 let cmd = Command { at_ms: i64::MAX, op };
                 assert_eq!(check_command(&cmd), Ok(()));
                 // Even a retention at its largest encoding leaves room (the leader stamps its own).
-                let Op::AdminApart { op, actor, .. } = cmd.op else { unreachable!() };
-                let len =
-                    leaf_api::codec::encode(&Command { at_ms: i64::MAX, op: Op::AdminApart { actor, retention, op } })
-                        .unwrap()
-                        .len();
+                let Op::Admin { op, actor, .. } = cmd.op else { unreachable!() };
+                let len = leaf_api::codec::encode(&Command {
+                    at_ms: i64::MAX,
+                    op: Op::Admin { actor, retention, trim: leaf_raft_store::Trim::Apart, op },
+                })
+                .unwrap()
+                .len();
                 assert!(len <= leaf_raft_store::MAX_BATCH_COMMAND_BYTES, "{len}");
             }
         }

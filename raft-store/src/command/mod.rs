@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use leaf_api::gapless::SeriesLimits;
 
-use crate::gapless::{NumberAsk, OwnedAsk};
-use crate::profile::StoredProfile;
+pub use crate::audit::Trim;
+use crate::gapless::OwnedAsk;
 use crate::tags::NewTag;
 use crate::templates::NewTemplate;
 use crate::tokens::{NewToken, SecretHash, TokenLimits};
@@ -27,31 +27,41 @@ pub struct Command {
     pub op: Op,
 }
 
-/// What a command does. Serialized through its wire form ([`wire`]).
+/// What a command does: one variant per operation. Serialized through its wire form
+/// ([`wire`]), which also reads every form earlier releases logged; where those forms apply
+/// differently, a field here says how (`cap`, `limits`, `trim`, `rules`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
+    /// Creates a tag, bounded by `cap`'s number of tags.
     CreateTag {
-        tag: String,
-        step: i64,
-        start_max_id: i64,
-        description: String,
+        tag: NewTag,
+        cap: TagCap,
     },
     UpdateTag {
         tag: String,
         step: Option<i64>,
         description: Option<String>,
     },
-    /// Reserve `[max_id, max_id + step)` for the proposing node.
+    /// Reserve `[max_id, max_id + step)` for the proposing node, answered alone.
     AllocateSegment {
         tag: String,
         step: i64,
         node_id: u64,
     },
+    /// Several [`Op::AllocateSegment`]s in one entry, applied in order, each as if alone and
+    /// with its own result ([`crate::Applied::Segments`]): the leader's group commit of the
+    /// allocations that arrive while it commits others. At most
+    /// [`crate::tags::MAX_SEGMENT_ASKS`].
+    AllocateSegments {
+        asks: Vec<SegmentAsk>,
+    },
     /// Give `node_id` a snowflake worker ID (its own again if it holds one) on a lease of
-    /// `lease_ms` from the command's time.
+    /// `lease_ms` from the command's time; within the worker IDs `first..=last` when given (a
+    /// cluster running beside old Leaf snowflake servers keeps to its own part of the 1024).
     RegisterWorker {
         node_id: u64,
         lease_ms: i64,
+        within: Option<(u16, u16)>,
     },
     /// Extend the lease of `worker_id`, held by `node_id`, and raise its time high-water mark.
     RenewWorker {
@@ -60,19 +70,12 @@ pub enum Op {
         high_water_ms: i64,
         lease_ms: i64,
     },
-    /// Creates a tag with a profile and an optional upper bound (inclusive). `CreateTag`
-    /// stays for logs written by earlier releases (it creates a segment tag); new variants go
-    /// last, so those logs still decode.
-    CreateTagV2 {
-        tag: String,
-        step: i64,
-        start_max_id: i64,
-        description: String,
-        profile: StoredProfile,
-        upper_bound: Option<i64>,
+    /// Creates a scoped token (its secret only as a hash), with limits in IDs and tags; `None`:
+    /// a token of the releases before limits (recorded in the trail as such).
+    CreateToken {
+        token: NewToken,
+        limits: Option<TokenLimits>,
     },
-    /// Creates a scoped token (its secret only as a hash).
-    CreateToken(NewToken),
     /// Replaces a token's secret; the old one keeps working for `grace_ms` of leader time.
     RotateToken {
         id: TokenId,
@@ -87,36 +90,15 @@ pub enum Op {
     /// change (made through openraft's own entries: `LearnerAdded`, `NodePromoted`,
     /// `NodeRemoved`), an obfuscated decode or a clock fault; nothing else.
     NoteMembership(AuditAction),
-    /// An admin change (any of the ops above it but allocations and workers) with who asked
-    /// for it; the leader stamps its audit retention in. Recorded in the audit trail, which
-    /// trims its records together (the newest `max_records` of every kind): what releases
-    /// before [`Op::AdminApart`] wrote.
+    /// An admin change (any operation that [`Op::is_admin`]) with who asked for it; the leader
+    /// stamps its audit retention in. Recorded in the audit trail, which trims as `trim` says:
+    /// each kind of record apart (tokens and membership apart from tags), or all together, as
+    /// releases before the split did.
     Admin {
         actor: Actor,
         retention: AuditRetention,
+        trim: Trim,
         op: Box<Op>,
-    },
-    /// `RegisterWorker` within the worker IDs `first..=last` (a cluster running beside old
-    /// Leaf snowflake servers keeps to its own part of the 1024).
-    RegisterWorkerIn {
-        node_id: u64,
-        lease_ms: i64,
-        first: u16,
-        last: u16,
-    },
-    /// [`Op::Admin`], recorded in a trail that keeps security records (tokens, membership)
-    /// apart from tag records: each kind keeps its own newest `max_records`, so a tenant's tag
-    /// changes never push a token or membership record out.
-    AdminApart {
-        actor: Actor,
-        retention: AuditRetention,
-        op: Box<Op>,
-    },
-    /// Creates a scoped token with limits in IDs and tags. `CreateToken` stays for logs of
-    /// earlier releases (a token without them).
-    CreateTokenV2 {
-        token: NewToken,
-        limits: TokenLimits,
     },
     /// Archives a tag: it allocates nothing more, and its name is never given to another tag.
     ArchiveTag {
@@ -132,34 +114,21 @@ pub enum Op {
     CreateTags {
         tags: Vec<NewTag>,
     },
-    /// Creates one tag, as `CreateTagV2`, bounded by [`crate::tags::MAX_TAGS`] rather than
-    /// [`crate::tags::LEGACY_MAX_TAGS`]: what the node proposes once the state holds that many
-    /// (earlier releases cannot read it).
-    CreateTagV3(NewTag),
     /// Creates a tag template, or replaces its pattern and settings.
     PutTemplate(NewTemplate),
     /// Deletes a tag template (the tags it made stay).
     DeleteTemplate {
         name: String,
     },
-    /// Several [`Op::AllocateSegment`]s in one entry, applied in order, each as if alone and
-    /// with its own result ([`crate::Applied::Segments`]): the leader's group commit of the
-    /// allocations that arrive while it commits others. At most
-    /// [`crate::tags::MAX_SEGMENT_ASKS`].
-    AllocateSegments {
-        asks: Vec<SegmentAsk>,
-    },
     /// Numbers of gapless series, one per ask, applied in order, each as if alone and with its
     /// own result ([`crate::Applied::Numbers`]): the leader's group commit of the issues that
-    /// arrive while it commits others. At most [`crate::gapless::MAX_NUMBER_ASKS`].
+    /// arrive while it commits others. At most [`crate::gapless::MAX_NUMBER_ASKS`]. Under
+    /// [`NumberRules::Owned`] only the caller that took a number repeats, confirms or voids it,
+    /// and each series keeps within its `max_numbers`; under [`NumberRules::Plain`] (cluster
+    /// version 1) neither, and no ask carries a proof.
     IssueNumbers {
-        asks: Vec<NumberAsk>,
-    },
-    /// [`Op::IssueNumbers`] with owners and caps ([`crate::gapless`]): only the caller that took
-    /// a number repeats, confirms or voids it, and each series keeps within its
-    /// `max_numbers`. What this release proposes.
-    IssueOwnedNumbers {
         asks: Vec<OwnedAsk>,
+        rules: NumberRules,
     },
     /// Sets a gapless series' limits: its cap of numbers and each caller's rate.
     SetSeriesLimits {
@@ -174,6 +143,25 @@ pub enum Op {
     /// An operation of a version this build does not support, kept whole as it arrived: the
     /// state machine stops at it rather than skip it. Never proposed.
     Undecodable(Envelope),
+}
+
+/// Which bound on the number of tags a creation meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagCap {
+    /// [`crate::tags::LEGACY_MAX_TAGS`]: what releases before a million tags could encode.
+    Legacy,
+    /// [`crate::tags::MAX_TAGS`]: what the node proposes once the state holds the legacy bound
+    /// (earlier releases cannot read such an entry).
+    Full,
+}
+
+/// How the asks of an [`Op::IssueNumbers`] apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumberRules {
+    /// As cluster version 1 applies them: no owner, no cap.
+    Plain,
+    /// With owners and series caps (cluster version 2).
+    Owned,
 }
 
 /// What applying an operation a second time does ([`Op::repeat`]).
@@ -196,29 +184,40 @@ pub struct SegmentAsk {
 }
 
 impl Op {
+    /// A plain segment tag without a bound, under the legacy cap (what every release applies).
+    pub fn create_segment_tag(tag: String, step: i64, start_max_id: i64, description: String) -> Op {
+        Op::CreateTag { tag: NewTag::segment(tag, step, start_max_id, description), cap: TagCap::Legacy }
+    }
+
+    /// Plain gapless asks (cluster version 1: no owner, no cap).
+    pub fn plain_numbers(asks: Vec<crate::gapless::NumberAsk>) -> Op {
+        let asks = asks.into_iter().map(|ask| OwnedAsk { ask, proof: None }).collect();
+        Op::IssueNumbers { asks, rules: NumberRules::Plain }
+    }
+
+    /// `op` as an admin change by `actor`, recorded in the trail that keeps each kind apart.
+    pub fn admin(actor: Actor, retention: AuditRetention, op: Op) -> Op {
+        Op::Admin { actor, retention, trim: Trim::Apart, op: Box::new(op) }
+    }
+
     /// The tag the operation is about, if it is a segment-mode operation.
     pub fn tag(&self) -> Option<&str> {
         match self {
-            Op::CreateTag { tag, .. }
-            | Op::CreateTagV2 { tag, .. }
-            | Op::UpdateTag { tag, .. }
+            Op::UpdateTag { tag, .. }
             | Op::ArchiveTag { tag }
             | Op::RestoreTag { tag }
             | Op::SetSeriesLimits { tag, .. }
             | Op::AllocateSegment { tag, .. } => Some(tag),
-            Op::CreateTagV3(t) => Some(&t.tag),
-            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.tag(),
+            Op::CreateTag { tag, .. } => Some(&tag.tag),
+            Op::Admin { op, .. } => op.tag(),
             Op::RegisterWorker { .. }
-            | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. }
-            | Op::CreateToken(_)
-            | Op::CreateTokenV2 { .. }
+            | Op::CreateToken { .. }
             | Op::RotateToken { .. }
             | Op::RevokeToken { .. }
             | Op::CreateTags { .. }
             | Op::AllocateSegments { .. }
             | Op::IssueNumbers { .. }
-            | Op::IssueOwnedNumbers { .. }
             | Op::PutTemplate(_)
             | Op::DeleteTemplate { .. }
             | Op::SetClusterVersion { .. }
@@ -232,14 +231,11 @@ impl Op {
     pub fn is_admin(&self) -> bool {
         match self {
             Op::CreateTag { .. }
-            | Op::CreateTagV2 { .. }
             | Op::UpdateTag { .. }
             | Op::ArchiveTag { .. }
             | Op::RestoreTag { .. }
             | Op::CreateTags { .. }
-            | Op::CreateTagV3(_)
-            | Op::CreateToken(_)
-            | Op::CreateTokenV2 { .. }
+            | Op::CreateToken { .. }
             | Op::RotateToken { .. }
             | Op::RevokeToken { .. }
             | Op::PutTemplate(_)
@@ -249,14 +245,11 @@ impl Op {
             Op::AllocateSegment { .. }
             | Op::AllocateSegments { .. }
             | Op::IssueNumbers { .. }
-            | Op::IssueOwnedNumbers { .. }
             | Op::RegisterWorker { .. }
-            | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. }
             | Op::SetClusterVersion { .. }
             | Op::Undecodable(_)
-            | Op::Admin { .. }
-            | Op::AdminApart { .. } => false,
+            | Op::Admin { .. } => false,
         }
     }
 
@@ -264,14 +257,10 @@ impl Op {
     /// created with a token (which counts it).
     pub fn touches_tokens(&self) -> bool {
         match self {
-            Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => true,
-            Op::Admin { actor, op, .. } | Op::AdminApart { actor, op, .. } => {
+            Op::CreateToken { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => true,
+            Op::Admin { actor, op, .. } => {
                 op.touches_tokens()
-                    || (actor.token().is_some()
-                        && matches!(
-                            **op,
-                            Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTagV3(_) | Op::CreateTags { .. }
-                        ))
+                    || (actor.token().is_some() && matches!(**op, Op::CreateTag { .. } | Op::CreateTags { .. }))
             }
             _ => false,
         }
@@ -284,8 +273,7 @@ impl Op {
         match self.inner() {
             Op::CreateTags { tags } => (tags.len() as u64).max(1),
             Op::AllocateSegments { asks } => (asks.len() as u64).max(1),
-            Op::IssueNumbers { asks } => (asks.len() as u64).max(1),
-            Op::IssueOwnedNumbers { asks } => (asks.len() as u64).max(1),
+            Op::IssueNumbers { asks, .. } => (asks.len() as u64).max(1),
             _ => 1,
         }
     }
@@ -300,7 +288,6 @@ impl Op {
             Op::AllocateSegment { .. }
             | Op::AllocateSegments { .. }
             | Op::RegisterWorker { .. }
-            | Op::RegisterWorkerIn { .. }
             | Op::RenewWorker { .. } => Repeat::Harmless,
             // Idempotent: the same fields, a batch answering the tags it made as existing,
             // the same template, the same limits, a note recorded twice.
@@ -312,11 +299,11 @@ impl Op {
             | Op::NoteMembership(_) => Repeat::Harmless,
             // A repeated issue answers the number its key has; a repeated settlement answers
             // the number as settled.
-            Op::IssueNumbers { .. } | Op::IssueOwnedNumbers { .. } => Repeat::Harmless,
+            Op::IssueNumbers { .. } => Repeat::Harmless,
             // A repeat answers `tag_exists`: the caller would see a failure for its success.
-            Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTagV3(_) => Repeat::AnswersOtherwise,
+            Op::CreateTag { .. } => Repeat::AnswersOtherwise,
             // A repeat answers `exists`, and the caller never sees the bearer it created.
-            Op::CreateToken(_) | Op::CreateTokenV2 { .. } => Repeat::AnswersOtherwise,
+            Op::CreateToken { .. } => Repeat::AnswersOtherwise,
             // A repeat makes the new secret the "previous" one: the old secret loses its grace.
             Op::RotateToken { .. } => Repeat::AnswersOtherwise,
             // A repeat answers `token_not_found`, `tag_archived`, "not archived", or
@@ -324,7 +311,7 @@ impl Op {
             Op::RevokeToken { .. } | Op::ArchiveTag { .. } | Op::RestoreTag { .. } | Op::DeleteTemplate { .. } => {
                 Repeat::AnswersOtherwise
             }
-            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.repeat(),
+            Op::Admin { op, .. } => op.repeat(),
             // Never proposed.
             Op::Undecodable(_) => Repeat::AnswersOtherwise,
         }
@@ -334,62 +321,56 @@ impl Op {
     /// cluster must have activated before it is proposed or applied.
     pub fn version(&self) -> ClusterVersion {
         match self {
-            Op::IssueOwnedNumbers { .. } | Op::SetSeriesLimits { .. } => ClusterVersion(2),
+            Op::IssueNumbers { rules: NumberRules::Owned, .. } | Op::SetSeriesLimits { .. } => ClusterVersion(2),
             Op::SetClusterVersion { version } => (*version).max(ClusterVersion(2)),
             Op::Undecodable(e) => e.version,
-            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.version(),
+            Op::Admin { op, .. } => op.version(),
             Op::CreateTag { .. }
             | Op::UpdateTag { .. }
             | Op::AllocateSegment { .. }
+            | Op::AllocateSegments { .. }
             | Op::RegisterWorker { .. }
             | Op::RenewWorker { .. }
-            | Op::CreateTagV2 { .. }
-            | Op::CreateToken(_)
+            | Op::CreateToken { .. }
             | Op::RotateToken { .. }
             | Op::RevokeToken { .. }
             | Op::NoteMembership(_)
-            | Op::RegisterWorkerIn { .. }
-            | Op::CreateTokenV2 { .. }
             | Op::ArchiveTag { .. }
             | Op::RestoreTag { .. }
             | Op::CreateTags { .. }
-            | Op::CreateTagV3(_)
             | Op::PutTemplate(_)
             | Op::DeleteTemplate { .. }
-            | Op::AllocateSegments { .. }
-            | Op::IssueNumbers { .. } => BASE,
+            | Op::IssueNumbers { rules: NumberRules::Plain, .. } => BASE,
         }
     }
 
     /// What the operation is, in a few words (errors and logs).
     pub fn what(&self) -> &'static str {
         match self {
-            Op::CreateTag { .. } | Op::CreateTagV2 { .. } | Op::CreateTagV3(_) => "a tag creation",
+            Op::CreateTag { .. } => "a tag creation",
             Op::CreateTags { .. } => "a batch of tag creations",
             Op::UpdateTag { .. } => "a tag update",
             Op::ArchiveTag { .. } | Op::RestoreTag { .. } => "a tag archive or restore",
             Op::AllocateSegment { .. } => "a segment allocation",
             Op::AllocateSegments { .. } => "a group of segment allocations",
-            Op::IssueNumbers { .. } => "an issue of gapless numbers",
-            Op::IssueOwnedNumbers { .. } => "an issue of owned gapless numbers",
+            Op::IssueNumbers { rules: NumberRules::Plain, .. } => "an issue of gapless numbers",
+            Op::IssueNumbers { rules: NumberRules::Owned, .. } => "an issue of owned gapless numbers",
             Op::SetSeriesLimits { .. } => "a series' limits",
-            Op::RegisterWorker { .. } | Op::RegisterWorkerIn { .. } => "a worker registration",
+            Op::RegisterWorker { .. } => "a worker registration",
             Op::RenewWorker { .. } => "a worker renewal",
-            Op::CreateToken(_) | Op::CreateTokenV2 { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => {
-                "a token change"
-            }
+            Op::CreateToken { .. } | Op::RotateToken { .. } | Op::RevokeToken { .. } => "a token change",
             Op::PutTemplate(_) | Op::DeleteTemplate { .. } => "a template change",
             Op::NoteMembership(_) => "a membership note",
             Op::SetClusterVersion { .. } => "a cluster version raise",
             Op::Undecodable(_) => "an operation of a later release",
-            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op.what(),
+            Op::Admin { op, .. } => op.what(),
         }
     }
 
     /// The operation an [`Op::Admin`] wraps, or this one.
     pub fn inner(&self) -> &Op {
         match self {
-            Op::Admin { op, .. } | Op::AdminApart { op, .. } => op,
+            Op::Admin { op, .. } => op,
             other => other,
         }
     }

@@ -26,7 +26,7 @@
 //!   after each change, a series keeps its newest periods, and an older one is dropped whole
 //!   once none of its reservations is open.
 //!
-//! Owned numbers ([`crate::Op::IssueOwnedNumbers`], what this release proposes): a number
+//! Owned numbers ([`crate::NumberRules::Owned`], what this release proposes): a number
 //! belongs to the caller that took it. Only that caller repeats its issue or reservation (the
 //! answer holds the number), and only it or a root caller (the admin token, an admin
 //! certificate, a token-less loopback) confirms or voids it; anyone else is refused without a
@@ -58,6 +58,7 @@ pub(crate) use self::owners::check_owned_asks;
 use self::owners::{owns, settles_any};
 pub use self::owners::{OwnedAsk, Proof};
 use crate::apply::{invalid, Applied, ApplyError, ApplyResult, Changes};
+use crate::command::NumberRules;
 use crate::profile::StoredProfile;
 use crate::state::State;
 
@@ -99,8 +100,8 @@ pub struct NumberAsk {
     pub act: NumberAct,
 }
 
-/// How the asks of an entry apply: as earlier releases did ([`crate::Op::IssueNumbers`]), or
-/// with owners and series caps ([`crate::Op::IssueOwnedNumbers`]).
+/// How one ask applies ([`crate::NumberRules`]): as earlier releases did, or with its owner's
+/// proof and series caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Rules<'a> {
     Legacy,
@@ -140,17 +141,20 @@ impl Issued {
 /// Applies the asks of a group in order, each as if alone: one that fails (an unknown tag,
 /// one of another profile, a full ledger, a settled number) changes nothing and leaves the
 /// others as they are.
-pub(crate) fn apply_each(state: &mut State, at_ms: i64, asks: &[NumberAsk], changes: &mut Changes) -> ApplyResult {
-    let results = asks.iter().map(|a| apply_retained(state, at_ms, a, Rules::Legacy, changes)).collect();
-    Ok(Applied::Numbers(results))
-}
-
-/// [`apply_each`] of owned asks: numbers owned by their callers, series within their caps.
-pub(crate) fn apply_each_owned(state: &mut State, at_ms: i64, asks: &[OwnedAsk], changes: &mut Changes) -> ApplyResult {
-    let results = asks
-        .iter()
-        .map(|a| apply_retained(state, at_ms, &a.ask, Rules::Owned { proof: a.proof.as_ref() }, changes))
-        .collect();
+pub(crate) fn apply_each(
+    state: &mut State,
+    at_ms: i64,
+    asks: &[OwnedAsk],
+    rules: NumberRules,
+    changes: &mut Changes,
+) -> ApplyResult {
+    fn rules_of(rules: NumberRules, a: &OwnedAsk) -> Rules<'_> {
+        match rules {
+            NumberRules::Plain => Rules::Legacy,
+            NumberRules::Owned => Rules::Owned { proof: a.proof.as_ref() },
+        }
+    }
+    let results = asks.iter().map(|a| apply_retained(state, at_ms, &a.ask, rules_of(rules, a), changes)).collect();
     Ok(Applied::Numbers(results))
 }
 
@@ -349,11 +353,14 @@ fn retain(state: &mut State, tag: &str, changes: &mut Changes) {
 }
 
 /// Checks the fields of the asks of a group without the state.
-pub(crate) fn check_asks(asks: &[NumberAsk]) -> Result<(), ApplyError> {
+pub(crate) fn check_asks(asks: &[OwnedAsk]) -> Result<(), ApplyError> {
     if asks.is_empty() || asks.len() > MAX_NUMBER_ASKS {
         return Err(invalid(format!("a group holds 1 to {MAX_NUMBER_ASKS} asks, not {}", asks.len())));
     }
-    asks.iter().try_for_each(check_ask)
+    if asks.iter().any(|a| a.proof.is_some()) {
+        return Err(invalid("plain gapless asks carry no proof of ownership"));
+    }
+    asks.iter().try_for_each(|a| check_ask(&a.ask))
 }
 
 /// Checks one ask's fields.
@@ -408,7 +415,7 @@ mod tests {
     }
 
     fn issue_at(s: &mut State, at_ms: i64, asks: Vec<NumberAsk>) -> Vec<Result<Issued, ApplyError>> {
-        match crate::apply::apply(s, &Command { at_ms, op: Op::IssueNumbers { asks } }, &mut Changes::default()) {
+        match crate::apply::apply(s, &Command { at_ms, op: Op::plain_numbers(asks) }, &mut Changes::default()) {
             Ok(Applied::Numbers(r)) => r,
             other => panic!("{other:?}"),
         }
@@ -591,7 +598,7 @@ mod tests {
         let mut c = Changes::default();
         let cmd = Command {
             at_ms: t + 3 * day + 1,
-            op: Op::IssueNumbers { asks: vec![ask_to("inv", "d2-open", NumberAct::Void { reason: "late".into() })] },
+            op: Op::plain_numbers(vec![ask_to("inv", "d2-open", NumberAct::Void { reason: "late".into() })]),
         };
         crate::apply::apply(&mut s, &cmd, &mut c).unwrap();
         let periods: Vec<u32> = s.ledger.series["inv"].periods.keys().copied().collect();
@@ -612,7 +619,7 @@ mod tests {
         let before = s.clone();
         let mut c = Changes::default();
         let asks = vec![ask("nope", "a"), ask("seg", "a"), ask_to("inv", "a", NumberAct::Confirm)];
-        let cmd = Command { at_ms: 1, op: Op::IssueNumbers { asks } };
+        let cmd = Command { at_ms: 1, op: Op::plain_numbers(asks) };
         let r = crate::apply::apply(&mut s, &cmd, &mut c).unwrap();
         let Applied::Numbers(r) = r else { panic!() };
         assert_eq!(r[0], Err(ApplyError::TagNotFound("nope".into())));
@@ -637,7 +644,7 @@ mod tests {
             vec![hold(1500)],
             vec![hold((leaf_api::gapless::MAX_HOLD_SECONDS + 1) * 1000)],
         ] {
-            let cmd = Command { at_ms: 1, op: Op::IssueNumbers { asks: bad } };
+            let cmd = Command { at_ms: 1, op: Op::plain_numbers(bad) };
             assert!(matches!(crate::apply::apply(&mut s, &cmd, &mut Changes::default()), Err(ApplyError::Invalid(_))));
         }
     }
@@ -650,7 +657,7 @@ mod tests {
         let reason = "𝄞".repeat(leaf_api::gapless::MAX_REASON_CHARS);
         assert!(validate_reason(&reason).is_ok() && reason.len() == leaf_api::gapless::MAX_REASON_BYTES);
         let ask = NumberAsk { tag: "t".repeat(128), key: "k".repeat(128), actor, act: NumberAct::Void { reason } };
-        let cmd = Command { at_ms: i64::MAX, op: Op::IssueNumbers { asks: vec![ask; MAX_NUMBER_ASKS] } };
+        let cmd = Command { at_ms: i64::MAX, op: Op::plain_numbers(vec![ask; MAX_NUMBER_ASKS]) };
         crate::check::check_command(&cmd).unwrap();
     }
 
@@ -659,12 +666,12 @@ mod tests {
         let mut s = State::default();
         crate::apply::apply(&mut s, &gapless("inv", Reset::Never), &mut Changes::default()).unwrap();
         let mut c = Changes::default();
-        let cmd = Command { at_ms: 1, op: Op::IssueNumbers { asks: vec![ask("inv", "a"), ask("inv", "b")] } };
+        let cmd = Command { at_ms: 1, op: Op::plain_numbers(vec![ask("inv", "a"), ask("inv", "b")]) };
         crate::apply::apply(&mut s, &cmd, &mut c).unwrap();
         assert_eq!(c.tags, ["inv".to_string()].into());
         assert_eq!(c.numbers, [("inv".to_string(), 0, 1), ("inv".to_string(), 0, 2)].into());
         let mut c = Changes::default();
-        let cmd = Command { at_ms: 2, op: Op::IssueNumbers { asks: vec![ask("inv", "a")] } };
+        let cmd = Command { at_ms: 2, op: Op::plain_numbers(vec![ask("inv", "a")]) };
         crate::apply::apply(&mut s, &cmd, &mut c).unwrap();
         assert!(c.is_empty(), "a replay writes nothing: {c:?}");
     }

@@ -1,4 +1,4 @@
-//! Who owns a gapless number ([`crate::Op::IssueOwnedNumbers`]): the caller that took it, known
+//! Who owns a gapless number ([`crate::NumberRules::Owned`]): the caller that took it, known
 //! by its token, its root credential, or (without a token) the hash of its settlement secret
 //! ([`Proof`]). `apply` refuses another caller's repeat, confirm or void before it looks at the
 //! number, so the refusal tells nothing of its state; a root caller may settle any number.
@@ -11,7 +11,7 @@ use crate::apply::{invalid, ApplyError};
 /// SHA-256 of a settlement secret: what an anonymous caller's number keeps to know its owner.
 pub type Proof = [u8; 32];
 
-/// One ask of an [`crate::Op::IssueOwnedNumbers`]: a [`NumberAsk`] that keeps numbers owned,
+/// One ask of an [`crate::Op::IssueNumbers`]: a [`NumberAsk`] that keeps numbers owned,
 /// with the proof of a caller without a token (present exactly when the actor is
 /// [`Actor::Unattributed`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +81,11 @@ mod tests {
     }
 
     fn run(s: &mut State, at_ms: i64, asks: Vec<OwnedAsk>) -> Vec<Result<Issued, ApplyError>> {
-        match apply(s, &Command { at_ms, op: Op::IssueOwnedNumbers { asks } }, &mut Changes::default()) {
+        match apply(
+            s,
+            &Command { at_ms, op: Op::IssueNumbers { asks, rules: crate::NumberRules::Owned } },
+            &mut Changes::default(),
+        ) {
             Ok(Applied::Numbers(r)) => r,
             other => panic!("{other:?}"),
         }
@@ -155,8 +159,7 @@ mod tests {
             actor: Actor::Unattributed,
             act: NumberAct::Reserve { hold_ms: HOUR },
         };
-        apply(&mut s, &Command { at_ms: 1, op: Op::IssueNumbers { asks: vec![legacy] } }, &mut Changes::default())
-            .unwrap();
+        apply(&mut s, &Command { at_ms: 1, op: Op::plain_numbers(vec![legacy]) }, &mut Changes::default()).unwrap();
         assert_eq!(s.ledger.by_key("inv", "old").unwrap().1.proof, None);
         refused_as_not_theirs(one(&mut s, owned(Actor::Unattributed, Some(1), "old", NumberAct::Confirm)));
         assert_eq!(
@@ -165,10 +168,10 @@ mod tests {
         );
         // The legacy op keeps its rules: anyone settles there, as earlier releases applied it.
         let legacy_issue = NumberAsk { tag: "inv".into(), key: "k".into(), actor: token(1), act: NumberAct::Issue };
-        let cmd = Command { at_ms: 2, op: Op::IssueNumbers { asks: vec![legacy_issue.clone()] } };
+        let cmd = Command { at_ms: 2, op: Op::plain_numbers(vec![legacy_issue.clone()]) };
         apply(&mut s, &cmd, &mut Changes::default()).unwrap();
         let replay = NumberAsk { actor: Actor::Unattributed, ..legacy_issue };
-        let cmd = Command { at_ms: 3, op: Op::IssueNumbers { asks: vec![replay] } };
+        let cmd = Command { at_ms: 3, op: Op::plain_numbers(vec![replay]) };
         assert!(
             matches!(apply(&mut s, &cmd, &mut Changes::default()), Ok(Applied::Numbers(r)) if r[0].as_ref().is_ok_and(|i| i.replayed))
         );

@@ -340,14 +340,12 @@ mod tests {
         let admin = |op: Op| Op::Admin {
             actor: Actor::Unattributed,
             retention: AuditRetention { max_records: 2, max_age_ms: 365 * 86_400_000 },
+            trim: crate::Trim::Together,
             op: Box::new(op),
         };
         vec![
             entry(from, Op::AllocateSegment { tag: "tag-0000001".into(), step: 10, node_id: 1 }),
-            entry(
-                from + 1,
-                admin(Op::CreateTag { tag: format!("new-{from}"), step: 5, start_max_id: 0, description: "d".into() }),
-            ),
+            entry(from + 1, admin(Op::create_segment_tag(format!("new-{from}"), 5, 0, "d".into()))),
             entry(from + 2, admin(Op::ArchiveTag { tag: "tag-0000003".into() })),
             entry(from + 3, admin(Op::RestoreTag { tag: "tag-0000003".into() })),
         ]
@@ -459,7 +457,7 @@ mod tests {
             series,
             Op::SetClusterVersion { version: crate::version::ClusterVersion(2) },
             Op::SetSeriesLimits { tag: "inv".into(), limits },
-            Op::IssueOwnedNumbers { asks: vec![crate::OwnedAsk { ask, proof: None }] },
+            Op::IssueNumbers { asks: vec![crate::OwnedAsk { ask, proof: None }], rules: crate::NumberRules::Owned },
         ];
         for (i, e) in changes_ops().into_iter().chain(gapless).enumerate() {
             let cmd = Command { at_ms: 1_700_000_000_000 + i as i64, op: e };
@@ -480,7 +478,7 @@ mod tests {
     fn changes_ops() -> Vec<Op> {
         changes(2)
             .into_iter()
-            .chain([entry(9, Op::RegisterWorker { node_id: 1, lease_ms: 10_000 })])
+            .chain([entry(9, Op::RegisterWorker { node_id: 1, lease_ms: 10_000, within: None })])
             .filter_map(|e| match e.payload {
                 EntryPayload::Normal(c) => Some(c.op),
                 _ => None,

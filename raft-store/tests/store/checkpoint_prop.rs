@@ -80,14 +80,14 @@ fn token_op() -> impl Strategy<Value = Op> {
     let id = (0u64..4).prop_map(TokenId);
     prop_oneof![
         2 => (id.clone(), prop::sample::select(vec!["svc", "ops", "a b"]), any::<u8>()).prop_map(|(id, name, h)| {
-            Op::CreateToken(leaf_raft_store::NewToken {
+            Op::CreateToken { token: leaf_raft_store::NewToken {
                 id,
                 name: name.into(),
                 rights: [Right::Ids].into(),
                 tags: vec![TagPattern::parse("a*").unwrap()],
                 quota: None,
                 secret_hash: [h; 32],
-            })
+            }, limits: None }
         }),
         1 => (id.clone(), any::<u8>(), prop::sample::select(vec![0i64, 5_000, -1])).prop_map(|(id, h, grace_ms)| {
             Op::RotateToken { id, secret_hash: [h; 32], grace_ms }
@@ -131,14 +131,17 @@ fn gapless_tag() -> impl Strategy<Value = Op> {
         // A daily series keeps one period: a later day drops the settled earlier ones.
         let retain_periods = (reset == Reset::Day).then_some(1);
         let policy = SeriesPolicy { reset, on_period_close, retain_periods, ..Default::default() };
-        Op::CreateTagV3(leaf_raft_store::NewTag {
-            tag,
-            step: 1,
-            start_max_id: 1,
-            description: String::new(),
-            profile: leaf_raft_store::StoredProfile::Gapless { policy, period: 0, pruned_through: None },
-            upper_bound: None,
-        })
+        Op::CreateTag {
+            tag: leaf_raft_store::NewTag {
+                tag,
+                step: 1,
+                start_max_id: 1,
+                description: String::new(),
+                profile: leaf_raft_store::StoredProfile::Gapless { policy, period: 0, pruned_through: None },
+                upper_bound: None,
+            },
+            cap: leaf_raft_store::TagCap::Full,
+        }
     })
 }
 
@@ -162,7 +165,7 @@ fn issue_op() -> impl Strategy<Value = Op> {
             act,
         })
         .boxed();
-    let legacy = prop::collection::vec(ask.clone(), 1..5).prop_map(|asks| Op::IssueNumbers { asks });
+    let legacy = prop::collection::vec(ask.clone(), 1..5).prop_map(Op::plain_numbers);
     // Owned asks: two tokens and two anonymous secrets, so owners refuse each other.
     let owner = prop::sample::select(vec![0u8, 1, 2, 3]);
     let owned = (ask, owner).prop_map(|(mut ask, owner)| {
@@ -176,15 +179,16 @@ fn issue_op() -> impl Strategy<Value = Op> {
         };
         leaf_raft_store::OwnedAsk { ask, proof }
     });
-    let owned = prop::collection::vec(owned, 1..5).prop_map(|asks| Op::IssueOwnedNumbers { asks });
+    let owned = prop::collection::vec(owned, 1..5)
+        .prop_map(|asks| Op::IssueNumbers { asks, rules: leaf_raft_store::NumberRules::Owned });
     prop_oneof![1 => legacy, 2 => owned]
 }
 
 fn admin_op() -> impl Strategy<Value = Op> {
     use leaf_api::audit::{Actor, AuditRetention};
     let inner = prop_oneof![
-        2 => (tag(), step_size()).prop_map(|(tag, step)| Op::CreateTag { tag, step, start_max_id: 1, description: String::new() }),
-        1 => (tag(), step_size()).prop_map(|(tag, step)| Op::CreateTagV3(leaf_raft_store::NewTag::segment(tag, step, 1, String::new()))),
+        2 => (tag(), step_size()).prop_map(|(tag, step)| Op::create_segment_tag(tag, step, 1, String::new())),
+        1 => (tag(), step_size()).prop_map(|(tag, step)| Op::CreateTag { tag: leaf_raft_store::NewTag::segment(tag, step, 1, String::new()), cap: leaf_raft_store::TagCap::Full }),
         1 => (tag(), prop::option::of(step_size())).prop_map(|(tag, step)| Op::UpdateTag { tag, step, description: None }),
         2 => token_op(),
         2 => template_op(),
@@ -202,9 +206,9 @@ fn admin_op() -> impl Strategy<Value = Op> {
     (inner, retention, any::<bool>()).prop_map(|(op, retention, apart)| {
         let (actor, op) = (Actor::AdminToken, Box::new(op));
         if apart {
-            Op::AdminApart { actor, retention, op }
+            Op::Admin { actor, retention, trim: leaf_raft_store::Trim::Apart, op }
         } else {
-            Op::Admin { actor, retention, op }
+            Op::Admin { actor, retention, trim: leaf_raft_store::Trim::Together, op }
         }
     })
 }
@@ -217,14 +221,14 @@ fn op() -> impl Strategy<Value = Op> {
         2 => token_op(),
         3 => issue_op(),
         1 => (node(), lease(), prop::sample::select(vec![(0u16, 1u16), (2, 3), (5, 4)])).prop_map(
-            |(node_id, lease_ms, (first, last))| Op::RegisterWorkerIn { node_id, lease_ms, first, last }
+            |(node_id, lease_ms, (first, last))| Op::RegisterWorker { node_id, lease_ms, within: Some((first, last)) }
         ),
         2 => (tag(), step_size(), prop::sample::select(vec![-5, 0, 1, 1_000, i64::MAX - 3]), description())
-            .prop_map(|(tag, step, start_max_id, description)| Op::CreateTag { tag, step, start_max_id, description }),
+            .prop_map(|(tag, step, start_max_id, description)| Op::create_segment_tag(tag, step, start_max_id, description)),
         2 => (tag(), prop::option::of(step_size()), prop::option::of(description()))
             .prop_map(|(tag, step, description)| Op::UpdateTag { tag, step, description }),
         5 => (tag(), step_size(), node()).prop_map(|(tag, step, node_id)| Op::AllocateSegment { tag, step, node_id }),
-        3 => (node(), lease()).prop_map(|(node_id, lease_ms)| Op::RegisterWorker { node_id, lease_ms }),
+        3 => (node(), lease()).prop_map(|(node_id, lease_ms)| Op::RegisterWorker { node_id, lease_ms, within: None }),
         3 => (node(), prop::sample::select(vec![0u16, 1, 2, 3, 1023, 1024]), -10i64..400_000, lease()).prop_map(
             |(node_id, worker_id, high_water_ms, lease_ms)| Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms }
         ),

@@ -55,7 +55,7 @@ fn workers_survive_reopen_and_snapshots() {
             log_id: LogId::new(CommittedLeaderId::new(1, 1), 1),
             payload: EntryPayload::Membership(membership),
         };
-        let register = |i, node_id| entry(1, i, Op::RegisterWorker { node_id, lease_ms: 10_000 });
+        let register = |i, node_id| entry(1, i, Op::RegisterWorker { node_id, lease_ms: 10_000, within: None });
         let renew = entry(1, 4, Op::RenewWorker { node_id: 2, worker_id: 0, high_water_ms: 42, lease_ms: 10_000 });
         let r = sm.apply(vec![first, register(2, 2), register(3, 1), renew]).await.unwrap();
         assert!(matches!(r[3], Ok(Applied::Worker(g)) if g.worker_id == 0 && g.not_before_ms == 42), "{r:?}");

@@ -35,10 +35,7 @@ fn log_id(index: u64) -> LogId {
 fn nth(i: u64) -> Entry {
     let payload = match i {
         0 => EntryPayload::Blank,
-        1 => EntryPayload::Normal(Command {
-            at_ms: 1,
-            op: Op::CreateTag { tag: "t".into(), step: 10, start_max_id: 1, description: String::new() },
-        }),
+        1 => EntryPayload::Normal(Command { at_ms: 1, op: Op::create_segment_tag("t".into(), 10, 1, String::new()) }),
         _ => EntryPayload::Normal(Command {
             at_ms: i as i64,
             op: Op::AllocateSegment { tag: "t".into(), step: i as i64, node_id: 1 },

@@ -38,7 +38,7 @@ pub fn alloc_op(step: i64) -> Op {
 
 /// Creates tag `t` (step 10, first ID 1).
 pub fn create_op() -> Op {
-    Op::CreateTag { tag: "t".into(), step: 10, start_max_id: 1, description: String::new() }
+    Op::create_segment_tag("t".into(), 10, 1, String::new())
 }
 
 /// A current-thread tokio runtime for one test.
