@@ -18,6 +18,8 @@
 //!   [`crate::gapless_check`]).
 //! - [`check`]: the checker over a history and the allocation journals.
 //! - [`by_fault`]: availability while each kind of fault held.
+//! - [`upgrade`]: a rolling upgrade run's client of every node (failover, retries), which
+//!   must see no error.
 //!
 //! The binary is `src/bin/leaf-chaos.rs`; the README's "Chaos testing" section explains the
 //! flags and what to do with a failing seed.
@@ -32,3 +34,4 @@ pub mod proxy;
 pub mod run;
 pub mod schedule;
 pub mod tags;
+pub mod upgrade;

@@ -1391,6 +1391,19 @@ async fn drive(
     h.phase(Phase::Warmup);
     tokio::time::sleep(warmup).await;
 
+    // A rolling upgrade's client of every node, with its own failover and retries.
+    let probe_stop = Arc::new(AtomicBool::new(false));
+    let probe = cfg.upgrade_from.as_ref().map(|_| {
+        let urls: Vec<String> = h.members.iter().map(|id| h.nodes.url(*id)).collect();
+        let builder = Client::builder(urls).token(TOKEN).timeout(cfg.request_timeout);
+        let builder = match h.nodes.ca() {
+            Some(ca) => builder.ca_file(ca),
+            None => builder,
+        };
+        let client = builder.build().expect("a client of the run's nodes");
+        tokio::spawn(super::upgrade::run(client, TAGS[0].0.to_string(), probe_stop.clone()))
+    });
+
     h.phase(Phase::Faults);
     let start = Instant::now();
     if let Some(old) = &cfg.upgrade_from {
@@ -1411,6 +1424,26 @@ async fn drive(
         }
     }
     tokio::time::sleep_until(start + faults_len).await;
+    if let Some(probe) = probe {
+        probe_stop.store(true, Ordering::Relaxed);
+        let r = probe.await?;
+        println!(
+            "[{:7.1}s] the client of every node: {} IDs, {} errors, {} duplicates",
+            h.history.now_ns() as f64 / 1e9,
+            r.ok,
+            r.errors.len(),
+            r.duplicates
+        );
+        if !r.errors.is_empty() || r.duplicates > 0 || r.ok == 0 {
+            let first: Vec<&String> = r.errors.iter().take(3).collect();
+            let detail = format!(
+                "the client of every node saw {} errors {first:?}, {} duplicates",
+                r.errors.len(),
+                r.duplicates
+            );
+            h.fault(FaultKind::Restart, FaultAction::Error, &[], detail);
+        }
+    }
 
     h.phase(Phase::Recovery);
     let rec_start = Instant::now();
