@@ -298,6 +298,23 @@ mod tests {
         sm.write_backup(header(), Vec::new()).unwrap()
     }
 
+    /// A backup of a raised cluster carries its version, so a restore keeps it (and a
+    /// release that does not support it refuses the backup).
+    #[test]
+    fn a_backup_carries_the_cluster_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_log, sm) = crate::open(dir.path(), &StoreOptions::default()).unwrap();
+        let raised = crate::version::ClusterVersion(2);
+        let (mut d, mut dirty) = (sm.write(), sm.lock_dirty());
+        let mut c = crate::apply::Changes::default();
+        let raise = crate::Command { at_ms: 1, op: crate::Op::SetClusterVersion { version: raised } };
+        crate::apply::apply(&mut d.state, &raise, &mut c).unwrap();
+        (dirty.changes, dirty.entries) = (c, 1);
+        drop((d, dirty));
+        let (bytes, _) = sm.write_backup(header(), Vec::new()).unwrap();
+        assert_eq!(read_backup(bytes.as_slice()).unwrap().1.state.version, raised);
+    }
+
     #[test]
     fn a_backup_reads_back_whole_with_its_header() {
         let (bytes, written) = backup_of(3_000);
