@@ -7,6 +7,7 @@
 //!
 //! Layout:
 //! - [`audit`]: the audit trail's records (who changed what, when) and its query.
+//! - [`cluster`]: membership changes and `GET /cluster/status` (re-exported by [`types`]).
 //! - [`dashboard`]: the body of `GET /admin/dashboard`, what the built-in `/ui` page shows.
 //! - [`codec`]: versioned, checksummed bincode envelope for every record written to disk or sent
 //!   between nodes.
@@ -30,6 +31,7 @@
 //! - [`types`]: JSON request and response bodies.
 
 pub mod audit;
+pub mod cluster;
 pub mod codec;
 pub mod dashboard;
 pub mod error;

@@ -1393,16 +1393,19 @@ async fn drive(
 
     // A rolling upgrade's client of every node, with its own failover and retries.
     let probe_stop = Arc::new(AtomicBool::new(false));
-    let probe = cfg.upgrade_from.as_ref().map(|_| {
-        let urls: Vec<String> = h.members.iter().map(|id| h.nodes.url(*id)).collect();
-        let builder = Client::builder(urls).token(TOKEN).timeout(cfg.request_timeout);
-        let builder = match h.nodes.ca() {
-            Some(ca) => builder.ca_file(ca),
-            None => builder,
-        };
-        let client = builder.build().expect("a client of the run's nodes");
-        tokio::spawn(super::upgrade::run(client, TAGS[0].0.to_string(), probe_stop.clone()))
-    });
+    let probe = match cfg.upgrade_from {
+        None => None,
+        Some(_) => {
+            let urls: Vec<String> = h.members.iter().map(|id| h.nodes.url(*id)).collect();
+            let builder = Client::builder(urls).token(TOKEN).timeout(cfg.request_timeout);
+            let builder = match h.nodes.ca() {
+                Some(ca) => builder.ca_file(ca),
+                None => builder,
+            };
+            let client = builder.build().context("a client of the run's nodes")?;
+            Some(tokio::spawn(super::upgrade::run(client, TAGS[0].0.to_string(), probe_stop.clone())))
+        }
+    };
 
     h.phase(Phase::Faults);
     let start = Instant::now();

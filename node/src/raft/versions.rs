@@ -63,7 +63,15 @@ impl Versions {
                 );
                 ClusterVersion(v)
             }
-            _ => SUPPORTED,
+            None if std::env::var_os(ADVERTISE_ENV).is_none() => SUPPORTED,
+            _ => {
+                tracing::warn!(
+                    supported = %SUPPORTED,
+                    "{ADVERTISE_ENV} is not a version from 1 to {} below this node's: ignored, this node advertises {SUPPORTED}",
+                    SUPPORTED.0 - 1
+                );
+                SUPPORTED
+            }
         };
         Versions {
             advertised,
