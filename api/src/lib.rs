@@ -22,7 +22,8 @@
 //! - [`profile`]: per-tag ID profiles (segment, monotonic, obfuscated, daily), daily ID
 //!   layout and day arithmetic, upper bounds.
 //! - [`ranges`]: batches as ranges `[start, end)` (`?format=ranges`, gRPC) and their checks.
-//! - [`routes`]: the public HTTP route table (server, OpenAPI, client and CLI share it).
+//! - [`routes`]: the public HTTP route table, each route per method with its policy (the right it
+//!   needs, or public) and whether it takes the fast path (server, OpenAPI, client and CLI share it).
 //! - [`tag`]: tag-name and count validation (the batch limits).
 //! - [`template`]: tag templates (`tenant-*-invoice`): patterns and the template endpoints'
 //!   bodies.

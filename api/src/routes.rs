@@ -1,5 +1,7 @@
 //! The public HTTP routes, declared once: the node's router, its OpenAPI document, the typed
 //! client and the CLI all use these templates (axum's `{param}` syntax), never a path literal.
+//! [`TABLE`] gives each route, per method, its policy ([`Access`]: the right it needs, or
+//! public) and whether it takes the per-ID fast path; its template is its metrics label.
 //!
 //! Internal node-to-node routes (bincode, authenticated by the cluster secret) are not public
 //! API; they live with the node's Raft network code.
@@ -87,46 +89,209 @@ pub const CLUSTER_PROMOTE: &str = "/admin/cluster/nodes/{id}/promote";
 /// `DELETE`: remove a member.
 pub const CLUSTER_NODE: &str = "/admin/cluster/nodes/{id}";
 
-/// Every public route template, for tests that check the router and the OpenAPI document
-/// against this table.
-pub const ALL: &[&str] = &[
-    SEGMENT_GET,
-    SNOWFLAKE_GET,
-    GAPLESS_ISSUE,
-    GAPLESS_RESERVE,
-    GAPLESS_CONFIRM,
-    GAPLESS_VOID,
-    ADMIN_TAG_LEDGER,
-    SNOWFLAKE_DECODE,
-    LEAF_DECODE,
-    HEALTH,
-    METRICS,
-    CACHE,
-    DB,
-    OPENAPI,
-    UI,
-    UI_ASSET,
-    ADMIN_TAGS,
-    ADMIN_TAGS_BATCH,
-    ADMIN_TAG,
-    ADMIN_TAG_ARCHIVE,
-    ADMIN_TAG_RESTORE,
-    ADMIN_TAG_DECODE,
-    ADMIN_ALLOCATIONS,
-    ADMIN_FAULT_CLOCK,
-    ADMIN_TOKENS,
-    ADMIN_TOKEN,
-    ADMIN_TOKEN_ROTATE,
-    ADMIN_TEMPLATES,
-    ADMIN_TEMPLATE,
-    ADMIN_AUDIT,
-    ADMIN_DASHBOARD,
-    ADMIN_BACKUP,
-    CLUSTER_STATUS,
-    CLUSTER_LEARNERS,
-    CLUSTER_PROMOTE,
-    CLUSTER_NODE,
+/// An HTTP method a route answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl Method {
+    /// The method's name as HTTP spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+        }
+    }
+
+    /// The method HTTP names `name`, if a route can answer it.
+    pub fn parse(name: &str) -> Option<Method> {
+        [Method::Get, Method::Post, Method::Put, Method::Patch, Method::Delete].into_iter().find(|m| m.as_str() == name)
+    }
+}
+
+/// A monitor view that `auth.public_endpoints` can open to anyone; the others need the
+/// `monitor` right (or the root credentials).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MonitorView {
+    /// `GET /health`.
+    Health,
+    /// `GET /metrics`.
+    Metrics,
+    /// `GET /db`.
+    Db,
+    /// `GET /cache`.
+    Cache,
+    /// `GET /cluster/status`.
+    ClusterStatus,
+}
+
+/// Who may call a route: its policy, declared with it in [`TABLE`]. The node's authorization
+/// (before routing), its OpenAPI document's security and its tests read it from there; a path
+/// under `/admin` that no row declares needs the root credentials (deny by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, with no credential: the node's own documents and the snowflake decoders, which
+    /// hold no secret.
+    Anyone,
+    /// IDs: anyone within the per-address quota, or a token with the `ids` right for the tag
+    /// (`auth.require_token_for_ids` makes the token necessary). The handler checks it, since
+    /// it depends on the tag and the count.
+    Ids,
+    /// A gapless series' numbers: a token with the `ids` right for the tag, or anyone where
+    /// `auth.anonymous_gapless` allows it; a reservation is settled only by its reserver. The
+    /// handler checks it, since it depends on the tag and the reservation.
+    Gapless,
+    /// A monitor view: anyone where `auth.public_endpoints` opens it, else the `monitor` right.
+    Monitor(MonitorView),
+    /// A scoped token with this right (the handler checks the token's tag patterns), or the
+    /// root credentials.
+    Right(crate::tokens::Right),
+    /// Only the root credentials (the admin token, an admin certificate, or loopback on a node
+    /// without a token); what the route does, for the refusal ("taking a backup needs…").
+    Root(&'static str),
+}
+
+impl Access {
+    /// Whether a caller must prove who it is before the router (an admin or monitor route).
+    pub fn is_checked_before_routing(self) -> bool {
+        matches!(self, Access::Monitor(_) | Access::Right(_) | Access::Root(_))
+    }
+}
+
+/// One public route: method, template, policy, and whether a plain `GET` of it is served ahead
+/// of the router (the per-ID fast path). Its metrics label is its template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub method: Method,
+    pub template: &'static str,
+    pub access: Access,
+    pub fast: bool,
+}
+
+const fn route(method: Method, template: &'static str, access: Access) -> Route {
+    Route { method, template, access, fast: false }
+}
+
+const fn fast(template: &'static str) -> Route {
+    Route { method: Method::Get, template, access: Access::Ids, fast: true }
+}
+
+use crate::tokens::Right::{Cluster, Monitor as MonitorRight, Tags};
+use Access::{Anyone, Gapless, Monitor, Right, Root};
+use Method::{Delete, Get, Patch, Post, Put};
+
+/// Every public route, once per method, with its policy. The router (through its OpenAPI
+/// operations, which a test compares with this table), the authorization, the latency
+/// metric's labels, the fast path and the OpenAPI document's security all read it.
+pub const TABLE: &[Route] = &[
+    fast(SEGMENT_GET),
+    fast(SNOWFLAKE_GET),
+    route(Get, SNOWFLAKE_DECODE, Anyone),
+    route(Get, LEAF_DECODE, Anyone),
+    route(Post, GAPLESS_ISSUE, Gapless),
+    route(Post, GAPLESS_RESERVE, Gapless),
+    route(Post, GAPLESS_CONFIRM, Gapless),
+    route(Post, GAPLESS_VOID, Gapless),
+    route(Get, HEALTH, Monitor(MonitorView::Health)),
+    route(Get, METRICS, Monitor(MonitorView::Metrics)),
+    route(Get, CACHE, Monitor(MonitorView::Cache)),
+    route(Get, DB, Monitor(MonitorView::Db)),
+    route(Get, CLUSTER_STATUS, Monitor(MonitorView::ClusterStatus)),
+    route(Get, OPENAPI, Anyone),
+    route(Get, UI, Anyone),
+    route(Get, UI_ASSET, Anyone),
+    route(Get, ADMIN_TAGS, Right(Tags)),
+    route(Post, ADMIN_TAGS, Right(Tags)),
+    route(Post, ADMIN_TAGS_BATCH, Right(Tags)),
+    route(Get, ADMIN_TAG, Right(Tags)),
+    route(Patch, ADMIN_TAG, Right(Tags)),
+    route(Post, ADMIN_TAG_ARCHIVE, Right(Tags)),
+    route(Post, ADMIN_TAG_RESTORE, Right(Tags)),
+    route(Get, ADMIN_TAG_DECODE, Right(Tags)),
+    route(Get, ADMIN_TAG_LEDGER, Right(Tags)),
+    route(Get, ADMIN_ALLOCATIONS, Right(Cluster)),
+    route(Post, ADMIN_FAULT_CLOCK, Right(Cluster)),
+    route(Get, ADMIN_AUDIT, Right(Cluster)),
+    route(Get, ADMIN_DASHBOARD, Right(MonitorRight)),
+    route(Get, ADMIN_TOKENS, Root(TOKENS)),
+    route(Post, ADMIN_TOKENS, Root(TOKENS)),
+    route(Get, ADMIN_TOKEN, Root(TOKENS)),
+    route(Delete, ADMIN_TOKEN, Root(TOKENS)),
+    route(Post, ADMIN_TOKEN_ROTATE, Root(TOKENS)),
+    route(Get, ADMIN_TEMPLATES, Root(TEMPLATES)),
+    route(Put, ADMIN_TEMPLATE, Root(TEMPLATES)),
+    route(Delete, ADMIN_TEMPLATE, Root(TEMPLATES)),
+    route(Get, ADMIN_BACKUP, Root("taking a backup")),
+    route(Post, CLUSTER_LEARNERS, Right(Cluster)),
+    route(Post, CLUSTER_PROMOTE, Right(Cluster)),
+    route(Delete, CLUSTER_NODE, Right(Cluster)),
 ];
+
+const TOKENS: &str = "managing tokens";
+const TEMPLATES: &str = "managing tag templates";
+
+/// What an admin path that no route declares needs: the root credentials.
+pub const UNDECLARED_ADMIN: Access = Access::Root("an undeclared admin endpoint");
+
+/// The row for `method` at `path` (a concrete path, matched against the templates).
+pub fn find(method: Method, path: &str) -> Option<&'static Route> {
+    TABLE.iter().find(|r| r.method == method && matches(r.template, path))
+}
+
+/// The first row whose template matches `path`, whatever its method.
+pub fn find_path(path: &str) -> Option<&'static Route> {
+    TABLE.iter().find(|r| matches(r.template, path))
+}
+
+/// The policy of a request for `method` at `path`: its row's; for a method the path does not
+/// answer, the policy of the path's first row (so the 405 comes after the same check); under
+/// `/admin` with no row, [`UNDECLARED_ADMIN`]. `None`: not a public route (internal, or no
+/// route at all).
+pub fn access(method: Option<Method>, path: &str) -> Option<Access> {
+    let row = method.and_then(|m| find(m, path)).or_else(|| find_path(path));
+    match row {
+        Some(r) => Some(r.access),
+        None if path == "/admin" || path.starts_with("/admin/") => Some(UNDECLARED_ADMIN),
+        None => None,
+    }
+}
+
+/// Each route template once, in table order.
+pub fn templates() -> impl Iterator<Item = &'static str> {
+    TABLE
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| TABLE[..*i].iter().all(|o| o.template != r.template))
+        .map(|(_, r)| r.template)
+}
+
+/// Whether the concrete `path` matches `template`: equal segments, and one non-empty segment
+/// for each `{param}`.
+pub fn matches(template: &str, path: &str) -> bool {
+    let (mut t, mut p) = (template.split('/'), path.split('/'));
+    loop {
+        match (t.next(), p.next()) {
+            (None, None) => return true,
+            (Some(ts), Some(ps)) if ts.starts_with('{') => {
+                if ps.is_empty() {
+                    return false;
+                }
+            }
+            (Some(ts), Some(ps)) if ts == ps => {}
+            _ => return false,
+        }
+    }
+}
 
 /// Fills a template's `{param}` segments in order, percent-encoding each value as one path
 /// segment. Panics in debug builds when the counts differ (a programming error, not input).
@@ -171,11 +336,35 @@ mod tests {
     }
 
     #[test]
-    fn every_route_is_listed_once_and_starts_with_a_slash() {
+    fn every_route_is_listed_once_per_method_and_starts_with_a_slash() {
         let mut seen = std::collections::BTreeSet::new();
-        for r in ALL {
-            assert!(r.starts_with('/'), "{r}");
-            assert!(seen.insert(*r), "{r} listed twice");
+        for r in TABLE {
+            assert!(r.template.starts_with('/'), "{}", r.template);
+            assert!(seen.insert((r.template, r.method)), "{} {} listed twice", r.method.as_str(), r.template);
         }
+    }
+
+    #[test]
+    fn paths_find_their_rows_and_undeclared_admin_paths_need_root() {
+        assert_eq!(find(Method::Get, "/api/segment/get/orders").map(|r| r.template), Some(SEGMENT_GET));
+        assert_eq!(find(Method::Patch, "/admin/tags/a").map(|r| r.template), Some(ADMIN_TAG));
+        assert_eq!(find(Method::Get, "/admin/tags/a/decode/5").map(|r| r.template), Some(ADMIN_TAG_DECODE));
+        assert_eq!(find(Method::Post, "/admin/tags/a"), None);
+        assert_eq!(access(Some(Method::Post), "/admin/tags/a"), Some(Access::Right(Tags)));
+        assert_eq!(access(Some(Method::Get), "/admin/tokens/7"), Some(Access::Root(TOKENS)));
+        assert_eq!(access(Some(Method::Get), "/admin/not-a-route"), Some(UNDECLARED_ADMIN));
+        assert_eq!(access(None, "/admin"), Some(UNDECLARED_ADMIN));
+        assert_eq!(access(Some(Method::Get), "/internal/raft/append"), None);
+        assert_eq!(access(Some(Method::Get), "/api/segment/get/"), None);
+        for t in templates() {
+            let params = vec!["x"; t.matches('{').count()];
+            assert_eq!(find_path(&fill(t, &params)).map(|r| r.template), Some(t));
+        }
+    }
+
+    #[test]
+    fn only_the_two_id_routes_take_the_fast_path() {
+        let fast: Vec<_> = TABLE.iter().filter(|r| r.fast).map(|r| (r.method, r.template, r.access)).collect();
+        assert_eq!(fast, [(Method::Get, SEGMENT_GET, Access::Ids), (Method::Get, SNOWFLAKE_GET, Access::Ids)]);
     }
 }

@@ -88,44 +88,6 @@ fn is_port(s: &str) -> bool {
     !s.is_empty() && s.len() <= 5 && s.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// Whether `path` is an admin endpoint (or would be one).
-pub fn is_admin(path: &str) -> bool {
-    path == "/admin" || path.starts_with("/admin/")
-}
-
-/// The right a scoped token needs for an admin path; `None`: only the root credentials (the
-/// token endpoints: a scoped token never mints or revokes tokens; a backup holds every
-/// token's hash and every obfuscation key).
-pub fn admin_right(path: &str) -> Option<leaf_api::tokens::Right> {
-    use leaf_api::tokens::Right;
-    let under = |prefix: &str| path == prefix || path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
-    if under(leaf_api::routes::ADMIN_TOKENS)
-        || under(leaf_api::routes::ADMIN_TEMPLATES)
-        || path == leaf_api::routes::ADMIN_BACKUP
-    {
-        None
-    } else if under(leaf_api::routes::ADMIN_TAGS) || path == leaf_api::routes::ADMIN_TAGS_BATCH {
-        Some(Right::Tags)
-    } else if path == leaf_api::routes::ADMIN_DASHBOARD {
-        Some(Right::Monitor)
-    } else {
-        Some(Right::Cluster)
-    }
-}
-
-/// What an admin path that only the root credentials may use does, for its refusal
-/// ([`admin_right`] is `None` for it).
-pub fn root_action(path: &str) -> &'static str {
-    let under = |prefix: &str| path == prefix || path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
-    if under(leaf_api::routes::ADMIN_TEMPLATES) {
-        "managing tag templates"
-    } else if path == leaf_api::routes::ADMIN_BACKUP {
-        "taking a backup"
-    } else {
-        "managing tokens"
-    }
-}
-
 /// Whether the connection's certificate names a client allowed on `/admin`.
 pub fn admin_client(allowed: &[String], identity: Option<&CertIdentity>) -> bool {
     matches!(identity, Some(CertIdentity::Client(name)) if allowed.iter().any(|a| a == name))
@@ -355,23 +317,5 @@ mod tests {
             assert_eq!(check_cluster_secret(Some("s3cret"), bad).unwrap_err().code, ErrorCode::Unauthorized);
         }
         assert!(check_cluster_secret(None, Some(b"")).is_err(), "a node without a secret refuses all");
-    }
-
-    #[test]
-    fn scoped_tokens_need_the_right_of_the_path() {
-        use leaf_api::tokens::Right;
-        assert_eq!(admin_right("/admin/tags"), Some(Right::Tags));
-        assert_eq!(admin_right("/admin/tags/orders/decode/5"), Some(Right::Tags));
-        assert_eq!(admin_right("/admin/tags:batch"), Some(Right::Tags));
-        assert_eq!(admin_right("/admin/tagsx"), Some(Right::Cluster));
-        assert_eq!(admin_right("/admin/tokens"), None);
-        assert_eq!(admin_right("/admin/tokens/00000000000000ff/rotate"), None);
-        assert_eq!(admin_right("/admin/tokensx"), Some(Right::Cluster));
-        // A backup holds every token's hash and every obfuscation key: root only.
-        assert_eq!(admin_right(leaf_api::routes::ADMIN_BACKUP), None);
-        assert_eq!(admin_right("/admin/backupx"), Some(Right::Cluster));
-        for p in ["/admin/audit", "/admin/cluster/learners", "/admin/allocations", "/admin/fault/clock", "/admin"] {
-            assert_eq!(admin_right(p), Some(Right::Cluster), "{p}");
-        }
     }
 }

@@ -39,36 +39,9 @@ pub struct AuthConfig {
     pub public_endpoints: Vec<PublicEndpoint>,
 }
 
-/// A monitor endpoint that `auth.public_endpoints` can open to anyone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PublicEndpoint {
-    /// `GET /health`.
-    Health,
-    /// `GET /metrics`.
-    Metrics,
-    /// `GET /db`.
-    Db,
-    /// `GET /cache`.
-    Cache,
-    /// `GET /cluster/status`.
-    ClusterStatus,
-}
-
-impl PublicEndpoint {
-    /// The endpoint at `path`, if it is a monitor endpoint.
-    pub fn at(path: &str) -> Option<PublicEndpoint> {
-        use leaf_api::routes;
-        match path {
-            routes::HEALTH => Some(PublicEndpoint::Health),
-            routes::METRICS => Some(PublicEndpoint::Metrics),
-            routes::DB => Some(PublicEndpoint::Db),
-            routes::CACHE => Some(PublicEndpoint::Cache),
-            routes::CLUSTER_STATUS => Some(PublicEndpoint::ClusterStatus),
-            _ => None,
-        }
-    }
-}
+/// A monitor endpoint that `auth.public_endpoints` can open to anyone (declared with its route
+/// in [`leaf_api::routes::TABLE`]).
+pub use leaf_api::routes::MonitorView as PublicEndpoint;
 
 impl Default for AuthConfig {
     fn default() -> Self {

@@ -1,8 +1,10 @@
-//! The tower layer that asks the service core who is calling, before routing: everything under
-//! `/admin` needs admin credentials (the admin bearer token, or loopback without one; an admin
-//! client certificate; a scoped token with the right for the path) and a request that is not
-//! another web origin's (`Origin`, and `Host` for token-less loopback), everything under
-//! `/internal` the cluster secret (and, with TLS, a member node's certificate). The checks
+//! The tower layer that asks the service core who is calling, before routing: every admin and
+//! monitor route needs the credentials its row of [`leaf_api::routes::TABLE`] declares (the
+//! admin bearer token, or loopback without one; an admin client certificate; a scoped token
+//! with the route's right), and a request that is not another web origin's (`Origin`, and
+//! `Host` for token-less loopback); a path under `/admin` that no row declares needs the root
+//! credentials. Everything under `/internal` needs the cluster secret (and, with TLS, a
+//! member node's certificate). The checks
 //! themselves are [`crate::service::App::authorize`]'s. A refused request gets its 401/403 and
 //! never reaches a handler, so unknown paths and wrong methods under those prefixes answer
 //! 401/403 first, and no request body is read before the caller is known. The caller of an
@@ -70,7 +72,8 @@ where
                 origin: text(ORIGIN),
             },
         };
-        match self.app.authorize(&self.conn, req.uri().path(), creds) {
+        let method = leaf_api::routes::Method::parse(req.method().as_str());
+        match self.app.authorize(&self.conn, method, req.uri().path(), creds) {
             Ok(verdict) => {
                 match verdict {
                     Verdict::Admin(principal) | Verdict::Monitor(principal) => {

@@ -56,31 +56,30 @@ fn prefix_of(template: &'static str) -> &'static str {
     &template[..template.find('{').unwrap_or(template.len())]
 }
 
-/// The prefixes of the two fast routes, found once.
-static SEGMENT_PREFIX: LazyLock<&str> = LazyLock::new(|| prefix_of(routes::SEGMENT_GET));
-static SNOWFLAKE_PREFIX: LazyLock<&str> = LazyLock::new(|| prefix_of(routes::SNOWFLAKE_GET));
-
-/// An ID request the fast path serves: the tag or key as it appears in the path.
-#[derive(Debug, PartialEq, Eq)]
-enum FastRoute<'a> {
-    Segment(&'a str),
-    Snowflake(&'a str),
+/// Which handler serves a fast row of [`routes::TABLE`]; `None` for any other template.
+fn kind_of(template: &str) -> Option<FastKind> {
+    match template {
+        routes::SEGMENT_GET => Some(FastKind::Segment),
+        routes::SNOWFLAKE_GET => Some(FastKind::Snowflake),
+        _ => None,
+    }
 }
+
+/// The fast routes of [`routes::TABLE`] (`fast: true`), found once: each one's prefix, kind and
+/// metrics label.
+static FAST: LazyLock<Vec<(&'static str, FastKind, Route)>> = LazyLock::new(|| {
+    let fast = routes::TABLE.iter().filter(|r| r.fast);
+    fast.filter_map(|r| Some((prefix_of(r.template), kind_of(r.template)?, Route::of(r.template)))).collect()
+});
 
 /// Which ID route a request is, when the fast path can serve it exactly as the router would:
 /// `GET` and one non-empty path segment without percent-escapes after the route's prefix.
-fn fast_route<'a>(method: &Method, path: &'a str) -> Option<FastRoute<'a>> {
+fn fast_route<'a>(method: &Method, path: &'a str) -> Option<(FastKind, &'a str)> {
     if method != Method::GET {
         return None;
     }
-    let plain = |rest: &'a str| (!rest.is_empty() && !rest.bytes().any(|b| b == b'/' || b == b'%')).then_some(rest);
-    if let Some(rest) = path.strip_prefix(*SEGMENT_PREFIX) {
-        return plain(rest).map(FastRoute::Segment);
-    }
-    if let Some(rest) = path.strip_prefix(*SNOWFLAKE_PREFIX) {
-        return plain(rest).map(FastRoute::Snowflake);
-    }
-    None
+    let plain = |rest: &'a str| !rest.is_empty() && !rest.bytes().any(|b| b == b'/' || b == b'%');
+    FAST.iter().find_map(|(prefix, kind, _)| Some((*kind, path.strip_prefix(prefix).filter(|r| plain(r))?)))
 }
 
 /// Which of the two ID routes the fast path serves.
@@ -137,10 +136,6 @@ async fn later(app: &App, rest: Later, name: &str) -> Result<Response, ApiError>
     }
 }
 
-/// The metrics labels of the two fast routes.
-static SEGMENT_ROUTE: LazyLock<Route> = LazyLock::new(|| Route::of(routes::SEGMENT_GET));
-static SNOWFLAKE_ROUTE: LazyLock<Route> = LazyLock::new(|| Route::of(routes::SNOWFLAKE_GET));
-
 /// The fast path's answer: ready (no allocation, no state machine) when [`now`] answered,
 /// else the boxed future of the awaited rest.
 pub type FastAnswer = Either<Ready<Result<Response, Infallible>>, BoxFuture<'static, Result<Response, Infallible>>>;
@@ -157,10 +152,7 @@ pub fn fast_path<B>(
     client: IpAddr,
 ) -> Option<FastAnswer> {
     let path = req.uri().path();
-    let (kind, name) = match fast_route(req.method(), path)? {
-        FastRoute::Segment(tag) => (FastKind::Segment, tag),
-        FastRoute::Snowflake(key) => (FastKind::Snowflake, key),
-    };
+    let (kind, name) = fast_route(req.method(), path)?;
     let auth = req.headers().get(axum::http::header::AUTHORIZATION).map(|v| v.as_bytes());
     let rest = match now(app, (kind, name), req.uri().query(), (auth, client)) {
         Ok(Ok(answer)) => return Some(Either::Left(ready(Ok(done(app, kind, started, answer))))),
@@ -179,10 +171,7 @@ pub fn fast_path<B>(
 /// An answer of the fast route `kind` finished and timed as the router's are.
 fn done(app: &App, kind: FastKind, started: std::time::Instant, answer: Response) -> Response {
     let answer = super::finish(app, answer);
-    let route = match kind {
-        FastKind::Segment => *SEGMENT_ROUTE,
-        FastKind::Snowflake => *SNOWFLAKE_ROUTE,
-    };
+    let route = FAST.iter().find(|(_, k, _)| *k == kind).map_or_else(|| Route::of(""), |(_, _, r)| *r);
     super::answered(app, route, started, &answer);
     answer
 }
@@ -194,8 +183,8 @@ mod tests {
     #[test]
     fn the_fast_path_takes_plain_gets_of_the_two_id_routes_only() {
         let get = Method::GET;
-        assert_eq!(fast_route(&get, "/api/segment/get/orders"), Some(FastRoute::Segment("orders")));
-        assert_eq!(fast_route(&get, "/api/snowflake/get/k.1"), Some(FastRoute::Snowflake("k.1")));
+        assert_eq!(fast_route(&get, "/api/segment/get/orders"), Some((FastKind::Segment, "orders")));
+        assert_eq!(fast_route(&get, "/api/snowflake/get/k.1"), Some((FastKind::Snowflake, "k.1")));
         // What only the router answers: other methods (405), HEAD, escaped, empty or nested
         // segments, other routes.
         assert_eq!(fast_route(&Method::POST, "/api/segment/get/orders"), None);
@@ -205,11 +194,17 @@ mod tests {
         assert_eq!(fast_route(&get, "/api/segment/get/a/b"), None);
         assert_eq!(fast_route(&get, "/api/snowflake/decode/1"), None);
         assert_eq!(fast_route(&get, "/api/segment/gets/a"), None);
-        // The prefixes are the route table's, and public: the auth layer the fast path skips
-        // lets them through.
-        for p in [prefix_of(routes::SEGMENT_GET), prefix_of(routes::SNOWFLAKE_GET)] {
-            assert!(p.starts_with("/api/") && p.ends_with('/'), "{p}");
-            assert!(!crate::access::credentials::is_admin(p) && !crate::raft::service::is_internal(p), "{p}");
+    }
+
+    /// Every fast row of the route table has a handler here, and none needs a check before
+    /// routing: the auth layer the fast path skips would let it through.
+    #[test]
+    fn the_fast_routes_are_the_tables_and_checked_by_their_handlers() {
+        let rows: Vec<_> = routes::TABLE.iter().filter(|r| r.fast).collect();
+        assert_eq!(FAST.len(), rows.len(), "a fast row of the route table has no fast handler");
+        for r in rows {
+            assert!(!r.access.is_checked_before_routing(), "{}", r.template);
+            assert!(prefix_of(r.template).ends_with('/') && !crate::raft::service::is_internal(r.template));
         }
     }
 

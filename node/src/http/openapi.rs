@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use axum::body::Bytes;
+use leaf_api::routes::{self, Access, Method};
 use leaf_api::types::Health;
 use leaf_api::{ErrorBody, ErrorCode};
 use utoipa::openapi::example::ExampleBuilder;
@@ -291,23 +292,49 @@ error_set! {
 pub fn served_json(config: &crate::Config) -> Served {
     let mut doc = document().clone();
     for (path, item) in doc.paths.paths.iter_mut() {
-        let required = if path.starts_with("/admin") {
-            config.admin_token().is_some()
-        } else if let Some(endpoint) = crate::config::PublicEndpoint::at(path) {
-            config.admin_token().is_some() && !config.auth.is_public(endpoint)
-        } else {
-            config.auth.require_token_for_ids
-        };
-        let ops = [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
-        for op in ops.into_iter().flatten() {
-            let Some(security) = op.security.as_mut() else { continue };
+        let ops = [
+            (Method::Get, &mut item.get),
+            (Method::Post, &mut item.post),
+            (Method::Put, &mut item.put),
+            (Method::Patch, &mut item.patch),
+            (Method::Delete, &mut item.delete),
+        ];
+        for (method, op) in ops {
+            let Some(security) = op.as_mut().and_then(|op| op.security.as_mut()) else { continue };
+            let row = routes::TABLE.iter().find(|r| r.template == path && r.method == method);
             let token = SecurityRequirement::new("admin_token", Vec::<String>::new());
-            *security = if required { vec![token] } else { vec![SecurityRequirement::default(), token] };
+            *security = match row.map(|r| credential(config, r.access)) {
+                Some(Credential::Optional) => vec![SecurityRequirement::default(), token],
+                Some(Credential::None) => continue,
+                // Deny by default: an operation no row declares (a test keeps there being none).
+                Some(Credential::Required) | None => vec![token],
+            };
         }
     }
     let mut text = doc.to_pretty_json().unwrap_or_default();
     text.push('\n');
     Served(Bytes::from(text))
+}
+
+/// Whether a caller of a route needs a credential on a node with `config`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Credential {
+    Required,
+    Optional,
+    None,
+}
+
+/// What the route's policy ([`routes::Access`]) asks of a caller on a node with `config`.
+fn credential(config: &crate::Config, access: Access) -> Credential {
+    let required = |yes: bool| if yes { Credential::Required } else { Credential::Optional };
+    let admin_token = config.admin_token().is_some();
+    match access {
+        Access::Anyone => Credential::None,
+        Access::Ids => required(config.auth.require_token_for_ids),
+        Access::Gapless => required(config.auth.require_token_for_ids || !config.auth.anonymous_gapless),
+        Access::Monitor(view) => required(admin_token && !config.auth.is_public(view)),
+        Access::Right(_) | Access::Root(_) => required(admin_token),
+    }
 }
 
 /// The OpenAPI document a node serves (built once, at the router's start).
@@ -329,28 +356,40 @@ fn document() -> &'static OpenApi {
 mod tests {
     use super::*;
 
+    /// The router's operations (the document's come from the same `routes!` declarations) are
+    /// exactly the route table's rows, so no handler is mounted without a declared policy.
     #[test]
-    fn the_paths_are_the_public_route_table() {
-        let doc = document();
-        let documented: std::collections::BTreeSet<&str> = doc.paths.paths.keys().map(String::as_str).collect();
-        let table: std::collections::BTreeSet<&str> = leaf_api::routes::ALL.iter().copied().collect();
-        assert_eq!(documented, table);
+    fn the_operations_are_the_route_table() {
+        let doc: serde_json::Value = serde_json::to_value(document()).unwrap();
+        let mut mounted = std::collections::BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                let method = Method::parse(&method.to_ascii_uppercase()).expect("a method the table knows");
+                mounted.insert((path.clone(), method));
+            }
+        }
+        let declared: std::collections::BTreeSet<_> =
+            routes::TABLE.iter().map(|r| (r.template.to_string(), r.method)).collect();
+        let undeclared: Vec<_> = mounted.difference(&declared).collect();
+        assert!(undeclared.is_empty(), "routes mounted without a row in leaf_api::routes::TABLE: {undeclared:?}");
+        let unmounted: Vec<_> = declared.difference(&mounted).collect();
+        assert!(unmounted.is_empty(), "rows of leaf_api::routes::TABLE that no handler serves: {unmounted:?}");
     }
 
     /// Each operation's security in the document served with `config`: `Some(true)` required,
     /// `Some(false)` optional, `None` none.
-    fn security(config: &crate::Config) -> Vec<(String, Option<bool>, Vec<String>)> {
+    fn security(config: &crate::Config) -> Vec<(String, String, Option<bool>, Vec<String>)> {
         let doc: serde_json::Value = serde_json::from_slice(&served_json(config).0).unwrap();
         let mut out = Vec::new();
         for (path, item) in doc["paths"].as_object().unwrap() {
-            for (_, op) in item.as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
                 let statuses = op["responses"].as_object().unwrap().keys().cloned().collect();
                 let security = op.get("security").and_then(|s| s.as_array()).map(|reqs| {
                     let optional = reqs.iter().any(|r| r.as_object().is_some_and(|o| o.is_empty()));
                     assert!(reqs.iter().any(|r| r.get("admin_token").is_some()), "{path}");
                     !optional
                 });
-                out.push((path.clone(), security, statuses));
+                out.push((path.clone(), method.clone(), security, statuses));
             }
         }
         out
@@ -360,42 +399,47 @@ mod tests {
         crate::Config { admin_token: Some("t".repeat(32).into()), ..Default::default() }
     }
 
+    /// The row of the table for an operation of the document.
+    fn row(path: &str, method: &str) -> &'static routes::Route {
+        let method = Method::parse(&method.to_ascii_uppercase()).unwrap();
+        routes::TABLE.iter().find(|r| r.template == path && r.method == method).unwrap()
+    }
+
     #[test]
     fn every_operation_documents_its_errors_and_its_credential() {
-        for (path, security, statuses) in security(&with_token()) {
+        let config = with_token();
+        for (path, method, security, statuses) in security(&config) {
             assert!(statuses.iter().any(|s| s.starts_with('2')), "{path}: {statuses:?}");
             assert!(statuses.iter().any(|s| *s == "503"), "{path}: no 503 ({statuses:?})");
-            let monitor = ["/db", "/cache", "/cluster/status"].contains(&path.as_str());
-            let optional = ["/health", "/metrics"].contains(&path.as_str())
-                || path.contains("/get/")
-                || path.starts_with("/api/gapless/");
-            let expected = if path.starts_with("/admin") || monitor {
-                Some(true)
-            } else if optional {
-                Some(false)
-            } else {
-                None
+            let expected = match row(&path, &method).access {
+                Access::Anyone => None,
+                Access::Ids => Some(false),
+                Access::Gapless => Some(!config.auth.anonymous_gapless),
+                Access::Monitor(view) => Some(!config.auth.is_public(view)),
+                Access::Right(_) | Access::Root(_) => Some(true),
             };
-            assert_eq!(security, expected, "{path}: security");
+            assert_eq!(security, expected, "{method} {path}: security");
             if security.is_some() {
                 assert!(statuses.iter().any(|s| *s == "401") && statuses.iter().any(|s| *s == "403"), "{path}");
             }
         }
     }
 
-    /// Without an admin token a loopback call needs no credential anywhere; with the monitor
-    /// endpoints closed or tokens required for IDs, those need one.
+    /// Without an admin token a loopback call needs no credential but for gapless series
+    /// (`auth.anonymous_gapless` is off by default); with the monitor endpoints closed or
+    /// tokens required for IDs, those need one.
     #[test]
     fn the_served_security_follows_the_configuration() {
-        for (path, security, _) in security(&crate::Config::default()) {
-            assert_ne!(security, Some(true), "{path}: required without an admin token");
+        for (path, method, security, _) in security(&crate::Config::default()) {
+            let gapless = row(&path, &method).access == Access::Gapless;
+            assert_eq!(security == Some(true), gapless, "{method} {path}: required without an admin token");
         }
         let mut strict = with_token();
         strict.auth.public_endpoints.clear();
         strict.auth.require_token_for_ids = true;
-        for (path, security, _) in security(&strict) {
-            if path != "/openapi.json" && !path.starts_with("/ui") && !path.contains("decode") {
-                assert_eq!(security, Some(true), "{path}");
+        for (path, method, security, _) in security(&strict) {
+            if row(&path, &method).access != Access::Anyone {
+                assert_eq!(security, Some(true), "{method} {path}");
             }
         }
     }

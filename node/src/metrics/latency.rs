@@ -58,9 +58,14 @@ impl EncodeMetric for AtomicHistogram {
 const INTERNAL: &str = "/internal";
 const UNMATCHED: &str = "unmatched";
 
+/// Every `route` label value, in cell order: the templates of [`leaf_api::routes::TABLE`],
+/// then the internal mount and `unmatched`.
+static LABELS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| leaf_api::routes::templates().chain([INTERNAL, UNMATCHED]).collect());
+
 /// Every `route` label value, in cell order.
 pub fn routes() -> impl Iterator<Item = &'static str> {
-    leaf_api::routes::ALL.iter().copied().chain([INTERNAL, UNMATCHED])
+    LABELS.iter().copied()
 }
 
 /// The `status` label values, in cell order; the last is every other status.
@@ -75,35 +80,18 @@ impl Route {
     /// The route template `path` matches: the internal mount for `/internal/…`, else
     /// `unmatched`.
     pub fn of(path: &str) -> Route {
+        let public = LABELS.len() - 2;
         if crate::raft::service::is_internal(path) {
-            return Route(leaf_api::routes::ALL.len());
+            return Route(public);
         }
-        match leaf_api::routes::ALL.iter().position(|t| matches(t, path)) {
+        match LABELS[..public].iter().position(|t| leaf_api::routes::matches(t, path)) {
             Some(i) => Route(i),
-            None => Route(leaf_api::routes::ALL.len() + 1),
+            None => Route(public + 1),
         }
     }
 
     pub fn label(self) -> &'static str {
-        routes().nth(self.0).unwrap_or(UNMATCHED)
-    }
-}
-
-/// Whether `path` fits the template: the same segments, a `{param}` standing for any non-empty
-/// one.
-fn matches(template: &str, path: &str) -> bool {
-    let (mut t, mut p) = (template.split('/'), path.split('/'));
-    loop {
-        match (t.next(), p.next()) {
-            (None, None) => return true,
-            (Some(ts), Some(ps)) if ts.starts_with('{') => {
-                if ps.is_empty() {
-                    return false;
-                }
-            }
-            (Some(ts), Some(ps)) if ts == ps => {}
-            _ => return false,
-        }
+        LABELS.get(self.0).copied().unwrap_or(UNMATCHED)
     }
 }
 
@@ -213,9 +201,9 @@ mod tests {
             assert_eq!(Route::of(junk).label(), "unmatched", "{junk:?}");
         }
         // Every template, with its parameters filled, is its own label.
-        for t in routes::ALL {
+        for t in routes::templates() {
             let params = vec!["x"; t.matches('{').count()];
-            assert_eq!(Route::of(&routes::fill(t, &params)).label(), *t);
+            assert_eq!(Route::of(&routes::fill(t, &params)).label(), t);
         }
     }
 

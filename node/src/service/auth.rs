@@ -6,11 +6,10 @@ use leaf_api::identity::CertIdentity;
 
 use super::{ApiError, App};
 use crate::access::credentials::{
-    admin_client, admin_right, check_admin, check_cluster_secret, check_origin, check_peer_node, is_admin, root_action,
-    ConnInfo, PeerNode, Provenance,
+    admin_client, check_admin, check_cluster_secret, check_origin, check_peer_node, ConnInfo, PeerNode, Provenance,
 };
 use crate::access::Principal;
-use crate::config::PublicEndpoint;
+use leaf_api::routes::{self, Access};
 use leaf_api::tokens::Right;
 
 /// The credentials a call carries, whatever its wire form.
@@ -44,45 +43,62 @@ impl App {
         check_admin(self.config.admin_token(), creds.authorization, conn, creds.provenance.host).map(Principal::Root)
     }
 
-    /// Admin and internal paths need their credentials: the verdict on a request for `path`
-    /// that came in on `conn`, before routing. With TLS, an internal call needs a certificate
-    /// the cluster CA signed for a current member node (or any node while this one has no
-    /// cluster yet: a new learner waits for its leader), and always the cluster secret. A node
-    /// removed from the cluster is refused even if the static peer list still names it.
-    pub fn authorize(&self, conn: &ConnInfo, path: &str, creds: Credentials<'_>) -> Result<Verdict, ApiError> {
-        if is_admin(path) {
-            check_origin(creds.provenance)?;
-            let principal = self.authorize_admin(conn, creds)?;
-            match admin_right(path) {
-                Some(right) => principal.require(right)?,
-                None => principal.require_root(root_action(path))?,
+    /// Admin and monitor routes need the credentials their row of [`routes::TABLE`] declares
+    /// (an admin path no row declares needs the root credentials), internal ones the cluster
+    /// secret: the verdict on a request for `method` at `path` that came in on `conn`, before
+    /// routing. With TLS, an internal call needs a certificate the cluster CA signed for a
+    /// current member node (or any node while this one has no cluster yet: a new learner
+    /// waits for its leader), and always the cluster secret. A node removed from the cluster
+    /// is refused even if the static peer list still names it.
+    pub fn authorize(
+        &self,
+        conn: &ConnInfo,
+        method: Option<routes::Method>,
+        path: &str,
+        creds: Credentials<'_>,
+    ) -> Result<Verdict, ApiError> {
+        match routes::access(method, path) {
+            Some(Access::Right(right)) => {
+                check_origin(creds.provenance)?;
+                let principal = self.authorize_admin(conn, creds)?;
+                principal.require(right)?;
+                Ok(Verdict::Admin(principal))
             }
-            Ok(Verdict::Admin(principal))
-        } else if let Some(endpoint) = PublicEndpoint::at(path) {
-            // Public: anyone; a credential that is sent must be a valid one, and then the view
-            // is the credential's (a scoped token sees its own tags).
-            if self.config.auth.is_public(endpoint) {
-                return match creds.authorization {
-                    Some(_) => Ok(Verdict::Monitor(self.authorize_admin(conn, creds)?)),
-                    None => Ok(Verdict::Anyone),
+            Some(Access::Root(what)) => {
+                check_origin(creds.provenance)?;
+                let principal = self.authorize_admin(conn, creds)?;
+                principal.require_root(what)?;
+                Ok(Verdict::Admin(principal))
+            }
+            Some(Access::Monitor(view)) => {
+                // Public: anyone; a credential that is sent must be a valid one, and then the
+                // view is the credential's (a scoped token sees its own tags).
+                if self.config.auth.is_public(view) {
+                    return match creds.authorization {
+                        Some(_) => Ok(Verdict::Monitor(self.authorize_admin(conn, creds)?)),
+                        None => Ok(Verdict::Anyone),
+                    };
+                }
+                check_origin(creds.provenance)?;
+                let principal = self.authorize_admin(conn, creds)?;
+                principal.require(Right::Monitor)?;
+                Ok(Verdict::Monitor(principal))
+            }
+            // The handlers check what these need: it depends on the tag and the count.
+            Some(Access::Anyone | Access::Ids | Access::Gapless) => Ok(Verdict::Anyone),
+            None if path == crate::raft::learner_proof::PATH_LEARNER_PROOF && self.tls.is_none() => {
+                // A node proving it holds the secret to a leader that has not sent it.
+                Ok(Verdict::Peer(None))
+            }
+            None if crate::raft::service::is_internal(path) => {
+                let peer = match self.tls {
+                    Some(_) => Some(check_peer_node(conn.identity.as_deref(), |id| self.is_current_member(id))?),
+                    None => None,
                 };
+                check_cluster_secret(self.config.cluster_secret(), creds.cluster_secret)?;
+                Ok(Verdict::Peer(peer))
             }
-            check_origin(creds.provenance)?;
-            let principal = self.authorize_admin(conn, creds)?;
-            principal.require(Right::Monitor)?;
-            Ok(Verdict::Monitor(principal))
-        } else if path == crate::raft::learner_proof::PATH_LEARNER_PROOF && self.tls.is_none() {
-            // A node proving it holds the secret to a leader that has not sent it.
-            Ok(Verdict::Peer(None))
-        } else if crate::raft::service::is_internal(path) {
-            let peer = match self.tls {
-                Some(_) => Some(check_peer_node(conn.identity.as_deref(), |id| self.is_current_member(id))?),
-                None => None,
-            };
-            check_cluster_secret(self.config.cluster_secret(), creds.cluster_secret)?;
-            Ok(Verdict::Peer(peer))
-        } else {
-            Ok(Verdict::Anyone)
+            None => Ok(Verdict::Anyone),
         }
     }
 }

@@ -5,6 +5,8 @@
 //! - the attack: a `cluster` token scoped to `none-*` read `/admin/allocations` of every tag,
 //!   obfuscated ones included, whose segments count their IDs. Now a token sees the
 //!   allocations of its own tags, never of an obfuscated one;
+//! - every route of the route table (`leaf_api::routes::TABLE`) is refused as its row declares,
+//!   and a path under `/admin` that no row declares needs the root credentials (issue 54);
 //! - a backup: on a node without an admin token, a loopback caller is root (it may mint a
 //!   token, which is more), so it takes one; once the node has an admin token, nobody without
 //!   the root credentials does.
@@ -80,6 +82,58 @@ async fn every_refusal_names_the_right_it_asked_for() {
     let m = e.to_string();
     assert!(m.contains("max_tags") && m.contains("has created 0") && m.contains("none was created"), "{m}");
     assert!(admin.tag("b-0").await.is_err(), "nothing was created");
+    node.shutdown().await;
+}
+
+/// The policy of every row, enforced: a token with every right but the one a route needs is
+/// refused with the right named; a root-only route refuses a token with every right, naming
+/// what it does; a monitor view that is not public needs the `monitor` right. A path under
+/// `/admin` that no row declares is refused to a token with every right (deny by default),
+/// and a wrong method on a declared path is refused by the path's policy before its 405.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_is_refused_as_its_table_row_declares() {
+    use leaf_api::routes::{self, Access};
+    let dir = TempDir::new().unwrap();
+    let (node, admin) = node(&dir).await;
+    let all = token(&node, &admin, &Right::ALL, &["*"], None).await;
+    let mut without = Vec::new();
+    for r in Right::ALL {
+        let others: Vec<Right> = Right::ALL.into_iter().filter(|o| *o != r).collect();
+        without.push((r, token(&node, &admin, &others, &["*"], None).await));
+    }
+    let config = leaf_node::Config::default();
+    let mut checked = 0;
+    for row in routes::TABLE {
+        let (caller, names) = match row.access {
+            Access::Right(r) => (&without.iter().find(|(w, _)| *w == r).unwrap().1, format!("'{}' right", r.as_str())),
+            Access::Monitor(view) if !config.auth.is_public(view) => {
+                (&without.iter().find(|(w, _)| *w == Right::Monitor).unwrap().1, "'monitor' right".to_string())
+            }
+            Access::Root(what) => (&all, what.to_string()),
+            _ => continue,
+        };
+        let path = routes::fill(row.template, &vec!["x"; row.template.matches('{').count()]);
+        let method = Method::from_bytes(row.method.as_str().as_bytes()).unwrap();
+        let (status, e) = error_of(caller, method, &path, None).await;
+        let shown = format!("{} {path}", row.method.as_str());
+        assert_eq!((status.as_u16(), e.code), (403, ErrorCode::Forbidden), "{shown}: {}", e.message);
+        assert!(e.message.contains(&names), "{shown}: {:?} does not name {names:?}", e.message);
+        checked += 1;
+    }
+    assert!(checked >= 28, "only {checked} rows checked");
+    // Deny by default.
+    let (status, e) = error_of(&all, Method::GET, "/admin/not-declared", None).await;
+    assert_eq!((status.as_u16(), e.code), (403, ErrorCode::Forbidden), "{}", e.message);
+    assert!(e.message.contains("an undeclared admin endpoint"), "{}", e.message);
+    let (status, _) = error_of(&admin, Method::GET, "/admin/not-declared", None).await;
+    assert_eq!(status.as_u16(), 404);
+    // A method the path does not answer: its policy first, then 405.
+    let tags = &without.iter().find(|(w, _)| *w == Right::Cluster).unwrap().1;
+    let (status, _) = error_of(tags, Method::PUT, "/admin/tags", None).await;
+    assert_eq!(status.as_u16(), 405);
+    let no_tags = &without.iter().find(|(w, _)| *w == Right::Tags).unwrap().1;
+    let (status, _) = error_of(no_tags, Method::PUT, "/admin/tags", None).await;
+    assert_eq!(status.as_u16(), 403);
     node.shutdown().await;
 }
 
