@@ -19,6 +19,8 @@
 //! - [`ticker`]: the periodic wake-up of background tasks, until shutdown.
 //! - [`snowflake`]: the lock-free snowflake generator and the worker actor (registration and
 //!   lease through Raft, durable time window, clock checks).
+//! - [`error`]: [`error::ApiError`], the one error type, beneath every layer that refuses a
+//!   request.
 //! - [`service`]: the service core every edge calls: [`service::App`], the operations (IDs,
 //!   tags, tokens and audit, cluster, health, dashboard), validation, and the one error type
 //!   with its one rule for what a client may see.
@@ -60,6 +62,7 @@ pub mod cli;
 pub(crate) mod clock;
 pub(crate) mod clock_watch;
 pub mod config;
+pub(crate) mod error;
 pub(crate) mod forecast;
 pub(crate) mod grpc;
 pub(crate) mod http;

@@ -13,8 +13,8 @@ use leaf_api::ErrorCode;
 use subtle::ConstantTimeEq;
 
 use crate::config::is_loopback;
+use crate::error::ApiError;
 use crate::raft::network::SECRET_HEADER;
-use crate::service::ApiError;
 
 /// Where a request came in (token-less admin stays on loopback) and whom the connection's
 /// verified client certificate names. Each connection's [`AuthLayer`] holds it.

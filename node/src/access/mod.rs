@@ -31,8 +31,8 @@ use prometheus_client::metrics::counter::Counter;
 use subtle::ConstantTimeEq;
 
 use crate::clock::{Clock, SystemClock};
+use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::service::ApiError;
 
 pub mod anonymous;
 pub mod credentials;

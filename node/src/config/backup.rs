@@ -44,8 +44,10 @@ impl BackupConfig {
             errs.push("backup.dir must not be empty".to_string());
         }
         if let Some(r) = &self.recipient {
-            if let Err(e) = crate::backup::crypt::parse_recipient(r) {
-                errs.push(format!("backup.recipient: {e}"));
+            // The same parse as the backups' encryption (`backup::crypt`), which starts from
+            // this validated configuration.
+            if let Err(e) = r.trim().parse::<age::x25519::Recipient>() {
+                errs.push(format!("backup.recipient: not an age recipient (expected `age1...`): {e}"));
             }
         }
     }

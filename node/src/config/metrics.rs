@@ -13,9 +13,12 @@ pub struct MetricsConfig {
     pub max_tag_series: usize,
 }
 
+/// Default of `metrics.max_tag_series`.
+pub const DEFAULT_MAX_TAG_SERIES: usize = 1000;
+
 impl Default for MetricsConfig {
     fn default() -> Self {
-        MetricsConfig { max_tag_series: crate::metrics::tag_series::DEFAULT_MAX_TAG_SERIES }
+        MetricsConfig { max_tag_series: DEFAULT_MAX_TAG_SERIES }
     }
 }
 

@@ -51,7 +51,7 @@ pub use fault::FaultConfig;
 pub use forecast::ForecastConfig;
 pub use grpc::GrpcConfig;
 pub use http::HttpConfig;
-pub use metrics::MetricsConfig;
+pub use metrics::{MetricsConfig, DEFAULT_MAX_TAG_SERIES};
 pub use overrides::{FaultOverrides, Overrides, TlsOverrides};
 pub use peers::Peers;
 pub use raft::{OnStorageFailure, RaftConfig, UnknownTags, STORAGE_FAILURE_EXIT};

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
+use crate::config::DEFAULT_MAX_TAG_SERIES;
 use leaf_api::profile::Profile;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -63,9 +64,6 @@ pub struct TagSeries {
     /// The snowflake keys' counters (their own bound), shown under `leaf_ids_served_total`.
     snowflake: std::sync::Arc<RwLock<HashMap<String, Counter>>>,
 }
-
-/// Default of `metrics.max_tag_series`.
-pub const DEFAULT_MAX_TAG_SERIES: usize = 1000;
 
 impl TagSeries {
     pub fn new(snowflake: std::sync::Arc<RwLock<HashMap<String, Counter>>>) -> Self {

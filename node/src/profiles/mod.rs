@@ -11,7 +11,7 @@ use leaf_api::ErrorCode;
 use leaf_raft_store::OBFUSCATION_KEY_BYTES;
 use rand::RngCore;
 
-use crate::service::ApiError;
+use crate::error::ApiError;
 
 /// A fresh key for an obfuscated tag, from the operating system's random source.
 pub fn new_key() -> Result<[u8; OBFUSCATION_KEY_BYTES], ApiError> {

@@ -1,5 +1,6 @@
-//! The one error type of the service core, [`ApiError`]: a stable [`ErrorCode`] and a message a
-//! client may read, and the one rule for what that message holds. Every layer's typed error
+//! The conversions into the one error type of the service core, [`ApiError`] (defined in
+//! [`crate::error`], under every layer that refuses a request), and the one rule for what its
+//! message holds. Every layer's typed error
 //! (Raft proposals, segment takes, snowflake, the internal RPC) becomes an `ApiError` here and
 //! nowhere else; the edges only map the code to an HTTP or gRPC status.
 //!
@@ -15,31 +16,7 @@ use crate::raft::{MemberErrorKind, ProposeError};
 use crate::snowflake::SnowflakeError;
 use crate::tags::{AllocError, TakeError};
 
-/// A failed request, before an edge makes it a response.
-#[derive(Debug)]
-pub struct ApiError {
-    pub code: ErrorCode,
-    pub message: String,
-    /// Seconds for a `Retry-After` header (a rate-limited request).
-    pub retry_after_secs: Option<u64>,
-}
-
-impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into(), retry_after_secs: None }
-    }
-
-    /// The same error, telling the caller to come back after `secs` seconds.
-    pub fn retry_after(mut self, secs: u64) -> Self {
-        self.retry_after_secs = Some(secs);
-        self
-    }
-
-    /// 400 `invalid_request`.
-    pub fn invalid(message: impl Into<String>) -> Self {
-        ApiError::new(ErrorCode::InvalidRequest, message)
-    }
-}
+pub use crate::error::ApiError;
 
 /// The stable code of a failed proposal.
 fn propose_code(e: &ProposeError) -> ErrorCode {
