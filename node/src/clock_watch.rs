@@ -47,18 +47,10 @@ impl PeerClocks {
     }
 
     /// Samples every [`EVERY`] until `shutdown` turns true.
-    pub async fn run(self: Arc<Self>, raft: RaftNode, mut shutdown: watch::Receiver<bool>) {
-        let mut tick = tokio::time::interval(EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => self.sample(&raft).await,
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        return;
-                    }
-                }
-            }
+    pub async fn run(self: Arc<Self>, raft: RaftNode, shutdown: watch::Receiver<bool>) {
+        let mut tick = crate::ticker::Ticker::new(EVERY, shutdown);
+        while tick.next().await {
+            self.sample(&raft).await;
         }
     }
 }

@@ -37,10 +37,8 @@ impl Trimmer {
 
     /// Checks every `every` until the task is aborted.
     pub async fn run(self: std::sync::Arc<Self>, every: Duration) {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
+        let mut tick = crate::ticker::Ticker::forever(every);
+        while tick.next().await {
             if self.maybe_trim() {
                 tracing::debug!("returned freed memory to the OS after many connections closed");
             }

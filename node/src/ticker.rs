@@ -1,5 +1,6 @@
-//! [`Ticker`]: the periodic wake-up of a background task (forecast samples, scheduled
-//! backups) that ends when the node shuts down.
+//! [`Ticker`]: the periodic wake-up of every background task (forecast samples, scheduled
+//! backups, compaction, reservations, clock samples, certificate reloads, idle tags, quorum
+//! probes, memory trims) that ends when the node shuts down.
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -10,13 +11,21 @@ use tokio::time::{Interval, MissedTickBehavior};
 pub struct Ticker {
     tick: Interval,
     shutdown: watch::Receiver<bool>,
+    /// The sender of a ticker that ends only when its task is aborted ([`Ticker::forever`]).
+    _never: Option<watch::Sender<bool>>,
 }
 
 impl Ticker {
     pub fn new(every: Duration, shutdown: watch::Receiver<bool>) -> Self {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        Ticker { tick, shutdown }
+        Ticker { tick, shutdown, _never: None }
+    }
+
+    /// Ticks every period until its task is aborted (a task the node aborts at shutdown).
+    pub fn forever(every: Duration) -> Self {
+        let (never, shutdown) = watch::channel(false);
+        Ticker { _never: Some(never), ..Ticker::new(every, shutdown) }
     }
 
     /// Waits for the next tick: `true`, or `false` once the node shuts down (or the signal's
@@ -47,5 +56,7 @@ mod tests {
         let mut t = Ticker::new(Duration::from_secs(5), rx);
         drop(gone);
         assert!(!t.next().await, "a dropped sender stops it");
+        let mut t = Ticker::forever(Duration::from_secs(5));
+        assert!(t.next().await && t.next().await, "a ticker for ever keeps ticking");
     }
 }

@@ -92,10 +92,9 @@ fn purge_to(weights: &LogWeights, snapshot: u64, purged: u64, keep: u64) -> Opti
 
 impl RaftNode {
     /// Runs the snapshot and purge decisions above until `shutdown` says so.
-    pub async fn compact_by_weight(self, every: u64, keep: u64, mut shutdown: watch::Receiver<bool>) {
+    pub async fn compact_by_weight(self, every: u64, keep: u64, shutdown: watch::Receiver<bool>) {
         let weights = self.sm.log_weights();
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut tick = crate::ticker::Ticker::new(TICK, shutdown);
         // What was last asked of openraft, so that a build or purge under way is not asked
         // for again every tick: the snapshot index a build was triggered from (and when), and
         // the index a purge was asked through.
@@ -105,14 +104,7 @@ impl RaftNode {
         // The last applied log ID and when it changed; the purge point a rewrite was asked at.
         let mut applied = (None, tokio::time::Instant::now());
         let mut rewrite_checked = 0;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = shutdown.changed() => return,
-            }
-            if *shutdown.borrow() {
-                return;
-            }
+        while tick.next().await {
             let m = self.raft.metrics().borrow().clone();
             if m.running_state.is_err() {
                 return;

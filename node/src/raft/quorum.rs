@@ -76,10 +76,8 @@ impl RaftNode {
 /// Asks the current leader for its quorum acknowledgement age every `interval` while this node
 /// is not the leader; runs until aborted.
 async fn run(node: RaftNode, interval: Duration) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
+    let mut tick = crate::ticker::Ticker::forever(interval);
+    while tick.next().await {
         let (Some(leader), Some(addr)) = node.leader_and_addr() else { continue };
         if leader == node.node_id {
             continue;

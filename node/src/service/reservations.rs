@@ -16,17 +16,9 @@ use crate::raft::RaftNode;
 pub const TICK: Duration = Duration::from_secs(1);
 
 /// Runs until `shutdown` says so.
-pub async fn run(raft: RaftNode, metrics: Arc<Metrics>, mut shutdown: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
-        }
-        if *shutdown.borrow() {
-            return;
-        }
+pub async fn run(raft: RaftNode, metrics: Arc<Metrics>, shutdown: watch::Receiver<bool>) {
+    let mut tick = crate::ticker::Ticker::new(TICK, shutdown);
+    while tick.next().await {
         let now = raft.clock().now_ms();
         let found = raft.state().due_reservations(now, leaf_raft_store::MAX_NUMBER_ASKS);
         metrics.gapless().reservations(found.open, found.overdue);

@@ -29,21 +29,14 @@ pub struct IdleWatch {
 impl Tags {
     /// Unloads the tags idle for `idle`, looking every `idle / 4` (at most every minute), until
     /// `shutdown` turns true. A zero `idle` keeps every tag.
-    pub async fn unload_idle(self, idle: Duration, mut shutdown: watch::Receiver<bool>) {
+    pub async fn unload_idle(self, idle: Duration, shutdown: watch::Receiver<bool>) {
         if idle.is_zero() {
             return;
         }
-        let mut tick = tokio::time::interval((idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(60)));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let every = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(60));
+        let mut tick = crate::ticker::Ticker::new(every, shutdown);
         let mut watch = IdleWatch::default();
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = shutdown.changed() => return,
-            }
-            if *shutdown.borrow() {
-                return;
-            }
+        while tick.next().await {
             self.sweep_idle(&mut watch, Instant::now(), idle);
         }
     }

@@ -27,11 +27,10 @@ fn stamps(paths: &[PathBuf]) -> Vec<Stamp> {
 }
 
 /// Runs until `shutdown` turns true.
-pub async fn run(tls: Arc<Tls>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(tls: Arc<Tls>, shutdown: watch::Receiver<bool>) {
     let c = tls.config();
     let paths: Vec<PathBuf> = [&c.cert, &c.key, &c.ca, &c.client_ca].into_iter().flatten().cloned().collect();
-    let mut every = tokio::time::interval(Duration::from_millis(c.reload_interval_ms));
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut every = crate::ticker::Ticker::new(Duration::from_millis(c.reload_interval_ms), shutdown);
     #[cfg(unix)]
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let mut loaded = stamps(&paths);
@@ -47,9 +46,13 @@ pub async fn run(tls: Arc<Tls>, mut shutdown: watch::Receiver<bool>) {
         #[cfg(not(unix))]
         let hangup = std::future::pending::<Option<()>>();
         let forced = tokio::select! {
-            _ = every.tick() => false,
+            going = every.next() => {
+                if !going {
+                    return;
+                }
+                false
+            }
             _ = hangup => true,
-            _ = shutdown.changed() => return,
         };
         let now = stamps(&paths);
         if !forced && (now == loaded || failed.as_ref() == Some(&now)) {
