@@ -13,7 +13,7 @@
 //! - [`clock`]: the wall clock every time-of-day read goes through (fault injection skews it).
 //! - [`clock_watch`]: the peers' clock offsets, read every 15 s while the node runs (metrics).
 //! - [`raft`]: openraft wiring, peer RPC, routing to the leader, membership, status (the only
-//!   module tree naming openraft types).
+//!   module tree naming the openraft crate, checked by `layering.rs`).
 //! - [`segment`]: the lock-free double buffer (the per-ID hot path).
 //! - [`tags`]: per-tag actix actors that own refills, and the tag registry.
 //! - [`ticker`]: the periodic wake-up of background tasks, until shutdown.

@@ -217,7 +217,7 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
     let began = SystemTime::now();
     let tasks = traffic((1..=3).map(|id| old.client(id)).collect(), seen.clone(), stop.clone());
     // Steady traffic before the backup: the rates it records are the margins' basis.
-    wait_until("traffic on every tag", Duration::from_secs(30), || {
+    until_holds("traffic on every tag", Duration::from_secs(30), || {
         TAGS.iter().all(|(t, _, _)| seen.of(t).len() >= WARM) && seen.of("snowflake").len() >= WARM
     })
     .await;
@@ -235,7 +235,7 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
             let (ok, text) = leaf(&[&args[..], &["--also", &also, "--ca", ca.to_str().unwrap()]].concat());
             assert!(ok, "leaf backup: {text}");
             assert!(text.contains("failed"), "the leader's attempt should have failed: {text}");
-            wait_until("the leader crashed at backup-midway", Duration::from_secs(10), || {
+            until_holds("the leader crashed at backup-midway", Duration::from_secs(10), || {
                 old.log_tail(leader, 50).contains("leaf failpoint backup-midway: crashing the process")
             })
             .await;
@@ -256,11 +256,11 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
     let survivor = (1..=3).find(|id| old.alive(*id)).unwrap();
     let lost_numbers = issue_numbers(&old.client(survivor), "lost").await;
     // Snowflake IDs past every mark the backup holds: only the restore's floor covers them.
-    wait_until("snowflake IDs past the backup's marks", Duration::from_secs(30), || {
+    until_holds("snowflake IDs past the backup's marks", Duration::from_secs(30), || {
         seen.of("snowflake").iter().any(|id| snowflake_ms(*id) > marks + 500)
     })
     .await;
-    wait_until("allocations past the backup on every tag", Duration::from_secs(30), || {
+    until_holds("allocations past the backup on every tag", Duration::from_secs(30), || {
         TAGS.iter().filter(|(_, p, _)| *p != Profile::Obfuscated).all(|(t, _, _)| {
             seen.of(t)
                 .iter()
@@ -351,7 +351,7 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
     let after = Arc::new(Seen::default());
     let stop = Arc::new(AtomicBool::new(false));
     let tasks = traffic((1..=3).map(|id| new.client(id)).collect(), after.clone(), stop.clone());
-    wait_until("traffic after the restore", Duration::from_secs(30), || {
+    until_holds("traffic after the restore", Duration::from_secs(30), || {
         TAGS.iter().all(|(t, _, _)| after.of(t).len() >= 100) && after.of("snowflake").len() >= 100
     })
     .await;
@@ -400,7 +400,7 @@ async fn drill(take: Take, keep: &Path) -> PathBuf {
         "{TINY} served after being restored exhausted: {message}"
     );
     let with_token = new.client_with(2, Some(&bearer), Duration::from_secs(10));
-    get_ids(&with_token, "drill-seg", Some(3)).await.unwrap();
+    try_get_ids(&with_token, "drill-seg", Some(3)).await.unwrap();
     let restored = AuditFilter { kind: Some(AuditKind::ClusterRestored), ..AuditFilter::default() };
     let page = c.audit(&restored, None, None).await.unwrap();
     assert!(

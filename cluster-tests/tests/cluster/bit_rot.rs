@@ -65,7 +65,7 @@ async fn a_node_with_a_damaged_file_refuses_to_start_and_its_replacement_restore
         }
     }
     // IDs of one tag from every node that ever serves it: none twice.
-    let mut served = get_ids(&cluster.client(1), "rot-0", Some(50)).await.unwrap();
+    let mut served = try_get_ids(&cluster.client(1), "rot-0", Some(50)).await.unwrap();
     // Node 3's log, node 2's snapshot, node 1's state file; replaced by 4, 5 and 6.
     for (victim, what, next) in [(3, Rot::Log, 4), (2, Rot::Snapshot, 5), (1, Rot::StateFile, 6)] {
         assert!(cluster.stop(victim), "node {victim} did not stop cleanly");
@@ -95,14 +95,14 @@ async fn a_node_with_a_damaged_file_refuses_to_start_and_its_replacement_restore
         let add = AddLearnerRequest { node_id: next, addr: format!("127.0.0.1:{port}") };
         until_ok(&format!("add {next}"), || async { cluster.client(via).add_learner(&add).await.map(|_| ()) }).await;
         until_promoted(&cluster, via, next).await;
-        served.extend(get_ids(&cluster.client(next), "rot-0", Some(50)).await.unwrap());
+        served.extend(try_get_ids(&cluster.client(next), "rot-0", Some(50)).await.unwrap());
     }
     // Only replacements are left, and they serve: every ID of the tag unique, and new tags.
     cluster.wait_leader_among(&[4, 5, 6], FORM).await.unwrap();
     for id in 4..=6 {
-        served.extend(get_ids(&cluster.client(id), "rot-0", Some(20)).await.unwrap());
+        served.extend(try_get_ids(&cluster.client(id), "rot-0", Some(20)).await.unwrap());
         create_tag(&cluster.client(id), &format!("after-{id}"), 10).await;
-        assert_eq!(get_ids(&cluster.client(id), &format!("after-{id}"), Some(3)).await.unwrap().len(), 3);
+        assert_eq!(try_get_ids(&cluster.client(id), &format!("after-{id}"), Some(3)).await.unwrap().len(), 3);
     }
     let mut sorted = served.clone();
     sorted.sort_unstable();

@@ -181,7 +181,7 @@ async fn verify(cluster: &Cluster, acked: &mut Acked, point: &str, restarted: &[
     let floor = acked.segment.last().copied().unwrap_or(0);
     for &id in &ids {
         let got =
-            get_ids(&cluster.client(id), TAG, Some(20)).await.unwrap_or_else(|e| panic!("{point}: node {id}: {e}"));
+            try_get_ids(&cluster.client(id), TAG, Some(20)).await.unwrap_or_else(|e| panic!("{point}: node {id}: {e}"));
         acked.segment_ids(id, got, restarted.contains(&id).then_some(floor), point);
         wait_snowflake(cluster, id, SnowflakeState::Serving).await;
         let got = snowflake_get(&cluster.client(id), 20).await.unwrap_or_else(|e| panic!("{point}: node {id}: {e:?}"));

@@ -75,7 +75,7 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
     }
     // Buffered IDs still flow while the disk is slow.
     for id in cluster.ids() {
-        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "slow fsync");
+        unique(&mut seen, "disk", try_get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "slow fsync");
     }
     // The disk is fast again: the same processes commit again.
     for id in cluster.ids() {
@@ -119,7 +119,7 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
     create_tag(&cluster.client(new_leader), "after-eio", 10).await;
     acked.insert("after-eio".to_string());
     for &id in &others {
-        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "EIO, the others");
+        unique(&mut seen, "disk", try_get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "EIO, the others");
     }
     // Restarted on a healthy disk, the old leader catches up.
     set(leader, "");
@@ -162,7 +162,7 @@ async fn with_on_storage_failure_exit_an_eio_ends_the_process_and_a_restart_reco
     create_tag(&cluster.client(new_leader), "after-eio", 10).await;
     acked.insert("after-eio".to_string());
     for &id in &others {
-        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "EIO, the others");
+        unique(&mut seen, "disk", try_get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "EIO, the others");
     }
     // What a supervisor does (`restart: unless-stopped`, `Restart=on-failure`), the disk healthy.
     arms.set(leader, "");
@@ -177,7 +177,7 @@ async fn with_disk_tag(cluster: &Cluster) -> (u64, BTreeSet<String>, BTreeSet<(&
     create_tag(&cluster.client(leader), "disk", 100_000).await;
     let mut seen = BTreeSet::new();
     for id in cluster.ids() {
-        unique(&mut seen, "disk", get_ids(&cluster.client(id), "disk", Some(10)).await.unwrap(), "before");
+        unique(&mut seen, "disk", try_get_ids(&cluster.client(id), "disk", Some(10)).await.unwrap(), "before");
     }
     (leader, BTreeSet::from(["disk".to_string()]), seen)
 }
@@ -222,11 +222,11 @@ async fn comes_back(
         let have: BTreeSet<String> = cluster.client(n).tags().await.unwrap().into_iter().map(|t| t.tag).collect();
         let lost: Vec<&String> = acked.difference(&have).collect();
         assert!(lost.is_empty(), "node {n} lost acknowledged tags {lost:?}");
-        unique(seen, "disk", get_ids(&cluster.client(n), "disk", Some(5)).await.unwrap(), "after the restart");
+        unique(seen, "disk", try_get_ids(&cluster.client(n), "disk", Some(5)).await.unwrap(), "after the restart");
         unique(
             seen,
             "after-eio",
-            get_ids(&cluster.client(n), "after-eio", Some(5)).await.unwrap(),
+            try_get_ids(&cluster.client(n), "after-eio", Some(5)).await.unwrap(),
             "after the restart",
         );
     }

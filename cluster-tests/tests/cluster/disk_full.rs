@@ -146,7 +146,7 @@ async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above
     let c = node_client(&format!("http://127.0.0.1:{port}"), Some(TOKEN), None, Duration::from_secs(10));
     wait_ready(&c).await;
     create_tag(&c, "df", 10).await;
-    let mut served = get_ids(&c, "df", Some(5)).await.unwrap();
+    let mut served = try_get_ids(&c, "df", Some(5)).await.unwrap();
     let mut flakes = flakes_within(&c, Duration::from_secs(10)).await;
 
     let filled = disk.fill();
@@ -177,7 +177,7 @@ async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above
 
     // Buffered IDs keep coming until the buffers run dry; then a 503 `unavailable` that says why.
     let error = loop {
-        match get_ids(&c, "df", Some(3)).await {
+        match try_get_ids(&c, "df", Some(3)).await {
             Ok(ids) => served.extend(ids),
             Err(e) => break e,
         }
@@ -207,7 +207,7 @@ async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above
         c.tag(tag).await.unwrap_or_else(|e| panic!("acknowledged tag {tag} is gone: {e}"));
     }
     let max_before = *served.iter().max().unwrap();
-    let after = get_ids(&c, "df", Some(25)).await.unwrap();
+    let after = try_get_ids(&c, "df", Some(25)).await.unwrap();
     assert!(after.iter().all(|id| *id > max_before), "IDs at or below {max_before} after the restart: {after:?}");
     let flake_max = *flakes.iter().max().unwrap();
     let flakes_after = flakes_within(&c, Duration::from_secs(10)).await;

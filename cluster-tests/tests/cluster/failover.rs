@@ -20,7 +20,7 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
     let (_serial, mut cluster, leader) = cluster(3, "").await;
     create_tag(&cluster.client(1), "hot", 5000).await;
     for id in 1..=3 {
-        get_ids(&cluster.client(id), "hot", None).await.unwrap();
+        try_get_ids(&cluster.client(id), "hot", None).await.unwrap();
     }
 
     // Load on every node; the requests to the survivors must all succeed.
@@ -42,7 +42,7 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
                     if id == leader && killed.load(Ordering::Relaxed) {
                         break;
                     }
-                    match get_ids(&c, "hot", None).await {
+                    match try_get_ids(&c, "hot", None).await {
                         Ok(ids) => {
                             served[id as usize].fetch_add(ids.len() as u64, Ordering::Relaxed);
                             got.extend(ids);
@@ -60,7 +60,7 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
         }
     }
     let count = |id: u64| served[id as usize].load(Ordering::Relaxed);
-    wait_until("every node serving under load", FORM, || (1..=3).all(|id| count(id) >= 300)).await;
+    until_holds("every node serving under load", FORM, || (1..=3).all(|id| count(id) >= 300)).await;
     cluster.kill(leader);
     killed.store(true, Ordering::Relaxed);
     let survivors: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
@@ -71,7 +71,7 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
     assert_ne!(new_leader, leader);
     // The survivors go on serving under the new leader.
     let elected: Vec<u64> = survivors.iter().map(|&id| count(id)).collect();
-    wait_until("the survivors serving after the election", FORM, || {
+    until_holds("the survivors serving after the election", FORM, || {
         survivors.iter().zip(&elected).all(|(&id, &at)| count(id) >= at + 300)
     })
     .await;
@@ -98,7 +98,7 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
     cluster.spawn(leader).unwrap();
     cluster.wait_leader(FORM).await.unwrap();
     let max_before = *before_restart.iter().max().unwrap();
-    let after = get_ids(&cluster.client(leader), "hot", Some(100)).await.unwrap();
+    let after = try_get_ids(&cluster.client(leader), "hot", Some(100)).await.unwrap();
     assert!(after.iter().all(|&id| id > max_before), "restarted node served an old ID: {} <= {max_before}", after[0]);
     let mut all = before_restart.clone();
     all.extend(after.iter().copied());
@@ -209,7 +209,7 @@ async fn warm_segment_and_snowflake_clients_on_the_survivors_see_no_error_when_t
         .collect();
     let counts = || oks.iter().map(|n| n.load(Ordering::Relaxed)).collect::<Vec<u64>>();
     let more_than = |at: Vec<u64>, more: u64| move || counts().iter().zip(&at).all(|(n, at)| *n >= at + more);
-    wait_until("every source warm", FORM, more_than(vec![0; sources.len()], 200)).await;
+    until_holds("every source warm", FORM, more_than(vec![0; sources.len()], 200)).await;
 
     cluster.kill(leader);
     let new_leader = cluster.wait_leader_among(&survivors, FORM).await.unwrap();
@@ -221,7 +221,7 @@ async fn warm_segment_and_snowflake_clients_on_the_survivors_see_no_error_when_t
         assert!(tokio::time::Instant::now() < deadline, "no segment of warm committed under the new leader");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    wait_until("every source serving after the election", FORM, more_than(counts(), 300)).await;
+    until_holds("every source serving after the election", FORM, more_than(counts(), 300)).await;
     stop.store(true, Ordering::Relaxed);
     let end = Instant::now();
 

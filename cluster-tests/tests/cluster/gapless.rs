@@ -132,7 +132,7 @@ async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let calls = |more: u64, what: &'static str| {
         let (ok, from) = (ok.clone(), ok.load(Ordering::Relaxed));
-        async move { wait_until(what, FORM, || ok.load(Ordering::Relaxed) >= from + more).await }
+        async move { until_holds(what, FORM, || ok.load(Ordering::Relaxed) >= from + more).await }
     };
     // Two callers per node, each pinned to its node.
     let callers: Vec<_> = (0..6u64)

@@ -32,7 +32,7 @@ async fn a_scoped_token_is_enforced_everywhere_and_refused_on_every_node_once_it
     for id in 1..=3 {
         applied(&cluster, id, created_at).await;
         let t = cluster.client_with(id, Some(&issued.bearer), timeout);
-        get_ids(&t, "orders-eu", Some(5)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
+        try_get_ids(&t, "orders-eu", Some(5)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
         let (status, code, _) = api_error(t.segment_id("users").await);
         assert_eq!((status, code), (StatusCode::FORBIDDEN, ErrorCode::Forbidden), "node {id}");
         let anonymous = cluster.client_with(id, None, timeout);
@@ -75,7 +75,7 @@ async fn a_scoped_token_is_enforced_everywhere_and_refused_on_every_node_once_it
     // Archived through a follower while every node holds a buffer of its IDs: each node stops
     // serving it as soon as it applied the archive, and none serves it again.
     for id in 1..=3 {
-        get_ids(&cluster.client(id), "orders-eu", Some(5)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
+        try_get_ids(&cluster.client(id), "orders-eu", Some(5)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
     }
     cluster.client(follower).archive_tag("orders-eu").await.unwrap();
     let archived_at = cluster.status(leader).await.unwrap().last_applied_index.unwrap();
@@ -96,7 +96,7 @@ async fn a_scoped_token_is_enforced_everywhere_and_refused_on_every_node_once_it
     let batch_at = cluster.status(leader).await.unwrap().last_applied_index.unwrap();
     for id in 1..=3 {
         applied(&cluster, id, batch_at).await;
-        get_ids(&cluster.client(id), "tenant-5999", Some(3)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
+        try_get_ids(&cluster.client(id), "tenant-5999", Some(3)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
         let (status, code, _) = api_error(cluster.client(id).segment_id("orders-eu").await);
         assert_eq!((status, code), (StatusCode::NOT_FOUND, ErrorCode::TagNotFound), "node {id}");
     }

@@ -69,18 +69,18 @@ async fn a_caught_up_follower_answers_unknown_tags_without_a_leader_round() {
     for i in 0..20 {
         let tag = format!("born-{i}");
         create_tag(&c, &tag, 10).await;
-        assert_eq!(get_ids(&c, &tag, None).await.unwrap().len(), 1, "{tag} through the follower that created it");
+        assert_eq!(try_get_ids(&c, &tag, None).await.unwrap().len(), 1, "{tag} through the follower that created it");
     }
     let creator = stranger(&cluster, other);
     for i in 0..20 {
         let tag = format!("mine-{i}");
         create_tag(&creator, &tag, 10).await;
-        assert_eq!(get_ids(&creator, &tag, Some(2)).await.unwrap().len(), 2, "{tag}");
+        assert_eq!(try_get_ids(&creator, &tag, Some(2)).await.unwrap().len(), 2, "{tag}");
         // Through the other follower, by a client that did not create it: found once that
         // node has heard the commit (at most two heartbeats).
         let stranger = stranger(&cluster, f);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while get_ids(&stranger, &tag, None).await.is_err() {
+        while try_get_ids(&stranger, &tag, None).await.is_err() {
             assert!(tokio::time::Instant::now() < deadline, "{tag} never known on node {f}");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

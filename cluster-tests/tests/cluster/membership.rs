@@ -27,7 +27,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     for i in 0..60 {
         create_tag(&cluster.client(1 + i % 3), &format!("tag-{i}"), 10).await;
     }
-    let taken = get_ids(&cluster.client(2), "tag-7", Some(25)).await.unwrap();
+    let taken = try_get_ids(&cluster.client(2), "tag-7", Some(25)).await.unwrap();
     // Snapshots are built and the log purged in the background.
     let deadline = tokio::time::Instant::now() + FORM;
     loop {
@@ -89,7 +89,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     assert_eq!(t.tags().await.unwrap().len(), 60, "the learner knows the token from the snapshot");
 
     // The learner serves IDs, unique against those handed out before.
-    let from_learner = get_ids(&cluster.client(4), "tag-7", Some(25)).await.unwrap();
+    let from_learner = try_get_ids(&cluster.client(4), "tag-7", Some(25)).await.unwrap();
     let mut all = taken.clone();
     all.extend(&from_learner);
     let report = check_segment_ids(&all, &all_allocations(&cluster, &[1, 2, 3, 4], "tag-7").await);
@@ -116,7 +116,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     cluster.wait_leader_among(&rest, FORM).await.unwrap();
     create_tag(&cluster.client(4), "after-removal", 10).await;
     for &id in &rest {
-        get_ids(&cluster.client(id), "after-removal", None).await.unwrap();
+        try_get_ids(&cluster.client(id), "after-removal", None).await.unwrap();
     }
     let s: ClusterStatus = cluster.status(4).await.unwrap();
     assert!(s.members.iter().all(|m| m.node_id != removed), "{s:?}");
@@ -192,7 +192,7 @@ async fn a_learner_catches_up_from_a_log_of_tag_batches() {
         assert!(tokio::time::Instant::now() < deadline, "learner did not catch up: {s:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(get_ids(&cluster.client(4), "b11-4999", None).await.unwrap(), [1]);
+    assert_eq!(try_get_ids(&cluster.client(4), "b11-4999", None).await.unwrap(), [1]);
 }
 
 /// A learner gets the log in appends of at most 32 entries. When the leader joined the
@@ -238,5 +238,5 @@ async fn a_new_learner_catches_up_from_a_leader_that_joined_after_the_log_began(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(get_ids(&cluster.client(6), "early-39", Some(3)).await.unwrap().len(), 3);
+    assert_eq!(try_get_ids(&cluster.client(6), "early-39", Some(3)).await.unwrap().len(), 3);
 }

@@ -59,7 +59,7 @@ async fn monotonic_ids_keep_real_time_order_across_nodes_and_leader_kills() {
     // `more` successful calls beyond those so far, around each change of leader.
     let calls = |more: u64, what: &'static str| {
         let (ok, from) = (ok.clone(), ok.load(Ordering::Relaxed));
-        async move { wait_until(what, FORM, || ok.load(Ordering::Relaxed) >= from + more).await }
+        async move { until_holds(what, FORM, || ok.load(Ordering::Relaxed) >= from + more).await }
     };
     // Two callers per node, each pinned to its node (so followers' forwarding is exercised).
     let callers: Vec<_> = (0..6u64)

@@ -92,7 +92,7 @@ fn start_load(
                     let tag = HOT[(n + k) % HOT.len()];
                     let batch = if n.is_multiple_of(5) { Some(1 + (n % 40) as u32) } else { None };
                     let invoked = acked.lock().unwrap().epoch.load(Ordering::SeqCst);
-                    match get_ids(&c, tag, batch).await {
+                    match try_get_ids(&c, tag, batch).await {
                         Ok(ids) => {
                             let mut acked = acked.lock().unwrap();
                             let answered = acked.epoch.load(Ordering::SeqCst);

@@ -66,12 +66,12 @@ async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts()
 async fn without_a_quorum_buffered_ids_are_served_and_writes_fail_with_a_clear_503() {
     let (_serial, mut cluster, _) = cluster(3, "[raft]\npropose_timeout_ms = 1500\n").await;
     create_tag(&cluster.client(1), "q", 100_000).await;
-    let before = get_ids(&cluster.client(1), "q", Some(10)).await.unwrap();
+    let before = try_get_ids(&cluster.client(1), "q", Some(10)).await.unwrap();
     cluster.kill(2);
     cluster.kill(3);
 
     // Node 1 keeps serving from its committed buffers...
-    let during = get_ids(&cluster.client(1), "q", Some(1000)).await.unwrap();
+    let during = try_get_ids(&cluster.client(1), "q", Some(1000)).await.unwrap();
     assert!(during[0] > *before.last().unwrap());
     // ...while a write fails with 503 `unavailable` after the bounded retry, not a hang.
     let started = std::time::Instant::now();
@@ -86,6 +86,6 @@ async fn without_a_quorum_buffered_ids_are_served_and_writes_fail_with_a_clear_5
     cluster.spawn(2).unwrap();
     cluster.wait_leader_among(&[1, 2], FORM).await.unwrap();
     create_tag(&cluster.client(1), "quorum-back", 10).await;
-    let after = get_ids(&cluster.client(2), "q", None).await.unwrap();
+    let after = try_get_ids(&cluster.client(2), "q", None).await.unwrap();
     assert!(after[0] > *during.last().unwrap());
 }

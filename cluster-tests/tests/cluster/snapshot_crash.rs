@@ -84,7 +84,7 @@ fn errors_since(cluster: &Cluster, id: u64, from: usize) -> String {
 
 /// `count` IDs of [`TAG`] from node `id`; each must be new to `seen`.
 async fn fresh_ids(cluster: &Cluster, id: u64, count: u32, seen: &mut BTreeSet<i64>) -> Vec<i64> {
-    let ids = get_ids(&cluster.client(id), TAG, Some(count)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
+    let ids = try_get_ids(&cluster.client(id), TAG, Some(count)).await.unwrap_or_else(|e| panic!("node {id}: {e}"));
     for i in &ids {
         assert!(seen.insert(*i), "ID {i} from node {id} was handed out before");
     }

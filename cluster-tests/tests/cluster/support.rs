@@ -3,14 +3,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leaf_api::types::{AllocationJournal, AllocationView, CreateTagRequest, Health, SnowflakeHealth, SnowflakeState};
-use leaf_api::{ErrorBody, ErrorCode};
-use leaf_client::{Client, ClientError, HealthMode, Method, StatusCode};
+use leaf_api::types::{AllocationJournal, AllocationView, Health, SnowflakeHealth, SnowflakeState};
+use leaf_api::ErrorCode;
+use leaf_client::{Client, ClientError, HealthMode, StatusCode};
 use leaf_cluster_tests::cluster::{Cluster, NodeSpec, Options};
 use leaf_cluster_tests::power::Power;
 
 /// Held by every test that starts nodes: they run one at a time (several clusters at once on a
 /// 2-core machine would test the scheduler more than leaf).
+pub(crate) use leaf_test_support::{create_tag, error_of, eventually, tag_req, try_get_ids, until, until_holds};
+
 pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// How long a cluster may take to form (or re-form) and agree on a leader.
@@ -31,21 +33,10 @@ pub(crate) async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuar
     let leader = cluster.wait_leader(FORM).await.unwrap();
     // The leader raises the cluster's version once it has heard every member: wait for that
     // entry, so that it is not in a test's count of entries.
-    let deadline = tokio::time::Instant::now() + FORM;
-    while !cluster.status(leader).await.is_ok_and(|s| s.version.is_some_and(|v| v.active == v.supported)) {
-        assert!(tokio::time::Instant::now() < deadline, "the cluster never raised its version");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let raised =
+        || async { cluster.status(leader).await.is_ok_and(|s| s.version.is_some_and(|v| v.active == v.supported)) };
+    until("the cluster raises its version", FORM, raised).await;
     (serial, cluster, leader)
-}
-
-/// Waits until `done()` holds, checking every 20 ms; fails the test with `what` after `within`.
-pub(crate) async fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + within;
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "{what}: not within {within:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The files the nodes' failpoints are armed from (`LEAF_FAILPOINTS_FILE`), one per node.
@@ -103,22 +94,6 @@ pub(crate) fn armed_specs(n: u64, extra_toml: &str) -> (Arms, Vec<NodeSpec>, Opt
     (arms, specs, opts)
 }
 
-pub(crate) fn tag_req(tag: &str, step: i64) -> CreateTagRequest {
-    CreateTagRequest { tag: tag.into(), step, max_id: None, description: None, ..Default::default() }
-}
-
-pub(crate) async fn create_tag(c: &Client, tag: &str, step: i64) {
-    c.create_tag(&tag_req(tag, step)).await.unwrap_or_else(|e| panic!("create {tag}: {e}"));
-}
-
-pub(crate) async fn get_ids(c: &Client, tag: &str, count: Option<u32>) -> Result<Vec<i64>, String> {
-    let ids = match count {
-        Some(n) => c.segment_ids(tag, n).await,
-        None => c.segment_id(tag).await.map(|id| vec![id]),
-    };
-    ids.map_err(|e| format!("{tag} ({count:?}): {e}"))
-}
-
 /// The node's journal of `tag`'s committed allocations (every node's, as this node applied them).
 pub(crate) async fn journal(c: &Client, tag: &str) -> AllocationJournal {
     c.allocations(Some(tag), None).await.unwrap()
@@ -130,18 +105,6 @@ pub(crate) fn api_error<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (Statu
         Err(ClientError::Api { status, code, message }) => (status, code, message),
         other => panic!("expected an API error, got {other:?}"),
     }
-}
-
-/// Sends a request as given (deliberately malformed ones included) and reads the error body.
-pub(crate) async fn error_of(
-    c: &Client,
-    method: Method,
-    path: &str,
-    body: Option<serde_json::Value>,
-) -> (StatusCode, ErrorBody) {
-    let r = c.raw(method, path, body.map(|v| bytes::Bytes::from(v.to_string()))).await.unwrap();
-    let e = serde_json::from_slice(&r.body).unwrap_or_else(|_| panic!("{path}: not an error body: {:?}", r.body));
-    (r.status, e)
 }
 
 /// `clients` tasks per node, each fetching `per_client` IDs (mostly single, some batches).
@@ -157,7 +120,7 @@ pub(crate) async fn load(cluster: &Cluster, nodes: &[u64], tag: &str, clients: u
                 while got.len() < per_client {
                     n += 1;
                     let batch = if n.is_multiple_of(16) { Some(1 + (n + k as u32) % 40) } else { None };
-                    got.extend(get_ids(&c, &tag, batch).await.unwrap_or_else(|e| panic!("node {id}: {e}")));
+                    got.extend(try_get_ids(&c, &tag, batch).await.unwrap_or_else(|e| panic!("node {id}: {e}")));
                 }
                 got
             }));
@@ -196,15 +159,7 @@ pub(crate) async fn snowflake_health(cluster: &Cluster, id: u64) -> Option<Snowf
 
 /// Waits until node `id`'s snowflake mode is in `state`.
 pub(crate) async fn wait_snowflake(cluster: &Cluster, id: u64, state: SnowflakeState) -> SnowflakeHealth {
-    let deadline = std::time::Instant::now() + FORM;
-    loop {
-        let h = snowflake_health(cluster, id).await;
-        if let Some(h) = h.as_ref().filter(|h| h.state == state) {
-            return h.clone();
-        }
-        assert!(std::time::Instant::now() < deadline, "node {id}: snowflake never {state}: {h:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    leaf_test_support::wait_snowflake(&cluster.client(id), state, FORM).await.snowflake
 }
 
 pub(crate) async fn snowflake_get(c: &Client, count: u32) -> Result<Vec<i64>, (StatusCode, String)> {
@@ -242,15 +197,15 @@ pub(crate) async fn health_of(cluster: &Cluster, id: u64, mode: HealthMode) -> (
 
 /// Waits until node `id` has applied at least `index`.
 pub async fn applied(cluster: &Cluster, id: u64, index: u64) {
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
-        let s = cluster.status(id).await.unwrap();
+    eventually(&format!("node {id} applies {index}"), FORM, || async {
+        let s = cluster.status(id).await.map_err(|e| e.to_string())?;
         if s.last_applied_index.unwrap_or(0) >= index {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{s:?}"))
         }
-        assert!(tokio::time::Instant::now() < deadline, "node {id} never applied {index}: {s:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 /// Promotes learner `id` through node `via`, retrying while it catches up.
@@ -265,16 +220,11 @@ where
     Fut: std::future::Future<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
-        match f().await {
-            Ok(()) => return,
-            Err(e) => {
-                assert!(tokio::time::Instant::now() < deadline, "{what}: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
+    eventually(what, FORM, || {
+        let call = f();
+        async move { call.await.map_err(|e| e.to_string()) }
+    })
+    .await
 }
 
 /// How a crash test's nodes go down: `kill -9`, and where this machine can (root and

@@ -9,7 +9,7 @@
 //! (set `LEAF_REQUIRE_DOCKER=1` to make a missing engine a failure instead).
 use std::collections::{BTreeMap, HashSet};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leaf_api::types::{ClusterStatus, MemberRole};
 use leaf_client::{HealthMode, StatusCode};
@@ -51,22 +51,6 @@ async fn cli(compose: &Compose, service: u64, args: Vec<&str>) -> Result<String,
         Ok(out) => Ok(out),
         Err(e) if format!("{e:#}").contains("HTTP 409") => Ok(String::new()),
         Err(e) => Err(format!("{e:#}")),
-    }
-}
-
-/// Retries `f` until it succeeds or `within` passes; returns the value.
-async fn until_ok<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(e) if Instant::now() >= deadline => panic!("{what}: still failing after {within:?}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
     }
 }
 
@@ -150,9 +134,11 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     let mut snowflake = Vec::new();
     for id in 1..=3 {
         let c = client(id);
-        segment.extend(until_ok("segment IDs", Duration::from_secs(20), || get_ids(&c, "docker-ci", Some(150))).await);
+        segment.extend(
+            eventually("segment IDs", Duration::from_secs(20), || try_get_ids(&c, "docker-ci", Some(150))).await,
+        );
         snowflake.extend(
-            until_ok("snowflake IDs", Duration::from_secs(20), || async {
+            eventually("snowflake IDs", Duration::from_secs(20), || async {
                 snowflake_get(&c, 100).await.map_err(|(s, e)| format!("{s} {e}"))
             })
             .await,
@@ -162,7 +148,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
         let c = client(id);
         async move { c.cluster_status().await.map_err(|e| e.to_string()) }
     };
-    let before = until_ok("a leader", Duration::from_secs(20), || async {
+    let before = eventually("a leader", Duration::from_secs(20), || async {
         let s = status(1).await?;
         s.leader_id.map(|l| (l, s)).ok_or_else(|| "no leader".to_string())
     })
@@ -179,22 +165,22 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
         for &id in &others {
             let c = client(id);
             segment.extend(
-                until_ok(
+                eventually(
                     &format!("segment IDs from node {id} after the kill (round {round})"),
                     Duration::from_secs(30),
-                    || get_ids(&c, "docker-ci", Some(50)),
+                    || try_get_ids(&c, "docker-ci", Some(50)),
                 )
                 .await,
             );
             snowflake.extend(
-                until_ok("snowflake IDs after the kill", Duration::from_secs(30), || async {
+                eventually("snowflake IDs after the kill", Duration::from_secs(30), || async {
                     snowflake_get(&c, 50).await.map_err(|(s, e)| format!("{s} {e}"))
                 })
                 .await,
             );
         }
     }
-    let new_leader = until_ok("a new leader", Duration::from_secs(30), || async {
+    let new_leader = eventually("a new leader", Duration::from_secs(30), || async {
         status(others[0]).await?.leader_id.filter(|l| *l != leader).ok_or_else(|| "no new leader".to_string())
     })
     .await;
@@ -205,13 +191,13 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     block_in_place(|| compose.wait_healthy(&[leader], Duration::from_secs(90))).unwrap();
     let c = client(leader);
     segment.extend(
-        until_ok("segment IDs from the restarted node", Duration::from_secs(30), || {
-            get_ids(&c, "docker-ci", Some(150))
+        eventually("segment IDs from the restarted node", Duration::from_secs(30), || {
+            try_get_ids(&c, "docker-ci", Some(150))
         })
         .await,
     );
     snowflake.extend(
-        until_ok("snowflake IDs from the restarted node", Duration::from_secs(30), || async {
+        eventually("snowflake IDs from the restarted node", Duration::from_secs(30), || async {
             snowflake_get(&c, 100).await.map_err(|(s, e)| format!("{s} {e}"))
         })
         .await,
@@ -222,11 +208,11 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     // Scale 3 -> 5 (deploy/README.md): start leaf4 and leaf5, add them as learners, promote.
     block_in_place(|| compose.up_only(&[4, 5])).unwrap();
     for (node, addr) in [("4", "leaf4:8080"), ("5", "leaf5:8080")] {
-        until_ok("add-learner", Duration::from_secs(30), || {
+        eventually("add-learner", Duration::from_secs(30), || {
             cli(&compose, 1, vec!["/leaf", "cluster", "add-learner", node, addr])
         })
         .await;
-        until_ok("promote", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "promote", node]))
+        eventually("promote", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "promote", node]))
             .await;
     }
     block_in_place(|| compose.wait_healthy(&[1, 2, 3, 4, 5], Duration::from_secs(90))).unwrap();
@@ -239,8 +225,10 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     for service in [4, 5] {
         let c = client(service);
         segment.extend(
-            until_ok("segment IDs from a new node", Duration::from_secs(30), || get_ids(&c, "docker-ci", Some(150)))
-                .await,
+            eventually("segment IDs from a new node", Duration::from_secs(30), || {
+                try_get_ids(&c, "docker-ci", Some(150))
+            })
+            .await,
         );
     }
 
@@ -248,7 +236,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     // restart policy keeps retrying; it keeps refusing).
     block_in_place(|| compose.destroy(2)).unwrap();
     block_in_place(|| compose.up_only(&[2])).unwrap();
-    until_ok("node 2 refusing to start on an empty volume", Duration::from_secs(30), || async {
+    eventually("node 2 refusing to start on an empty volume", Duration::from_secs(30), || async {
         let logs = block_in_place(|| compose.logs(2)).map_err(|e| e.to_string())?;
         if logs.contains("the data dir is empty, but node 2 already took part") {
             Ok(())
@@ -261,15 +249,16 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     assert!(answer.is_err_and(|e| e.status().is_none()), "node 2 serves on an empty volume");
 
     // Replace it by node 6 under the same service and address (deploy/README.md).
-    until_ok("remove 2", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "remove", "2"])).await;
+    eventually("remove 2", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "remove", "2"])).await;
     block_in_place(|| compose.destroy(2)).unwrap();
     compose.set_env("LEAF2_NODE_ID", "6");
     block_in_place(|| compose.up_only(&[2])).unwrap();
-    until_ok("add-learner 6", Duration::from_secs(30), || {
+    eventually("add-learner 6", Duration::from_secs(30), || {
         cli(&compose, 1, vec!["/leaf", "cluster", "add-learner", "6", "leaf2:8080"])
     })
     .await;
-    until_ok("promote 6", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "promote", "6"])).await;
+    eventually("promote 6", Duration::from_secs(30), || cli(&compose, 1, vec!["/leaf", "cluster", "promote", "6"]))
+        .await;
     if let Err(e) = block_in_place(|| compose.wait_healthy(&[2], Duration::from_secs(90))) {
         // Seen once in CI (and not again in a rerun): say why, next time.
         let logs = block_in_place(|| compose.logs(2)).unwrap_or_else(|e| e.to_string());
@@ -290,10 +279,11 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     assert_eq!(voters(&status(1).await.unwrap()), [1, 3, 4, 5, 6]);
     let c = client(2);
     segment.extend(
-        until_ok("segment IDs from node 6", Duration::from_secs(30), || get_ids(&c, "docker-ci", Some(150))).await,
+        eventually("segment IDs from node 6", Duration::from_secs(30), || try_get_ids(&c, "docker-ci", Some(150)))
+            .await,
     );
     snowflake.extend(
-        until_ok("snowflake IDs from node 6", Duration::from_secs(30), || async {
+        eventually("snowflake IDs from node 6", Duration::from_secs(30), || async {
             snowflake_get(&c, 100).await.map_err(|(s, e)| format!("{s} {e}"))
         })
         .await,
@@ -302,7 +292,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     // Unique, and every segment ID inside an allocation committed through Raft: in node 1's
     // journal once node 1 has applied the newest allocations (node 6's last one may still be
     // on its way to node 1 when node 6 serves from it).
-    until_ok("every segment ID inside node 1's journal", Duration::from_secs(30), || async {
+    eventually("every segment ID inside node 1's journal", Duration::from_secs(30), || async {
         let allocations = journal(&client(1), "docker-ci").await.allocations;
         let report = leaf_cluster_tests::checker::check_segment_ids(&segment, &allocations);
         if report.is_valid() {

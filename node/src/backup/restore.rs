@@ -13,8 +13,8 @@ use leaf_api::audit::Actor;
 use leaf_raft_store::restore::{apply_plan, plan, Override, Plan, PlanInput, RestoreRecord};
 use leaf_raft_store::restore_store::{is_blank, write_restored};
 use leaf_raft_store::types::LogId;
+use leaf_raft_store::types::Node as BasicNode;
 use leaf_raft_store::{read_backup, BackupError, BackupHeader, SmData, StoreOptions};
-use openraft::BasicNode;
 
 use super::crypt::{self, CryptError, Keys};
 use crate::config::Config;

@@ -10,7 +10,7 @@ use leaf_api::ErrorCode;
 use leaf_client::{ClientError, Method, StatusCode};
 use tempfile::TempDir;
 
-use crate::support::{config, create_tag, error_of, get_ids, start, TOKEN};
+use crate::support::{config, create_bounded_tag, create_tag, error_of, get_ids, start, TOKEN};
 
 fn tag(name: String, step: i64) -> CreateTagRequest {
     CreateTagRequest { tag: name, step, ..Default::default() }
@@ -27,7 +27,7 @@ async fn a_batch_creates_thousands_of_tags_in_two_entries_and_may_be_sent_again(
     let mut cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
     cfg.snowflake.enabled = false;
     let (_node, c) = start(cfg).await;
-    create_tag(&c, "b-00005", 7, Some(40)).await;
+    create_bounded_tag(&c, "b-00005", 7, 40).await;
     let all = names("b-", 7_000);
     let req = CreateTagsRequest { tags: all.iter().map(|t| tag(t.clone(), 100)).collect() };
     let before = c.cluster_status().await.unwrap().last_log_index.unwrap();
@@ -124,7 +124,7 @@ async fn a_token_batch_is_bound_by_its_patterns_and_its_tag_budget() {
     );
     assert!(admin.tags().await.unwrap().iter().all(|t| !t.tag.starts_with("t-")), "nothing was created");
     // A tag that exists does not count; three new ones fit.
-    create_tag(&admin, "t-0", 10, None).await;
+    create_tag(&admin, "t-0", 10).await;
     let done = tenant.create_tags(&batch(&["t-0", "t-1", "t-2", "t-3"])).await.unwrap();
     assert_eq!((done.created.len(), done.existing), (3, vec!["t-0".to_string()]));
     let info = admin.token(issued.token.id).await.unwrap();
@@ -200,7 +200,7 @@ async fn an_idle_tag_is_unloaded_and_serves_above_its_old_ids_when_asked_again()
     let mut cfg = config(&dir);
     cfg.segment.idle_unload_secs = 1;
     let (_node, c) = start(cfg).await;
-    create_tag(&c, "sleepy", 1_000, None).await;
+    create_tag(&c, "sleepy", 1_000).await;
     let before = get_ids(&c, "sleepy", Some(10)).await;
     assert!(c.cache().await.unwrap().iter().any(|e| e.tag == "sleepy"));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -231,7 +231,7 @@ async fn more_tags_than_earlier_releases_held_are_created_and_snapshotted() {
         c.create_tags(&CreateTagsRequest { tags: chunk.iter().map(|t| tag(t.clone(), 10)).collect() }).await.unwrap();
     }
     let bulk_end = node.raft().status().last_applied_index.unwrap_or(0);
-    create_tag(&c, "single-past-the-old-bound", 10, None).await;
+    create_tag(&c, "single-past-the-old-bound", 10).await;
     assert_eq!(get_ids(&c, "single-past-the-old-bound", None).await, [1]);
     assert_eq!(get_ids(&c, "m-39999", None).await, [1]);
     // A build runs beside applies and the next is due only on a later apply, so further
@@ -243,7 +243,7 @@ async fn more_tags_than_earlier_releases_held_are_created_and_snapshotted() {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "no snapshot of the bulk: {status:?}");
-        create_tag(&c, &format!("drive-{i}"), 10, None).await;
+        create_tag(&c, &format!("drive-{i}"), 10).await;
     }
     node.shutdown().await;
     let (_node, c) = start(cfg).await;

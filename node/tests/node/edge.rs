@@ -223,7 +223,7 @@ async fn ids_answered_at_once_look_and_count_like_awaited_ones() {
     let mono =
         CreateTagRequest { tag: "mono".into(), step: 5, profile: Some(Profile::Monotonic), ..Default::default() };
     c.create_tag(&mono).await.unwrap();
-    crate::support::create_tag(&c, "fresh", 1000, None).await;
+    crate::support::create_tag(&c, "fresh", 1000).await;
     let mut last = std::collections::HashMap::new();
     for (tag, path) in [
         ("fresh", "/api/segment/get/fresh"),

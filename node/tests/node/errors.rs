@@ -176,7 +176,7 @@ async fn admin_requires_the_token_when_configured() {
     let e = wrong.segment_id("leaf-segment-test").await.unwrap_err();
     assert_eq!((e.status(), e.code()), (Some(StatusCode::UNAUTHORIZED), Some(ErrorCode::Unauthorized)));
     assert_eq!(get_ids(&good, "leaf-segment-test", None).await.len(), 1, "the admin token gets IDs");
-    create_tag(&good, "a", 5, None).await;
+    create_tag(&good, "a", 5).await;
     let info = good
         .update_tag("a", &UpdateTagRequest { step: Some(9), description: Some("x".into()), ..Default::default() })
         .await

@@ -47,7 +47,7 @@ async fn forecasts_follow_allocations_in_cache_metrics_and_health() {
     let mut cfg = config(&dir);
     cfg.forecast.sample_interval_ms = 20;
     let (node, c) = start(cfg).await;
-    create_tag(&c, "fc", 1000, None).await;
+    create_tag(&c, "fc", 1000).await;
 
     // The first request loads the tag and allocates [1, 1001) at least.
     get_ids(&c, "fc", Some(10)).await;

@@ -111,7 +111,7 @@ async fn gapless_refusals_are_clear_and_change_nothing() {
     let dir = TempDir::new().unwrap();
     let (node, c) = start(config(&dir)).await;
     c.create_tag(&invoices("inv")).await.unwrap();
-    create_tag(&c, "seg", 10, None).await;
+    create_tag(&c, "seg", 10).await;
     let issue = |tag: &str| format!("/api/gapless/{tag}/issue");
     // A gapless tag hands out no ID, and a segment tag no number.
     let (s, e) = error_of(&c, Method::GET, "/api/segment/get/inv", None).await;

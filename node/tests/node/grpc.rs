@@ -302,8 +302,8 @@ async fn grpc_calls_carry_scoped_tokens() {
     let mut cfg = Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
     cfg.auth.require_token_for_ids = true;
     let (node, c) = start(cfg).await;
-    create_tag(&c, "orders-eu", 100, None).await;
-    create_tag(&c, "users", 100, None).await;
+    create_tag(&c, "orders-eu", 100).await;
+    create_tag(&c, "users", 100).await;
     let token = |name: &str, rights: Vec<Right>, quota| CreateTokenRequest {
         name: name.into(),
         rights,

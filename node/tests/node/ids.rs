@@ -12,7 +12,7 @@ use tempfile::TempDir;
 async fn concurrent_clients_get_unique_ids_inside_committed_allocations() {
     let dir = TempDir::new().unwrap();
     let (node, c) = start(config(&dir)).await;
-    create_tag(&c, "orders", 100, None).await;
+    create_tag(&c, "orders", 100).await;
     const CLIENTS: usize = 8;
     const PER_CLIENT: usize = 50_000;
     let tasks: Vec<_> = (0..CLIENTS)
@@ -62,7 +62,7 @@ async fn concurrent_clients_get_unique_ids_inside_committed_allocations() {
 async fn exhausted_tag_gives_a_clear_error_and_never_wraps() {
     let dir = TempDir::new().unwrap();
     let (node, c) = start(config(&dir)).await;
-    create_tag(&c, "edge", 100, Some(i64::MAX - 150)).await;
+    create_bounded_tag(&c, "edge", 100, i64::MAX - 150).await;
     let ids = get_ids(&c, "edge", Some(100)).await;
     assert_eq!(ids.first(), Some(&(i64::MAX - 150)));
     // The next segment is cut short at i64::MAX (exclusive): the last 50 IDs are served...
@@ -86,7 +86,7 @@ async fn exhausted_tag_gives_a_clear_error_and_never_wraps() {
 async fn big_batches_monitor_and_health() {
     let dir = TempDir::new().unwrap();
     let (node, c) = start(config(&dir)).await;
-    create_tag(&c, "b", 10, None).await;
+    create_tag(&c, "b", 10).await;
     let ids = get_ids(&c, "b", Some(100_000)).await;
     assert_eq!(ids.len(), 100_000);
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
@@ -136,7 +136,7 @@ async fn an_unknown_tag_flood_shares_read_index_rounds_and_does_not_stop_known_t
         assert_eq!(get_ids(&c, "leaf-segment-test", None).await.len(), 1);
         known += 1;
         if i == 100 {
-            create_tag(&c, "born-mid-flood", 10, None).await;
+            create_tag(&c, "born-mid-flood", 10).await;
             assert_eq!(get_ids(&c, "born-mid-flood", Some(2)).await.len(), 2);
         }
     }

@@ -55,7 +55,7 @@ async fn metrics_negotiate_their_format_cover_every_area_and_pass_promtool() {
     let (node, c) = start(leaf_node::Config { bootstrap_tags: vec![], ..config(&dir) }).await;
     let addr = node.http_addr();
     wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(20)).await;
-    create_tag(&c, "orders", 100, None).await;
+    create_tag(&c, "orders", 100).await;
     assert_eq!(get_ids(&c, "orders", Some(7)).await.len(), 7);
     c.snowflake_id("k").await.unwrap();
     let _ = c.segment_id("missing").await.unwrap_err();
@@ -115,8 +115,8 @@ async fn the_dashboard_data_needs_the_monitor_right_and_the_page_is_served_with_
     let cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), bootstrap_tags: vec![], ..config(&dir) };
     let (node, admin) = start(cfg).await;
     let (addr, base) = (node.http_addr(), format!("http://{}", node.http_addr()));
-    create_tag(&admin, "orders", 100, None).await;
-    create_tag(&admin, "idle", 100, None).await;
+    create_tag(&admin, "orders", 100).await;
+    create_tag(&admin, "idle", 100).await;
     assert_eq!(get_ids(&admin, "orders", Some(30)).await.len(), 30);
     let _ = admin.segment_id("missing").await.unwrap_err();
 
@@ -204,7 +204,7 @@ async fn the_dashboard_lists_the_busiest_tags_then_idle_ones_by_name_up_to_its_b
     let n = MAX_DASHBOARD_TAGS + 100;
     let tags = (0..n).map(|i| CreateTagRequest { tag: format!("t-{i:04}"), step: 10, ..Default::default() }).collect();
     c.create_tags(&CreateTagsRequest { tags }).await.unwrap();
-    create_tag(&c, "u-other", 10, None).await;
+    create_tag(&c, "u-other", 10).await;
     // Served counts: t-0590 most, then t-0001, then t-0300 (archived afterwards).
     for (tag, count) in [("t-0590", 7), ("t-0001", 5), ("t-0300", 9), ("t-0002", 0)] {
         if count > 0 {

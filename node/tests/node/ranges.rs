@@ -14,7 +14,7 @@ use tempfile::TempDir;
 async fn ranges_hold_a_million_ids_in_a_few_bytes_unique_with_text_batches() {
     let dir = TempDir::new().unwrap();
     let (node, c) = start(config(&dir)).await;
-    create_tag(&c, "r", 10, None).await;
+    create_tag(&c, "r", 10).await;
 
     // A million IDs: one segment sized for the request, so a handful of ranges, a few bytes.
     let big = c.segment_ranges("r", 1_000_000).await.unwrap();

@@ -13,7 +13,7 @@ use tempfile::TempDir;
 async fn ids_after_a_graceful_restart_are_greater() {
     let dir = TempDir::new().unwrap();
     let (node, c) = start(config(&dir)).await;
-    create_tag(&c, "t", 1000, None).await;
+    create_tag(&c, "t", 1000).await;
     let mut before = get_ids(&c, "t", Some(10)).await;
     before.extend(get_ids(&c, "leaf-segment-test", None).await);
     node.shutdown().await;
@@ -40,7 +40,7 @@ async fn ids_after_kill_9_or_sigterm_are_greater_than_every_id_before() {
         assert!(leaf_node::cli::wait_healthy(&url, Duration::from_secs(15)).await, "round {round}: not healthy");
         let c = client(&url, None);
         if round == 0 {
-            create_tag(&c, "k", 50, None).await;
+            create_tag(&c, "k", 50).await;
         }
         // Snowflake: right after a crash the clock is inside the old time window; the node
         // issues above the durable high-water mark at once, ahead of the clock (Leaf #216), and

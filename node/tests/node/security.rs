@@ -122,7 +122,7 @@ async fn an_obfuscated_tag_is_not_countable_from_the_public_endpoints() {
         ..Default::default()
     };
     c.create_tag(&secret).await.unwrap();
-    crate::support::create_tag(&c, "plain-orders", 100, None).await;
+    crate::support::create_tag(&c, "plain-orders", 100).await;
     for tag in ["secret-orders", "plain-orders"] {
         crate::support::get_ids(&c, tag, Some(3)).await;
     }
@@ -157,7 +157,7 @@ async fn requests_without_a_token_have_a_quota_of_ids_per_address() {
     let mut cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
     (cfg.auth.anonymous_ids_per_sec, cfg.auth.anonymous_burst_ids) = (10, 1_000_000);
     let (node, c) = start(cfg).await;
-    crate::support::create_tag(&c, "drained", 1000, None).await;
+    crate::support::create_tag(&c, "drained", 1000).await;
     let addr = node.http_addr();
     let host = addr.to_string();
     let h = [("host", host.as_str())];
@@ -318,7 +318,7 @@ async fn the_monitor_views_take_the_monitor_right_and_show_a_token_only_its_tags
     let (node, admin) = start(cfg).await;
     let url = format!("http://{}", node.http_addr());
     for tag in ["t-a", "t-b", "other"] {
-        crate::support::create_tag(&admin, tag, 100, None).await;
+        crate::support::create_tag(&admin, tag, 100).await;
         crate::support::get_ids(&admin, tag, Some(2)).await;
     }
     let hidden = CreateTagRequest {
@@ -437,7 +437,7 @@ async fn a_tenant_cannot_push_security_records_out_of_the_audit_trail() {
     };
     let issued = admin.create_token(&req).await.unwrap();
     let tenant = crate::support::client(&format!("http://{}", node.http_addr()), Some(issued.bearer));
-    crate::support::create_tag(&tenant, "t-1", 10, None).await;
+    crate::support::create_tag(&tenant, "t-1", 10).await;
     for step in 11..31 {
         let patch = UpdateTagRequest { step: Some(step), ..Default::default() };
         tenant.update_tag("t-1", &patch).await.unwrap();

@@ -1,15 +1,18 @@
-//! What the node tests share: a node in-process ([`start`]), a one-attempt client, tag and ID
-//! helpers, and a `leaf` process on a free port ([`spawn_leaf`]).
+//! What the node tests share: a node in-process ([`start`]), a one-attempt client, and a `leaf`
+//! process on a free port ([`spawn_leaf`]); the calls every suite makes, and the way a test
+//! waits, come from `leaf-test-support`.
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use leaf_api::types::{ClockFault, CreateTagRequest, Health, SnowflakeState};
+use leaf_api::types::{ClockFault, Health};
 use leaf_api::ErrorBody;
-use leaf_client::{Client, HealthMode, Method, StatusCode};
+use leaf_client::{Client, HealthMode, StatusCode};
 use leaf_node::config::Config;
 use leaf_node::NodeHandle;
 use tempfile::TempDir;
+
+pub use leaf_test_support::{create_bounded_tag, create_tag, error_of, get_ids, until, wait_snowflake};
 
 pub const TOKEN: &str = "test-admin-token-0123456789";
 
@@ -24,11 +27,8 @@ pub async fn start(cfg: Config) -> (NodeHandle, Client) {
     // Its own leader, it raises the cluster's version in the background: wait for that
     // entry, so that it is not in a test's count of entries.
     let supported = leaf_raft_store::version::SUPPORTED;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while node.raft().state().cluster_version() < supported {
-        assert!(tokio::time::Instant::now() < deadline, "the node never raised the cluster version");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let raised = || async { node.raft().state().cluster_version() >= supported };
+    until("the node raises the cluster version", Duration::from_secs(10), raised).await;
     let client = client(&format!("http://{}", node.http_addr()), token);
     (node, client)
 }
@@ -50,19 +50,6 @@ pub fn client(url: &str, token: Option<String>) -> Client {
         .unwrap()
 }
 
-pub async fn create_tag(c: &Client, tag: &str, step: i64, max_id: Option<i64>) {
-    let req = CreateTagRequest { tag: tag.into(), step, max_id, description: None, ..Default::default() };
-    c.create_tag(&req).await.unwrap_or_else(|e| panic!("create {tag}: {e}"));
-}
-
-pub async fn get_ids(c: &Client, tag: &str, count: Option<u32>) -> Vec<i64> {
-    let ids = match count {
-        Some(n) => c.segment_ids(tag, n).await,
-        None => c.segment_id(tag).await.map(|id| vec![id]),
-    };
-    ids.unwrap_or_else(|e| panic!("{tag} ({count:?}): {e}"))
-}
-
 pub async fn snowflake_ids(c: &Client, count: Option<u32>) -> Vec<i64> {
     let ids = match count {
         Some(n) => c.snowflake_ids("audit-key", n).await,
@@ -73,32 +60,6 @@ pub async fn snowflake_ids(c: &Client, count: Option<u32>) -> Vec<i64> {
 
 pub async fn health(c: &Client) -> Health {
     c.health(HealthMode::All).await.unwrap().health
-}
-
-/// Waits until snowflake mode reaches `state` (`serving`, `off`, ...); returns the health.
-pub async fn wait_snowflake(c: &Client, state: SnowflakeState, timeout: Duration) -> Health {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        let h = health(c).await;
-        if h.snowflake.state == state {
-            return h;
-        }
-        assert!(std::time::Instant::now() < deadline, "snowflake never reached {state}: {:?}", h.snowflake);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Sends a request as given (deliberately malformed ones included) and reads the error body.
-pub async fn error_of(
-    c: &Client,
-    method: Method,
-    path: &str,
-    body: Option<serde_json::Value>,
-) -> (StatusCode, ErrorBody) {
-    let reply = c.raw(method, path, body.map(|v| bytes::Bytes::from(v.to_string()))).await.unwrap();
-    let (s, b) = (reply.status, reply.body);
-    let e: ErrorBody = serde_json::from_slice(&b).unwrap_or_else(|_| panic!("{path}: not an error body: {b:?}"));
-    (s, e)
 }
 
 pub fn spawn_leaf(dir: &TempDir, port: u16) -> Child {

@@ -250,7 +250,7 @@ async fn client_certificates_authenticate_admin_and_can_be_required() {
             .unwrap()
     };
     // `ops` is an admin by certificate, without the token.
-    create_tag(&with_cert("client-ops"), "by-cert", 10, None).await;
+    create_tag(&with_cert("client-ops"), "by-cert", 10).await;
     // A node's certificate is no admin: the token is still needed.
     let e = with_cert("node-9").tags().await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::Unauthorized), "{e}");

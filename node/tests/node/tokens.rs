@@ -55,7 +55,7 @@ async fn a_token_scoped_to_a_prefix_gets_its_tags_ids_and_nothing_else() {
     let (node, admin) = start(cfg).await;
     let base = format!("http://{}", node.http_addr());
     for t in ["orders-eu", "orders-us", "users"] {
-        create_tag(&admin, t, 10, None).await;
+        create_tag(&admin, t, 10).await;
     }
     let issued = issue(&admin, "orders-svc", &[Right::Ids], &["orders-*"], None).await;
     assert!(issued.bearer.starts_with(&format!("leaf_{}_", issued.token.id)), "{}", issued.bearer);
