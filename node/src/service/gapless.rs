@@ -92,16 +92,17 @@ impl App {
             }
         };
         let issues = matches!(act, NumberAct::Issue | NumberAct::Reserve { .. });
+        // A sent secret has its documented shape, whoever sends it.
+        if let Some(s) = &secret {
+            validate_secret(s).map_err(|e| ApiError::invalid(e.to_string()))?;
+        }
         // A caller without a token is known by its secret; a token's or the admin token's
-        // caller by its credential (a secret it sends is ignored).
+        // caller by its credential (a well-formed secret it sends is ignored).
         let secret = match who {
             IdRequester::Anonymous => {
                 self.access.check_anonymous_gapless()?;
                 match secret {
-                    Some(s) => {
-                        validate_secret(&s).map_err(|e| ApiError::invalid(e.to_string()))?;
-                        Some(s)
-                    }
+                    Some(s) => Some(s),
                     None if issues => Some(new_settlement_secret()?),
                     None => {
                         return Err(ApiError::new(

@@ -102,6 +102,14 @@ async fn only_the_reserver_settles_or_reads_back_a_reservation() {
     let (entries, _) = admin.gapless("inv-a").ledger(None).await.unwrap();
     let states: Vec<_> = entries.iter().map(|e| (e.key.as_str(), e.state)).collect();
     assert_eq!(states, [("k-A1", NumberState::Confirmed), ("k-A2", NumberState::Voided)]);
+    // A token's caller needs no settlement secret, but one it sends has the documented shape
+    // (schemathesis found a malformed one accepted): 400, nothing reserved.
+    for path in ["/api/gapless/inv-a/reserve", "/api/gapless/inv-a/issue"] {
+        let (status, e) = post(&a, path, json!({"key": "k-A3", "secret": "not a secret!"})).await;
+        assert_eq!((status, e["code"].as_str()), (400, Some("invalid_request")), "{path}: {e}");
+    }
+    let (entries, _) = admin.gapless("inv-a").ledger(None).await.unwrap();
+    assert_eq!(entries.len(), 2, "a refused call reserved nothing");
     node.shutdown().await;
 }
 
