@@ -165,7 +165,7 @@ const OUTAGE: [&str; 3] = ["LeafNodeDown", "LeafQuorumLost", "LeafNoLeader"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_fires_and_resolves_the_outage_alerts_as_nodes_die_and_return() {
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster(3, "").await;
     let targets: Vec<String> = (1..=3).map(|id| cluster.addr(id)).collect();
     let Some(prom) = start_prometheus(&targets, cluster.ca().as_deref()) else { return };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

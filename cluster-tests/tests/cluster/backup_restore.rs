@@ -205,7 +205,7 @@ enum Take {
 
 /// The drill; returns the backup file it restored from (in a directory that outlives it).
 async fn drill(take: Take, keep: &Path) -> PathBuf {
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     let backups = keep.join("scheduled");
     std::fs::create_dir_all(&backups).unwrap();
     let (arms, mut old) = armed_cluster(3, &settings(Some(&backups)));

@@ -52,7 +52,7 @@ fn rot(dir: &Path, what: Rot) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_a_damaged_file_refuses_to_start_and_its_replacement_restores_service() {
-    let (_serial, mut cluster, leader) = cluster(3, "[raft]\nsnapshot_every = 40\n").await;
+    let (_lane, mut cluster, leader) = cluster_beside(3, "[raft]\nsnapshot_every = 40\n").await;
     for i in 0..60 {
         create_tag(&cluster.client(leader), &format!("rot-{i}"), 10).await;
     }

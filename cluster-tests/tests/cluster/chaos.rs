@@ -81,7 +81,7 @@ pub(crate) async fn run_chaos(run: &ChaosRun, args: &[&str]) -> (tempfile::TempD
 /// as a user runs it, and must find the history valid (exit 0) with every fault kind injected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seeded_chaos_run_with_every_fault_kind_passes_the_checker() {
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     let kinds = FaultKind::defaults(false);
     let needs: Vec<(FaultKind, usize)> = kinds.iter().map(|k| (*k, 1)).collect();
     let run = chaos_run(20261463, &kinds, &needs, Duration::from_secs(4));
@@ -124,7 +124,7 @@ async fn a_chaos_run_in_network_namespaces_drops_packets_and_passes_the_checker(
         eprintln!("skipped: {why}");
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _lane = alone().await;
     let kinds = [FaultKind::Partition, FaultKind::Link, FaultKind::Netem];
     let needs = [(FaultKind::Partition, 1), (FaultKind::Link, 3), (FaultKind::Netem, 1)];
     let run = chaos_run(20262047, &kinds, &needs, Duration::from_secs(4));
@@ -163,7 +163,7 @@ const GAPLESS_SEED: u64 = 20261282;
 /// answer), with hundreds of numbers issued, old keys asked again, and every fault injected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chaos_run_with_gapless_series_keeps_them_gapless() {
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     let kinds = [FaultKind::Kill, FaultKind::Pause, FaultKind::Partition, FaultKind::Clock];
     let needs: Vec<(FaultKind, usize)> = kinds.iter().map(|k| (*k, 1)).collect();
     let run = chaos_run(GAPLESS_SEED, &kinds, &needs, Duration::from_secs(8));
@@ -214,7 +214,7 @@ fn power_cut_seed(from: u64) -> u64 {
 /// passes, unless `LEAF_REQUIRE_FUSE=1` (set by `.ci/run`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chaos_run_with_power_cuts_of_every_size_passes_the_checker() {
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     if !leaf_cluster_tests::power::Power::available().unwrap() {
         return;
     }

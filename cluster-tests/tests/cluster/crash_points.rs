@@ -192,7 +192,7 @@ async fn verify(cluster: &Cluster, acked: &mut Acked, point: &str, restarted: &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_crashed_at_any_storage_boundary_comes_back_without_loss_or_duplicates() {
     let started = Instant::now();
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     // Above `CHECKPOINT_EVERY` (256): a snapshot build checkpoints too, and would otherwise
     // always come first. sled's files rewritten from 1 MiB: a build then rewrites them (or
     // soon does, as the log and the state machine's tree grow no faster than sled's files).

@@ -86,7 +86,7 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
     if chromium().is_none() {
         return;
     }
-    let serial = SERIAL.lock().await;
+    let lane = alone().await;
     let mut opts = Options::new(bin());
     opts.tls = true;
     opts.extra_toml = "[auth]\nrequire_token_for_ids = true\n".into();
@@ -221,5 +221,5 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
     let dead = d.nodes.iter().find(|n| n.node_id == victim).unwrap();
     assert!(dead.health.is_none() && dead.error.is_some(), "{dead:?}");
     assert!(d.tags.iter().any(|t| t.info.tag == "orders" && t.served > 0), "{:?}", d.tags);
-    drop(serial);
+    drop(lane);
 }

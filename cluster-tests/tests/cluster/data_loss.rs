@@ -5,7 +5,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_lost_its_data_refuses_to_rejoin_under_its_old_id() {
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster_beside(3, "").await;
     let victim = if leader == 2 { 3 } else { 2 };
     // Its snowflake worker registration is the evidence that it had state.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

@@ -44,7 +44,7 @@ fn unique(seen: &mut BTreeSet<(&'static str, i64)>, tag: &'static str, ids: Vec<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
-    let _serial = SERIAL.lock().await;
+    let _lane = alone().await;
     let (arms, mut cluster) = armed_cluster(3, "[raft]\npropose_timeout_ms = 1000\n");
     let set = |id: u64, spec: &str| arms.set(id, spec);
     let (_, mut acked, mut seen) = with_disk_tag(&cluster).await;
@@ -129,7 +129,7 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_on_storage_failure_exit_an_eio_ends_the_process_and_a_restart_recovers() {
-    let _serial = SERIAL.lock().await;
+    let _lane = alone().await;
     let (arms, mut cluster) = armed_cluster(3, "[raft]\non_storage_failure = \"exit\"\n");
     let (leader, mut acked, mut seen) = with_disk_tag(&cluster).await;
     let others: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();

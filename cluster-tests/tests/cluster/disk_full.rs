@@ -139,7 +139,7 @@ async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above
             return;
         }
     };
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     let data = disk.path().join("data");
     let port = free_port();
     let mut node = start_node(&data, port, &disk.dir.path().join("node-1.log"));

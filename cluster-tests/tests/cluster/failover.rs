@@ -17,7 +17,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted_node_catches_up() {
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster(3, "").await;
     create_tag(&cluster.client(1), "hot", 5000).await;
     for id in 1..=3 {
         try_get_ids(&cluster.client(id), "hot", None).await.unwrap();
@@ -160,7 +160,7 @@ fn longest_gap(seen: &Seen, start: Instant, end: Instant) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warm_segment_and_snowflake_clients_on_the_survivors_see_no_error_when_the_leader_is_killed() {
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster(3, "").await;
     create_tag(&cluster.client(leader), "warm", 1000).await;
     let survivors: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
     // Warm: every node has its snowflake worker ID before the load starts.

@@ -88,7 +88,7 @@ fn refused(metrics: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_flood_from_one_address_shuts_out_neither_peers_nor_clients() {
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster(3, "").await;
     let follower = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
     create_tag(&cluster.client(leader), "flood", 100).await;
     let target: SocketAddr = cluster.addr(leader).parse().unwrap();
@@ -158,7 +158,7 @@ async fn a_connection_flood_from_one_address_shuts_out_neither_peers_nor_clients
 /// slot handshakes on the reserve and keeps its slot with a member's certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_reach_a_node_whose_client_slots_are_all_taken() {
-    let (_serial, mut cluster, leader) =
+    let (_lane, mut cluster, leader) =
         cluster(3, "[http]\nmax_connections = 300\nmax_connections_per_address = 1000000\n").await;
     let mut others = [1, 2, 3].into_iter().filter(|id| *id != leader);
     let (restarted, other) = (others.next().unwrap(), others.next().unwrap());

@@ -17,7 +17,7 @@ use crate::support::*;
 async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoints() {
     // Snowflake off: its workers raise their high-water marks through Raft every half window,
     // which would write to the log during the unknown-tag flood below (CI saw 63 -> 66).
-    let (_serial, cluster, leader) = cluster(3, "[snowflake]\nenabled = false\n").await;
+    let (_lane, cluster, leader) = cluster_beside(3, "[snowflake]\nenabled = false\n").await;
 
     // Status on every node names the same members, leader and this node.
     for id in cluster.ids() {
@@ -99,7 +99,7 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
-    let (_serial, mut cluster, _) = cluster(5, "").await;
+    let (_lane, mut cluster, _) = cluster_beside(5, "").await;
     create_tag(&cluster.client(5), "five", 20).await;
     let ids = load(&cluster, &[1, 2, 3, 4, 5], "five", 2, 1500).await;
     let allocs = all_allocations(&cluster, &[1, 2, 3, 4, 5], "five").await;

@@ -12,7 +12,7 @@ use crate::support::*;
 async fn a_write_forwarded_to_a_hung_leader_moves_on_to_the_next_leader() {
     // The propose budget (10 s) is well above one forwarding attempt (2 × 2 s election timeout):
     // without the per-attempt cap the whole budget would wait on the frozen leader.
-    let (_serial, cluster, leader) = cluster(3, "[raft]\npropose_timeout_ms = 10000\n").await;
+    let (_lane, cluster, leader) = cluster(3, "[raft]\npropose_timeout_ms = 10000\n").await;
     create_tag(&cluster.client(leader), "hang", 5).await;
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     // The frozen leader's kernel still accepts connections, so the forward hangs rather than

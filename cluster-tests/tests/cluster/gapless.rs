@@ -115,7 +115,7 @@ async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
     eprintln!("seed {seed} (LEAF_TEST_SEED={seed} reproduces the call mix)");
     // The callers have no token: each is known by the settlement secrets its client derives
     // (the harness's clients share one key), and all come from one address.
-    let (_serial, mut cluster, leader) = cluster(3, "[auth]\nanonymous_gapless = true\n").await;
+    let (_lane, mut cluster, leader) = cluster_beside(3, "[auth]\nanonymous_gapless = true\n").await;
     for (tag, reset) in [(TAGS[0], Reset::Never), (TAGS[1], Reset::Year)] {
         let gapless = GaplessOptions {
             reset: Some(reset),

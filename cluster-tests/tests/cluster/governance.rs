@@ -14,7 +14,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scoped_token_is_enforced_everywhere_and_refused_on_every_node_once_its_revocation_is_applied() {
-    let (_serial, cluster, leader) = cluster(3, "[auth]\nrequire_token_for_ids = true\n").await;
+    let (_lane, cluster, leader) = cluster_beside(3, "[auth]\nrequire_token_for_ids = true\n").await;
     let follower = if leader == 1 { 2 } else { 1 };
     create_tag(&cluster.client(leader), "orders-eu", 100).await;
     create_tag(&cluster.client(follower), "users", 100).await;

@@ -60,7 +60,7 @@ async fn served(cluster: &Cluster, id: u64, tag: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_id_pool_rides_over_kill_9_of_the_leader_and_of_its_own_node_with_zero_errors() {
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster_beside(3, "").await;
     create_tag(&cluster.client(leader), "pooled", 1000).await;
     // The pool talks to a follower first, after a dead address at the head of its list.
     let talk = (1..=3).find(|&id| id != leader).unwrap();

@@ -37,7 +37,7 @@ async fn not_found(c: &Client, tag: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caught_up_follower_answers_unknown_tags_without_a_leader_round() {
-    let (_serial, cluster, leader) = cluster(3, "").await;
+    let (_lane, cluster, leader) = cluster_beside(3, "").await;
     let followers: Vec<u64> = (1..=3).filter(|&id| id != leader).collect();
     let f = followers[0];
     let c = stranger(&cluster, f);
@@ -89,7 +89,7 @@ async fn a_caught_up_follower_answers_unknown_tags_without_a_leader_round() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_unknown_tags_leader_a_lagging_node_confirms_every_miss_with_the_leader() {
-    let (_serial, cluster, leader) = cluster(3, "[raft]\nunknown_tags = \"leader\"\n").await;
+    let (_lane, cluster, leader) = cluster_beside(3, "[raft]\nunknown_tags = \"leader\"\n").await;
     let follower = if leader == 1 { 2 } else { 1 };
     let c = stranger(&cluster, follower);
     let (rounds0, local0) = miss_counters(&c).await;

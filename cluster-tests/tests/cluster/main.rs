@@ -2,8 +2,9 @@
 //! there, in containers, network namespaces, a real Prometheus and a real browser). One
 //! test binary, a module per topic; [`support`] holds what they share.
 //!
-//! The tests that start nodes run one at a time ([`support::SERIAL`]): several clusters at once
-//! on a 2-core machine would test the scheduler more than leaf.
+//! The tests that start nodes hold one of the machine's two lanes, or both
+//! ([`support::LANES`]): a test whose verdict depends on how quickly the cluster reacts runs
+//! alone, one that checks only what the cluster answered and stored runs beside one other.
 mod support;
 
 mod alerts;
@@ -35,7 +36,7 @@ mod snowflake;
 mod tls;
 mod versions;
 // Named to sort last: libtest starts tests in name order, so the two Docker tests come after
-// the others, by when the image that CI builds in the background (`.ci/run`) is ready. They
-// build it under `SERIAL` (a build beside a cluster would slow that cluster's timings), which
-// earlier in the order held every other test back for the minutes of a first build.
+// the others, by when the image that CI builds in the background (`.ci/run`) is ready. The
+// first of them to run builds it (or waits for CI's build) while holding its lane, which
+// earlier in the order held other tests back for the minutes of a first build.
 mod with_docker;

@@ -14,8 +14,9 @@ use crate::support::*;
 async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_are_removed() {
     // Snapshot often and keep almost no log behind it, so a new node cannot catch up from the
     // log; a short propose timeout keeps the refused promotion below quick.
-    let (_serial, mut cluster, leader) =
-        cluster(3, "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\npropose_timeout_ms = 2000\n").await;
+    let (_lane, mut cluster, leader) =
+        cluster_beside(3, "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\npropose_timeout_ms = 2000\n")
+            .await;
     let token = leaf_api::tokens::CreateTokenRequest {
         name: "early".into(),
         rights: vec![leaf_api::tokens::Right::Tags],
@@ -159,7 +160,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
 async fn a_learner_catches_up_from_a_log_of_tag_batches() {
     use leaf_api::types::{CreateTagRequest, CreateTagsRequest};
     // No snapshot: the learner must take every batch from the log.
-    let (_serial, mut cluster, leader) = cluster(3, "[raft]\nsnapshot_every = 100000\n").await;
+    let (_lane, mut cluster, leader) = cluster_beside(3, "[raft]\nsnapshot_every = 100000\n").await;
     // About 25 MB of entries: more than one internal request may carry (16 MiB).
     let description = "d".repeat(400);
     for b in 0..12 {
@@ -201,7 +202,7 @@ async fn a_learner_catches_up_from_a_log_of_tag_batches() {
 /// replacement stalled here once in a while: "not a member ... leader 5 has no address").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_learner_catches_up_from_a_leader_that_joined_after_the_log_began() {
-    let (_serial, mut cluster, first) = cluster(3, "").await;
+    let (_lane, mut cluster, first) = cluster_beside(3, "").await;
     // More than one append's worth of entries before the later members join.
     for i in 0..40 {
         create_tag(&cluster.client(first), &format!("early-{i}"), 10).await;

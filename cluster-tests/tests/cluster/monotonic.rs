@@ -50,7 +50,7 @@ const CALLS: u64 = 500;
 async fn monotonic_ids_keep_real_time_order_across_nodes_and_leader_kills() {
     let seed: u64 = std::env::var("LEAF_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     eprintln!("seed {seed} (LEAF_TEST_SEED={seed} reproduces the call mix)");
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster_beside(3, "").await;
     let req = CreateTagRequest { profile: Some(Profile::Monotonic), ..tag_req("mono", 20) };
     cluster.client(leader).create_tag(&req).await.unwrap();
     let base = Instant::now();

@@ -13,7 +13,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_id_pool_on_one_node_hands_out_unique_committed_ids() {
-    let (_serial, cluster, _leader) = cluster(1, "").await;
+    let (_lane, cluster, _leader) = cluster_beside(1, "").await;
     create_tag(&cluster.client(1), "pooled", 1000).await;
     // The first node in the list does not exist: the client fails over to the real one.
     let live = cluster.url(1);

@@ -50,8 +50,8 @@ const REWRITES: &str = "[segment]\nmax_step = 100000\n\
 
 /// A cluster of `n` nodes whose data directories are on disks that [`Power`] can cut, with
 /// `toml` as their configuration.
-async fn powered_cluster(n: u64, toml: &str) -> Option<(tokio::sync::MutexGuard<'static, ()>, Power, Cluster)> {
-    let serial = SERIAL.lock().await;
+async fn powered_cluster(n: u64, toml: &str) -> Option<(Lane, Power, Cluster)> {
+    let lane = beside().await;
     if !Power::available().unwrap() {
         return None;
     }
@@ -68,7 +68,7 @@ async fn powered_cluster(n: u64, toml: &str) -> Option<(tokio::sync::MutexGuard<
     for tag in HOT {
         create_tag(&cluster.client(leader), tag, 100).await;
     }
-    Some((serial, power, cluster))
+    Some((lane, power, cluster))
 }
 
 /// Runs load on every node (IDs of the hot tags, singly and in batches, and a stream of tag
@@ -191,7 +191,7 @@ async fn cut_under_load(power: &mut Power, cluster: &mut Cluster, rounds: usize)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_cluster_power_cuts_under_load_lose_no_acknowledged_write() {
-    let Some((_serial, mut power, mut cluster)) = powered_cluster(3, SMALL_SEGMENTS).await else { return };
+    let Some((_lane, mut power, mut cluster)) = powered_cluster(3, SMALL_SEGMENTS).await else { return };
     cut_under_load(&mut power, &mut cluster, 3).await;
 }
 
@@ -201,7 +201,7 @@ async fn whole_cluster_power_cuts_under_load_lose_no_acknowledged_write() {
 /// during a copy, survive a cut too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_cluster_power_cuts_while_sleds_files_are_rewritten_lose_nothing() {
-    let Some((_serial, mut power, mut cluster)) = powered_cluster(3, REWRITES).await else { return };
+    let Some((_lane, mut power, mut cluster)) = powered_cluster(3, REWRITES).await else { return };
     let stop = Arc::new(AtomicBool::new(false));
     let batches = tokio::spawn({
         let (c, stop) = (cluster.client_with(2, Some(TOKEN), Duration::from_secs(2)), stop.clone());
@@ -252,6 +252,6 @@ async fn whole_cluster_power_cuts_while_sleds_files_are_rewritten_lose_nothing()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_node_cut_three_times_keeps_what_it_acknowledged() {
-    let Some((_serial, mut power, mut cluster)) = powered_cluster(1, SMALL_SEGMENTS).await else { return };
+    let Some((_lane, mut power, mut cluster)) = powered_cluster(1, SMALL_SEGMENTS).await else { return };
     cut_under_load(&mut power, &mut cluster, 3).await;
 }

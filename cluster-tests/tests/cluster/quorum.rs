@@ -13,7 +13,7 @@ use crate::support::*;
 /// election timeouts; and it is ready again once a follower is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts() {
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster(3, "").await;
     let (ready, h) = health_of(&cluster, leader, HealthMode::Segment).await;
     assert!(ready, "{h:?}");
     assert!(h.segment_ready && h.quorum_ack_age_ms.is_some_and(|a| a < 2000), "{h:?}");
@@ -64,7 +64,7 @@ async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_quorum_buffered_ids_are_served_and_writes_fail_with_a_clear_503() {
-    let (_serial, mut cluster, _) = cluster(3, "[raft]\npropose_timeout_ms = 1500\n").await;
+    let (_lane, mut cluster, _) = cluster(3, "[raft]\npropose_timeout_ms = 1500\n").await;
     create_tag(&cluster.client(1), "q", 100_000).await;
     let before = try_get_ids(&cluster.client(1), "q", Some(10)).await.unwrap();
     cluster.kill(2);

@@ -94,7 +94,7 @@ async fn fresh_ids(cluster: &Cluster, id: u64, count: u32, seen: &mut BTreeSet<i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_that_crashes_while_taking_a_snapshot_restarts_and_catches_up() {
     let started = Instant::now();
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     let mut opts = Options::new(bin());
     opts.extra_toml = "[raft]\nsnapshot_every = 20\nkeep_logs_after_snapshot = 2\n".to_string();
     // `down` (holding the disks, if any) before `cluster`: the nodes die before their disks go.

@@ -26,7 +26,7 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     // (With 2 s / 4 s, electing a new leader after freezing node 3 plus starting and adding node
     // 4 took longer than the grace once on a loaded machine, and node 4 then rightly got the
     // recycled ID.)
-    let (_serial, mut cluster, _) =
+    let (_lane, mut cluster, _) =
         cluster(3, &format!("[snowflake]\nlease_ttl_ms = {LEASE_TTL_MS}\ntime_window_ms = 500\n")).await;
     for id in 1..=3 {
         wait_snowflake(&cluster, id, SnowflakeState::Serving).await;
@@ -84,7 +84,7 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skewed_clock_keeps_snowflake_off_and_a_node_restarts_from_its_state_file_without_a_quorum() {
-    let (_serial, mut cluster, _) = cluster(3, "").await;
+    let (_lane, mut cluster, _) = cluster(3, "").await;
     for id in 1..=3 {
         wait_snowflake(&cluster, id, SnowflakeState::Serving).await;
     }

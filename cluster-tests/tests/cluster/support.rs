@@ -1,5 +1,6 @@
-//! What every cluster test shares: the one-at-a-time lock, starting a cluster, failpoint
-//! arms, and small helpers for tags, IDs, journals, errors and snowflake state.
+//! What every cluster test shares: the machine's lanes, starting a cluster, failpoint arms,
+//! and small helpers for journals, errors and snowflake state (the calls every suite makes
+//! come from `leaf-test-support`).
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -9,11 +10,36 @@ use leaf_client::{Client, ClientError, HealthMode, StatusCode};
 use leaf_cluster_tests::cluster::{Cluster, NodeSpec, Options};
 use leaf_cluster_tests::power::Power;
 
-/// Held by every test that starts nodes: they run one at a time (several clusters at once on a
-/// 2-core machine would test the scheduler more than leaf).
 pub(crate) use leaf_test_support::{create_tag, error_of, eventually, tag_req, try_get_ids, until, until_holds};
 
-pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The machine's two lanes. A test that starts nodes holds one lane ([`beside`]) or both
+/// ([`alone`]) while they run:
+/// - alone: a test whose verdict depends on how quickly the cluster reacts (a bound on a pause,
+///   warm buffers or leases riding out an election, a forwarded write's timeout, an alert's
+///   timing), a browser, a connection flood, and the network-namespace chaos run (iptables);
+/// - beside one other: a test that checks what the cluster answered and stored (formation,
+///   membership, TLS, tokens, backups, crash points, power cuts, data loss, the order and
+///   gaplessness of IDs under leader kills), with waits long enough that a busy machine only
+///   slows it. That includes the Docker tests (a compose project, network and ports of their
+///   own each) and the chaos runs: one keeps about a fifth of the 2 cores busy
+///   (18.9 busy core-seconds in 45 s, measured), so two at once leave the nodes idle time.
+///
+/// Each test starts its nodes on ports and in directories of its own, so two never share
+/// state. libtest runs two tests at a time on this machine, so two lanes are all there is.
+pub(crate) static LANES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// A test's hold on the machine (see [`LANES`]).
+pub(crate) type Lane = tokio::sync::SemaphorePermit<'static>;
+
+/// Both lanes: nothing else runs nodes meanwhile.
+pub(crate) async fn alone() -> Lane {
+    LANES.acquire_many(2).await.expect("the lanes are never closed")
+}
+
+/// One lane: at most one other test runs nodes meanwhile.
+pub(crate) async fn beside() -> Lane {
+    LANES.acquire().await.expect("the lanes are never closed")
+}
 
 /// How long a cluster may take to form (or re-form) and agree on a leader.
 pub(crate) const FORM: Duration = Duration::from_secs(30);
@@ -23,10 +49,18 @@ pub(crate) fn bin() -> String {
     std::env::var("LEAF_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_leaf-test-node").to_string())
 }
 
-/// Starts an `n`-node cluster with `extra_toml` in every node's config, once the previous
-/// test's cluster is gone, and waits for its leader.
-pub(crate) async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuard<'static, ()>, Cluster, u64) {
-    let serial = SERIAL.lock().await;
+/// Starts an `n`-node cluster with `extra_toml` in every node's config, [`alone`], and waits
+/// for its leader.
+pub(crate) async fn cluster(n: u64, extra_toml: &str) -> (Lane, Cluster, u64) {
+    start_cluster(alone().await, n, extra_toml).await
+}
+
+/// [`cluster`], [`beside`] one other test.
+pub(crate) async fn cluster_beside(n: u64, extra_toml: &str) -> (Lane, Cluster, u64) {
+    start_cluster(beside().await, n, extra_toml).await
+}
+
+async fn start_cluster(lane: Lane, n: u64, extra_toml: &str) -> (Lane, Cluster, u64) {
     let mut opts = Options::new(bin());
     opts.extra_toml = extra_toml.to_string();
     let cluster = Cluster::start(n, opts).unwrap();
@@ -36,7 +70,7 @@ pub(crate) async fn cluster(n: u64, extra_toml: &str) -> (tokio::sync::MutexGuar
     let raised =
         || async { cluster.status(leader).await.is_ok_and(|s| s.version.is_some_and(|v| v.active == v.supported)) };
     until("the cluster raises its version", FORM, raised).await;
-    (serial, cluster, leader)
+    (lane, cluster, leader)
 }
 
 /// The files the nodes' failpoints are armed from (`LEAF_FAILPOINTS_FILE`), one per node.
@@ -72,7 +106,7 @@ impl Arms {
 }
 
 /// An `n`-node cluster whose nodes re-arm their failpoints from [`Arms`] while running (the
-/// caller holds [`SERIAL`]).
+/// caller holds a [`Lane`]).
 pub(crate) fn armed_cluster(n: u64, extra_toml: &str) -> (Arms, Cluster) {
     let (arms, specs, opts) = armed_specs(n, extra_toml);
     (arms, Cluster::start_specs(specs, opts).unwrap())

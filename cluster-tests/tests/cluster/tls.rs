@@ -28,7 +28,7 @@ const DIALS_REFUSED: f64 = 5.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_endpoints() {
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster_beside(3, "").await;
     let refused_before: f64 = {
         let mut sum = 0.0;
         for id in 1..=3 {
@@ -129,7 +129,7 @@ async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_en
 async fn a_certificate_speaks_only_for_its_own_current_member() {
     use openraft::raft::VoteRequest;
     use openraft::Vote;
-    let (_serial, mut cluster, leader) = cluster(3, "").await;
+    let (_lane, mut cluster, leader) = cluster_beside(3, "").await;
     let [a, b] = [1, 2, 3].into_iter().filter(|id| *id != leader).collect::<Vec<_>>()[..] else { unreachable!() };
     let as_a = PeerClient::with_client_config(Some(SECRET), cluster.peer_tls_config(a).unwrap().unwrap());
     let as_b = PeerClient::with_client_config(Some(SECRET), cluster.peer_tls_config(b).unwrap().unwrap());
@@ -166,7 +166,7 @@ async fn a_certificate_speaks_only_for_its_own_current_member() {
 /// appends for its own (counting one node twice is how a quorum is faked).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dialled_peer_must_be_the_member_it_is_meant_to_be() {
-    let (_serial, cluster, leader) = cluster(3, "").await;
+    let (_lane, cluster, leader) = cluster_beside(3, "").await;
     let other = [1, 2, 3].into_iter().find(|id| *id != leader).unwrap();
     let impostor_addr = cluster.peer_addr(other).unwrap();
     let admin = cluster.client(leader);

@@ -31,7 +31,7 @@ async fn answers(cluster: &Cluster, id: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_activates_a_version_only_once_its_oldest_member_supports_it() {
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     let mut opts = Options::new(bin());
     opts.extra_toml = "[auth]\nanonymous_gapless = true\n".into();
     let mut cluster = Cluster::prepare_specs((1..=3).map(NodeSpec::direct).collect(), opts).unwrap();

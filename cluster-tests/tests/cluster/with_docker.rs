@@ -74,7 +74,7 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     if !docker_answers("the Docker deployment test") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     image();
 
     // The image: only the binary and the (non-root) data, certificate and CA directories,
@@ -325,7 +325,7 @@ async fn a_docker_chaos_run_replaces_nodes_and_passes_the_checker() {
     if !docker_answers("the Docker chaos run") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _lane = beside().await;
     image();
     let kinds = [FaultKind::Membership, FaultKind::Kill];
     let run = chaos_run(20261536, &kinds, &[(FaultKind::Membership, 3), (FaultKind::Kill, 1)], Duration::from_secs(10));
