@@ -58,11 +58,8 @@ async fn a_node_with_a_damaged_file_refuses_to_start_and_its_replacement_restore
     }
     // Every node holds a snapshot file.
     for id in 1..=3 {
-        let deadline = tokio::time::Instant::now() + FORM;
-        while cluster.status(id).await.unwrap().snapshot_index.is_none() {
-            assert!(tokio::time::Instant::now() < deadline, "node {id} built no snapshot");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        let built = || async { cluster.status(id).await.unwrap().snapshot_index.is_some() };
+        until(&format!("node {id} builds a snapshot"), FORM, built).await;
     }
     // IDs of one tag from every node that ever serves it: none twice.
     let mut served = try_get_ids(&cluster.client(1), "rot-0", Some(50)).await.unwrap();
@@ -71,14 +68,9 @@ async fn a_node_with_a_damaged_file_refuses_to_start_and_its_replacement_restore
         assert!(cluster.stop(victim), "node {victim} did not stop cleanly");
         let file = rot(&cluster.data_dir(victim), what);
         cluster.spawn(victim).unwrap();
-        let deadline = tokio::time::Instant::now() + FORM;
-        let status = loop {
-            if let Some(s) = cluster.exited(victim) {
-                break s;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "node {victim} started on a damaged {what:?}");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        };
+        let refused = format!("node {victim} refuses to start on a damaged {what:?}");
+        let status =
+            eventually(&refused, FORM, || std::future::ready(cluster.exited(victim).ok_or("still runs"))).await;
         assert!(!status.success(), "{status:?}");
         let log = cluster.log_tail(victim, 5);
         assert!(log.contains("the data directory is damaged"), "{what:?}: {log}");

@@ -140,11 +140,10 @@ impl Acked {
 
 /// Waits until node `id` died at `point` (its log since `log_from` names it).
 async fn died_at(cluster: &mut Cluster, id: u64, point: &str, log_from: usize) {
-    let deadline = Instant::now() + WAIT;
-    while cluster.alive(id) {
-        assert!(Instant::now() < deadline, "{point}: node {id} did not crash\n{}", cluster.log_tail(id, 30));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(&format!("{point}: node {id} crashes"), WAIT, || {
+        std::future::ready(if cluster.alive(id) { Err(cluster.log_tail(id, 30)) } else { Ok(()) })
+    })
+    .await;
     let log = std::fs::read(cluster.log_path(id)).unwrap();
     let run = String::from_utf8_lossy(&log[log_from.min(log.len())..]);
     assert!(
@@ -163,15 +162,14 @@ async fn verify(cluster: &Cluster, acked: &mut Acked, point: &str, restarted: &[
     let ids = cluster.ids();
     let leader = cluster.wait_leader_among(&ids, WAIT).await.unwrap_or_else(|e| panic!("{point}: {e}"));
     let target = cluster.status(leader).await.unwrap().committed_index;
-    let deadline = Instant::now() + WAIT;
     for &id in &ids {
-        loop {
+        eventually(&format!("{point}: node {id} catches up"), WAIT, || async {
             match cluster.status(id).await {
-                Ok(s) if s.health.ready && s.last_applied_index >= target => break,
-                other => assert!(Instant::now() < deadline, "{point}: node {id} did not catch up: {other:?}"),
+                Ok(s) if s.health.ready && s.last_applied_index >= target => Ok(()),
+                other => Err(format!("{other:?}")),
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
     }
     for &id in &ids {
         let have: BTreeSet<String> = cluster.client(id).tags().await.unwrap().into_iter().map(|t| t.tag).collect();

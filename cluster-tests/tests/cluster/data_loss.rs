@@ -8,25 +8,22 @@ async fn a_node_that_lost_its_data_refuses_to_rejoin_under_its_old_id() {
     let (_lane, mut cluster, leader) = cluster_beside(3, "").await;
     let victim = if leader == 2 { 3 } else { 2 };
     // Its snowflake worker registration is the evidence that it had state.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually(&format!("node {victim} registers a worker"), Duration::from_secs(30), || async {
         let s = cluster.status(leader).await.unwrap();
         if s.workers.iter().any(|w| w.node_id == victim) {
-            break;
+            Ok(())
+        } else {
+            Err(s)
         }
-        assert!(std::time::Instant::now() < deadline, "node {victim} registered no worker: {s:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     cluster.kill(victim);
     let data = cluster.dir().join(format!("node{victim}"));
     std::fs::remove_dir_all(&data).unwrap();
     cluster.spawn(victim).unwrap();
     // It exits at start with the reason, instead of rejoining as a voter that forgot its votes.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while cluster.alive(victim) {
-        assert!(std::time::Instant::now() < deadline, "node {victim} started on an empty data dir");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("node {victim} refuses to start on an empty data dir");
+    until_holds(&what, Duration::from_secs(20), || !cluster.alive(victim)).await;
     let log = std::fs::read_to_string(cluster.log_path(victim)).unwrap();
     assert!(log.contains("the data dir is empty") && log.contains("registered snowflake worker ID"), "{log}");
     // The others go on; the documented way back is a new node ID.

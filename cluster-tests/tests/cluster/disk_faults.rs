@@ -146,17 +146,10 @@ async fn with_on_storage_failure_exit_an_eio_ends_the_process_and_a_restart_reco
         "EIO: not counted in leaf_storage_errors_total before the exit"
     );
     // Then it exits, well within the 30 s report window.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = cluster.exited(leader) {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "EIO with on_storage_failure = exit: node {leader} still runs after a scrape"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let what = format!("EIO with on_storage_failure = exit: node {leader} exits");
+    let status =
+        eventually(&what, Duration::from_secs(15), || std::future::ready(cluster.exited(leader).ok_or("still runs")))
+            .await;
     assert_eq!(status.code(), Some(i32::from(leaf_node::config::STORAGE_FAILURE_EXIT)), "node {leader}: {status}");
     let new_leader = cluster.wait_leader_among(&others, WAIT).await.unwrap();
     create_tag(&cluster.client(new_leader), "after-eio", 10).await;
@@ -184,15 +177,15 @@ async fn with_disk_tag(cluster: &Cluster) -> (u64, BTreeSet<String>, BTreeSet<(&
 
 /// Waits until node `id` reports its Raft stopped (its status, over HTTP: the node must be up).
 async fn raft_stopped(cluster: &Cluster, id: u64) -> ClusterStatus {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    eventually(&format!("EIO: node {id} reports raft stopped"), WAIT, || async {
         let s = cluster.status(id).await.expect("the node answers its status after a storage failure");
         if s.health.reason.as_deref().is_some_and(|r| r.contains("raft stopped")) {
-            return s;
+            Ok(s)
+        } else {
+            Err(s)
         }
-        assert!(Instant::now() < deadline, "EIO: node {id} still reports {s:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 /// Restarts node `id` (killing it first if it still runs) and checks that it catches up with
@@ -209,15 +202,15 @@ async fn comes_back(
     let ids = cluster.ids();
     let l = cluster.wait_leader_among(&ids, WAIT).await.unwrap();
     let target = cluster.status(l).await.unwrap().committed_index;
-    let deadline = Instant::now() + WAIT;
-    loop {
+    eventually(&format!("node {id} catches up after its restart"), WAIT, || async {
         let s = cluster.status(id).await.ok();
         if s.as_ref().is_some_and(|s| s.health.ready && s.last_applied_index >= target) {
-            break;
+            Ok(())
+        } else {
+            Err(s)
         }
-        assert!(Instant::now() < deadline, "node {id} did not catch up after its restart: {s:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     for n in cluster.ids() {
         let have: BTreeSet<String> = cluster.client(n).tags().await.unwrap().into_iter().map(|t| t.tag).collect();
         let lost: Vec<&String> = acked.difference(&have).collect();

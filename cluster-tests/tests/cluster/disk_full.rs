@@ -108,26 +108,13 @@ fn start_node(data: &Path, port: u16, log: &Path) -> Node {
 }
 
 async fn wait_ready(c: &Client) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if c.health(HealthMode::All).await.is_ok_and(|r| r.ready) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("node not ready after 30 s");
+    let ready = || async { c.health(HealthMode::All).await.is_ok_and(|r| r.ready) };
+    until("the node is ready", Duration::from_secs(30), ready).await;
 }
 
 /// Ten snowflake IDs, once the node serves them (it registers its worker after start).
 async fn flakes_within(c: &Client, bound: Duration) -> Vec<i64> {
-    let deadline = Instant::now() + bound;
-    loop {
-        match snowflake_get(c, 10).await {
-            Ok(ids) => return ids,
-            Err(e) => assert!(Instant::now() < deadline, "no snowflake IDs within {bound:?}: {e:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("snowflake IDs", bound, || snowflake_get(c, 10)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

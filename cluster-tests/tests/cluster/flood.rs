@@ -102,45 +102,32 @@ async fn a_connection_flood_from_one_address_shuts_out_neither_peers_nor_clients
         flood.push(tokio::spawn(idle_h2(target, tls.clone(), up.clone(), stop.clone())));
     }
     // The node holds idle HTTP/2 connections up to what it lets one address have.
-    let deadline = tokio::time::Instant::now() + FORM;
-    while up.load(Ordering::Relaxed) < 500 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the idle flood never took hold: {}",
-            up.load(Ordering::Relaxed)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_holds("the idle flood takes hold", FORM, || up.load(Ordering::Relaxed) >= 500).await;
     let before = refused(&cluster.client(leader).metrics().await.unwrap());
     for _ in 0..SILENT {
         flood.push(tokio::spawn(silent(target, stop.clone())));
     }
     // And refuses most of the silent ones.
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
+    eventually("the silent flood is refused", FORM, || async {
         let m = cluster.client(leader).metrics().await.unwrap();
-        if refused(&m) - before >= SILENT as f64 / 2.0 {
-            break;
+        let more = refused(&m) - before;
+        if more >= SILENT as f64 / 2.0 {
+            Ok(())
+        } else {
+            Err(more)
         }
-        assert!(tokio::time::Instant::now() < deadline, "the silent flood was not refused: {}", refused(&m) - before);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
 
     // A follower restarts during the flood: it reconnects and catches up.
     cluster.kill(follower);
     create_tag(&cluster.client(leader), "during-flood", 100).await;
     cluster.spawn(follower).unwrap();
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
+    let rejoined = || async {
         let leader_index = cluster.status(leader).await.map(|s| s.last_log_index).unwrap_or_default();
-        if let Ok(s) = cluster.status(follower).await {
-            if s.health.ready && s.last_applied_index >= leader_index {
-                break;
-            }
-        }
-        assert!(tokio::time::Instant::now() < deadline, "node {follower} did not rejoin during the flood");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        cluster.status(follower).await.is_ok_and(|s| s.health.ready && s.last_applied_index >= leader_index)
+    };
+    until(&format!("node {follower} rejoins during the flood"), FORM, rejoined).await;
     // The cluster serves, and the flooded node answers everyone else.
     assert!(cluster.client(leader).health(HealthMode::All).await.unwrap().ready);
     assert_eq!(try_get_ids(&cluster.client(follower), "during-flood", Some(5)).await.unwrap().len(), 5);
@@ -189,11 +176,8 @@ async fn members_reach_a_node_whose_client_slots_are_all_taken() {
     // The follower comes back: it catches up, and its writes reach the leader over new
     // connections, which only the reserve can hold.
     cluster.spawn(restarted).unwrap();
-    let deadline = tokio::time::Instant::now() + FORM;
-    while !cluster.status(restarted).await.is_ok_and(|s| s.health.ready) {
-        assert!(tokio::time::Instant::now() < deadline, "node {restarted} did not rejoin");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let rejoined = || async { cluster.status(restarted).await.is_ok_and(|s| s.health.ready) };
+    until(&format!("node {restarted} rejoins"), FORM, rejoined).await;
     let create =
         leaf_api::types::CreateTagRequest { tag: "through-the-reserve".into(), step: 100, ..Default::default() };
     loop {

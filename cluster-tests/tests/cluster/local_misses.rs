@@ -79,11 +79,8 @@ async fn a_caught_up_follower_answers_unknown_tags_without_a_leader_round() {
         // Through the other follower, by a client that did not create it: found once that
         // node has heard the commit (at most two heartbeats).
         let stranger = stranger(&cluster, f);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while try_get_ids(&stranger, &tag, None).await.is_err() {
-            assert!(tokio::time::Instant::now() < deadline, "{tag} never known on node {f}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        eventually(&format!("{tag} known on node {f}"), Duration::from_secs(5), || try_get_ids(&stranger, &tag, None))
+            .await;
     }
 }
 

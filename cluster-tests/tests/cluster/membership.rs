@@ -7,6 +7,7 @@ use leaf_api::types::{AddLearnerRequest, ClusterStatus, MemberRole, Role};
 use leaf_api::ErrorCode;
 use leaf_client::{Method, StatusCode};
 use leaf_cluster_tests::checker::check_segment_ids;
+use leaf_cluster_tests::cluster::Cluster;
 
 use crate::support::*;
 
@@ -30,25 +31,19 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     }
     let taken = try_get_ids(&cluster.client(2), "tag-7", Some(25)).await.unwrap();
     // Snapshots are built and the log purged in the background.
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
+    eventually("the leader purges its log", FORM, || async {
         let s = cluster.status(leader).await.unwrap();
         if s.purged_index.unwrap_or(0) > 10 {
-            break;
+            Ok(())
+        } else {
+            Err(s)
         }
-        assert!(tokio::time::Instant::now() < deadline, "the leader never purged its log: {s:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 
     // Node 4 starts outside the membership and waits; it is not ready until added.
     let port = cluster.start_extra(4).unwrap();
-    let s = loop {
-        match cluster.status(4).await {
-            Ok(s) => break s,
-            Err(_) if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("node 4 never answered: {e}"),
-        }
-    };
+    let s = eventually("node 4 answers", FORM, || cluster.status(4)).await;
     assert!(!s.health.ready && s.members.is_empty(), "{s:?}");
 
     // Added through a follower (forwarded to the leader).
@@ -58,16 +53,7 @@ async fn a_learner_catches_up_from_a_snapshot_serves_ids_is_promoted_and_nodes_a
     assert_eq!(change.learners, vec![4]);
 
     // It catches up from a snapshot: it holds every tag although the log behind them is gone.
-    let deadline = tokio::time::Instant::now() + FORM;
-    let s4 = loop {
-        let s = cluster.status(4).await.unwrap();
-        let l = cluster.status(leader).await.unwrap();
-        if s.health.segment_ready && s.last_applied_index >= l.committed_index {
-            break s;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "learner did not catch up: {s:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let s4 = caught_up(&cluster, 4, leader).await;
     assert_eq!(s4.state, Role::Learner);
     assert!(s4.snapshot_index.is_some(), "caught up without a snapshot: {s4:?}");
     // Its allocation journal says it lacks what the snapshot covered.
@@ -175,24 +161,11 @@ async fn a_learner_catches_up_from_a_log_of_tag_batches() {
         cluster.client(leader).create_tags(&CreateTagsRequest { tags }).await.unwrap();
     }
     let port = cluster.start_extra(4).unwrap();
-    let deadline = tokio::time::Instant::now() + FORM;
-    while cluster.status(4).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "node 4 never answered");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("node 4 answers", FORM, || cluster.status(4)).await;
     let add = AddLearnerRequest { node_id: 4, addr: format!("127.0.0.1:{port}") };
     cluster.client(leader).add_learner(&add).await.unwrap();
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
-        let s = cluster.status(4).await.unwrap();
-        let l = cluster.status(leader).await.unwrap();
-        if s.health.segment_ready && s.last_applied_index >= l.committed_index {
-            assert!(s.snapshot_index.is_none(), "caught up from a snapshot, not the log: {s:?}");
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "learner did not catch up: {s:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let s = caught_up(&cluster, 4, leader).await;
+    assert!(s.snapshot_index.is_none(), "caught up from a snapshot, not the log: {s:?}");
     assert_eq!(try_get_ids(&cluster.client(4), "b11-4999", None).await.unwrap(), [1]);
 }
 
@@ -226,18 +199,29 @@ async fn a_new_learner_catches_up_from_a_leader_that_joined_after_the_log_began(
     let add = AddLearnerRequest { node_id: 6, addr: format!("127.0.0.1:{port}") };
     cluster.client(leader).add_learner(&add).await.unwrap();
     let last = cluster.status(leader).await.unwrap().last_log_index.unwrap();
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
+    eventually(&format!("node 6 applies index {last}"), FORM, || async {
         let applied = cluster.status(6).await.ok().and_then(|s| s.last_applied_index).unwrap_or(0);
         if applied >= last {
-            break;
+            Ok(())
+        } else {
+            Err(format!("at index {applied}:\n{}", cluster.log_tail(6, 20)))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "node 6 stuck at index {applied} of {last}:\n{}",
-            cluster.log_tail(6, 20)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     assert_eq!(try_get_ids(&cluster.client(6), "early-39", Some(3)).await.unwrap().len(), 3);
+}
+
+/// Waits until learner `id` is ready for segments and has applied what `leader` committed;
+/// returns its status.
+async fn caught_up(cluster: &Cluster, id: u64, leader: u64) -> ClusterStatus {
+    eventually(&format!("learner {id} catches up"), FORM, || async {
+        let s = cluster.status(id).await.unwrap();
+        let l = cluster.status(leader).await.unwrap();
+        if s.health.segment_ready && s.last_applied_index >= l.committed_index {
+            Ok(s)
+        } else {
+            Err(s)
+        }
+    })
+    .await
 }

@@ -121,11 +121,7 @@ async fn a_follower_that_crashes_while_taking_a_snapshot_restarts_and_catches_up
         let log_from = std::fs::metadata(cluster.log_path(follower)).map_or(0, |m| m.len()) as usize;
         cluster.set_env(follower, &[("LEAF_FAILPOINTS", &format!("{point}={actions}"))]);
         cluster.spawn(follower).unwrap();
-        let deadline = Instant::now() + WAIT;
-        while cluster.alive(follower) {
-            assert!(Instant::now() < deadline, "{point}: node {follower} did not crash");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until_holds(&format!("{point}: node {follower} crashes"), WAIT, || !cluster.alive(follower)).await;
         let log = std::fs::read(cluster.log_path(follower)).unwrap();
         let run = String::from_utf8_lossy(&log[log_from.min(log.len())..]);
         let crash_line = format!("leaf failpoint {point}: crashing the process");

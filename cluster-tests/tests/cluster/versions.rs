@@ -5,7 +5,6 @@
 //! the form of version 1. Node 3 restarted without the override: the leader raises the
 //! cluster's version, every node applies it, and the feature works. A new node that advertises
 //! version 1 is then refused when it is added, by name; started as what it is, it joins.
-use std::time::Duration;
 
 use leaf_api::gapless::GaplessOptions;
 use leaf_api::profile::Profile;
@@ -22,11 +21,7 @@ async fn versions(cluster: &Cluster, id: u64) -> Option<(u32, u32)> {
 
 /// Waits until node `id` answers its status (it listens).
 async fn answers(cluster: &Cluster, id: u64) {
-    let deadline = tokio::time::Instant::now() + FORM;
-    while cluster.status(id).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "node {id} never answered");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(&format!("node {id} answers"), FORM, || cluster.status(id)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,17 +39,17 @@ async fn a_cluster_activates_a_version_only_once_its_oldest_member_supports_it()
     let req = CreateTagRequest { profile: Some(Profile::Gapless), gapless: Some(gapless), ..tag_req("inv", 1) };
     cluster.client(leader).create_tag(&req).await.unwrap();
     // The leader has heard every member, node 3 at version 1, and keeps the cluster there.
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
+    let s = eventually("the leader hears every member", FORM, || async {
         let s = cluster.status(leader).await.unwrap();
         let seen: Vec<Option<u32>> = s.members.iter().map(|m| m.supports_version).collect();
         if seen.iter().all(Option::is_some) {
-            assert_eq!(s.members.iter().find(|m| m.node_id == 3).and_then(|m| m.supports_version), Some(1));
-            break;
+            Ok(s)
+        } else {
+            Err(seen)
         }
-        assert!(tokio::time::Instant::now() < deadline, "the leader never heard every member: {seen:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
+    assert_eq!(s.members.iter().find(|m| m.node_id == 3).and_then(|m| m.supports_version), Some(1));
     let limits = UpdateTagRequest { max_numbers: Some(10), ..Default::default() };
     for id in 1..=3 {
         assert_eq!(versions(&cluster, id).await.map(|v| v.0), Some(1), "node {id} runs version 1");
@@ -70,12 +65,9 @@ async fn a_cluster_activates_a_version_only_once_its_oldest_member_supports_it()
     assert!(cluster.stop(3));
     cluster.set_env(3, &[]);
     cluster.spawn(3).unwrap();
-    let deadline = tokio::time::Instant::now() + FORM;
     for id in 1..=3 {
-        while versions(&cluster, id).await != Some((2, 2)) {
-            assert!(tokio::time::Instant::now() < deadline, "node {id} never applied version 2");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let applied = || async { versions(&cluster, id).await == Some((2, 2)) };
+        until(&format!("node {id} applies version 2"), FORM, applied).await;
     }
     let leader = cluster.wait_leader(FORM).await.unwrap();
     let info = cluster.client(leader).update_tag("inv", &limits).await.unwrap();

@@ -203,11 +203,8 @@ async fn an_idle_tag_is_unloaded_and_serves_above_its_old_ids_when_asked_again()
     create_tag(&c, "sleepy", 1_000).await;
     let before = get_ids(&c, "sleepy", Some(10)).await;
     assert!(c.cache().await.unwrap().iter().any(|e| e.tag == "sleepy"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while c.cache().await.unwrap().iter().any(|e| e.tag == "sleepy") {
-        assert!(std::time::Instant::now() < deadline, "the idle tag was never unloaded");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let unloaded = || async { !c.cache().await.unwrap().iter().any(|e| e.tag == "sleepy") };
+    crate::support::until("the idle tag is unloaded", std::time::Duration::from_secs(20), unloaded).await;
     let metrics = c.metrics().await.unwrap();
     assert!(!metrics.contains("tag=\"sleepy\""), "its series left /metrics");
     assert!(metrics.contains("leaf_ids_served_by_profile_total{profile=\"segment\"} 10"), "{metrics}");
@@ -258,15 +255,15 @@ async fn more_tags_than_earlier_releases_held_are_created_and_snapshotted() {
 /// applied (a build may start before the last batch entry); behind it, the batch entries past
 /// the 100 kept are purged.
 async fn snapshotted_and_purged_past(c: &leaf_client::Client, before: u64) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    crate::support::eventually("snapshotted and purged by weight", std::time::Duration::from_secs(30), || async {
         let s = c.cluster_status().await.unwrap();
         if s.snapshot_index > Some(before + 1) && s.purged_index > Some(before) {
-            return;
+            Ok(())
+        } else {
+            Err(s)
         }
-        assert!(std::time::Instant::now() < deadline, "not snapshotted and purged by weight: {s:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 /// A log of batches is snapshotted and purged by its tags, not by its entries: by openraft's

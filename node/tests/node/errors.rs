@@ -235,15 +235,11 @@ async fn connections_beyond_the_cap_get_503_with_retry_after() {
     assert_eq!(n, 0, "the refused connection stays open");
     // A freed slot serves again.
     drop(open.pop());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
+    let reused = || async {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        if get(&mut s).await.starts_with("HTTP/1.1 200") {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the freed slot was never reused");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        get(&mut s).await.starts_with("HTTP/1.1 200")
+    };
+    crate::support::until("the freed slot is reused", Duration::from_secs(5), reused).await;
     node.shutdown().await;
 }
 

@@ -12,29 +12,28 @@ use tempfile::TempDir;
 
 /// Polls `/cache` until `tag`'s forecast satisfies `ok`; returns it.
 async fn forecast_until(c: &Client, tag: &str, what: &str, ok: impl Fn(&TagForecast) -> bool) -> TagForecast {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    crate::support::eventually(&format!("{tag}: {what}"), Duration::from_secs(10), || async {
         let cache = c.cache().await.unwrap();
-        let entry = cache.iter().find(|e| e.tag == tag);
-        if let Some(f) = entry.and_then(|e| e.forecast.clone()).filter(|f| ok(f)) {
-            return f;
+        let entry = cache.into_iter().find(|e| e.tag == tag);
+        match entry.as_ref().and_then(|e| e.forecast.clone()).filter(|f| ok(f)) {
+            Some(f) => Ok(f),
+            None => Err(entry),
         }
-        assert!(std::time::Instant::now() < deadline, "{tag}: never {what}: {entry:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    })
+    .await
 }
 
 /// Polls `/metrics` until a line starts with `series`; returns the text.
 async fn metrics_until(c: &Client, series: &str) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    crate::support::eventually(&format!("{series:?} in /metrics"), Duration::from_secs(10), || async {
         let text = c.metrics().await.unwrap();
         if text.lines().any(|l| l.starts_with(series)) {
-            return text;
+            Ok(text)
+        } else {
+            Err(text)
         }
-        assert!(std::time::Instant::now() < deadline, "no {series:?} in\n{text}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    })
+    .await
 }
 
 fn tag_request(tag: &str, step: i64) -> leaf_api::types::CreateTagRequest {

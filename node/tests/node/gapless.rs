@@ -517,22 +517,20 @@ async fn an_archived_series_does_not_hold_back_the_voids_of_others() {
     c.archive_tag("old").await.unwrap();
     let mine = c.gapless("inv").reserve("mine", Some(1)).await.unwrap();
     let q = LedgerQuery { state: Some(NumberState::Reserved), ..LedgerQuery::default() };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while c.gapless("inv").ledger_page(&q).await.unwrap().open_reservations > 0 {
-        assert!(std::time::Instant::now() < deadline, "inv's reservation was never voided");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let voided = || async { c.gapless("inv").ledger_page(&q).await.unwrap().open_reservations == 0 };
+    crate::support::until("inv's reservation is voided", std::time::Duration::from_secs(30), voided).await;
     let got = c.gapless("inv").issue("mine").await.unwrap();
     assert_eq!((got.number, got.state, got.reason.as_deref()), (mine.number, NumberState::Voided, Some("expired")));
     // The archived series' reservations are left open, and not counted overdue.
-    loop {
+    let metrics = crate::support::eventually("no reservation overdue", std::time::Duration::from_secs(30), || async {
         let metrics = c.metrics().await.unwrap();
         if metrics.lines().any(|l| l == "leaf_gapless_overdue_reservations 0") {
-            assert!(metrics.lines().any(|l| l == "leaf_gapless_open_reservations 300"), "{metrics}");
-            break;
+            Ok(metrics)
+        } else {
+            Err(metrics)
         }
-        assert!(std::time::Instant::now() < deadline, "overdue never 0:\n{metrics}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    })
+    .await;
+    assert!(metrics.lines().any(|l| l == "leaf_gapless_open_reservations 300"), "{metrics}");
     node.shutdown().await;
 }

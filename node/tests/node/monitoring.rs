@@ -272,16 +272,16 @@ async fn the_alert_rules_and_the_grafana_dashboard_query_only_exported_metrics()
     cfg.backup.dir = Some(dir.path().join("backups"));
     let (node, c) = start(cfg).await;
     wait_snowflake(&c, SnowflakeState::Serving, Duration::from_secs(20)).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     // Every family, with a histogram's series names.
-    let text = loop {
+    let text = crate::support::eventually("a scheduled backup", Duration::from_secs(20), || async {
         let text = c.metrics().await.unwrap();
         if text.contains("# TYPE leaf_backup_last_success_timestamp_seconds gauge") {
-            break text;
+            Ok(text)
+        } else {
+            Err(text)
         }
-        assert!(tokio::time::Instant::now() < deadline, "no scheduled backup within 20 s:\n{text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     let backups: Vec<_> = std::fs::read_dir(dir.path().join("backups")).unwrap().flatten().collect();
     assert_eq!(backups.len(), 1, "{backups:?}");
     let mut exported = std::collections::BTreeSet::new();

@@ -114,16 +114,16 @@ async fn snapshots_purge_the_log_and_restart_from_them() {
     assert!(polls > 50, "the health checker barely ran ({polls} polls)");
     assert_eq!(not_ok, 0, "/health was not 200 in {not_ok} of {polls} polls during refills");
     // Snapshots and purges follow (the purge by the node's compaction task, once a second).
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    crate::support::eventually("snapshotted and purged", Duration::from_secs(20), || async {
         let status = node.raft().status();
         let len = node.raft().log_len();
         if status.snapshot_index.unwrap_or(0) >= 300 && status.purged_index.is_some() && len < 150 {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{status:?}, {len} entries"))
         }
-        assert!(std::time::Instant::now() < deadline, "not snapshotted and purged: {status:?}, {len} entries");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     node.shutdown().await;
 
     let (node, c) = start(cfg).await;

@@ -488,17 +488,16 @@ async fn obfuscated_decodes_and_clock_faults_are_audited() {
 
     crate::support::set_clock_offset(&admin, 250).await;
     let faults = AuditFilter { kind: Some(AuditKind::ClockFaultSet), ..Default::default() };
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    let record = crate::support::eventually("the clock fault's record", std::time::Duration::from_secs(10), || async {
         let page = admin.audit(&faults, None, None).await.unwrap();
-        if let [record] = &page.records[..] {
-            assert_eq!(record.action, AuditAction::ClockFaultSet { node_id: 1, offset_ms: 250 });
-            assert_eq!(record.actor, Actor::AdminToken);
-            break;
+        match &page.records[..] {
+            [record] => Ok(record.clone()),
+            others => Err(others.to_vec()),
         }
-        assert!(tokio::time::Instant::now() < deadline, "no clock fault record: {:?}", page.records);
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    })
+    .await;
+    assert_eq!(record.action, AuditAction::ClockFaultSet { node_id: 1, offset_ms: 250 });
+    assert_eq!(record.actor, Actor::AdminToken);
     node.shutdown().await;
 }
 

@@ -182,16 +182,16 @@ async fn internal_rpcs_need_a_member_node_certificate_from_the_cluster_ca() {
         }
     }
     // The client sees the handshake fail before the node has counted it: wait for the count.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    crate::support::eventually("every handshake failure counted", Duration::from_secs(10), || async {
         let m = https_client(&url, &ca).metrics().await.unwrap();
         let failures = metric(&m, "leaf_tls_handshake_failures_total");
         if failures >= internal_paths().len() as f64 {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{failures} counted:\n{m}"))
         }
-        assert!(std::time::Instant::now() < deadline, "{failures} handshake failures counted:\n{m}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
     node.shutdown().await;
 }
 
@@ -294,11 +294,9 @@ async fn certificates_rotate_under_load_with_zero_failed_requests() {
     for round in 1..=4u32 {
         tokio::time::sleep(Duration::from_millis(400)).await;
         issue_node(pki.path(), 1, &hosts, DAYS + round, true).unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while metric(&watcher.metrics().await.unwrap(), "leaf_tls_reloads_total") < f64::from(round) {
-            assert!(std::time::Instant::now() < deadline, "rotation {round} not picked up");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let picked_up =
+            || async { metric(&watcher.metrics().await.unwrap(), "leaf_tls_reloads_total") >= f64::from(round) };
+        crate::support::until(&format!("rotation {round} picked up"), Duration::from_secs(10), picked_up).await;
     }
     tokio::time::sleep(Duration::from_millis(400)).await;
     stop.store(true, Ordering::Relaxed);
@@ -334,10 +332,7 @@ async fn sighup_reloads_the_certificate_files_at_once() {
     // SAFETY: raise(3) on this process; the node under test has installed its SIGHUP handler
     // (tokio's, which stays installed for the life of the process).
     unsafe { libc::raise(libc::SIGHUP) };
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while metric(&c.metrics().await.unwrap(), "leaf_tls_reloads_total") < 1.0 {
-        assert!(std::time::Instant::now() < deadline, "SIGHUP did not reload");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let reloaded = || async { metric(&c.metrics().await.unwrap(), "leaf_tls_reloads_total") >= 1.0 };
+    crate::support::until("SIGHUP reloads", Duration::from_secs(5), reloaded).await;
     node.shutdown().await;
 }
