@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 pub enum ErrorCode {
     /// The tag name breaks the naming rules.
     InvalidTag,
-    /// `count` is not an integer from 1 to 100,000.
+    /// `count` is not an integer from 1 to 1,000,000 (100,000 for a gRPC list).
     InvalidCount,
     /// A request body or parameter is malformed or out of range.
     InvalidRequest,
@@ -79,6 +79,12 @@ pub enum ErrorCode {
     /// The request needs a cluster version the cluster has not activated yet: it is activated
     /// once every node runs a release that supports it (the message names the version).
     FeatureNotActive,
+    /// The membership change does not fit the cluster as it stands: it would leave no voter,
+    /// or the leader has no `cluster_secret` to replicate to a new node, or the new node's
+    /// release cannot apply the cluster's log.
+    MembershipConflict,
+    /// A token with this name exists already (names are unique).
+    TokenExists,
 }
 
 impl ErrorCode {
@@ -126,11 +132,13 @@ impl ErrorCode {
             ErrorCode::NumberNotFound => "number_not_found",
             ErrorCode::NumberConflict => "number_conflict",
             ErrorCode::FeatureNotActive => "feature_not_active",
+            ErrorCode::MembershipConflict => "membership_conflict",
+            ErrorCode::TokenExists => "token_exists",
         }
     }
 
     /// Every code, for metrics that pre-register one series per code.
-    pub const ALL: [ErrorCode; 29] = [
+    pub const ALL: [ErrorCode; 31] = [
         ErrorCode::InvalidTag,
         ErrorCode::InvalidCount,
         ErrorCode::InvalidRequest,
@@ -160,6 +168,8 @@ impl ErrorCode {
         ErrorCode::NumberNotFound,
         ErrorCode::NumberConflict,
         ErrorCode::FeatureNotActive,
+        ErrorCode::MembershipConflict,
+        ErrorCode::TokenExists,
     ];
 }
 

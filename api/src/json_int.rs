@@ -73,6 +73,7 @@ macro_rules! integral {
 integral!(i64, i64, opt_i64);
 integral!(u32, u32, opt_u32);
 integral!(u64, u64, opt_u64);
+integral!(u8, u8, opt_u8);
 
 #[cfg(test)]
 mod tests {

@@ -80,7 +80,7 @@ impl std::str::FromStr for Profile {
 #[serde(deny_unknown_fields)]
 pub struct DailyOptions {
     /// Digits of the counter after the date (1 to 10; 8 when absent).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::json_int::opt_u8")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10, example = 8))]
     pub digits: Option<u8>,
     /// The time zone whose midnight starts a new day, as a UTC offset `+HH:MM` / `-HH:MM`
@@ -89,7 +89,7 @@ pub struct DailyOptions {
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
-        schema(max_length = 6, pattern = r"^(Z|[+-][0-9]{2}:[0-9]{2})$", example = "+08:00")
+        schema(max_length = 6, pattern = r"^(Z|[+-]((0[0-9]|1[0-3]):[0-5][0-9]|14:00))$", example = "+08:00")
     )]
     pub utc_offset: Option<String>,
 }

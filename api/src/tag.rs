@@ -3,11 +3,12 @@
 /// Longest accepted tag, in bytes (Leaf's `biz_tag varchar(128)`).
 pub const MAX_TAG_LEN: usize = 128;
 
-/// Most IDs one request may ask for with `?count=N` as text (one line per ID).
+/// Most IDs one gRPC request may ask for as a list (`GetSegmentIdList`, one `int64` each, under
+/// gRPC's 4 MiB message limit). HTTP text takes [`MAX_RANGE_BATCH`]: it is written as it is sent.
 pub const MAX_BATCH: u32 = 100_000;
 
-/// Most IDs one request may ask for as ranges (`?format=ranges`, gRPC): the answer is a few
-/// ranges whatever the count, and the server sizes the segment it waits for to the count.
+/// Most IDs one request may ask for over HTTP (as text or `?format=ranges`) and as gRPC ranges:
+/// the server holds a few runs whatever the count, and sizes the segment it waits for to it.
 pub const MAX_RANGE_BATCH: u32 = 1_000_000;
 
 /// Largest step a tag may store or a segment may span (one billion). Far above any sensible

@@ -52,7 +52,8 @@ pub struct CreateTagRequest {
 }
 
 /// `POST /admin/tags:batch`: tags to create, each as `POST /admin/tags` takes it; 1 to
-/// 10,000 of them, each name once.
+/// 10,000 of them. A name given twice is created once, by its first mention; the later ones are
+/// answered as existing.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]

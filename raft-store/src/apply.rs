@@ -118,6 +118,9 @@ pub enum ApplyError {
     TokenTagBudget { token: TokenId, max_tags: u32, created: u32, asked: u64 },
     #[error("{what} needs cluster version {needs}, and the cluster runs version {active}: it is activated once every node runs a release that supports it")]
     FeatureNotActive { what: String, needs: ClusterVersion, active: ClusterVersion },
+    /// Earlier releases answered this as [`ApplyError::Invalid`], with the same words.
+    #[error("a token named {0:?} exists already")]
+    TokenNameTaken(String),
 }
 
 impl From<ValidationError> for ApplyError {

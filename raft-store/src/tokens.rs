@@ -122,7 +122,7 @@ pub(crate) fn create(
         return Err(ApplyError::Invalid(format!("the cluster holds {MAX_TOKENS} tokens, the most it may")));
     }
     if state.tokens.values().any(|r| r.name == t.name) {
-        return Err(ApplyError::Invalid(format!("a token named {:?} exists already", t.name)));
+        return Err(ApplyError::TokenNameTaken(t.name.clone()));
     }
     let record = TokenRecord {
         name: t.name.clone(),
@@ -227,7 +227,7 @@ mod tests {
         assert!(c.is_empty());
         assert!(matches!(
             run(&mut s, 11, Op::CreateToken { token: new_token(2, "svc", "*"), limits: None }).0,
-            Err(ApplyError::Invalid(_))
+            Err(ApplyError::TokenNameTaken(_))
         ));
         // Rotation with a grace period keeps the old hash until then.
         let (r, _) = run(&mut s, 20, Op::RotateToken { id: TokenId(1), secret_hash: [9; 32], grace_ms: 5 });

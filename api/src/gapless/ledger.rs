@@ -41,11 +41,14 @@ pub const MAX_LEDGER_PAGE: u32 = 10_000;
 #[serde(deny_unknown_fields)]
 pub struct LedgerQuery {
     /// Only this period (0, `yyyy`, `yyyyMM` or `yyyyMMdd`).
+    #[cfg_attr(feature = "openapi", param(minimum = 0, maximum = 99991231))]
     pub period: Option<u32>,
     /// The cursor's period: numbers after this period's `after_number` (after the whole
     /// period without it).
+    #[cfg_attr(feature = "openapi", param(minimum = 0, maximum = 99991231))]
     pub after_period: Option<u32>,
     /// The cursor's number within `after_period` (period 0 without it).
+    #[cfg_attr(feature = "openapi", param(minimum = 0, maximum = 9223372036854775807_u64))]
     pub after_number: Option<u64>,
     /// Most numbers on the page (default and most: 10000).
     #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 10000))]
@@ -61,6 +64,9 @@ pub struct LedgerCursor {
     pub after_period: u32,
     pub after_number: u64,
 }
+
+/// The largest period a ledger query names: `yyyyMMdd` of 9999-12-31.
+pub const MAX_PERIOD: u32 = 99_991_231;
 
 /// One number of a series' ledger.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -76,7 +76,7 @@ pub struct GaplessOptions {
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
-        schema(max_length = 6, pattern = r"^(Z|[+-][0-9]{2}:[0-9]{2})$", example = "+01:00")
+        schema(max_length = 6, pattern = r"^(Z|[+-]((0[0-9]|1[0-3]):[0-5][0-9]|14:00))$", example = "+01:00")
     )]
     pub utc_offset: Option<String>,
     /// How a number is displayed, e.g. `INV-{yyyy}-{seq:06}`: `{seq}` (or `{seq:0N}`, zero-padded

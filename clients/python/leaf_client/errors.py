@@ -48,6 +48,8 @@ class ErrorCode(str, enum.Enum):
     NUMBER_NOT_FOUND = "number_not_found"
     NUMBER_CONFLICT = "number_conflict"
     FEATURE_NOT_ACTIVE = "feature_not_active"
+    MEMBERSHIP_CONFLICT = "membership_conflict"
+    TOKEN_EXISTS = "token_exists"
     UNKNOWN = "unknown"
 
     @classmethod
@@ -86,6 +88,8 @@ STATUS_OF_CODE = {
     ErrorCode.WRONG_PROFILE: 409,
     ErrorCode.NUMBER_CONFLICT: 409,
     ErrorCode.FEATURE_NOT_ACTIVE: 409,
+    ErrorCode.MEMBERSHIP_CONFLICT: 409,
+    ErrorCode.TOKEN_EXISTS: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.SEGMENTS_NOT_READY: 503,

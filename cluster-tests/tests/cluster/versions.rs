@@ -83,7 +83,7 @@ async fn a_cluster_activates_a_version_only_once_its_oldest_member_supports_it()
     let add = AddLearnerRequest { node_id: 4, addr: format!("127.0.0.1:{port}") };
     answers(&cluster, 4).await;
     let refused = cluster.client(leader).add_learner(&add).await.unwrap_err();
-    assert_eq!(refused.code(), Some(ErrorCode::InvalidRequest), "{refused}");
+    assert_eq!(refused.code(), Some(ErrorCode::MembershipConflict), "{refused}");
     assert!(refused.to_string().contains("supports cluster versions up to 1"), "{refused}");
     assert!(cluster.stop(4));
     cluster.set_env(4, &[]);

@@ -21,10 +21,12 @@ pub fn code_of(code: ErrorCode) -> Code {
         TagNotFound | NotFound | MemberNotFound | TokenNotFound | TemplateNotFound | NumberNotFound => Code::NotFound,
         RateLimited => Code::ResourceExhausted,
         MethodNotAllowed => Code::Unimplemented,
-        TagExists | MemberExists => Code::AlreadyExists,
+        TagExists | MemberExists | TokenExists => Code::AlreadyExists,
         // The tag cannot give out another segment, the cluster has no worker ID left.
         TagExhausted | WorkerIdsExhausted => Code::ResourceExhausted,
-        NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict | FeatureNotActive => Code::FailedPrecondition,
+        NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict | FeatureNotActive | MembershipConflict => {
+            Code::FailedPrecondition
+        }
         SegmentsNotReady | NotReady | Unavailable | ShuttingDown | SnowflakeUnavailable | ClockMovedBackwards => {
             Code::Unavailable
         }

@@ -13,7 +13,7 @@ use axum::extract::{FromRequest, FromRequestParts, Query, RawPathParams, Request
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use leaf_api::ranges::IdFormat;
-use leaf_api::tag::{parse_count, MAX_BATCH, MAX_RANGE_BATCH};
+use leaf_api::tag::{parse_count, MAX_RANGE_BATCH};
 use leaf_api::ErrorCode;
 use serde::de::DeserializeOwned;
 
@@ -111,8 +111,8 @@ impl<S: Send + Sync> FromRequestParts<S> for NodeIdParam {
     }
 }
 
-/// The query parameters of the ID endpoints: `count` (1–100,000 as text, 1–1,000,000 as
-/// ranges) and `format` (`text`, the default, or `ranges`). Read straight from the query
+/// The query parameters of the ID endpoints: `count` (1–1,000,000, as text or as ranges) and
+/// `format` (`text`, the default, or `ranges`). Read straight from the query
 /// string: no allocation when it holds no percent-escapes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Batch {
@@ -148,10 +148,8 @@ pub fn batch_of(query: Option<&str>) -> Result<Batch, ApiError> {
             ApiError::new(ErrorCode::InvalidRequest, format!("format must be text or ranges, got {raw:?}"))
         })?,
     };
-    let max = match format {
-        IdFormat::Text => MAX_BATCH,
-        IdFormat::Ranges => MAX_RANGE_BATCH,
-    };
+    // Text is written as it is sent (`ids::id_lines`), so it takes as many as ranges.
+    let max = MAX_RANGE_BATCH;
     let count = match count {
         None => None,
         Some(raw) => Some(parse_count(&raw, max).map_err(|e| ApiError::new(ErrorCode::InvalidCount, e.to_string()))?),
@@ -249,7 +247,7 @@ mod tests {
     }
 
     #[test]
-    fn batches_read_count_and_format_with_the_format_s_limit() {
+    fn batches_read_count_and_format_up_to_the_limit() {
         let ok = |q: Option<&str>| batch_of(q).unwrap();
         assert_eq!(ok(None), Batch::default());
         assert_eq!(ok(Some("count=5")), Batch { count: Some(5), format: IdFormat::Text });
@@ -257,8 +255,9 @@ mod tests {
         assert_eq!(ok(Some("x=1&format=ranges&count=1000000")).count, Some(1_000_000));
         assert_eq!(ok(Some("count=7&count=9")).count, Some(7));
         let code = |q: &str| batch_of(Some(q)).unwrap_err().code;
-        assert_eq!(code("count=1000000"), ErrorCode::InvalidCount);
-        assert_eq!(code("count=100001&format=text"), ErrorCode::InvalidCount);
+        assert_eq!(ok(Some("count=1000000")).count, Some(1_000_000));
+        assert_eq!(code("count=1000001"), ErrorCode::InvalidCount);
+        assert_eq!(code("count=1000001&format=text"), ErrorCode::InvalidCount);
         assert_eq!(code("format=ranges&count=1000001"), ErrorCode::InvalidCount);
         assert_eq!(code("format=ranges&count=0"), ErrorCode::InvalidCount);
         assert_eq!(code("format=json"), ErrorCode::InvalidRequest);

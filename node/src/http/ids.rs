@@ -25,6 +25,7 @@ use utoipa_axum::routes;
 use super::extract::{ApiQuery, Batch, IdCaller, KeyParam, RawParam, TagParam};
 use super::openapi::{DecodeErrors, SegmentGetErrors, SnowflakeGetErrors, TEXT};
 use crate::access::IdAsk;
+use crate::service::ids::IdRuns;
 use crate::service::{ApiError, App};
 
 /// The routes of this area, with their OpenAPI operations.
@@ -48,25 +49,34 @@ pub fn one_id(id: i64) -> Response {
     text(Bytes::copy_from_slice(itoa::Buffer::new().format(id).as_bytes()))
 }
 
-/// Collects runs of consecutive IDs as decimal lines separated by `\n` (no trailing newline).
-struct IdLines {
-    out: Vec<u8>,
-    fmt: itoa::Buffer,
-}
+/// How much of a text batch is written at a time (a chunk of the body).
+const CHUNK_BYTES: usize = 64 * 1024;
 
-impl IdLines {
-    fn with_capacity(n: u32) -> Self {
-        IdLines { out: Vec::with_capacity(n as usize * 20), fmt: itoa::Buffer::new() }
-    }
-
-    fn push_run(&mut self, first: i64, count: u64) {
-        for id in first..first + count as i64 {
-            if !self.out.is_empty() {
-                self.out.push(b'\n');
+/// `runs` as decimal lines separated by `\n` (no trailing newline), written as the body is
+/// sent, a chunk at a time: a batch of a million holds its runs, not 20 MB of text. A batch of
+/// one chunk or less is one buffer (with a `Content-Length`).
+fn id_lines(runs: IdRuns) -> Response {
+    let mut ids = runs.into_ids().peekable();
+    let mut fmt = itoa::Buffer::new();
+    let mut chunk = move || {
+        let mut out = Vec::with_capacity(CHUNK_BYTES + 24);
+        while out.len() < CHUNK_BYTES {
+            let Some(id) = ids.next() else { break };
+            out.extend_from_slice(fmt.format(id).as_bytes());
+            if ids.peek().is_some() {
+                out.push(b'\n');
             }
-            self.out.extend_from_slice(self.fmt.format(id).as_bytes());
         }
+        (!out.is_empty()).then(|| Bytes::from(out))
+    };
+    let Some(first) = chunk() else { return text(Bytes::new()) };
+    if first.len() < CHUNK_BYTES {
+        return text(first);
     }
+    let rest = std::iter::once(first).chain(std::iter::from_fn(chunk)).map(Ok::<_, std::convert::Infallible>);
+    let mut r = Response::new(Body::from_stream(futures::stream::iter(rest)));
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(TEXT));
+    r
 }
 
 /// One segment ID, or `count` IDs separated by `\n`, or `count` IDs as ranges.
@@ -79,8 +89,8 @@ impl IdLines {
     params(
         ("tag" = String, Path, description = "The tag (Leaf's biz_tag).", min_length = 1, max_length = 128,
             pattern = r"^[A-Za-z0-9_.:\-]+$", example = "leaf-segment-test"),
-        ("count" = Option<u32>, Query, description = "How many IDs (default one): at most 100000 as text, \
-            1000000 as ranges.", minimum = 1, maximum = 1000000, example = 3),
+        ("count" = Option<u32>, Query, description = "How many IDs (default one): from 1 to 1000000 (as \
+            text, written as it is sent).", minimum = 1, maximum = 1000000, example = 3),
         ("format" = Option<IdFormat>, Query, description = "`text` (default): one decimal ID per line; \
             `ranges`: JSON ranges."),
     ),
@@ -116,11 +126,7 @@ pub async fn segment_ids(
             app.segment_take(tag, 1, who, |first, _| id = first).await?;
             Ok(one_id(id))
         }
-        (IdFormat::Text, Some(n)) => {
-            let mut lines = IdLines::with_capacity(n);
-            app.segment_take(tag, n, who, |first, c| lines.push_run(first, c)).await?;
-            Ok(text(lines.out))
-        }
+        (IdFormat::Text, Some(n)) => Ok(id_lines(app.segment_runs(tag, n, who).await?)),
     }
 }
 
@@ -133,8 +139,8 @@ pub async fn segment_ids(
     params(
         ("key" = String, Path, description = "Audit key, validated like a tag.", min_length = 1, max_length = 128,
             pattern = r"^[A-Za-z0-9_.:\-]+$", example = "orders"),
-        ("count" = Option<u32>, Query, description = "How many IDs (default one): at most 100000 as text, \
-            1000000 as ranges.", minimum = 1, maximum = 1000000, example = 2),
+        ("count" = Option<u32>, Query, description = "How many IDs (default one): from 1 to 1000000 (as \
+            text, written as it is sent).", minimum = 1, maximum = 1000000, example = 2),
         ("format" = Option<IdFormat>, Query, description = "`text` (default): one decimal ID per line; \
             `ranges`: JSON ranges."),
     ),
@@ -162,11 +168,7 @@ pub async fn snowflake_ids(app: &App, key: &str, batch: Batch) -> Result<Respons
     let n = batch.count.unwrap_or(1);
     match batch.format {
         IdFormat::Ranges => Ok(Json(app.snowflake_ranges(key, n).await?).into_response()),
-        IdFormat::Text => {
-            let mut lines = IdLines::with_capacity(n);
-            app.snowflake_take(key, n, |first, c| lines.push_run(first, c)).await?;
-            Ok(text(lines.out))
-        }
+        IdFormat::Text => Ok(id_lines(app.snowflake_runs(key, n).await?)),
     }
 }
 
@@ -211,11 +213,32 @@ pub async fn leaf_decode(
 mod tests {
     use super::*;
 
-    #[test]
-    fn id_lines_have_no_trailing_newline() {
-        let mut l = IdLines::with_capacity(4);
-        l.push_run(9, 2);
-        l.push_run(20, 1);
-        assert_eq!(l.out, b"9\n10\n20");
+    async fn body_of(r: Response) -> (Vec<u8>, Option<u64>) {
+        use axum::body::HttpBody as _;
+        let len = r.body().size_hint().exact();
+        (axum::body::to_bytes(r.into_body(), usize::MAX).await.unwrap().to_vec(), len)
+    }
+
+    #[tokio::test]
+    async fn id_lines_have_no_trailing_newline() {
+        let mut runs = IdRuns::default();
+        runs.push(9, 2);
+        runs.push(20, 1);
+        assert_eq!(body_of(id_lines(runs)).await, (b"9\n10\n20".to_vec(), Some(7)));
+        assert_eq!(body_of(id_lines(IdRuns::default())).await, (Vec::new(), Some(0)));
+    }
+
+    /// A batch past one chunk is written chunk by chunk, and reads back as every ID once, in
+    /// order, one per line: at each chunk's end as within one.
+    #[tokio::test]
+    async fn a_large_batch_is_streamed_whole() {
+        let mut runs = IdRuns::default();
+        runs.push(1, 600_000);
+        runs.push(10_000_000_000, 400_000);
+        let (body, len) = body_of(id_lines(runs)).await;
+        assert_eq!(len, None, "streamed, not one buffer");
+        let ids: Vec<i64> = std::str::from_utf8(&body).unwrap().split('\n').map(|l| l.parse().unwrap()).collect();
+        let expected: Vec<i64> = (1..600_001).chain(10_000_000_000..10_000_400_000).collect();
+        assert_eq!(ids, expected);
     }
 }

@@ -65,8 +65,11 @@ pub enum MemberErrorKind {
     Retired,
     /// No member has this ID.
     NotFound,
-    /// The request is malformed or would leave no voters.
+    /// The request is malformed.
     Invalid,
+    /// The change does not fit the cluster as it stands (it would leave no voter, the leader
+    /// has no cluster secret, the node's release cannot apply the log).
+    Conflict,
 }
 
 pub(super) fn member_err(kind: MemberErrorKind, message: impl Into<String>) -> ProposeError {
@@ -79,7 +82,7 @@ pub(super) fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNod
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ProposeError::NotLeader { leader: f.leader_id },
         RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => match c {
             ChangeMembershipError::InProgress(_) => ProposeError::Unavailable(c.to_string()),
-            ChangeMembershipError::EmptyMembership(_) => member_err(MemberErrorKind::Invalid, c.to_string()),
+            ChangeMembershipError::EmptyMembership(_) => member_err(MemberErrorKind::Conflict, c.to_string()),
             ChangeMembershipError::LearnerNotFound(_) => member_err(MemberErrorKind::NotFound, c.to_string()),
         },
         RaftError::Fatal(f) => ProposeError::Fatal(f.to_string()),

@@ -45,7 +45,7 @@ impl RaftNode {
     ) -> Result<MembershipChange, ProposeError> {
         if !self.peers.has_secret() {
             return Err(member_err(
-                MemberErrorKind::Invalid,
+                MemberErrorKind::Conflict,
                 "the leader has no cluster_secret, so it cannot replicate to other nodes",
             ));
         }
@@ -71,7 +71,7 @@ impl RaftNode {
         // the secret (and the first appends, the whole state): it proves itself first.
         if !self.peers.is_tls() {
             let Some(secret) = self.peers.secret() else {
-                return Err(member_err(MemberErrorKind::Invalid, "the leader has no cluster_secret"));
+                return Err(member_err(MemberErrorKind::Conflict, "the leader has no cluster_secret"));
             };
             let timeout = deadline.saturating_duration_since(Instant::now()).min(LEARNER_PROOF_TIMEOUT);
             learner_proof::ask(&self.peers, secret, node_id, &addr, timeout).await.map_err(|e| match e {
@@ -96,7 +96,7 @@ impl RaftNode {
         match self.peer_status(node_id, addr).await {
             Some(s) if s.supports >= active => Ok(()),
             Some(s) => Err(member_err(
-                MemberErrorKind::Invalid,
+                MemberErrorKind::Conflict,
                 format!(
                     "node {node_id} runs a release that supports cluster versions up to {}, and the cluster runs \
                      version {active}: it could not apply the log; start it with a release that supports version \

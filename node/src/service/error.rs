@@ -32,6 +32,7 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
         ) => ErrorCode::TagExhausted,
         ProposeError::Rejected(ApplyError::Invalid(_)) => ErrorCode::InvalidRequest,
         ProposeError::Rejected(ApplyError::TokenNotFound(_)) => ErrorCode::TokenNotFound,
+        ProposeError::Rejected(ApplyError::TokenNameTaken(_)) => ErrorCode::TokenExists,
         ProposeError::Rejected(ApplyError::TokenTagLimit { .. } | ApplyError::TokenTagBudget { .. }) => {
             ErrorCode::Forbidden
         }
@@ -52,6 +53,7 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
             MemberErrorKind::Retired => ErrorCode::NodeIdRetired,
             MemberErrorKind::NotFound => ErrorCode::MemberNotFound,
             MemberErrorKind::Invalid => ErrorCode::InvalidRequest,
+            MemberErrorKind::Conflict => ErrorCode::MembershipConflict,
         },
         // Fatal: Raft stopped (a storage error such as a full disk); the message says why.
         ProposeError::NotLeader { .. }

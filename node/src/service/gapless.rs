@@ -12,6 +12,7 @@ use leaf_api::audit::Actor;
 use leaf_api::gapless::{
     hash_hex, validate_hold, validate_key, validate_reason, validate_secret, IssuedNumber, LedgerCursor, LedgerEntry,
     LedgerPage, LedgerQuery, NumberState, SeriesPolicy, Settlement, VoidCause, DEFAULT_HOLD_SECONDS, MAX_LEDGER_PAGE,
+    MAX_PERIOD,
 };
 use leaf_api::tokens::Right;
 use leaf_api::ErrorCode;
@@ -134,6 +135,14 @@ impl App {
         let limit = q.limit.unwrap_or(MAX_LEDGER_PAGE);
         if !(1..=MAX_LEDGER_PAGE).contains(&limit) {
             return Err(ApiError::invalid(format!("limit must be from 1 to {MAX_LEDGER_PAGE}, got {limit}")));
+        }
+        for (what, p) in [("period", q.period), ("after_period", q.after_period)] {
+            if p.is_some_and(|p| p > MAX_PERIOD) {
+                return Err(ApiError::invalid(format!("{what} is 0, yyyy, yyyyMM or yyyyMMdd (at most {MAX_PERIOD})")));
+            }
+        }
+        if q.after_number.is_some_and(|n| n > i64::MAX as u64) {
+            return Err(ApiError::invalid(format!("after_number is at most {}", i64::MAX)));
         }
         let after = match (q.after_period, q.after_number) {
             (None, None) => None,

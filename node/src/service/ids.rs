@@ -12,7 +12,39 @@ use leaf_api::ErrorCode;
 
 use super::{ApiError, App};
 use crate::access::{IdAsk, IdRequester};
+use crate::profiles::obfuscate::Obfuscator;
 use crate::tags::{ServeAs, TagHandle};
+
+/// The IDs of one batch as taken: increasing runs `(first, count)`, each of consecutive values,
+/// passed through an obfuscated tag's bijection on the way out. A segment contributes one run,
+/// a snowflake millisecond one, an obfuscated tag's segment one run of counters.
+#[derive(Default)]
+pub struct IdRuns {
+    runs: Vec<(i64, u64)>,
+    /// An obfuscated tag's bijection: every counter of `runs` is in its domain (checked when
+    /// taken), so each encodes.
+    through: Option<Arc<Obfuscator>>,
+}
+
+impl IdRuns {
+    /// Adds a run after the others (joined to the last one where it follows on).
+    pub fn push(&mut self, first: i64, count: u64) {
+        match self.runs.last_mut() {
+            Some((f, c)) if *f + *c as i64 == first => *c += count,
+            _ => self.runs.push((first, count)),
+        }
+    }
+
+    /// The IDs, in the order taken.
+    pub fn into_ids(self) -> impl Iterator<Item = i64> + Send + 'static {
+        let through = self.through;
+        self.runs.into_iter().flat_map(|(first, c)| first..first + c as i64).filter_map(move |v| match &through {
+            None => Some(v),
+            // In its domain (checked when taken), so this never drops one.
+            Some(o) => o.encode(v as u64).ok().map(|id| id as i64),
+        })
+    }
+}
 
 impl App {
     /// Checks an ID request's credentials (the `Authorization` header or gRPC metadata, if
@@ -68,14 +100,41 @@ impl App {
     pub async fn segment_ranges(&self, tag: &str, count: u32, caller: IdRequester) -> Result<IdRanges, ApiError> {
         let h = self.segment_handle(tag, caller).await?;
         if let ServeAs::Obfuscated(_) = h.serve() {
-            return Err(ApiError::invalid(format!(
-                "tag {:?} is obfuscated: its IDs are not contiguous, so they come only as text",
-                h.tag()
-            )));
+            return Err(ApiError::new(
+                ErrorCode::WrongProfile,
+                format!("tag {:?} is obfuscated: its IDs are not contiguous, so they come only as text", h.tag()),
+            ));
         }
         let mut out = IdRanges::default();
         self.take(&h, count, |first, c| out.push_run(first, c)).await?;
         Ok(out)
+    }
+
+    /// `n` IDs of a validated tag as [`IdRuns`] (HTTP text batches): the runs taken, and an
+    /// obfuscated tag's counters encoded only as the answer is written, so a batch of a million
+    /// costs a few runs of memory, never a million IDs.
+    pub async fn segment_runs(&self, tag: &str, n: u32, caller: IdRequester) -> Result<IdRuns, ApiError> {
+        let h = self.segment_handle(tag, caller).await?;
+        let mut runs = IdRuns::default();
+        let ServeAs::Obfuscated(o) = h.serve() else {
+            self.take(&h, n, |first, c| runs.push(first, c)).await?;
+            return Ok(runs);
+        };
+        h.take(u64::from(n), |first, c| runs.push(first, c)).await?;
+        // Every counter must be in the bijection's domain: a run's last is its largest.
+        if let Some(e) = runs.runs.iter().find_map(|&(first, c)| o.encode((first + c as i64 - 1) as u64).err()) {
+            tracing::error!(tag = h.tag(), error = %e, "an obfuscated tag's counter left its ID space");
+            return Err(ApiError::new(ErrorCode::Unavailable, format!("tag {:?} cannot be served: {e}", h.tag())));
+        }
+        runs.through = Some(o.clone());
+        Ok(runs)
+    }
+
+    /// `n` snowflake IDs for a validated key as [`IdRuns`] (about one run per millisecond).
+    pub async fn snowflake_runs(&self, key: &str, n: u32) -> Result<IdRuns, ApiError> {
+        let mut runs = IdRuns::default();
+        self.snowflake_take(key, n, |first, c| runs.push(first, c)).await?;
+        Ok(runs)
     }
 
     /// `count` IDs of a validated tag one by one, whatever its profile (gRPC `GetSegmentIdList`).

@@ -93,17 +93,24 @@ impl App {
             return Err(ApiError::invalid(format!("a batch creates 1 to {MAX_TAGS_PER_REQUEST} tags, not {n}")));
         }
         let mut names = std::collections::HashSet::with_capacity(n);
+        // The request's names in order: a name given again is created once, by its first
+        // mention, and its later ones are answered as existing (each is checked all the same).
+        let mut order = Vec::with_capacity(n);
         let mut batch = Vec::with_capacity(n);
         let mut limits = std::collections::HashMap::new();
         for (i, t) in body.tags.into_iter().enumerate() {
-            if !names.insert(t.tag.clone()) {
-                return Err(ApiError::invalid(format!("tags[{i}]: tag {:?} is in the batch twice", t.tag)));
-            }
             let at = |e: ApiError| ApiError { message: format!("tags[{i}]: {}", e.message), ..e };
-            if let Some(l) = asked_limits(&t).map_err(at)? {
-                limits.insert(t.tag.clone(), l);
+            let again = !names.insert(t.tag.clone());
+            order.push((t.tag.clone(), again));
+            let asked = asked_limits(&t).map_err(at)?;
+            let tag = new_tag(t, who).map_err(at)?;
+            if again {
+                continue;
             }
-            batch.push(new_tag(t, who).map_err(at)?);
+            if let Some(l) = asked {
+                limits.insert(tag.tag.clone(), l);
+            }
+            batch.push(tag);
         }
         let mut done = CreateTagsResponse::default();
         for entry in entries(batch) {
@@ -132,6 +139,15 @@ impl App {
         for tag in &done.created {
             if let Some(l) = limits.get(tag) {
                 self.set_limits_after_create(tag, *l, who).await?;
+            }
+        }
+        let created: std::collections::HashSet<String> = done.created.drain(..).collect();
+        done.existing.clear();
+        for (tag, again) in order {
+            if !again && created.contains(&tag) {
+                done.created.push(tag);
+            } else {
+                done.existing.push(tag);
             }
         }
         tracing::info!(created = done.created.len(), existing = done.existing.len(), "tag batch committed");
@@ -165,10 +181,13 @@ impl App {
         if limits_asked {
             let record = self.known(&tag, |app| app.raft.state().tag(&tag)).await?;
             if !matches!(record.profile(), StoredProfile::Gapless { .. }) {
-                return Err(ApiError::invalid(format!(
-                    "tag {tag:?} is a {} tag: only a gapless series has max_numbers and issues_per_sec",
-                    record.profile().kind().as_str()
-                )));
+                return Err(ApiError::new(
+                    ErrorCode::WrongProfile,
+                    format!(
+                        "tag {tag:?} is a {} tag: only a gapless series has max_numbers and issues_per_sec",
+                        record.profile().kind().as_str()
+                    ),
+                ));
             }
             let limits = self.raft.state().series_limits(&tag).with(body.max_numbers, body.issues_per_sec);
             limits.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
@@ -229,7 +248,7 @@ impl App {
         // An existing tag only: a decode never makes one from a template.
         let h = self.segment_handle(&tag, crate::access::IdRequester::Anonymous).await?;
         let ServeAs::Obfuscated(o) = h.serve() else {
-            return Err(ApiError::invalid(format!("tag {tag:?} is not obfuscated")));
+            return Err(ApiError::new(ErrorCode::WrongProfile, format!("tag {tag:?} is not obfuscated")));
         };
         let sequence = o.decode(id).map_err(|e| ApiError::invalid(e.to_string()))?;
         // On record before it is answered: whoever decodes can count the tag's IDs.
@@ -407,7 +426,13 @@ fn stored_profile(
     }
     let start = max_id.unwrap_or(1);
     if let Some(b) = upper_bound {
-        validate_upper_bound(b, start).map_err(bad)?;
+        // A bound below the first ID is well-formed, each field alone, but leaves the tag no
+        // ID to hand out: it would be exhausted from birth (409, as a tag that ran out).
+        // No request schema can compare two fields, so this is the contract's one such rule.
+        validate_upper_bound(b, start).map_err(|e| match b < start.max(0) {
+            true => ApiError::new(ErrorCode::TagExhausted, format!("{e}: a tag with no ID to hand out")),
+            false => bad(e),
+        })?;
     }
     let profile = match profile {
         Profile::Segment => StoredProfile::Segment,

@@ -65,7 +65,6 @@ async fn a_batch_is_checked_whole_before_anything_is_created() {
     let body = |tags: Vec<CreateTagRequest>| serde_json::to_value(CreateTagsRequest { tags }).unwrap();
     let post = |v| error_of(&c, Method::POST, routes::ADMIN_TAGS_BATCH, Some(v));
     let cases = [
-        (body(vec![tag("x-1".into(), 10), tag("x-1".into(), 10)]), ErrorCode::InvalidRequest, "tags[1]"),
         (body(vec![tag("x-1".into(), 10), tag("bad tag".into(), 10)]), ErrorCode::InvalidTag, "tags[1]"),
         (body(vec![tag("x-1".into(), 10), tag("x-2".into(), 0)]), ErrorCode::InvalidRequest, "tags[1]"),
         (body(vec![]), ErrorCode::InvalidRequest, "1 to 10000"),
@@ -81,6 +80,12 @@ async fn a_batch_is_checked_whole_before_anything_is_created() {
     assert_eq!((status, e.code), (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge), "{e:?}");
     assert!(e.message.contains("65536"), "{}", e.message);
     assert!(c.tags().await.unwrap().iter().all(|t| !t.tag.starts_with('x') && t.tag.len() < 20), "nothing created");
+    // A name given twice is created once, by its first mention; the later one is answered as
+    // existing, in the request's order.
+    let twice = CreateTagsRequest { tags: vec![tag("y-1".into(), 10), tag("y-2".into(), 10), tag("y-1".into(), 99)] };
+    let done = c.create_tags(&twice).await.unwrap();
+    assert_eq!((done.created, done.existing), (vec!["y-1".to_string(), "y-2".into()], vec!["y-1".to_string()]));
+    assert_eq!(c.tag("y-1").await.unwrap().step, 10, "the first mention's settings");
     // More tags than a request takes, on a node with the default body limit.
     let dir2 = TempDir::new().unwrap();
     let (_big, c2) = start(config(&dir2)).await;

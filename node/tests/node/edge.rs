@@ -197,7 +197,7 @@ async fn the_fast_id_path_and_the_router_answer_alike() {
             ErrorCode::InvalidCount,
         ),
         ("/api/snowflake/get/bad!key", "/api/snowflake/get/bad%21key", ErrorCode::InvalidTag),
-        ("/api/snowflake/get/k?count=100001", "/api/snowflake/get/%6B?count=100001", ErrorCode::InvalidCount),
+        ("/api/snowflake/get/k?count=1000001", "/api/snowflake/get/%6B?count=1000001", ErrorCode::InvalidCount),
     ] {
         let (f, r) = (get(fast_path).await, get(routed_path).await);
         assert_error(fast_path, &f, code);

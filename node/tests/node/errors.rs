@@ -37,7 +37,7 @@ async fn error_statuses_and_codes() {
         ),
         (
             Method::GET,
-            "/api/segment/get/leaf-segment-test?count=100001".into(),
+            "/api/segment/get/leaf-segment-test?count=1000001".into(),
             None,
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidCount,
@@ -151,6 +151,13 @@ async fn error_statuses_and_codes() {
     // 405 names the allowed methods.
     let (s, _) = error_of(&c, Method::PUT, "/admin/tags", None).await;
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    // Membership changes that do not fit the cluster as it stands: 409, never 400. The one
+    // voter cannot be removed; a node without a cluster secret cannot replicate to a learner.
+    let (s, e) = error_of(&c, Method::DELETE, "/admin/cluster/nodes/1", None).await;
+    assert_eq!((s, e.code), (StatusCode::CONFLICT, ErrorCode::MembershipConflict), "{}", e.message);
+    let learner = json!({"node_id": 2, "addr": "127.0.0.1:1"});
+    let (s, e) = error_of(&c, Method::POST, "/admin/cluster/learners", Some(learner)).await;
+    assert_eq!((s, e.code), (StatusCode::CONFLICT, ErrorCode::MembershipConflict), "{}", e.message);
     // Nothing above changed the stored tags.
     let tags = c.db().await.unwrap();
     assert_eq!(tags.iter().map(|t| t.tag.as_str()).collect::<Vec<_>>(), ["leaf-segment-test"]);

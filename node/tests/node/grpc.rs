@@ -264,7 +264,7 @@ async fn admin_service_creates_profiled_tags_with_the_token_only() {
     let m = segment(&mut ids, "mono", 10).await.unwrap();
     m.validate(10).unwrap();
     let e = segment(&mut ids, "obf", 10).await.unwrap_err();
-    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert_eq!((e.code(), leaf_code(&e)), (Code::FailedPrecondition, "wrong_profile"), "{e:?}");
     let list = ids.get_segment_id_list(GetSegmentIdsRequest { tag: "obf".into(), count: 500 }).await.unwrap();
     let list = list.into_inner().ids;
     assert_eq!(list.iter().collect::<HashSet<_>>().len(), 500);

@@ -115,7 +115,8 @@ async fn an_upper_bound_is_never_passed() {
         Some(json!({"tag": "low", "step": 1, "max_id": 10, "upper_bound": 9})),
     )
     .await;
-    assert_eq!((status.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{}", e.message);
+    // Below its first ID: no ID to hand out, refused as exhausted (no schema compares fields).
+    assert_eq!((status.as_u16(), e.code), (409, ErrorCode::TagExhausted), "{}", e.message);
     // A monotonic tag with a bound: the last window is cut short, then exhausted.
     let mono = CreateTagRequest { upper_bound: Some(12), ..req("mono-bound", 5, Profile::Monotonic) };
     c.create_tag(&mono).await.unwrap();
@@ -147,9 +148,11 @@ async fn obfuscated_ids_are_unique_unordered_and_decode_to_their_sequence() {
     }
     // Not as ranges (not contiguous); decode only for obfuscated tags and IDs in the space.
     let e = c.segment_ranges("invoices", 10).await.unwrap_err();
-    assert_eq!(e.code(), Some(ErrorCode::InvalidRequest), "{e}");
+    assert_eq!(e.code(), Some(ErrorCode::WrongProfile), "{e}");
     c.create_tag(&req("plain", 10, Profile::Segment)).await.unwrap();
-    for path in ["/admin/tags/plain/decode/5", "/admin/tags/invoices/decode/-1", "/admin/tags/invoices/decode/x"] {
+    let (status, e) = error_of(&c, Method::GET, "/admin/tags/plain/decode/5", None).await;
+    assert_eq!((status.as_u16(), e.code), (409, ErrorCode::WrongProfile), "{}", e.message);
+    for path in ["/admin/tags/invoices/decode/-1", "/admin/tags/invoices/decode/x"] {
         let (status, e) = error_of(&c, Method::GET, path, None).await;
         assert_eq!((status.as_u16(), e.code), (400, ErrorCode::InvalidRequest), "{path}: {}", e.message);
     }

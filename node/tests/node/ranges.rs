@@ -59,7 +59,8 @@ async fn ranges_hold_a_million_ids_in_a_few_bytes_unique_with_text_batches() {
     // Each format's limit, and a clear error for anything else.
     for (path, status, code) in [
         ("/api/segment/get/r?count=1000001&format=ranges", StatusCode::BAD_REQUEST, ErrorCode::InvalidCount),
-        ("/api/segment/get/r?count=100001", StatusCode::BAD_REQUEST, ErrorCode::InvalidCount),
+        ("/api/segment/get/r?count=1000001", StatusCode::BAD_REQUEST, ErrorCode::InvalidCount),
+        ("/api/snowflake/get/k?count=1000001", StatusCode::BAD_REQUEST, ErrorCode::InvalidCount),
         ("/api/segment/get/r?count=0&format=ranges", StatusCode::BAD_REQUEST, ErrorCode::InvalidCount),
         ("/api/segment/get/r?format=csv", StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
         ("/api/segment/get/%72?format=csv", StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
@@ -69,6 +70,16 @@ async fn ranges_hold_a_million_ids_in_a_few_bytes_unique_with_text_batches() {
         let (s, e) = error_of(&c, Method::GET, path, None).await;
         assert_eq!((s, e.code), (status, code), "{path}: {e:?}");
     }
+    // As text, as many as ranges: a million lines, written as they are sent, each ID once and
+    // increasing.
+    let raw = c.raw(Method::GET, "/api/segment/get/r?count=1000000", None).await.unwrap();
+    assert_eq!(raw.status, StatusCode::OK);
+    let text = std::str::from_utf8(&raw.body).unwrap();
+    let ids: Vec<i64> = text.split('\n').map(|l| l.parse().unwrap()).collect();
+    assert_eq!(ids.len(), 1_000_000);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing");
+    assert!(ids[0] > *all.iter().max().unwrap(), "after every ID before");
+
     let e = c.segment_ranges("nope", 3).await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::TagNotFound), "{e}");
 

@@ -52,7 +52,7 @@ async fn snowflake_ids_are_unique_decodable_and_leaf_compatible() {
     for (path, code) in [
         ("/api/snowflake/get/bad%20key", ErrorCode::InvalidTag),
         ("/api/snowflake/get/k?count=0", ErrorCode::InvalidCount),
-        ("/api/snowflake/get/k?count=100001", ErrorCode::InvalidCount),
+        ("/api/snowflake/get/k?count=1000001", ErrorCode::InvalidCount),
         ("/api/snowflake/decode/abc", ErrorCode::InvalidRequest),
         ("/api/snowflake/decode/-5", ErrorCode::InvalidRequest),
         ("/api/snowflake/decode/9223372036854775808", ErrorCode::InvalidRequest),

@@ -61,7 +61,6 @@ async fn a_template_makes_a_tag_on_its_first_id_request_for_callers_allowed_to_c
         ("two-stars", PutTemplateRequest { pattern: "a*b*".into(), ..invoices() }),
         ("no-star", PutTemplateRequest { pattern: "tenant".into(), ..invoices() }),
         ("zero-step", PutTemplateRequest { step: 0, ..invoices() }),
-        ("low-bound", PutTemplateRequest { upper_bound: Some(10), ..invoices() }),
         // A daily tag takes no max_id: checked as its creation would be.
         ("daily-start", PutTemplateRequest { pattern: "day-*".into(), profile: Some(Profile::Daily), ..invoices() }),
     ];
@@ -69,6 +68,10 @@ async fn a_template_makes_a_tag_on_its_first_id_request_for_callers_allowed_to_c
         let (status, code, e) = refused(admin.put_template(name, &body).await);
         assert_eq!((status, code), (Some(StatusCode::BAD_REQUEST), Some(ErrorCode::InvalidRequest)), "{name}: {e}");
     }
+    // A bound below its tags' first ID: they would have no ID to hand out (409, as exhausted).
+    let low = PutTemplateRequest { upper_bound: Some(10), ..invoices() };
+    let (status, code, e) = refused(admin.put_template("low-bound", &low).await);
+    assert_eq!((status, code), (Some(StatusCode::CONFLICT), Some(ErrorCode::TagExhausted)), "{e}");
     let wide = PutTemplateRequest { pattern: "tenant-*".into(), ..invoices() };
     let (status, code, e) = refused(admin.put_template("wide", &wide).await);
     assert_eq!((status, code), (Some(StatusCode::CONFLICT), Some(ErrorCode::TemplateConflict)), "{e}");

@@ -315,6 +315,6 @@ async fn token_requests_are_validated() {
         quota: None,
         ..Default::default()
     };
-    assert_eq!(refused(admin.create_token(&req).await).1, Some(ErrorCode::InvalidRequest));
+    assert_eq!(refused(admin.create_token(&req).await).1, Some(ErrorCode::TokenExists));
     node.shutdown().await;
 }

@@ -518,8 +518,9 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreateTags(self, request, context):
-        """Creates many tags (1 to 10,000, each name once), like POST /admin/tags:batch: those that
-        exist are reported and left as they are, so the same call may be sent again. The message
+        """Creates many tags (1 to 10,000; a name given twice is created once), like POST
+        /admin/tags:batch: those that exist are reported and left as they are, so the same call may
+        be sent again. The message
         may be as large as the node's http.max_batch_body_bytes (4 MiB by default).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

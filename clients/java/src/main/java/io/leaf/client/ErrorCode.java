@@ -36,6 +36,10 @@ public enum ErrorCode {
     NUMBER_CONFLICT("number_conflict"),
     /** The request needs a cluster version the cluster has not activated yet (all nodes upgraded). */
     FEATURE_NOT_ACTIVE("feature_not_active"),
+    /** The membership change does not fit the cluster as it stands (it would leave no voter, say). */
+    MEMBERSHIP_CONFLICT("membership_conflict"),
+    /** A token with this name exists already. */
+    TOKEN_EXISTS("token_exists"),
     /** A code this client does not know (a newer server); the wire text is kept on the error. */
     UNKNOWN(null);
 

@@ -7,6 +7,9 @@
 //! The document is served at `GET /openapi.json` and committed as `docs/openapi.json`; a test
 //! checks they are byte-equal. Regenerate the file with
 //! `UPDATE_OPENAPI=1 cargo test -p leaf-node --lib openapi`.
+//!
+//! [`rules`] adds what spans fields (each profile's fields, a token's patterns), so that a
+//! request the schemas allow is one the node takes.
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -22,6 +25,8 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr};
 use utoipa::{Modify, ToSchema};
 
 use super::error::status_of;
+
+mod rules;
 
 /// The content type of the ID endpoints.
 pub const TEXT: &str = "text/plain; charset=utf-8";
@@ -78,28 +83,6 @@ impl Modify for AdminSecurity {
     }
 }
 
-/// `PATCH /admin/tags/{tag}` needs a non-null `step` or `description` (both may be given;
-/// a null one is left unchanged like an absent one).
-struct UpdateNeedsAField;
-
-impl Modify for UpdateNeedsAField {
-    fn modify(&self, doc: &mut OpenApi) {
-        let Some(components) = doc.components.as_mut() else { return };
-        let Some(RefOr::T(fields)) = components.schemas.remove("UpdateTagRequest") else { return };
-        let present = |name: &str, ty: Type| {
-            ObjectBuilder::new().property(name, ObjectBuilder::new().schema_type(ty)).required(name)
-        };
-        // anyOf: one or both present.
-        let any = utoipa::openapi::schema::AnyOfBuilder::new()
-            .item(present("step", Type::Integer))
-            .item(present("description", Type::String));
-        let schema = AllOfBuilder::new().item(fields).item(any).description(Some(
-            "`PATCH /admin/tags/{tag}`: absent or null fields are left unchanged; at least one must be given.",
-        ));
-        components.schemas.insert("UpdateTagRequest".to_string(), RefOr::T(schema.into()));
-    }
-}
-
 /// `/health`'s 503 body: the health (not ready), or an error (refused connection, timeout).
 #[derive(ToSchema)]
 #[allow(dead_code)] // only its schema is used
@@ -150,6 +133,8 @@ fn example_message(code: ErrorCode) -> &'static str {
             "a series' limits needs cluster version 2, and the cluster runs version 1: it is activated once every \
              node runs a release that supports it"
         }
+        MembershipConflict => "new membership can not be empty",
+        TokenExists => "a token named \"orders-service\" exists already",
     }
 }
 
@@ -233,18 +218,18 @@ error_set! {
     ListMonitorErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `POST /admin/tags`.
     CreateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, TagExists,
-        Unavailable];
+        TagExhausted, Unavailable];
     /// `POST /admin/tags:batch`.
     CreateTagsErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
-        Unavailable];
+        TagExhausted, Unavailable];
     /// `GET /admin/tags/{tag}`.
     ShowTagErrors: [InvalidTag, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady, Unavailable];
     /// `GET /admin/tags/{tag}/decode/{id}`.
-    DecodeObfuscatedErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady,
-        Unavailable];
+    DecodeObfuscatedErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound,
+        WrongProfile, NotReady, Unavailable];
     /// `PATCH /admin/tags/{tag}`.
     UpdateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, TagNotFound,
-        Unavailable];
+        WrongProfile, Unavailable];
     /// `POST /admin/tags/{tag}/archive` and `/restore`.
     ArchiveTagErrors: [InvalidTag, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady, Unavailable];
     /// `GET /admin/allocations`.
@@ -253,15 +238,16 @@ error_set! {
     FaultErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, NotFound, Unavailable];
     /// `POST /admin/cluster/learners`.
     AddLearnerErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, MemberExists,
-        NodeIdRetired, Unavailable];
+        NodeIdRetired, MembershipConflict, Unavailable];
     /// `POST /admin/cluster/nodes/{id}/promote`.
     PromoteErrors: [InvalidRequest, Unauthorized, Forbidden, RateLimited, MemberNotFound, Unavailable];
     /// `DELETE /admin/cluster/nodes/{id}`.
-    RemoveErrors: [InvalidRequest, Unauthorized, Forbidden, RateLimited, MemberNotFound, Unavailable];
+    RemoveErrors: [InvalidRequest, Unauthorized, Forbidden, RateLimited, MemberNotFound, MembershipConflict,
+        Unavailable];
     /// `GET /admin/tokens`.
     ListTokensErrors: [Unauthorized, Forbidden, Unavailable];
     /// `POST /admin/tokens`.
-    CreateTokenErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, Unavailable];
+    CreateTokenErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TokenExists, Unavailable];
     /// `GET` and `DELETE /admin/tokens/{id}`.
     TokenErrors: [InvalidRequest, Unauthorized, Forbidden, TokenNotFound, Unavailable];
     /// `POST /admin/tokens/{id}/rotate`.
@@ -269,7 +255,8 @@ error_set! {
     /// `GET /admin/templates`.
     ListTemplatesErrors: [Unauthorized, Forbidden, Unavailable];
     /// `PUT /admin/templates/{name}`.
-    PutTemplateErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TemplateConflict, Unavailable];
+    PutTemplateErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, TagExhausted, TemplateConflict,
+        Unavailable];
     /// `DELETE /admin/templates/{name}`.
     DeleteTemplateErrors: [InvalidRequest, Unauthorized, Forbidden, TemplateNotFound, Unavailable];
     /// `GET /admin/audit`.
@@ -347,7 +334,7 @@ fn document() -> &'static OpenApi {
     DOC.get_or_init(|| {
         let mut doc = super::api().into_openapi();
         // After the routes added their schemas.
-        UpdateNeedsAField.modify(&mut doc);
+        rules::add(&mut doc);
         doc
     })
 }
