@@ -101,6 +101,7 @@ pub mod internals {
     pub use crate::segment::{DoubleBuffer, Segment};
     pub use crate::snowflake::generator::{Generator, Layout, Stall};
     pub use crate::snowflake::STATE_FILE;
+    pub use crate::tags::probe::Probe as TagsProbe;
 }
 
 use crate::clock::SystemClock;

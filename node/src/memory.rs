@@ -46,8 +46,9 @@ impl Trimmer {
     }
 }
 
-/// Returns the allocator's free memory to the OS, where the allocator can (glibc).
-fn trim() {
+/// Returns the allocator's free memory to the OS, where the allocator can (glibc). Also called
+/// by the tags' idle sweeper once many tags were unloaded or their actors went to sleep.
+pub(crate) fn trim() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only reads and updates the allocator's own state; it is thread-safe.
     unsafe {

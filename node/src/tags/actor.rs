@@ -1,6 +1,12 @@
 //! The tag actor: one per tag, owning its refills, the requests waiting for one, the size of
 //! its queue of spare segments and its dynamic step ([`DynamicStep`]).
-use std::sync::Arc;
+//!
+//! An actor runs while its tag has traffic for it. Once it has handled nothing for
+//! [`SLEEP_AFTER`] and has nothing in flight, it hands what it must remember ([`Memo`]) back to
+//! its handle and stops, freeing its context and mailbox (about 700 bytes each); the handle starts
+//! a new one at the next refill or wait. A hot tag's actor never sleeps; a daily tag's stays up
+//! for its midnight timers.
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -10,6 +16,7 @@ use leaf_raft_store::Allocation;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::oneshot;
 
+use super::handle::TagHandle;
 use super::step::DynamicStep;
 use super::{AllocError, Allocator};
 use crate::metrics::Metrics;
@@ -44,18 +51,55 @@ const QUEUE_AHEAD: Duration = Duration::from_secs(1);
 /// Shortest window over which a tag's consumption rate is measured.
 const RATE_WINDOW: Duration = Duration::from_millis(100);
 
+/// How long an actor with nothing to do stays up before it sleeps (module doc).
+pub(super) const SLEEP_AFTER: Duration = Duration::from_secs(5);
+
+/// What a tag actor remembers across its sleeps: Leaf's dynamic step and when it last refilled,
+/// the measured consumption and the queue depth it sets, and the view `/cache` shows.
+#[derive(Debug, Clone)]
+pub(super) struct Memo {
+    pub(super) step: DynamicStep,
+    last_refill: Option<Instant>,
+    depth: usize,
+    installed: u64,
+    rate_mark: Option<(Instant, u64)>,
+    rate: f64,
+    last_error: Option<String>,
+    initialised: bool,
+}
+
+impl Memo {
+    /// A tag's first actor's.
+    pub(super) fn new(step: DynamicStep) -> Self {
+        Memo {
+            step,
+            last_refill: None,
+            depth: 1,
+            installed: 0,
+            rate_mark: None,
+            rate: 0.0,
+            last_error: None,
+            initialised: false,
+        }
+    }
+}
+
 /// What a tag actor is started with.
 pub(super) struct TagActorParts {
     pub(super) tag: String,
     pub(super) buf: Arc<DoubleBuffer>,
     pub(super) view: Arc<ArcSwap<ActorView>>,
     pub(super) allocator: Arc<dyn Allocator>,
-    pub(super) step: DynamicStep,
+    pub(super) memo: Memo,
     pub(super) metrics: Arc<Metrics>,
     pub(super) refills: Counter,
     pub(super) failures: Counter,
     /// A daily tag's ID layout: its segments of a past day are dropped at local midnight.
     pub(super) daily: Option<DailyFormat>,
+    /// Its handle, where it leaves its [`Memo`] when it sleeps (weak: a handle dropped stops
+    /// the actor, through its mailbox, and leaves nothing to sleep for).
+    pub(super) handle: Weak<TagHandle>,
+    pub(super) sleep_after: Duration,
 }
 
 /// Owns one tag's refills and dynamic step.
@@ -89,6 +133,11 @@ pub(super) struct TagActor {
     /// IDs per second consumed over the last complete window.
     rate: f64,
     daily: Option<DailyFormat>,
+    handle: Weak<TagHandle>,
+    sleep_after: Duration,
+    /// Messages handled, and the count at the last look for sleep.
+    handled: u64,
+    looked: u64,
 }
 
 impl Actor for TagActor {
@@ -97,6 +146,42 @@ impl Actor for TagActor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         if self.daily.is_some() {
             self.schedule_day_switch(ctx);
+        } else {
+            ctx.run_interval(self.sleep_after, |act, ctx| act.sleep_if_idle(ctx));
+        }
+    }
+}
+
+impl TagActor {
+    /// Stops this actor, its memo left with its handle, if it handled nothing since the last
+    /// look, has nothing in flight, and no message is on its way: the handle counts what it
+    /// sends under the lock taken here, so none can be sent between the check and the stop.
+    fn sleep_if_idle(&mut self, ctx: &mut Context<Self>) {
+        let quiet = self.handled == self.looked && !self.in_flight && self.waiters.is_empty();
+        self.looked = self.handled;
+        if !quiet {
+            return;
+        }
+        let Some(handle) = self.handle.upgrade() else {
+            ctx.stop();
+            return;
+        };
+        if handle.put_to_sleep(self.handled, || self.memo()) {
+            tracing::debug!(tag = %self.tag, "idle tag actor sleeps");
+            ctx.stop();
+        }
+    }
+
+    fn memo(&self) -> Memo {
+        Memo {
+            step: self.step,
+            last_refill: self.last_refill,
+            depth: self.depth,
+            installed: self.installed,
+            rate_mark: self.rate_mark,
+            rate: self.rate,
+            last_error: self.last_error.clone(),
+            initialised: self.initialised,
         }
     }
 }
@@ -145,6 +230,7 @@ fn unix_ms() -> i64 {
 
 impl TagActor {
     pub(super) fn new(p: TagActorParts) -> Self {
+        let m = p.memo;
         TagActor {
             tag: p.tag,
             buf: p.buf,
@@ -153,18 +239,22 @@ impl TagActor {
             metrics: p.metrics,
             refills: p.refills,
             failures: p.failures,
-            step: p.step,
-            last_refill: None,
+            step: m.step,
+            last_refill: m.last_refill,
             in_flight: false,
             wanted: 0,
             waiters: Vec::new(),
-            last_error: None,
-            initialised: false,
-            depth: 1,
-            installed: 0,
-            rate_mark: None,
-            rate: 0.0,
+            last_error: m.last_error,
+            initialised: m.initialised,
+            depth: m.depth,
+            installed: m.installed,
+            rate_mark: m.rate_mark,
+            rate: m.rate,
             daily: p.daily,
+            handle: p.handle,
+            sleep_after: p.sleep_after,
+            handled: 0,
+            looked: 0,
         }
     }
 
@@ -268,7 +358,8 @@ impl TagActor {
         let ok = reply.is_ok();
         self.publish();
         self.buf.refill_done();
-        for w in self.waiters.drain(..) {
+        // Taken, not drained: an idle actor keeps no capacity for waiters.
+        for w in std::mem::take(&mut self.waiters) {
             let _ = w.send(reply.clone());
         }
         // Top up a hot tag's queue right away (a depth of 1 preloads by Leaf's rule instead).
@@ -282,6 +373,7 @@ impl Handler<Refill> for TagActor {
     type Result = ();
 
     fn handle(&mut self, _: Refill, ctx: &mut Context<Self>) {
+        self.handled += 1;
         self.refill(ctx, false);
     }
 }
@@ -290,6 +382,7 @@ impl Handler<Wait> for TagActor {
     type Result = MessageResult<Wait>;
 
     fn handle(&mut self, msg: Wait, ctx: &mut Context<Self>) -> Self::Result {
+        self.handled += 1;
         let (tx, rx) = oneshot::channel();
         if self.buf.has_ids() {
             let _ = tx.send(Ok(()));

@@ -1,18 +1,20 @@
 //! [`TagHandle`]: the request path's handle on one tag. Lock-free while the tag's buffers hold
-//! IDs; it messages the actor only to trigger a refill or to wait for one.
-use std::sync::Arc;
+//! IDs; it messages the actor only to trigger a refill or to wait for one, starting it first if
+//! it sleeps (see `actor`'s module doc).
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use actix::Addr;
+use actix::{Actor, Addr};
 use arc_swap::ArcSwap;
+use leaf_api::profile::DailyFormat;
 use leaf_api::types::CacheEntry;
 use leaf_raft_store::StoredProfile;
 
 use crate::profiles::obfuscate::{Obfuscator, MAX_DOMAIN};
 use prometheus_client::metrics::counter::Counter;
 
-use super::actor::{ActorView, Refill, TagActor, Wait};
-use super::{AllocError, TakeError};
+use super::actor::{ActorView, Memo, Refill, TagActor, TagActorParts, Wait};
+use super::{AllocError, Spawner, TakeError};
 use crate::segment::DoubleBuffer;
 
 /// The request path's handle on one tag.
@@ -20,13 +22,29 @@ pub struct TagHandle {
     pub(super) tag: String,
     pub(super) buf: Arc<DoubleBuffer>,
     pub(super) actor_view: Arc<ArcSwap<ActorView>>,
-    pub(super) addr: Addr<TagActor>,
+    /// The tag's actor while it runs, and what it left when it last slept.
+    pub(super) actor: Mutex<ActorSlot>,
+    /// This handle (for the actor it starts), what every actor is started with, and this
+    /// tag's own parts of it.
+    pub(super) me: Weak<TagHandle>,
+    pub(super) spawner: Arc<Spawner>,
+    pub(super) refills: Counter,
+    pub(super) failures: Counter,
+    pub(super) daily: Option<DailyFormat>,
     pub(super) served: Counter,
     /// Requests that found both buffers empty (`leaf_segment_waits`).
     pub(super) waits: Counter,
     pub(super) wait: Duration,
     /// How the tag's IDs are served.
     pub(super) serve: ServeAs,
+}
+
+/// A tag's actor, if it runs: its address and the messages sent to it (which it counts as it
+/// handles them, so that it sleeps only with none on the way), or its [`Memo`].
+pub(super) struct ActorSlot {
+    pub(super) addr: Option<Addr<TagActor>>,
+    pub(super) sent: u64,
+    pub(super) memo: Memo,
 }
 
 /// How a tag's IDs are served: from this node's buffers (segment and daily tags), through the
@@ -99,7 +117,7 @@ impl TagHandle {
         // stays set until the actor ends a refill, so nothing else would send it (a caller
         // that only ever takes at once would find the buffers empty for good).
         if out.want_refill {
-            self.addr.do_send(Refill);
+            self.refill();
         }
         id
     }
@@ -116,7 +134,7 @@ impl TagHandle {
             if out.missing == 0 {
                 if out.want_refill {
                     // Preload: fire and forget.
-                    self.addr.do_send(Refill);
+                    self.refill();
                 }
                 return Ok(());
             }
@@ -125,7 +143,7 @@ impl TagHandle {
             missing = out.missing;
             let deadline = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.wait);
             let not_ready = || TakeError::NotReady { tag: self.tag.clone(), waited: self.wait };
-            let rx = match tokio::time::timeout_at(deadline, self.addr.send(Wait { missing })).await {
+            let rx = match tokio::time::timeout_at(deadline, self.send_wait(missing)).await {
                 Err(_) => return Err(not_ready()),
                 Ok(Err(_)) => return Err(AllocError::ShuttingDown.into()),
                 Ok(Ok(rx)) => rx,
@@ -137,6 +155,71 @@ impl TagHandle {
                 Ok(Ok(Ok(()))) => {}
             }
         }
+    }
+
+    /// Sends the actor a refill (fire and forget), starting it if it sleeps.
+    fn refill(&self) {
+        let mut slot = self.actor.lock().unwrap_or_else(|e| e.into_inner());
+        let addr = self.running(&mut slot);
+        slot.sent += 1;
+        addr.do_send(Refill);
+    }
+
+    /// Asks the actor to answer once the buffers hold IDs again, starting it if it sleeps.
+    async fn send_wait(&self, missing: u64) -> Result<tokio::sync::oneshot::Receiver<Result<(), AllocError>>, ()> {
+        let request = {
+            let mut slot = self.actor.lock().unwrap_or_else(|e| e.into_inner());
+            let addr = self.running(&mut slot);
+            slot.sent += 1;
+            addr.send(Wait { missing })
+        };
+        request.await.map_err(|_| ())
+    }
+
+    /// The actor's address, started from its memo if it sleeps (or stopped: at shutdown, an
+    /// actor started on the stopped arbiter never runs, and a send to it fails at once).
+    fn running(&self, slot: &mut ActorSlot) -> Addr<TagActor> {
+        if let Some(addr) = slot.addr.as_ref().filter(|a| a.connected()) {
+            return addr.clone();
+        }
+        let s = &self.spawner;
+        let actor = TagActor::new(TagActorParts {
+            tag: self.tag.clone(),
+            buf: self.buf.clone(),
+            view: self.actor_view.clone(),
+            allocator: s.allocator.clone(),
+            memo: slot.memo.clone(),
+            metrics: s.metrics.clone(),
+            refills: self.refills.clone(),
+            failures: self.failures.clone(),
+            daily: self.daily,
+            handle: self.me.clone(),
+            sleep_after: s.sleep_after,
+        });
+        let addr = TagActor::start_in_arbiter(&s.arbiter, move |_| actor);
+        slot.addr = Some(addr.clone());
+        slot.sent = 0;
+        addr
+    }
+
+    /// Called by the actor that has handled `handled` messages and nothing since its last look:
+    /// it may sleep (and leaves `memo`) only if it is still this tag's actor and no message is
+    /// on its way to it. The slot's lock orders this with every send.
+    pub(super) fn put_to_sleep(&self, handled: u64, memo: impl FnOnce() -> Memo) -> bool {
+        let mut slot = self.actor.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.sent != handled || slot.addr.is_none() {
+            return false;
+        }
+        slot.addr = None;
+        slot.memo = memo();
+        self.spawner.slept.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        true
+    }
+
+    /// Whether the tag's actor runs now (tests: an idle one sleeps).
+    #[cfg(test)]
+    pub(super) fn actor_runs(&self) -> bool {
+        self.actor.lock().unwrap_or_else(|e| e.into_inner()).addr.as_ref().is_some_and(|a| a.connected())
     }
 
     /// The monitor's view of this tag (`/cache`), from the lock-free buffer and the state the

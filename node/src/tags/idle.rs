@@ -19,6 +19,10 @@ use tokio::time::Instant;
 
 use super::Tags;
 
+/// Tags unloaded or actors asleep (each about a kilobyte) before the sweeper asks glibc to give
+/// free memory back.
+const RELEASED_BEFORE_TRIM: u64 = 1024;
+
 /// What the sweeper remembers of each loaded tag: its served count when it last moved, and
 /// when that was.
 #[derive(Debug, Default)]
@@ -36,8 +40,19 @@ impl Tags {
         let every = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(60));
         let mut tick = crate::ticker::Ticker::new(every, shutdown);
         let mut watch = IdleWatch::default();
+        let slept = || self.inner.spawner.slept.load(std::sync::atomic::Ordering::Relaxed);
+        let (mut released, mut slept_before) = (0, slept());
         while tick.next().await {
-            self.sweep_idle(&mut watch, Instant::now(), idle);
+            released += self.sweep_idle(&mut watch, Instant::now(), idle) as u64;
+            // Tags unloaded and actors gone to sleep free memory glibc keeps in its arenas:
+            // given back once there is enough of it, so RSS follows the tags in use.
+            let now_slept = slept();
+            released += now_slept.saturating_sub(slept_before);
+            slept_before = now_slept;
+            if released >= RELEASED_BEFORE_TRIM {
+                crate::memory::trim();
+                released = 0;
+            }
         }
     }
 

@@ -15,10 +15,12 @@
 //! - [`handle`]: [`TagHandle`], the lock-free request path and the `/cache` view;
 //! - `actor`: the tag actor (refills, waiting requests, the queue of spare segments);
 //! - [`step`]: Leaf's dynamic step as a pure type (the elapsed time is an argument);
+//! - [`probe`]: a registry apart from Raft, for measuring what a loaded tag costs;
 //! - `tests`: the actors end to end with a fake allocator.
 mod actor;
 pub mod handle;
 pub mod idle;
+pub mod probe;
 pub mod step;
 
 use std::future::Future;
@@ -27,14 +29,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actix::prelude::*;
 use arc_swap::ArcSwap;
 use leaf_raft_store::{Allocation, StoredProfile};
 
 use crate::config::SegmentConfig;
 use crate::metrics::Metrics;
 use crate::segment::DoubleBuffer;
-use actor::{ActorView, TagActor, TagActorParts};
+use actor::{ActorView, Memo};
+use handle::ActorSlot;
 pub use handle::{ServeAs, TagHandle};
 use step::{DynamicStep, StepPolicy};
 
@@ -157,11 +159,21 @@ struct TagsInner {
     archives: Arc<AtomicU64>,
     checked: AtomicU64,
     loading: Mutex<()>,
-    arbiter: actix::ArbiterHandle,
-    allocator: Arc<dyn Allocator>,
+    spawner: Arc<Spawner>,
     lookup: TagLookup,
     cfg: SegmentConfig,
     metrics: Arc<Metrics>,
+}
+
+/// What every tag's actor is started with (one, shared by every handle).
+pub(crate) struct Spawner {
+    arbiter: actix::ArbiterHandle,
+    allocator: Arc<dyn Allocator>,
+    metrics: Arc<Metrics>,
+    /// How long an idle actor stays up, and how many have gone to sleep (the memory they
+    /// free is given back to the system by the idle sweeper, see [`idle`]).
+    sleep_after: Duration,
+    slept: AtomicU64,
 }
 
 impl Tags {
@@ -172,14 +184,31 @@ impl Tags {
         cfg: SegmentConfig,
         metrics: Arc<Metrics>,
     ) -> Self {
+        Self::with_actor_sleep(actors, allocator, (lookup, archives), cfg, metrics, actor::SLEEP_AFTER)
+    }
+
+    /// [`Tags::new`] whose idle actors sleep after `sleep_after` (tests: a short one).
+    pub(crate) fn with_actor_sleep(
+        actors: &ActorSystem,
+        allocator: Arc<dyn Allocator>,
+        (lookup, archives): (TagLookup, Arc<AtomicU64>),
+        cfg: SegmentConfig,
+        metrics: Arc<Metrics>,
+        sleep_after: Duration,
+    ) -> Self {
         Tags {
             inner: Arc::new(TagsInner {
                 map: papaya::HashMap::new(),
                 checked: AtomicU64::new(archives.load(Ordering::Acquire)),
                 archives,
                 loading: Mutex::new(()),
-                arbiter: actors.arbiter().clone(),
-                allocator,
+                spawner: Arc::new(Spawner {
+                    arbiter: actors.arbiter().clone(),
+                    allocator,
+                    metrics: metrics.clone(),
+                    sleep_after,
+                    slept: AtomicU64::new(0),
+                }),
                 lookup,
                 cfg,
                 metrics,
@@ -227,26 +256,21 @@ impl Tags {
             i.metrics.tag_counters(tag, profile.kind());
         let actor_view =
             Arc::new(ArcSwap::from_pointee(ActorView { dynamic_step: stored_step, ..ActorView::default() }));
-        let actor = TagActor::new(TagActorParts {
+        // Its actor starts with the first refill or wait, and sleeps when idle (`actor`).
+        let memo = Memo::new(DynamicStep::new(StepPolicy::new(&i.cfg), stored_step));
+        let handle = Arc::new_cyclic(|me| TagHandle {
             tag: tag.to_string(),
-            buf: buf.clone(),
-            view: actor_view.clone(),
-            allocator: i.allocator.clone(),
-            step: DynamicStep::new(StepPolicy::new(&i.cfg), stored_step),
-            metrics: i.metrics.clone(),
+            buf,
+            actor_view,
+            actor: Mutex::new(ActorSlot { addr: None, sent: 0, memo }),
+            me: me.clone(),
+            spawner: i.spawner.clone(),
             refills,
             failures,
             daily: match &profile {
                 StoredProfile::Daily { format, .. } => Some(*format),
                 _ => None,
             },
-        });
-        let addr = TagActor::start_in_arbiter(&i.arbiter, move |_| actor);
-        let handle = Arc::new(TagHandle {
-            tag: tag.to_string(),
-            buf,
-            actor_view,
-            addr,
             served,
             waits,
             wait: Duration::from_millis(i.cfg.wait_timeout_ms),

@@ -357,3 +357,114 @@ async fn idle_tags_are_unloaded_and_serve_above_their_old_ids_when_asked_again()
 fn metrics_text(m: &Metrics) -> String {
     crate::metrics::render_idle(m)
 }
+
+/// An idle tag's actor sleeps (its context and mailbox freed, what it must remember left with
+/// its handle) and the next refill or wait starts a new one that carries on: the IDs stay in
+/// order with nothing skipped beyond the buffers, and Leaf's dynamic step continues where it
+/// was (doubled by quick refills before the sleep, doubled again after it, not reset to the
+/// stored step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_actor_sleeps_and_the_next_refill_wakes_it_where_it_was() {
+    let actors = ActorSystem::start().unwrap();
+    let alloc = Arc::new(FakeAllocator::new(10));
+    let lookup: TagLookup = Arc::new(|t| (t == "t").then_some((10, leaf_raft_store::StoredProfile::Segment, None)));
+    let sleep = Duration::from_millis(50);
+    let metrics = Arc::new(Metrics::new());
+    let tags = Tags::with_actor_sleep(
+        &actors,
+        alloc.clone(),
+        (lookup, Arc::default()),
+        SegmentConfig::default(),
+        metrics,
+        sleep,
+    );
+    let h = tags.get("t").unwrap();
+    assert!(!h.actor_runs(), "no actor before the first refill");
+    let mut got = Vec::new();
+    for _ in 0..25 {
+        got.extend(ids(&h, 1).await.unwrap());
+    }
+    let step_before = h.inspect().dynamic_step;
+    assert!(step_before > 10, "quick refills doubled the step: {step_before}");
+    leaf_test_support::eventually("the idle actor sleeps", Duration::from_secs(10), || async {
+        if h.actor_runs() {
+            Err("still running")
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    let refills_before = alloc.steps.lock().unwrap().len();
+    // Woken by the waits and refills of the next takes; in order, and the step carries on.
+    while got.len() < 200 {
+        got.extend(ids(&h, 5).await.unwrap());
+    }
+    assert_eq!(got, (1..201).collect::<Vec<_>>());
+    let steps = alloc.steps.lock().unwrap().clone();
+    assert!(steps.len() > refills_before, "refills after the sleep: {steps:?}");
+    assert!(steps[refills_before] >= step_before, "the step carried on, not reset: {steps:?}");
+    drop(h);
+    actors.stop();
+}
+
+/// Actors that sleep after 2 ms of quiet, under takes from four tasks that pause now and then
+/// for longer than that: no wait is lost between an actor's decision to sleep and a message
+/// sent to it (every take is answered, none times out), and the IDs are unique.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_and_refills_are_never_lost_to_an_actor_going_to_sleep() {
+    let actors = ActorSystem::start().unwrap();
+    let alloc = Arc::new(FakeAllocator::new(3));
+    let lookup: TagLookup = Arc::new(|t| (t == "t").then_some((3, leaf_raft_store::StoredProfile::Segment, None)));
+    let cfg = SegmentConfig { wait_timeout_ms: 2_000, max_step: 3, ..SegmentConfig::default() };
+    let metrics = Arc::new(Metrics::new());
+    let sleep = Duration::from_millis(2);
+    let tags = Tags::with_actor_sleep(&actors, alloc, (lookup, Arc::default()), cfg, metrics, sleep);
+    let h = tags.get("t").unwrap();
+    let tasks: Vec<_> = (0..4u64)
+        .map(|k| {
+            let h = h.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..150u64 {
+                    got.extend(ids(&h, 1).await.expect("every take is answered"));
+                    if (i + k) % 7 == 0 {
+                        tokio::time::sleep(Duration::from_millis(3 + (i % 5))).await;
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = HashSet::new();
+    for t in tasks {
+        for id in t.await.unwrap() {
+            assert!(all.insert(id), "ID {id} twice");
+        }
+    }
+    assert_eq!(all.len(), 600);
+    assert!(tags.inner.spawner.slept.load(Ordering::Relaxed) > 0, "the actor slept at least once");
+    drop(h);
+    actors.stop();
+}
+
+/// The rule that makes sleeping safe: an actor may sleep only when it has handled every message
+/// sent to it (counted under the slot's lock, which sends take too); otherwise it stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_actor_with_a_message_on_its_way_does_not_sleep() {
+    let (actors, tags, _alloc) = setup(FakeAllocator::new(10), SegmentConfig::default());
+    let h = tags.get("t").unwrap();
+    ids(&h, 1).await.unwrap();
+    let sent = h.actor.lock().unwrap().sent;
+    assert!(sent > 0 && h.actor_runs());
+    let memo = || h.actor.lock().unwrap().memo.clone();
+    let m = memo();
+    assert!(!h.put_to_sleep(sent - 1, || m.clone()), "one message not handled yet");
+    assert!(h.actor_runs());
+    assert!(h.put_to_sleep(sent, || m.clone()), "all handled");
+    assert!(h.actor.lock().unwrap().addr.is_none());
+    // The next take starts a new actor.
+    ids(&h, 20).await.unwrap();
+    assert!(h.actor_runs());
+    drop(h);
+    actors.stop();
+}
