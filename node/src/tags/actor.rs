@@ -9,11 +9,10 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use crate::metrics::tag_series::TagCounters;
 use actix::prelude::*;
-use arc_swap::ArcSwap;
 use leaf_api::profile::DailyFormat;
 use leaf_raft_store::Allocation;
-use prometheus_client::metrics::counter::Counter;
 use tokio::sync::oneshot;
 
 use super::handle::TagHandle;
@@ -22,7 +21,8 @@ use super::{AllocError, Allocator};
 use crate::metrics::Metrics;
 use crate::segment::{DoubleBuffer, Segment, MAX_QUEUED};
 
-/// What the actor owns that `/cache` shows, published by the actor after each change.
+/// What the actor owns that `/cache` shows, published by the actor into its handle's slot after
+/// each change (a refill at most: not per ID), and read from there by its next actor.
 #[derive(Debug, Clone, Default)]
 pub(super) struct ActorView {
     pub(super) initialised: bool,
@@ -54,46 +54,33 @@ const RATE_WINDOW: Duration = Duration::from_millis(100);
 /// How long an actor with nothing to do stays up before it sleeps (module doc).
 pub(super) const SLEEP_AFTER: Duration = Duration::from_secs(5);
 
-/// What a tag actor remembers across its sleeps: Leaf's dynamic step and when it last refilled,
-/// the measured consumption and the queue depth it sets, and the view `/cache` shows.
-#[derive(Debug, Clone)]
+/// What a tag actor remembers across its sleeps beyond its view: Leaf's dynamic step and when
+/// it last refilled (the step doubles or halves by the time between refills). The measured
+/// consumption is not kept: an actor sleeps after seconds without traffic, so its next one
+/// measures afresh, from a queue of one segment.
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Memo {
     pub(super) step: DynamicStep,
     last_refill: Option<Instant>,
-    depth: usize,
-    installed: u64,
-    rate_mark: Option<(Instant, u64)>,
-    rate: f64,
-    last_error: Option<String>,
-    initialised: bool,
 }
 
 impl Memo {
     /// A tag's first actor's.
     pub(super) fn new(step: DynamicStep) -> Self {
-        Memo {
-            step,
-            last_refill: None,
-            depth: 1,
-            installed: 0,
-            rate_mark: None,
-            rate: 0.0,
-            last_error: None,
-            initialised: false,
-        }
+        Memo { step, last_refill: None }
     }
 }
 
 /// What a tag actor is started with.
 pub(super) struct TagActorParts {
-    pub(super) tag: String,
+    pub(super) tag: Arc<str>,
     pub(super) buf: Arc<DoubleBuffer>,
-    pub(super) view: Arc<ArcSwap<ActorView>>,
     pub(super) allocator: Arc<dyn Allocator>,
     pub(super) memo: Memo,
+    /// The view its last actor published (its error and whether a refill ever succeeded).
+    pub(super) view: ActorView,
     pub(super) metrics: Arc<Metrics>,
-    pub(super) refills: Counter,
-    pub(super) failures: Counter,
+    pub(super) counts: TagCounters,
     /// A daily tag's ID layout: its segments of a past day are dropped at local midnight.
     pub(super) daily: Option<DailyFormat>,
     /// Its handle, where it leaves its [`Memo`] when it sleeps (weak: a handle dropped stops
@@ -104,14 +91,11 @@ pub(super) struct TagActorParts {
 
 /// Owns one tag's refills and dynamic step.
 pub(super) struct TagActor {
-    tag: String,
+    tag: Arc<str>,
     buf: Arc<DoubleBuffer>,
-    /// Published for `/cache` (see [`super::TagHandle::inspect`]).
-    view: Arc<ArcSwap<ActorView>>,
     allocator: Arc<dyn Allocator>,
     metrics: Arc<Metrics>,
-    refills: Counter,
-    failures: Counter,
+    counts: TagCounters,
     /// The stored step and Leaf's in-memory step, doubled or halved at each refill.
     step: DynamicStep,
     last_refill: Option<Instant>,
@@ -173,16 +157,7 @@ impl TagActor {
     }
 
     fn memo(&self) -> Memo {
-        Memo {
-            step: self.step,
-            last_refill: self.last_refill,
-            depth: self.depth,
-            installed: self.installed,
-            rate_mark: self.rate_mark,
-            rate: self.rate,
-            last_error: self.last_error.clone(),
-            initialised: self.initialised,
-        }
+        Memo { step: self.step, last_refill: self.last_refill }
     }
 }
 
@@ -231,25 +206,25 @@ fn unix_ms() -> i64 {
 impl TagActor {
     pub(super) fn new(p: TagActorParts) -> Self {
         let m = p.memo;
+        // Its last actor's queue depth is not kept (see [`Memo`]): back to one segment.
+        p.buf.set_depth(1);
         TagActor {
             tag: p.tag,
             buf: p.buf,
-            view: p.view,
             allocator: p.allocator,
             metrics: p.metrics,
-            refills: p.refills,
-            failures: p.failures,
+            counts: p.counts,
             step: m.step,
             last_refill: m.last_refill,
             in_flight: false,
             wanted: 0,
             waiters: Vec::new(),
-            last_error: m.last_error,
-            initialised: m.initialised,
-            depth: m.depth,
-            installed: m.installed,
-            rate_mark: m.rate_mark,
-            rate: m.rate,
+            last_error: p.view.last_error,
+            initialised: p.view.initialised,
+            depth: 1,
+            installed: 0,
+            rate_mark: None,
+            rate: 0.0,
             daily: p.daily,
             handle: p.handle,
             sleep_after: p.sleep_after,
@@ -258,14 +233,17 @@ impl TagActor {
         }
     }
 
-    /// Publishes what `/cache` shows of this actor (a refill at most: not per ID).
+    /// Publishes what `/cache` shows of this actor into its handle's slot (a refill at most:
+    /// not per ID).
     fn publish(&self) {
-        self.view.store(Arc::new(ActorView {
-            initialised: self.initialised,
-            dynamic_step: self.step.current(),
-            refill_in_flight: self.in_flight,
-            last_error: self.last_error.clone(),
-        }));
+        if let Some(h) = self.handle.upgrade() {
+            h.set_view(ActorView {
+                initialised: self.initialised,
+                dynamic_step: self.step.current(),
+                refill_in_flight: self.in_flight,
+                last_error: self.last_error.clone(),
+            });
+        }
     }
 
     /// Starts a refill if one is due. `top_up` (filling a hot tag's queue right after a
@@ -335,7 +313,7 @@ impl TagActor {
             Ok((a, seg)) => {
                 let latency = started.elapsed();
                 self.metrics.observe_refill(latency.as_secs_f64());
-                self.refills.inc();
+                self.counts.refills.inc();
                 self.step.set_stored(a.stored_step);
                 self.last_refill = Some(Instant::now());
                 self.last_error = None;
@@ -349,7 +327,7 @@ impl TagActor {
                 Ok(())
             }
             Err(e) => {
-                self.failures.inc();
+                self.counts.failures.inc();
                 tracing::warn!(tag = %self.tag, error = %e, "segment refill failed");
                 self.last_error = Some(e.to_string());
                 Err(e)

@@ -5,13 +5,12 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use actix::{Actor, Addr};
-use arc_swap::ArcSwap;
 use leaf_api::profile::DailyFormat;
 use leaf_api::types::CacheEntry;
 use leaf_raft_store::StoredProfile;
 
+use crate::metrics::tag_series::TagCounters;
 use crate::profiles::obfuscate::{Obfuscator, MAX_DOMAIN};
-use prometheus_client::metrics::counter::Counter;
 
 use super::actor::{ActorView, Memo, Refill, TagActor, TagActorParts, Wait};
 use super::{AllocError, Spawner, TakeError};
@@ -19,21 +18,19 @@ use crate::segment::DoubleBuffer;
 
 /// The request path's handle on one tag.
 pub struct TagHandle {
-    pub(super) tag: String,
+    /// The tag's name, shared with the registry's key and the actor.
+    pub(super) tag: Arc<str>,
     pub(super) buf: Arc<DoubleBuffer>,
-    pub(super) actor_view: Arc<ArcSwap<ActorView>>,
-    /// The tag's actor while it runs, and what it left when it last slept.
+    /// The tag's actor while it runs, what it left when it last slept, and what `/cache`
+    /// shows of it.
     pub(super) actor: Mutex<ActorSlot>,
     /// This handle (for the actor it starts), what every actor is started with, and this
     /// tag's own parts of it.
     pub(super) me: Weak<TagHandle>,
     pub(super) spawner: Arc<Spawner>,
-    pub(super) refills: Counter,
-    pub(super) failures: Counter,
     pub(super) daily: Option<DailyFormat>,
-    pub(super) served: Counter,
-    /// Requests that found both buffers empty (`leaf_segment_waits`).
-    pub(super) waits: Counter,
+    /// IDs served, refills, failed refills, and requests that found both buffers empty.
+    pub(super) counts: TagCounters,
     pub(super) wait: Duration,
     /// How the tag's IDs are served.
     pub(super) serve: ServeAs,
@@ -45,6 +42,7 @@ pub(super) struct ActorSlot {
     pub(super) addr: Option<Addr<TagActor>>,
     pub(super) sent: u64,
     pub(super) memo: Memo,
+    pub(super) view: ActorView,
 }
 
 /// How a tag's IDs are served: from this node's buffers (segment and daily tags), through the
@@ -95,12 +93,12 @@ impl TagHandle {
 
     /// IDs of this tag this node handed out since the tag was loaded.
     pub fn served(&self) -> u64 {
-        self.served.get()
+        self.counts.served.get()
     }
 
     /// Counts `n` IDs served another way than [`TagHandle::take`] (`leaf_ids_served`).
     pub fn count_served(&self, n: u64) {
-        self.served.inc_by(n);
+        self.counts.served.inc_by(n);
     }
 
     /// One ID if the buffers hold one, without waiting (lock-free, as [`TagHandle::take`]
@@ -111,7 +109,7 @@ impl TagHandle {
         let mut id = None;
         let out = self.buf.take(1, |first, _| id = Some(first));
         if out.missing == 0 {
-            self.served.inc();
+            self.counts.served.inc();
         }
         // A refill this call asked for is sent whether or not it found an ID: the flag it set
         // stays set until the actor ends a refill, so nothing else would send it (a caller
@@ -130,7 +128,7 @@ impl TagHandle {
         let mut missing = n;
         loop {
             let out = self.buf.take(missing, &mut sink);
-            self.served.inc_by(missing - out.missing);
+            self.counts.served.inc_by(missing - out.missing);
             if out.missing == 0 {
                 if out.want_refill {
                     // Preload: fire and forget.
@@ -139,10 +137,10 @@ impl TagHandle {
                 return Ok(());
             }
             // Both buffers are empty: `Wait` starts the refill, sized for what is missing.
-            self.waits.inc();
+            self.counts.waits.inc();
             missing = out.missing;
             let deadline = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.wait);
-            let not_ready = || TakeError::NotReady { tag: self.tag.clone(), waited: self.wait };
+            let not_ready = || TakeError::NotReady { tag: self.tag.to_string(), waited: self.wait };
             let rx = match tokio::time::timeout_at(deadline, self.send_wait(missing)).await {
                 Err(_) => return Err(not_ready()),
                 Ok(Err(_)) => return Err(AllocError::ShuttingDown.into()),
@@ -186,12 +184,11 @@ impl TagHandle {
         let actor = TagActor::new(TagActorParts {
             tag: self.tag.clone(),
             buf: self.buf.clone(),
-            view: self.actor_view.clone(),
             allocator: s.allocator.clone(),
-            memo: slot.memo.clone(),
+            memo: slot.memo,
+            view: slot.view.clone(),
             metrics: s.metrics.clone(),
-            refills: self.refills.clone(),
-            failures: self.failures.clone(),
+            counts: self.counts.clone(),
             daily: self.daily,
             handle: self.me.clone(),
             sleep_after: s.sleep_after,
@@ -216,6 +213,11 @@ impl TagHandle {
         true
     }
 
+    /// Sets what `/cache` shows of the actor (its actor, after each change).
+    pub(super) fn set_view(&self, view: ActorView) {
+        self.actor.lock().unwrap_or_else(|e| e.into_inner()).view = view;
+    }
+
     /// Whether the tag's actor runs now (tests: an idle one sleeps).
     #[cfg(test)]
     pub(super) fn actor_runs(&self) -> bool {
@@ -223,15 +225,16 @@ impl TagHandle {
     }
 
     /// The monitor's view of this tag (`/cache`), from the lock-free buffer and the state the
-    /// actor publishes: it never messages the actor, so a `/cache` flood cannot delay refills
-    /// or the snowflake lease renewals that share the actor thread.
+    /// actor publishes into the slot (read under its lock, held for a copy): it never messages
+    /// the actor, so a `/cache` flood cannot delay refills or the snowflake lease renewals that
+    /// share the actor thread, nor wake a sleeping actor.
     pub fn inspect(&self) -> CacheEntry {
         let (current, queued) = self.buf.views();
         let next = queued.first().cloned();
         let spares = queued.into_iter().skip(1).collect();
-        let a = self.actor_view.load();
+        let a = self.actor.lock().unwrap_or_else(|e| e.into_inner()).view.clone();
         CacheEntry {
-            tag: self.tag.clone(),
+            tag: self.tag.to_string(),
             initialised: a.initialised,
             next_ready: next.is_some(),
             current,

@@ -27,7 +27,7 @@ const RELEASED_BEFORE_TRIM: u64 = 1024;
 /// when that was.
 #[derive(Debug, Default)]
 pub struct IdleWatch {
-    seen: HashMap<String, (u64, Instant)>,
+    seen: HashMap<Arc<str>, (u64, Instant)>,
 }
 
 impl Tags {
@@ -61,7 +61,7 @@ impl Tags {
     pub fn sweep_idle(&self, watch: &mut IdleWatch, now: Instant, idle: Duration) -> usize {
         let loaded = self.inner.map.pin();
         let before = loaded.len();
-        watch.seen.retain(|t, _| loaded.contains_key(t));
+        watch.seen.retain(|t, _| loaded.contains_key(&**t));
         let mut cold = Vec::new();
         for (tag, h) in loaded.iter() {
             let served = h.served();
@@ -80,7 +80,7 @@ impl Tags {
         if cold.is_empty() {
             return 0;
         }
-        let unloaded = self.unload(&cold, |h| h.served() == watch.seen.get(&h.tag).map_or(u64::MAX, |s| s.0));
+        let unloaded = self.unload(&cold, |h| h.served() == watch.seen.get(&*h.tag).map_or(u64::MAX, |s| s.0));
         for tag in &cold {
             watch.seen.remove(tag);
         }
@@ -92,14 +92,14 @@ impl Tags {
 
     /// Takes `tags` out of the registry where `still` holds for their handle (checked under the
     /// loading lock), drops their buffered IDs and their counters; returns how many went.
-    fn unload(&self, tags: &[String], still: impl Fn(&super::TagHandle) -> bool) -> usize {
+    fn unload(&self, tags: &[Arc<str>], still: impl Fn(&super::TagHandle) -> bool) -> usize {
         let i = &self.inner;
         let _guard = i.loading.lock().unwrap_or_else(|e| e.into_inner());
         let map = i.map.pin();
         let mut gone = 0;
         for tag in tags {
-            let Some(h) = map.get(tag).filter(|h| still(h)).map(Arc::clone) else { continue };
-            map.remove(tag);
+            let Some(h) = map.get(&**tag).filter(|h| still(h)).map(Arc::clone) else { continue };
+            map.remove(&**tag);
             i.metrics.unload_tag(tag);
             let dropped = h.buf.retire_below(i64::MAX);
             tracing::debug!(tag = %tag, dropped, "idle tag unloaded");

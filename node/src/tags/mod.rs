@@ -29,7 +29,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use leaf_raft_store::{Allocation, StoredProfile};
 
 use crate::config::SegmentConfig;
@@ -153,7 +152,7 @@ struct TagsInner {
     /// The loaded tags. Reads are lock-free; an insert or a removal touches one entry (an
     /// earlier copy-on-write map cost a copy of every loaded tag per load: with 20,000 loaded,
     /// about half of a leader's CPU under a load of first requests).
-    map: papaya::HashMap<String, Arc<TagHandle>>,
+    map: papaya::HashMap<Arc<str>, Arc<TagHandle>>,
     /// The state's archive counter ([`leaf_raft_store::StateReader::archives`]), and the value
     /// `map` was last checked at.
     archives: Arc<AtomicU64>,
@@ -252,31 +251,30 @@ impl Tags {
         let serve = ServeAs::of(&profile, upper_bound);
         // An obfuscated tag's IDs must not be countable: none of its counters is a series of
         // the public /metrics (they count, unregistered, for the admin dashboard alone).
-        let crate::metrics::tag_series::TagCounters { served, refills, failures, waits } =
-            i.metrics.tag_counters(tag, profile.kind());
-        let actor_view =
-            Arc::new(ArcSwap::from_pointee(ActorView { dynamic_step: stored_step, ..ActorView::default() }));
+        let counts = i.metrics.tag_counters(tag, profile.kind());
+        let name: Arc<str> = Arc::from(tag);
         // Its actor starts with the first refill or wait, and sleeps when idle (`actor`).
         let memo = Memo::new(DynamicStep::new(StepPolicy::new(&i.cfg), stored_step));
         let handle = Arc::new_cyclic(|me| TagHandle {
-            tag: tag.to_string(),
+            tag: name.clone(),
             buf,
-            actor_view,
-            actor: Mutex::new(ActorSlot { addr: None, sent: 0, memo }),
+            actor: Mutex::new(ActorSlot {
+                addr: None,
+                sent: 0,
+                memo,
+                view: ActorView { dynamic_step: stored_step, ..ActorView::default() },
+            }),
             me: me.clone(),
             spawner: i.spawner.clone(),
-            refills,
-            failures,
+            counts,
             daily: match &profile {
                 StoredProfile::Daily { format, .. } => Some(*format),
                 _ => None,
             },
-            served,
-            waits,
             wait: Duration::from_millis(i.cfg.wait_timeout_ms),
             serve,
         });
-        i.map.pin().insert(tag.to_string(), handle.clone());
+        i.map.pin().insert(name, handle.clone());
         tracing::info!(tag, stored_step, "tag loaded");
         Some(handle)
     }
@@ -301,7 +299,7 @@ impl Tags {
             return;
         }
         let map = i.map.pin();
-        let gone: Vec<String> = map.keys().filter(|t| (i.lookup)(t).is_none()).cloned().collect();
+        let gone: Vec<Arc<str>> = map.keys().filter(|t| (i.lookup)(t).is_none()).cloned().collect();
         for tag in &gone {
             if let Some(h) = map.remove(tag) {
                 i.metrics.unload_tag(tag);

@@ -213,9 +213,9 @@ async fn preloading_keeps_requests_off_the_slow_path() {
     let (actors, tags, alloc) = setup(FakeAllocator::new(100), SegmentConfig::default());
     let h = tags.get("t").unwrap();
     ids(&h, 1).await.unwrap();
-    assert_eq!(h.waits.get(), 1, "the first request has nothing buffered and waits");
+    assert_eq!(h.counts.waits.get(), 1, "the first request has nothing buffered and waits");
     paced(&h, 350).await;
-    assert_eq!(h.waits.get(), 1, "a request waited for a refill that preloading should have made");
+    assert_eq!(h.counts.waits.get(), 1, "a request waited for a refill that preloading should have made");
     assert!(alloc.steps.lock().unwrap().len() >= 3, "the run crossed several segments");
     actors.stop();
 }
@@ -231,7 +231,7 @@ async fn a_fast_tag_keeps_a_spare_segment_so_slow_commits_do_not_reach_requests(
     let (actors, tags, alloc) = setup(fake, SegmentConfig { max_step: 20, ..SegmentConfig::default() });
     let h = tags.get("t").unwrap();
     let all = paced(&h, 600).await;
-    let waits = h.waits.get();
+    let waits = h.counts.waits.get();
     assert!(alloc.steps.lock().unwrap().len() >= 25, "the run crossed many segments");
     assert!(waits <= 2, "{waits} requests waited for a refill");
     // Still strictly increasing and unique.
@@ -254,7 +254,7 @@ async fn a_busy_actor_thread_does_not_reach_requests_while_the_queue_lasts() {
         assert!(tokio::time::Instant::now() < deadline, "no spares were queued");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let waits = h.waits.get();
+    let waits = h.counts.waits.get();
     // Block the actors' thread (as a long handler or a starved thread would).
     let blocked = Arc::new(std::sync::Barrier::new(2));
     let b = blocked.clone();
@@ -271,7 +271,7 @@ async fn a_busy_actor_thread_does_not_reach_requests_while_the_queue_lasts() {
     for _ in 0..buffered {
         all.extend(ids(&h, 1).await.unwrap());
     }
-    assert_eq!(h.waits.get(), waits, "a request waited for the blocked actor");
+    assert_eq!(h.counts.waits.get(), waits, "a request waited for the blocked actor");
     assert!(all.windows(2).all(|w| w[0] < w[1]), "IDs out of order");
     actors.stop();
 }
@@ -456,11 +456,11 @@ async fn an_actor_with_a_message_on_its_way_does_not_sleep() {
     ids(&h, 1).await.unwrap();
     let sent = h.actor.lock().unwrap().sent;
     assert!(sent > 0 && h.actor_runs());
-    let memo = || h.actor.lock().unwrap().memo.clone();
+    let memo = || h.actor.lock().unwrap().memo;
     let m = memo();
-    assert!(!h.put_to_sleep(sent - 1, || m.clone()), "one message not handled yet");
+    assert!(!h.put_to_sleep(sent - 1, || m), "one message not handled yet");
     assert!(h.actor_runs());
-    assert!(h.put_to_sleep(sent, || m.clone()), "all handled");
+    assert!(h.put_to_sleep(sent, || m), "all handled");
     assert!(h.actor.lock().unwrap().addr.is_none());
     // The next take starts a new actor.
     ids(&h, 20).await.unwrap();
