@@ -64,6 +64,26 @@ pub enum Applied {
     ClusterVersion(ClusterVersion),
 }
 
+impl Applied {
+    /// What kind of result this is, in words (for a refused answer of the wrong kind; the
+    /// counterpart of [`Op::what`]).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Applied::Nothing => "no result",
+            Applied::Tag { .. } => "a tag",
+            Applied::Segment(_) => "a segment",
+            Applied::Segments(_) => "a group of segments",
+            Applied::Worker(_) => "a worker grant",
+            Applied::Token { .. } => "a token",
+            Applied::Tags { .. } => "a batch of tags",
+            Applied::Template { .. } => "a template",
+            Applied::Numbers(_) => "gapless numbers",
+            Applied::Limits(_) => "a series' limits",
+            Applied::ClusterVersion(_) => "a cluster version",
+        }
+    }
+}
+
 /// Why a command was rejected. Rejection is deterministic: every node rejects the same entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ApplyError {

@@ -8,8 +8,8 @@
 //! (`leaf_peer_answers_rejected`) and reported as 503 `unavailable`.
 //!
 //! The state machine's result ([`Applied`], one type for every command) becomes the caller's
-//! typed result in one place, [`FromApplied`]; after [`check_applied`] a mismatch there can only
-//! be a bug, and it is refused like a bad answer.
+//! typed result through [`Answer`], implemented by each result type: `check` against the op
+//! asked for, then `take`.
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
 use leaf_api::tokens::TokenId;
 use leaf_api::types::MembershipChange;
@@ -41,109 +41,23 @@ pub(crate) fn check_membership(m: &MembershipChange) -> Result<(), AnswerError> 
     Ok(())
 }
 
-/// The state machine's result for `op`, checked against `op`.
-pub(crate) fn check_applied(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
-    match (op.inner(), applied) {
-        (Op::AllocateSegment { step, .. }, Applied::Segment(a)) => {
-            if a.start < 0 || a.end <= a.start {
-                return Err(invalid(format!("segment [{}, {}) is empty or negative", a.start, a.end)));
-            }
-            // Shorter than the step only where the tag's space ends (its upper bound, the
-            // end of a daily tag's day, i64::MAX).
-            if a.end.checked_sub(a.start).is_none_or(|len| len > *step) {
-                return Err(invalid(format!(
-                    "segment [{}, {}) is longer than the requested step {step}",
-                    a.start, a.end
-                )));
-            }
-            validate_step(a.stored_step).map_err(|e| invalid(format!("stored step: {e}")))
-        }
-        (
-            Op::CreateTag { tag: NewTag { tag, .. }, .. }
-            | Op::UpdateTag { tag, .. }
-            | Op::ArchiveTag { tag }
-            | Op::RestoreTag { tag },
-            Applied::Tag { tag: got, record },
-        ) => {
-            if got != tag {
-                return Err(invalid(format!("result for tag {got:?}, asked for {tag:?}")));
-            }
-            validate_tag(got).map_err(|e| invalid(e.to_string()))?;
-            validate_step(record.step).map_err(|e| invalid(e.to_string()))?;
-            validate_max_id(record.max_id).map_err(|e| invalid(e.to_string()))
-        }
-        (Op::RegisterWorker { within: None, .. }, Applied::Worker(g)) => check_worker(g.worker_id, g.lease_expires_ms),
-        (Op::RegisterWorker { within: Some((first, last)), .. }, Applied::Worker(g)) => {
-            if !(*first..=*last).contains(&g.worker_id) {
-                return Err(invalid(format!("worker ID {} is outside the asked {first}..={last}", g.worker_id)));
-            }
-            check_worker(g.worker_id, g.lease_expires_ms)
-        }
-        (Op::CreateToken { token: t, .. }, Applied::Token { id, record }) => {
-            check_token_answer(t.id, *id, record)?;
-            if record.secret_hash != t.secret_hash || record.name != t.name {
-                return Err(invalid(format!("token {id} answered with another name or secret")));
-            }
-            Ok(())
-        }
-        (Op::RotateToken { id: asked, secret_hash, .. }, Applied::Token { id, record }) => {
-            check_token_answer(*asked, *id, record)?;
-            if record.secret_hash != *secret_hash {
-                return Err(invalid(format!("token {id} answered with another secret")));
-            }
-            Ok(())
-        }
-        (Op::RevokeToken { id: asked }, Applied::Token { id, record }) => check_token_answer(*asked, *id, record),
-        (Op::CreateTags { tags }, Applied::Tags { created, existing }) => {
-            // Every name asked for, each once, as created or existing: nothing else.
-            let asked: std::collections::BTreeSet<&str> = tags.iter().map(|t| t.tag.as_str()).collect();
-            let mut seen = std::collections::BTreeSet::new();
-            for name in created.iter().chain(existing) {
-                if !asked.contains(name.as_str()) || !seen.insert(name.as_str()) {
-                    return Err(invalid(format!("batch answered tag {name:?} it did not ask for, or twice")));
-                }
-            }
-            if seen.len() != asked.len() {
-                return Err(invalid(format!("batch of {} tags answered for {}", asked.len(), seen.len())));
-            }
-            Ok(())
-        }
-        (Op::PutTemplate(t), Applied::Template { name, record }) => {
-            if *name != t.name || record.pattern != t.pattern || record.settings != t.settings {
-                return Err(invalid(format!("template {name:?} answered with another name, pattern or settings")));
-            }
-            Ok(())
-        }
-        (Op::DeleteTemplate { name: asked }, Applied::Template { name, .. }) => {
-            if name != asked {
-                return Err(invalid(format!("deletion answered for template {name:?}, asked for {asked:?}")));
-            }
-            Ok(())
-        }
-        (Op::NoteMembership(_), Applied::Nothing) => Ok(()),
-        (Op::IssueNumbers { asks, .. }, Applied::Numbers(results)) => {
-            check_numbers(asks.iter().map(|a| &a.ask), results)
-        }
-        (Op::SetSeriesLimits { limits, .. }, Applied::Limits(got)) => {
-            if got != limits {
-                return Err(invalid(format!("limits answered {got:?}, asked for {limits:?}")));
-            }
-            Ok(())
-        }
-        (Op::SetClusterVersion { version }, Applied::ClusterVersion(active)) => {
-            if active < version {
-                return Err(invalid(format!("cluster version {active} answered to a raise to {version}")));
-            }
-            Ok(())
-        }
-        (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
-            if g.worker_id != *worker_id {
-                return Err(invalid(format!("renewal answered for worker ID {}, asked for {worker_id}", g.worker_id)));
-            }
-            check_worker(g.worker_id, g.lease_expires_ms)
-        }
-        (op, applied) => Err(AnswerError::WrongKind { asked: op.what(), got: applied_kind(applied) }),
-    }
+/// A proposal's typed result: how the state machine's [`Applied`] for an op is checked against
+/// that op, field by field, and taken out. Each result type checks the ops it answers; any
+/// other pairing is a result of the wrong kind.
+pub(crate) trait Answer: Sized {
+    /// What the caller asked for, for the error.
+    const ASKED: &'static str;
+
+    /// `applied`, the result for `op` (unwrapped of `Op::Admin`), checked against it.
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError>;
+
+    /// The typed result out of `applied`.
+    fn take(applied: Applied) -> Result<Self, AnswerError>;
+}
+
+/// A result of another kind than `op` is answered with.
+fn mismatch(op: &Op, applied: &Applied) -> AnswerError {
+    AnswerError::WrongKind { asked: op.what(), got: applied.kind() }
 }
 
 fn check_worker(worker_id: u16, lease_expires_ms: i64) -> Result<(), AnswerError> {
@@ -207,38 +121,34 @@ fn check_token_answer(asked: TokenId, got: TokenId, record: &TokenRecord) -> Res
     leaf_api::tokens::validate_scope(&record.rights, &record.tags).map_err(|e| invalid(e.to_string()))
 }
 
-fn applied_kind(applied: &Applied) -> &'static str {
-    match applied {
-        Applied::Nothing => "no result",
-        Applied::Tag { .. } => "a tag",
-        Applied::Segment(_) => "a segment",
-        Applied::Segments(_) => "a group of segments",
-        Applied::Worker(_) => "a worker grant",
-        Applied::Token { .. } => "a token",
-        Applied::Tags { .. } => "a batch of tags",
-        Applied::Template { .. } => "a template",
-        Applied::Numbers(_) => "gapless numbers",
-        Applied::Limits(_) => "a series' limits",
-        Applied::ClusterVersion(_) => "a cluster version",
-    }
+fn wrong_kind<T: Answer>(applied: &Applied) -> AnswerError {
+    AnswerError::WrongKind { asked: T::ASKED, got: applied.kind() }
 }
 
-/// A proposal's typed result, taken out of the state machine's [`Applied`].
-pub(crate) trait FromApplied: Sized {
-    /// What the caller asked for, for the error.
-    const ASKED: &'static str;
-
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError>;
-}
-
-fn wrong_kind<T: FromApplied>(applied: &Applied) -> AnswerError {
-    AnswerError::WrongKind { asked: T::ASKED, got: applied_kind(applied) }
-}
-
-impl FromApplied for Allocation {
+impl Answer for Allocation {
     const ASKED: &'static str = "a segment allocation";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::AllocateSegment { step, .. }, Applied::Segment(a)) => {
+                if a.start < 0 || a.end <= a.start {
+                    return Err(invalid(format!("segment [{}, {}) is empty or negative", a.start, a.end)));
+                }
+                // Shorter than the step only where the tag's space ends (its upper bound, the
+                // end of a daily tag's day, i64::MAX).
+                if a.end.checked_sub(a.start).is_none_or(|len| len > *step) {
+                    return Err(invalid(format!(
+                        "segment [{}, {}) is longer than the requested step {step}",
+                        a.start, a.end
+                    )));
+                }
+                validate_step(a.stored_step).map_err(|e| invalid(format!("stored step: {e}")))
+            }
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Segment(a) => Ok(a),
             other => Err(wrong_kind::<Self>(&other)),
@@ -246,10 +156,19 @@ impl FromApplied for Allocation {
     }
 }
 
-impl FromApplied for Vec<Result<Issued, ApplyError>> {
+impl Answer for Vec<Result<Issued, ApplyError>> {
     const ASKED: &'static str = "an issue of gapless numbers";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::IssueNumbers { asks, .. }, Applied::Numbers(results)) => {
+                check_numbers(asks.iter().map(|a| &a.ask), results)
+            }
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Numbers(results) => Ok(results),
             other => Err(wrong_kind::<Self>(&other)),
@@ -257,10 +176,22 @@ impl FromApplied for Vec<Result<Issued, ApplyError>> {
     }
 }
 
-impl FromApplied for leaf_raft_store::version::ClusterVersion {
+impl Answer for leaf_raft_store::version::ClusterVersion {
     const ASKED: &'static str = "a cluster version";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::SetClusterVersion { version }, Applied::ClusterVersion(active)) => {
+                if active < version {
+                    return Err(invalid(format!("cluster version {active} answered to a raise to {version}")));
+                }
+                Ok(())
+            }
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::ClusterVersion(v) => Ok(v),
             other => Err(wrong_kind::<Self>(&other)),
@@ -268,10 +199,22 @@ impl FromApplied for leaf_raft_store::version::ClusterVersion {
     }
 }
 
-impl FromApplied for leaf_api::gapless::SeriesLimits {
+impl Answer for leaf_api::gapless::SeriesLimits {
     const ASKED: &'static str = "a series' limits";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::SetSeriesLimits { limits, .. }, Applied::Limits(got)) => {
+                if got != limits {
+                    return Err(invalid(format!("limits answered {got:?}, asked for {limits:?}")));
+                }
+                Ok(())
+            }
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Limits(l) => Ok(l),
             other => Err(wrong_kind::<Self>(&other)),
@@ -279,10 +222,31 @@ impl FromApplied for leaf_api::gapless::SeriesLimits {
     }
 }
 
-impl FromApplied for (TokenId, TokenRecord) {
+impl Answer for (TokenId, TokenRecord) {
     const ASKED: &'static str = "a token change";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::CreateToken { token: t, .. }, Applied::Token { id, record }) => {
+                check_token_answer(t.id, *id, record)?;
+                if record.secret_hash != t.secret_hash || record.name != t.name {
+                    return Err(invalid(format!("token {id} answered with another name or secret")));
+                }
+                Ok(())
+            }
+            (Op::RotateToken { id: asked, secret_hash, .. }, Applied::Token { id, record }) => {
+                check_token_answer(*asked, *id, record)?;
+                if record.secret_hash != *secret_hash {
+                    return Err(invalid(format!("token {id} answered with another secret")));
+                }
+                Ok(())
+            }
+            (Op::RevokeToken { id: asked }, Applied::Token { id, record }) => check_token_answer(*asked, *id, record),
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Token { id, record } => Ok((id, record)),
             other => Err(wrong_kind::<Self>(&other)),
@@ -297,10 +261,30 @@ pub struct CreatedTags {
     pub existing: Vec<String>,
 }
 
-impl FromApplied for CreatedTags {
+impl Answer for CreatedTags {
     const ASKED: &'static str = "a batch of tag creations";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::CreateTags { tags }, Applied::Tags { created, existing }) => {
+                // Every name asked for, each once, as created or existing: nothing else.
+                let asked: std::collections::BTreeSet<&str> = tags.iter().map(|t| t.tag.as_str()).collect();
+                let mut seen = std::collections::BTreeSet::new();
+                for name in created.iter().chain(existing) {
+                    if !asked.contains(name.as_str()) || !seen.insert(name.as_str()) {
+                        return Err(invalid(format!("batch answered tag {name:?} it did not ask for, or twice")));
+                    }
+                }
+                if seen.len() != asked.len() {
+                    return Err(invalid(format!("batch of {} tags answered for {}", asked.len(), seen.len())));
+                }
+                Ok(())
+            }
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Tags { created, existing } => Ok(CreatedTags { created, existing }),
             other => Err(wrong_kind::<Self>(&other)),
@@ -308,10 +292,28 @@ impl FromApplied for CreatedTags {
     }
 }
 
-impl FromApplied for (String, leaf_raft_store::TemplateRecord) {
+impl Answer for (String, leaf_raft_store::TemplateRecord) {
     const ASKED: &'static str = "a template change";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::PutTemplate(t), Applied::Template { name, record }) => {
+                if *name != t.name || record.pattern != t.pattern || record.settings != t.settings {
+                    return Err(invalid(format!("template {name:?} answered with another name, pattern or settings")));
+                }
+                Ok(())
+            }
+            (Op::DeleteTemplate { name: asked }, Applied::Template { name, .. }) => {
+                if name != asked {
+                    return Err(invalid(format!("deletion answered for template {name:?}, asked for {asked:?}")));
+                }
+                Ok(())
+            }
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Template { name, record } => Ok((name, record)),
             other => Err(wrong_kind::<Self>(&other)),
@@ -319,10 +321,17 @@ impl FromApplied for (String, leaf_raft_store::TemplateRecord) {
     }
 }
 
-impl FromApplied for () {
+impl Answer for () {
     const ASKED: &'static str = "a membership note";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::NoteMembership(_), Applied::Nothing) => Ok(()),
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Nothing => Ok(()),
             other => Err(wrong_kind::<Self>(&other)),
@@ -330,10 +339,30 @@ impl FromApplied for () {
     }
 }
 
-impl FromApplied for TagRecord {
+impl Answer for TagRecord {
     const ASKED: &'static str = "a tag creation or update";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (
+                Op::CreateTag { tag: NewTag { tag, .. }, .. }
+                | Op::UpdateTag { tag, .. }
+                | Op::ArchiveTag { tag }
+                | Op::RestoreTag { tag },
+                Applied::Tag { tag: got, record },
+            ) => {
+                if got != tag {
+                    return Err(invalid(format!("result for tag {got:?}, asked for {tag:?}")));
+                }
+                validate_tag(got).map_err(|e| invalid(e.to_string()))?;
+                validate_step(record.step).map_err(|e| invalid(e.to_string()))?;
+                validate_max_id(record.max_id).map_err(|e| invalid(e.to_string()))
+            }
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Tag { record, .. } => Ok(record),
             other => Err(wrong_kind::<Self>(&other)),
@@ -341,10 +370,35 @@ impl FromApplied for TagRecord {
     }
 }
 
-impl FromApplied for WorkerGrant {
+impl Answer for WorkerGrant {
     const ASKED: &'static str = "a worker registration or renewal";
 
-    fn from_applied(applied: Applied) -> Result<Self, AnswerError> {
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::RegisterWorker { within: None, .. }, Applied::Worker(g)) => {
+                check_worker(g.worker_id, g.lease_expires_ms)
+            }
+            (Op::RegisterWorker { within: Some((first, last)), .. }, Applied::Worker(g)) => {
+                if !(*first..=*last).contains(&g.worker_id) {
+                    return Err(invalid(format!("worker ID {} is outside the asked {first}..={last}", g.worker_id)));
+                }
+                check_worker(g.worker_id, g.lease_expires_ms)
+            }
+            (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
+                if g.worker_id != *worker_id {
+                    return Err(invalid(format!(
+                        "renewal answered for worker ID {}, asked for {worker_id}",
+                        g.worker_id
+                    )));
+                }
+                check_worker(g.worker_id, g.lease_expires_ms)
+            }
+
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Worker(g) => Ok(g),
             other => Err(wrong_kind::<Self>(&other)),
@@ -366,21 +420,21 @@ mod tests {
 
     #[test]
     fn segments_must_be_nonempty_and_at_most_the_requested_step() {
-        assert!(check_applied(&alloc(10), &segment(100, 110)).is_ok());
+        assert!(Allocation::check(&alloc(10), &segment(100, 110)).is_ok());
         // Cut short where the tag's space ends (an upper bound, the end of a day).
-        assert!(check_applied(&alloc(10), &segment(100, 109)).is_ok());
+        assert!(Allocation::check(&alloc(10), &segment(100, 109)).is_ok());
         for (start, end) in [(100, 100), (100, 99), (100, 111), (-5, 5), (i64::MIN, i64::MAX)] {
-            assert!(check_applied(&alloc(10), &segment(start, end)).is_err(), "[{start}, {end}) accepted");
+            assert!(Allocation::check(&alloc(10), &segment(start, end)).is_err(), "[{start}, {end}) accepted");
         }
         let bad_step = Applied::Segment(Allocation { start: 0, end: 10, stored_step: 0 });
-        assert!(check_applied(&alloc(10), &bad_step).is_err());
+        assert!(Allocation::check(&alloc(10), &bad_step).is_err());
         // The wrong kind of result.
         assert_eq!(
-            check_applied(&alloc(10), &Applied::Nothing),
+            Allocation::check(&alloc(10), &Applied::Nothing),
             Err(AnswerError::WrongKind { asked: "a segment allocation", got: "no result" })
         );
         let grant = Applied::Worker(WorkerGrant { worker_id: 1, not_before_ms: 0, lease_expires_ms: 1 });
-        assert!(matches!(check_applied(&alloc(10), &grant), Err(AnswerError::WrongKind { .. })));
+        assert!(matches!(Allocation::check(&alloc(10), &grant), Err(AnswerError::WrongKind { .. })));
     }
 
     #[test]
@@ -389,23 +443,23 @@ mod tests {
             Applied::Worker(WorkerGrant { worker_id, not_before_ms: 0, lease_expires_ms })
         };
         let register = Op::RegisterWorker { node_id: 1, lease_ms: 60_000, within: None };
-        assert!(check_applied(&register, &grant(3, 1_700_000_000_000)).is_ok());
-        assert!(check_applied(&register, &grant(1024, 1_700_000_000_000)).is_err());
-        assert!(check_applied(&register, &grant(3, -1)).is_err());
+        assert!(WorkerGrant::check(&register, &grant(3, 1_700_000_000_000)).is_ok());
+        assert!(WorkerGrant::check(&register, &grant(1024, 1_700_000_000_000)).is_err());
+        assert!(WorkerGrant::check(&register, &grant(3, -1)).is_err());
         let renew = Op::RenewWorker { node_id: 1, worker_id: 3, high_water_ms: 1, lease_ms: 60_000 };
-        assert!(check_applied(&renew, &grant(3, 1_700_000_000_000)).is_ok());
-        assert!(check_applied(&renew, &grant(4, 1_700_000_000_000)).is_err());
+        assert!(WorkerGrant::check(&renew, &grant(3, 1_700_000_000_000)).is_ok());
+        assert!(WorkerGrant::check(&renew, &grant(4, 1_700_000_000_000)).is_err());
         let record = TagRecord::plain(1, 10, 0, 0);
         let create = Op::create_segment_tag("a".into(), 10, 1, String::new());
         let tag = |t: &str, record: TagRecord| Applied::Tag { tag: t.into(), record };
-        assert!(check_applied(&create, &tag("a", record.clone())).is_ok());
-        assert!(check_applied(&create, &tag("b", record.clone())).is_err());
-        assert!(check_applied(&create, &tag("a", TagRecord::plain(-1, 10, 0, 0))).is_err());
-        assert!(check_applied(&create, &tag("a", TagRecord::plain(1, 0, 0, 0))).is_err());
-        assert!(matches!(check_applied(&create, &grant(3, 1)), Err(AnswerError::WrongKind { .. })));
+        assert!(TagRecord::check(&create, &tag("a", record.clone())).is_ok());
+        assert!(TagRecord::check(&create, &tag("b", record.clone())).is_err());
+        assert!(TagRecord::check(&create, &tag("a", TagRecord::plain(-1, 10, 0, 0))).is_err());
+        assert!(TagRecord::check(&create, &tag("a", TagRecord::plain(1, 0, 0, 0))).is_err());
+        assert!(matches!(TagRecord::check(&create, &grant(3, 1)), Err(AnswerError::WrongKind { .. })));
         let update = Op::UpdateTag { tag: "a".into(), step: Some(20), description: None };
-        assert!(check_applied(&update, &tag("a", record)).is_ok());
-        assert!(matches!(check_applied(&update, &segment(0, 20)), Err(AnswerError::WrongKind { .. })));
+        assert!(TagRecord::check(&update, &tag("a", record)).is_ok());
+        assert!(matches!(TagRecord::check(&update, &segment(0, 20)), Err(AnswerError::WrongKind { .. })));
     }
 
     #[test]
@@ -420,19 +474,19 @@ mod tests {
         let a = Allocation { start: 0, end: 10, stored_step: 10 };
         let g = WorkerGrant { worker_id: 2, not_before_ms: 5, lease_expires_ms: 60_000 };
         let r = TagRecord::plain(1, 10, 1, 2).with_description("d".into());
-        assert_eq!(Allocation::from_applied(Applied::Segment(a)), Ok(a));
-        assert_eq!(WorkerGrant::from_applied(Applied::Worker(g)), Ok(g));
-        assert_eq!(TagRecord::from_applied(Applied::Tag { tag: "t".into(), record: r.clone() }), Ok(r.clone()));
+        assert_eq!(Allocation::take(Applied::Segment(a)), Ok(a));
+        assert_eq!(WorkerGrant::take(Applied::Worker(g)), Ok(g));
+        assert_eq!(TagRecord::take(Applied::Tag { tag: "t".into(), record: r.clone() }), Ok(r.clone()));
         assert_eq!(
-            Allocation::from_applied(Applied::Worker(g)),
+            Allocation::take(Applied::Worker(g)),
             Err(AnswerError::WrongKind { asked: "a segment allocation", got: "a worker grant" })
         );
         assert_eq!(
-            WorkerGrant::from_applied(Applied::Tag { tag: "t".into(), record: r }),
+            WorkerGrant::take(Applied::Tag { tag: "t".into(), record: r }),
             Err(AnswerError::WrongKind { asked: "a worker registration or renewal", got: "a tag" })
         );
         assert_eq!(
-            TagRecord::from_applied(Applied::Nothing),
+            TagRecord::take(Applied::Nothing),
             Err(AnswerError::WrongKind { asked: "a tag creation or update", got: "no result" })
         );
     }

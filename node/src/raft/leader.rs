@@ -9,7 +9,7 @@ use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::ServerState;
 use tokio::time::Instant;
 
-use super::answer::{check_applied, check_membership, AnswerError};
+use super::answer::{check_membership, AnswerError};
 use super::error::write_error;
 use super::ops::{AddLearner, ForwardOp, Promote, Propose, QuorumAge, ReadIndex, Remove};
 use super::{ProposeError, RaftNode};
@@ -38,8 +38,9 @@ impl LeaderOp for Propose {
         self.op.repeat() == Repeat::Harmless
     }
 
-    fn check(&self, reply: &Self::Reply) -> Result<(), AnswerError> {
-        check_applied(&self.op, reply)
+    /// Checked by the caller, by the type that answers it ([`super::answer::Answer`]).
+    fn check(&self, _reply: &Self::Reply) -> Result<(), AnswerError> {
+        Ok(())
     }
 
     async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {

@@ -203,10 +203,11 @@ impl LeaderOp for MonotonicTake {
                 let op =
                     Op::AllocateSegment { tag: self.tag.clone(), step: record.step.max(count), node_id: node.node_id };
                 let applied = Propose { op: op.clone() }.execute(node, deadline).await?;
-                super::answer::check_applied(&op, &applied)
+                use super::answer::Answer;
+                leaf_raft_store::Allocation::check(&op, &applied)
                     .map_err(|why| node.refuse_answer(&why, &op, Some(&applied)))?;
-                let a = <leaf_raft_store::Allocation as super::answer::FromApplied>::from_applied(applied)
-                    .map_err(|why| node.refuse_answer(&why, &op, None))?;
+                let a =
+                    leaf_raft_store::Allocation::take(applied).map_err(|why| node.refuse_answer(&why, &op, None))?;
                 if node.leading_term() != Some(term) {
                     return Err(node.not_leader());
                 }

@@ -10,7 +10,7 @@
 //! that fails [`super::answer`]'s checks.
 //!
 //! The state machine's results stay one type ([`Applied`], openraft allows one response type):
-//! [`super::answer::FromApplied`] turns it into the caller's typed result.
+//! [`super::answer::Answer`] checks it and turns it into the caller's typed result.
 use std::fmt::Debug;
 use std::time::Duration;
 

@@ -10,7 +10,7 @@ use leaf_raft_store::{
 };
 use tokio::time::Instant;
 
-use super::answer::{CreatedTags, FromApplied};
+use super::answer::{Answer, CreatedTags};
 use super::ops::{Propose, ReadIndex};
 use super::{ProposeError, RaftNode};
 
@@ -152,7 +152,7 @@ impl RaftNode {
         let send = move |asks: Vec<OwnedAsk>| {
             let me = me.clone();
             async move {
-                // `check_applied` made it one result per ask, in order.
+                // `Answer::check` made it one result per ask, in order.
                 let results: Vec<Result<Issued, ApplyError>> =
                     me.propose(Op::IssueNumbers { asks, rules: NumberRules::Owned }).await?;
                 Ok(results)
@@ -215,7 +215,7 @@ impl RaftNode {
     /// Commits `op` through the leader (this node or, forwarded, another) and returns its
     /// checked, typed result. The leader stamps its clock into the command. Retried across
     /// leader changes until `raft.propose_timeout_ms`.
-    pub(super) async fn propose<R: FromApplied>(&self, op: Op) -> Result<R, ProposeError> {
+    pub(super) async fn propose<R: Answer>(&self, op: Op) -> Result<R, ProposeError> {
         // An operation newer than the cluster's version (as this node applied it) goes as it is
         // to a leader that reads it, which chooses its form by its own state; to a leader of an
         // earlier release, only in a form that release reads ([`leaf_raft_store::version::form`]).
@@ -227,8 +227,10 @@ impl RaftNode {
         };
         let req = Propose { op };
         let applied = self.on_leader(&req).await?;
-        // After `on_leader`'s check of the result against `op`, a mismatch here is a bug.
-        R::from_applied(applied).map_err(|why| self.refuse_answer(&why, &req, None))
+        // The result checked against what was asked, by the type that answers it.
+        R::check(req.op.inner(), &applied).map_err(|why| self.refuse_answer(&why, &req, Some(&applied)))?;
+        // After that check, a mismatch here is a bug.
+        R::take(applied).map_err(|why| self.refuse_answer(&why, &req, None))
     }
 
     /// Waits until this node has applied everything committed before the call (a
