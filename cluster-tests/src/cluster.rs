@@ -215,16 +215,39 @@ fn certs(bin: &Path, cmd: &[&str], dir: &Path, args: &[&str]) -> anyhow::Result<
 /// A free loopback port, never one this process handed out before: the kernel may give a
 /// port it just released to the next bind, and two nodes of one cluster on the same port is
 /// a broken cluster (seen in CI: node 3 could not bind, and its requests reached node 1). Every
-/// listener the harness opens takes its port from here too (the chaos proxies do), so the
-/// remaining race is another process taking the port before the node binds it, rare enough
-/// for tests.
+/// listener the harness opens takes its port from here too (the chaos proxies do).
+///
+/// It is chosen below the kernel's ephemeral range (`ip_local_port_range`), where outgoing
+/// connections take their local ports: a port from that range, handed to a node that binds it
+/// seconds later (a spare Docker container, added by a membership fault), was once taken in
+/// between by one of the many client connections (seen in CI: "Bind for 127.0.0.1:33565
+/// failed: port is already allocated"). Below it, only an explicit bind can take it.
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
+    const LOWEST: u32 = 10_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()))
+        .unwrap_or(32_768);
+    let span = ephemeral_low.saturating_sub(LOWEST);
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    if span >= 1_000 {
+        // A start of this process's own, so that test binaries run side by side rarely probe
+        // the same ports.
+        let start = (std::process::id().wrapping_mul(7_919) + given.len() as u32) % span;
+        for i in 0..span {
+            let port = (LOWEST + (start + i) % span) as u16;
+            if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.insert(port);
+                return port;
+            }
+        }
+    }
     for _ in 0..1000 {
         let port =
             std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0);
-        if port != 0 && GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+        if port != 0 && given.insert(port) {
             return port;
         }
     }
@@ -630,5 +653,9 @@ mod tests {
         assert!(ports.iter().all(|p| *p != 0));
         let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), ports.len());
+        // None from the range outgoing connections take their local ports from.
+        let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+        assert!(ports.iter().all(|p| *p < low), "a port at or above {low}");
     }
 }
