@@ -11,12 +11,8 @@
 //! typed result through [`Answer`], implemented by each result type: `check` against the op
 //! asked for, then `take`.
 use leaf_api::tag::{validate_max_id, validate_step, validate_tag};
-use leaf_api::tokens::TokenId;
 use leaf_api::types::MembershipChange;
-use leaf_raft_store::{
-    Allocation, Applied, ApplyError, Issued, NewTag, NumberAct, NumberAsk, Op, TagRecord, TokenRecord, WorkerGrant,
-    WORKER_IDS,
-};
+use leaf_raft_store::{Allocation, Applied, ApplyError, Issued, NewTag, NumberAct, NumberAsk, Op, TagRecord};
 
 /// Why an answer was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,7 +25,7 @@ pub enum AnswerError {
     Invalid(String),
 }
 
-fn invalid(why: impl Into<String>) -> AnswerError {
+pub(crate) fn invalid(why: impl Into<String>) -> AnswerError {
     AnswerError::Invalid(why.into())
 }
 
@@ -56,18 +52,8 @@ pub(crate) trait Answer: Sized {
 }
 
 /// A result of another kind than `op` is answered with.
-fn mismatch(op: &Op, applied: &Applied) -> AnswerError {
+pub(crate) fn mismatch(op: &Op, applied: &Applied) -> AnswerError {
     AnswerError::WrongKind { asked: op.what(), got: applied.kind() }
-}
-
-fn check_worker(worker_id: u16, lease_expires_ms: i64) -> Result<(), AnswerError> {
-    if worker_id >= WORKER_IDS {
-        return Err(invalid(format!("worker ID {worker_id} is outside 0..{WORKER_IDS}")));
-    }
-    if lease_expires_ms <= 0 {
-        return Err(invalid(format!("lease end {lease_expires_ms} is not a time")));
-    }
-    Ok(())
 }
 
 /// One result per ask, in order, each [`check_issued`].
@@ -112,16 +98,7 @@ fn check_issued((ask, i): (&NumberAsk, &Issued)) -> Result<(), AnswerError> {
     Ok(())
 }
 
-/// A token answer is about the token asked for, and its fields are within their bounds.
-fn check_token_answer(asked: TokenId, got: TokenId, record: &TokenRecord) -> Result<(), AnswerError> {
-    if asked != got {
-        return Err(invalid(format!("answer for token {got}, asked for {asked}")));
-    }
-    leaf_api::tokens::validate_name(&record.name).map_err(|e| invalid(e.to_string()))?;
-    leaf_api::tokens::validate_scope(&record.rights, &record.tags).map_err(|e| invalid(e.to_string()))
-}
-
-fn wrong_kind<T: Answer>(applied: &Applied) -> AnswerError {
+pub(crate) fn wrong_kind<T: Answer>(applied: &Applied) -> AnswerError {
     AnswerError::WrongKind { asked: T::ASKED, got: applied.kind() }
 }
 
@@ -222,38 +199,6 @@ impl Answer for leaf_api::gapless::SeriesLimits {
     }
 }
 
-impl Answer for (TokenId, TokenRecord) {
-    const ASKED: &'static str = "a token change";
-
-    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
-        match (op, applied) {
-            (Op::CreateToken { token: t, .. }, Applied::Token { id, record }) => {
-                check_token_answer(t.id, *id, record)?;
-                if record.secret_hash != t.secret_hash || record.name != t.name {
-                    return Err(invalid(format!("token {id} answered with another name or secret")));
-                }
-                Ok(())
-            }
-            (Op::RotateToken { id: asked, secret_hash, .. }, Applied::Token { id, record }) => {
-                check_token_answer(*asked, *id, record)?;
-                if record.secret_hash != *secret_hash {
-                    return Err(invalid(format!("token {id} answered with another secret")));
-                }
-                Ok(())
-            }
-            (Op::RevokeToken { id: asked }, Applied::Token { id, record }) => check_token_answer(*asked, *id, record),
-            (op, applied) => Err(mismatch(op, applied)),
-        }
-    }
-
-    fn take(applied: Applied) -> Result<Self, AnswerError> {
-        match applied {
-            Applied::Token { id, record } => Ok((id, record)),
-            other => Err(wrong_kind::<Self>(&other)),
-        }
-    }
-}
-
 /// What a batch of tag creations did: the names created and those that existed, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CreatedTags {
@@ -287,35 +232,6 @@ impl Answer for CreatedTags {
     fn take(applied: Applied) -> Result<Self, AnswerError> {
         match applied {
             Applied::Tags { created, existing } => Ok(CreatedTags { created, existing }),
-            other => Err(wrong_kind::<Self>(&other)),
-        }
-    }
-}
-
-impl Answer for (String, leaf_raft_store::TemplateRecord) {
-    const ASKED: &'static str = "a template change";
-
-    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
-        match (op, applied) {
-            (Op::PutTemplate(t), Applied::Template { name, record }) => {
-                if *name != t.name || record.pattern != t.pattern || record.settings != t.settings {
-                    return Err(invalid(format!("template {name:?} answered with another name, pattern or settings")));
-                }
-                Ok(())
-            }
-            (Op::DeleteTemplate { name: asked }, Applied::Template { name, .. }) => {
-                if name != asked {
-                    return Err(invalid(format!("deletion answered for template {name:?}, asked for {asked:?}")));
-                }
-                Ok(())
-            }
-            (op, applied) => Err(mismatch(op, applied)),
-        }
-    }
-
-    fn take(applied: Applied) -> Result<Self, AnswerError> {
-        match applied {
-            Applied::Template { name, record } => Ok((name, record)),
             other => Err(wrong_kind::<Self>(&other)),
         }
     }
@@ -370,45 +286,10 @@ impl Answer for TagRecord {
     }
 }
 
-impl Answer for WorkerGrant {
-    const ASKED: &'static str = "a worker registration or renewal";
-
-    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
-        match (op, applied) {
-            (Op::RegisterWorker { within: None, .. }, Applied::Worker(g)) => {
-                check_worker(g.worker_id, g.lease_expires_ms)
-            }
-            (Op::RegisterWorker { within: Some((first, last)), .. }, Applied::Worker(g)) => {
-                if !(*first..=*last).contains(&g.worker_id) {
-                    return Err(invalid(format!("worker ID {} is outside the asked {first}..={last}", g.worker_id)));
-                }
-                check_worker(g.worker_id, g.lease_expires_ms)
-            }
-            (Op::RenewWorker { worker_id, .. }, Applied::Worker(g)) => {
-                if g.worker_id != *worker_id {
-                    return Err(invalid(format!(
-                        "renewal answered for worker ID {}, asked for {worker_id}",
-                        g.worker_id
-                    )));
-                }
-                check_worker(g.worker_id, g.lease_expires_ms)
-            }
-
-            (op, applied) => Err(mismatch(op, applied)),
-        }
-    }
-
-    fn take(applied: Applied) -> Result<Self, AnswerError> {
-        match applied {
-            Applied::Worker(g) => Ok(g),
-            other => Err(wrong_kind::<Self>(&other)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use leaf_raft_store::WorkerGrant;
 
     fn alloc(step: i64) -> Op {
         Op::AllocateSegment { tag: "t".into(), step, node_id: 2 }
@@ -438,17 +319,10 @@ mod tests {
     }
 
     #[test]
-    fn workers_and_tags_must_match_the_request() {
+    fn tags_must_match_the_request() {
         let grant = |worker_id, lease_expires_ms| {
             Applied::Worker(WorkerGrant { worker_id, not_before_ms: 0, lease_expires_ms })
         };
-        let register = Op::RegisterWorker { node_id: 1, lease_ms: 60_000, within: None };
-        assert!(WorkerGrant::check(&register, &grant(3, 1_700_000_000_000)).is_ok());
-        assert!(WorkerGrant::check(&register, &grant(1024, 1_700_000_000_000)).is_err());
-        assert!(WorkerGrant::check(&register, &grant(3, -1)).is_err());
-        let renew = Op::RenewWorker { node_id: 1, worker_id: 3, high_water_ms: 1, lease_ms: 60_000 };
-        assert!(WorkerGrant::check(&renew, &grant(3, 1_700_000_000_000)).is_ok());
-        assert!(WorkerGrant::check(&renew, &grant(4, 1_700_000_000_000)).is_err());
         let record = TagRecord::plain(1, 10, 0, 0);
         let create = Op::create_segment_tag("a".into(), 10, 1, String::new());
         let tag = |t: &str, record: TagRecord| Applied::Tag { tag: t.into(), record };

@@ -46,7 +46,7 @@ use leaf_raft_store::{Journal, LogStore, StateReader};
 
 use crate::clock::Clock;
 
-mod answer;
+pub(crate) mod answer;
 mod bootstrap;
 mod caught_up;
 mod chunks;

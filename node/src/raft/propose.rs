@@ -2,11 +2,9 @@
 //! caller matches on the state machine's [`leaf_raft_store::Applied`]) and the linearizable read
 //! barrier. Admin changes carry who asked for them ([`Actor`]) into the audit trail.
 use leaf_api::audit::{Actor, AuditAction};
-use leaf_api::tokens::TokenId;
 pub use leaf_raft_store::NewTag;
 use leaf_raft_store::{
-    Allocation, ApplyError, Issued, NewTemplate, NewToken, NumberAct, NumberAsk, NumberRules, Op, OwnedAsk, SecretHash,
-    TagCap, TagRecord, TemplateRecord, TokenLimits, TokenRecord, WorkerGrant,
+    Allocation, ApplyError, Issued, NumberAct, NumberAsk, NumberRules, Op, OwnedAsk, TagCap, TagRecord,
 };
 use tokio::time::Instant;
 
@@ -17,7 +15,7 @@ use super::{ProposeError, RaftNode};
 impl RaftNode {
     /// `op` as an admin change by `actor`, with this node's audit retention (the leader puts
     /// its own in).
-    fn admin(&self, actor: Actor, op: Op) -> Op {
+    pub(crate) fn admin(&self, actor: Actor, op: Op) -> Op {
         Op::admin(actor, self.audit_retention, op)
     }
 
@@ -99,43 +97,6 @@ impl RaftNode {
         self.propose(self.admin(actor, Op::RestoreTag { tag })).await
     }
 
-    /// Creates a scoped token (its secret as a hash). Not retried once it may have been
-    /// delivered: the caller would never learn the bearer of a token created twice.
-    pub async fn create_token(
-        &self,
-        token: NewToken,
-        limits: TokenLimits,
-        actor: Actor,
-    ) -> Result<(TokenId, TokenRecord), ProposeError> {
-        self.propose(self.admin(actor, Op::CreateToken { token, limits: Some(limits) })).await
-    }
-
-    /// Replaces a token's secret; the old one works for `grace_ms` more of leader time.
-    pub async fn rotate_token(
-        &self,
-        id: TokenId,
-        secret_hash: SecretHash,
-        grace_ms: i64,
-        actor: Actor,
-    ) -> Result<(TokenId, TokenRecord), ProposeError> {
-        self.propose(self.admin(actor, Op::RotateToken { id, secret_hash, grace_ms })).await
-    }
-
-    /// Deletes a token; answers the record it had.
-    pub async fn revoke_token(&self, id: TokenId, actor: Actor) -> Result<(TokenId, TokenRecord), ProposeError> {
-        self.propose(self.admin(actor, Op::RevokeToken { id })).await
-    }
-
-    /// Creates tag template `t.name`, or replaces its pattern and settings.
-    pub async fn put_template(&self, t: NewTemplate, actor: Actor) -> Result<(String, TemplateRecord), ProposeError> {
-        self.propose(self.admin(actor, Op::PutTemplate(t))).await
-    }
-
-    /// Deletes tag template `name`; answers the record it had.
-    pub async fn delete_template(&self, name: String, actor: Actor) -> Result<(String, TemplateRecord), ProposeError> {
-        self.propose(self.admin(actor, Op::DeleteTemplate { name })).await
-    }
-
     /// Records in the audit trail what changed no replicated state: a membership change made
     /// through openraft, an obfuscated decode, a clock fault.
     pub async fn note(&self, action: AuditAction, actor: Actor) -> Result<(), ProposeError> {
@@ -190,32 +151,10 @@ impl RaftNode {
         self.propose(Op::AllocateSegment { tag, step, node_id: self.node_id }).await
     }
 
-    /// Gives this node a snowflake worker ID within `first..=last` (its own again if it holds
-    /// one there) on a lease of `lease_ms`. The whole range is proposed as `RegisterWorker`,
-    /// which nodes of earlier releases still apply (a rolling upgrade).
-    pub async fn register_worker(&self, lease_ms: i64, (first, last): (u16, u16)) -> Result<WorkerGrant, ProposeError> {
-        let node_id = self.node_id;
-        if (first, last) == (0, leaf_raft_store::WORKER_IDS - 1) {
-            return self.propose(Op::RegisterWorker { node_id, lease_ms, within: None }).await;
-        }
-        self.propose(Op::RegisterWorker { node_id, lease_ms, within: Some((first, last)) }).await
-    }
-
-    /// Extends the lease of this node's `worker_id` and raises its time high-water mark; the
-    /// grant is for `worker_id`.
-    pub async fn renew_worker(
-        &self,
-        worker_id: u16,
-        high_water_ms: i64,
-        lease_ms: i64,
-    ) -> Result<WorkerGrant, ProposeError> {
-        self.propose(Op::RenewWorker { node_id: self.node_id, worker_id, high_water_ms, lease_ms }).await
-    }
-
     /// Commits `op` through the leader (this node or, forwarded, another) and returns its
     /// checked, typed result. The leader stamps its clock into the command. Retried across
     /// leader changes until `raft.propose_timeout_ms`.
-    pub(super) async fn propose<R: Answer>(&self, op: Op) -> Result<R, ProposeError> {
+    pub(crate) async fn propose<R: Answer>(&self, op: Op) -> Result<R, ProposeError> {
         // An operation newer than the cluster's version (as this node applied it) goes as it is
         // to a leader that reads it, which chooses its form by its own state; to a leader of an
         // earlier release, only in a form that release reads ([`leaf_raft_store::version::form`]).

@@ -7,11 +7,12 @@ use leaf_api::template::{validate_template_name, PutTemplateRequest, TemplateInf
 use leaf_api::tokens::Right;
 use leaf_api::types::CreateTagRequest;
 use leaf_api::ErrorCode;
-use leaf_raft_store::{NewTemplate, TemplateRecord, TemplateSettings};
+use leaf_raft_store::{Applied, NewTemplate, Op, TemplateRecord, TemplateSettings};
 
 use super::tags::new_tag;
 use super::{ApiError, App};
 use crate::access::{IdRequester, Principal};
+use crate::raft::answer::{invalid, mismatch, wrong_kind, Answer, AnswerError};
 use crate::tags::TagHandle;
 
 impl App {
@@ -51,7 +52,8 @@ impl App {
         let sample = creation(&format!("{prefix}x{suffix}"), &settings);
         new_tag(sample, who).map_err(|e| ApiError { message: format!("template {name:?}: {}", e.message), ..e })?;
         let t = NewTemplate { name, pattern, settings };
-        let (name, record) = self.raft.put_template(t, who.actor()).await?;
+        let (name, record): (String, TemplateRecord) =
+            self.raft.propose(self.raft.admin(who.actor(), Op::PutTemplate(t))).await?;
         tracing::info!(template = name, pattern = %record.pattern, "template put");
         Ok(template_info(name, record))
     }
@@ -60,7 +62,8 @@ impl App {
     pub async fn delete_template(&self, name: String, who: &Principal) -> Result<TemplateInfo, ApiError> {
         who.require_root("managing templates")?;
         validate_template_name(&name).map_err(|e| ApiError::invalid(e.to_string()))?;
-        let (name, record) = self.raft.delete_template(name, who.actor()).await?;
+        let (name, record): (String, TemplateRecord) =
+            self.raft.propose(self.raft.admin(who.actor(), Op::DeleteTemplate { name })).await?;
         tracing::info!(template = name, "template deleted");
         Ok(template_info(name, record))
     }
@@ -131,5 +134,35 @@ pub fn template_info(name: String, r: TemplateRecord) -> TemplateInfo {
         upper_bound: s.upper_bound,
         created_ms: r.created_ms,
         updated_ms: r.updated_ms,
+    }
+}
+
+/// The leader's answer to a template change: the template asked for, as asked.
+impl Answer for (String, TemplateRecord) {
+    const ASKED: &'static str = "a template change";
+
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::PutTemplate(t), Applied::Template { name, record }) => {
+                if *name != t.name || record.pattern != t.pattern || record.settings != t.settings {
+                    return Err(invalid(format!("template {name:?} answered with another name, pattern or settings")));
+                }
+                Ok(())
+            }
+            (Op::DeleteTemplate { name: asked }, Applied::Template { name, .. }) => {
+                if name != asked {
+                    return Err(invalid(format!("deletion answered for template {name:?}, asked for {asked:?}")));
+                }
+                Ok(())
+            }
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
+        match applied {
+            Applied::Template { name, record } => Ok((name, record)),
+            other => Err(wrong_kind::<Self>(&other)),
+        }
     }
 }

@@ -9,10 +9,11 @@ use leaf_api::tokens::{
     RotateTokenRequest, TokenError, TokenId, TokenInfo, MAX_GRACE_MS,
 };
 use leaf_api::ErrorCode;
-use leaf_raft_store::{NewToken, TokenLimits, TokenRecord};
+use leaf_raft_store::{Applied, NewToken, Op, TokenLimits, TokenRecord};
 
 use super::{validate, ApiError, App};
 use crate::access::{hash_secret, new_secret, Principal};
+use crate::raft::answer::{invalid, mismatch, wrong_kind, Answer, AnswerError};
 
 fn bad(e: TokenError) -> ApiError {
     ApiError::invalid(e.to_string())
@@ -71,7 +72,8 @@ impl App {
             quota: body.quota,
             secret_hash: hash_secret(&secret),
         };
-        let (id, record) = self.raft.create_token(token, limits, who.actor()).await?;
+        let create = Op::CreateToken { token, limits: Some(limits) };
+        let (id, record): (TokenId, TokenRecord) = self.raft.propose(self.raft.admin(who.actor(), create)).await?;
         tracing::info!(token = %id, name = %record.name, "created a scoped token");
         Ok(IssuedToken { token: token_info(id, record), bearer: format_bearer(id, &secret) })
     }
@@ -84,7 +86,8 @@ impl App {
 
     /// Revokes a token: every node refuses it once it has applied the revocation.
     pub async fn revoke_token(&self, id: TokenId, who: &Principal) -> Result<TokenInfo, ApiError> {
-        let (id, record) = self.raft.revoke_token(id, who.actor()).await?;
+        let (id, record): (TokenId, TokenRecord) =
+            self.raft.propose(self.raft.admin(who.actor(), Op::RevokeToken { id })).await?;
         tracing::info!(token = %id, name = %record.name, "revoked a scoped token");
         Ok(token_info(id, record))
     }
@@ -102,7 +105,8 @@ impl App {
             return Err(bad(TokenError::Grace(grace_ms)));
         }
         let (_, secret) = new_secret()?;
-        let (id, record) = self.raft.rotate_token(id, hash_secret(&secret), grace_ms, who.actor()).await?;
+        let rotate = Op::RotateToken { id, secret_hash: hash_secret(&secret), grace_ms };
+        let (id, record): (TokenId, TokenRecord) = self.raft.propose(self.raft.admin(who.actor(), rotate)).await?;
         tracing::info!(token = %id, name = %record.name, grace_ms, "rotated a scoped token");
         Ok(IssuedToken { token: token_info(id, record), bearer: format_bearer(id, &secret) })
     }
@@ -143,4 +147,47 @@ pub fn token_info(id: TokenId, r: TokenRecord) -> TokenInfo {
         rotated_ms: r.rotated_ms,
         previous_secret_until_ms: r.previous.map(|(_, until)| until),
     }
+}
+
+/// The leader's answer to a token change: about the token asked for, with the name and
+/// secret asked for, its fields within their bounds.
+impl Answer for (TokenId, TokenRecord) {
+    const ASKED: &'static str = "a token change";
+
+    fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
+        match (op, applied) {
+            (Op::CreateToken { token: t, .. }, Applied::Token { id, record }) => {
+                check_token_answer(t.id, *id, record)?;
+                if record.secret_hash != t.secret_hash || record.name != t.name {
+                    return Err(invalid(format!("token {id} answered with another name or secret")));
+                }
+                Ok(())
+            }
+            (Op::RotateToken { id: asked, secret_hash, .. }, Applied::Token { id, record }) => {
+                check_token_answer(*asked, *id, record)?;
+                if record.secret_hash != *secret_hash {
+                    return Err(invalid(format!("token {id} answered with another secret")));
+                }
+                Ok(())
+            }
+            (Op::RevokeToken { id: asked }, Applied::Token { id, record }) => check_token_answer(*asked, *id, record),
+            (op, applied) => Err(mismatch(op, applied)),
+        }
+    }
+
+    fn take(applied: Applied) -> Result<Self, AnswerError> {
+        match applied {
+            Applied::Token { id, record } => Ok((id, record)),
+            other => Err(wrong_kind::<Self>(&other)),
+        }
+    }
+}
+
+/// A token answer is about the token asked for, and its fields are within their bounds.
+fn check_token_answer(asked: TokenId, got: TokenId, record: &TokenRecord) -> Result<(), AnswerError> {
+    if asked != got {
+        return Err(invalid(format!("answer for token {got}, asked for {asked}")));
+    }
+    leaf_api::tokens::validate_name(&record.name).map_err(|e| invalid(e.to_string()))?;
+    leaf_api::tokens::validate_scope(&record.rights, &record.tags).map_err(|e| invalid(e.to_string()))
 }

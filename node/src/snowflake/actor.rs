@@ -221,7 +221,7 @@ impl WorkerActor {
         self.registration = Registration::InFlight;
         let (raft, lease_ms) = (self.raft.clone(), self.cfg.lease_ttl_ms as i64);
         let range = (self.cfg.worker_ids.first, self.cfg.worker_ids.last);
-        let task = self.rt.spawn(async move { raft.register_worker(lease_ms, range).await });
+        let task = self.rt.spawn(async move { super::lease::register(&raft, lease_ms, range).await });
         let sent = Instant::now();
         ctx.spawn(task.into_actor(self).map(move |res, act, ctx| {
             let res = res.unwrap_or_else(|e| Err(ProposeError::Fatal(e.to_string())));
@@ -373,7 +373,7 @@ impl WorkerActor {
         }
         self.renewing = true;
         let (raft, lease_ms, worker_id) = (self.raft.clone(), self.cfg.lease_ttl_ms as i64, worker.worker_id);
-        let task = self.rt.spawn(async move { raft.renew_worker(worker_id, hw, lease_ms).await });
+        let task = self.rt.spawn(async move { super::lease::renew(&raft, worker_id, hw, lease_ms).await });
         let sent = Instant::now();
         ctx.spawn(task.into_actor(self).map(move |res, act, _ctx| {
             act.renewing = false;

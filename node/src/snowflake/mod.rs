@@ -11,7 +11,9 @@
 //!   timers, the startup peer clock check, registration and lease renewal through Raft,
 //!   raising the durable high-water mark;
 //! - [`state_file`]: the local state file (fsync and rename, damage detection);
-//! - [`clock_check`]: the startup peer clock check's checked arithmetic and verdict.
+//! - [`clock_check`]: the startup peer clock check's checked arithmetic and verdict;
+//! - `lease`: registering for a worker ID and renewing its lease through Raft, and the checks
+//!   on the leader's grant.
 //!
 //! # Guarantees and how they are kept
 //! - **Worker IDs** come from the Raft log (`RegisterWorker`), keyed by node ID, so a node
@@ -61,6 +63,7 @@ mod actor;
 pub mod clock_check;
 pub mod generator;
 pub mod handle;
+mod lease;
 pub mod phase;
 pub mod state_file;
 
