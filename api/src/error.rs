@@ -28,7 +28,8 @@ pub enum ErrorCode {
     Forbidden,
     /// The tag does not exist (Leaf -2).
     TagNotFound,
-    /// No such endpoint.
+    /// No such endpoint, or no such item under one (an ID outside an obfuscated tag's ID
+    /// space has no decoding).
     NotFound,
     /// The endpoint exists but not for this method.
     MethodNotAllowed,

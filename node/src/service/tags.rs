@@ -250,7 +250,9 @@ impl App {
         let ServeAs::Obfuscated(o) = h.serve() else {
             return Err(ApiError::new(ErrorCode::WrongProfile, format!("tag {tag:?} is not obfuscated")));
         };
-        let sequence = o.decode(id).map_err(|e| ApiError::invalid(e.to_string()))?;
+        // An ID outside the tag's space is none of its IDs: not found (the request is well
+        // formed; whether an ID is in the space depends on the tag's bound).
+        let sequence = o.decode(id).map_err(|e| ApiError::new(ErrorCode::NotFound, e.to_string()))?;
         // On record before it is answered: whoever decodes can count the tag's IDs.
         let action = AuditAction::ObfuscatedDecoded { tag: tag.clone(), id: id as i64 };
         self.raft.note(action, who.actor()).await?;

@@ -162,5 +162,9 @@ async fn obfuscated_ids_are_unique_unordered_and_decode_to_their_sequence() {
     let small = CreateTagRequest { upper_bound: Some(JS_SAFE_MAX), ..req("js-obf", 100, Profile::Obfuscated) };
     c.create_tag(&small).await.unwrap();
     assert!(get_ids(&c, "js-obf", Some(500)).await.iter().all(|id| (0..=JS_SAFE_MAX).contains(id)));
+    // An ID outside the tag's space is none of its IDs: 404, not a malformed request.
+    let outside = format!("/admin/tags/js-obf/decode/{}", JS_SAFE_MAX + 1);
+    let (status, e) = error_of(&c, Method::GET, &outside, None).await;
+    assert_eq!((status.as_u16(), e.code), (404, ErrorCode::NotFound), "{}", e.message);
     node.shutdown().await;
 }

@@ -226,7 +226,7 @@ error_set! {
     ShowTagErrors: [InvalidTag, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady, Unavailable];
     /// `GET /admin/tags/{tag}/decode/{id}`.
     DecodeObfuscatedErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound,
-        WrongProfile, NotReady, Unavailable];
+        NotFound, WrongProfile, NotReady, Unavailable];
     /// `PATCH /admin/tags/{tag}`.
     UpdateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, TagNotFound,
         WrongProfile, Unavailable];
