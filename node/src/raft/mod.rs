@@ -23,8 +23,9 @@
 //!   windows committed ahead of use, each answer confirmed by a quorum round;
 //! - [`status`]: readiness ([`RaftStatus`]), `/cluster/status` and the allocation journal;
 //! - [`error`]: why a request to the leader failed ([`ProposeError`]);
-//! - [`answer`]: checks on the leader's answers before anything acts on them, and the one
-//!   mapping of the state machine's result to each caller's typed result;
+//! - [`answer`]: the `Answer` trait by which each result type checks the leader's answer to
+//!   the ops it answers and takes itself out of it (implemented here for tags, segments and
+//!   numbers, beside their features for worker grants, tokens and templates);
 //! - [`compaction`]: snapshots and log purges by what the log holds (a batch of tags counts
 //!   each tag), beside openraft's own by entry count;
 //! - [`chunks`]: admission of snapshot chunks (in order, bounded) before openraft sees them;

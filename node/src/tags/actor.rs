@@ -150,7 +150,7 @@ impl TagActor {
             ctx.stop();
             return;
         };
-        if handle.put_to_sleep(self.handled, || self.memo()) {
+        if handle.put_to_sleep(&ctx.address(), self.handled, || self.memo()) {
             tracing::debug!(tag = %self.tag, "idle tag actor sleeps");
             ctx.stop();
         }

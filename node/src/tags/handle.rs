@@ -180,8 +180,17 @@ impl TagHandle {
         if let Some(addr) = slot.addr.as_ref().filter(|a| a.connected()) {
             return addr.clone();
         }
+        let actor = TagActor::new(self.parts(slot));
+        let addr = TagActor::start_in_arbiter(&self.spawner.arbiter, move |_| actor);
+        slot.addr = Some(addr.clone());
+        slot.sent = 0;
+        addr
+    }
+
+    /// What this tag's next actor starts with: its parts and what the last one left.
+    pub(super) fn parts(&self, slot: &ActorSlot) -> TagActorParts {
         let s = &self.spawner;
-        let actor = TagActor::new(TagActorParts {
+        TagActorParts {
             tag: self.tag.clone(),
             buf: self.buf.clone(),
             allocator: s.allocator.clone(),
@@ -192,19 +201,17 @@ impl TagHandle {
             daily: self.daily,
             handle: self.me.clone(),
             sleep_after: s.sleep_after,
-        });
-        let addr = TagActor::start_in_arbiter(&s.arbiter, move |_| actor);
-        slot.addr = Some(addr.clone());
-        slot.sent = 0;
-        addr
+        }
     }
 
     /// Called by the actor that has handled `handled` messages and nothing since its last look:
     /// it may sleep (and leaves `memo`) only if it is still this tag's actor and no message is
     /// on its way to it. The slot's lock orders this with every send.
-    pub(super) fn put_to_sleep(&self, handled: u64, memo: impl FnOnce() -> Memo) -> bool {
+    pub(super) fn put_to_sleep(&self, me: &Addr<TagActor>, handled: u64, memo: impl FnOnce() -> Memo) -> bool {
         let mut slot = self.actor.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.sent != handled || slot.addr.is_none() {
+        // Another actor's slot (one started after this one was found disconnected) is not
+        // this one's to empty, nor its count this one's to compare.
+        if slot.sent != handled || slot.addr.as_ref() != Some(me) {
             return false;
         }
         slot.addr = None;

@@ -458,9 +458,14 @@ async fn an_actor_with_a_message_on_its_way_does_not_sleep() {
     assert!(sent > 0 && h.actor_runs());
     let memo = || h.actor.lock().unwrap().memo;
     let m = memo();
-    assert!(!h.put_to_sleep(sent - 1, || m), "one message not handled yet");
+    let me = h.actor.lock().unwrap().addr.clone().unwrap();
+    assert!(!h.put_to_sleep(&me, sent - 1, || m), "one message not handled yet");
     assert!(h.actor_runs());
-    assert!(h.put_to_sleep(sent, || m), "all handled");
+    // Another actor's address: not this slot's actor, whatever its count.
+    let other = actor::TagActor::new(h.parts(&h.actor.lock().unwrap()));
+    let other = actix::Actor::start_in_arbiter(actors.arbiter(), move |_| other);
+    assert!(!h.put_to_sleep(&other, sent, || m), "another actor's slot");
+    assert!(h.put_to_sleep(&me, sent, || m), "all handled");
     assert!(h.actor.lock().unwrap().addr.is_none());
     // The next take starts a new actor.
     ids(&h, 20).await.unwrap();
