@@ -13,7 +13,14 @@
 //! - [`clock`]: the wall clock every time-of-day read goes through (fault injection skews it).
 //! - [`clock_watch`]: the peers' clock offsets, read every 15 s while the node runs (metrics).
 //! - [`raft`]: openraft wiring, peer RPC, routing to the leader, membership, status (the only
-//!   module tree naming the openraft crate, checked by `layering.rs`).
+//!   module tree naming the openraft crate, checked by `layering.rs`), and the hooks by which
+//!   the features below add to the leader's execution without `raft/` naming them.
+//! - [`allocation`]: segment allocation through Raft (the tag actors' allocator, the leader's
+//!   group commit of allocations, the allocation journal's view).
+//! - [`gapless`]: gapless numbers through Raft (this node's issues sent in groups, the
+//!   leader's group commit of them, lapsed reservations).
+//! - [`group_commit`]: the shared tool behind every group commit: callers that arrive while an
+//!   entry commits share the next one.
 //! - [`segment`]: the lock-free double buffer (the per-ID hot path).
 //! - [`tags`]: per-tag actix actors that own refills, and the tag registry.
 //! - [`ticker`]: the periodic wake-up of background tasks, until shutdown.
@@ -35,8 +42,8 @@
 //! - [`private`]: data at rest is its owner's alone (the umask, and tightening at start).
 //! - [`metrics`]: Prometheus metrics (OpenMetrics or text 0.0.4; request latency per route,
 //!   process, Raft, snowflake and cluster gauges).
-//! - [`profiles`]: how obfuscated tags are served (keys, the keyed bijection); the monotonic
-//!   leader path is in [`raft`].
+//! - [`profiles`]: how obfuscated tags are served (keys, the keyed bijection), and monotonic
+//!   tags (the leader's windows, this node's grouped takes).
 //! - [`forecast`]: exhaustion forecasts (IDs left and time to exhaustion per tag, the snowflake
 //!   epoch and worker IDs) for `/cache`, `/health` and `/metrics`.
 //! - [`backup`]: backups: taking one (on request or scheduled on the leader), age encryption,
@@ -51,11 +58,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaf_raft_store::{Allocation, ApplyError};
+use leaf_raft_store::{ApplyError, NewTag};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub(crate) mod access;
+pub(crate) mod allocation;
 pub(crate) mod backup;
 pub mod certs;
 pub mod cli;
@@ -64,6 +72,8 @@ pub(crate) mod clock_watch;
 pub mod config;
 pub(crate) mod error;
 pub(crate) mod forecast;
+pub(crate) mod gapless;
+pub(crate) mod group_commit;
 pub(crate) mod grpc;
 pub(crate) mod http;
 pub(crate) mod import;
@@ -107,10 +117,10 @@ pub mod internals {
 use crate::clock::SystemClock;
 use crate::forecast::sampler::Forecasts;
 use crate::metrics::Metrics;
-use crate::raft::{NewTag, ProposeError, RaftNode};
+use crate::raft::{ProposeError, RaftNode};
 use crate::service::App;
 use crate::snowflake::Snowflake;
-use crate::tags::{ActorSystem, AllocError, Allocator, BoxFuture, CommitFailure, TagLookup, Tags};
+use crate::tags::{ActorSystem, TagLookup, Tags};
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -215,57 +225,6 @@ impl NodeHandle {
     }
 }
 
-/// Commits segments through Raft on behalf of the tag actors.
-struct RaftAllocator {
-    raft: RaftNode,
-    rt: tokio::runtime::Handle,
-}
-
-impl Allocator for RaftAllocator {
-    fn allocate(&self, tag: &str, step: i64) -> BoxFuture<Result<Allocation, AllocError>> {
-        let raft = self.raft.clone();
-        let tag_name = tag.to_string();
-        let tag = tag.to_string();
-        // The actor runs on actix's runtime; Raft's futures belong on the node's tokio runtime.
-        let task = self.rt.spawn(async move { raft.allocate(tag, step).await });
-        Box::pin(async move {
-            match task.await {
-                Err(_) => Err(AllocError::ShuttingDown),
-                // `allocate` checked the answer (a non-empty range of at most `step`).
-                Ok(Ok(a)) => Ok(a),
-                Ok(Err(ProposeError::Rejected(ApplyError::TagNotFound(t)))) => Err(AllocError::TagNotFound(t)),
-                Ok(Err(
-                    e @ ProposeError::Rejected(
-                        ApplyError::TagExhausted { .. }
-                        | ApplyError::UpperBoundReached { .. }
-                        | ApplyError::DayExhausted { .. },
-                    ),
-                )) => Err(AllocError::TagExhausted(e.to_string())),
-                // A stopped Raft (a storage error such as a full disk, or shutdown) is reported
-                // with its reason, not as a plain shutdown: the operator needs to see which.
-                // Peer addresses and peer error text go to the log, not to anonymous clients.
-                Ok(Err(e)) => {
-                    tracing::warn!(tag = %tag_name, error = %e, "segment allocation failed");
-                    Err(AllocError::NotCommitted(commit_failure(e)))
-                }
-            }
-        })
-    }
-}
-
-/// Why a segment did not commit, as a client may read it (the leader's address and error text
-/// stay in the log).
-fn commit_failure(e: ProposeError) -> CommitFailure {
-    match e {
-        ProposeError::NotLeader { .. } | ProposeError::Unavailable(_) | ProposeError::Uncertain { .. } => {
-            CommitFailure::NoQuorum
-        }
-        ProposeError::Timeout(d) => CommitFailure::Timeout(d),
-        ProposeError::Fatal(why) => CommitFailure::Stopped(why),
-        e @ (ProposeError::Rejected(_) | ProposeError::Member { .. }) => CommitFailure::Rejected(e.public_message()),
-    }
-}
-
 /// Starts a node on the current tokio runtime (which must be multi-threaded).
 pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     config.validate()?;
@@ -312,14 +271,22 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         }
         None
     };
-    let raft = RaftNode::start(&config, clock.clone(), metrics.raft_counters(), tls.clone()).await?;
+    // What the features add to the leader's execution of proposals ([`raft::hooks`]).
+    let monotonic = Arc::new(profiles::monotonic::Monotonic::default());
+    let numbers = Arc::new(gapless::Numbers::default());
+    let hooks = raft::hooks::LeaderHooks {
+        stamp: Some(service::tag_admin::stamp(config.audit.retention())),
+        groups: vec![Arc::new(allocation::group::Segments::default()), numbers.clone()],
+        served: Some(Arc::new(monotonic.clone())),
+    };
+    let raft = RaftNode::start(&config, clock.clone(), metrics.raft_counters(), tls.clone(), hooks).await?;
     // Before the listener accepts Raft traffic: a node that lost its data must not rejoin.
     if let Err(e) = raft.refuse_if_forgotten(&config.peers.0).await {
         raft.shutdown().await;
         return Err(e.into());
     }
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
-    let allocator = Arc::new(RaftAllocator { raft: raft.clone(), rt: tokio::runtime::Handle::current() });
+    let allocator = Arc::new(allocation::RaftAllocator::new(raft.clone(), tokio::runtime::Handle::current()));
     let state = raft.state().clone();
     // An archived tag is not served: it is never loaded, and unloaded once archived.
     let lookup: TagLookup = Arc::new(move |tag| {
@@ -335,8 +302,12 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         Snowflake::disabled(&config.snowflake, clock.clone())
     };
     let bootstrapped = Arc::new(AtomicBool::new(false));
-    let forecasts =
-        Arc::new(Forecasts::new(raft.state().clone(), raft.journal(), snowflake.layout(), config.snowflake.worker_ids));
+    let forecasts = Arc::new(Forecasts::new(
+        raft.state().clone(),
+        raft.store().journal(),
+        snowflake.layout(),
+        config.snowflake.worker_ids,
+    ));
     let access = access::Access::new(raft.state().clone(), clock.clone(), &config, metrics.clone());
     let peer_clocks = Arc::new(clock_watch::PeerClocks::default());
     let backups = backup::Backups::new(raft.clone(), forecasts.clone(), config.segment.max_step, &config.data_dir);
@@ -353,6 +324,8 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         forecasts: forecasts.clone(),
         peer_clocks: peer_clocks.clone(),
         backups: backups.clone(),
+        monotonic,
+        numbers,
     }));
     let (shutdown, rx) = watch::channel(false);
     tokio::spawn(forecasts.run(config.forecast.clone(), metrics.clone(), rx.clone()));
@@ -405,7 +378,7 @@ async fn bootstrap_tags(raft: RaftNode, config: Arc<Config>, done: Arc<AtomicBoo
             }
             let me = leaf_api::audit::Actor::Node { id: raft.node_id() };
             let new = NewTag::segment(b.tag.clone(), b.step, b.max_id, b.description.clone());
-            match raft.create_tag(new, me).await {
+            match service::tag_admin::create_tag(&raft, new, me).await {
                 Ok(_) => {
                     tracing::info!(tag = %b.tag, step = b.step, "created bootstrap tag");
                     break;

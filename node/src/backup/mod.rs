@@ -131,7 +131,7 @@ impl Backups {
     /// forecasts leave obfuscated tags out, and a burst shows sooner in a short window).
     fn rates(&self, now_ms: i64) -> Vec<(String, f64)> {
         let mut rates: HashMap<String, f64> = self.forecasts.rates().into_iter().collect();
-        match self.raft.journal().dump(None, None) {
+        match self.raft.store().journal().dump(None, None) {
             Ok(dump) => {
                 let records: Vec<_> = dump.records.into_iter().map(|(_, r)| r).collect();
                 for (tag, rate) in journal_rates(&records, now_ms) {

@@ -1,10 +1,13 @@
 //! How the node serves the per-tag ID profiles beyond plain segments (the profiles themselves
 //! are `leaf_api::profile`; their stored form and allocation rules `leaf_raft_store::profile`;
-//! the monotonic leader path `crate::raft::monotonic`).
+//! the monotonic leader path is here too, as a hook of `crate::raft::hooks`).
 //!
 //! Layout:
 //! - this file: key generation for obfuscated tags;
-//! - [`obfuscate`]: the keyed bijection of an obfuscated tag's ID space, and what it hides.
+//! - [`obfuscate`]: the keyed bijection of an obfuscated tag's ID space, and what it hides;
+//! - [`monotonic`]: strictly increasing IDs, served by the leader from windows committed ahead
+//!   of use, each answer confirmed by a quorum round.
+pub mod monotonic;
 pub mod obfuscate;
 
 use leaf_api::ErrorCode;

@@ -41,7 +41,7 @@ impl RaftNode {
     /// Runs `op` on the current leader, retrying across leader changes and unreachable
     /// leaders until the deadline, and returns the leader's checked reply. A request that may
     /// have reached the leader is retried only when [`LeaderOp::retry_unknown`].
-    pub(super) async fn on_leader<O: LeaderOp>(&self, op: &O) -> Result<O::Reply, ProposeError> {
+    pub(crate) async fn on_leader<O: LeaderOp>(&self, op: &O) -> Result<O::Reply, ProposeError> {
         let reply = self.on_leader_unchecked(op).await?;
         if let Err(why) = op.check(&reply) {
             return Err(self.refuse_answer(&why, op, Some(&reply)));
@@ -50,7 +50,7 @@ impl RaftNode {
     }
 
     /// Counts and logs an answer to `req` refused for `why`; the caller's error.
-    pub(super) fn refuse_answer(&self, why: &AnswerError, req: &dyn Debug, answer: Option<&dyn Debug>) -> ProposeError {
+    pub(crate) fn refuse_answer(&self, why: &AnswerError, req: &dyn Debug, answer: Option<&dyn Debug>) -> ProposeError {
         self.rejected_answers.inc();
         tracing::error!(%why, ?req, ?answer, "refused the leader's answer");
         ProposeError::Unavailable(format!("refused the leader's answer: {why}"))

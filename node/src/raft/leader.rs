@@ -3,15 +3,14 @@
 //! quorum ages are executed here; membership changes in [`super::membership`].
 use std::future::Future;
 
-use futures::future::BoxFuture;
-use leaf_raft_store::{Allocation, Applied, Command, Issued, NumberRules, Op, OwnedAsk, Repeat, SegmentAsk};
+use leaf_raft_store::{Applied, Command, Op, Repeat};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::ServerState;
 use tokio::time::Instant;
 
 use super::answer::{check_membership, AnswerError};
 use super::error::write_error;
-use super::ops::{AddLearner, ForwardOp, Promote, Propose, QuorumAge, ReadIndex, Remove};
+use super::ops::{AddLearner, ForwardOp, MonotonicTake, Promote, Propose, QuorumAge, ReadIndex, Remove};
 use super::{ProposeError, RaftNode};
 
 /// A [`ForwardOp`] as this node routes and executes it.
@@ -44,129 +43,67 @@ impl LeaderOp for Propose {
     }
 
     async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Self::Reply, ProposeError> {
-        let budget = deadline.saturating_duration_since(Instant::now());
+        node.execute_here(self.op, deadline).await
+    }
+}
+
+impl RaftNode {
+    /// Executes `op` on this node, which must be the leader: in a group when a feature's hook
+    /// takes it ([`super::hooks`]), otherwise as an entry of its own, stamped first.
+    pub(crate) async fn execute_here(&self, op: Op, deadline: Instant) -> Result<Applied, ProposeError> {
         // The proposer chose the form by its own view of the cluster's version, which may be
         // ahead of this leader's applied state for a moment, or a peer's forged request.
         // An operation newer than the cluster's version (a cluster just formed, before the
         // leader's first round of versions) raises it first when every member supports it,
         // rather than be refused or take an earlier form (an owned number without its owner).
-        if self.op.version() > node.state.cluster_version() && !matches!(self.op.inner(), Op::SetClusterVersion { .. })
-        {
-            node.raise_for(self.op.version()).await;
+        if op.version() > self.state.cluster_version() && !matches!(op.inner(), Op::SetClusterVersion { .. }) {
+            self.raise_for(op.version()).await;
         }
-        let op = leaf_raft_store::version::form(self.op, node.state.cluster_version())?;
-        if let Op::AllocateSegment { tag, step, node_id } = op {
-            let ask = SegmentAsk { tag, step, node_id };
-            // Checked alone before it joins a group: a malformed one (a peer's forwarded
-            // request skipped this node's HTTP checks) must not fail the others with it.
-            let alone = Op::AllocateSegment { tag: ask.tag.clone(), step, node_id };
-            leaf_raft_store::check_command(&Command { at_ms: node.clock.now_ms(), op: alone })?;
-            return match tokio::time::timeout(budget, node.allocations.join(ask, segment_committer(node))).await {
-                Err(_) => Err(ProposeError::Timeout(node.propose_timeout)),
-                Ok(outcome) => Ok(Applied::Segment(outcome??)),
+        let mut op = leaf_raft_store::version::form(op, self.state.cluster_version())?;
+        for group in &self.hooks.groups {
+            op = match group.join(self, op) {
+                Ok(joined) => {
+                    return match tokio::time::timeout_at(deadline, joined).await {
+                        Err(_) => Err(ProposeError::Timeout(self.propose_timeout)),
+                        Ok(outcome) => outcome,
+                    }
+                }
+                Err(op) => op,
             };
         }
-        if let Op::IssueNumbers { asks, rules: NumberRules::Owned } = &op {
-            if let [ask] = asks.as_slice() {
-                // Checked alone first, as an allocation is.
-                let cmd = Command { at_ms: node.clock.now_ms(), op: op.clone() };
-                leaf_raft_store::check_command(&cmd)?;
-                return match tokio::time::timeout(budget, node.numbers.join(ask.clone(), number_committer(node))).await
-                {
-                    Err(_) => Err(ProposeError::Timeout(node.propose_timeout)),
-                    Ok(outcome) => Ok(Applied::Numbers(vec![outcome?])),
-                };
-            }
+        if let Some(stamp) = &self.hooks.stamp {
+            stamp(&mut op);
         }
-        let mut op = op;
-        // The leader's retention is the one in force, whoever proposed the change.
-        if let Op::Admin { retention, .. } = &mut op {
-            *retention = node.audit_retention;
-        }
-        let cmd = Command { at_ms: node.clock.now_ms(), op };
-        // Peers' forwarded operations skipped this node's HTTP checks: never log one that
-        // apply would refuse for its fields or that is too big to replicate.
+        self.write_here_until(op, deadline).await
+    }
+
+    /// Logs `op` as one entry through this node, the leader, within the propose timeout, and
+    /// returns what the state machine answered. Checked first: peers' forwarded operations
+    /// skipped this node's HTTP checks, and nothing apply would refuse for its fields, or too
+    /// big to replicate, is ever logged.
+    pub(crate) async fn write_here(&self, op: Op) -> Result<Applied, ProposeError> {
+        self.write_here_until(op, Instant::now() + self.propose_timeout).await
+    }
+
+    async fn write_here_until(&self, op: Op, deadline: Instant) -> Result<Applied, ProposeError> {
+        let cmd = Command { at_ms: self.clock.now_ms(), op };
         leaf_raft_store::check_command(&cmd)?;
-        let resp = match tokio::time::timeout(budget, node.raft.client_write(cmd)).await {
-            Err(_) => return Err(ProposeError::Timeout(node.propose_timeout)),
+        let resp = match tokio::time::timeout_at(deadline, self.raft.client_write(cmd)).await {
+            Err(_) => return Err(ProposeError::Timeout(self.propose_timeout)),
             Ok(r) => r.map_err(write_error)?,
         };
         Ok(resp.data?)
     }
-}
 
-/// Commits a group of gapless issues as one owned `IssueNumbers` entry ([`super::group_commit`]).
-fn number_committer(
-    node: &RaftNode,
-) -> impl Fn(Vec<OwnedAsk>) -> BoxFuture<'static, super::group_commit::GroupResult<Issued>> + Send + Sync + 'static {
-    let (raft, clock, timeout) = (node.raft.clone(), node.clock.clone(), node.propose_timeout);
-    move |asks: Vec<OwnedAsk>| {
-        let (raft, clock) = (raft.clone(), clock.clone());
-        Box::pin(async move {
-            let n = asks.len();
-            let cmd = Command { at_ms: clock.now_ms(), op: Op::IssueNumbers { asks, rules: NumberRules::Owned } };
-            leaf_raft_store::check_command(&cmd)?;
-            let resp = match tokio::time::timeout(timeout, raft.client_write(cmd)).await {
-                Err(_) => return Err(ProposeError::Timeout(timeout)),
-                Ok(r) => r.map_err(write_error)?,
-            };
-            match resp.data {
-                Ok(Applied::Numbers(results)) => Ok(results),
-                Err(e) => Ok(vec![Err(e); n]),
-                Ok(other) => Err(ProposeError::Unavailable(format!("an issue of numbers was answered {other:?}"))),
-            }
-        })
-    }
-}
-
-/// Commits a group of allocations as one entry ([`super::group_commit`]): a lone one as the
-/// `AllocateSegment` every release applies, more as `AllocateSegments`.
-fn segment_committer(
-    node: &RaftNode,
-) -> impl Fn(Vec<SegmentAsk>) -> BoxFuture<'static, super::group_commit::GroupResult<Allocation>> + Send + Sync + 'static
-{
-    let (raft, clock, timeout) = (node.raft.clone(), node.clock.clone(), node.propose_timeout);
-    move |mut asks: Vec<SegmentAsk>| {
-        let (raft, clock) = (raft.clone(), clock.clone());
-        Box::pin(async move {
-            let n = asks.len();
-            let op = match n {
-                1 => {
-                    let SegmentAsk { tag, step, node_id } = asks.remove(0);
-                    Op::AllocateSegment { tag, step, node_id }
-                }
-                _ => Op::AllocateSegments { asks },
-            };
-            let cmd = Command { at_ms: clock.now_ms(), op };
-            leaf_raft_store::check_command(&cmd)?;
-            let resp = match tokio::time::timeout(timeout, raft.client_write(cmd)).await {
-                Err(_) => return Err(ProposeError::Timeout(timeout)),
-                Ok(r) => r.map_err(write_error)?,
-            };
-            match resp.data {
-                Ok(Applied::Segment(a)) => Ok(vec![Ok(a)]),
-                Ok(Applied::Segments(results)) => Ok(results),
-                // The entry refused whole (the same answer on every node): each ask with it.
-                Err(e) => Ok(vec![Err(e); n]),
-                Ok(other) => Err(ProposeError::Unavailable(format!("an allocation was answered {other:?}"))),
-            }
-        })
-    }
-}
-
-impl LeaderOp for ReadIndex {
-    fn retry_unknown(&self) -> bool {
-        true
+    /// Checks `op` as apply would, without logging it (a group's member, before it joins).
+    pub(crate) fn check_here(&self, op: Op) -> Result<(), ProposeError> {
+        Ok(leaf_raft_store::check_command(&Command { at_ms: self.clock.now_ms(), op })?)
     }
 
-    fn check(&self, _reply: &Option<u64>) -> Result<(), AnswerError> {
-        // Any index (or none) is an index; a wrong one is caught by nothing a follower knows.
-        Ok(())
-    }
-
-    async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Option<u64>, ProposeError> {
-        let budget = deadline.saturating_duration_since(Instant::now());
-        let raft = node.raft.clone();
+    /// A read index confirmed by a quorum round that started after the call, shared with the
+    /// concurrent callers ([`super::coalesce`]): this node still led when the round ended.
+    pub(crate) async fn leader_read_index(&self, deadline: Instant) -> Result<Option<u64>, ProposeError> {
+        let raft = self.raft.clone();
         let round = move || {
             let raft = raft.clone();
             async move {
@@ -182,10 +119,58 @@ impl LeaderOp for ReadIndex {
                 Ok(read.map(|l| l.index))
             }
         };
-        match tokio::time::timeout(budget, node.leader_reads.read(round)).await {
-            Err(_) => Err(ProposeError::Timeout(node.propose_timeout)),
+        match tokio::time::timeout_at(deadline, self.leader_reads.read(round)).await {
+            Err(_) => Err(ProposeError::Timeout(self.propose_timeout)),
             Ok(r) => r,
         }
+    }
+
+    /// The term this node leads in, if it leads.
+    pub(crate) fn leading_term(&self) -> Option<u64> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        (m.state == ServerState::Leader && m.current_leader == Some(self.node_id)).then_some(m.current_term)
+    }
+
+    /// "Not the leader", naming the leader this node knows of.
+    pub(crate) fn not_leader(&self) -> ProposeError {
+        ProposeError::NotLeader { leader: self.raft.metrics().borrow().current_leader }
+    }
+}
+
+impl LeaderOp for MonotonicTake {
+    fn retry_unknown(&self) -> bool {
+        // A repeated take skips the IDs of the first (nobody received them): order holds.
+        true
+    }
+
+    fn check(&self, first: &i64) -> Result<(), AnswerError> {
+        if *first < 0 || first.checked_add(i64::from(self.count)).is_none() {
+            return Err(AnswerError::Invalid(format!("{} monotonic IDs from {first}", self.count)));
+        }
+        Ok(())
+    }
+
+    async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<i64, ProposeError> {
+        match &node.hooks.served {
+            Some(served) => served.monotonic_take(node, self, deadline).await,
+            None => Err(ProposeError::Unavailable("this node serves no monotonic takes".into())),
+        }
+    }
+}
+
+impl LeaderOp for ReadIndex {
+    fn retry_unknown(&self) -> bool {
+        true
+    }
+
+    fn check(&self, _reply: &Option<u64>) -> Result<(), AnswerError> {
+        // Any index (or none) is an index; a wrong one is caught by nothing a follower knows.
+        Ok(())
+    }
+
+    async fn execute(self, node: &RaftNode, deadline: Instant) -> Result<Option<u64>, ProposeError> {
+        node.leader_read_index(deadline).await
     }
 }
 
@@ -262,7 +247,7 @@ mod tests {
     use super::*;
 
     /// What the node proposes for a token's creation, and everything else that must not be
-    /// sent twice: wrapped as an admin change, as `RaftNode::admin` wraps it.
+    /// sent twice: wrapped as an admin change, as `tag_admin::admin` wraps it.
     #[test]
     fn a_proposal_whose_repeat_answers_otherwise_is_not_retried_once_it_may_have_been_applied() {
         let admin = |op: Op| Propose {

@@ -13,27 +13,26 @@
 //!   versioned wire form;
 //! - [`forward`]: routing such a request to the leader (here or forwarded), retried across
 //!   leader changes;
-//! - [`propose`]: typed proposals ([`RaftNode::allocate`], [`RaftNode::create_tag`], ...) and
-//!   the read barrier;
-//! - [`leader`]: what the leader executes for each request, and how it is retried and checked;
+//! - [`propose`]: the typed proposal ([`RaftNode::propose`]), the read barrier and waits for
+//!   the applied state;
+//! - [`leader`]: what the leader executes for each request, and how it is retried and checked,
+//!   with the primitives the features' hooks build on (write an entry here, a quorum-confirmed
+//!   read index, the term this node leads in);
+//! - [`hooks`]: what the features add to the leader's execution (a stamp, group commits, the
+//!   monotonic takes it serves), given at start: no feature module is named here;
 //! - [`membership`]: adding learners, promoting and removing members;
 //! - [`learner_proof`]: a new learner's proof that it holds the cluster secret (clusters
 //!   without TLS), asked before anything is sent to it;
-//! - [`monotonic`]: strictly increasing IDs of `monotonic` tags, served by the leader from
-//!   windows committed ahead of use, each answer confirmed by a quorum round;
-//! - [`status`]: readiness ([`RaftStatus`]), `/cluster/status` and the allocation journal;
+//! - [`status`]: readiness ([`RaftStatus`]) and `/cluster/status`;
 //! - [`error`]: why a request to the leader failed ([`ProposeError`]);
 //! - [`answer`]: the `Answer` trait by which each result type checks the leader's answer to
-//!   the ops it answers and takes itself out of it (implemented here for tags, segments and
-//!   numbers, beside their features for worker grants, tokens and templates);
+//!   the ops it answers and takes itself out of it (implemented beside each feature);
 //! - [`compaction`]: snapshots and log purges by what the log holds (a batch of tags counts
 //!   each tag), beside openraft's own by entry count;
 //! - [`chunks`]: admission of snapshot chunks (in order, bounded) before openraft sees them;
 //! - [`caught_up`]: whether this node is caught up with a leader it heard from recently, so
 //!   it may answer "no such tag" without a read-index round;
 //! - [`coalesce`]: read-index rounds shared by concurrent callers (unknown-tag floods);
-//! - [`group_commit`]: the leader's group commit of segment allocations (cold-tag floods) and
-//!   of gapless numbers;
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
 //! - [`quorum`]: quorum contact (the leader's last quorum acknowledgement, probed by followers);
 //! - [`service`]: the internal endpoints' handlers;
@@ -43,7 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaf_raft_store::types::{NodeId, Raft};
-use leaf_raft_store::{Journal, LogStore, StateReader};
+use leaf_raft_store::{LogStore, StateReader};
 
 use crate::clock::Clock;
 
@@ -55,11 +54,10 @@ mod coalesce;
 mod compaction;
 mod error;
 mod forward;
-mod group_commit;
+pub mod hooks;
 mod leader;
 pub mod learner_proof;
 mod membership;
-mod monotonic;
 pub mod network;
 pub mod ops;
 mod propose;
@@ -70,7 +68,6 @@ mod status;
 mod versions;
 
 pub use error::{MemberErrorKind, ProposeError};
-pub use propose::NewTag;
 pub use start::RaftStartError;
 pub use status::RaftStatus;
 
@@ -98,8 +95,6 @@ pub struct RaftNode {
     attempt_timeout: Duration,
     /// Log index this node had at start; it is not ready before applying up to it.
     startup_index: u64,
-    /// Every committed allocation and its node, as this node applied them (audit record).
-    journal: Journal,
     /// The state machine, for a final checkpoint at shutdown (the next start then has less to
     /// re-apply).
     sm: leaf_raft_store::StateMachineStore,
@@ -125,20 +120,8 @@ pub struct RaftNode {
     barriers: Arc<coalesce::Coalescer>,
     /// The leader's own read-index (quorum) rounds, shared by every node's callers.
     leader_reads: Arc<coalesce::Coalescer>,
-    /// The windows of monotonic tags this node serves as leader ([`monotonic`]).
-    monotonic: Arc<monotonic::Windows>,
-    /// This node's callers of monotonic tags, grouped into shared takes ([`monotonic`]).
-    takers: Arc<monotonic::Takers>,
-    /// Segment allocations this node commits as leader, grouped into shared entries.
-    allocations: Arc<group_commit::GroupCommit<leaf_raft_store::SegmentAsk, leaf_raft_store::Allocation>>,
-    /// Gapless numbers this node issues as leader, grouped into shared entries.
-    numbers: Arc<group_commit::GroupCommit<leaf_raft_store::OwnedAsk, leaf_raft_store::Issued>>,
-    /// Gapless issues of this node's own callers, sent to the leader in groups: one forwarded
-    /// call (and one entry) per group rather than per number.
-    sent_numbers: Arc<group_commit::GroupCommit<leaf_raft_store::OwnedAsk, leaf_raft_store::Issued>>,
-    /// The audit trail's retention (`[audit]`), stamped into every admin change this node
-    /// proposes as leader.
-    audit_retention: leaf_api::audit::AuditRetention,
+    /// What the features add to the leader's execution of proposals ([`hooks`]).
+    hooks: Arc<hooks::LeaderHooks>,
     /// The cluster version this node advertises and what the members advertised ([`versions`]).
     versions: Arc<versions::Versions>,
 }
@@ -161,6 +144,11 @@ impl RaftNode {
     /// Whether this node is the Raft leader now.
     pub fn is_leader(&self) -> bool {
         self.raft.metrics().borrow().state == openraft::ServerState::Leader
+    }
+
+    /// How long a proposal may take (`raft.propose_timeout_ms`).
+    pub fn propose_timeout(&self) -> Duration {
+        self.propose_timeout
     }
 
     /// This node's wall clock.

@@ -144,6 +144,20 @@ impl ForwardOp for QuorumAge {
     const KIND: OpKind = OpKind::QuorumAge;
 }
 
+/// Take `count` consecutive IDs of a monotonic tag; the leader answers the first (served by
+/// the monotonic profile's hook, [`super::hooks::Served`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MonotonicTake {
+    pub tag: String,
+    pub count: u32,
+}
+
+impl ForwardOp for MonotonicTake {
+    /// The first ID: the IDs are `[first, first + count)`.
+    type Reply = i64;
+    const KIND: OpKind = OpKind::MonotonicTake;
+}
+
 /// A forwarded operation on the wire, with how long the sender will wait for the answer: the
 /// leader gives up when the sender has, instead of finishing work whose result nobody receives
 /// while the sender already retries.

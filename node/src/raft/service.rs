@@ -103,7 +103,7 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8], caller: Option<Nod
             Some(OpKind::Promote) => forwarded::<Promote>(node, body).await,
             Some(OpKind::Remove) => forwarded::<Remove>(node, body).await,
             Some(OpKind::QuorumAge) => forwarded::<QuorumAge>(node, body).await,
-            Some(OpKind::MonotonicTake) => forwarded::<super::monotonic::MonotonicTake>(node, body).await,
+            Some(OpKind::MonotonicTake) => forwarded::<super::ops::MonotonicTake>(node, body).await,
             None => Err(ServiceError::NotFound(other.to_string())),
         },
     }

@@ -62,19 +62,20 @@ pub const BUILD_WAIT: Duration = Duration::from_secs(30);
 impl RaftNode {
     /// Opens the store under `config.data_dir` and starts Raft. Forming a new cluster is
     /// [`RaftNode::form_cluster`]'s job, once the HTTP listener answers peers.
-    /// `counters` are the metrics this member increments.
+    /// `counters` are the metrics this member increments; `hooks`, what the features add to
+    /// the leader's execution of proposals.
     pub async fn start(
         config: &Config,
         clock: Arc<dyn Clock>,
         counters: RaftCounters,
         tls: Option<Arc<crate::tls::Tls>>,
+        hooks: super::hooks::LeaderHooks,
     ) -> Result<RaftNode, RaftStartError> {
         let dir = config.data_dir.join("raft");
         leaf_raft_store::durable::create_dir_all(&dir)
             .map_err(|source| RaftStartError::DataDir { path: dir.display().to_string(), source })?;
         let (log, sm) = open_when_unlocked(&dir, &config.raft.store_options()).await?;
         let state = sm.reader();
-        let journal = sm.journal();
         let r = &config.raft;
         let raft_config = openraft::Config {
             cluster_name: "leaf".into(),
@@ -124,11 +125,9 @@ impl RaftNode {
             log,
             peers,
             propose_timeout: Duration::from_millis(r.propose_timeout_ms),
-            audit_retention: config.audit.retention(),
             versions: Arc::new(versions::Versions::from_env()),
             attempt_timeout: Duration::from_millis((2 * r.election_timeout_max_ms).max(2000)),
             startup_index,
-            journal,
             sm: sm_handle,
             clock,
             contact: quorum::Contact::new(),
@@ -141,11 +140,7 @@ impl RaftNode {
             local_misses: r.unknown_tags == crate::config::UnknownTags::Local,
             barriers: Arc::new(coalesce::Coalescer::counting(counters.read_index_rounds)),
             leader_reads: Arc::default(),
-            allocations: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_SEGMENT_ASKS)),
-            numbers: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_NUMBER_ASKS)),
-            sent_numbers: Arc::new(super::group_commit::GroupCommit::new(leaf_raft_store::MAX_NUMBER_ASKS)),
-            monotonic: Default::default(),
-            takers: Default::default(),
+            hooks: Arc::new(hooks),
         })
     }
 

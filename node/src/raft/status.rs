@@ -1,11 +1,8 @@
-//! Status: readiness ([`RaftStatus`]), the `/cluster/status` view and the allocation journal.
+//! Status: readiness ([`RaftStatus`]) and the `/cluster/status` view.
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use leaf_api::types::{
-    AllocationJournal, AllocationView, ClusterStatus, Health, MemberRole, MemberView, ReplicationView, Role,
-    VersionView, WorkerView,
-};
+use leaf_api::types::{ClusterStatus, Health, MemberRole, MemberView, ReplicationView, Role, VersionView, WorkerView};
 use leaf_raft_store::types::NodeId;
 use openraft::ServerState;
 
@@ -71,35 +68,6 @@ impl std::fmt::Display for LeaderName {
 }
 
 impl RaftNode {
-    /// The allocation journal this node keeps.
-    pub fn journal(&self) -> leaf_raft_store::Journal {
-        self.journal.clone()
-    }
-
-    /// The allocations this node's journal holds (complete from
-    /// [`AllocationJournal::complete_from_index`]), optionally one tag's and/or one node's.
-    pub fn allocations(&self, tag: Option<&str>, node_id: Option<NodeId>) -> Result<AllocationJournal, String> {
-        let dump = self.journal.dump(tag, node_id).map_err(|e| e.to_string())?;
-        Ok(AllocationJournal {
-            node_id: self.node_id,
-            complete_from_index: dump.complete_from_index,
-            complete_through_index: dump.complete_through_index,
-            allocations: dump
-                .records
-                .into_iter()
-                .map(|(place, r)| AllocationView {
-                    tag: r.tag,
-                    node_id: r.node_id,
-                    start: r.start,
-                    end: r.end,
-                    log_index: place.index,
-                    position: place.position,
-                    at_ms: r.at_ms,
-                })
-                .collect(),
-        })
-    }
-
     pub fn status(&self) -> RaftStatus {
         let m = self.raft.metrics().borrow().clone();
         let applied = m.last_applied.map(|l| l.index);

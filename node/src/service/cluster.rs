@@ -52,7 +52,7 @@ impl App {
     /// change in its own entry first, so a failure here (a leader change in between) leaves it
     /// unrecorded: logged, and the change stands.
     async fn note_membership(&self, action: AuditAction, who: &Principal) {
-        if let Err(e) = self.raft.note(action.clone(), who.actor()).await {
+        if let Err(e) = super::tag_admin::note(&self.raft, action.clone(), who.actor()).await {
             tracing::warn!(?action, error = %e, "a membership change committed but its audit record failed");
         }
     }

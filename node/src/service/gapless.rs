@@ -124,7 +124,7 @@ impl App {
         }
         let ask = NumberAsk { tag: tag.to_string(), key: key.to_string(), actor: self.id_actor(who), act };
         let proof = secret.as_deref().map(proof_of);
-        let issued = self.raft.issue_number(OwnedAsk { ask, proof }).await?;
+        let issued = self.numbers.issue(&self.raft, OwnedAsk { ask, proof }).await?;
         Ok(IssuedNumber { secret, ..answer(tag, key, &policy, issued) })
     }
 

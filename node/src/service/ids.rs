@@ -170,7 +170,7 @@ impl App {
             ServeAs::Leader => {
                 // Forwarded to the leader from a follower: a failure converts through
                 // `ApiError::from(ProposeError)`, which never shows the leader's address.
-                let first = self.raft.monotonic_take(h.tag().to_string(), n).await?;
+                let first = self.monotonic.take(&self.raft, h.tag().to_string(), n).await?;
                 h.count_served(u64::from(n));
                 sink(first, u64::from(n));
                 Ok(())

@@ -20,10 +20,12 @@
 //!   void, and the ledger's pages.
 //! - [`reservations`]: the task that voids expired reservations (on the leader) and keeps
 //!   their gauges.
-//! - [`ids`]: segment takes (buffers, the monotonic leader path, obfuscated tags), ranges,
+//! - [`ids`]: segment takes (buffers, monotonic takes, obfuscated tags), ranges,
 //!   snowflake takes and decoding — the per-ID path.
 //! - [`tags`]: create, show, update, list, decode obfuscated IDs, the allocation journal, the
 //!   clock fault.
+//! - [`tag_admin`]: the tag changes and audit notes as admin changes through Raft, the checks
+//!   of their answers, and the audit retention's stamp.
 //! - [`templates`]: tag templates (put, list, delete) and making a tag from its template on
 //!   its first ID request.
 //! - [`tokens`]: scoped tokens and the audit trail.
@@ -55,6 +57,7 @@ pub mod health;
 pub mod ids;
 pub mod recent;
 pub mod reservations;
+pub mod tag_admin;
 pub mod tags;
 pub mod templates;
 pub mod tokens;
@@ -76,6 +79,8 @@ pub struct Parts {
     pub forecasts: Arc<Forecasts>,
     pub peer_clocks: Arc<crate::clock_watch::PeerClocks>,
     pub backups: crate::backup::Backups,
+    pub monotonic: Arc<crate::profiles::monotonic::Monotonic>,
+    pub numbers: Arc<crate::gapless::Numbers>,
 }
 
 /// Everything an operation needs. The edges hold an `Arc<App>` and call its operations; they
@@ -100,6 +105,10 @@ pub struct App {
     peer_clocks: Arc<crate::clock_watch::PeerClocks>,
     /// Backups on request and the scheduled ones' status.
     backups: crate::backup::Backups,
+    /// Monotonic tags: this node's grouped takes ([`crate::profiles::monotonic`]).
+    monotonic: Arc<crate::profiles::monotonic::Monotonic>,
+    /// Gapless numbers: this node's grouped issues ([`crate::gapless`]).
+    numbers: Arc<crate::gapless::Numbers>,
     /// The latest error answers (the dashboard).
     recent_errors: recent::RecentErrors,
     /// When the node started (the dashboard's uptime).
@@ -121,6 +130,8 @@ impl App {
             forecasts: p.forecasts,
             peer_clocks: p.peer_clocks,
             backups: p.backups,
+            monotonic: p.monotonic,
+            numbers: p.numbers,
             recent_errors: Default::default(),
             started: std::time::Instant::now(),
         }

@@ -26,7 +26,7 @@ pub async fn run(raft: RaftNode, metrics: Arc<Metrics>, shutdown: watch::Receive
         if found.due.is_empty() {
             continue;
         }
-        match raft.lapse_reservations(found.due).await {
+        match crate::gapless::lapse(&raft, found.due).await {
             Ok(results) => {
                 for r in results.iter().flatten().filter(|r| !r.replayed) {
                     if let Some((cause, _)) = &r.void {

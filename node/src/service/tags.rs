@@ -16,8 +16,8 @@ use leaf_raft_store::{StoredProfile, TagRecord};
 use super::validate::Page;
 use super::{validate, ApiError, App};
 use crate::access::Principal;
-use crate::raft::NewTag;
 use crate::tags::ServeAs;
+use leaf_raft_store::NewTag;
 
 impl App {
     /// A page of the tags, as stored, that `who` may see (a scoped token sees the tags its
@@ -47,7 +47,7 @@ impl App {
         let limits = asked_limits(&body)?;
         let new = new_tag(body, who)?;
         let tag = new.tag.clone();
-        let record = self.raft.create_tag(new, who.actor()).await?;
+        let record = super::tag_admin::create_tag(&self.raft, new, who.actor()).await?;
         if let Some(limits) = limits {
             self.set_limits_after_create(&tag, limits, who).await?;
         }
@@ -62,7 +62,7 @@ impl App {
         limits: leaf_api::gapless::SeriesLimits,
         who: &Principal,
     ) -> Result<(), ApiError> {
-        if let Err(e) = self.raft.set_series_limits(tag.to_string(), limits, who.actor()).await {
+        if let Err(e) = super::tag_admin::set_series_limits(&self.raft, tag.to_string(), limits, who.actor()).await {
             let e = ApiError::from(e);
             let message = format!(
                 "{} (series {tag:?} was created with the default limits: set max_numbers and issues_per_sec \
@@ -114,7 +114,7 @@ impl App {
         }
         let mut done = CreateTagsResponse::default();
         for entry in entries(batch) {
-            match self.raft.create_tags(entry, who.actor()).await {
+            match super::tag_admin::create_tags(&self.raft, entry, who.actor()).await {
                 Ok(r) => {
                     done.created.extend(r.created);
                     done.existing.extend(r.existing);
@@ -191,10 +191,10 @@ impl App {
             }
             let limits = self.raft.state().series_limits(&tag).with(body.max_numbers, body.issues_per_sec);
             limits.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
-            self.raft.set_series_limits(tag.clone(), limits, who.actor()).await?;
+            super::tag_admin::set_series_limits(&self.raft, tag.clone(), limits, who.actor()).await?;
         }
         let record = if body.step.is_some() || body.description.is_some() {
-            self.raft.update_tag(tag.clone(), body.step, body.description, who.actor()).await?
+            super::tag_admin::update_tag(&self.raft, tag.clone(), body.step, body.description, who.actor()).await?
         } else {
             self.raft.state().tag(&tag).ok_or_else(|| super::tag_not_found(&tag))?
         };
@@ -227,9 +227,9 @@ impl App {
             return Ok(tag_info(tag, record));
         }
         let record = if archive {
-            self.raft.archive_tag(tag.clone(), who.actor()).await?
+            super::tag_admin::archive_tag(&self.raft, tag.clone(), who.actor()).await?
         } else {
-            self.raft.restore_tag(tag.clone(), who.actor()).await?
+            super::tag_admin::restore_tag(&self.raft, tag.clone(), who.actor()).await?
         };
         tracing::info!(tag, max_id = record.max_id, archived = archive, "tag archived or restored");
         Ok(tag_info(tag, record))
@@ -255,7 +255,7 @@ impl App {
         let sequence = o.decode(id).map_err(|e| ApiError::new(ErrorCode::NotFound, e.to_string()))?;
         // On record before it is answered: whoever decodes can count the tag's IDs.
         let action = AuditAction::ObfuscatedDecoded { tag: tag.clone(), id: id as i64 };
-        self.raft.note(action, who.actor()).await?;
+        super::tag_admin::note(&self.raft, action, who.actor()).await?;
         Ok(ObfuscatedDecoded { tag, id: id as i64, sequence: sequence as i64 })
     }
 
@@ -274,9 +274,7 @@ impl App {
         if let Some(node) = node {
             validate::node_id_range(node)?;
         }
-        let mut journal = self
-            .raft
-            .allocations(tag, node)
+        let mut journal = crate::allocation::journal::allocations(&self.raft, tag, node)
             .map_err(|e| ApiError::new(ErrorCode::Unavailable, format!("allocation journal unreadable: {e}")))?;
         // A scoped token sees the tags its patterns match, never an obfuscated one: its
         // segments would count the tag's IDs, which is what obfuscation hides.
@@ -313,7 +311,7 @@ impl App {
         let action = AuditAction::ClockFaultSet { node_id: self.config.node_id, offset_ms: fault.offset_ms };
         let (raft, actor) = (self.raft.clone(), who.actor());
         tokio::spawn(async move {
-            if let Err(e) = raft.note(action, actor).await {
+            if let Err(e) = super::tag_admin::note(&raft, action, actor).await {
                 tracing::warn!(error = %e, "the clock fault is in force but its audit record failed");
             }
         });

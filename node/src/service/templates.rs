@@ -53,7 +53,7 @@ impl App {
         new_tag(sample, who).map_err(|e| ApiError { message: format!("template {name:?}: {}", e.message), ..e })?;
         let t = NewTemplate { name, pattern, settings };
         let (name, record): (String, TemplateRecord) =
-            self.raft.propose(self.raft.admin(who.actor(), Op::PutTemplate(t))).await?;
+            self.raft.propose(super::tag_admin::admin(who.actor(), Op::PutTemplate(t))).await?;
         tracing::info!(template = name, pattern = %record.pattern, "template put");
         Ok(template_info(name, record))
     }
@@ -63,7 +63,7 @@ impl App {
         who.require_root("managing templates")?;
         validate_template_name(&name).map_err(|e| ApiError::invalid(e.to_string()))?;
         let (name, record): (String, TemplateRecord) =
-            self.raft.propose(self.raft.admin(who.actor(), Op::DeleteTemplate { name })).await?;
+            self.raft.propose(super::tag_admin::admin(who.actor(), Op::DeleteTemplate { name })).await?;
         tracing::info!(template = name, "template deleted");
         Ok(template_info(name, record))
     }
@@ -99,7 +99,7 @@ impl App {
             Ok(_) => tracing::info!(tag, template = name, "tag made from its template"),
             // Made meanwhile by another request, perhaps through another node: known here once
             // applied here.
-            Err(e) if e.code == ErrorCode::TagExists => self.raft.seen_here(tag.to_string()).await,
+            Err(e) if e.code == ErrorCode::TagExists => super::tag_admin::seen_here(&self.raft, tag.to_string()).await,
             Err(e) => return Err(e),
         }
         self.known(tag, |app| app.tags.get(tag)).await

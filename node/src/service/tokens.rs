@@ -73,7 +73,8 @@ impl App {
             secret_hash: hash_secret(&secret),
         };
         let create = Op::CreateToken { token, limits: Some(limits) };
-        let (id, record): (TokenId, TokenRecord) = self.raft.propose(self.raft.admin(who.actor(), create)).await?;
+        let (id, record): (TokenId, TokenRecord) =
+            self.raft.propose(super::tag_admin::admin(who.actor(), create)).await?;
         tracing::info!(token = %id, name = %record.name, "created a scoped token");
         Ok(IssuedToken { token: token_info(id, record), bearer: format_bearer(id, &secret) })
     }
@@ -87,7 +88,7 @@ impl App {
     /// Revokes a token: every node refuses it once it has applied the revocation.
     pub async fn revoke_token(&self, id: TokenId, who: &Principal) -> Result<TokenInfo, ApiError> {
         let (id, record): (TokenId, TokenRecord) =
-            self.raft.propose(self.raft.admin(who.actor(), Op::RevokeToken { id })).await?;
+            self.raft.propose(super::tag_admin::admin(who.actor(), Op::RevokeToken { id })).await?;
         tracing::info!(token = %id, name = %record.name, "revoked a scoped token");
         Ok(token_info(id, record))
     }
@@ -106,7 +107,8 @@ impl App {
         }
         let (_, secret) = new_secret()?;
         let rotate = Op::RotateToken { id, secret_hash: hash_secret(&secret), grace_ms };
-        let (id, record): (TokenId, TokenRecord) = self.raft.propose(self.raft.admin(who.actor(), rotate)).await?;
+        let (id, record): (TokenId, TokenRecord) =
+            self.raft.propose(super::tag_admin::admin(who.actor(), rotate)).await?;
         tracing::info!(token = %id, name = %record.name, grace_ms, "rotated a scoped token");
         Ok(IssuedToken { token: token_info(id, record), bearer: format_bearer(id, &secret) })
     }

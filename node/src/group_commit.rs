@@ -28,7 +28,7 @@ use leaf_raft_store::ApplyError;
 use leaf_raft_store::MAX_SEGMENT_ASKS;
 use tokio::sync::oneshot;
 
-use super::ProposeError;
+use crate::raft::ProposeError;
 
 /// What one ask of a group comes to: committed (answered `R` or refused by the state
 /// machine), or not committed at all.

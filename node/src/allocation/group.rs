@@ -1,0 +1,70 @@
+//! The leader's group commit of segment allocations ([`crate::group_commit`]): a flood of
+//! first requests for cold tags (each an allocation) commits one [`Op::AllocateSegments`]
+//! entry per group, not one entry per tag. A lone allocation is still an
+//! [`Op::AllocateSegment`], so a quiet cluster writes what earlier releases wrote. Each
+//! allocation of a group is applied as if alone ([`leaf_raft_store::apply`]): a refused one (an
+//! exhausted tag) fails only its own caller.
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use leaf_raft_store::{Allocation, Applied, Op, SegmentAsk, MAX_SEGMENT_ASKS};
+
+use crate::group_commit::{GroupCommit, GroupResult};
+use crate::raft::hooks::Grouping;
+use crate::raft::{ProposeError, RaftNode};
+
+/// The allocations this node commits as leader, grouped into shared entries.
+pub struct Segments {
+    groups: Arc<GroupCommit<SegmentAsk, Allocation>>,
+}
+
+impl Default for Segments {
+    fn default() -> Self {
+        Segments { groups: Arc::new(GroupCommit::new(MAX_SEGMENT_ASKS)) }
+    }
+}
+
+impl Grouping for Segments {
+    fn join(&self, node: &RaftNode, op: Op) -> Result<BoxFuture<'static, Result<Applied, ProposeError>>, Op> {
+        let Op::AllocateSegment { tag, step, node_id } = op else {
+            return Err(op);
+        };
+        let ask = SegmentAsk { tag, step, node_id };
+        // Checked alone before it joins a group: a malformed one (a peer's forwarded request
+        // skipped this node's HTTP checks) must not fail the others with it.
+        let alone = Op::AllocateSegment { tag: ask.tag.clone(), step, node_id };
+        if let Err(e) = node.check_here(alone) {
+            return Ok(Box::pin(async move { Err(e) }));
+        }
+        let (groups, node) = (self.groups.clone(), node.clone());
+        Ok(Box::pin(async move { Ok(Applied::Segment(groups.join(ask, committer(node)).await??)) }))
+    }
+}
+
+/// Commits a group of allocations as one entry: a lone one as the `AllocateSegment` every
+/// release applies, more as `AllocateSegments`.
+fn committer(
+    node: RaftNode,
+) -> impl Fn(Vec<SegmentAsk>) -> BoxFuture<'static, GroupResult<Allocation>> + Send + Sync + 'static {
+    move |mut asks: Vec<SegmentAsk>| {
+        let node = node.clone();
+        Box::pin(async move {
+            let n = asks.len();
+            let op = match n {
+                1 => {
+                    let SegmentAsk { tag, step, node_id } = asks.remove(0);
+                    Op::AllocateSegment { tag, step, node_id }
+                }
+                _ => Op::AllocateSegments { asks },
+            };
+            match node.write_here(op).await {
+                Ok(Applied::Segment(a)) => Ok(vec![Ok(a)]),
+                Ok(Applied::Segments(results)) => Ok(results),
+                // The entry refused whole (the same answer on every node): each ask with it.
+                Err(ProposeError::Rejected(e)) => Ok(vec![Err(e); n]),
+                Err(e) => Err(e),
+                Ok(other) => Err(ProposeError::Unavailable(format!("an allocation was answered {other:?}"))),
+            }
+        })
+    }
+}
