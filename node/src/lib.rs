@@ -286,7 +286,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         return Err(e.into());
     }
     let actors = ActorSystem::start().map_err(StartError::Actors)?;
-    let allocator = Arc::new(allocation::RaftAllocator::new(raft.clone(), tokio::runtime::Handle::current()));
+    let allocator = Arc::new(allocation::RaftAllocator::new(raft.clone()));
     let state = raft.state().clone();
     // An archived tag is not served: it is never loaded, and unloaded once archived.
     let lookup: TagLookup = Arc::new(move |tag| {
@@ -295,9 +295,8 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let archives = raft.state().archives();
     let tags = Tags::new(&actors, allocator, (lookup, archives), config.segment.clone(), metrics.clone());
     let snowflake = if config.snowflake.enabled {
-        let rt = tokio::runtime::Handle::current();
         let file_errors = metrics.snowflake_state_errors();
-        Snowflake::start(&config.snowflake, &config.data_dir, raft.clone(), rt, actors.arbiter(), file_errors)
+        Snowflake::start(&config.snowflake, &config.data_dir, raft.clone(), actors.arbiter(), file_errors)
     } else {
         Snowflake::disabled(&config.snowflake, clock.clone())
     };

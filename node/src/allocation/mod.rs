@@ -22,44 +22,41 @@ pub async fn allocate(raft: &RaftNode, tag: String, step: i64) -> Result<Allocat
     raft.propose(Op::AllocateSegment { tag, step, node_id: raft.node_id() }).await
 }
 
-/// Commits segments through Raft on behalf of the tag actors.
+/// Commits segments through Raft on behalf of the tag actors. The proposal runs where the
+/// actor awaits it, on the actors' thread: no hop to another runtime (ARCHITECTURE.md, "Which
+/// thread runs what").
 pub(crate) struct RaftAllocator {
     raft: RaftNode,
-    rt: tokio::runtime::Handle,
 }
 
 impl RaftAllocator {
-    /// Allocations through `raft`, run on the runtime `rt`.
-    pub(crate) fn new(raft: RaftNode, rt: tokio::runtime::Handle) -> Self {
-        RaftAllocator { raft, rt }
+    /// Allocations through `raft`.
+    pub(crate) fn new(raft: RaftNode) -> Self {
+        RaftAllocator { raft }
     }
 }
 
 impl Allocator for RaftAllocator {
     fn allocate(&self, tag: &str, step: i64) -> BoxFuture<Result<Allocation, AllocError>> {
         let raft = self.raft.clone();
-        let tag_name = tag.to_string();
         let tag = tag.to_string();
-        // The actor runs on actix's runtime; Raft's futures belong on the node's tokio runtime.
-        let task = self.rt.spawn(async move { allocate(&raft, tag, step).await });
         Box::pin(async move {
-            match task.await {
-                Err(_) => Err(AllocError::ShuttingDown),
+            match allocate(&raft, tag.clone(), step).await {
                 // `allocate` checked the answer (a non-empty range of at most `step`).
-                Ok(Ok(a)) => Ok(a),
-                Ok(Err(ProposeError::Rejected(ApplyError::TagNotFound(t)))) => Err(AllocError::TagNotFound(t)),
-                Ok(Err(
+                Ok(a) => Ok(a),
+                Err(ProposeError::Rejected(ApplyError::TagNotFound(t))) => Err(AllocError::TagNotFound(t)),
+                Err(
                     e @ ProposeError::Rejected(
                         ApplyError::TagExhausted { .. }
                         | ApplyError::UpperBoundReached { .. }
                         | ApplyError::DayExhausted { .. },
                     ),
-                )) => Err(AllocError::TagExhausted(e.to_string())),
+                ) => Err(AllocError::TagExhausted(e.to_string())),
                 // A stopped Raft (a storage error such as a full disk, or shutdown) is reported
                 // with its reason, not as a plain shutdown: the operator needs to see which.
                 // Peer addresses and peer error text go to the log, not to anonymous clients.
-                Ok(Err(e)) => {
-                    tracing::warn!(tag = %tag_name, error = %e, "segment allocation failed");
+                Err(e) => {
+                    tracing::warn!(%tag, error = %e, "segment allocation failed");
                     Err(AllocError::NotCommitted(commit_failure(e)))
                 }
             }

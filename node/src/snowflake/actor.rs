@@ -45,7 +45,6 @@ enum Registration {
 pub(super) struct WorkerActor {
     gen: Arc<Generator>,
     raft: RaftNode,
-    rt: tokio::runtime::Handle,
     cfg: SnowflakeConfig,
     path: PathBuf,
     /// Published for `/health` and refused requests after every transition.
@@ -96,7 +95,6 @@ impl WorkerActor {
     pub(super) fn new(
         gen: Arc<Generator>,
         raft: RaftNode,
-        rt: tokio::runtime::Handle,
         cfg: SnowflakeConfig,
         path: PathBuf,
         status: Arc<Mutex<Status>>,
@@ -105,7 +103,6 @@ impl WorkerActor {
         let actor = WorkerActor {
             gen,
             raft,
-            rt,
             cfg,
             path,
             status,
@@ -164,14 +161,14 @@ impl WorkerActor {
     /// The startup peer clock check (the phase is `CheckingClock`).
     fn check_clock(&mut self, ctx: &mut Context<Self>) {
         let raft = self.raft.clone();
-        let task = self.rt.spawn(async move {
+        let task = async move {
             let calls = raft.peer_addrs().into_iter().map(|(id, addr)| {
                 let raft = raft.clone();
                 async move { (id, raft.peer_time(id, &addr, PEER_TIME_TIMEOUT).await) }
             });
             futures::future::join_all(calls).await
-        });
-        ctx.spawn(async move { task.await.unwrap_or_default() }.into_actor(self).map(|answers, act, ctx| {
+        };
+        ctx.spawn(task.into_actor(self).map(|answers, act, ctx| {
             let asked = answers.len();
             let mut samples = Vec::new();
             let mut discarded = 0u32;
@@ -221,10 +218,9 @@ impl WorkerActor {
         self.registration = Registration::InFlight;
         let (raft, lease_ms) = (self.raft.clone(), self.cfg.lease_ttl_ms as i64);
         let range = (self.cfg.worker_ids.first, self.cfg.worker_ids.last);
-        let task = self.rt.spawn(async move { super::lease::register(&raft, lease_ms, range).await });
+        let task = async move { super::lease::register(&raft, lease_ms, range).await };
         let sent = Instant::now();
         ctx.spawn(task.into_actor(self).map(move |res, act, ctx| {
-            let res = res.unwrap_or_else(|e| Err(ProposeError::Fatal(e.to_string())));
             let retry = match res {
                 Ok(g) => {
                     act.registered_as(g, sent);
@@ -318,7 +314,7 @@ impl WorkerActor {
             lease_expires_ms: worker.lease_expires_ms,
         };
         let path = self.path.clone();
-        let task = self.rt.spawn_blocking(move || record.store(&path));
+        let task = tokio::task::spawn_blocking(move || record.store(&path));
         ctx.spawn(task.into_actor(self).map(move |res, act, ctx| {
             act.persisting = false;
             let res = match res {
@@ -373,12 +369,12 @@ impl WorkerActor {
         }
         self.renewing = true;
         let (raft, lease_ms, worker_id) = (self.raft.clone(), self.cfg.lease_ttl_ms as i64, worker.worker_id);
-        let task = self.rt.spawn(async move { super::lease::renew(&raft, worker_id, hw, lease_ms).await });
+        let task = async move { super::lease::renew(&raft, worker_id, hw, lease_ms).await };
         let sent = Instant::now();
         ctx.spawn(task.into_actor(self).map(move |res, act, _ctx| {
             act.renewing = false;
             let until = sent + Duration::from_millis(act.cfg.lease_ttl_ms);
-            let answer = match res.unwrap_or_else(|e| Err(ProposeError::Fatal(e.to_string()))) {
+            let answer = match res {
                 Ok(g) => Ok(g),
                 Err(ProposeError::Rejected(e @ ApplyError::WorkerLost { .. })) => {
                     tracing::error!(error = %e, "snowflake worker ID lost; stopping and registering again");

@@ -89,22 +89,14 @@ impl Snowflake {
         cfg: &SnowflakeConfig,
         data_dir: &Path,
         raft: RaftNode,
-        rt: tokio::runtime::Handle,
         arbiter: &actix::ArbiterHandle,
         file_errors: prometheus_client::metrics::counter::Counter,
     ) -> Snowflake {
         let clock = raft.clock().clone();
         let gen = Arc::new(Generator::new(Layout { epoch_ms: cfg.epoch_ms }, clock, cfg.sequence_random_start));
         let status = Arc::new(Mutex::new(Status::new(Report::Starting(None))));
-        let actor = WorkerActor::new(
-            gen.clone(),
-            raft,
-            rt,
-            cfg.clone(),
-            data_dir.join(STATE_FILE),
-            status.clone(),
-            file_errors,
-        );
+        let actor =
+            WorkerActor::new(gen.clone(), raft, cfg.clone(), data_dir.join(STATE_FILE), status.clone(), file_errors);
         let addr = WorkerActor::start_in_arbiter(arbiter, |_| actor);
         Snowflake {
             gen,
