@@ -6,6 +6,7 @@
 //! The rules are the committed file with each `for:` cut to 1 s (the only change), so the
 //! expressions themselves are what is tested. Skipped when `prometheus` is not installed,
 //! unless `LEAF_REQUIRE_PROMETHEUS=1` (CI installs it).
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -123,36 +124,41 @@ impl Prometheus {
 
     /// Waits until every rule group has been evaluated `n` more times.
     async fn evaluations(&self, n: usize) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        let mut last = self.last_evaluations().await;
-        let mut seen = vec![0; last.len()];
-        while last.is_empty() || seen.iter().any(|s| *s < n) {
-            assert!(tokio::time::Instant::now() < deadline, "Prometheus evaluated its rules {seen:?} times, not {n}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        // The last evaluation times, and how many times each group's has changed since the start.
+        let last = RefCell::new(self.last_evaluations().await);
+        let seen = RefCell::new(vec![0; last.borrow().len()]);
+        eventually(&format!("Prometheus evaluates its rules {n} times"), Duration::from_secs(30), || async {
             let now = self.last_evaluations().await;
+            let (mut last, mut seen) = (last.borrow_mut(), seen.borrow_mut());
             if now.len() != last.len() {
-                seen = vec![0; now.len()];
+                *seen = vec![0; now.len()];
             } else {
-                for (s, (a, b)) in seen.iter_mut().zip(now.iter().zip(&last)) {
+                for (s, (a, b)) in seen.iter_mut().zip(now.iter().zip(last.iter())) {
                     *s += usize::from(a != b);
                 }
             }
-            last = now;
-        }
+            *last = now;
+            if last.is_empty() || seen.iter().any(|s| *s < n) {
+                Err(seen.to_vec())
+            } else {
+                Ok(())
+            }
+        })
+        .await;
     }
 
     /// Waits until `done(firing alerts)` holds; panics with the last set after `timeout`.
     async fn wait_for(&self, what: &str, timeout: Duration, done: impl Fn(&BTreeSet<(String, String)>) -> bool) {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
+        let firing = eventually(what, timeout, || async {
             let firing = self.firing().await;
             if done(&firing) {
-                eprintln!("{what}: firing {firing:?}");
-                return;
+                Ok(firing)
+            } else {
+                Err(firing)
             }
-            assert!(tokio::time::Instant::now() < deadline, "{what}: still firing {firing:?}");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        })
+        .await;
+        eprintln!("{what}: firing {firing:?}");
     }
 }
 

@@ -164,22 +164,15 @@ async fn setup(c: &Client) -> String {
 
 /// A scheduled backup in `dir` written after `after`, once there is one.
 async fn scheduled_after(dir: &Path, after: SystemTime) -> PathBuf {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    let what = format!("a scheduled backup in {} after the traffic began", dir.display());
+    eventually(&what, Duration::from_secs(30), || {
         let newer = std::fs::read_dir(dir).into_iter().flatten().flatten().find(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             name.ends_with(".leafbak") && e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t > after)
         });
-        if let Some(e) = newer {
-            return e.path();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no scheduled backup in {} after the traffic began",
-            dir.display()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        std::future::ready(newer.map(|e| e.path()).ok_or("none yet"))
+    })
+    .await
 }
 
 /// The counters a backup holds, by tag, and the highest snowflake high-water mark (Unix ms).

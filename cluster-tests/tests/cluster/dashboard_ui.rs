@@ -147,15 +147,15 @@ async fn the_dashboard_shows_the_live_cluster_in_a_real_browser_behind_tls_and_t
     }
     // The browsed node has served both tags (the page shows its counts).
     let typed = cluster.client_with(follower, Some(&ui), Duration::from_secs(10));
-    let deadline = tokio::time::Instant::now() + FORM;
-    loop {
+    eventually(&format!("node {follower} serves IDs of the tags"), FORM, || async {
         let d = typed.dashboard().await.unwrap();
         if ["orders", "users"].iter().all(|tag| d.tags.iter().any(|t| t.info.tag == *tag && t.served > 0)) {
-            break;
+            Ok(())
+        } else {
+            Err(d.tags)
         }
-        assert!(tokio::time::Instant::now() < deadline, "node {follower} served no IDs of the tags: {:?}", d.tags);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 
     let page = format!("{}/ui?refresh=1", cluster.url(follower));
     let with_token = format!("{page}#token={ui}");

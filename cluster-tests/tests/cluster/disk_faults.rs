@@ -13,8 +13,9 @@
 //! - EIO under `raft.on_storage_failure = "exit"`: 503s until a `/metrics` scrape has counted
 //!   the failure, then the process exits with status 75; restarted as a supervisor would, it
 //!   catches up with the same checks.
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leaf_api::types::ClusterStatus;
 use leaf_api::ErrorCode;
@@ -53,26 +54,36 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
     for id in cluster.ids() {
         arms.arm(&cluster, id, "disk-fsync=sleep(2500)").await;
     }
-    let deadline = Instant::now() + WAIT;
-    let mut refusals = 0;
+    // What each round acknowledged and how many writes it refused, kept across the rounds.
+    let (acked_slow, refusals) = (RefCell::new(Vec::new()), Cell::new(0));
     let mut i = 0;
-    while refusals < 3 {
-        assert!(Instant::now() < deadline, "slow fsync: no write was refused");
+    eventually("slow fsync: 3 writes refused", WAIT, || {
         i += 1;
-        for id in cluster.ids() {
-            // A name per request: a refused write may still commit later.
-            let tag = format!("slow-{i}-{id}");
-            match try_create(&cluster.client(id), &tag).await {
-                Ok(()) => {
-                    acked.insert(tag.clone());
-                }
-                Err((status, code)) => {
-                    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "slow fsync: {code:?}");
-                    refusals += 1;
+        let (round, cluster, acked_slow, refusals) = (i, &cluster, &acked_slow, &refusals);
+        async move {
+            for id in cluster.ids() {
+                // A name per request: a refused write may still commit later.
+                let tag = format!("slow-{round}-{id}");
+                match try_create(&cluster.client(id), &tag).await {
+                    Ok(()) => {
+                        acked_slow.borrow_mut().push(tag);
+                    }
+                    Err((status, code)) => {
+                        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "slow fsync: {code:?}");
+                        refusals.set(refusals.get() + 1);
+                    }
                 }
             }
+            if refusals.get() >= 3 {
+                Ok(())
+            } else {
+                Err(format!("{} refused", refusals.get()))
+            }
         }
-    }
+    })
+    .await;
+    acked.extend(acked_slow.into_inner());
+    let refusals = refusals.get();
     // Buffered IDs still flow while the disk is slow.
     for id in cluster.ids() {
         unique(&mut seen, "disk", try_get_ids(&cluster.client(id), "disk", Some(5)).await.unwrap(), "slow fsync");
@@ -81,18 +92,17 @@ async fn a_slow_or_failing_fsync_gets_503s_and_the_node_recovers() {
     for id in cluster.ids() {
         set(id, "");
     }
-    let deadline = Instant::now() + WAIT;
     let mut n = 0;
-    loop {
-        let leader = cluster.wait_leader(WAIT).await.unwrap();
-        let tag = format!("after-slow-{n}");
+    let tag = eventually("slow fsync: a write committed after the disk recovered", WAIT, || {
+        let (cluster, tag) = (&cluster, format!("after-slow-{n}"));
         n += 1;
-        if try_create(&cluster.client(leader), &tag).await.is_ok() {
-            acked.insert(tag);
-            break;
+        async move {
+            let leader = cluster.wait_leader(WAIT).await.unwrap();
+            try_create(&cluster.client(leader), &tag).await.map(|()| tag)
         }
-        assert!(Instant::now() < deadline, "slow fsync: no write committed after the disk recovered");
-    }
+    })
+    .await;
+    acked.insert(tag);
     assert!(cluster.ids().into_iter().all(|id| cluster.alive(id)), "a node died of a slow disk");
     println!("slow fsync: {refusals} writes refused with 503, recovered without a restart");
 

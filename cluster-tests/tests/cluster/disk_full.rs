@@ -5,10 +5,11 @@
 //!
 //! Needs root (it mounts a 16 MiB ext4 image on a loop device); otherwise it prints why and
 //! passes.
+use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leaf_api::types::CreateTagRequest;
 use leaf_client::{Client, HealthMode, StatusCode};
@@ -172,15 +173,19 @@ async fn a_full_disk_stops_writes_with_503s_and_after_recovery_every_id_is_above
     };
     assert!(error.contains("503") && error.contains("unavailable") && error.contains("No space left"), "{error}");
     // Snowflake stops once its high-water mark can no longer be made durable (within the window).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let error = loop {
+    // The IDs it serves meanwhile count as handed out.
+    let served_meanwhile = RefCell::new(Vec::new());
+    let error = eventually("snowflake stops serving on a full disk", Duration::from_secs(10), || async {
         match snowflake_get(&c, 10).await {
-            Ok(ids) => flakes.extend(ids),
-            Err((s, e)) => break (s, e),
+            Ok(ids) => {
+                served_meanwhile.borrow_mut().extend(ids);
+                Err("still serving")
+            }
+            Err(refusal) => Ok(refusal),
         }
-        assert!(Instant::now() < deadline, "snowflake kept serving on a full disk");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    })
+    .await;
+    flakes.extend(served_meanwhile.into_inner());
     assert_eq!(error.0, StatusCode::SERVICE_UNAVAILABLE, "{}", error.1);
 
     // Free space, crash, restart: acknowledged writes survived, IDs continue above.

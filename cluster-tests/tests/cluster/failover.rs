@@ -106,17 +106,17 @@ async fn killing_the_leader_under_load_keeps_survivors_serving_and_the_restarted
     let report = check_segment_ids(&all, &all_allocations(&cluster, &[1, 2, 3], "hot").await);
     assert!(report.is_valid(), "after the restart: {report:?}");
     // (It replicates what the survivors committed meanwhile, so allow it a moment to apply.)
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
+    eventually("the restarted node's journal covers every ID from before", Duration::from_secs(5), || async {
         let own = journal(&cluster.client(leader), "hot").await;
         assert_eq!(own.complete_from_index, 0);
         let report = check_segment_ids(&before_restart, &own.allocations);
         if report.is_valid() {
-            break;
+            Ok(())
+        } else {
+            Err(report)
         }
-        assert!(tokio::time::Instant::now() < deadline, "restarted node's journal: {report:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
 }
 
 /// Where the warm-client test takes IDs from.
@@ -216,11 +216,8 @@ async fn warm_segment_and_snowflake_clients_on_the_survivors_see_no_error_when_t
     // The survivors serve on under the new leader: a segment committed in its term, then more
     // requests from every source.
     let after_election = cluster.client(new_leader).tag("warm").await.unwrap().max_id;
-    let deadline = tokio::time::Instant::now() + FORM;
-    while cluster.client(new_leader).tag("warm").await.unwrap().max_id == after_election {
-        assert!(tokio::time::Instant::now() < deadline, "no segment of warm committed under the new leader");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let committed = || async { cluster.client(new_leader).tag("warm").await.unwrap().max_id != after_election };
+    until("a segment of warm committed under the new leader", FORM, committed).await;
     until_holds("every source serving after the election", FORM, more_than(counts(), 300)).await;
     stop.store(true, Ordering::Relaxed);
     let end = Instant::now();

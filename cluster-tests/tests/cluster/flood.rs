@@ -166,12 +166,17 @@ async fn members_reach_a_node_whose_client_slots_are_all_taken() {
         let c = leaf_cluster_tests::cluster::node_client(&url, None, Some(ca.as_path()), Duration::from_secs(2));
         async move { c.health(HealthMode::All).await.is_err() }
     };
-    let deadline = tokio::time::Instant::now() + FORM;
-    while !(refused().await && up.load(Ordering::Relaxed) >= 250) {
+    let since = tokio::time::Instant::now();
+    eventually("the leader's client slots fill", FORM, || async {
+        let filled = refused().await && up.load(Ordering::Relaxed) >= 250;
         let up = up.load(Ordering::Relaxed);
-        assert!(tokio::time::Instant::now() < deadline, "the leader's client slots never filled: {up}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if filled {
+            Ok(())
+        } else {
+            Err(format!("{up} idle connections up"))
+        }
+    })
+    .await;
 
     // The follower comes back: it catches up, and its writes reach the leader over new
     // connections, which only the reserve can hold.
@@ -180,17 +185,17 @@ async fn members_reach_a_node_whose_client_slots_are_all_taken() {
     until(&format!("node {restarted} rejoins"), FORM, rejoined).await;
     let create =
         leaf_api::types::CreateTagRequest { tag: "through-the-reserve".into(), step: 100, ..Default::default() };
-    loop {
+    // Within what is left of FORM since the wait for the slots began.
+    let left = FORM.saturating_sub(since.elapsed());
+    eventually(&format!("node {restarted} reaches the leader"), left, || async {
         match cluster.client(restarted).create_tag(&create).await {
-            Ok(_) => break,
+            Ok(_) => Ok(()),
             // An attempt that timed out may have committed.
-            Err(e) if e.code() == Some(leaf_api::ErrorCode::TagExists) => break,
-            Err(e) => {
-                assert!(tokio::time::Instant::now() < deadline, "node {restarted} could not reach the leader: {e}")
-            }
+            Err(e) if e.code() == Some(leaf_api::ErrorCode::TagExists) => Ok(()),
+            Err(e) => Err(e.to_string()),
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     assert_eq!(try_get_ids(&cluster.client(restarted), "through-the-reserve", Some(5)).await.unwrap().len(), 5);
     assert!(refused().await, "the client slots were still taken");
 

@@ -44,11 +44,8 @@ fn app_thread(pool: TagPool, stop: Arc<AtomicBool>, progress: Arc<AtomicU64>) ->
 /// Waits until the application threads took `more` IDs beyond what they had.
 async fn wait_progress(progress: &AtomicU64, more: u64, what: &str) {
     let from = progress.load(Ordering::Relaxed);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while progress.load(Ordering::Relaxed) < from + more {
-        assert!(std::time::Instant::now() < deadline, "no progress {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let progressed = || progress.load(Ordering::Relaxed) >= from + more;
+    until_holds(&format!("progress {what}"), Duration::from_secs(30), progressed).await;
 }
 
 /// `leaf_ids_served_total` of `tag` on node `id`.

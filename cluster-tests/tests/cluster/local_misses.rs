@@ -42,15 +42,11 @@ async fn a_caught_up_follower_answers_unknown_tags_without_a_leader_round() {
     let f = followers[0];
     let c = stranger(&cluster, f);
     // Caught up once it has heard from the leader and probed its quorum contact.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    let answered_locally = || async {
         not_found(&c, "warm-up").await;
-        if miss_counters(&c).await.1 > 0 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the follower never answered a miss locally");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        miss_counters(&c).await.1 > 0
+    };
+    until("the follower answers a miss locally", Duration::from_secs(20), answered_locally).await;
     let (rounds0, local0) = miss_counters(&c).await;
     const N: u64 = 300;
     for i in 0..N {

@@ -48,17 +48,15 @@ async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts()
     assert!(!health_of(&cluster, leader, HealthMode::All).await.0);
     // One follower back: a quorum again.
     cluster.spawn(followers[0]).unwrap();
-    let deadline = std::time::Instant::now() + FORM;
-    loop {
+    eventually("ready again with a quorum", FORM, || async {
         let answer = cluster.client(followers[0]).health(HealthMode::Segment).await;
-        if let Ok(r) = &answer {
-            if r.ready && r.health.quorum_ack_age_ms.is_some_and(|a| a < 2000) {
-                break;
-            }
+        if answer.as_ref().is_ok_and(|r| r.ready && r.health.quorum_ack_age_ms.is_some_and(|a| a < 2000)) {
+            Ok(())
+        } else {
+            Err(answer)
         }
-        assert!(std::time::Instant::now() < deadline, "never ready again: {answer:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     cluster.wait_leader_among(&[leader, followers[0]], FORM).await.unwrap();
 }
 

@@ -49,19 +49,22 @@ const WAIT: Duration = Duration::from_secs(30);
 /// Writes through `leader` until its log is purged past `index` (so a node whose log ends
 /// there must take a snapshot); returns how many tags it created.
 async fn purge_past(cluster: &Cluster, leader: u64, index: u64, case: usize) -> usize {
-    let deadline = Instant::now() + WAIT;
     let mut n = 0;
-    loop {
-        let s = cluster.status(leader).await.unwrap();
-        if s.purged_index.is_some_and(|p| p > index + 1) {
-            return n;
+    eventually(&format!("the leader purges past {index}"), WAIT, || {
+        let created = n;
+        n += 5;
+        async move {
+            let s = cluster.status(leader).await.unwrap();
+            if s.purged_index.is_some_and(|p| p > index + 1) {
+                return Ok(created);
+            }
+            for i in created..created + 5 {
+                create_tag(&cluster.client(leader), &format!("c{case}-{i}"), 10).await;
+            }
+            Err(s)
         }
-        assert!(Instant::now() < deadline, "the leader never purged past {index}: {s:?}");
-        for _ in 0..5 {
-            create_tag(&cluster.client(leader), &format!("c{case}-{n}"), 10).await;
-            n += 1;
-        }
-    }
+    })
+    .await
 }
 
 /// Node `id`'s log lines since byte `from` that name a panic or an error.

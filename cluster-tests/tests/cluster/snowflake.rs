@@ -55,15 +55,16 @@ async fn lease_expiry_fences_the_old_holder_before_its_worker_id_is_recycled() {
     assert_eq!(h5.worker_id, Some(w3), "node 3's worker ID is recycled");
     // Node 5 learns its worker ID from the leader's answer; its own state machine may apply
     // that registration a moment later, so wait for it before reading its record.
-    let deadline = tokio::time::Instant::now() + FORM;
-    let rec = loop {
+    let rec = eventually("node 5 applies its registration of node 3's worker ID", FORM, || async {
         let status = cluster.status(5).await.unwrap();
         let rec = status.workers.into_iter().find(|w| w.worker_id == w3).unwrap();
-        if rec.node_id == 5 || tokio::time::Instant::now() >= deadline {
-            break rec;
+        if rec.node_id == 5 {
+            Ok(rec)
+        } else {
+            Err(rec)
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    })
+    .await;
     assert_eq!((rec.node_id, rec.previous_node_id), (5, Some(3)));
     let new_ids = snowflake_get(&cluster.client(5), 1000).await.unwrap();
     let epoch = 1_288_834_974_657;

@@ -93,15 +93,11 @@ impl Arms {
         let log_len = || std::fs::metadata(cluster.log_path(id)).map_or(0, |m| m.len() as usize);
         let from = log_len();
         self.set(id, spec);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
+        let armed = || {
             let log = std::fs::read(cluster.log_path(id)).unwrap_or_default();
-            if String::from_utf8_lossy(&log[from.min(log.len())..]).contains("leaf failpoints armed from") {
-                return;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "node {id} did not arm {spec:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            String::from_utf8_lossy(&log[from.min(log.len())..]).contains("leaf failpoints armed from")
+        };
+        until_holds(&format!("node {id} arms {spec:?}"), Duration::from_secs(10), armed).await;
     }
 }
 

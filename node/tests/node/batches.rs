@@ -238,15 +238,20 @@ async fn more_tags_than_earlier_releases_held_are_created_and_snapshotted() {
     assert_eq!(get_ids(&c, "m-39999", None).await, [1]);
     // A build runs beside applies and the next is due only on a later apply, so further
     // creations drive the snapshot until it holds every tag (a condition, not a sleep).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    for i in 0.. {
-        let status = node.raft().status();
-        if status.snapshot_index.is_some_and(|s| s >= bulk_end) {
-            break;
+    let mut i = 0;
+    crate::support::eventually("a snapshot of the bulk", std::time::Duration::from_secs(30), || {
+        let (node, c, drive) = (&node, &c, format!("drive-{i}"));
+        i += 1;
+        async move {
+            let status = node.raft().status();
+            if status.snapshot_index.is_some_and(|s| s >= bulk_end) {
+                return Ok(());
+            }
+            create_tag(c, &drive, 10).await;
+            Err(status)
         }
-        assert!(std::time::Instant::now() < deadline, "no snapshot of the bulk: {status:?}");
-        create_tag(&c, &format!("drive-{i}"), 10).await;
-    }
+    })
+    .await;
     node.shutdown().await;
     let (_node, c) = start(cfg).await;
     let tags = c.tags().await.unwrap();

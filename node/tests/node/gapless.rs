@@ -381,17 +381,17 @@ async fn reservations_are_confirmed_voided_or_expire_and_keep_their_place() {
     }
     // The 1-second reservation is voided by the leader once its deadline passed.
     let q = LedgerQuery { state: Some(NumberState::Reserved), ..LedgerQuery::default() };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    let (since, within) = (std::time::Instant::now(), std::time::Duration::from_secs(30));
+    crate::support::eventually("doc-c expires", within, || async {
         let page = g.ledger_page(&q).await.unwrap();
         if page.open_reservations == 0 {
             assert!(page.entries.is_empty());
-            break;
+            return Ok(());
         }
         assert_eq!(page.entries.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(), ["doc-c"]);
-        assert!(std::time::Instant::now() < deadline, "doc-c never expired");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+        Err(page.open_reservations)
+    })
+    .await;
     let expired = g.issue("doc-c").await.unwrap();
     assert_eq!((expired.number, expired.state, expired.reason.as_deref()), (3, NumberState::Voided, Some("expired")));
     let (s, code, m) = refused(g.confirm("doc-c").await);
@@ -409,16 +409,18 @@ async fn reservations_are_confirmed_voided_or_expire_and_keep_their_place() {
         "leaf_gapless_open_reservations 0",
         "leaf_gapless_overdue_reservations 0",
     ];
-    // The gauges follow the void within the reservation task's tick.
-    loop {
+    // The gauges follow the void within the reservation task's tick (within the same 30 s).
+    let left = within.saturating_sub(since.elapsed());
+    crate::support::eventually("the settlement gauges and counters", left, || async {
         let metrics = c.metrics().await.unwrap();
         let missing: Vec<&&str> = lines.iter().filter(|l| !metrics.lines().any(|m| m == **l)).collect();
         if missing.is_empty() {
-            break;
+            Ok(())
+        } else {
+            Err(format!("no {missing:?} in\n{metrics}"))
         }
-        assert!(std::time::Instant::now() < deadline, "no {missing:?} in\n{metrics}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    })
+    .await;
 
     // The CLI: reserve and void, then an export with every settlement verifies.
     let url = format!("http://{}", node.http_addr());

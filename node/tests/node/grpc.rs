@@ -377,15 +377,13 @@ async fn health_watch_streams_are_bounded() {
     check(&mut health, "").await.expect("Check is not bounded");
     // A closed stream frees its place (the server sees the reset a moment later).
     drop(open.pop());
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    crate::support::eventually("room after a stream closed", Duration::from_secs(10), || async {
         match watch(health.clone()).await {
-            Ok(_) => break,
-            Err(e) if e.code() == Code::ResourceExhausted && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await
-            }
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Code::ResourceExhausted => Err(e),
             Err(e) => panic!("no room after a stream closed: {e:?}"),
         }
-    }
+    })
+    .await;
     node.shutdown().await;
 }
