@@ -10,8 +10,8 @@
 #    alternating ROUNDS times (default 2): single IDs of one hot tag (the baseline), then of
 #    `t-{zipf}` (a Zipf rank over all TAGS, s = 1.1); req/s, errors, and the ratio of the
 #    Zipf run to the baseline of its round;
-# 4. the tags loaded after the load (`/cache`) and RSS; then, once the idle sweep has unloaded
-#    them, the tags loaded and RSS again;
+# 4. the tags loaded after the load (`/cache`), RSS and the heap (`leaf_heap_*`); then, once
+#    the idle sweep has unloaded them, the same again;
 # 5. a `kill -9` and a restart: seconds until `/health` is ready, RSS then, the size of the
 #    snapshot file (the live state) and of the whole data directory.
 # Prints a Markdown table per part.
@@ -36,6 +36,8 @@ name() { printf "t-%0${WIDTH}d" "$1"; }
 
 wait_up() { for _ in $(seq 1 200); do curl -fs -o /dev/null --max-time 1 "$1" && return 0; sleep 0.05; done; echo "not up: $1" >&2; return 1; }
 rss_mb() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$PID/status"; }
+# The allocator's heap in use and free (`leaf_heap_*` on /metrics), in MB.
+heap_mb() { curl -fs "$URL/metrics" | awk -v m="leaf_heap_$1_bytes" '$1 == m { printf "%.1f", $2 / 1048576 }'; }
 loaded() { curl -fs "$URL/cache" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))'; }
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
@@ -58,7 +60,7 @@ PY
 T0=$(date +%s.%N)
 "$LEAF" tag create-batch "$WORK/tags.jsonl" --url "$URL" >"$WORK/created.json"
 T1=$(date +%s.%N)
-RSS1=$(rss_mb)
+RSS1=$(rss_mb) USE1=$(heap_mb in_use) FREE1=$(heap_mb free)
 python3 - "$T0" "$T1" "$TAGS" "$WORK/created.json" "$RSS0" "$RSS1" <<'PY'
 import json, sys
 t0, t1, n = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
@@ -114,16 +116,17 @@ done
 echo
 
 # 4. What stays loaded.
-L1=$(loaded) RSS2=$(rss_mb)
+L1=$(loaded) RSS2=$(rss_mb) USE2=$(heap_mb in_use) FREE2=$(heap_mb free)
 for _ in $(seq 1 120); do
     [[ $(loaded) -le 1 ]] && break
     sleep 1
 done
-L2=$(loaded) RSS3=$(rss_mb)
-echo "| after | tags loaded | RSS |"
-echo "|---|---:|---:|"
-echo "| the load | $L1 | $RSS2 MB |"
-echo "| the idle sweep (segment.idle_unload_secs = 20) | $L2 | $RSS3 MB |"
+L2=$(loaded) RSS3=$(rss_mb) USE3=$(heap_mb in_use) FREE3=$(heap_mb free)
+echo "| after | tags loaded | RSS | heap in use | heap free |"
+echo "|---|---:|---:|---:|---:|"
+echo "| the creation (no tag loaded) | 0 | $RSS1 MB | $USE1 MB | $FREE1 MB |"
+echo "| the load | $L1 | $RSS2 MB | $USE2 MB | $FREE2 MB |"
+echo "| the idle sweep (segment.idle_unload_secs = 20) | $L2 | $RSS3 MB | $USE3 MB | $FREE3 MB |"
 echo
 
 # 5. kill -9 and restart.

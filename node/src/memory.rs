@@ -56,6 +56,31 @@ pub(crate) fn trim() {
     }
 }
 
+/// What the allocator holds: bytes in use by the program, and bytes it keeps free (freed
+/// memory not returned to the OS: what [`trim`] can release, and the holes between live
+/// chunks that it cannot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heap {
+    pub in_use: u64,
+    pub free: u64,
+}
+
+/// The allocator's figures (glibc's `mallinfo2`: every arena, and the chunks it mapped apart);
+/// `None` where the allocator does not say. Walks the arenas' free lists: for a scrape, not a
+/// request path.
+pub fn heap() -> Option<Heap> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 reads the allocator's own state under its arena locks.
+        let m = unsafe { libc::mallinfo2() };
+        Some(Heap { in_use: (m.uordblks + m.hblkhd) as u64, free: m.fordblks as u64 })
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,8 @@
 //! The standard `process_*` metrics (as the Prometheus client libraries name them), read from
 //! `/proc/self` at each scrape: CPU time, resident and virtual memory, open and maximum file
-//! descriptors, threads and the start time. A value that cannot be read is left out.
+//! descriptors, threads and the start time; and beside them the allocator's heap in use and
+//! the free memory it holds (`leaf_heap_*`, [`crate::memory::heap`]), which tell live memory
+//! from memory freed but not returned. A value that cannot be read is left out.
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -72,6 +74,17 @@ impl Collector for ProcessCollector {
             gauge("process_start_time_seconds", "Start time of the process since the Unix epoch in seconds", start)?;
         }
         gauge("process_open_fds", "Number of open file descriptors", open_fds.map(|v| v as f64))?;
+        let heap = crate::memory::heap();
+        gauge(
+            "leaf_heap_in_use_bytes",
+            "Heap bytes the node has allocated and not freed",
+            heap.map(|h| h.in_use as f64),
+        )?;
+        gauge(
+            "leaf_heap_free_bytes",
+            "Heap bytes freed by the node that the allocator keeps for reuse",
+            heap.map(|h| h.free as f64),
+        )?;
         gauge("process_max_fds", "Maximum number of open file descriptors", max_fds.map(|v| v as f64))?;
         if let Some(s) = &stat {
             let c = ConstCounter::new(s.cpu_seconds);
@@ -127,6 +140,8 @@ mod tests {
             "process_max_fds ",
             "process_start_time_seconds ",
             "process_threads ",
+            "leaf_heap_in_use_bytes ",
+            "leaf_heap_free_bytes ",
         ] {
             assert!(text.lines().any(|l| l.starts_with(name)), "{name} missing:\n{text}");
         }
