@@ -77,7 +77,7 @@ impl Collector for ProcessCollector {
         let heap = crate::memory::heap();
         gauge(
             "leaf_heap_in_use_bytes",
-            "Heap bytes the node has allocated and not freed",
+            "Heap bytes the node has allocated and not freed (mapped, not all of it resident)",
             heap.map(|h| h.in_use as f64),
         )?;
         gauge(
