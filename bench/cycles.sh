@@ -14,7 +14,7 @@ for n in "$CYCLES" "$TAGS"; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "CYCLES and
 WORK=$(mktemp -d) URL="http://127.0.0.1:$PORT" PID=
 cleanup() { [[ -n $PID ]] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
-LEAF_SEGMENT__IDLE_UNLOAD_SECS=20 "$LEAF" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" >>"$WORK/node.log" 2>&1 &
+LEAF_SEGMENT__IDLE_UNLOAD_SECS=20 LEAF_METRICS__HEAP_STATS=true "$LEAF" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" >>"$WORK/node.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 200); do curl -fs -o /dev/null --max-time 1 "$URL/health?mode=segment" && break; sleep 0.05; done
 # Names padded to the width of the last one, as `leaf bench` writes `{zipf}` ranks.

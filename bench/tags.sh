@@ -42,7 +42,7 @@ loaded() { curl -fs "$URL/cache" | python3 -c 'import json, sys; print(len(json.
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 serve() {
-    LEAF_SEGMENT__IDLE_UNLOAD_SECS=20 LEAF_RAFT__SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-10000} "$LEAF" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" \
+    LEAF_SEGMENT__IDLE_UNLOAD_SECS=20 LEAF_METRICS__HEAP_STATS=true LEAF_RAFT__SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-10000} "$LEAF" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" \
         >>"$WORK/node.log" 2>&1 &
     PID=$!
 }

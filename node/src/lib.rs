@@ -258,6 +258,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     }
     let metrics = Arc::new(Metrics::new());
     metrics.set_max_tag_series(config.metrics.max_tag_series);
+    metrics.set_heap_stats(config.metrics.heap_stats);
     let tls = if config.tls.enabled() {
         Some(tls::Tls::load(&config.tls, config.node_id, metrics.tls_counters())?)
     } else {

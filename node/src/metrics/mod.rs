@@ -49,6 +49,8 @@ const GRPC_CODES: usize = 17;
 /// All metrics of one node.
 pub struct Metrics {
     registry: Registry,
+    /// Whether a scrape reads the allocator's heap figures (`metrics.heap_stats`).
+    heap_stats: Arc<std::sync::atomic::AtomicBool>,
     /// Per-tag counters and forecasts, shown bounded; the snowflake keys' counters too.
     tag_series: Arc<tag_series::TagSeries>,
     refill_seconds: Histogram,
@@ -113,7 +115,8 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut root = Registry::default();
-        root.register_collector(Box::new(process::ProcessCollector));
+        let heap_stats: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        root.register_collector(Box::new(process::ProcessCollector { heap: heap_stats.clone() }));
         let registry = root.sub_registry_with_prefix("leaf");
         let snowflake_keys: Arc<std::sync::RwLock<_>> = Arc::default();
         let m = Metrics {
@@ -135,6 +138,7 @@ impl Metrics {
             local_misses: Counter::default(),
             tls: Default::default(),
             snowflake_keys,
+            heap_stats,
             grpc_calls: Vec::new(),
             forecast: ForecastGauges::default(),
             token_requests: Family::default(),
@@ -346,6 +350,11 @@ impl Metrics {
     /// Shows per-tag series for at most `max` tags (`metrics.max_tag_series`).
     pub fn set_max_tag_series(&self, max: usize) {
         self.tag_series.set_max(max);
+    }
+
+    /// Whether a scrape reads the allocator's heap figures (`metrics.heap_stats`).
+    pub fn set_heap_stats(&self, on: bool) {
+        self.heap_stats.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Snowflake IDs served so far, every key.
