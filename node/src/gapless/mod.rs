@@ -87,11 +87,7 @@ pub async fn lapse(
 impl Grouping for Numbers {
     /// A lone owned issue joins the leader's group; a group sent by a node is logged as it is.
     fn join(&self, node: &RaftNode, op: Op) -> Result<BoxFuture<'static, Result<Applied, ProposeError>>, Op> {
-        let Op::IssueNumbers { asks, rules: NumberRules::Owned } = op else {
-            return Err(op);
-        };
-        let [ask] =
-            <[OwnedAsk; 1]>::try_from(asks).map_err(|asks| Op::IssueNumbers { asks, rules: NumberRules::Owned })?;
+        let ask = lone_owned_ask(op)?;
         // Checked alone first, as an allocation is.
         let alone = Op::IssueNumbers { asks: vec![ask.clone()], rules: NumberRules::Owned };
         if let Err(e) = node.check_here(alone) {
@@ -100,6 +96,19 @@ impl Grouping for Numbers {
         let (committed, node) = (self.committed.clone(), node.clone());
         Ok(Box::pin(async move { Ok(Applied::Numbers(vec![committed.join(ask, committer(node)).await?])) }))
     }
+}
+
+/// The ask of an owned `IssueNumbers` of exactly one ask, which the leader groups with
+/// others; any other op back as it was (a node's own group, which is logged as it came, or an
+/// op of another kind).
+#[allow(clippy::result_large_err)]
+fn lone_owned_ask(op: Op) -> Result<OwnedAsk, Op> {
+    let Op::IssueNumbers { asks, rules: NumberRules::Owned } = op else {
+        return Err(op);
+    };
+    <[OwnedAsk; 1]>::try_from(asks)
+        .map(|[ask]| ask)
+        .map_err(|asks| Op::IssueNumbers { asks, rules: NumberRules::Owned })
 }
 
 /// Commits a group of gapless issues as one owned `IssueNumbers` entry.
@@ -117,5 +126,31 @@ fn committer(
                 Ok(other) => Err(ProposeError::Unavailable(format!("an issue of numbers was answered {other:?}"))),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(key: &str) -> OwnedAsk {
+        let ask = NumberAsk { tag: "inv".into(), key: key.into(), actor: Actor::AdminToken, act: NumberAct::Issue };
+        OwnedAsk { ask, proof: None }
+    }
+
+    /// The leader's hook takes only a lone owned issue; a node's group and every other op are
+    /// given back unchanged, to be logged as they came.
+    #[test]
+    fn only_a_lone_owned_issue_joins_the_leaders_group() {
+        assert_eq!(lone_owned_ask(Op::IssueNumbers { asks: vec![ask("a")], rules: NumberRules::Owned }), Ok(ask("a")));
+        let given_back = [
+            Op::IssueNumbers { asks: vec![ask("a"), ask("b")], rules: NumberRules::Owned },
+            Op::IssueNumbers { asks: vec![], rules: NumberRules::Owned },
+            Op::IssueNumbers { asks: vec![ask("a")], rules: NumberRules::Plain },
+            Op::AllocateSegment { tag: "t".into(), step: 10, node_id: 1 },
+        ];
+        for op in given_back {
+            assert_eq!(lone_owned_ask(op.clone()), Err(op));
+        }
     }
 }
