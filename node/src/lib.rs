@@ -349,7 +349,13 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let form = tokio::spawn(raft.clone().form_cluster(config.peers.0.clone(), advertise));
     let quorum = tokio::spawn(raft.clone().watch_quorum());
     let bootstrap = tokio::spawn(bootstrap_tags(raft.clone(), config.clone(), bootstrapped.clone()));
-    tracing::info!(node_id = config.node_id, %http_addr, data_dir = %config.data_dir.display(), "leaf node started");
+    tracing::info!(
+        node_id = config.node_id,
+        %http_addr,
+        data_dir = %config.data_dir.display(),
+        allocator = crate::memory::ALLOCATOR,
+        "leaf node started"
+    );
     Ok(NodeHandle {
         http_addr,
         shutdown,

@@ -13,9 +13,10 @@ pub struct MetricsConfig {
     pub max_tag_series: usize,
     /// Whether `/metrics` shows the allocator's heap in use and free
     /// (`leaf_heap_in_use_bytes`, `leaf_heap_free_bytes`), to tell live memory from memory
-    /// freed but held. For diagnosis: glibc counts them by walking its free lists under its
-    /// locks, which on a fragmented heap adds about 18 ms to a scrape and holds up requests'
-    /// allocations meanwhile. Default `false`.
+    /// freed but held. For diagnosis: glibc (the allocator of a dynamic build) counts them by
+    /// walking its free lists under its locks, which on a fragmented heap adds about 18 ms to a
+    /// scrape and holds up requests' allocations meanwhile; jemalloc (the static build's) reads
+    /// its own counters. Default `false`.
     pub heap_stats: bool,
 }
 

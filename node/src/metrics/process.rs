@@ -2,9 +2,10 @@
 //! `/proc/self` at each scrape: CPU time, resident and virtual memory, open and maximum file
 //! descriptors, threads and the start time; and, under `metrics.heap_stats`, the allocator's
 //! heap in use and the free memory it holds (`leaf_heap_*`, [`crate::memory::heap`]), which
-//! tell live memory from memory freed but not returned. Off by default: glibc reads them by
-//! walking every arena's free lists under the arena's lock, which on a fragmented heap held a
-//! scrape for about 18 ms more (and the allocations of requests waiting on those locks). A
+//! tell live memory from memory freed but not returned. Off by default: glibc (the dynamic
+//! build's allocator) reads them by walking every arena's free lists under the arena's lock,
+//! which on a fragmented heap held a scrape for about 18 ms more (and the allocations of
+//! requests waiting on those locks); jemalloc (the static build's) reads its own counters. A
 //! value that cannot be read is left out.
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};

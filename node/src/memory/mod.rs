@@ -5,10 +5,15 @@
 //! (285 MB here, 495 MB in the report that found it) long after they closed. [`Trimmer`]
 //! counts closed connections and, when many closed since the last time, asks glibc to return
 //! its free pages (`malloc_trim(0)`, which releases free memory inside every arena, not only at
-//! the top of the heap). Normal keep-alive traffic closes few connections and never triggers
-//! it; a trim costs about a millisecond when there is little to release.
+//! the top of the heap; under jemalloc, purges its arenas). Normal keep-alive traffic closes few
+//! connections and never triggers it; a trim costs about a millisecond when there is little to
+//! release. Which allocator, and what each can say and give back: [`allocator`].
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+pub mod allocator;
+
+pub use allocator::{heap, trim, NAME as ALLOCATOR};
 
 /// Closed connections that make the next check trim.
 const TRIM_AFTER_CLOSED: usize = 512;
@@ -43,41 +48,6 @@ impl Trimmer {
                 tracing::debug!("returned freed memory to the OS after many connections closed");
             }
         }
-    }
-}
-
-/// Returns the allocator's free memory to the OS, where the allocator can (glibc). Also called
-/// by the tags' idle sweeper once many tags were unloaded or their actors went to sleep.
-pub(crate) fn trim() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only reads and updates the allocator's own state; it is thread-safe.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// What the allocator holds: bytes in use by the program, and bytes it keeps free (freed
-/// memory not returned to the OS: what [`trim`] can release, and the holes between live
-/// chunks that it cannot).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Heap {
-    pub in_use: u64,
-    pub free: u64,
-}
-
-/// The allocator's figures (glibc's `mallinfo2`: every arena, and the chunks it mapped apart);
-/// `None` where the allocator does not say. Walks the arenas' free lists: for a scrape, not a
-/// request path.
-pub fn heap() -> Option<Heap> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallinfo2 reads the allocator's own state under its arena locks.
-        let m = unsafe { libc::mallinfo2() };
-        Some(Heap { in_use: (m.uordblks + m.hblkhd) as u64, free: m.fordblks as u64 })
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        None
     }
 }
 
