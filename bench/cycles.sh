@@ -4,8 +4,8 @@
 # LEAF is a `leaf` release binary. One plaintext node on 127.0.0.1 (segment.idle_unload_secs
 # 20), TAGS tags (default 39,990) created with `leaf tag create-batch`, then CYCLES times
 # (default 3): first the node right after the creation and after 25 s idle (an allocator that
-# returns memory on a timer has done so by then); then `leaf bench` over a Zipf rank of the tags (s = 1.1, 32 connections, 10 s), RSS
-# and the heap in use (`leaf_heap_in_use_bytes`); then, once the idle sweep has unloaded every
+# returns memory on a timer has done so by then); then `leaf bench` over a Zipf rank of the
+# tags (s = 1.1, 32 connections, 10 s), RSS and the heap in use (`leaf_heap_in_use_bytes`); then, once the idle sweep has unloaded every
 # tag, the same again. Prints a Markdown table.
 set -euo pipefail
 [[ $# -ge 1 ]] || { sed -n '2,8p' "$0"; exit 2; }
