@@ -5,6 +5,13 @@ use super::*;
 /// come, callers wait for it, and the size must grow. Halving it, as a lease that lasted over
 /// `2 × period` otherwise is, starved the callers down to leases of one ID (a test of 100,000
 /// IDs took minutes).
+///
+/// The assertion is on the mean lease, not the last target: a 1 ms period is within the
+/// scheduler's noise, so on a busy machine the size also halves now and then (a caller
+/// descheduled for 2 ms lets a lease "last" long without a wait) and the last target can be
+/// anything. Measured over 30 runs each: unloaded, a mean of 298 to 427 IDs per lease; with six
+/// busy loops on two cores, 7 to 10; with the wait not counted (the regression), 1.0 every time
+/// (about 2,974 leases for 3,000 IDs).
 #[test]
 fn leases_grow_while_callers_wait_on_a_slow_source() {
     let rt = runtime();
@@ -22,5 +29,6 @@ fn leases_grow_while_callers_wait_on_a_slow_source() {
     check_ids(&fake, ids);
     let stats = tag.stats();
     assert!(stats.waits > 0, "the callers never waited: {stats:?}");
-    assert!(stats.lease_target > 16, "the lease shrank while callers waited for it: {stats:?}");
+    let mean = stats.ids_leased as f64 / stats.leases_ok.max(1) as f64;
+    assert!(mean >= 3.0, "the callers were starved to leases of {mean:.1} IDs: {stats:?}");
 }
