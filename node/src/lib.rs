@@ -38,7 +38,8 @@
 //! - [`listener`]: the one port: accept loop, connection cap, TLS handshake, protocol sniffing,
 //!   and dispatch to the gRPC edge, the HTTP fast path or the HTTP router.
 //! - [`tls`]: HTTPS on the listener, mutual TLS between nodes, certificate reload.
-//! - [`memory`]: returns freed memory to the OS after connection floods.
+//! - [`memory`]: the allocator, and giving freed memory back to the OS: after connection
+//!   floods, after the idle sweep, and the tables of maps that emptied.
 //! - [`private`]: data at rest is its owner's alone (the umask, and tightening at start).
 //! - [`metrics`]: Prometheus metrics (OpenMetrics or text 0.0.4; request latency per route,
 //!   process, Raft, snowflake and cluster gauges).

@@ -219,6 +219,7 @@ impl Sampler {
             }
             keep
         });
+        crate::memory::shrink_sparse(&mut self.followed);
         self.last_at = Some(at);
         self.rates.store(Arc::new(rates));
     }
@@ -279,6 +280,20 @@ mod tests {
 
     /// A tag the journal reports moving gets its rate at once, from the previous sample; an
     /// unbounded one idle for two windows is no longer read, a bounded one always is.
+    /// A load over many tags fills the table of the tags followed; once they are dropped, the
+    /// table goes with them.
+    #[test]
+    fn the_table_of_the_tags_followed_shrinks_once_they_are_dropped() {
+        let mut s = Sampler::new(Duration::from_secs(10), Arc::new(Metrics::new()), Arc::default());
+        let many = (0..5_000).map(|i| obs(&format!("t{i}"), 1, LAST_ID)).collect();
+        s.sample(Duration::from_secs(1), many);
+        let full = s.followed.capacity();
+        assert!(full >= 5_000, "{full}");
+        s.sample(Duration::from_secs(2), vec![obs("t1", 2, LAST_ID)]);
+        assert_eq!(s.followed.len(), 1);
+        assert!(s.followed.capacity() <= 64, "room for {} after {full}", s.followed.capacity());
+    }
+
     #[test]
     fn a_moving_tag_is_followed_until_idle_and_a_bounded_one_always() {
         let metrics = Arc::new(Metrics::new());

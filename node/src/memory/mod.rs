@@ -7,13 +7,33 @@
 //! its free pages (`malloc_trim(0)`, which releases free memory inside every arena, not only at
 //! the top of the heap; under jemalloc, purges its arenas). Normal keep-alive traffic closes few
 //! connections and never triggers it; a trim costs about a millisecond when there is little to
-//! release. Which allocator, and what each can say and give back: [`allocator`].
+//! release. Which allocator, and what each can say and give back: [`allocator`]. What a map
+//! that emptied keeps of its largest table: [`shrink_sparse`].
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub mod allocator;
 
 pub use allocator::{heap, trim, NAME as ALLOCATOR};
+
+/// Tables smaller than this are left as they are by [`shrink_sparse`].
+const SHRINK_ABOVE: usize = 64;
+
+/// Gives back most of `map`'s table once it holds a quarter of what it has room for, or less.
+///
+/// A `HashMap` keeps the largest table it ever had: after a load over 30,000 tags and the idle
+/// sweep, the tables of the per-tag series, the forecasts and the sweeper's own notes held
+/// about 10 MB for maps that were empty or nearly (heaptrack, BENCHMARKS.md). Called after
+/// removals; shrinking to twice the entries left leaves room to grow again before a resize, so
+/// a map that shrinks and grows by turns does not rebuild its table each time.
+pub fn shrink_sparse<K: Eq + Hash, V, S: BuildHasher>(map: &mut HashMap<K, V, S>) {
+    let room = map.capacity();
+    if room > SHRINK_ABOVE && map.len() <= room / 4 {
+        map.shrink_to(map.len() * 2);
+    }
+}
 
 /// Closed connections that make the next check trim.
 const TRIM_AFTER_CLOSED: usize = 512;
@@ -54,6 +74,24 @@ impl Trimmer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_map_emptied_gives_its_table_back_and_a_full_one_keeps_it() {
+        let mut map: HashMap<u32, u64> = (0..10_000).map(|i| (i, 0)).collect();
+        let full = map.capacity();
+        shrink_sparse(&mut map);
+        assert_eq!(map.capacity(), full, "a full map keeps its table");
+        map.retain(|k, _| *k < 4_000);
+        shrink_sparse(&mut map);
+        assert!(map.capacity() > full / 2, "above a quarter, the table stays: {} of {full}", map.capacity());
+        map.retain(|k, _| *k < 100);
+        shrink_sparse(&mut map);
+        assert!(map.capacity() < full / 16, "{} of {full} left for 100 entries", map.capacity());
+        assert!(map.capacity() >= 200, "room to grow again: {}", map.capacity());
+        map.clear();
+        shrink_sparse(&mut map);
+        assert!(map.capacity() <= SHRINK_ABOVE, "{}", map.capacity());
+    }
 
     #[test]
     fn trims_only_after_many_closed_connections() {

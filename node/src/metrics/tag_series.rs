@@ -121,7 +121,12 @@ impl TagSeries {
 
     /// Forgets an unloaded tag's counters, keeping its IDs in its profile's total.
     pub fn unload(&self, tag: &str) {
-        let gone = self.tags.write().unwrap_or_else(|e| e.into_inner()).remove(tag);
+        let gone = {
+            let mut tags = self.tags.write().unwrap_or_else(|e| e.into_inner());
+            let gone = tags.remove(tag);
+            crate::memory::shrink_sparse(&mut tags);
+            gone
+        };
         if let Some(e) = gone {
             if let Some(i) = PUBLIC_PROFILES.iter().position(|p| *p == e.profile) {
                 self.retired[i].fetch_add(e.counters.served.get(), Ordering::Relaxed);
@@ -137,7 +142,16 @@ impl TagSeries {
 
     /// Forgets `tag`'s forecast (a tag that is gone).
     pub fn remove_forecast(&self, tag: &str) {
-        self.forecasts.write().unwrap_or_else(|e| e.into_inner()).remove(tag);
+        let mut forecasts = self.forecasts.write().unwrap_or_else(|e| e.into_inner());
+        forecasts.remove(tag);
+        crate::memory::shrink_sparse(&mut forecasts);
+    }
+
+    /// The room of its two tables (the counters', the forecasts'), for tests.
+    #[cfg(test)]
+    fn rooms(&self) -> (usize, usize) {
+        let tags = self.tags.read().unwrap_or_else(|e| e.into_inner()).capacity();
+        (tags, self.forecasts.read().unwrap_or_else(|e| e.into_inner()).capacity())
     }
 
     /// The tags shown: the `max` served most, by name.
@@ -348,6 +362,26 @@ mod tests {
     }
 
     /// The forecast gauges show the tags nearest to exhaustion; a tag without a rate last.
+    /// After a load over many tags and the idle sweep, the tables are as small as what is left
+    /// in them, not as large as they once were.
+    #[test]
+    fn tables_emptied_by_unloads_and_dropped_forecasts_are_given_back() {
+        let s = super::TagSeries::new(Default::default());
+        let names: Vec<String> = (0..5_000).map(|i| format!("t{i}")).collect();
+        for t in &names {
+            s.counters(t, Profile::Segment);
+            s.set_forecast(t, 1, None, None);
+        }
+        let full = s.rooms();
+        assert!(full.0 >= 5_000 && full.1 >= 5_000, "{full:?}");
+        for t in &names {
+            s.unload(t);
+            s.remove_forecast(t);
+        }
+        let (tags, forecasts) = s.rooms();
+        assert!(tags <= 64 && forecasts <= 64, "room for {tags} and {forecasts} with nothing left (from {full:?})");
+    }
+
     #[test]
     fn forecast_gauges_show_the_tags_nearest_to_exhaustion() {
         let m = Metrics::new();

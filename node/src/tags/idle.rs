@@ -30,6 +30,14 @@ pub struct IdleWatch {
     seen: HashMap<Arc<str>, (u64, Instant)>,
 }
 
+impl IdleWatch {
+    /// The room of its table, for tests.
+    #[cfg(test)]
+    pub fn room(&self) -> usize {
+        self.seen.capacity()
+    }
+}
+
 impl Tags {
     /// Unloads the tags idle for `idle`, looking every `idle / 4` (at most every minute), until
     /// `shutdown` turns true. A zero `idle` keeps every tag.
@@ -62,6 +70,7 @@ impl Tags {
         let loaded = self.inner.map.pin();
         let before = loaded.len();
         watch.seen.retain(|t, _| loaded.contains_key(&**t));
+        crate::memory::shrink_sparse(&mut watch.seen);
         let mut cold = Vec::new();
         for (tag, h) in loaded.iter() {
             let served = h.served();
@@ -84,6 +93,7 @@ impl Tags {
         for tag in &cold {
             watch.seen.remove(tag);
         }
+        crate::memory::shrink_sparse(&mut watch.seen);
         if unloaded > 0 {
             tracing::info!(unloaded, loaded = before.saturating_sub(unloaded), "idle tags unloaded");
         }

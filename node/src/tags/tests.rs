@@ -354,6 +354,28 @@ async fn idle_tags_are_unloaded_and_serve_above_their_old_ids_when_asked_again()
     actors.stop();
 }
 
+/// The sweeper's notes give their table back once the tags they noted are unloaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweepers_notes_shrink_with_the_tags_loaded() {
+    let actors = ActorSystem::start().unwrap();
+    let alloc = Arc::new(FakeAllocator::new(100));
+    let lookup: TagLookup = Arc::new(|_| Some((100, StoredProfile::Segment, None)));
+    let metrics = Arc::new(Metrics::new());
+    let tags = Tags::new(&actors, alloc, (lookup, Arc::default()), SegmentConfig::default(), metrics);
+    for i in 0..1_000 {
+        ids(&tags.get(&format!("t{i}")).unwrap(), 1).await.unwrap();
+    }
+    let idle = Duration::from_secs(60);
+    let mut watch = super::idle::IdleWatch::default();
+    let t0 = tokio::time::Instant::now();
+    assert_eq!(tags.sweep_idle(&mut watch, t0, idle), 0, "the first look only notes the counts");
+    let full = watch.room();
+    assert!(full >= 1_000, "{full}");
+    assert_eq!(tags.sweep_idle(&mut watch, t0 + idle, idle), 1_000);
+    assert!(watch.room() <= 64, "room for {} after {full}", watch.room());
+    actors.stop();
+}
+
 fn metrics_text(m: &Metrics) -> String {
     crate::metrics::render_idle(m)
 }
