@@ -6,6 +6,8 @@
 //! [`leaf_cluster_tests::gapless_check`] finds it gapless: each period's numbers are exactly
 //! 1..=N, each key one number, every number issued, confirmed or voided with a reason, and
 //! every answer a client saw is in the ledger under its key, in the state it was answered.
+//! A second test checks that the leader commits the lone issues of every node in shared
+//! entries.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -222,4 +224,48 @@ async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
     let expired = count(&|r| r.state == NumberState::Voided && r.reason.as_deref() == Some("expired"));
     eprintln!("{issued} issued, {confirmed} confirmed, {voided} voided, {expired} expired");
     assert!(issued > 0 && confirmed > 0 && voided > 0 && expired > 0);
+}
+
+/// The leader groups the lone issues every node sends it (its grouping hook, wired in the
+/// node's start). Two callers per node, each waiting for its number before asking the next: a
+/// node's group commit keeps up to two groups in flight, so with two callers each of its issues
+/// goes alone, and only the leader can put them together. It commits the ones that arrive while
+/// two entries are in flight in one entry. Measured: 300 numbers took 172 to 178 entries (also
+/// with four busy loops on the 2 cores), and 302 to 306 with the hook left out of the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_groups_lone_issues_from_every_node_into_shared_entries() {
+    const EACH: u64 = 50;
+    const CALLERS: u64 = 6;
+    let (_lane, cluster, leader) = cluster_beside(3, "[auth]\nanonymous_gapless = true\n").await;
+    let gapless = GaplessOptions {
+        max_numbers: Some(leaf_api::gapless::MAX_SERIES_NUMBERS),
+        issues_per_sec: Some(leaf_api::gapless::MAX_ISSUES_PER_SEC),
+        ..Default::default()
+    };
+    let req = CreateTagRequest { profile: Some(Profile::Gapless), gapless: Some(gapless), ..tag_req("grouped", 1) };
+    cluster.client(leader).create_tag(&req).await.unwrap();
+    let index = |s: leaf_api::cluster::ClusterStatus| s.last_log_index.expect("a leader has a log");
+    let before = index(cluster.status(leader).await.unwrap());
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|k| {
+            let c = cluster.client_with(1 + k % 3, None, Duration::from_secs(10));
+            tokio::spawn(async move {
+                let mut numbers = Vec::new();
+                for i in 0..EACH {
+                    numbers.push(c.gapless("grouped").issue(&format!("{k}-{i}")).await.unwrap().number);
+                }
+                numbers
+            })
+        })
+        .collect();
+    let mut numbers = Vec::new();
+    for c in callers {
+        numbers.extend(c.await.unwrap());
+    }
+    let entries = index(cluster.status(leader).await.unwrap()) - before;
+    let total = CALLERS * EACH;
+    numbers.sort_unstable();
+    assert_eq!(numbers, (1..=total).collect::<Vec<u64>>(), "every number once, none skipped");
+    eprintln!("{total} numbers in {entries} log entries");
+    assert!(entries <= total * 3 / 4, "{total} numbers took {entries} log entries: not grouped");
 }
