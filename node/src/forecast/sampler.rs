@@ -278,8 +278,6 @@ mod tests {
         assert_eq!(s.followed.len(), 1);
     }
 
-    /// A tag the journal reports moving gets its rate at once, from the previous sample; an
-    /// unbounded one idle for two windows is no longer read, a bounded one always is.
     /// A load over many tags fills the table of the tags followed; once they are dropped, the
     /// table goes with them.
     #[test]
@@ -294,6 +292,8 @@ mod tests {
         assert!(s.followed.capacity() <= 64, "room for {} after {full}", s.followed.capacity());
     }
 
+    /// A tag the journal reports moving gets its rate at once, from the previous sample; an
+    /// unbounded one idle for two windows is no longer read, a bounded one always is.
     #[test]
     fn a_moving_tag_is_followed_until_idle_and_a_bounded_one_always() {
         let metrics = Arc::new(Metrics::new());

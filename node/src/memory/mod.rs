@@ -75,6 +75,8 @@ impl Trimmer {
 mod tests {
     use super::*;
 
+    /// A map keeps its table while it holds more than a quarter of its room, and gives most of
+    /// it back below that.
     #[test]
     fn a_map_emptied_gives_its_table_back_and_a_full_one_keeps_it() {
         let mut map: HashMap<u32, u64> = (0..10_000).map(|i| (i, 0)).collect();

@@ -361,7 +361,6 @@ mod tests {
         assert!(text.contains("leaf_ids_served_by_profile_total{profile=\"segment\"} 105"), "{text}");
     }
 
-    /// The forecast gauges show the tags nearest to exhaustion; a tag without a rate last.
     /// After a load over many tags and the idle sweep, the tables are as small as what is left
     /// in them, not as large as they once were.
     #[test]
@@ -382,6 +381,7 @@ mod tests {
         assert!(tags <= 64 && forecasts <= 64, "room for {tags} and {forecasts} with nothing left (from {full:?})");
     }
 
+    /// The forecast gauges show the tags nearest to exhaustion; a tag without a rate last.
     #[test]
     fn forecast_gauges_show_the_tags_nearest_to_exhaustion() {
         let m = Metrics::new();
