@@ -231,7 +231,7 @@ async fn gapless_series_stay_gapless_across_leader_kills_and_pauses() {
 /// node's group commit keeps up to two groups in flight, so with two callers each of its issues
 /// goes alone, and only the leader can put them together. It commits the ones that arrive while
 /// two entries are in flight in one entry. Measured: 300 numbers took 172 to 178 entries (also
-/// with four busy loops on the 2 cores), and 302 to 306 with the hook left out of the start.
+/// with four busy loops on the 2 cores), and 302 and 304 with the hook left out of the start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_groups_lone_issues_from_every_node_into_shared_entries() {
     const EACH: u64 = 50;
