@@ -5,10 +5,10 @@
 # 20), TAGS tags (default 39,990) created with `leaf tag create-batch`, then CYCLES times
 # (default 3): first the node right after the creation and after 25 s idle (an allocator that
 # returns memory on a timer has done so by then); then `leaf bench` over a Zipf rank of the
-# tags (s = 1.1, 32 connections, 10 s), RSS and the heap in use (`leaf_heap_in_use_bytes`); then, once the idle sweep has unloaded every
-# tag, the same again. Prints a Markdown table.
+# tags (s = 1.1, 32 connections, 10 s), RSS and the heap in use (`leaf_heap_in_use_bytes`);
+# then, once the idle sweep has unloaded every tag, the same again. Prints Markdown tables.
 set -euo pipefail
-[[ $# -ge 1 ]] || { sed -n '2,8p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,9p' "$0"; exit 2; }
 LEAF=$1 CYCLES=${2:-3} TAGS=${3:-39990} PORT=18639
 for n in "$CYCLES" "$TAGS"; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "CYCLES and TAGS are positive numbers" >&2; exit 2; }; done
 [[ -x "$LEAF" ]] || { echo "$LEAF is not an executable" >&2; exit 2; }
