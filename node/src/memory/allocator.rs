@@ -9,7 +9,9 @@
 //! the static build"). What stays above the idle node after a sweep is now mostly live heap.
 //! Other builds (a dynamic `cargo run`, the tests) use the system's allocator: the same code,
 //! and no C library to compile for the tests. The jemalloc half is compiled only by the static
-//! build, so no test runs it; its effect is measured, not tested.
+//! build, so no `cargo test` runs it: `.ci/static-allocator` starts CI's static binary and
+//! checks that it runs under jemalloc and that [`heap`] reads its counters. [`trim`] there is
+//! not exercised (a refused purge is logged); its effect is measured, not tested.
 //!
 //! Each allocator offers the same three things: its [`NAME`], [`trim`] (give the free memory
 //! back now) and [`heap`] (what it holds).
