@@ -526,6 +526,11 @@ impl Cluster {
         }
     }
 
+    /// The process ID of node `id`, while it runs.
+    pub fn pid(&self, id: u64) -> Option<u32> {
+        self.nodes.get(&id)?.child.as_ref().map(Child::id)
+    }
+
     /// Freezes node `id` (SIGSTOP): it keeps its sockets but answers nothing, like a node in
     /// a long GC pause or a partition that drops no connections.
     pub fn pause(&self, id: u64) {
@@ -565,25 +570,40 @@ impl Cluster {
 
     /// `GET /cluster/status` of node `id`.
     pub async fn status(&self, id: u64) -> anyhow::Result<ClusterStatus> {
-        let status = self.client(id).cluster_status().await.with_context(|| format!("node {id}: /cluster/status"))?;
+        self.status_within(id, Duration::from_secs(30)).await
+    }
+
+    /// [`Cluster::status`], given up after `timeout`.
+    pub async fn status_within(&self, id: u64, timeout: Duration) -> anyhow::Result<ClusterStatus> {
+        let client = self.client_with(id, Some(TOKEN), timeout);
+        let status = client.cluster_status().await.with_context(|| format!("node {id}: /cluster/status"))?;
         // A harness whose addresses got mixed up (a port taken twice) must not pass for a cluster.
         anyhow::ensure!(status.node_id == id, "node {id}'s address was answered by node {}", status.node_id);
         Ok(status)
     }
 
     /// Waits until every node in `ids` is ready and they agree on one leader among them;
-    /// returns the leader.
+    /// returns the leader. Giving up, it says what each node last answered, and what the
+    /// threads of a node that did not answer were doing ([`crate::threads`]).
     pub async fn wait_leader_among(&self, ids: &[u64], timeout: Duration) -> anyhow::Result<u64> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut last = String::new();
+        let mut last: BTreeMap<u64, String> = BTreeMap::new();
         loop {
             let mut leaders = Vec::new();
             for &id in ids {
-                match self.status(id).await {
-                    Ok(s) if s.health.segment_ready => leaders.push(s.leader_id),
-                    Ok(s) => last = format!("node {id} not ready: {:?}", s.health.reason),
-                    Err(e) => last = e.to_string(),
-                }
+                // One slow node must not use up the whole wait: each call gets a few seconds.
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let call = left.clamp(Duration::from_millis(500), Duration::from_secs(5));
+                let outcome = match self.status_within(id, call).await {
+                    Ok(s) if s.health.segment_ready => {
+                        leaders.push(s.leader_id);
+                        format!("node {id}: leader {:?}", s.leader_id)
+                    }
+                    Ok(s) => format!("node {id}: not ready: {:?}", s.health.reason),
+                    // The error names the node.
+                    Err(e) => format!("{e:#}; {}", self.pid(id).map_or("not running".into(), crate::threads::summary)),
+                };
+                last.insert(id, outcome);
             }
             if leaders.len() == ids.len() {
                 if let Some(Some(l)) = leaders.first() {
@@ -591,10 +611,10 @@ impl Cluster {
                         return Ok(*l);
                     }
                 }
-                last = format!("leaders disagree: {leaders:?}");
             }
             if tokio::time::Instant::now() >= deadline {
-                bail!("no common leader within {timeout:?}: {last}");
+                let each: Vec<&str> = last.values().map(String::as_str).collect();
+                bail!("no common leader within {timeout:?}: {}", each.join("; "));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -616,6 +636,14 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let ids = self.ids();
+        // Before the kill: what each live node was doing when the test gave up.
+        let threads: Vec<String> = match std::thread::panicking() {
+            true => ids
+                .iter()
+                .filter_map(|&id| Some(format!("node {id} {}", crate::threads::summary(self.pid(id)?))))
+                .collect(),
+            false => Vec::new(),
+        };
         for id in &ids {
             self.kill(*id);
         }
@@ -634,6 +662,7 @@ impl Drop for Cluster {
                     eprintln!("----- node {id} panicked -----\n{}", panics.join("\n"));
                 }
             }
+            eprintln!("----- the live nodes' threads when the test gave up -----\n{}", threads.join("\n"));
             // The nodes' data and whole logs, for whoever reruns this on their machine.
             self.dir.disable_cleanup(true);
             eprintln!("----- the cluster's directory is kept: {} -----", self.dir.path().display());

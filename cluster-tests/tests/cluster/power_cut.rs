@@ -121,8 +121,9 @@ fn start_load(
 }
 
 /// `rounds` times: load on every node, a power cut of all of them in the middle of it, the
-/// restart; then the checks over everything acknowledged.
-async fn cut_under_load(power: &mut Power, cluster: &mut Cluster, rounds: usize) {
+/// restart; then the checks over everything acknowledged, on a quiet cluster: `extra`, the
+/// caller's own load, is stopped with this one's.
+async fn cut_under_load(power: &mut Power, cluster: &mut Cluster, rounds: usize, extra: Option<&AtomicBool>) {
     let acked = Arc::new(Mutex::new(Acked::default()));
     let all = cluster.ids();
     let mut lost_bytes = 0;
@@ -139,6 +140,9 @@ async fn cut_under_load(power: &mut Power, cluster: &mut Cluster, rounds: usize)
             cluster.wait_leader(FORM).await.unwrap();
         }
         stop.store(true, Ordering::Relaxed);
+        if round == rounds {
+            extra.inspect(|e| e.store(true, Ordering::Relaxed));
+        }
         for t in tasks {
             t.await.unwrap();
         }
@@ -192,7 +196,7 @@ async fn cut_under_load(power: &mut Power, cluster: &mut Cluster, rounds: usize)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_cluster_power_cuts_under_load_lose_no_acknowledged_write() {
     let Some((_lane, mut power, mut cluster)) = powered_cluster(3, SMALL_SEGMENTS).await else { return };
-    cut_under_load(&mut power, &mut cluster, 3).await;
+    cut_under_load(&mut power, &mut cluster, 3, None).await;
 }
 
 /// The same cuts while the nodes rewrite sled's files as they run (`leaf_raft_store::compact`),
@@ -204,7 +208,9 @@ async fn whole_cluster_power_cuts_while_sleds_files_are_rewritten_lose_nothing()
     let Some((_lane, mut power, mut cluster)) = powered_cluster(3, REWRITES).await else { return };
     let stop = Arc::new(AtomicBool::new(false));
     let batches = tokio::spawn({
-        let (c, stop) = (cluster.client_with(2, Some(TOKEN), Duration::from_secs(2)), stop.clone());
+        // Long enough for a batch on a slow machine: one given up on goes on in the node while
+        // the next is sent, and they would pile up there.
+        let (c, stop) = (cluster.client_with(2, Some(TOKEN), Duration::from_secs(10)), stop.clone());
         async move {
             let mut acked = Vec::new();
             let mut n = 0usize;
@@ -220,8 +226,7 @@ async fn whole_cluster_power_cuts_while_sleds_files_are_rewritten_lose_nothing()
             acked
         }
     });
-    cut_under_load(&mut power, &mut cluster, 3).await;
-    stop.store(true, Ordering::Relaxed);
+    cut_under_load(&mut power, &mut cluster, 3, Some(&stop)).await;
     let acked = batches.await.unwrap();
     let leader = cluster.wait_leader(FORM).await.unwrap();
     let have: BTreeSet<String> = cluster.client(leader).tags().await.unwrap().into_iter().map(|t| t.tag).collect();
@@ -253,5 +258,5 @@ async fn whole_cluster_power_cuts_while_sleds_files_are_rewritten_lose_nothing()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_node_cut_three_times_keeps_what_it_acknowledged() {
     let Some((_lane, mut power, mut cluster)) = powered_cluster(1, SMALL_SEGMENTS).await else { return };
-    cut_under_load(&mut power, &mut cluster, 3).await;
+    cut_under_load(&mut power, &mut cluster, 3, None).await;
 }
