@@ -584,11 +584,14 @@ impl Cluster {
 
     /// Waits until every node in `ids` is ready and they agree on one leader among them;
     /// returns the leader. Giving up, it says what each node last answered, and what the
-    /// threads of a node that did not answer were doing ([`crate::threads`]).
+    /// threads of a node that did not answer were doing ([`crate::threads`]: their states, and
+    /// their stacks where `gdb` is installed).
     pub async fn wait_leader_among(&self, ids: &[u64], timeout: Duration) -> anyhow::Result<u64> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut last: BTreeMap<u64, String> = BTreeMap::new();
+        let mut silent = Vec::new();
         loop {
+            silent.clear();
             let mut leaders = Vec::new();
             for &id in ids {
                 // One slow node must not use up the whole wait: each call gets a few seconds.
@@ -601,7 +604,10 @@ impl Cluster {
                     }
                     Ok(s) => format!("node {id}: not ready: {:?}", s.health.reason),
                     // The error names the node.
-                    Err(e) => format!("{e:#}; {}", self.pid(id).map_or("not running".into(), crate::threads::summary)),
+                    Err(e) => {
+                        silent.push(id);
+                        format!("{e:#}; {}", self.pid(id).map_or("not running".into(), crate::threads::summary))
+                    }
                 };
                 last.insert(id, outcome);
             }
@@ -614,7 +620,13 @@ impl Cluster {
             }
             if tokio::time::Instant::now() >= deadline {
                 let each: Vec<&str> = last.values().map(String::as_str).collect();
-                bail!("no common leader within {timeout:?}: {}", each.join("; "));
+                let mut said = format!("no common leader within {timeout:?}: {}", each.join("; "));
+                for id in &silent {
+                    if let Some(stacks) = self.pid(*id).and_then(crate::threads::stacks) {
+                        said.push_str(&format!("\nnode {id}'s threads (gdb):\n{stacks}"));
+                    }
+                }
+                bail!(said);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -636,21 +648,21 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let ids = self.ids();
-        // Before the kill: what each live node was doing when the test gave up.
-        let threads: Vec<String> = match std::thread::panicking() {
-            true => ids
-                .iter()
-                .filter_map(|&id| Some(format!("node {id} {}", crate::threads::summary(self.pid(id)?))))
-                .collect(),
+        // Before the kill: whether each node still ran, and if so what its threads were doing.
+        let states: Vec<String> = match std::thread::panicking() {
+            true => ids.iter().filter_map(|&id| self.state_of(id)).collect(),
             false => Vec::new(),
         };
         for id in &ids {
             self.kill(*id);
         }
         if std::thread::panicking() {
-            for id in ids {
+            for &id in &ids {
                 eprintln!("----- node {id} log (last 40 lines) -----\n{}", self.log_tail(id, 40));
-                // A node's own panic is what explains the rest, wherever it is in the log.
+            }
+            // Last, where an output cut in the middle still shows them: the nodes' own panics,
+            // which explain the rest wherever they are in a log, and their states.
+            for &id in &ids {
                 let text = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
                 let panics: Vec<String> = (0..lines.len())
@@ -662,11 +674,23 @@ impl Drop for Cluster {
                     eprintln!("----- node {id} panicked -----\n{}", panics.join("\n"));
                 }
             }
-            eprintln!("----- the live nodes' threads when the test gave up -----\n{}", threads.join("\n"));
+            eprintln!("----- the nodes when the test gave up -----\n{}", states.join("\n"));
             // The nodes' data and whole logs, for whoever reruns this on their machine.
             self.dir.disable_cleanup(true);
             eprintln!("----- the cluster's directory is kept: {} -----", self.dir.path().display());
         }
+    }
+}
+
+impl Cluster {
+    /// Whether node `id` still runs and what its threads are doing, or how it exited by itself;
+    /// `None` for a node the test stopped.
+    fn state_of(&mut self, id: u64) -> Option<String> {
+        let child = self.nodes.get_mut(&id)?.child.as_mut()?;
+        Some(match child.try_wait() {
+            Ok(Some(status)) => format!("node {id} had exited by itself: {status}"),
+            _ => format!("node {id} ran; {}", crate::threads::summary(child.id())),
+        })
     }
 }
 

@@ -52,6 +52,14 @@ async fn three_nodes_form_serve_unique_ids_everywhere_and_guard_internal_endpoin
             let said = format!("{e:#}");
             let (_, node) = said.split_once(&format!("node {follower}: ")).unwrap_or_else(|| panic!("{said}"));
             assert!(node.contains("threads: ") && node.contains(" T "), "{said}");
+            // Where gdb is installed, their stacks too: sled's flusher waits in its loop.
+            if std::process::Command::new("gdb").arg("--version").output().is_ok_and(|o| o.status.success()) {
+                let stacks = said.split_once(&format!("node {follower}'s threads (gdb):\n")).map(|(_, s)| s);
+                assert!(
+                    stacks.is_some_and(|s| s.contains("log flusher: ") && s.contains("sled::flusher::run")),
+                    "{said}"
+                );
+            }
         }
         create_tag(&cluster.client(leader), &tag, 10).await;
         cluster.resume(follower);
