@@ -34,6 +34,8 @@ pub struct Power {
     /// Before `dir`: fields drop in order, and the disks unmount before their directory goes.
     disks: BTreeMap<u64, Disk>,
     dir: TempDir,
+    /// Disks cut so far; each one's state after its cut is copied to `node<N>-cut<K>`.
+    cuts: usize,
 }
 
 /// What one cut took back from each node's disk.
@@ -76,7 +78,7 @@ impl Power {
     }
 
     pub fn new() -> anyhow::Result<Power> {
-        Ok(Power { disks: BTreeMap::new(), dir: tempfile::Builder::new().prefix("leaf-power-").tempdir()? })
+        Ok(Power { disks: BTreeMap::new(), dir: tempfile::Builder::new().prefix("leaf-power-").tempdir()?, cuts: 0 })
     }
 
     /// Gives each node in `ids` a disk of its own and moves its data directory there (from its
@@ -127,9 +129,30 @@ impl Power {
             let mounted = disk.mounted.take().with_context(|| format!("node {id}'s disk is not mounted"))?;
             let report = mounted.power_cut().with_context(|| format!("power cut of node {id}"))?;
             anyhow::ensure!(report.problems.is_empty(), "node {id}'s disk: {report}");
+            self.cuts += 1;
+            // What the cut left, before the node touches it again: a failed test keeps these.
+            let kept = self.dir.path().join(format!("node{id}-cut{}", self.cuts));
+            let backing = self.dir.path().join(format!("node{id}-backing"));
+            let copied = std::process::Command::new("cp").arg("-a").arg(&backing).arg(&kept).status();
+            anyhow::ensure!(copied.is_ok_and(|s| s.success()), "copying node {id}'s disk after the cut");
             disk.mounted = Some(disk.fs.mount(&disk.mountpoint).with_context(|| format!("remount node {id}"))?);
             reports.insert(id, report);
         }
         Ok(Cut { reports })
+    }
+}
+
+impl Drop for Power {
+    /// After a failed test the disks are unmounted (a clean unmount keeps what the nodes wrote
+    /// since the last cut) and their backing directories kept, for whoever looks into it.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.disks.clear();
+            self.dir.disable_cleanup(true);
+            eprintln!(
+                "----- the nodes' disks are kept: {}/node<N>-backing, and as each cut left them, node<N>-cut<K> -----",
+                self.dir.path().display()
+            );
+        }
     }
 }

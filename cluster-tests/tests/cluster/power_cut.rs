@@ -161,8 +161,8 @@ async fn cut_under_load(power: &mut Power, cluster: &mut Cluster, rounds: usize,
     let c = cluster.client(leader);
     let mut lost = Vec::new();
     for tag in &acked.tags {
-        if c.tag(tag).await.is_err() {
-            lost.push(tag.clone());
+        if let Err(e) = c.tag(tag).await {
+            lost.push(format!("{tag} ({e})"));
         }
     }
     let mut twice = BTreeMap::new();
@@ -185,11 +185,11 @@ async fn cut_under_load(power: &mut Power, cluster: &mut Cluster, rounds: usize,
     }
     assert!(
         lost.is_empty() && twice.is_empty() && below.is_empty(),
-        "{} of {} acknowledged tag creations lost (first: {:?}); IDs handed out twice per tag: {twice:?}; \
-         IDs after a cut not above those before it: {below:?}",
+        "{} of {} acknowledged tag creations lost (through node {leader}: {:?}); IDs handed out twice per tag: \
+         {twice:?}; IDs after a cut not above those before it: {below:?}",
         lost.len(),
         acked.tags.len(),
-        lost.first()
+        lost
     );
 }
 
