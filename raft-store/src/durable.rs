@@ -22,7 +22,7 @@
 //!
 //! The choice (sync what sled wrote rather than a Raft log of our own) and its cost are in
 //! ARCHITECTURE.md, "Durability".
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
@@ -119,8 +119,11 @@ impl Gate {
 
 #[derive(Default)]
 struct Seen {
-    blobs: BTreeSet<OsString>,
+    /// Each blob file, with its length when it was last synced.
+    blobs: BTreeMap<OsString, u64>,
     entries: BTreeSet<OsString>,
+    /// Blob files synced so far (for tests).
+    blob_syncs: u64,
 }
 
 impl std::ops::Deref for Synced {
@@ -186,25 +189,46 @@ impl Synced {
         self.inner.first.lock().unwrap_or_else(|e| e.into_inner()).push(dir.to_owned());
     }
 
-    /// Syncs the blob files no sync saw yet, and the directories whose entries changed.
+    /// Syncs the blob files that are new or grew since a sync last saw them, and the
+    /// directories whose entries changed.
+    ///
+    /// sled writes a blob with no fsync of its own: it creates the file, then writes it in three
+    /// `write`s, while other threads' syncs may list the directory. A blob synced when it was
+    /// still empty, and never again, held 0 bytes after a power cut, under a log record that
+    /// pointed at it (sled then panicked as it reopened its files: "tried to serialize
+    /// Uninitialized"). So a blob's length is read before each sync of it, and a blob is synced
+    /// again whenever it is longer than when last synced (sled only appends to a blob).
     fn sync_files(&self) -> io::Result<()> {
         let mut seen = self.inner.seen.lock().unwrap_or_else(|e| e.into_inner());
         let blob_dir = self.inner.dir.join(BLOB_DIR);
         let blobs = names(&blob_dir)?;
+        let mut synced = BTreeMap::new();
         let mut new_blobs = false;
-        for name in blobs.difference(&seen.blobs) {
-            match File::open(blob_dir.join(name)) {
-                Ok(f) => f.sync_data()?,
+        for name in &blobs {
+            let path = blob_dir.join(name);
+            // The length first: the sync below covers at least this much.
+            let len = match std::fs::metadata(&path) {
+                Ok(m) => m.len(),
                 // sled removed it meanwhile (its blob GC): nothing left to sync.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
+            };
+            let before = seen.blobs.get(name).copied();
+            if before != Some(len) {
+                match File::open(&path) {
+                    Ok(f) => f.sync_data()?,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                }
+                seen.blob_syncs += 1;
+                new_blobs |= before.is_none();
             }
-            new_blobs = true;
+            synced.insert(name.clone(), len);
         }
         if new_blobs {
             sync_dir(&blob_dir)?;
         }
-        seen.blobs = blobs;
+        seen.blobs = synced;
         let entries = names(&self.inner.dir)?;
         if entries != seen.entries {
             sync_dir(&self.inner.dir)?;
@@ -262,6 +286,29 @@ mod tests {
         let seen = disk.inner.seen.lock().unwrap();
         assert!(!seen.blobs.is_empty(), "sled wrote no blob for a 300 KiB value: the blob path is not exercised");
         assert!(seen.entries.contains(&OsString::from(LOG_FILE)));
+    }
+
+    /// A blob a sync saw while sled was still writing it (created, not yet written) is synced
+    /// again once it grew, and not again while it stays the same.
+    #[test]
+    fn a_blob_seen_half_written_is_synced_again_once_it_grew() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        let disk = Synced::open(db, dir.path()).unwrap();
+        let blob_dir = dir.path().join(BLOB_DIR);
+        std::fs::create_dir_all(&blob_dir).unwrap();
+        // As sled's `write_blob` leaves it between its `create_new` and its writes.
+        let blob = blob_dir.join("123456");
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&blob).unwrap();
+        let syncs = || disk.inner.seen.lock().unwrap().blob_syncs;
+        disk.sync_now().unwrap();
+        assert_eq!(syncs(), 1, "the new, empty blob");
+        disk.sync_now().unwrap();
+        assert_eq!(syncs(), 1, "an unchanged blob is not synced again");
+        std::io::Write::write_all(&mut f, &[7u8; 4096]).unwrap();
+        disk.sync_now().unwrap();
+        assert_eq!(syncs(), 2, "the blob grew after a sync saw it: synced again");
+        assert_eq!(disk.inner.seen.lock().unwrap().blobs.get(std::ffi::OsStr::new("123456")), Some(&4096));
     }
 
     #[test]
