@@ -41,6 +41,7 @@ pub mod gapless;
 pub mod grpc;
 pub mod identity;
 pub mod json_int;
+pub mod json_obj;
 pub mod profile;
 pub mod ranges;
 pub mod routes;

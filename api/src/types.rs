@@ -35,10 +35,10 @@ pub struct CreateTagRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
     /// Options of a `daily` tag (only with that profile).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::json_obj::opt")]
     pub daily: Option<DailyOptions>,
     /// Options of a `gapless` tag (only with that profile): its reset, zone and display.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::json_obj::opt")]
     pub gapless: Option<GaplessOptions>,
     /// The largest ID the tag may hand out (inclusive), e.g. 9007199254740991 (2^53 − 1) for
     /// IDs that must survive JavaScript. Not for `daily` tags (their digits bound them).
