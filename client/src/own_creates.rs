@@ -3,7 +3,7 @@
 //! A node caught up with its leader answers a request for a tag it does not hold with 404 from
 //! its own state, without asking the leader. A tag just created through another node may
 //! therefore be unknown on this one for a moment, until the leader's next message carries the
-//! create's commit (at most `2 × raft.heartbeat_ms`, 500 ms by default). The node that answered
+//! create's commit (at most `2 × raft.heartbeat_ms`, 200 ms by default). The node that answered
 //! a create knows the tag when it answers, and a client keeps calling the node that answered
 //! last; but a client whose next call lands elsewhere (that node failed, or the client was
 //! built over other nodes) could see its own tag missing. So the client remembers the tags it

@@ -105,10 +105,12 @@ pub use raft::RaftStartError;
 pub mod internals {
     pub use crate::clock::{Clock, ManualClock, SystemClock};
     pub use crate::http::status_of;
+    pub use crate::raft::election::PATH_PRE_VOTE;
     pub use crate::raft::network::{
         CallError, PeerClient, PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE,
     };
     pub use crate::raft::ops;
+    pub use crate::raft::transfer::PATH_TAKE_OVER;
     pub use crate::segment::{DoubleBuffer, Segment};
     pub use crate::snowflake::generator::{Generator, Layout, Stall};
     pub use crate::snowflake::STATE_FILE;
@@ -153,6 +155,7 @@ pub struct NodeHandle {
     bootstrap: JoinHandle<()>,
     form: JoinHandle<()>,
     quorum: JoinHandle<()>,
+    elections: JoinHandle<()>,
     raft: RaftNode,
     metrics: Arc<Metrics>,
     actors: Option<ActorSystem>,
@@ -209,13 +212,16 @@ impl NodeHandle {
         why
     }
 
-    /// Graceful shutdown: stop accepting, let in-flight requests finish, stop Raft (its storage
-    /// is flushed on every acknowledged write) and the actors.
+    /// Graceful shutdown: a leader hands leadership to an up-to-date follower first (while this
+    /// node still answers its vote), then stop accepting, let in-flight requests finish, stop
+    /// Raft (its storage is flushed on every acknowledged write) and the actors.
     pub async fn shutdown(mut self) {
+        self.raft.hand_over().await;
         let _ = self.shutdown.send(true);
         let _ = (&mut self.server).await;
         self.form.abort();
         self.quorum.abort();
+        self.elections.abort();
         self.bootstrap.abort();
         let _ = (&mut self.bootstrap).await;
         self.raft.shutdown().await;
@@ -349,6 +355,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     // After the listener answers: forming a cluster asks the peers' `/cluster/status`.
     let form = tokio::spawn(raft.clone().form_cluster(config.peers.0.clone(), advertise));
     let quorum = tokio::spawn(raft.clone().watch_quorum());
+    let elections = tokio::spawn(raft.clone().watch_elections());
     let bootstrap = tokio::spawn(bootstrap_tags(raft.clone(), config.clone(), bootstrapped.clone()));
     tracing::info!(
         node_id = config.node_id,
@@ -364,6 +371,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         bootstrap,
         form,
         quorum,
+        elections,
         raft,
         metrics,
         actors: Some(actors),

@@ -157,6 +157,25 @@ async fn forward(mut inbound: TcpStream, target: SocketAddr) {
     let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
 }
 
+/// Specs of nodes `ids` whose peers dial each other only through a proxy of `proxies` (started
+/// here), each leaving from its own loopback address ([`source_ip`]); clients dial the nodes
+/// directly.
+pub async fn proxied_specs(proxies: &Proxies, ids: &[u64]) -> anyhow::Result<Vec<crate::cluster::NodeSpec>> {
+    let mut specs = Vec::new();
+    for &id in ids {
+        let port = free_port();
+        let front = proxies.add(id, ([127, 0, 0, 1], port).into()).await?;
+        let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), source_ip(id)?.to_string())];
+        specs.push(crate::cluster::NodeSpec {
+            port,
+            peer_addr: front.to_string(),
+            env,
+            ..crate::cluster::NodeSpec::direct(id)
+        });
+    }
+    Ok(specs)
+}
+
 /// Links to block so that the nodes form the given groups: no link between two groups.
 pub fn split(groups: &[Vec<u64>]) -> BTreeSet<Link> {
     let mut links = BTreeSet::new();

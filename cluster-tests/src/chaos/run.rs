@@ -1245,13 +1245,8 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         }
         None => {
             let proxies = Proxies::default();
-            let mut specs = Vec::new();
-            for id in 1..=cfg.nodes {
-                let port = free_port();
-                let front = proxies.add(id, ([127, 0, 0, 1], port).into()).await?;
-                let env = vec![("LEAF_RAFT__SOURCE_IP".to_string(), proxy::source_ip(id)?.to_string())];
-                specs.push(NodeSpec { port, peer_addr: front.to_string(), env, ..NodeSpec::direct(id) });
-            }
+            let ids: Vec<u64> = (1..=cfg.nodes).collect();
+            let specs = proxy::proxied_specs(&proxies, &ids).await?;
             let (cluster, power) = local_cluster(&cfg, specs)?;
             Nodes::Local { cluster, net: LocalNet::Proxies { proxies, cut_at_start: 0 }, power }
         }

@@ -151,3 +151,49 @@ async fn five_nodes_form_and_serve_unique_ids_from_every_node() {
     all.dedup();
     assert_eq!(all.len(), n, "duplicate snowflake IDs across nodes");
 }
+
+/// The lines of node `id`'s log at ERROR level.
+fn error_lines(cluster: &leaf_cluster_tests::cluster::Cluster, id: u64) -> Vec<String> {
+    let log = std::fs::read_to_string(cluster.log_path(id)).unwrap_or_default();
+    log.lines().filter(|l| l.split_whitespace().nth(1) == Some("ERROR")).map(str::to_owned).collect()
+}
+
+/// An ERROR line is something for an operator to act on: a one-node cluster's start and
+/// restart, a three-node cluster's first formation, its work and a follower's restart log none.
+/// The leader reports the follower it cannot reach at WARN, once, and its return.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_normal_start_and_restart_log_no_error_line() {
+    let (_lane, mut one, leader) = cluster_beside(1, "").await;
+    create_tag(&one.client(leader), "solo", 10).await;
+    assert!(one.stop(1), "node 1 did not stop cleanly");
+    one.spawn(1).unwrap();
+    one.wait_leader(FORM).await.unwrap();
+    try_get_ids(&one.client(1), "solo", Some(20)).await.unwrap();
+    let errors = error_lines(&one, 1);
+    assert!(errors.is_empty(), "a one-node cluster logged ERROR lines:\n{}", errors.join("\n"));
+    drop(one);
+
+    let mut opts = leaf_cluster_tests::cluster::Options::new(bin());
+    opts.extra_toml = String::new();
+    let mut cluster = leaf_cluster_tests::cluster::Cluster::start(3, opts).unwrap();
+    let leader = cluster.wait_leader(FORM).await.unwrap();
+    create_tag(&cluster.client(leader), "trio", 10).await;
+    let follower = if leader == 1 { 2 } else { 1 };
+    try_get_ids(&cluster.client(follower), "trio", Some(50)).await.unwrap();
+    assert!(cluster.stop(follower), "node {follower} did not stop cleanly");
+    cluster.spawn(follower).unwrap();
+    cluster.wait_leader(FORM).await.unwrap();
+    try_get_ids(&cluster.client(follower), "trio", Some(50)).await.unwrap();
+    for id in cluster.ids() {
+        let errors = error_lines(&cluster, id);
+        assert!(errors.is_empty(), "node {id} of three logged ERROR lines:\n{}", errors.join("\n"));
+    }
+    // The leader said, at WARN, that the follower was away, and that it came back (once its
+    // replication to it, backing off, calls again).
+    let said = |what: &str| {
+        let log = std::fs::read_to_string(cluster.log_path(leader)).unwrap_or_default();
+        log.lines().any(|l| l.contains(what) && l.contains(&format!("peer={follower} ")))
+    };
+    assert!(said(" WARN a Raft peer does not answer"), "no WARN for the stopped follower");
+    until_holds("the leader says the follower answers again", FORM, || said("a Raft peer answers again")).await;
+}

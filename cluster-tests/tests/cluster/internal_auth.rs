@@ -4,6 +4,7 @@
 use leaf_client::{Method, StatusCode};
 use leaf_cluster_tests::cluster::{Cluster, SECRET};
 use leaf_node::internals::ops::{ForwardRequest, OpKind, Remove, FORWARD_VERSION};
+use leaf_node::internals::{PATH_PRE_VOTE, PATH_TAKE_OVER};
 
 use crate::support::*;
 
@@ -45,7 +46,9 @@ pub(crate) async fn refuses_unauthenticated_and_malformed_calls(cluster: &Cluste
     let url = cluster.url(follower);
     let forward_paths = OpKind::ALL.map(OpKind::path);
     for path in
-        ["/internal/raft/vote", "/internal/raft/append", "/internal/raft/snapshot"].into_iter().chain(forward_paths)
+        ["/internal/raft/vote", "/internal/raft/append", "/internal/raft/snapshot", PATH_PRE_VOTE, PATH_TAKE_OVER]
+            .into_iter()
+            .chain(forward_paths)
     {
         for secret in [None, Some("wrong-secret-0123456789abcd"), Some(&SECRET[..SECRET.len() - 1])] {
             assert_eq!(

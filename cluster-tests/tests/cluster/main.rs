@@ -17,6 +17,7 @@ mod dashboard_ui;
 mod data_loss;
 mod disk_faults;
 mod disk_full;
+mod elections;
 mod failover;
 mod flood;
 mod formation;

@@ -26,7 +26,8 @@ async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts()
         cluster.kill(*f);
     }
     let killed = std::time::Instant::now();
-    // Default election timeouts: 1-2 s; two of the longest: 4 s.
+    // Default election timeouts: 0.4-0.8 s, and the leader calls its quorum contact lost past the
+    // longest; the bound is generous for a busy machine.
     let h = loop {
         let (ready, h) = health_of(&cluster, leader, HealthMode::Segment).await;
         if !ready {
@@ -43,7 +44,7 @@ async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts()
     assert!(!h.segment_ready && !h.ready, "{h:?}");
     assert_eq!(h.leader_id, Some(leader), "openraft keeps the leader: {h:?}");
     assert!(h.reason.as_deref().is_some_and(|r| r.contains("quorum")), "{h:?}");
-    assert!(h.quorum_ack_age_ms.is_some_and(|a| a > 2000), "{h:?}");
+    assert!(h.quorum_ack_age_ms.is_some_and(|a| a > 800), "{h:?}");
     // The default /health (both modes) agrees.
     assert!(!health_of(&cluster, leader, HealthMode::All).await.0);
     // One follower back: a quorum again.

@@ -5,7 +5,10 @@ use std::time::Duration;
 use leaf_api::types::AddLearnerRequest;
 use leaf_cluster_tests::cluster::{free_port, node_client, tls_client_config, NodeSpec, SECRET, TOKEN};
 use leaf_node::internals::ops::OpKind;
-use leaf_node::internals::{CallError, PeerClient, PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
+use leaf_node::internals::{
+    CallError, PeerClient, PATH_APPEND, PATH_PEER_STATUS, PATH_PRE_VOTE, PATH_SNAPSHOT, PATH_TAKE_OVER, PATH_TIME,
+    PATH_VOTE,
+};
 
 use crate::support::*;
 
@@ -80,7 +83,8 @@ async fn a_node_with_a_certificate_of_another_ca_cannot_join_or_call_internal_en
     assert!(!s.health.segment_ready);
 
     // Its certificate opens no internal endpoint of any member, whatever the path.
-    let mut paths = vec![PATH_APPEND, PATH_VOTE, PATH_SNAPSHOT, PATH_TIME, PATH_PEER_STATUS];
+    let mut paths =
+        vec![PATH_APPEND, PATH_VOTE, PATH_SNAPSHOT, PATH_TIME, PATH_PEER_STATUS, PATH_PRE_VOTE, PATH_TAKE_OVER];
     paths.extend(OpKind::ALL.map(OpKind::path));
     let cluster_ca = cluster.ca().unwrap();
     let identity = (foreign.path().join("node-4.pem"), foreign.path().join("node-4-key.pem"));

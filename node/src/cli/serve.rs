@@ -63,8 +63,26 @@ fn init_tracing() {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .finish()
-        .with(tracing_subscriber::filter::filter_fn(|m| loggable(m.target(), *m.level())))
+        .with(tracing_subscriber::filter::filter_fn(|m| {
+            loggable(m.target(), *m.level())
+                && !openraft_peer_failure(m.target(), *m.level(), |f| m.fields().field(f).is_some())
+        }))
         .try_init();
+}
+
+/// Whether an event is one of openraft 0.9's ERROR lines for a call to a peer that failed: a
+/// replication RPC (`RPCError`, its field `err`), a vote request or a leadership confirmation
+/// (fields `target` and `error`). A peer that restarts or is cut off is not an error of this
+/// node, and these come at every retry; `raft::network` reports the peer at WARN instead, once
+/// as it becomes unreachable and every 30 s after (`raft/peer_report.rs`).
+/// openraft's other ERROR lines (storage, its own channels) stay.
+fn openraft_peer_failure(target: &str, level: tracing::Level, has_field: impl Fn(&str) -> bool) -> bool {
+    level == tracing::Level::ERROR
+        && match target {
+            "openraft::replication" => has_field("err"),
+            "openraft::core::raft_core" => has_field("target") && has_field("error"),
+            _ => false,
+        }
 }
 
 /// Whether an event may be logged whatever `RUST_LOG` says: never rustls's trace level, which
@@ -206,5 +224,24 @@ mod tests {
         assert!(super::loggable("rustls::server::tls13", Level::DEBUG));
         assert!(super::loggable("rustls_pemfile", Level::TRACE));
         assert!(super::loggable("leaf_node::tls", Level::TRACE));
+    }
+
+    /// openraft's ERROR lines for a failed call to a peer are left out (the network layer
+    /// reports the peer at WARN); its others, and lower levels, stay.
+    #[test]
+    fn openraft_peer_call_failures_are_not_errors_and_its_other_errors_stay() {
+        use tracing::Level;
+        let fields = |names: &'static [&'static str]| move |f: &str| names.contains(&f);
+        let gone = |target, level, names| super::openraft_peer_failure(target, level, fields(names));
+        // replication/mod.rs: `error!(err = ..., "RPCError")`; core: vote and read-index calls.
+        assert!(gone("openraft::replication", Level::ERROR, &["err", "message"]));
+        assert!(gone("openraft::core::raft_core", Level::ERROR, &["error", "target", "message"]));
+        // A storage error of replication (`error`, no `err`), engine and core errors without a
+        // peer, a warning: kept.
+        assert!(!gone("openraft::replication", Level::ERROR, &["error", "message"]));
+        assert!(!gone("openraft::engine::engine_impl", Level::ERROR, &["last_log_id", "vote", "message"]));
+        assert!(!gone("openraft::core::raft_core", Level::ERROR, &["error", "message"]));
+        assert!(!gone("openraft::replication", Level::WARN, &["err", "message"]));
+        assert!(!gone("leaf_node::raft::network", Level::ERROR, &["err", "target", "error"]));
     }
 }

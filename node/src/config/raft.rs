@@ -11,16 +11,19 @@ use serde::{Deserialize, Serialize};
 pub struct RaftConfig {
     /// Leader heartbeat interval. openraft also uses it as the timeout of every append-entries and
     /// read-index round trip, so it must exceed a follower's worst fsync plus network time; too
-    /// small and a slow disk looks like a dead follower. From 10 to 10000; default `250` ms.
+    /// small and a slow disk looks like a dead follower (the leader retries; nobody campaigns while
+    /// a majority still hears it). From 10 to 10000; default `100` ms (a LAN). Across zones or
+    /// regions use the WAN profile of the book's "Clusters" chapter (`300`, `2000`, `4000`).
     pub heartbeat_ms: u64,
-    /// Lower end of the election timeout: a follower that hears no leader for a random time between
-    /// min and max starts an election — after also waiting out the leader's lease, which openraft
-    /// 0.9 sets to the max, so a dead leader is replaced 2 to 3 timeouts after its last heartbeat
-    /// (3–4 s by default, BENCHMARKS.md "Failover windows"). Above `heartbeat_ms`; default
-    /// `1000` ms.
+    /// The lease: a follower that heard its leader this recently votes for no one and grants no
+    /// pre-vote. A voter that has heard no leader for a random time between this and
+    /// `election_timeout_max_ms` asks the other voters for a pre-vote, and campaigns once a
+    /// majority grants it (`raft/election.rs`), so a dead leader is replaced that long after its
+    /// last heartbeat (writes back within a second by default, BENCHMARKS.md "Failover windows").
+    /// At least 3 × `heartbeat_ms`; default `400` ms.
     pub election_timeout_min_ms: u64,
-    /// Upper end of the election timeout, above `election_timeout_min_ms`; also the leader's
-    /// lease a follower waits out before it may run. Default `2000` ms.
+    /// Upper end of the random wait without a leader before a pre-vote (the spread keeps two
+    /// voters from campaigning at once). Above `election_timeout_min_ms`; default `800` ms.
     pub election_timeout_max_ms: u64,
     /// Build a snapshot after this many applied entries, then purge the log behind it. Also
     /// when the log since the last snapshot weighs this much, a batch of tags weighing as many
@@ -100,9 +103,9 @@ pub const STORAGE_FAILURE_EXIT: u8 = 75;
 impl Default for RaftConfig {
     fn default() -> Self {
         RaftConfig {
-            heartbeat_ms: 250,
-            election_timeout_min_ms: 1000,
-            election_timeout_max_ms: 2000,
+            heartbeat_ms: 100,
+            election_timeout_min_ms: 400,
+            election_timeout_max_ms: 800,
             snapshot_every: 10_000,
             keep_logs_after_snapshot: 1000,
             rewrite_above_mib: 64,
@@ -128,8 +131,11 @@ impl RaftConfig {
         if !(10..=10_000).contains(&self.heartbeat_ms) {
             errs.push("raft.heartbeat_ms must be from 10 to 10000".to_string());
         }
-        if self.election_timeout_min_ms <= self.heartbeat_ms {
-            errs.push("raft.election_timeout_min_ms must exceed raft.heartbeat_ms".to_string());
+        if self.election_timeout_min_ms < 3 * self.heartbeat_ms {
+            errs.push(
+                "raft.election_timeout_min_ms must be at least 3 x raft.heartbeat_ms (a lease of several heartbeats)"
+                    .to_string(),
+            );
         }
         if self.election_timeout_max_ms <= self.election_timeout_min_ms {
             errs.push("raft.election_timeout_max_ms must exceed raft.election_timeout_min_ms".to_string());

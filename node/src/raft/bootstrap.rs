@@ -84,6 +84,10 @@ impl<'de> Deserialize<'de> for PeerStatus {
     }
 }
 
+/// How long a listed node waits for every listed peer to answer before a majority of them is
+/// enough to form the cluster (see [`RaftNode::form_cluster`]).
+const FORM_GRACE: Duration = Duration::from_secs(5);
+
 impl RaftNode {
     /// Refuses to start with a blank data dir under an ID the cluster already knows as a
     /// participant: a member of the peers' membership that registered a snowflake worker
@@ -125,11 +129,14 @@ impl RaftNode {
     /// done or when there is nothing to do):
     /// - no `peers`: a one-member cluster of this node, reachable at `advertise`;
     /// - not listed in `peers`: nothing; the node waits to be added as a learner;
-    /// - listed: once a majority of the listed nodes (this one included) answer and none of
-    ///   them holds a cluster, initialise with exactly the listed members. Several nodes doing
-    ///   so at once with the same list is safe (openraft writes the same entry at index 0). If
-    ///   any peer already holds a cluster, this node does not initialise: it is late, and the
-    ///   leader replicates to it.
+    /// - listed: once the listed nodes answer and none of them holds a cluster, the one with the
+    ///   lowest ID initialises with exactly the listed members, and the others wait for its
+    ///   leader. After [`FORM_GRACE`] without every answer, a majority (this one included) is
+    ///   enough, and the lowest ID among those that answered initialises. Several nodes doing
+    ///   so at once with the same list is safe (openraft writes the same entry at index 0), but
+    ///   a node asked for its vote before it initialises refuses (openraft logs that at ERROR),
+    ///   so one initialises where it can. If any peer already holds a cluster, this node does
+    ///   not initialise: it is late, and the leader replicates to it.
     pub async fn form_cluster(self, peers: BTreeMap<NodeId, String>, advertise: String) {
         let initialized = |raft: &Raft| {
             let raft = raft.clone();
@@ -156,12 +163,13 @@ impl RaftNode {
             return;
         } else {
             let majority = peers.len() / 2 + 1;
+            let started = tokio::time::Instant::now();
             let mut waited = 0u32;
             loop {
                 if initialized(&self.raft).await {
                     return;
                 }
-                let mut blank = 1;
+                let mut blank = vec![self.node_id];
                 for (id, addr) in peers.iter().filter(|(id, _)| **id != self.node_id) {
                     let Some(s) = self.peer_status(*id, addr).await else { continue };
                     if !s.members.is_empty() {
@@ -172,16 +180,25 @@ impl RaftNode {
                         );
                         return;
                     }
-                    blank += 1;
+                    blank.push(*id);
                 }
-                if blank >= majority {
+                let enough = blank.len() == peers.len() || (blank.len() >= majority && started.elapsed() >= FORM_GRACE);
+                if enough && blank.iter().min() == Some(&self.node_id) {
                     break;
                 }
                 if waited.is_multiple_of(20) {
-                    tracing::info!(answered = blank, majority, "waiting for a majority of peers to form the cluster");
+                    tracing::info!(
+                        answered = blank.len(),
+                        majority,
+                        "waiting for the peers to form the cluster (the lowest ID among them initialises it)"
+                    );
                 }
                 waited += 1;
                 tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            // The peers' answers took a while: a vote may have come meanwhile.
+            if initialized(&self.raft).await {
+                return;
             }
             tracing::info!(node_id = self.node_id, ?peers, "initialising the cluster from peers");
             peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect()

@@ -60,6 +60,16 @@ impl LeaderHeard {
     fn last(&self) -> Option<Heard> {
         *self.last.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// When the last accepted request from a leader arrived.
+    pub(crate) fn at(&self) -> Option<Instant> {
+        self.last().map(|h| h.at)
+    }
+
+    /// How long ago, at `now`, the last accepted request from a leader arrived.
+    pub(crate) fn age(&self, now: Instant) -> Option<Duration> {
+        self.at().map(|at| now.saturating_duration_since(at))
+    }
 }
 
 /// What the follower check reads, gathered first so the decision is a pure function.

@@ -56,13 +56,34 @@ impl RaftNode {
         ProposeError::Unavailable(format!("refused the leader's answer: {why}"))
     }
 
+    /// Resolves once this node knows of a leader other than `leader` (never after Raft stopped).
+    async fn leader_other_than(&self, leader: NodeId) {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if metrics.borrow_and_update().current_leader.is_some_and(|l| l != leader) {
+                return;
+            }
+            if metrics.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
     async fn on_leader_unchecked<O: LeaderOp>(&self, op: &O) -> Result<O::Reply, ProposeError> {
         let retry_unknown = op.retry_unknown();
         let deadline = self.deadline();
         let mut last: Option<ProposeError>;
+        // One retry without the pause below, when the node tried names another leader (a
+        // leader that just handed over, `transfer`): once, so two nodes that each name the
+        // other cannot spin.
+        let mut quick = true;
         loop {
             match self.leader_and_addr() {
                 (Some(l), _) if l == self.node_id => match op.clone().execute(self, deadline).await {
+                    Err(ProposeError::NotLeader { leader: Some(n) }) if n != l && quick => {
+                        quick = false;
+                        continue;
+                    }
                     Err(e @ ProposeError::NotLeader { .. }) => last = Some(e),
                     // No quorum yet, a membership change in progress, a learner catching up.
                     Err(e @ ProposeError::Unavailable(_)) if retry_unknown => last = Some(e),
@@ -72,7 +93,23 @@ impl RaftNode {
                     // One attempt may not eat the whole budget: a hung leader is replaced by an
                     // election well within `attempt_timeout`, and the new one must get a try.
                     let wait = deadline.saturating_duration_since(Instant::now()).min(self.attempt_timeout);
-                    match ops::call(&self.peers, l, &addr, op, wait).await {
+                    // A request that may be retried is abandoned as soon as another leader is
+                    // known: a frozen or cut-off leader would otherwise hold it for the whole
+                    // attempt, long after its successor was elected.
+                    let answer = tokio::select! {
+                        answer = ops::call(&self.peers, l, &addr, op, wait) => Some(answer),
+                        () = self.leader_other_than(l), if retry_unknown => None,
+                    };
+                    let Some(answer) = answer else {
+                        // At once, without the pause below: the next attempt sets `last`.
+                        tracing::debug!(leader = l, "a new leader was elected during the attempt; retrying there");
+                        continue;
+                    };
+                    match answer {
+                        Ok(Err(ProposeError::NotLeader { leader: Some(n) })) if n != l && quick => {
+                            quick = false;
+                            continue;
+                        }
                         Ok(Err(e @ ProposeError::NotLeader { .. })) => last = Some(e),
                         Ok(Err(e @ ProposeError::Unavailable(_))) if retry_unknown => last = Some(e),
                         Ok(result) => return result,

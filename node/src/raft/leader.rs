@@ -86,6 +86,12 @@ impl RaftNode {
     }
 
     async fn write_here_until(&self, op: Op, deadline: Instant) -> Result<Applied, ProposeError> {
+        let Some(_pass) = self.gate.enter() else {
+            // Handing leadership over (`transfer`): nothing more goes into this log; once the
+            // hand-over ends the caller's forwarding finds the new leader.
+            self.gate.wait_open(deadline).await;
+            return Err(self.not_leader());
+        };
         let cmd = Command { at_ms: self.clock.now_ms(), op };
         leaf_raft_store::check_command(&cmd)?;
         let resp = match tokio::time::timeout_at(deadline, self.raft.client_write(cmd)).await {

@@ -33,9 +33,14 @@
 //! - [`caught_up`]: whether this node is caught up with a leader it heard from recently, so
 //!   it may answer "no such tag" without a read-index round;
 //! - [`coalesce`]: read-index rounds shared by concurrent callers (unknown-tag floods);
+//! - [`gate`]: the leader's write gate, closed while it hands leadership over;
+//! - [`election`]: campaigns only after a majority granted a pre-vote (openraft's own elections
+//!   are off), so a node cut off from the rest never disturbs the leader on its return;
 //! - [`network`]: the pooled peer client and openraft's `RaftNetwork` over it;
+//! - [`peer_report`]: a peer Raft cannot reach, logged at WARN once and then now and then;
 //! - [`quorum`]: quorum contact (the leader's last quorum acknowledgement, probed by followers);
 //! - [`service`]: the internal endpoints' handlers;
+//! - [`transfer`]: a leader stopping gracefully hands leadership to an up-to-date follower;
 //! - [`versions`]: the version this node advertises, and the leader's raise of the cluster's
 //!   version once every member supports a newer one.
 use std::sync::Arc;
@@ -52,19 +57,23 @@ mod caught_up;
 mod chunks;
 mod coalesce;
 mod compaction;
+pub mod election;
 mod error;
 mod forward;
+mod gate;
 pub mod hooks;
 mod leader;
 pub mod learner_proof;
 mod membership;
 pub mod network;
 pub mod ops;
+mod peer_report;
 mod propose;
 mod quorum;
 pub mod service;
 mod start;
 mod status;
+pub mod transfer;
 mod versions;
 
 pub use error::{MemberErrorKind, ProposeError};
@@ -124,6 +133,12 @@ pub struct RaftNode {
     hooks: Arc<hooks::LeaderHooks>,
     /// The cluster version this node advertises and what the members advertised ([`versions`]).
     versions: Arc<versions::Versions>,
+    /// When a voter without a leader asks for pre-votes, and grants them ([`election`]).
+    elections: election::Timing,
+    /// Since when this node leads ([`transfer`]: it refuses a successor's vote before its lease).
+    leadership: transfer::Leadership,
+    /// Closed while this leader hands over: writes wait, then go to the new leader.
+    gate: gate::Gate,
 }
 
 impl RaftNode {

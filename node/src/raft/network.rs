@@ -35,6 +35,8 @@ use openraft::raft::{
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::peer_report::PeerReports;
+
 /// Header carrying the cluster secret on every internal request.
 pub const SECRET_HEADER: &str = "x-leaf-cluster-secret";
 /// Largest internal request or response body: an append of [`MAX_APPEND_ENTRIES`] entries
@@ -355,13 +357,20 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 pub struct NetworkFactory {
     pub(super) node_id: NodeId,
     pub(super) client: PeerClient,
+    pub(super) reports: PeerReports,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerConnection;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerConnection {
-        PeerConnection { from: self.node_id, target, addr: node.addr.clone(), client: self.client.clone() }
+        PeerConnection {
+            from: self.node_id,
+            target,
+            addr: node.addr.clone(),
+            client: self.client.clone(),
+            reports: self.reports.clone(),
+        }
     }
 }
 
@@ -371,6 +380,8 @@ pub struct PeerConnection {
     target: NodeId,
     addr: String,
     client: PeerClient,
+    /// Whether the peer answers, shared with every other connection to it.
+    reports: PeerReports,
 }
 
 impl PeerConnection {
@@ -387,7 +398,10 @@ impl PeerConnection {
         E: std::error::Error + DeserializeOwned,
     {
         let ttl = option.hard_ttl();
-        match self.client.call::<Q, Result<A, E>>(self.target, &self.addr, path, req, ttl).await {
+        let answer = self.client.call::<Q, Result<A, E>>(self.target, &self.addr, path, req, ttl).await;
+        let failure = answer.as_ref().err().map(|e| e as &dyn std::fmt::Display);
+        self.reports.note(self.target, &self.addr, action, failure);
+        match answer {
             Ok(Ok(a)) => Ok(a),
             Ok(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
             // A peer that refuses our secret or does not know the endpoint (misconfiguration,

@@ -86,6 +86,25 @@ pub async fn handle(node: &RaftNode, path: &str, body: &[u8], caller: Option<Nod
             }
             encode(&r)
         }
+        super::election::PATH_PRE_VOTE => {
+            let asked: super::election::PreVote = decode(body)?;
+            // A pre-vote changes nothing, but it speaks for the caller's ID all the same.
+            if caller.is_some_and(|c| c != asked.candidate) {
+                return Err(ServiceError::Impersonation {
+                    claimed: asked.candidate,
+                    caller: caller.unwrap_or_default(),
+                });
+            }
+            encode(&node.answer_pre_vote(&asked).await)
+        }
+        super::transfer::PATH_TAKE_OVER => {
+            let ask: super::transfer::TakeOver = decode(body)?;
+            // Only the leader itself may ask (the handler also checks it is the leader followed).
+            if caller.is_some_and(|c| c != ask.from) {
+                return Err(ServiceError::Impersonation { claimed: ask.from, caller: caller.unwrap_or_default() });
+            }
+            encode(&node.take_over(&ask).await)
+        }
         PATH_TIME => {
             let () = decode(body)?;
             encode(&node.clock.now_ms())

@@ -80,8 +80,13 @@ impl RaftNode {
         let raft_config = openraft::Config {
             cluster_name: "leaf".into(),
             heartbeat_interval: r.heartbeat_ms,
-            election_timeout_min: r.election_timeout_min_ms,
-            election_timeout_max: r.election_timeout_max_ms,
+            // openraft campaigns only when `raft/election.rs` says so, after a pre-vote. Its
+            // `election_timeout_max` is then only the lease a follower honours before it votes
+            // for anyone: our shortest wait without a leader. Its minimum must lie between the
+            // heartbeat and that.
+            enable_elect: false,
+            election_timeout_min: r.heartbeat_ms + (r.election_timeout_min_ms - r.heartbeat_ms) / 2,
+            election_timeout_max: r.election_timeout_min_ms,
             // Per snapshot chunk, including the receiver's install after the last one: it
             // reads and checks the whole file, writes its own and replaces the state (a few
             // seconds for a million tags). Only the replication to that follower waits.
@@ -113,7 +118,7 @@ impl RaftNode {
             Some(tls) => PeerClient::tls(config.cluster_secret(), config.raft.source_ip, tls),
             None => PeerClient::new(config.cluster_secret(), config.raft.source_ip),
         };
-        let network = NetworkFactory { node_id: config.node_id, client: peers.clone() };
+        let network = NetworkFactory { node_id: config.node_id, client: peers.clone(), reports: Default::default() };
         let sm_handle = sm.clone();
         let raft = Raft::new(config.node_id, Arc::new(raft_config), network, log.clone(), sm)
             .await
@@ -141,6 +146,13 @@ impl RaftNode {
             barriers: Arc::new(coalesce::Coalescer::counting(counters.read_index_rounds)),
             leader_reads: Arc::default(),
             hooks: Arc::new(hooks),
+            elections: super::election::Timing {
+                lease: Duration::from_millis(r.election_timeout_min_ms),
+                max: Duration::from_millis(r.election_timeout_max_ms),
+                tick: Duration::from_millis((r.heartbeat_ms / 2).max(10)),
+            },
+            leadership: Default::default(),
+            gate: Default::default(),
         })
     }
 

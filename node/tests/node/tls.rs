@@ -86,8 +86,11 @@ fn pair(dir: &Path, name: &str) -> Option<(PathBuf, PathBuf)> {
 
 /// Every internal endpoint.
 fn internal_paths() -> Vec<&'static str> {
-    use leaf_node::internals::{PATH_APPEND, PATH_PEER_STATUS, PATH_SNAPSHOT, PATH_TIME, PATH_VOTE};
-    let mut paths = vec![PATH_APPEND, PATH_VOTE, PATH_SNAPSHOT, PATH_TIME, PATH_PEER_STATUS];
+    use leaf_node::internals::{
+        PATH_APPEND, PATH_PEER_STATUS, PATH_PRE_VOTE, PATH_SNAPSHOT, PATH_TAKE_OVER, PATH_TIME, PATH_VOTE,
+    };
+    let mut paths =
+        vec![PATH_APPEND, PATH_VOTE, PATH_SNAPSHOT, PATH_TIME, PATH_PEER_STATUS, PATH_PRE_VOTE, PATH_TAKE_OVER];
     paths.extend(OpKind::ALL.map(OpKind::path));
     paths
 }
