@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Failover windows (issue 34): how long each request kind goes unserved at the nodes that stay
-# up when a node of a 3-node TLS cluster fails, the errors clients see, and the segment IDs
-# wasted, with `leaf-failover-bench` (cluster-tests/src/bin/leaf-failover-bench.rs).
+# Failover windows (issues 34 and 55): how long each request kind goes unserved at the nodes that
+# stay up when a node of a TLS cluster fails, the errors clients see, the elections it costs, and
+# the segment IDs wasted, with `leaf-failover-bench` (cluster-tests/src/bin/leaf-failover-bench.rs).
 #
 #   bench/failover.sh [--no-build] [--scenario NAME]... [--logs DIR] [-- BENCH-ARGS...]
 #
-# Scenarios (default: all four, one fresh cluster each): leader-kill (10 repetitions),
-# follower-kill, leader-pause (SIGSTOP: the stand-in for a partition), rolling-restart (3 each).
+# Scenarios (default: all seven, one fresh cluster each): leader-kill, leader-term (SIGTERM and
+# start again), follower-heal (a follower's Raft links cut, then healed) (10 repetitions each),
+# follower-kill, leader-pause (SIGSTOP), leader-heal, rolling-restart (3 each).
+# A 5-node cluster: -- --nodes 5.
 # Builds the release `leaf` and the bench first unless --no-build (with lcargo when it is on the
 # PATH). BENCH-ARGS go to every run (e.g. --reps 5 --seed 7). Prints each run's Markdown tables;
 # the per-fault details and the error messages go to stderr. --logs DIR keeps the nodes' logs
@@ -20,11 +22,11 @@ while [[ $# -gt 0 ]]; do
         --scenario) SCENARIOS+=("$2"); shift 2 ;;
         --logs) LOGS="$2"; shift 2 ;;
         --) shift; EXTRA=("$@"); break ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "bench/failover.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
-[[ ${#SCENARIOS[@]} -gt 0 ]] || SCENARIOS=(leader-kill follower-kill leader-pause rolling-restart)
+[[ ${#SCENARIOS[@]} -gt 0 ]] || SCENARIOS=(leader-kill leader-term follower-heal follower-kill leader-pause leader-heal rolling-restart)
 if [[ $BUILD == 1 ]]; then
     build=(cargo)
     command -v lcargo >/dev/null && build=(lcargo)

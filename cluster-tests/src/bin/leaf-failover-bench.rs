@@ -1,8 +1,8 @@
-//! `leaf-failover-bench`: how long each kind of request goes unserved when a node of a 3-node
-//! cluster fails, what errors clients see, and how many segment IDs the failure wastes
-//! (issue 34).
+//! `leaf-failover-bench`: how long each kind of request goes unserved when a node of a 3- or
+//! 5-node cluster fails, what errors clients see, how many elections it costs, and how many
+//! segment IDs the failure wastes (issues 34 and 55).
 //!
-//! Starts a 3-node cluster of real `leaf` processes (the binary next to this one, `--bin` or
+//! Starts a `--nodes` cluster of real `leaf` processes (the binary next to this one, `--bin` or
 //! `LEAF_BIN`; mutual TLS between the nodes and HTTPS clients unless `--plaintext`), creates a
 //! segment tag, a monotonic tag and a tag per admin-writing client, and runs steady load of
 //! four kinds (segment IDs, snowflake IDs, monotonic IDs, admin writes: tag updates, each a
@@ -13,14 +13,19 @@
 //! Then `--reps` times the `--scenario`: `leader-kill` (`kill -9` the leader), `follower-kill`
 //! (a follower, chosen with the seed), `leader-pause` (SIGSTOP the leader: it keeps its sockets
 //! and answers nothing, the harness's stand-in for a partition), `rolling-restart` (SIGTERM
-//! and restart the followers then the leader, one after another). The victim comes back once
+//! and restart the followers then the leader, one after another), `leader-term` (SIGTERM the
+//! leader, a graceful stop that hands leadership over first, and start it again once the others
+//! serve), `follower-heal` and
+//! `leader-heal` (cut a follower's or the leader's Raft links both ways for at least `--away-ms`,
+//! then heal them; the nodes' Raft traffic then goes through per-link proxies). The victim comes back once
 //! the others serve every kind again, and the cluster is healthy before the next fault
 //! (`leaf_cluster_tests::failover::drive`).
 //!
 //! Prints Markdown: per kind and client, the window (the longest time without a success at the
 //! nodes that stayed up, from the fault until the cluster served everything again after the
 //! victim's return) p50/p99/max over the repetitions and the errors; the times to a new leader
-//! and back to healthy; the segment and monotonic IDs each fault wasted (the victim's committed
+//! and back to healthy; the terms each fault cost (elections) and the leader changes; the
+//! segment and monotonic IDs each fault wasted (the victim's committed
 //! allocations it never served, from the allocation journal, `/cache` and every served ID).
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,6 +36,7 @@ use clap::{Parser, ValueEnum};
 use leaf_api::profile::Profile;
 use leaf_api::types::CreateTagRequest;
 use leaf_client::Client;
+use leaf_cluster_tests::chaos::proxy::{self, Proxies};
 use leaf_cluster_tests::cluster::{default_bin, Cluster, Options, TOKEN};
 use leaf_cluster_tests::failover::analysis::{errors, quantile, wasted, windows, Mode};
 use leaf_cluster_tests::failover::drive::{Driver, Event, Fault};
@@ -44,6 +50,9 @@ enum Scenario {
     FollowerKill,
     LeaderPause,
     RollingRestart,
+    LeaderTerm,
+    FollowerHeal,
+    LeaderHeal,
 }
 
 impl Scenario {
@@ -53,15 +62,28 @@ impl Scenario {
             Scenario::FollowerKill => "`kill -9` of a follower",
             Scenario::LeaderPause => "the leader paused (SIGSTOP, the stand-in for a partition)",
             Scenario::RollingRestart => "rolling restart (SIGTERM and start, followers then the leader)",
+            Scenario::LeaderTerm => "SIGTERM of the leader (a graceful stop), started again once the others serve",
+            Scenario::FollowerHeal => "a follower partitioned (Raft links cut both ways), then healed",
+            Scenario::LeaderHeal => "the leader partitioned (Raft links cut both ways), then healed",
         }
+    }
+
+    fn partitions(self) -> bool {
+        matches!(self, Scenario::FollowerHeal | Scenario::LeaderHeal)
     }
 }
 
 #[derive(Parser, Debug)]
-#[command(about = "Failover windows of a local 3-node leaf cluster under load")]
+#[command(about = "Failover windows of a local leaf cluster under load")]
 struct Args {
     #[arg(long, value_enum, default_value = "leader-kill")]
     scenario: Scenario,
+    /// Nodes of the cluster.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=7))]
+    nodes: u64,
+    /// The least time a partitioned node stays cut off (`*-heal`).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    away_ms: u64,
     /// Repetitions (default: 10 for leader-kill, 3 for the others).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
     reps: Option<u64>,
@@ -108,14 +130,20 @@ async fn main() -> anyhow::Result<()> {
     let seed = args.seed.unwrap_or_else(rand::random);
     eprintln!("seed {seed} (--seed {seed} repeats the random choices)");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let reps = args.reps.unwrap_or(if args.scenario == Scenario::LeaderKill { 10 } else { 3 }) as usize;
+    let many = matches!(args.scenario, Scenario::LeaderKill | Scenario::LeaderTerm | Scenario::FollowerHeal);
+    let reps = args.reps.unwrap_or(if many { 10 } else { 3 }) as usize;
     let bin = match args.bin.clone() {
         Some(b) => b,
         None => default_bin()?,
     };
     let mut opts = Options::new(&bin);
     opts.tls = !args.plaintext;
-    let mut cluster = Cluster::start(3, opts)?;
+    let ids: Vec<u64> = (1..=args.nodes).collect();
+    let proxies = args.scenario.partitions().then(Proxies::default);
+    let mut cluster = match &proxies {
+        Some(p) => Cluster::start_specs(proxy::proxied_specs(p, &ids).await?, opts)?,
+        None => Cluster::start(args.nodes, opts)?,
+    };
     let leader = cluster.wait_leader(Duration::from_secs(30)).await?;
     let admin = cluster.client(leader);
     let tag = |tag: &str, profile| CreateTagRequest { tag: tag.into(), step: 1000, profile, ..Default::default() };
@@ -154,7 +182,8 @@ async fn main() -> anyhow::Result<()> {
     let clients: Vec<(Kind, Via)> = targets.iter().map(|t| (t.kind, t.via)).collect();
     let tls = if args.plaintext { "plaintext" } else { "mutual TLS, HTTPS clients" };
     eprintln!(
-        "cluster of 3 up ({tls}, leader {leader}), binary {}; {} client tasks; {:?} x {reps}",
+        "cluster of {} up ({tls}, leader {leader}), binary {}; {} client tasks; {:?} x {reps}",
+        args.nodes,
         bin.display(),
         targets.len(),
         args.scenario
@@ -164,6 +193,8 @@ async fn main() -> anyhow::Result<()> {
     let mut driver = Driver::new(&mut cluster, progress.clone(), clients);
     driver.settle = Duration::from_millis(args.settle_ms);
     driver.max_hold = Duration::from_secs(args.max_hold_secs);
+    driver.proxies = proxies;
+    driver.away = Duration::from_millis(args.away_ms);
     driver.healthy().await?;
     if driver.recovered(&ids, 0).await.is_none() {
         anyhow::bail!("not every client succeeded within {:?} of the start", driver.max_hold);
@@ -179,6 +210,12 @@ async fn main() -> anyhow::Result<()> {
             Scenario::FollowerKill => {
                 let victim = followers[rng.gen_range(0..followers.len())];
                 driver.fault(rep, victim, Fault::Kill).await?;
+            }
+            Scenario::LeaderTerm => driver.fault(rep, leader, Fault::Stop).await?,
+            Scenario::LeaderHeal => driver.fault(rep, leader, Fault::Partition).await?,
+            Scenario::FollowerHeal => {
+                let victim = followers[rng.gen_range(0..followers.len())];
+                driver.fault(rep, victim, Fault::Partition).await?;
             }
             Scenario::RollingRestart => {
                 for victim in followers.into_iter().chain([leader]) {
@@ -228,7 +265,7 @@ async fn main() -> anyhow::Result<()> {
     for (e, (sw, mw)) in events.iter().zip(seg_waste.iter().zip(&mono_waste)) {
         print_event(e, &records, *sw, *mw);
     }
-    println!("\n#### {}: {reps} repetitions (seed {seed})\n", args.scenario.title());
+    println!("\n#### {}, {} nodes: {reps} repetitions (seed {seed})\n", args.scenario.title(), args.nodes);
     print_windows(&events, &records, reps);
     let secs = |f: &dyn Fn(&Event) -> Option<u64>| -> Vec<u64> { events.iter().filter_map(f).collect() };
     let times = [
@@ -240,7 +277,14 @@ async fn main() -> anyhow::Result<()> {
     for (name, v) in times {
         println!("| {name} | {} | {} |", ms(quantile(&v, 0.5)), ms(quantile(&v, 1.0)));
     }
-    for (name, v) in [("segment IDs wasted", &seg_waste), ("monotonic IDs wasted", &mono_waste)] {
+    let terms: Vec<u64> = events.iter().map(|e| e.terms).collect();
+    let changes: Vec<u64> = events.iter().map(|e| u64::from(e.leader_changed)).collect();
+    for (name, v) in [
+        ("terms (elections) per fault", &terms),
+        ("leader changes", &changes),
+        ("segment IDs wasted", &seg_waste),
+        ("monotonic IDs wasted", &mono_waste),
+    ] {
         let total: u64 = v.iter().sum();
         println!("| {name} (total {total}) | {} | {} |", quantile(v, 0.5), quantile(v, 1.0));
     }
@@ -313,7 +357,7 @@ fn print_event(e: &Event, records: &[Record], seg_waste: u64, mono_waste: u64) {
     };
     eprintln!(
         "rep {} {:?} node {} ({role}) at {:.3} s: leader after {}, served again after {}, back → healthy {}; \
-         wasted segment {seg_waste} monotonic {mono_waste}\n  down: {}\n  rejoin: {}",
+         terms +{}, leader changed: {}; wasted segment {seg_waste} monotonic {mono_waste}\n  down: {}\n  rejoin: {}",
         e.rep,
         e.fault,
         e.victim,
@@ -321,6 +365,8 @@ fn print_event(e: &Event, records: &[Record], seg_waste: u64, mono_waste: u64) {
         ms(e.leader_ns - e.fault_ns),
         e.recovered_ns.map_or("never".to_string(), |r| ms(r - e.fault_ns)),
         ms(e.healthy_ns - e.restart_ns),
+        e.terms,
+        e.leader_changed,
         show(e.fault_ns, e.restart_ns),
         show(e.restart_ns, e.end_ns),
     );

@@ -7,7 +7,11 @@
 //! the victim at `restart_ns`, waits until all nodes are healthy (a common leader, segment-ready,
 //! snowflake serving: `healthy_ns`) and every kind succeeds through every client again, and lets
 //! the load run `settle` more (`end_ns`). A rolling restart's step stops the node with SIGTERM
-//! and starts it again at once.
+//! and starts it again at once. A partition cuts the victim's Raft links both ways through the
+//! cluster's proxies (clients still reach it) for at least `away`, then heals them.
+//!
+//! Each event also records the terms the cluster went through (`terms`: 0 when nobody
+//! campaigned) and whether the leader changed.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +21,7 @@ use leaf_api::types::SnowflakeState;
 
 use super::load::Progress;
 use super::{Kind, Via};
+use crate::chaos::proxy::{self, Proxies};
 use crate::cluster::Cluster;
 
 /// How long the cluster may take to agree on a leader or become healthy.
@@ -31,6 +36,12 @@ pub enum Fault {
     Pause,
     /// SIGTERM, then started again at once (a step of a rolling restart).
     Restart,
+    /// SIGTERM (a graceful stop: a leader hands over first), started again once the others
+    /// recovered.
+    Stop,
+    /// Its Raft links cut both ways (clients still reach it), healed once the others
+    /// recovered and at least `away` passed.
+    Partition,
 }
 
 /// One fault as applied; times in nanoseconds since the run's start.
@@ -53,6 +64,10 @@ pub struct Event {
     /// in its buffers when the fault hit (or before): what it did not serve is wasted.
     pub index_after: u64,
     pub index_upto: u64,
+    /// How many terms the cluster went through, from before the fault to healthy after it.
+    pub terms: u64,
+    /// Whether the leader after the fault differs from the one before.
+    pub leader_changed: bool,
 }
 
 pub struct Driver<'a> {
@@ -63,6 +78,10 @@ pub struct Driver<'a> {
     pub settle: Duration,
     pub max_hold: Duration,
     pub events: Vec<Event>,
+    /// The proxies the nodes' Raft links go through (needed by [`Fault::Partition`]).
+    pub proxies: Option<Proxies>,
+    /// The least time a partitioned node stays cut off.
+    pub away: Duration,
     /// The log index at each node's last restart.
     restarted_at: BTreeMap<u64, u64>,
 }
@@ -76,6 +95,8 @@ impl<'a> Driver<'a> {
             settle: Duration::from_secs(1),
             max_hold: Duration::from_secs(20),
             events: Vec::new(),
+            proxies: None,
+            away: Duration::from_secs(2),
             restarted_at: BTreeMap::new(),
         }
     }
@@ -132,16 +153,22 @@ impl<'a> Driver<'a> {
     /// Applies `fault` to `victim` and brings it back (see the module docs).
     pub async fn fault(&mut self, rep: usize, victim: u64, fault: Fault) -> anyhow::Result<()> {
         let leader = self.healthy().await.context("healthy before the fault")?;
+        let term_before = self.cluster.status(leader).await?.term;
         let survivors: Vec<u64> = self.cluster.running().into_iter().filter(|&id| id != victim).collect();
         let index_after = self.restarted_at.get(&victim).copied().unwrap_or(0);
         let fault_ns = self.progress.now_ns();
         let (leader_ns, recovered_ns, index_upto, restart_ns);
         match fault {
-            Fault::Kill | Fault::Pause => {
-                if fault == Fault::Kill {
-                    self.cluster.kill(victim);
-                } else {
-                    self.cluster.pause(victim);
+            Fault::Kill | Fault::Pause | Fault::Stop => {
+                match fault {
+                    Fault::Kill => self.cluster.kill(victim),
+                    Fault::Pause => self.cluster.pause(victim),
+                    _ => {
+                        // `stop` waits for the exit on this thread: let the load run elsewhere.
+                        if !tokio::task::block_in_place(|| self.cluster.stop(victim)) {
+                            eprintln!("  node {victim} did not exit cleanly on SIGTERM");
+                        }
+                    }
                 }
                 self.cluster.wait_leader_among(&survivors, FORM).await.context("a leader among the others")?;
                 leader_ns = self.progress.now_ns();
@@ -149,11 +176,27 @@ impl<'a> Driver<'a> {
                 tokio::time::sleep(self.settle).await;
                 index_upto = self.max_index(&survivors).await?;
                 restart_ns = self.progress.now_ns();
-                if fault == Fault::Kill {
-                    self.cluster.spawn(victim)?;
-                } else {
+                if fault == Fault::Pause {
                     self.cluster.resume(victim);
+                } else {
+                    self.cluster.spawn(victim)?;
                 }
+            }
+            Fault::Partition => {
+                let proxies = self.proxies.clone().context("a partition needs the cluster's proxies")?;
+                proxies.set_blocked(proxy::split(&[vec![victim], survivors.clone()]));
+                self.cluster.wait_leader_among(&survivors, FORM).await.context("a leader among the others")?;
+                leader_ns = self.progress.now_ns();
+                recovered_ns = self.recovered(&survivors, leader_ns).await;
+                tokio::time::sleep(self.settle).await;
+                let away_until = fault_ns + self.away.as_nanos() as u64;
+                let now = self.progress.now_ns();
+                if now < away_until {
+                    tokio::time::sleep(Duration::from_nanos(away_until - now)).await;
+                }
+                index_upto = self.max_index(&survivors).await?;
+                restart_ns = self.progress.now_ns();
+                proxies.set_blocked(Default::default());
             }
             Fault::Restart => {
                 // `stop` waits for the exit on this thread: let the load's tasks run elsewhere.
@@ -177,6 +220,9 @@ impl<'a> Driver<'a> {
             eprintln!("  not every client succeeded within {:?} of the cluster being healthy", self.max_hold);
         }
         tokio::time::sleep(self.settle).await;
+        // After the settle: an election the victim's return set off counts too.
+        let leader_after = self.cluster.wait_leader(FORM).await?;
+        let term_after = self.cluster.status(leader_after).await?.term;
         self.restarted_at.insert(victim, index_upto);
         self.events.push(Event {
             rep,
@@ -191,6 +237,8 @@ impl<'a> Driver<'a> {
             end_ns: self.progress.now_ns(),
             index_after,
             index_upto,
+            terms: term_after.saturating_sub(term_before),
+            leader_changed: leader_after != leader,
         });
         Ok(())
     }
