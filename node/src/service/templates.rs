@@ -80,8 +80,11 @@ impl App {
     ) -> Result<Arc<TagHandle>, ApiError> {
         let state = self.raft.state();
         let Some((name, template)) = state.template_for(tag) else { return Err(missing) };
-        if state.tag(tag).is_some() {
-            return Err(missing); // archived: its name is never made again
+        match state.tag(tag) {
+            Some(r) if r.archived_ms().is_some() => return Err(missing), // its name is never made again
+            // Made meanwhile by a concurrent first request, after this one missed it.
+            Some(_) => return self.known(tag, |app| app.tags.get(tag)).await,
+            None => {}
         }
         let Some(who) = self.access.principal_of(caller) else { return Err(missing) };
         if !who.may_on(Right::Tags, tag) {
