@@ -23,7 +23,8 @@ pub struct RaftConfig {
     /// At least 3 × `heartbeat_ms`; default `400` ms.
     pub election_timeout_min_ms: u64,
     /// Upper end of the random wait without a leader before a pre-vote (the spread keeps two
-    /// voters from campaigning at once). Above `election_timeout_min_ms`; default `800` ms.
+    /// voters from campaigning at once). Above `election_timeout_min_ms`, at most 600000; default
+    /// `800` ms.
     pub election_timeout_max_ms: u64,
     /// Build a snapshot after this many applied entries, then purge the log behind it. Also
     /// when the log since the last snapshot weighs this much, a batch of tags weighing as many
@@ -136,6 +137,9 @@ impl RaftConfig {
                 "raft.election_timeout_min_ms must be at least 3 x raft.heartbeat_ms (a lease of several heartbeats)"
                     .to_string(),
             );
+        }
+        if self.election_timeout_max_ms > 600_000 {
+            errs.push("raft.election_timeout_max_ms must be at most 600000".to_string());
         }
         if self.election_timeout_max_ms <= self.election_timeout_min_ms {
             errs.push("raft.election_timeout_max_ms must exceed raft.election_timeout_min_ms".to_string());

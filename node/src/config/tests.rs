@@ -121,6 +121,21 @@ fn typos_and_nonsense_are_rejected() {
 }
 
 #[test]
+fn raft_timing_nonsense_is_rejected() {
+    let invalid = |f: &dyn Fn(&mut Config)| {
+        let mut c = Config::default();
+        f(&mut c);
+        matches!(c.validate(), Err(ConfigError::Invalid(_)))
+    };
+    assert!(!invalid(&|_| ()));
+    // A lease of fewer than 3 heartbeats, a max not above the lease, a max that would overflow
+    // the timers derived from it.
+    assert!(invalid(&|c| c.raft.election_timeout_min_ms = 2 * c.raft.heartbeat_ms));
+    assert!(invalid(&|c| c.raft.election_timeout_max_ms = c.raft.election_timeout_min_ms));
+    assert!(invalid(&|c| c.raft.election_timeout_max_ms = u64::MAX));
+}
+
+#[test]
 fn connection_and_access_nonsense_is_rejected() {
     let mut c = Config::default();
     c.http.max_connections_per_address = 0;
