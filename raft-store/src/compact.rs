@@ -276,7 +276,8 @@ fn rewrite(disk: &Disk, db: &sled::Db, dir: &Path, name: &str) -> Result<(usize,
         fs::remove_dir_all(&path)?;
     }
     disk.track();
-    let new = disk.config(&path).open()?;
+    // Wrapped at once: its last drop, on any error below, keeps sled's batches away (`sled_lock`).
+    let new = Synced::open(disk.config(&path).open()?, &path)?;
     copy_trees(db, &new)?;
     let mut noted = 0;
     for _ in 0..ROUNDS {
@@ -288,7 +289,6 @@ fn rewrite(disk: &Disk, db: &sled::Db, dir: &Path, name: &str) -> Result<(usize,
             break;
         }
     }
-    let new = Synced::open(new, &path)?;
     new.sync_now()?;
     // The new directory's entry, before `current` may name it.
     sync_dir(dir)?;
@@ -320,7 +320,7 @@ fn copy_keys(from: &sled::Db, to: &sled::Db, touched: &Touched) -> sled::Result<
     for (name, key) in touched {
         if trees.as_ref().is_none_or(|(n, ..)| n != name) {
             if let Some((_, _, target, batch, _)) = trees.take() {
-                target.apply_batch(batch)?;
+                crate::sled_lock::batch(|| target.apply_batch(batch))?;
             }
             trees = Some((name, from.open_tree(name)?, to.open_tree(name)?, sled::Batch::default(), 0));
         }
@@ -331,13 +331,13 @@ fn copy_keys(from: &sled::Db, to: &sled::Db, touched: &Touched) -> sled::Result<
             }
             *n += 1;
             if *n == COPY_BATCH {
-                target.apply_batch(std::mem::take(batch))?;
+                crate::sled_lock::batch(|| target.apply_batch(std::mem::take(batch)))?;
                 *n = 0;
             }
         }
     }
     if let Some((_, _, target, batch, _)) = trees {
-        target.apply_batch(batch)?;
+        crate::sled_lock::batch(|| target.apply_batch(batch))?;
     }
     Ok(())
 }
@@ -357,11 +357,11 @@ fn copy_trees(from: &sled::Db, to: &sled::Db) -> sled::Result<()> {
             batch.insert(k, v);
             n += 1;
             if n == COPY_BATCH {
-                target.apply_batch(std::mem::take(&mut batch))?;
+                crate::sled_lock::batch(|| target.apply_batch(std::mem::take(&mut batch)))?;
                 n = 0;
             }
         }
-        target.apply_batch(batch)?;
+        crate::sled_lock::batch(|| target.apply_batch(batch))?;
     }
     Ok(())
 }

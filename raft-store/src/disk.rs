@@ -25,10 +25,11 @@ use crate::durable::Synced;
 
 /// The database current for the stores, and their trees in it.
 pub(crate) struct Current {
-    pub(crate) files: Synced,
     /// The stores' trees, in the order of [`Tree::index`]; every database made current opens
-    /// them all (see [`Disk::switch`]).
+    /// them all (see [`Disk::switch`]). Before `files`, so dropped first: the database's last
+    /// handle is then `files`, whose drop keeps sled's batches away (`sled_lock`).
     trees: Vec<(&'static str, sled::Tree)>,
+    pub(crate) files: Synced,
     /// Raised at each swap: an [`Iter`] made before it seeks again.
     epoch: u64,
 }
@@ -101,9 +102,10 @@ impl Disk {
         Ok(Tree { disk: self.clone(), name, index })
     }
 
-    /// The current database, for reading at open (no rewrite runs then).
-    pub fn db(&self) -> sled::Db {
-        (*self.read().files).clone()
+    /// The current database, for reading at open (no rewrite runs then); derefs to
+    /// `sled::Db`.
+    pub fn db(&self) -> Synced {
+        self.read().files.clone()
     }
 
     /// The directory of the current database's files.
@@ -281,7 +283,7 @@ impl Tree {
                 None => b.remove(k),
             }
         }
-        self.write(batch.ops.iter().map(|(k, _)| k.as_ref()), |t| t.apply_batch(b))
+        self.write(batch.ops.iter().map(|(k, _)| k.as_ref()), |t| crate::sled_lock::batch(|| t.apply_batch(b)))
     }
 
     pub fn iter(&self) -> Iter {

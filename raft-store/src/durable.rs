@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -41,11 +42,13 @@ pub(crate) const BLOB_DIR: &str = "blobs";
 /// rewritten one (see `compact`).
 #[derive(Clone)]
 pub struct Synced {
-    db: sled::Db,
     inner: Arc<Inner>,
 }
 
 struct Inner {
+    /// The one handle on the database that outlives a call: dropped last, with
+    /// [`sled_lock::last_drop`](crate::sled_lock::last_drop) (see `Drop for Inner`).
+    db: ManuallyDrop<sled::Db>,
     dir: PathBuf,
     /// sled's log, opened a second time: `fdatasync` syncs the file, whichever descriptor asks.
     log: File,
@@ -129,17 +132,31 @@ struct Seen {
 impl std::ops::Deref for Synced {
     type Target = sled::Db;
     fn deref(&self) -> &sled::Db {
-        &self.db
+        &self.inner.db
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // SAFETY: `db` is taken here once, as `Inner` is dropped, and never touched again.
+        let db = unsafe { ManuallyDrop::take(&mut self.db) };
+        crate::sled_lock::last_drop(db);
     }
 }
 
 impl Synced {
     /// Takes `db`, opened on `dir`, and makes what sled created there durable.
     pub fn open(db: sled::Db, dir: &Path) -> io::Result<Synced> {
-        let log = File::open(dir.join(LOG_FILE))?;
+        let log = match File::open(dir.join(LOG_FILE)) {
+            Ok(log) => log,
+            Err(e) => {
+                crate::sled_lock::last_drop(db);
+                return Err(e);
+            }
+        };
         let disk = Synced {
-            db,
             inner: Arc::new(Inner {
+                db: ManuallyDrop::new(db),
                 dir: dir.to_owned(),
                 log,
                 seen: Mutex::default(),
@@ -175,7 +192,7 @@ impl Synced {
             }
             first.clear();
             drop(first);
-            self.db.flush()?;
+            self.inner.db.flush()?;
             self.inner.log.sync_data()?;
             self.sync_files()?;
             Ok(())

@@ -27,6 +27,8 @@
 //! - [`durable`]: sled's database synced for real ([`durable::Synced::sync_now`]: its flush,
 //!   then `fdatasync` of the files it wrote, which its flush only `sync_file_range`s), and
 //!   directories made durably.
+//! - `sled_lock.rs` (private): sled's batches kept apart from a database's last drop (sled
+//!   0.34.7 deadlocks the whole process on the two together).
 //! - [`disk`]: the stores' handle on that database ([`Disk`], its [`Tree`]s and [`Batch`]es),
 //!   which a rewrite swaps while they run.
 //! - [`compact`]: sled's files rewritten once they hold mostly garbage (at open, and after a
@@ -84,6 +86,7 @@ pub mod log_weight;
 pub mod profile;
 pub mod restore;
 pub mod restore_store;
+mod sled_lock;
 mod sled_log;
 pub mod state;
 pub mod state_machine;
