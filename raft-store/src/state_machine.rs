@@ -281,19 +281,31 @@ impl StateMachineStore {
     /// keys wait for the next apply). Returns whether one is due, waiting, with more than
     /// [`MAX_DEFERRED_KEYS`] keys.
     fn checkpoint_if_due(&self, dirty: &mut Dirty) -> Result<bool, StorageError> {
-        if dirty.entries < CHECKPOINT_EVERY && dirty.keys() < CHECKPOINT_KEYS {
+        if !checkpoint_due(dirty) {
             return Ok(false);
         }
         let Ok(_tree) = self.tree.try_write() else {
             return Ok(dirty.keys() > MAX_DEFERRED_KEYS);
         };
+        self.checkpoint_holding_tree(dirty)?;
+        Ok(false)
+    }
+
+    /// Writes the checkpoint, for a caller that holds `tree` for writing and `dirty`.
+    fn checkpoint_holding_tree(&self, dirty: &mut Dirty) -> Result<(), StorageError> {
         // Readers may go on meanwhile; nothing changes `data` while `dirty` is held.
         let d = self.data.read().unwrap_or_else(|e| e.into_inner());
         failpoint!("sm-checkpoint-begin");
         self.checkpoint_from(dirty, &d)?;
         failpoint!("sm-checkpoint-written");
-        Ok(false)
+        Ok(())
     }
+}
+
+/// Whether `dirty` is worth a checkpoint: [`CHECKPOINT_EVERY`] entries or [`CHECKPOINT_KEYS`]
+/// keys.
+fn checkpoint_due(dirty: &Dirty) -> bool {
+    dirty.entries >= CHECKPOINT_EVERY || dirty.keys() >= CHECKPOINT_KEYS
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachineStore {
@@ -312,10 +324,14 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let (results, behind) = self.apply_entries(entries)?;
         if behind {
             // A snapshot build is copying the tree, and the keys waiting for it would make
-            // one long checkpoint after it: wait for the build instead.
+            // one long checkpoint after it: wait for the build instead, then checkpoint with
+            // the tree held (`checkpoint_if_due` would find it taken, by this very guard).
             let tree = self.tree.clone().write_owned().await;
-            self.checkpoint_if_due(&mut self.lock_dirty())?;
-            drop(tree);
+            let mut dirty = self.lock_dirty();
+            if checkpoint_due(&dirty) {
+                self.checkpoint_holding_tree(&mut dirty)?;
+            }
+            drop((dirty, tree));
         }
         Ok(results)
     }

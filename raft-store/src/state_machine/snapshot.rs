@@ -655,4 +655,51 @@ mod tests {
             assert_eq!(sm.reader().tag_count(), 30_001 + 15_000);
         });
     }
+
+    /// An apply whose keys pass the bound while a build copies the tree waits for the build,
+    /// then writes the checkpoint: no keys wait once it returns.
+    #[test]
+    fn an_apply_that_waited_for_a_build_checkpoints_after_it() {
+        use crate::command::{Command, Op};
+        use crate::state_machine::MAX_DEFERRED_KEYS;
+        use crate::types::Entry;
+        use openraft::EntryPayload;
+        // Two batches of the most tags an entry may create, a key per tag at least: past the
+        // bound, in one call.
+        let entry = |index: u64| Entry {
+            log_id: LogId::new(CommittedLeaderId::new(2, 1), index),
+            payload: EntryPayload::Normal(Command {
+                at_ms: 1,
+                op: Op::CreateTags {
+                    tags: (0..5_000)
+                        .map(|i| crate::NewTag::segment(format!("w{index}-{i}"), 10, 1, String::new()))
+                        .collect(),
+                },
+            }),
+        };
+        const { assert!(2 * 5_000 > MAX_DEFERRED_KEYS) };
+        rt().block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let sm = open(dir.path());
+            // A build copying the tree.
+            let build = sm.tree.clone().try_read_owned().unwrap();
+            let waiting = tokio::spawn({
+                let mut sm = sm.clone();
+                async move { sm.apply([entry(1), entry(2)]).await.unwrap() }
+            });
+            // Waits for the condition: the batch applied in memory, its checkpoint waiting.
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+            while sm.lock_dirty().keys() <= MAX_DEFERRED_KEYS {
+                assert!(tokio::time::Instant::now() < deadline, "the batch was never applied");
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            assert!(!waiting.is_finished(), "the apply returned past the bound during the build");
+            drop(build);
+            let results = waiting.await.unwrap();
+            let left = sm.lock_dirty().keys();
+            assert_eq!(left, 0, "{left} keys still wait after the build ended");
+            assert_eq!(sm.checkpointed_index().unwrap(), 2);
+            assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+        });
+    }
 }
