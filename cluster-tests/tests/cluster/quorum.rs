@@ -1,6 +1,6 @@
 //! Losing the quorum: a leader cut off from its followers says so in `/health` within two
-//! election timeouts, buffered IDs keep flowing while writes fail with a clear 503, and a
-//! follower's return brings writes back.
+//! election timeouts and then refuses writes at once, buffered IDs keep flowing while writes
+//! fail with a clear 503, and a follower's return brings writes back.
 use std::time::Duration;
 
 use leaf_api::ErrorCode;
@@ -47,6 +47,11 @@ async fn a_leader_cut_off_from_its_quorum_says_so_within_two_election_timeouts()
     assert!(h.quorum_ack_age_ms.is_some_and(|a| a > 800), "{h:?}");
     // The default /health (both modes) agrees.
     assert!(!health_of(&cluster, leader, HealthMode::All).await.0);
+    // A write to it is refused at once, retryable, and never logged: not held for the propose
+    // timeout (5 s), which would answer "not committed within 5s" instead.
+    let (st, code, message) = api_error(cluster.client(leader).create_tag(&tag_req("cut-off", 1)).await);
+    assert_eq!((st, code), (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable), "{message}");
+    assert!(message.contains("cannot commit right now"), "refused at once, not timed out: {message}");
     // One follower back: a quorum again.
     cluster.spawn(followers[0]).unwrap();
     eventually("ready again with a quorum", FORM, || async {

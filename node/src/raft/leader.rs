@@ -92,6 +92,14 @@ impl RaftNode {
             self.gate.wait_open(deadline).await;
             return Err(self.not_leader());
         };
+        if let Some(age_ms) = self.cut_off_for() {
+            // Nothing logged: the caller may go to another node, which most likely has a new
+            // leader by now, instead of waiting out the propose timeout here.
+            return Err(ProposeError::Unavailable(format!(
+                "this node leads, but no quorum has acknowledged it for {age_ms} ms: it is cut off from the \
+                 other voters, which elect a leader of their own"
+            )));
+        }
         let cmd = Command { at_ms: self.clock.now_ms(), op };
         leaf_raft_store::check_command(&cmd)?;
         let resp = match tokio::time::timeout_at(deadline, self.raft.client_write(cmd)).await {
@@ -128,6 +136,20 @@ impl RaftNode {
         match tokio::time::timeout_at(deadline, self.leader_reads.read(round)).await {
             Err(_) => Err(ProposeError::Timeout(self.propose_timeout)),
             Ok(r) => r,
+        }
+    }
+
+    /// How long ago a quorum last acknowledged this leader, when that is longer than the
+    /// longest election timeout ([`cut_off`]).
+    fn cut_off_for(&self) -> Option<u64> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let voters = m.membership_config.membership().voter_ids().count();
+        let age = m.millis_since_quorum_ack;
+        if m.state == ServerState::Leader && cut_off(voters, age, self.contact_limit_ms) {
+            age
+        } else {
+            None
         }
     }
 
@@ -244,6 +266,15 @@ impl LeaderOp for Remove {
     }
 }
 
+/// Whether a leader of `voters` voters whose last quorum acknowledgement is `ack_age_ms` old
+/// is cut off from them: past `limit_ms` (the longest election timeout, as `/health` judges
+/// it), the voters it cannot reach have stopped hearing it and elected another leader, and
+/// openraft 0.9 never steps it down. New writes are refused at once (`write_here_until`);
+/// a leader that was never acknowledged yet (just elected) is not judged, nor a single voter.
+pub(super) fn cut_off(voters: usize, ack_age_ms: Option<u64>, limit_ms: u64) -> bool {
+    voters > 1 && ack_age_ms.is_some_and(|a| a > limit_ms)
+}
+
 #[cfg(test)]
 mod tests {
     use leaf_api::audit::Actor;
@@ -291,5 +322,15 @@ mod tests {
             assert!(admin(op.clone()).retry_unknown(), "{op:?} is harmless to repeat");
         }
         assert!(Propose { op: Op::AllocateSegment { tag: "t".into(), step: 10, node_id: 1 } }.retry_unknown());
+    }
+
+    #[test]
+    fn a_leader_is_cut_off_only_past_the_limit_with_other_voters_and_an_acknowledgement() {
+        assert!(!cut_off(3, Some(800), 800), "at the limit");
+        assert!(cut_off(3, Some(801), 800));
+        assert!(cut_off(2, Some(5_000), 800));
+        assert!(!cut_off(1, Some(5_000), 800), "a single voter is its own quorum");
+        assert!(!cut_off(3, None, 800), "not acknowledged yet: just elected");
+        assert!(!cut_off(3, Some(100), 800));
     }
 }
