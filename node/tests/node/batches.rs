@@ -26,7 +26,7 @@ async fn a_batch_creates_thousands_of_tags_in_two_entries_and_may_be_sent_again(
     // No snowflake worker: its lease renewals would be entries of their own in the count.
     let mut cfg = leaf_node::Config { admin_token: Some(TOKEN.into()), ..config(&dir) };
     cfg.snowflake.enabled = false;
-    let (_node, c) = start(cfg).await;
+    let (node, c) = start(cfg).await;
     create_bounded_tag(&c, "b-00005", 7, 40).await;
     let all = names("b-", 7_000);
     let req = CreateTagsRequest { tags: all.iter().map(|t| tag(t.clone(), 100)).collect() };
@@ -54,6 +54,10 @@ async fn a_batch_creates_thousands_of_tags_in_two_entries_and_may_be_sent_again(
     assert!(again.created.is_empty());
     assert_eq!(again.existing, all);
     assert_eq!(c.tag("b-06999").await.unwrap().max_id, 101, "the tag's first segment is untouched");
+    // Stopped, not dropped: a runtime shutting down under a snapshot build left the store's
+    // last drop to the build's blocking task, where sled once never finished flushing
+    // (raft-store/src/sled_lock.rs).
+    node.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
