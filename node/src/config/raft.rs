@@ -23,8 +23,9 @@ pub struct RaftConfig {
     /// At least 3 × `heartbeat_ms`; default `400` ms.
     pub election_timeout_min_ms: u64,
     /// Upper end of the random wait without a leader before a pre-vote (the spread keeps two
-    /// voters from campaigning at once). Above `election_timeout_min_ms`, at most 600000; default
-    /// `800` ms.
+    /// voters from campaigning at once). Also the quorum contact limit: a leader no quorum has
+    /// acknowledged for longer is reported in `/health` and refuses new writes with a retryable
+    /// 503. Above `election_timeout_min_ms`, at most 600000; default `800` ms.
     pub election_timeout_max_ms: u64,
     /// Build a snapshot after this many applied entries, then purge the log behind it. Also
     /// when the log since the last snapshot weighs this much, a batch of tags weighing as many
