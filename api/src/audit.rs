@@ -182,6 +182,27 @@ pub enum AuditAction {
         max_numbers: u64,
         issues_per_sec: u32,
     },
+    /// A region registered with the global tier (kind `region_changed`): its ID and worker IDs
+    /// are its own for good.
+    RegionJoined {
+        name: String,
+        region_id: u16,
+        first_worker: u16,
+        last_worker: u16,
+    },
+    /// A region retired on the global tier (kind `region_changed`): it gets no block any more.
+    RegionRetired {
+        name: String,
+        region_id: u16,
+    },
+    /// This cluster became a region (kind `region_changed`): its segment IDs come from the
+    /// global tier's blocks and its snowflake workers keep to the region's worker IDs.
+    RegionAdopted {
+        name: String,
+        region_id: u16,
+        first_worker: u16,
+        last_worker: u16,
+    },
 }
 
 /// The kinds of [`AuditAction`], for filtering.
@@ -204,10 +225,11 @@ pub enum AuditKind {
     TemplatePut,
     TemplateDeleted,
     ClusterRestored,
+    RegionChanged,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 15] = [
+    pub const ALL: [AuditKind; 16] = [
         AuditKind::TagCreated,
         AuditKind::TagUpdated,
         AuditKind::TokenCreated,
@@ -223,6 +245,7 @@ impl AuditKind {
         AuditKind::TemplatePut,
         AuditKind::TemplateDeleted,
         AuditKind::ClusterRestored,
+        AuditKind::RegionChanged,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -242,6 +265,7 @@ impl AuditKind {
             AuditKind::TemplatePut => "template_put",
             AuditKind::TemplateDeleted => "template_deleted",
             AuditKind::ClusterRestored => "cluster_restored",
+            AuditKind::RegionChanged => "region_changed",
         }
     }
 }
@@ -275,6 +299,9 @@ impl AuditAction {
             AuditAction::TemplatePut { .. } => AuditKind::TemplatePut,
             AuditAction::TemplateDeleted { .. } => AuditKind::TemplateDeleted,
             AuditAction::ClusterRestored { .. } => AuditKind::ClusterRestored,
+            AuditAction::RegionJoined { .. }
+            | AuditAction::RegionRetired { .. }
+            | AuditAction::RegionAdopted { .. } => AuditKind::RegionChanged,
         }
     }
 

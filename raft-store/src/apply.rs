@@ -62,6 +62,8 @@ pub enum Applied {
     Limits(leaf_api::gapless::SeriesLimits),
     /// The cluster's active version after an [`Op::SetClusterVersion`].
     ClusterVersion(ClusterVersion),
+    /// A region registered, adopted, or a tag's blocks ([`crate::regions`]).
+    Region(crate::regions::RegionAnswer),
 }
 
 impl Applied {
@@ -80,6 +82,7 @@ impl Applied {
             Applied::Numbers(_) => "gapless numbers",
             Applied::Limits(_) => "a series' limits",
             Applied::ClusterVersion(_) => "a cluster version",
+            Applied::Region(_) => "a region or its blocks",
         }
     }
 }
@@ -141,6 +144,12 @@ pub enum ApplyError {
     /// Earlier releases answered this as [`ApplyError::Invalid`], with the same words.
     #[error("a token named {0:?} exists already")]
     TokenNameTaken(String),
+    #[error("tag {0:?} has no block left in this region: its next block from the global tier has not arrived yet")]
+    NoBlock(String),
+    #[error("region {0:?} is not registered with the global tier")]
+    RegionNotFound(String),
+    #[error("region {0:?} is retired: it gets nothing more, and its name is never used again")]
+    RegionRetired(String),
 }
 
 impl From<ValidationError> for ApplyError {
@@ -174,6 +183,12 @@ pub struct Changes {
     pub limits: BTreeSet<String>,
     /// The cluster's active version was raised.
     pub version: bool,
+    /// Regions of the global tier's registry whose record was written, by name.
+    pub regions: BTreeSet<String>,
+    /// This cluster's region was adopted.
+    pub region: bool,
+    /// Tags whose blocks were written (regional cluster).
+    pub blocks: BTreeSet<String>,
 }
 
 impl Changes {
@@ -196,6 +211,9 @@ impl Changes {
             && self.numbers.is_empty()
             && self.limits.is_empty()
             && !self.version
+            && self.regions.is_empty()
+            && !self.region
+            && self.blocks.is_empty()
     }
 }
 
@@ -266,11 +284,22 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
             }
             Ok(Applied::ClusterVersion(state.version))
         }
+        Op::JoinRegion { name, workers } => crate::regions::join(state, at_ms, name, *workers, changes),
+        Op::RetireRegion { name } => crate::regions::retire(state, at_ms, name, changes),
+        Op::GrantBlock { region, tag, size, above } => {
+            crate::regions::grant(state, at_ms, (region, tag), (*size, *above), changes)
+        }
+        Op::AdoptRegion(identity) => crate::regions::adopt(state, at_ms, identity, changes),
+        Op::AdoptBlock { tag, block } => crate::regions::adopt_block(state, tag, *block, changes),
         // The state machine stops before such an entry; refused here all the same.
         Op::Undecodable(e) => Err(not_supported(e.version)),
         Op::RegisterWorker { node_id, lease_ms, within } => {
             let (first, last) = within.unwrap_or((0, WORKER_IDS - 1));
-            workers::register(state, at_ms, (*node_id, *lease_ms), first..=last, changes)
+            let range = crate::regions::worker_range(state, first..=last)?;
+            workers::register(state, at_ms, (*node_id, *lease_ms), range, changes)
+        }
+        Op::RenewWorker { node_id, worker_id, .. } if !crate::regions::may_hold(state, *worker_id) => {
+            Err(ApplyError::WorkerLost { worker_id: *worker_id, node_id: *node_id })
         }
         Op::RenewWorker { node_id, worker_id, high_water_ms, lease_ms } => {
             workers::renew(state, at_ms, (*node_id, *worker_id), *high_water_ms, *lease_ms, changes)

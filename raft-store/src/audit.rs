@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::apply::{Applied, ApplyError, Changes};
 use crate::command::Op;
+use crate::regions::RegionAnswer;
 use crate::tags::NewTag;
 
 /// Most records the trail keeps, whatever the configured retention. Bounds the snapshot: a
@@ -257,6 +258,23 @@ fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
             tag: tag.clone(),
             max_numbers: limits.max_numbers,
             issues_per_sec: limits.issues_per_sec,
+        },
+        (Op::JoinRegion { name, .. }, Applied::Region(RegionAnswer::Registered { record: r, .. })) => {
+            AuditAction::RegionJoined {
+                name: name.clone(),
+                region_id: r.id,
+                first_worker: r.first_worker,
+                last_worker: r.last_worker,
+            }
+        }
+        (Op::RetireRegion { name }, Applied::Region(RegionAnswer::Registered { record, .. })) => {
+            AuditAction::RegionRetired { name: name.clone(), region_id: record.id }
+        }
+        (Op::AdoptRegion(i), _) => AuditAction::RegionAdopted {
+            name: i.name.clone(),
+            region_id: i.id,
+            first_worker: i.first_worker,
+            last_worker: i.last_worker,
         },
         _ => return None,
     };

@@ -145,6 +145,39 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             }
             Ok(())
         }
+        Op::JoinRegion { name, workers } => {
+            crate::regions::validate_name(name)?;
+            if !(1..=WORKER_IDS).contains(workers) {
+                return Err(invalid(format!("a region holds 1 to {WORKER_IDS} worker IDs, not {workers}")));
+            }
+            Ok(())
+        }
+        Op::RetireRegion { name } => crate::regions::validate_name(name),
+        Op::GrantBlock { region, tag, size, above } => {
+            crate::regions::validate_name(region)?;
+            validate_tag(tag)?;
+            validate_step(*size)?;
+            Ok(validate_max_id(*above)?)
+        }
+        Op::AdoptRegion(identity) => {
+            crate::regions::validate_name(&identity.name)?;
+            let (first, last) = (identity.first_worker, identity.last_worker);
+            if identity.id == 0 || first > last || last >= WORKER_IDS {
+                return Err(invalid(format!(
+                    "region ID {} with worker IDs {first}..={last}: IDs start at 1, and the worker IDs are a \
+                     range within 0..{WORKER_IDS}",
+                    identity.id
+                )));
+            }
+            Ok(())
+        }
+        Op::AdoptBlock { tag, block } => {
+            validate_tag(tag)?;
+            if block.start < 0 || block.start >= block.end {
+                return Err(invalid(format!("block [{}, {}) is not a range of IDs", block.start, block.end)));
+            }
+            Ok(())
+        }
         // Checked where it is: the state machine stops before it, and the leader never proposes it.
         Op::Undecodable(_) => Ok(()),
         Op::NoteMembership(action) => crate::audit::check_note(action),

@@ -18,6 +18,9 @@
 //! - [`gapless`]: gapless series: issuing and reserving numbers one per idempotency key,
 //!   settling reservations, retention, the ledger of every number and its hash chains.
 //! - [`workers`]: snowflake worker IDs: registration, renewal, fencing and recycling.
+//! - [`regions`]: one ID space over several clusters: a global tier's registry of regions
+//!   (IDs, worker ranges, retirement) and its block grants; a region's identity, its blocks
+//!   and the segments it cuts from them.
 //! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256), their limits, and
 //!   create, rotate, revoke and the count of tags each created.
 //! - [`audit`]: the audit trail of admin changes in the state: numbering, retention, paging.
@@ -84,6 +87,7 @@ pub mod log_end;
 pub mod log_store;
 pub mod log_weight;
 pub mod profile;
+pub mod regions;
 pub mod restore;
 pub mod restore_store;
 mod sled_lock;

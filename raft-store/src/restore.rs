@@ -328,6 +328,15 @@ pub fn apply_plan(state: &mut State, plan: &Plan, restore: RestoreRecord, actor:
             record.set_profile(StoredProfile::Daily { format, day });
         }
     }
+    // A region's blocks may have been used past the backup: each becomes a gap, and the tag
+    // waits for a new block above its counter, which the global tier grants above every block
+    // it granted before (`crate::regions`).
+    for (tag, blocks) in &mut state.regions.blocks {
+        let max_id = state.tags.get(tag).map_or(blocks.high, |r| r.max_id);
+        blocks.queued.clear();
+        blocks.end = max_id;
+        blocks.high = blocks.high.max(max_id);
+    }
     let floor = plan.snowflake_floor_ms;
     for id in 0..WORKER_IDS {
         let previous = state.workers.get(&id).map(|w| w.node_id);

@@ -47,6 +47,10 @@ pub struct State {
     /// either: a state read from one is at [`crate::version::BASE`].
     #[serde(skip)]
     pub version: crate::version::ClusterVersion,
+    /// Regions: a global tier's registry, or a region's identity and blocks
+    /// ([`crate::regions`]). Not in the single-record layout either.
+    #[serde(skip)]
+    pub regions: crate::regions::Regions,
 }
 
 impl State {

@@ -81,7 +81,14 @@ impl Dirty {
     /// Keys to write at the next checkpoint.
     fn keys(&self) -> usize {
         let c = &self.changes;
-        c.tags.len() + c.workers.len() + c.tokens.len() + c.audit.len() + c.templates.len() + c.numbers.len()
+        c.tags.len()
+            + c.workers.len()
+            + c.tokens.len()
+            + c.audit.len()
+            + c.templates.len()
+            + c.numbers.len()
+            + c.regions.len()
+            + c.blocks.len()
     }
 }
 

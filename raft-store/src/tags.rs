@@ -266,8 +266,16 @@ pub(crate) fn check_room(state: &State, n: usize, max: usize) -> Result<(), Appl
 }
 
 /// The record of `tag` if it exists and is not archived.
-fn live<'a>(state: &'a mut State, tag: &str) -> Result<&'a mut TagRecord, ApplyError> {
-    match state.tags.get_mut(tag) {
+pub(crate) fn live<'a>(state: &'a mut State, tag: &str) -> Result<&'a mut TagRecord, ApplyError> {
+    live_in(&mut state.tags, tag)
+}
+
+/// The record of `tag` in `tags` if it exists and is not archived.
+pub(crate) fn live_in<'a>(
+    tags: &'a mut std::collections::BTreeMap<String, TagRecord>,
+    tag: &str,
+) -> Result<&'a mut TagRecord, ApplyError> {
+    match tags.get_mut(tag) {
         None => Err(ApplyError::TagNotFound(tag.to_string())),
         Some(r) if r.archived_ms().is_some() => Err(ApplyError::TagArchived(tag.to_string())),
         Some(r) => Ok(r),
@@ -335,6 +343,9 @@ fn allocation(
     step: i64,
     changes: &mut Changes,
 ) -> Result<Allocation, ApplyError> {
+    if crate::regions::from_blocks(state) {
+        return crate::regions::cut(state, at_ms, tag, step, changes);
+    }
     let record = live(state, tag)?;
     let allocation = crate::profile::allocate(tag, record, step, at_ms)?;
     record.updated_ms = at_ms;

@@ -80,9 +80,10 @@ pub(crate) fn register(
         return Err(ApplyError::NotAMember(node_id));
     }
     let lease_expires_ms = at_ms.saturating_add(lease_ms);
+    let regions = &state.regions;
     let held = state.workers.iter_mut().find(|(_, r)| r.node_id == node_id);
     let outside = match held {
-        Some((id, rec)) if range.contains(id) => {
+        Some((id, rec)) if range.contains(id) && crate::regions::may_hold_in(regions, *id) => {
             rec.lease_expires_ms = rec.lease_expires_ms.max(lease_expires_ms);
             rec.lease_ms = lease_ms;
             changes.workers.insert(*id);
@@ -96,7 +97,9 @@ pub(crate) fn register(
         None => None,
     };
     let members = &state.members;
-    let free = range.clone().find(|id| state.workers.get(id).is_none_or(|r| r.reclaimable(at_ms, members)));
+    let free = range.clone().find(|id| {
+        crate::regions::may_hold(state, *id) && state.workers.get(id).is_none_or(|r| r.reclaimable(at_ms, members))
+    });
     let worker_id = free.ok_or(ApplyError::WorkersExhausted)?;
     if let Some(old) = outside.and_then(|id| state.workers.get_mut(&id).map(|r| (id, r))) {
         // The node's ID is outside the range it keeps to now: let the old one go, fenced like

@@ -48,6 +48,10 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
             ErrorCode::SnowflakeUnavailable
         }
         ProposeError::Rejected(ApplyError::WorkersExhausted) => ErrorCode::WorkerIdsExhausted,
+        // A region's tag between blocks: what a tag between segments answers, retryable.
+        ProposeError::Rejected(ApplyError::NoBlock(_)) => ErrorCode::SegmentsNotReady,
+        ProposeError::Rejected(ApplyError::RegionNotFound(_)) => ErrorCode::NotFound,
+        ProposeError::Rejected(ApplyError::RegionRetired(_)) => ErrorCode::InvalidRequest,
         ProposeError::Member { kind, .. } => match kind {
             MemberErrorKind::Exists => ErrorCode::MemberExists,
             MemberErrorKind::Retired => ErrorCode::NodeIdRetired,

@@ -14,6 +14,7 @@ use leaf_api::gapless::SeriesLimits;
 
 pub use crate::audit::Trim;
 use crate::gapless::OwnedAsk;
+use crate::regions::{Block, Identity};
 use crate::tags::NewTag;
 use crate::templates::NewTemplate;
 use crate::tokens::{NewToken, SecretHash, TokenLimits};
@@ -140,6 +141,32 @@ pub enum Op {
     SetClusterVersion {
         version: ClusterVersion,
     },
+    /// Registers region `name` with `workers` snowflake worker IDs of its own (global tier,
+    /// [`crate::regions`]); a region that joined before gets its record again.
+    JoinRegion {
+        name: String,
+        workers: u16,
+    },
+    /// Retires region `name` (global tier): it gets no block any more, and its name, ID and
+    /// worker IDs are never given to another region.
+    RetireRegion {
+        name: String,
+    },
+    /// Grants region `region` a block of `size` IDs of `tag` (global tier), at or above
+    /// `above`: an allocation of the tag's counter.
+    GrantBlock {
+        region: String,
+        tag: String,
+        size: i64,
+        above: i64,
+    },
+    /// Makes this cluster the region the global tier registered (regional cluster).
+    AdoptRegion(Identity),
+    /// Adds a block the global tier granted to `tag`'s blocks (regional cluster).
+    AdoptBlock {
+        tag: String,
+        block: Block,
+    },
     /// An operation of a version this build does not support, kept whole as it arrived: the
     /// state machine stops at it rather than skip it. Never proposed.
     Undecodable(Envelope),
@@ -207,7 +234,9 @@ impl Op {
             | Op::ArchiveTag { tag }
             | Op::RestoreTag { tag }
             | Op::SetSeriesLimits { tag, .. }
-            | Op::AllocateSegment { tag, .. } => Some(tag),
+            | Op::AllocateSegment { tag, .. }
+            | Op::GrantBlock { tag, .. }
+            | Op::AdoptBlock { tag, .. } => Some(tag),
             Op::CreateTag { tag, .. } => Some(&tag.tag),
             Op::Admin { op, .. } => op.tag(),
             Op::RegisterWorker { .. }
@@ -221,6 +250,9 @@ impl Op {
             | Op::PutTemplate(_)
             | Op::DeleteTemplate { .. }
             | Op::SetClusterVersion { .. }
+            | Op::JoinRegion { .. }
+            | Op::RetireRegion { .. }
+            | Op::AdoptRegion(_)
             | Op::Undecodable(_)
             | Op::NoteMembership(_) => None,
         }
@@ -241,8 +273,13 @@ impl Op {
             | Op::PutTemplate(_)
             | Op::DeleteTemplate { .. }
             | Op::SetSeriesLimits { .. }
+            | Op::JoinRegion { .. }
+            | Op::RetireRegion { .. }
+            | Op::AdoptRegion(_)
             | Op::NoteMembership(_) => true,
             Op::AllocateSegment { .. }
+            | Op::GrantBlock { .. }
+            | Op::AdoptBlock { .. }
             | Op::AllocateSegments { .. }
             | Op::IssueNumbers { .. }
             | Op::RegisterWorker { .. }
@@ -297,6 +334,13 @@ impl Op {
             | Op::SetSeriesLimits { .. }
             | Op::SetClusterVersion { .. }
             | Op::NoteMembership(_) => Repeat::Harmless,
+            // A join answers the region's record, a retirement the retired record, an
+            // adoption of the same region that region; a repeated grant leaves a gap.
+            Op::JoinRegion { .. } | Op::RetireRegion { .. } | Op::AdoptRegion(_) | Op::GrantBlock { .. } => {
+                Repeat::Harmless
+            }
+            // A repeat is refused: the block starts below where the tag's blocks now end.
+            Op::AdoptBlock { .. } => Repeat::AnswersOtherwise,
             // A repeated issue answers the number its key has; a repeated settlement answers
             // the number as settled.
             Op::IssueNumbers { .. } => Repeat::Harmless,
@@ -323,6 +367,11 @@ impl Op {
         match self {
             Op::IssueNumbers { rules: NumberRules::Owned, .. } | Op::SetSeriesLimits { .. } => ClusterVersion(2),
             Op::SetClusterVersion { version } => (*version).max(ClusterVersion(2)),
+            Op::JoinRegion { .. }
+            | Op::RetireRegion { .. }
+            | Op::GrantBlock { .. }
+            | Op::AdoptRegion(_)
+            | Op::AdoptBlock { .. } => ClusterVersion(3),
             Op::Undecodable(e) => e.version,
             Op::Admin { op, .. } => op.version(),
             Op::CreateTag { .. }
@@ -362,6 +411,11 @@ impl Op {
             Op::PutTemplate(_) | Op::DeleteTemplate { .. } => "a template change",
             Op::NoteMembership(_) => "a membership note",
             Op::SetClusterVersion { .. } => "a cluster version raise",
+            Op::JoinRegion { .. } => "a region's join",
+            Op::RetireRegion { .. } => "a region's retirement",
+            Op::GrantBlock { .. } => "a block grant to a region",
+            Op::AdoptRegion(_) => "a region adoption",
+            Op::AdoptBlock { .. } => "a block adoption",
             Op::Undecodable(_) => "an operation of a later release",
             Op::Admin { op, .. } => op.what(),
         }

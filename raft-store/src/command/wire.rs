@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::{NumberRules, Op, SegmentAsk, TagCap, Trim};
 use crate::gapless::{NumberAsk, OwnedAsk};
 use crate::profile::StoredProfile;
+use crate::regions::{Block, Identity};
 use crate::tags::NewTag;
 use crate::templates::NewTemplate;
 use crate::tokens::{NewToken, SecretHash, TokenLimits};
@@ -134,6 +135,11 @@ enum Versioned {
     IssueOwnedNumbers { asks: Vec<OwnedAsk> },
     SetSeriesLimits { tag: String, limits: SeriesLimits },
     SetClusterVersion { version: ClusterVersion },
+    JoinRegion { name: String, workers: u16 },
+    RetireRegion { name: String },
+    GrantBlock { region: String, tag: String, size: i64, above: i64 },
+    AdoptRegion(Identity),
+    AdoptBlock { tag: String, block: Block },
 }
 
 impl TryFrom<Op> for WireOp {
@@ -193,6 +199,11 @@ impl TryFrom<Op> for WireOp {
             Op::IssueNumbers { asks, rules: NumberRules::Owned } => Versioned::IssueOwnedNumbers { asks },
             Op::SetSeriesLimits { tag, limits } => Versioned::SetSeriesLimits { tag, limits },
             Op::SetClusterVersion { version } => Versioned::SetClusterVersion { version },
+            Op::JoinRegion { name, workers } => Versioned::JoinRegion { name, workers },
+            Op::RetireRegion { name } => Versioned::RetireRegion { name },
+            Op::GrantBlock { region, tag, size, above } => Versioned::GrantBlock { region, tag, size, above },
+            Op::AdoptRegion(identity) => Versioned::AdoptRegion(identity),
+            Op::AdoptBlock { tag, block } => Versioned::AdoptBlock { tag, block },
         };
         let body = codec::encode(&versioned).map_err(|e| format!("an operation of cluster version {version}: {e}"))?;
         Ok(WireOp::Versioned(Envelope { version, body }))
@@ -248,6 +259,13 @@ impl TryFrom<WireOp> for Op {
                     Ok(Versioned::IssueOwnedNumbers { asks }) => Op::IssueNumbers { asks, rules: NumberRules::Owned },
                     Ok(Versioned::SetSeriesLimits { tag, limits }) => Op::SetSeriesLimits { tag, limits },
                     Ok(Versioned::SetClusterVersion { version }) => Op::SetClusterVersion { version },
+                    Ok(Versioned::JoinRegion { name, workers }) => Op::JoinRegion { name, workers },
+                    Ok(Versioned::RetireRegion { name }) => Op::RetireRegion { name },
+                    Ok(Versioned::GrantBlock { region, tag, size, above }) => {
+                        Op::GrantBlock { region, tag, size, above }
+                    }
+                    Ok(Versioned::AdoptRegion(identity)) => Op::AdoptRegion(identity),
+                    Ok(Versioned::AdoptBlock { tag, block }) => Op::AdoptBlock { tag, block },
                     Err(err) => {
                         return Err(format!("an operation of cluster version {} does not decode: {err}", e.version))
                     }
@@ -415,11 +433,19 @@ mod tests {
             DEFAULT_RETENTION,
             Op::SetSeriesLimits { tag: "inv".into(), limits: SeriesLimits::default() },
         );
+        let identity = crate::regions::Identity { name: "eu".into(), id: 1, first_worker: 0, last_worker: 7 };
+        let block = crate::regions::Block { start: 1, end: 2 };
         for op in [
             Op::IssueNumbers { asks: vec![owned("a")], rules: NumberRules::Owned },
             wrapped,
             Op::SetClusterVersion { version: ClusterVersion(2) },
+            Op::JoinRegion { name: "eu".into(), workers: 8 },
+            Op::RetireRegion { name: "eu".into() },
+            Op::GrantBlock { region: "eu".into(), tag: "t".into(), size: 10, above: 5 },
+            Op::AdoptRegion(identity),
+            Op::AdoptBlock { tag: "t".into(), block },
         ] {
+            assert!(matches!(op, Op::Admin { .. }) || variant(&op) == 22, "{op:?}");
             assert_eq!(decoded(&bytes(&op)), op);
         }
     }

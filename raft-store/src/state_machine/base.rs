@@ -475,6 +475,59 @@ mod tests {
         assert!(keys.iter().any(|k| k == b"m/version"), "the raised cluster version is written");
     }
 
+    /// A global tier's registry and a region's identity and blocks are checkpointed, written
+    /// into snapshots in key order, and read back the same.
+    #[test]
+    fn regions_checkpoint_snapshot_and_reopen() {
+        use crate::regions::{Block, Identity};
+        let v3 = || Op::SetClusterVersion { version: crate::version::ClusterVersion(3) };
+        let tag = || Op::create_segment_tag("order".into(), 10, 1, "d".into());
+        let admin = |op| Op::admin(Actor::Unattributed, crate::audit::DEFAULT_RETENTION, op);
+        let global = vec![
+            v3(),
+            tag(),
+            admin(Op::JoinRegion { name: "eu".into(), workers: 8 }),
+            admin(Op::JoinRegion { name: "us".into(), workers: 8 }),
+            Op::GrantBlock { region: "eu".into(), tag: "order".into(), size: 100, above: 0 },
+            admin(Op::RetireRegion { name: "us".into() }),
+        ];
+        let eu = Identity { name: "eu".into(), id: 1, first_worker: 0, last_worker: 7 };
+        let region = vec![
+            v3(),
+            tag(),
+            admin(Op::AdoptRegion(eu)),
+            Op::AdoptBlock { tag: "order".into(), block: Block { start: 1, end: 101 } },
+            Op::AdoptBlock { tag: "order".into(), block: Block { start: 300, end: 400 } },
+            Op::AllocateSegment { tag: "order".into(), step: 10, node_id: 1 },
+        ];
+        for ops in [global, region] {
+            rt().block_on(async {
+                let dir = tempfile::tempdir().unwrap();
+                let mut sm = open_store(dir.path());
+                let entries: Vec<Entry> = ops.into_iter().enumerate().map(|(i, op)| entry(i as u64 + 1, op)).collect();
+                let answers = sm.apply(entries).await.unwrap();
+                assert!(answers.iter().all(|a| a.is_ok()), "{answers:?}");
+                sm.checkpoint().await.unwrap();
+                let before = sm.data.read().unwrap().clone();
+                assert_ne!(before.state.regions, Default::default());
+                let mut keys: Vec<Vec<u8>> = Vec::new();
+                super::super::store::for_each_pair(&before, |k, _| {
+                    keys.push(k.to_vec());
+                    Ok(())
+                })
+                .unwrap();
+                assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys out of order: {keys:?}");
+                drop(sm);
+                let mut sm = open_store(dir.path());
+                assert_eq!(*sm.data.read().unwrap(), before, "checkpointed and reopened");
+                sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+                drop(sm);
+                let sm = open_store(dir.path());
+                assert_eq!(*sm.data.read().unwrap(), before, "from the snapshot as its base");
+            });
+        }
+    }
+
     fn changes_ops() -> Vec<Op> {
         changes(2)
             .into_iter()

@@ -216,6 +216,7 @@ impl From<StateV5> for State {
             lineage: Default::default(),
             ledger: Default::default(),
             version: Default::default(),
+            regions: Default::default(),
         }
     }
 }

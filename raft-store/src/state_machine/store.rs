@@ -5,7 +5,10 @@
 //! [`WorkerRecord`](crate::WorkerRecord), `k/<token id, 8 bytes BE>` →
 //! [`TokenRecord`](crate::TokenRecord), `p/<template name>` →
 //! [`TemplateRecord`](crate::TemplateRecord), `a/<seq, 8 bytes BE>` → [`AuditRecord`], `m/audit` →
-//! the trail's [`AuditMeta`], `m/applied` → last applied log ID, `m/membership` → last applied
+//! the trail's [`AuditMeta`], `r/<region name>` → a global tier's
+//! [`RegionRecord`](crate::regions::RegionRecord), `m/region` → a region's
+//! [`Identity`](crate::regions::Identity), `b/<tag>` → a region's
+//! [`TagBlocks`](crate::regions::TagBlocks), `m/applied` → last applied log ID, `m/membership` → last applied
 //! membership (the current members are derived from it), `m/members_ever` → every node ID
 //! ever in a membership, `m/lineage` → the [`Lineage`](crate::restore::Lineage) of a restored
 //! state (absent in one never restored; nothing but the restore writes it).
@@ -58,6 +61,12 @@ const TEMPLATE_PREFIX: &[u8] = b"p/";
 const NUMBER_PREFIX: &[u8] = b"n/";
 /// A gapless series' limits, by tag (only the series that set theirs).
 const LIMITS_PREFIX: &[u8] = b"g/";
+/// A global tier's regions, by name.
+const REGION_PREFIX: &[u8] = b"r/";
+/// A regional cluster's blocks, by tag.
+const BLOCKS_PREFIX: &[u8] = b"b/";
+/// Which region a regional cluster is.
+const KEY_REGION: &[u8] = b"m/region";
 const KEY_AUDIT_META: &[u8] = b"m/audit";
 const KEY_LINEAGE: &[u8] = b"m/lineage";
 /// The cluster's active version; only once raised above [`crate::version::BASE`], so that a
@@ -89,11 +98,16 @@ fn template_key(name: &str) -> Vec<u8> {
     k
 }
 
+/// `prefix` and `name`: the key of a record by name.
+fn named_key(prefix: &[u8], name: &str) -> Vec<u8> {
+    let mut k = prefix.to_vec();
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
 /// The key of series `tag`'s limits.
 fn limits_key(tag: &str) -> Vec<u8> {
-    let mut k = LIMITS_PREFIX.to_vec();
-    k.extend_from_slice(tag.as_bytes());
-    k
+    named_key(LIMITS_PREFIX, tag)
 }
 
 /// The key of a gapless number's ledger entry: `n/<tag>\0<period BE><number BE>`, so a
@@ -149,6 +163,9 @@ pub(super) fn for_each_pair(
     for record in &d.state.audit.records {
         f(&u64_key(AUDIT_PREFIX, record.seq), &enc(record)?)?;
     }
+    for (tag, blocks) in &d.state.regions.blocks {
+        f(&named_key(BLOCKS_PREFIX, tag), &enc(blocks)?)?;
+    }
     for (tag, limits) in &d.state.ledger.limits {
         f(&limits_key(tag), &enc(limits)?)?;
     }
@@ -163,6 +180,9 @@ pub(super) fn for_each_pair(
     }
     f(KEY_MEMBERS_EVER, &enc(&d.state.members_ever)?)?;
     f(KEY_MEMBERSHIP, &enc(&d.membership)?)?;
+    if let Some(here) = &d.state.regions.here {
+        f(KEY_REGION, &enc(here)?)?;
+    }
     if d.state.version > crate::version::BASE {
         f(KEY_VERSION, &enc(&d.state.version)?)?;
     }
@@ -173,6 +193,9 @@ pub(super) fn for_each_pair(
     }
     for (name, record) in &d.state.templates {
         f(&template_key(name), &enc(record)?)?;
+    }
+    for (name, record) in &d.state.regions.registry {
+        f(&named_key(REGION_PREFIX, name), &enc(record)?)?;
     }
     for (tag, record) in &d.state.tags {
         f(&tag_key(tag), &enc(record)?)?;
@@ -219,6 +242,14 @@ impl Loader {
         } else if let Some(tag) = k.strip_prefix(LIMITS_PREFIX) {
             let tag = std::str::from_utf8(tag).map_err(|e| bad(&e))?;
             s.ledger.limits.insert(tag.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
+        } else if let Some(name) = k.strip_prefix(REGION_PREFIX) {
+            let name = std::str::from_utf8(name).map_err(|e| bad(&e))?;
+            s.regions.registry.insert(name.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
+        } else if let Some(tag) = k.strip_prefix(BLOCKS_PREFIX) {
+            let tag = std::str::from_utf8(tag).map_err(|e| bad(&e))?;
+            s.regions.blocks.insert(tag.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
+        } else if k == KEY_REGION {
+            s.regions.here = Some(codec::decode(v).map_err(|e| bad(&e))?);
         } else if k.starts_with(AUDIT_PREFIX) {
             s.audit.records.push_back(codec::decode::<AuditRecord>(v).map_err(|e| bad(&e))?);
         } else if k == KEY_APPLIED {
@@ -344,6 +375,15 @@ impl StateMachineStore {
         for (tag, period, number) in &dirty.changes.numbers {
             let record = d.state.ledger.get(tag, (*period, *number));
             ops.push((number_key(tag, *period, *number), record.map(enc).transpose()?));
+        }
+        for name in &dirty.changes.regions {
+            ops.push((named_key(REGION_PREFIX, name), d.state.regions.registry.get(name).map(enc).transpose()?));
+        }
+        for tag in &dirty.changes.blocks {
+            ops.push((named_key(BLOCKS_PREFIX, tag), d.state.regions.blocks.get(tag).map(enc).transpose()?));
+        }
+        if dirty.changes.region {
+            ops.push((KEY_REGION.to_vec(), d.state.regions.here.as_ref().map(enc).transpose()?));
         }
         if dirty.changes.audit_meta {
             ops.push((KEY_AUDIT_META.to_vec(), Some(enc(&audit.meta())?)));

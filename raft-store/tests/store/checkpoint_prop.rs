@@ -2,7 +2,8 @@
 //! invalid: tag creation, update, allocation, worker registration (in a range, too) and
 //! renewal, token creation, rotation and revocation, admin changes wrapped with an actor and a
 //! small audit retention, so the trail is trimmed, gapless series and their numbers, with random
-//! leader times so leases expire and worker IDs are recycled), membership changes and blank
+//! leader times so leases expire and worker IDs are recycled), a global tier's and a region's
+//! operations (joins, retirements, block grants and adoptions), membership changes and blank
 //! entries go through the real [`StateMachineStore`] in random batches, with explicit
 //! checkpoints, snapshot builds and the every-`CHECKPOINT_EVERY` checkpoints interleaved. The
 //! store is then reopened *without* re-applying any log, and its state must equal an
@@ -213,8 +214,30 @@ fn admin_op() -> impl Strategy<Value = Op> {
     })
 }
 
+/// A global tier's and a region's operations, mixed: a state takes one side's and refuses the
+/// other's.
+fn region_op() -> impl Strategy<Value = Op> {
+    use leaf_raft_store::regions::{Block, Identity};
+    let name = prop::sample::select(vec!["eu", "us", "Bad"]);
+    let identity = prop::sample::select(vec![(1u16, 0u16, 3u16), (2, 8, 15), (0, 5, 4)]);
+    let block =
+        (prop::sample::select(vec![-1i64, 0, 10, 40, 500, 10_000]), prop::sample::select(vec![5i64, 30, 1_000]));
+    prop_oneof![
+        1 => (name.clone(), prop::sample::select(vec![0u16, 1, 4, 2_000])).prop_map(|(name, workers)| Op::JoinRegion { name: name.into(), workers }),
+        1 => name.clone().prop_map(|name| Op::RetireRegion { name: name.into() }),
+        2 => (name.clone(), tag(), step_size(), prop::sample::select(vec![0i64, 100, 5_000])).prop_map(|(region, tag, size, above)| {
+            Op::GrantBlock { region: region.into(), tag, size, above }
+        }),
+        1 => (name, identity).prop_map(|(name, (id, first_worker, last_worker))| {
+            Op::AdoptRegion(Identity { name: name.into(), id, first_worker, last_worker })
+        }),
+        3 => (tag(), block).prop_map(|(tag, (start, len))| Op::AdoptBlock { tag, block: Block { start, end: start.saturating_add(len) } }),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
+        2 => region_op(),
         // Raised early in most runs: the operations of version 2 are refused before it.
         1 => prop::sample::select(vec![1u32, 2, 3]).prop_map(|v| Op::SetClusterVersion { version: ClusterVersion(v) }),
         3 => admin_op(),
@@ -326,6 +349,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
         prop_assert_eq!(&got.state.audit, &state.audit, "audit trail at index {}", at);
         prop_assert_eq!(&got.state.templates, &state.templates, "templates at index {}", at);
         prop_assert_eq!(&got.state.ledger, &state.ledger, "gapless ledger at index {}", at);
+        prop_assert_eq!(&got.state.regions, &state.regions, "regions at index {}", at);
         prop_assert_eq!(&got.state, &state, "the whole state at index {}", at);
         prop_assert_eq!(&**sm.reader().tokens(), &state.tokens, "published tokens at index {}", at);
         Ok(())
