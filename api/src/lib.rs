@@ -22,6 +22,7 @@
 //! - [`profile`]: per-tag ID profiles (segment, monotonic, obfuscated, daily), daily ID
 //!   layout and day arithmetic, upper bounds.
 //! - [`ranges`]: batches as ranges `[start, end)` (`?format=ranges`, gRPC) and their checks.
+//! - [`regions`]: the global tier's region endpoints' bodies and the rules of a region name.
 //! - [`routes`]: the public HTTP route table, each route per method with its policy (the right it
 //!   needs, or public) and whether it takes the fast path (server, OpenAPI, client and CLI share it).
 //! - [`tag`]: tag-name and count validation (the batch limits).
@@ -44,6 +45,7 @@ pub mod json_int;
 pub mod json_obj;
 pub mod profile;
 pub mod ranges;
+pub mod regions;
 pub mod routes;
 pub mod tag;
 pub mod template;

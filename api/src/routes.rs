@@ -41,6 +41,13 @@ pub const UI: &str = "/ui";
 /// `GET`: the dashboard's script and style sheet (`app.js`, `app.css`), embedded in the binary.
 pub const UI_ASSET: &str = "/ui/{asset}";
 
+/// `GET` list (an operator) / `POST` join (a region's leader) the regions of a global tier.
+pub const ADMIN_REGIONS: &str = "/admin/regions";
+/// `POST`: retire a region: it gets no block any more; its name, ID and worker IDs stay taken.
+pub const ADMIN_REGION_RETIRE: &str = "/admin/regions/{name}/retire";
+/// `POST`: a block of a tag's IDs for the region (its leader asks ahead of running out).
+pub const ADMIN_REGION_BLOCKS: &str = "/admin/regions/{name}/blocks";
+
 /// `GET` list / `POST` create tags.
 pub const ADMIN_TAGS: &str = "/admin/tags";
 /// `POST`: create many tags in one request (those that exist are reported, not changed).
@@ -186,7 +193,7 @@ const fn fast(template: &'static str) -> Route {
     Route { method: Method::Get, template, access: Access::Ids, fast: true }
 }
 
-use crate::tokens::Right::{Cluster, Monitor as MonitorRight, Tags};
+use crate::tokens::Right::{Cluster, Monitor as MonitorRight, Regions, Tags};
 use Access::{Anyone, Gapless, Monitor, Right, Root};
 use Method::{Delete, Get, Patch, Post, Put};
 
@@ -223,6 +230,10 @@ pub const TABLE: &[Route] = &[
     route(Post, ADMIN_FAULT_CLOCK, Right(Cluster)),
     route(Get, ADMIN_AUDIT, Right(Cluster)),
     route(Get, ADMIN_DASHBOARD, Right(MonitorRight)),
+    route(Get, ADMIN_REGIONS, Right(Cluster)),
+    route(Post, ADMIN_REGIONS, Right(Regions)),
+    route(Post, ADMIN_REGION_RETIRE, Right(Cluster)),
+    route(Post, ADMIN_REGION_BLOCKS, Right(Regions)),
     route(Get, ADMIN_TOKENS, Root(TOKENS)),
     route(Post, ADMIN_TOKENS, Root(TOKENS)),
     route(Get, ADMIN_TOKEN, Root(TOKENS)),

@@ -50,6 +50,9 @@ pub enum Right {
     /// configured public, `auth.public_endpoints`) and the dashboard's data; tags shown only
     /// where the token's patterns match, obfuscated tags never.
     Monitor,
+    /// On a global tier: join as a region and take blocks of the matching tags' IDs (what a
+    /// region's leader does; cluster version 3).
+    Regions,
 }
 
 impl Right {
@@ -59,10 +62,11 @@ impl Right {
             Right::Tags => "tags",
             Right::Cluster => "cluster",
             Right::Monitor => "monitor",
+            Right::Regions => "regions",
         }
     }
 
-    pub const ALL: [Right; 4] = [Right::Ids, Right::Tags, Right::Cluster, Right::Monitor];
+    pub const ALL: [Right; 5] = [Right::Ids, Right::Tags, Right::Cluster, Right::Monitor, Right::Regions];
 }
 
 impl std::str::FromStr for Right {
@@ -306,8 +310,8 @@ pub fn validate_name(name: &str) -> Result<(), TokenError> {
     }
 }
 
-/// The rights of a request as a set; each may be listed once (the schema's `maxItems` of 3
-/// holds then).
+/// The rights of a request as a set; each may be listed once (the schema's `maxItems` holds
+/// then).
 pub fn rights_set(rights: &[Right]) -> Result<BTreeSet<Right>, TokenError> {
     let set: BTreeSet<Right> = rights.iter().copied().collect();
     if set.len() != rights.len() {
@@ -320,15 +324,17 @@ pub fn rights_set(rights: &[Right]) -> Result<BTreeSet<Right>, TokenError> {
 /// patterns when it has a right that is about tags.
 pub fn validate_scope(rights: &BTreeSet<Right>, tags: &[TagPattern]) -> Result<(), TokenError> {
     if rights.is_empty() {
-        return Err(TokenError::Scope("a token needs at least one right: ids, tags, cluster or monitor".into()));
+        return Err(TokenError::Scope(
+            "a token needs at least one right: ids, tags, cluster, monitor or regions".into(),
+        ));
     }
     if tags.len() > MAX_TOKEN_PATTERNS {
         return Err(TokenError::Scope(format!("at most {MAX_TOKEN_PATTERNS} tag patterns, got {}", tags.len())));
     }
-    let about_tags = rights.contains(&Right::Ids) || rights.contains(&Right::Tags);
+    let about_tags = rights.contains(&Right::Ids) || rights.contains(&Right::Tags) || rights.contains(&Right::Regions);
     if about_tags && tags.is_empty() {
         return Err(TokenError::Scope(
-            "rights ids and tags need tag patterns (\"*\" for every tag, \"orders-*\" for a prefix)".into(),
+            "rights ids, tags and regions need tag patterns (\"*\" for every tag, \"orders-*\" for a prefix)".into(),
         ));
     }
     let distinct: BTreeSet<&TagPattern> = tags.iter().collect();
@@ -374,7 +380,7 @@ pub struct CreateTokenRequest {
         schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_.:@\-]+$", example = "orders-service")
     )]
     pub name: String,
-    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 4))]
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 5))]
     pub rights: Vec<Right>,
     /// Tag patterns (needed with `ids` or `tags`).
     #[serde(default)]

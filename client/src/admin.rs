@@ -18,6 +18,7 @@
 //!   trying the next.
 use hyper::Method;
 use leaf_api::audit::{AuditFilter, AuditPage};
+use leaf_api::regions::{BlockGrant, BlockRequest, JoinRegionRequest, RegionInfo, RegionList};
 use leaf_api::routes;
 use leaf_api::template::{PutTemplateRequest, TemplateInfo, TemplateList};
 use leaf_api::tokens::{CreateTokenRequest, IssuedToken, RotateTokenRequest, TokenId, TokenInfo};
@@ -188,6 +189,31 @@ impl Client {
     pub async fn revoke_token(&self, id: TokenId) -> Result<TokenInfo, ClientError> {
         let path = routes::fill(routes::ADMIN_TOKEN, &[&id.to_string()]);
         self.execute(Call { method: Method::DELETE, safety: Safety::AtMostOnce, ..Call::get(path) }).await?.json()
+    }
+
+    /// `GET /admin/regions` (a global tier): every region it registered, by name.
+    pub async fn regions(&self) -> Result<RegionList, ClientError> {
+        self.execute(Call::get(routes::ADMIN_REGIONS.to_string())).await?.json()
+    }
+
+    /// `POST /admin/regions` (a global tier): registers a region; a repeat answers the same
+    /// record, so it is retried.
+    pub async fn join_region(&self, req: &JoinRegionRequest) -> Result<RegionInfo, ClientError> {
+        let call = Call::with_json(Method::POST, routes::ADMIN_REGIONS.to_string(), req, Safety::Idempotent)?;
+        self.execute(call).await?.json()
+    }
+
+    /// `POST /admin/regions/{name}/retire` (a global tier); a repeat answers the same record.
+    pub async fn retire_region(&self, name: &str) -> Result<RegionInfo, ClientError> {
+        let path = routes::fill(routes::ADMIN_REGION_RETIRE, &[name]);
+        self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }).await?.json()
+    }
+
+    /// `POST /admin/regions/{name}/blocks` (a global tier): a block of a tag's IDs. Retried: a
+    /// repeat grants another block and leaves the first a gap, never a duplicate.
+    pub async fn grant_block(&self, region: &str, req: &BlockRequest) -> Result<BlockGrant, ClientError> {
+        let path = routes::fill(routes::ADMIN_REGION_BLOCKS, &[region]);
+        self.execute(Call::with_json(Method::POST, path, req, Safety::Idempotent)?).await?.json()
     }
 
     /// `GET /admin/templates`: every tag template, by name.

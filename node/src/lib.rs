@@ -17,6 +17,9 @@
 //!   the features below add to the leader's execution without `raft/` naming them.
 //! - [`allocation`]: segment allocation through Raft (the tag actors' allocator, the leader's
 //!   group commit of allocations, the allocation journal's view).
+//! - [`regions`]: a region's leader keeping its cluster supplied from the global tier (joining,
+//!   adopting its identity, blocks ahead of each tag's traffic); the global tier's side is an
+//!   operation of [`service`] (`service/regions.rs`).
 //! - [`gapless`]: gapless numbers through Raft (this node's issues sent in groups, the
 //!   leader's group commit of them, lapsed reservations).
 //! - [`group_commit`]: the shared tool behind every group commit: callers that arrive while an
@@ -84,6 +87,7 @@ pub(crate) mod metrics;
 pub(crate) mod private;
 pub(crate) mod profiles;
 pub(crate) mod raft;
+pub(crate) mod regions;
 pub(crate) mod segment;
 pub(crate) mod service;
 pub(crate) mod snowflake;
@@ -136,6 +140,9 @@ pub enum StartError {
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("start actor system: {0}")]
     Actors(std::io::Error),
+    /// `[region]` names a global tier this node cannot reach as configured (its token file).
+    #[error("[region]: {0}")]
+    Region(String),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
     /// The snowflake state file does not read back whole (bit rot, a bad copy).
@@ -244,6 +251,12 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         snowflake::StateFile::check_at_start(&config.data_dir.join(snowflake::STATE_FILE))
             .map_err(StartError::Damaged)?;
     }
+    // The global tier's client of a region's node, before anything starts: a token file that
+    // cannot be read is a configuration error.
+    let global = match config.region.name {
+        Some(_) => Some(regions::keeper::global_client(&config.region).map_err(StartError::Region)?),
+        None => None,
+    };
     let config = Arc::new(config);
     let listener = tokio::net::TcpListener::bind(config.http_addr)
         .await
@@ -282,9 +295,17 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     // What the features add to the leader's execution of proposals ([`raft::hooks`]).
     let monotonic = Arc::new(profiles::monotonic::Monotonic::default());
     let numbers = Arc::new(gapless::Numbers::default());
+    let wanted = regions::Wanted::default();
+    let segments = match config.region.name {
+        Some(_) => {
+            let wanted = wanted.clone();
+            allocation::group::Segments::telling(Arc::new(move |tag: &str| wanted.tell(tag)))
+        }
+        None => allocation::group::Segments::default(),
+    };
     let hooks = raft::hooks::LeaderHooks {
         stamp: Some(service::tag_admin::stamp(config.audit.retention())),
-        groups: vec![Arc::new(allocation::group::Segments::default()), numbers.clone()],
+        groups: vec![Arc::new(segments), numbers.clone()],
         served: Some(Arc::new(monotonic.clone())),
     };
     let raft = RaftNode::start(&config, clock.clone(), metrics.raft_counters(), tls.clone(), hooks).await?;
@@ -304,7 +325,15 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let tags = Tags::new(&actors, allocator, (lookup, archives), config.segment.clone(), metrics.clone());
     let snowflake = if config.snowflake.enabled {
         let file_errors = metrics.snowflake_state_errors();
-        Snowflake::start(&config.snowflake, &config.data_dir, raft.clone(), actors.arbiter(), file_errors)
+        let awaits_region = config.region.name.is_some();
+        Snowflake::start(
+            &config.snowflake,
+            &config.data_dir,
+            raft.clone(),
+            actors.arbiter(),
+            file_errors,
+            awaits_region,
+        )
     } else {
         Snowflake::disabled(&config.snowflake, clock.clone())
     };
@@ -335,7 +364,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         numbers,
     }));
     let (shutdown, rx) = watch::channel(false);
-    tokio::spawn(forecasts.run(config.forecast.clone(), metrics.clone(), rx.clone()));
+    tokio::spawn(forecasts.clone().run(config.forecast.clone(), metrics.clone(), rx.clone()));
     tokio::spawn(tags.clone().unload_idle(Duration::from_secs(config.segment.idle_unload_secs), rx.clone()));
     tokio::spawn(peer_clocks.run(raft.clone(), rx.clone()));
     tokio::spawn(service::reservations::run(raft.clone(), metrics.clone(), rx.clone()));
@@ -348,6 +377,12 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let r = &config.raft;
     tokio::spawn(raft.clone().compact_by_weight(r.snapshot_every, r.keep_logs_after_snapshot, rx.clone()));
     tokio::spawn(raft.clone().raise_cluster_version(rx.clone()));
+    if let Some(global) = global {
+        let keeper =
+            regions::keeper::Keeper::new(raft.clone(), config.region.clone(), global, forecasts.clone(), wanted)
+                .with_metrics(metrics.region());
+        tokio::spawn(keeper.run(rx.clone()));
+    }
     if let Some(tls) = tls {
         tokio::spawn(tls::reload::run(tls, rx.clone()));
     }

@@ -31,8 +31,7 @@ use crate::workers::WORKER_IDS;
 /// Most regions a global tier registers over its life (retired ones count: their IDs and
 /// worker ranges are never reused).
 pub const MAX_REGIONS: usize = 64;
-/// Longest region name, in bytes.
-pub const MAX_REGION_NAME: usize = 32;
+pub use leaf_api::regions::MAX_REGION_NAME;
 /// Most blocks a tag of a region holds beyond the one it serves from: the refill asks for the
 /// next block well before the current one runs out, so one or two are the rule.
 pub const MAX_QUEUED_BLOCKS: usize = 8;
@@ -126,20 +125,9 @@ pub enum RegionAnswer {
     Blocks { tag: String, max_id: i64, blocks: TagBlocks },
 }
 
-/// Checks a region name: 1 to [`MAX_REGION_NAME`] bytes of lowercase ASCII letters, digits
-/// and `-`, starting with a letter (it goes into metrics labels and host names).
+/// Checks a region name ([`leaf_api::regions::validate_region_name`]).
 pub fn validate_name(name: &str) -> Result<(), ApplyError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_REGION_NAME
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "a region name is 1 to {MAX_REGION_NAME} lowercase letters, digits or '-', starting with a letter"
-        )))
-    }
+    leaf_api::regions::validate_region_name(name).map_err(|e| invalid(e.to_string()))
 }
 
 /// Registers region `name` with `workers` worker IDs at leader time `at_ms` (global tier). A
@@ -232,15 +220,18 @@ pub(crate) fn grant(
     Ok(Applied::Segment(allocation))
 }
 
-/// Refuses a profile whose IDs are not cut from blocks: a daily counter restarts each day,
-/// and a gapless series numbers one key at a time (each is served where its home is).
+/// Refuses a profile whose IDs are not cut from blocks: a daily counter restarts each day, a
+/// gapless series numbers one key at a time, and an obfuscated tag's key would differ between
+/// regions that each created it (its IDs could then meet).
 fn check_blockable(tag: &str, profile: &StoredProfile) -> Result<(), ApplyError> {
     match profile {
-        StoredProfile::Segment | StoredProfile::Monotonic | StoredProfile::Obfuscated { .. } => Ok(()),
-        StoredProfile::Daily { .. } | StoredProfile::Gapless { .. } => Err(invalid(format!(
-            "tag {tag:?} is {}: its IDs are not cut from blocks, and this release serves it in no region",
-            profile.kind().as_str()
-        ))),
+        StoredProfile::Segment | StoredProfile::Monotonic => Ok(()),
+        StoredProfile::Obfuscated { .. } | StoredProfile::Daily { .. } | StoredProfile::Gapless { .. } => {
+            Err(invalid(format!(
+                "tag {tag:?} is {}: its IDs are not cut from blocks, and this release serves it in no region",
+                profile.kind().as_str()
+            )))
+        }
     }
 }
 

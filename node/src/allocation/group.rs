@@ -7,20 +7,32 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use leaf_raft_store::{Allocation, Applied, Op, SegmentAsk, MAX_SEGMENT_ASKS};
+use leaf_raft_store::{Allocation, Applied, ApplyError, Op, SegmentAsk, MAX_SEGMENT_ASKS};
 
 use crate::group_commit::{GroupCommit, GroupResult};
 use crate::raft::hooks::Grouping;
 use crate::raft::{ProposeError, RaftNode};
 
+/// Told of a tag whose allocation found no block left (a region's tag between blocks).
+pub type OnNoBlock = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The allocations this node commits as leader, grouped into shared entries.
 pub struct Segments {
     groups: Arc<GroupCommit<SegmentAsk, Allocation>>,
+    on_no_block: Option<OnNoBlock>,
 }
 
 impl Default for Segments {
     fn default() -> Self {
-        Segments { groups: Arc::new(GroupCommit::new(MAX_SEGMENT_ASKS)) }
+        Segments { groups: Arc::new(GroupCommit::new(MAX_SEGMENT_ASKS)), on_no_block: None }
+    }
+}
+
+impl Segments {
+    /// Allocations that tell `f` of each tag refused for want of a block: a region's leader
+    /// asks the global tier for one at once ([`crate::regions`]).
+    pub fn telling(f: OnNoBlock) -> Self {
+        Segments { on_no_block: Some(f), ..Segments::default() }
     }
 }
 
@@ -36,8 +48,15 @@ impl Grouping for Segments {
         if let Err(e) = node.check_here(alone) {
             return Ok(Box::pin(async move { Err(e) }));
         }
-        let (groups, node) = (self.groups.clone(), node.clone());
-        Ok(Box::pin(async move { Ok(Applied::Segment(groups.join(ask, committer(node)).await??)) }))
+        let (groups, node, told) = (self.groups.clone(), node.clone(), self.on_no_block.clone());
+        Ok(Box::pin(async move {
+            let tag = told.as_ref().map(|_| ask.tag.clone());
+            let answer = groups.join(ask, committer(node)).await?;
+            if let (Err(ApplyError::NoBlock(_)), Some(tell), Some(tag)) = (&answer, told, tag) {
+                tell(&tag);
+            }
+            Ok(Applied::Segment(answer?))
+        }))
     }
 }
 

@@ -73,6 +73,7 @@ fn commit_failure(e: ProposeError) -> CommitFailure {
         }
         ProposeError::Timeout(d) => CommitFailure::Timeout(d),
         ProposeError::Fatal(why) => CommitFailure::Stopped(why),
+        e @ ProposeError::Rejected(ApplyError::NoBlock(_)) => CommitFailure::NoBlock(e.public_message()),
         e @ (ProposeError::Rejected(_) | ProposeError::Member { .. }) => CommitFailure::Rejected(e.public_message()),
     }
 }

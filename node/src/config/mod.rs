@@ -8,7 +8,7 @@
 //! Layout: this file holds the section list, [`Config`], the loading and the secrets. Each
 //! section has a file with its struct, its defaults (`impl Default`) and its checks
 //! (`validate`): `segment`, `raft`, `http`, `snowflake` (with `worker_ids`), `forecast`,
-//! `metrics`, `fault`, `tls`, `grpc`, `access` (`[auth]` and `[audit]`), `backup`, `bootstrap`
+//! `metrics`, `fault`, `tls`, `grpc`, `access` (`[auth]` and `[audit]`), `backup`, `region`, `bootstrap`
 //! (`bootstrap_tags`) and `peers`. `validate` checks the top-level keys and what spans sections, and calls each
 //! section's checks; `addr` has the address helpers, `overrides` the command-line layer,
 //! `tests` the tests of the whole.
@@ -35,6 +35,7 @@ mod peers;
 mod raft;
 #[cfg(test)]
 mod reference;
+mod region;
 mod segment;
 mod snowflake;
 #[cfg(test)]
@@ -55,6 +56,7 @@ pub use metrics::{MetricsConfig, DEFAULT_MAX_TAG_SERIES};
 pub use overrides::{FaultOverrides, Overrides, TlsOverrides};
 pub use peers::Peers;
 pub use raft::{OnStorageFailure, RaftConfig, UnknownTags, STORAGE_FAILURE_EXIT};
+pub use region::RegionConfig;
 pub use segment::SegmentConfig;
 pub use snowflake::SnowflakeConfig;
 pub use tls::TlsConfig;
@@ -181,6 +183,8 @@ pub struct Config {
     /// Backups the cluster takes by itself: the leader writes one to `dir` every
     /// `interval_secs`, keeps the newest `keep`, and can encrypt them to an age `recipient`.
     pub backup: BackupConfig,
+    /// This cluster as one region of several serving one ID space (book: Regions).
+    pub region: RegionConfig,
     /// Allow plaintext peer traffic on a non-loopback listener. Without TLS, a node that
     /// listens on a non-loopback address with a `cluster_secret` (so it takes part in a
     /// cluster) refuses to start: Raft traffic, the cluster secret and admin tokens would
@@ -212,6 +216,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             audit: AuditConfig::default(),
             backup: BackupConfig::default(),
+            region: RegionConfig::default(),
             insecure_plaintext_peers: false,
         }
     }

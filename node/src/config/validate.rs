@@ -21,6 +21,7 @@ impl Config {
         self.auth.validate(&mut errs);
         self.audit.validate(&mut errs);
         self.backup.validate(&mut errs);
+        self.region.validate(&mut errs);
         self.validate_plaintext_peers(&mut errs);
         if let Some(a) = &self.advertise_addr {
             if let Err(e) = check_host_port(a) {

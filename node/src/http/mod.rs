@@ -71,6 +71,7 @@ pub mod ids;
 pub mod internal;
 pub mod monitor;
 pub mod openapi;
+pub mod regions;
 pub mod templates;
 pub mod tokens;
 pub mod ui;
@@ -92,6 +93,7 @@ pub fn api() -> OpenApiRouter<Arc<App>> {
         .merge(admin::batch_routes())
         .merge(tokens::routes())
         .merge(templates::routes())
+        .merge(regions::routes())
         .merge(cluster::routes())
         .merge(dashboard::routes())
         .merge(ui::routes())
@@ -114,6 +116,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(part(admin::routes()))
         .merge(part(tokens::routes()))
         .merge(part(templates::routes()))
+        .merge(part(regions::routes()))
         .merge(part(cluster::routes()))
         .merge(part(dashboard::routes()))
         .merge(part(ui::routes()))

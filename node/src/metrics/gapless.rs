@@ -10,22 +10,13 @@
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TagLabels {
-    tag: String,
-}
+use super::labels::{OutcomeLabels, TagLabels};
 
 /// How many series `leaf_gapless_series_fill_ratio` shows: the fullest.
 pub const FULLEST_SERIES: usize = 10;

@@ -15,6 +15,16 @@ pub(super) struct TokenLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct OutcomeLabels {
+    pub(super) outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct TagLabels {
+    pub(super) tag: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct StoreLabels {
     pub(super) store: &'static str,
 }

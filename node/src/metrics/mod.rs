@@ -13,6 +13,7 @@
 //! - [`node`]: gauges read from the node's state at each scrape (quorum contact, replication
 //!   lag, membership, profiles, tokens, audit, the snowflake worker, peer clocks, build).
 //! - [`process`]: `process_*` from `/proc/self`.
+//! - [`region`]: a region's adoption, its tags' runways and its block grants.
 //! - [`scope`]: the exposition as a scoped `monitor` token reads it (its tags, its token).
 //! - [`tag_series`]: the per-tag series, bounded to the busiest tags (and the forecasts to
 //!   those nearest exhaustion), with totals by profile.
@@ -34,6 +35,7 @@ pub mod labels;
 pub mod latency;
 pub mod node;
 pub mod process;
+pub mod region;
 pub mod scope;
 pub mod tag_series;
 
@@ -55,6 +57,7 @@ pub struct Metrics {
     tag_series: Arc<tag_series::TagSeries>,
     refill_seconds: Histogram,
     gapless: gapless::GaplessMetrics,
+    region: Arc<region::RegionMetrics>,
     errors: Family<CodeLabels, Counter>,
     raft_term: Gauge,
     raft_leader: Gauge,
@@ -123,6 +126,7 @@ impl Metrics {
             tag_series: Arc::new(tag_series::TagSeries::new(snowflake_keys.clone())),
             refill_seconds: Histogram::new(exponential_buckets(0.0002, 2.0, 16)),
             gapless: gapless::GaplessMetrics::default(),
+            region: Arc::default(),
             errors: Family::default(),
             raft_term: Gauge::default(),
             raft_leader: Gauge::default(),
@@ -164,6 +168,7 @@ impl Metrics {
             m.refill_seconds.clone(),
         );
         m.gapless.register(registry);
+        m.region.register(registry);
         registry.register("errors", "Error responses, by code", m.errors.clone());
         registry.register("raft_term", "Current Raft term", m.raft_term.clone());
         registry.register("raft_leader_id", "Node ID of the known leader (0 when none)", m.raft_leader.clone());
@@ -269,6 +274,11 @@ impl Metrics {
     }
 
     /// Gapless issues' counters and latency.
+    /// A region's metrics (set by its leader's keeper; 0 or none on a node of no region).
+    pub fn region(&self) -> Arc<region::RegionMetrics> {
+        self.region.clone()
+    }
+
     pub fn gapless(&self) -> &gapless::GaplessMetrics {
         &self.gapless
     }

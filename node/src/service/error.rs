@@ -14,7 +14,7 @@ use leaf_raft_store::ApplyError;
 use crate::raft::service::ServiceError;
 use crate::raft::{MemberErrorKind, ProposeError};
 use crate::snowflake::SnowflakeError;
-use crate::tags::{AllocError, TakeError};
+use crate::tags::{AllocError, CommitFailure, TakeError};
 
 pub use crate::error::ApiError;
 
@@ -84,7 +84,9 @@ impl From<ProposeError> for ApiError {
 impl From<TakeError> for ApiError {
     fn from(e: TakeError) -> Self {
         let code = match &e {
-            TakeError::NotReady { .. } => ErrorCode::SegmentsNotReady,
+            TakeError::NotReady { .. } | TakeError::Alloc(AllocError::NotCommitted(CommitFailure::NoBlock(_))) => {
+                ErrorCode::SegmentsNotReady
+            }
             TakeError::Alloc(AllocError::TagNotFound(_)) => ErrorCode::TagNotFound,
             TakeError::Alloc(AllocError::TagExhausted(_)) => ErrorCode::TagExhausted,
             TakeError::Alloc(AllocError::NotCommitted(_) | AllocError::EmptySegment { .. }) => ErrorCode::Unavailable,
@@ -122,7 +124,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::tags::CommitFailure;
 
     /// An address a peer error could carry.
     const PEER: &str = "10.9.8.7:8443";

@@ -29,6 +29,7 @@
 //! - [`templates`]: tag templates (put, list, delete) and making a tag from its template on
 //!   its first ID request.
 //! - [`tokens`]: scoped tokens and the audit trail.
+//! - [`regions`]: a global tier's regions: join, list, retire, and blocks of a tag's IDs.
 //! - [`backup`]: a backup on request, and the scheduled ones' status.
 //! - [`cluster`]: status, membership changes, the internal RPC.
 //! - [`health`]: readiness, `/cache` and `/db` views, the metrics' node facts.
@@ -56,6 +57,7 @@ pub mod gapless;
 pub mod health;
 pub mod ids;
 pub mod recent;
+pub mod regions;
 pub mod reservations;
 pub mod tag_admin;
 pub mod tags;

@@ -60,6 +60,9 @@ pub(super) struct WorkerActor {
     waiters: Vec<oneshot::Sender<Result<(), String>>>,
     /// Failed writes of the state file (`leaf_storage_errors_total{store="snowflake_state"}`).
     file_errors: Counter,
+    /// A region's node (`[region]`) registers only once the cluster adopted its region: a
+    /// worker ID outside the region's run would hold off the adoption (and might collide).
+    pub(super) awaits_region: bool,
 }
 
 impl Actor for WorkerActor {
@@ -113,6 +116,7 @@ impl WorkerActor {
             persisting: false,
             renewing: false,
             waiters: Vec::new(),
+            awaits_region: false,
         };
         actor.publish();
         actor
@@ -215,6 +219,13 @@ impl WorkerActor {
     }
 
     fn register(&mut self, ctx: &mut Context<Self>) {
+        if self.awaits_region && self.raft.state().region_here().is_none() {
+            let why = "waiting for this cluster to adopt its region from the global tier ([region])";
+            self.phase.on_register_failed(Holdup::Retrying(why.to_string()));
+            self.registration = Registration::Idle { retry_at: Instant::now() + REGISTER_RETRY };
+            self.publish();
+            return;
+        }
         self.registration = Registration::InFlight;
         let (raft, lease_ms) = (self.raft.clone(), self.cfg.lease_ttl_ms as i64);
         let range = (self.cfg.worker_ids.first, self.cfg.worker_ids.last);

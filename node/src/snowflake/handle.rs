@@ -84,19 +84,22 @@ impl Snowflake {
         }
     }
 
-    /// Starts the worker actor on `arbiter`; it registers through `raft` in the background.
+    /// Starts the worker actor on `arbiter`; it registers through `raft` in the background (a
+    /// region's node once its cluster adopted the region: `awaits_region`).
     pub fn start(
         cfg: &SnowflakeConfig,
         data_dir: &Path,
         raft: RaftNode,
         arbiter: &actix::ArbiterHandle,
         file_errors: prometheus_client::metrics::counter::Counter,
+        awaits_region: bool,
     ) -> Snowflake {
         let clock = raft.clock().clone();
         let gen = Arc::new(Generator::new(Layout { epoch_ms: cfg.epoch_ms }, clock, cfg.sequence_random_start));
         let status = Arc::new(Mutex::new(Status::new(Report::Starting(None))));
-        let actor =
+        let mut actor =
             WorkerActor::new(gen.clone(), raft, cfg.clone(), data_dir.join(STATE_FILE), status.clone(), file_errors);
+        actor.awaits_region = awaits_region;
         let addr = WorkerActor::start_in_arbiter(arbiter, |_| actor);
         Snowflake {
             gen,

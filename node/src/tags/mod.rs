@@ -76,6 +76,9 @@ pub enum CommitFailure {
     /// The state machine refused it (its answer is the same on every node).
     #[error("{0}")]
     Rejected(String),
+    /// A region's tag between blocks: the leader has asked the global tier for the next one.
+    #[error("{0}; retry shortly")]
+    NoBlock(String),
 }
 
 /// Where committed segments come from (Raft in the node, a fake in tests).

@@ -18,6 +18,7 @@ mod private_data;
 mod profiles;
 mod ranges;
 mod refusals;
+mod regions;
 mod restart;
 mod security;
 mod snowflake;

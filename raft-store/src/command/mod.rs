@@ -367,6 +367,10 @@ impl Op {
         match self {
             Op::IssueNumbers { rules: NumberRules::Owned, .. } | Op::SetSeriesLimits { .. } => ClusterVersion(2),
             Op::SetClusterVersion { version } => (*version).max(ClusterVersion(2)),
+            // A right older releases cannot read in a token record.
+            Op::CreateToken { token, .. } if token.rights.contains(&leaf_api::tokens::Right::Regions) => {
+                ClusterVersion(3)
+            }
             Op::JoinRegion { .. }
             | Op::RetireRegion { .. }
             | Op::GrantBlock { .. }

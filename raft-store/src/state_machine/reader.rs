@@ -93,6 +93,29 @@ impl StateReader {
         self.read().state.templates.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
+    /// A global tier's regions, every one ever registered, by name.
+    pub fn regions(&self) -> Vec<(String, crate::regions::RegionRecord)> {
+        self.read().state.regions.registry.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// The region this cluster is, once adopted.
+    pub fn region_here(&self) -> Option<crate::regions::Identity> {
+        self.read().state.regions.here.clone()
+    }
+
+    /// `tag`'s counter and blocks in a region (its blocks empty if it was granted none yet);
+    /// `None` if the tag does not exist.
+    pub fn tag_blocks(&self, tag: &str) -> Option<(i64, crate::regions::TagBlocks)> {
+        let d = self.read();
+        let max_id = d.state.tags.get(tag)?.max_id;
+        let blocks = d.state.regions.blocks.get(tag).cloned().unwrap_or(crate::regions::TagBlocks {
+            end: max_id,
+            queued: Default::default(),
+            high: max_id,
+        });
+        Some((max_id, blocks))
+    }
+
     /// The template that makes `tag`, if one does.
     pub fn template_for(&self, tag: &str) -> Option<(String, crate::TemplateRecord)> {
         let d = self.read();

@@ -51,6 +51,7 @@ pub const TEXT: &str = "text/plain; charset=utf-8";
         (name = "admin", description = "Tags, allocations, fault injection."),
         (name = "tokens", description = "Scoped tokens and the audit trail."),
         (name = "templates", description = "Tag templates: tags made on their first ID request."),
+        (name = "regions", description = "A global tier's regions: joins, blocks of a tag's IDs, retirement."),
         (name = "cluster", description = "Cluster status and membership, and the dashboard's data."),
         (name = "ui", description = "The built-in dashboard: a page and its two assets, embedded in the binary."),
     )
@@ -67,7 +68,9 @@ impl Modify for AdminSecurity {
             .description(Some(
                 "The node's `admin_token`, or a scoped token (`leaf_<id>_<secret>`, from `POST /admin/tokens`) \
                  for the parts of `/admin` its rights cover: `tags` for `/admin/tags*` (on its tag patterns), \
-                 `cluster` for membership, allocations, the audit trail and the fault clock, `monitor` for \
+                 `cluster` for membership, allocations, the audit trail, the fault clock and a global tier's \
+                 list and retirement of regions, `regions` for a region's join and its blocks (on its tag patterns), \
+                 `monitor` for \
                  `/db`, `/cache`, `/cluster/status`, the dashboard's data, and `/health` and `/metrics` where they \
                  are not public (`auth.public_endpoints`; a token sees only its tags there); tokens are managed \
                  with the admin token only. A node configured without an admin token answers admin and monitor \
@@ -259,6 +262,16 @@ error_set! {
         Unavailable];
     /// `DELETE /admin/templates/{name}`.
     DeleteTemplateErrors: [InvalidRequest, Unauthorized, Forbidden, TemplateNotFound, Unavailable];
+    /// `GET /admin/regions`.
+    ListRegionsErrors: [Unauthorized, Forbidden, Unavailable];
+    /// `POST /admin/regions`: `invalid_request` also for a retired region's name.
+    JoinRegionErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, FeatureNotActive, Unavailable];
+    /// `POST /admin/regions/{name}/retire`.
+    RetireRegionErrors: [InvalidRequest, Unauthorized, Forbidden, NotFound, FeatureNotActive, Unavailable];
+    /// `POST /admin/regions/{name}/blocks`: `not_found` for a region never registered,
+    /// `invalid_request` for a retired one.
+    BlockErrors: [InvalidRequest, InvalidTag, PayloadTooLarge, Unauthorized, Forbidden, NotFound, TagNotFound,
+        TagExhausted, FeatureNotActive, Unavailable];
     /// `GET /admin/audit`.
     AuditErrors: [InvalidRequest, InvalidTag, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `GET /admin/backup`.
