@@ -86,6 +86,10 @@ pub enum ErrorCode {
     MembershipConflict,
     /// A token with this name exists already (names are unique).
     TokenExists,
+    /// A region's request that the regions as they stand refuse: a retired region, no worker IDs
+    /// left for a new one, a block below what the region adopted, or a cluster asked to be the
+    /// other side (a global tier is no region, a region registers none).
+    RegionConflict,
 }
 
 impl ErrorCode {
@@ -135,11 +139,12 @@ impl ErrorCode {
             ErrorCode::FeatureNotActive => "feature_not_active",
             ErrorCode::MembershipConflict => "membership_conflict",
             ErrorCode::TokenExists => "token_exists",
+            ErrorCode::RegionConflict => "region_conflict",
         }
     }
 
     /// Every code, for metrics that pre-register one series per code.
-    pub const ALL: [ErrorCode; 31] = [
+    pub const ALL: [ErrorCode; 32] = [
         ErrorCode::InvalidTag,
         ErrorCode::InvalidCount,
         ErrorCode::InvalidRequest,
@@ -171,6 +176,7 @@ impl ErrorCode {
         ErrorCode::FeatureNotActive,
         ErrorCode::MembershipConflict,
         ErrorCode::TokenExists,
+        ErrorCode::RegionConflict,
     ];
 }
 

@@ -74,6 +74,7 @@ integral!(i64, i64, opt_i64);
 integral!(u32, u32, opt_u32);
 integral!(u64, u64, opt_u64);
 integral!(u8, u8, opt_u8);
+integral!(u16, u16, opt_u16);
 
 #[cfg(test)]
 mod tests {

@@ -34,10 +34,14 @@ pub fn validate_region_name(name: &str) -> Result<(), RegionNameError> {
 #[serde(deny_unknown_fields)]
 pub struct JoinRegionRequest {
     /// The region's name.
-    #[cfg_attr(feature = "openapi", schema(example = "eu-west"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 32, pattern = r"^[a-z][a-z0-9\-]*$", example = "eu-west")
+    )]
     pub name: String,
     /// How many snowflake worker IDs the region holds (1 to 1024): at least its nodes.
-    #[cfg_attr(feature = "openapi", schema(example = 32))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1024, example = 32))]
+    #[serde(deserialize_with = "crate::json_int::u16")]
     pub workers: u16,
 }
 
@@ -69,14 +73,18 @@ pub struct RegionList {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BlockRequest {
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$", example = "orders")
+    )]
     pub tag: String,
     /// How many IDs (1 to 1,000,000,000); fewer only where the tag's space ends.
-    #[cfg_attr(feature = "openapi", schema(example = 1_000_000))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000_000, example = 1_000_000))]
     #[serde(deserialize_with = "crate::json_int::i64")]
     pub size: i64,
     /// The block starts at or above this: the region's own counter, so a cluster that served
     /// IDs before it became a region never gets them again.
-    #[cfg_attr(feature = "openapi", schema(example = 0))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, example = 0))]
     #[serde(default, deserialize_with = "crate::json_int::i64")]
     pub above: i64,
 }

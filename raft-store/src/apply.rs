@@ -150,6 +150,11 @@ pub enum ApplyError {
     RegionNotFound(String),
     #[error("region {0:?} is retired: it gets nothing more, and its name is never used again")]
     RegionRetired(String),
+    /// A region's operation the regions as they stand refuse (the message says which rule).
+    #[error("{0}")]
+    RegionConflict(String),
+    #[error("tag {tag:?} is {profile}: its IDs are not cut from blocks, and this release serves it in no region")]
+    NotBlockable { tag: String, profile: String },
 }
 
 impl From<ValidationError> for ApplyError {

@@ -125,6 +125,11 @@ pub enum RegionAnswer {
     Blocks { tag: String, max_id: i64, blocks: TagBlocks },
 }
 
+/// An [`ApplyError::RegionConflict`] saying `msg`.
+fn conflict(msg: impl Into<String>) -> ApplyError {
+    ApplyError::RegionConflict(msg.into())
+}
+
 /// Checks a region name ([`leaf_api::regions::validate_region_name`]).
 pub fn validate_name(name: &str) -> Result<(), ApplyError> {
     leaf_api::regions::validate_region_name(name).map_err(|e| invalid(e.to_string()))
@@ -134,7 +139,7 @@ pub fn validate_name(name: &str) -> Result<(), ApplyError> {
 /// region that joined before gets its record again; a retired one is refused.
 pub(crate) fn join(state: &mut State, at_ms: i64, name: &str, workers: u16, changes: &mut Changes) -> ApplyResult {
     if state.regions.here.is_some() {
-        return Err(invalid("this cluster is a region: only the global tier registers regions"));
+        return Err(conflict("this cluster is a region: only the global tier registers regions"));
     }
     let registered = |name: &str, record: &RegionRecord| {
         Applied::Region(RegionAnswer::Registered { name: name.to_string(), record: record.clone() })
@@ -146,10 +151,10 @@ pub(crate) fn join(state: &mut State, at_ms: i64, name: &str, workers: u16, chan
         return Ok(registered(name, record));
     }
     if state.regions.registry.len() >= MAX_REGIONS {
-        return Err(invalid(format!("the global tier has registered {MAX_REGIONS} regions, its most")));
+        return Err(conflict(format!("the global tier has registered {MAX_REGIONS} regions, its most")));
     }
     let first = free_workers(state, at_ms, workers).ok_or_else(|| {
-        invalid(format!(
+        conflict(format!(
             "no {workers} consecutive snowflake worker IDs are free: every region ever registered keeps its range, \
              and the global tier's own workers hold theirs"
         ))
@@ -227,10 +232,7 @@ fn check_blockable(tag: &str, profile: &StoredProfile) -> Result<(), ApplyError>
     match profile {
         StoredProfile::Segment | StoredProfile::Monotonic => Ok(()),
         StoredProfile::Obfuscated { .. } | StoredProfile::Daily { .. } | StoredProfile::Gapless { .. } => {
-            Err(invalid(format!(
-                "tag {tag:?} is {}: its IDs are not cut from blocks, and this release serves it in no region",
-                profile.kind().as_str()
-            )))
+            Err(ApplyError::NotBlockable { tag: tag.to_string(), profile: profile.kind().as_str().to_string() })
         }
     }
 }
@@ -241,12 +243,12 @@ fn check_blockable(tag: &str, profile: &StoredProfile) -> Result<(), ApplyError>
 /// may collide with a worker of the region that holds that ID.
 pub(crate) fn adopt(state: &mut State, at_ms: i64, identity: &Identity, changes: &mut Changes) -> ApplyResult {
     if !state.regions.registry.is_empty() {
-        return Err(invalid("this cluster is a global tier: it registers regions and is none"));
+        return Err(conflict("this cluster is a global tier: it registers regions and is none"));
     }
     match &state.regions.here {
         Some(here) if here == identity => return Ok(Applied::Region(RegionAnswer::Adopted(here.clone()))),
         Some(here) => {
-            return Err(invalid(format!(
+            return Err(conflict(format!(
                 "this cluster is region {:?} (ID {}): a cluster adopts one region, once",
                 here.name, here.id
             )))
@@ -257,7 +259,7 @@ pub(crate) fn adopt(state: &mut State, at_ms: i64, identity: &Identity, changes:
     let outside =
         state.workers.iter().find(|(id, w)| !range.contains(id) && !w.reclaimable(at_ms, &Default::default()));
     if let Some((id, w)) = outside {
-        return Err(invalid(format!(
+        return Err(conflict(format!(
             "snowflake worker ID {id} (node {}) lies outside the region's worker IDs {}..={} and its lease may run until \
              {} ms: stop its node's snowflake service or let the lease and its grace run out, then adopt again",
             w.node_id,
@@ -277,7 +279,7 @@ pub(crate) fn adopt(state: &mut State, at_ms: i64, identity: &Identity, changes:
 /// after a later one): its IDs become a gap.
 pub(crate) fn adopt_block(state: &mut State, tag: &str, block: Block, changes: &mut Changes) -> ApplyResult {
     if state.regions.here.is_none() {
-        return Err(invalid("this cluster is no region: it adopts no block"));
+        return Err(conflict("this cluster is no region: it adopts no block"));
     }
     let record = crate::tags::live(state, tag)?;
     check_blockable(tag, record.profile())?;
@@ -288,13 +290,13 @@ pub(crate) fn adopt_block(state: &mut State, tag: &str, block: Block, changes: &
         high: max_id,
     });
     if block.start < blocks.high {
-        return Err(invalid(format!(
+        return Err(conflict(format!(
             "block [{}, {}) of tag {tag:?} starts below {}, where the tag's adopted IDs end: its IDs stay unused",
             block.start, block.end, blocks.high
         )));
     }
     if blocks.queued.len() >= MAX_QUEUED_BLOCKS {
-        return Err(invalid(format!("tag {tag:?} holds {MAX_QUEUED_BLOCKS} blocks not begun, its most")));
+        return Err(conflict(format!("tag {tag:?} holds {MAX_QUEUED_BLOCKS} blocks not begun, its most")));
     }
     blocks.queued.push_back(block);
     blocks.high = block.end;

@@ -50,6 +50,7 @@ class ErrorCode(str, enum.Enum):
     FEATURE_NOT_ACTIVE = "feature_not_active"
     MEMBERSHIP_CONFLICT = "membership_conflict"
     TOKEN_EXISTS = "token_exists"
+    REGION_CONFLICT = "region_conflict"
     UNKNOWN = "unknown"
 
     @classmethod
@@ -90,6 +91,7 @@ STATUS_OF_CODE = {
     ErrorCode.FEATURE_NOT_ACTIVE: 409,
     ErrorCode.MEMBERSHIP_CONFLICT: 409,
     ErrorCode.TOKEN_EXISTS: 409,
+    ErrorCode.REGION_CONFLICT: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.SEGMENTS_NOT_READY: 503,

@@ -24,9 +24,8 @@ pub fn code_of(code: ErrorCode) -> Code {
         TagExists | MemberExists | TokenExists => Code::AlreadyExists,
         // The tag cannot give out another segment, the cluster has no worker ID left.
         TagExhausted | WorkerIdsExhausted => Code::ResourceExhausted,
-        NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict | FeatureNotActive | MembershipConflict => {
-            Code::FailedPrecondition
-        }
+        NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict | FeatureNotActive | MembershipConflict
+        | RegionConflict => Code::FailedPrecondition,
         SegmentsNotReady | NotReady | Unavailable | ShuttingDown | SnowflakeUnavailable | ClockMovedBackwards => {
             Code::Unavailable
         }

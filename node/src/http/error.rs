@@ -22,7 +22,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         RateLimited => StatusCode::TOO_MANY_REQUESTS,
         MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         TagExists | TagExhausted | MemberExists | NodeIdRetired | TemplateConflict | WrongProfile | NumberConflict
-        | FeatureNotActive | MembershipConflict | TokenExists => StatusCode::CONFLICT,
+        | FeatureNotActive | MembershipConflict | TokenExists | RegionConflict => StatusCode::CONFLICT,
         MemberNotFound => StatusCode::NOT_FOUND,
         SegmentsNotReady | NotReady | Unavailable | ShuttingDown | SnowflakeUnavailable | ClockMovedBackwards
         | WorkerIdsExhausted => StatusCode::SERVICE_UNAVAILABLE,

@@ -51,7 +51,10 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
         // A region's tag between blocks: what a tag between segments answers, retryable.
         ProposeError::Rejected(ApplyError::NoBlock(_)) => ErrorCode::SegmentsNotReady,
         ProposeError::Rejected(ApplyError::RegionNotFound(_)) => ErrorCode::NotFound,
-        ProposeError::Rejected(ApplyError::RegionRetired(_)) => ErrorCode::InvalidRequest,
+        ProposeError::Rejected(ApplyError::RegionRetired(_) | ApplyError::RegionConflict(_)) => {
+            ErrorCode::RegionConflict
+        }
+        ProposeError::Rejected(ApplyError::NotBlockable { .. }) => ErrorCode::WrongProfile,
         ProposeError::Member { kind, .. } => match kind {
             MemberErrorKind::Exists => ErrorCode::MemberExists,
             MemberErrorKind::Retired => ErrorCode::NodeIdRetired,

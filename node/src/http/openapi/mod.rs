@@ -138,6 +138,7 @@ fn example_message(code: ErrorCode) -> &'static str {
         }
         MembershipConflict => "new membership can not be empty",
         TokenExists => "a token named \"orders-service\" exists already",
+        RegionConflict => "region \"eu-west\" is retired: it gets nothing more, and its name is never used again",
     }
 }
 
@@ -264,14 +265,15 @@ error_set! {
     DeleteTemplateErrors: [InvalidRequest, Unauthorized, Forbidden, TemplateNotFound, Unavailable];
     /// `GET /admin/regions`.
     ListRegionsErrors: [Unauthorized, Forbidden, Unavailable];
-    /// `POST /admin/regions`: `invalid_request` also for a retired region's name.
-    JoinRegionErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, FeatureNotActive, Unavailable];
+    /// `POST /admin/regions`: `region_conflict` for a retired region's name, or no worker IDs left.
+    JoinRegionErrors: [InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RegionConflict, FeatureNotActive,
+        Unavailable];
     /// `POST /admin/regions/{name}/retire`.
     RetireRegionErrors: [InvalidRequest, Unauthorized, Forbidden, NotFound, FeatureNotActive, Unavailable];
     /// `POST /admin/regions/{name}/blocks`: `not_found` for a region never registered,
-    /// `invalid_request` for a retired one.
+    /// `region_conflict` for a retired one, `wrong_profile` for a tag not cut from blocks.
     BlockErrors: [InvalidRequest, InvalidTag, PayloadTooLarge, Unauthorized, Forbidden, NotFound, TagNotFound,
-        TagExhausted, FeatureNotActive, Unavailable];
+        TagExhausted, WrongProfile, RegionConflict, FeatureNotActive, Unavailable];
     /// `GET /admin/audit`.
     AuditErrors: [InvalidRequest, InvalidTag, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `GET /admin/backup`.

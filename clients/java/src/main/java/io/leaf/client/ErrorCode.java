@@ -40,6 +40,8 @@ public enum ErrorCode {
     MEMBERSHIP_CONFLICT("membership_conflict"),
     /** A token with this name exists already. */
     TOKEN_EXISTS("token_exists"),
+    /** A region's request the regions as they stand refuse (a retired region, no worker IDs left). */
+    REGION_CONFLICT("region_conflict"),
     /** A code this client does not know (a newer server); the wire text is kept on the error. */
     UNKNOWN(null);
 
