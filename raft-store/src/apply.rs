@@ -280,6 +280,12 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::RestoreTag { tag } => tags::restore(state, at_ms, tag, changes),
         Op::AllocateSegment { tag, step, node_id: _ } => tags::allocate(state, at_ms, tag, *step, changes),
         Op::AllocateSegments { asks } => tags::allocate_each(state, at_ms, asks, changes),
+        // A region serves no gapless series (a home region would): two regions' series of one
+        // name would number alike.
+        Op::IssueNumbers { asks, .. } if state.regions.here.is_some() => {
+            let tag = asks.first().map_or_else(String::new, |a| a.ask.tag.clone());
+            Err(ApplyError::NotBlockable { tag, profile: "gapless".into() })
+        }
         Op::IssueNumbers { asks, rules } => crate::gapless::apply_each(state, at_ms, asks, *rules, changes),
         Op::SetSeriesLimits { tag, limits } => crate::gapless::set_limits(state, tag, *limits, changes),
         Op::SetClusterVersion { version } => {
@@ -340,6 +346,7 @@ fn create_tag(
     changes: &mut Changes,
 ) -> ApplyResult {
     crate::tokens::check_tag_budget(state, actor, 1)?;
+    crate::regions::check_new_tag(state, tag, record.profile())?;
     let applied = tags::create(state, tag, record, max, changes)?;
     crate::tokens::count_tags(state, actor, 1, changes);
     Ok(applied)
@@ -359,6 +366,9 @@ fn create_tags(
         batch.iter().partition(|t| state.tags.contains_key(&t.tag));
     crate::tokens::check_tag_budget(state, actor, new.len())?;
     tags::check_room(state, new.len(), tags::MAX_TAGS)?;
+    for t in &new {
+        crate::regions::check_new_tag(state, &t.tag, &t.profile)?;
+    }
     let mut created = Vec::with_capacity(new.len());
     for t in new {
         tags::create(state, &t.tag, t.record(at_ms), tags::MAX_TAGS, changes)?;

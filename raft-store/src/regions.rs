@@ -225,16 +225,28 @@ pub(crate) fn grant(
     Ok(Applied::Segment(allocation))
 }
 
-/// Refuses a profile whose IDs are not cut from blocks: a daily counter restarts each day, a
-/// gapless series numbers one key at a time, and an obfuscated tag's key would differ between
-/// regions that each created it (its IDs could then meet).
+/// Refuses a profile whose IDs are not cut from blocks: a monotonic tag promises order across
+/// every region, a daily counter restarts each day, a gapless series numbers one key at a time,
+/// and an obfuscated tag's key would differ between regions that each created it (their IDs
+/// could then meet). Each needs a home region, which this release does not have.
 fn check_blockable(tag: &str, profile: &StoredProfile) -> Result<(), ApplyError> {
     match profile {
-        StoredProfile::Segment | StoredProfile::Monotonic => Ok(()),
-        StoredProfile::Obfuscated { .. } | StoredProfile::Daily { .. } | StoredProfile::Gapless { .. } => {
+        StoredProfile::Segment => Ok(()),
+        StoredProfile::Monotonic
+        | StoredProfile::Obfuscated { .. }
+        | StoredProfile::Daily { .. }
+        | StoredProfile::Gapless { .. } => {
             Err(ApplyError::NotBlockable { tag: tag.to_string(), profile: profile.kind().as_str().to_string() })
         }
     }
+}
+
+/// Refuses the creation of a tag a region would not serve ([`check_blockable`]), in a region.
+pub(crate) fn check_new_tag(state: &State, tag: &str, profile: &StoredProfile) -> Result<(), ApplyError> {
+    if state.regions.here.is_none() {
+        return Ok(());
+    }
+    check_blockable(tag, profile)
 }
 
 /// Makes this cluster region `identity` at leader time `at_ms`. Adopting the same identity

@@ -45,6 +45,9 @@ impl Allocator for RaftAllocator {
                 // `allocate` checked the answer (a non-empty range of at most `step`).
                 Ok(a) => Ok(a),
                 Err(ProposeError::Rejected(ApplyError::TagNotFound(t))) => Err(AllocError::TagNotFound(t)),
+                Err(ProposeError::Rejected(e @ ApplyError::NotBlockable { .. })) => {
+                    Err(AllocError::NotServed(e.to_string()))
+                }
                 Err(
                     e @ ProposeError::Rejected(
                         ApplyError::TagExhausted { .. }

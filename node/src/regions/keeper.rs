@@ -154,7 +154,7 @@ impl Keeper {
     async fn supply(&self, tag: &str) -> Result<Option<(String, f64)>, KeeperError> {
         let state = self.raft.state();
         let Some(record) = state.tag(tag).filter(|r| r.archived_ms().is_none()) else { return Ok(None) };
-        if !matches!(record.profile(), StoredProfile::Segment | StoredProfile::Monotonic) {
+        if !matches!(record.profile(), StoredProfile::Segment) {
             return Ok(None);
         }
         let Some((max_id, blocks)) = state.tag_blocks(tag) else { return Ok(None) };

@@ -92,6 +92,7 @@ impl From<TakeError> for ApiError {
             }
             TakeError::Alloc(AllocError::TagNotFound(_)) => ErrorCode::TagNotFound,
             TakeError::Alloc(AllocError::TagExhausted(_)) => ErrorCode::TagExhausted,
+            TakeError::Alloc(AllocError::NotServed(_)) => ErrorCode::WrongProfile,
             TakeError::Alloc(AllocError::NotCommitted(_) | AllocError::EmptySegment { .. }) => ErrorCode::Unavailable,
             TakeError::Alloc(AllocError::ShuttingDown) => ErrorCode::ShuttingDown,
         };

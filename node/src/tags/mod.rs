@@ -49,6 +49,9 @@ pub enum AllocError {
     TagNotFound(String),
     #[error("{0}")]
     TagExhausted(String),
+    /// This cluster does not serve the tag's profile (a region serves segment tags only).
+    #[error("{0}")]
+    NotServed(String),
     /// The cluster did not commit the segment.
     #[error("segment allocation failed: {0}")]
     NotCommitted(CommitFailure),

@@ -5,9 +5,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use leaf_api::profile::Profile;
 use leaf_api::regions::JoinRegionRequest;
 use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
-use leaf_api::types::SnowflakeState;
+use leaf_api::types::{CreateTagRequest, SnowflakeState};
 use leaf_api::ErrorCode;
 use leaf_client::Client;
 use leaf_node::NodeHandle;
@@ -80,6 +81,10 @@ async fn two_regions_serve_one_id_space_and_go_on_without_the_global_tier() {
     for c in [&eu, &us] {
         create_tag(c, "order", 100).await;
     }
+    // A monotonic tag promises order across regions, which needs a home region: refused.
+    let monotonic = CreateTagRequest { profile: Some(Profile::Monotonic), ..tag_req("seq", 10) };
+    let refused = eu.create_tag(&monotonic).await.unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::WrongProfile), "{refused}");
     let mut seen = HashSet::new();
     for _ in 0..3 {
         for (c, name) in [(&eu, "eu"), (&us, "us")] {

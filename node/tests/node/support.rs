@@ -12,7 +12,9 @@ use leaf_node::config::Config;
 use leaf_node::NodeHandle;
 use tempfile::TempDir;
 
-pub use leaf_test_support::{create_bounded_tag, create_tag, error_of, eventually, get_ids, until, wait_snowflake};
+pub use leaf_test_support::{
+    create_bounded_tag, create_tag, error_of, eventually, get_ids, tag_req, until, wait_snowflake,
+};
 
 pub const TOKEN: &str = "test-admin-token-0123456789";
 

@@ -5,6 +5,7 @@ use rand::{Rng, SeedableRng};
 use super::*;
 use crate::apply::{apply, Applied, ApplyError, Changes};
 use crate::command::{Command, Op};
+use crate::profile::StoredProfile;
 use crate::state::record_members;
 use crate::testing::{ap, at, cmd, create, grant, register};
 use crate::version::ClusterVersion;
@@ -131,14 +132,69 @@ fn blocks_are_disjoint_across_regions_and_start_above_what_a_region_had_before_i
     assert_eq!(block(&mut g, "eu", "none", 10, 0), Err(ApplyError::TagNotFound("none".into())));
 }
 
+/// A tag of `profile`, as a creation command.
+fn create_profiled(tag: &str, profile: StoredProfile) -> Command {
+    let mut t = crate::tags::NewTag::segment(tag.into(), 10, 1, String::new());
+    if let StoredProfile::Daily { .. } = profile {
+        t.start_max_id = leaf_api::profile::DAILY_FIRST;
+    }
+    t.profile = profile;
+    cmd(Op::CreateTag { tag: t, cap: crate::TagCap::Full })
+}
+
+/// Every profile but plain segment needs a home region, which this release has not.
+fn homed_profiles() -> Vec<StoredProfile> {
+    let format = leaf_api::profile::DailyFormat { digits: 6, utc_offset_minutes: 0 };
+    vec![
+        StoredProfile::Monotonic,
+        StoredProfile::Obfuscated { key: [7; crate::OBFUSCATION_KEY_BYTES] },
+        StoredProfile::Daily { format, day: 0 },
+    ]
+}
+
 #[test]
-fn daily_and_gapless_tags_get_no_block() {
+fn only_segment_tags_get_blocks_or_are_made_in_a_region() {
     let mut g = v3();
     join(&mut g, "eu", 8).unwrap();
     let series = crate::testing::create_series("inv", Default::default(), 1);
     ap(&mut g, &series).unwrap();
     let err = block(&mut g, "eu", "inv", 10, 0).unwrap_err();
     assert!(matches!(err, ApplyError::NotBlockable { .. }) && err.to_string().contains("not cut from blocks"), "{err}");
+    for (i, profile) in homed_profiles().into_iter().enumerate() {
+        let tag = format!("t{i}");
+        ap(&mut g, &create_profiled(&tag, profile.clone())).unwrap();
+        let err = block(&mut g, "eu", &tag, 10, 0).unwrap_err();
+        assert!(matches!(err, ApplyError::NotBlockable { .. }), "{profile:?}: {err}");
+    }
+    // A region refuses to make them, alone or in a batch, and to serve one made before it
+    // adopted its region.
+    let mut r = v3();
+    ap(&mut r, &create_profiled("before", StoredProfile::Monotonic)).unwrap();
+    ap(&mut r, &cmd(Op::AdoptRegion(Identity { name: "eu".into(), id: 1, first_worker: 0, last_worker: 7 }))).unwrap();
+    for profile in homed_profiles() {
+        let err = ap(&mut r, &create_profiled("m", profile.clone())).unwrap_err();
+        assert!(matches!(err, ApplyError::NotBlockable { .. }), "{profile:?}: {err}");
+    }
+    let mut monotonic = crate::tags::NewTag::segment("m".into(), 10, 1, String::new());
+    monotonic.profile = StoredProfile::Monotonic;
+    let batch =
+        Op::CreateTags { tags: vec![crate::tags::NewTag::segment("s".into(), 10, 1, String::new()), monotonic] };
+    assert!(matches!(ap(&mut r, &cmd(batch)), Err(ApplyError::NotBlockable { .. })));
+    assert!(!r.tags.contains_key("s"), "all or nothing");
+    assert!(matches!(take(&mut r, "before", 10), Err(ApplyError::NotBlockable { .. })));
+    ap(&mut r, &create("s", 10, 1)).unwrap();
+    // Nor does it number a gapless series made before.
+    let mut r = v3();
+    ap(&mut r, &crate::testing::create_series("inv", Default::default(), 1)).unwrap();
+    ap(&mut r, &cmd(Op::AdoptRegion(Identity { name: "eu".into(), id: 1, first_worker: 0, last_worker: 7 }))).unwrap();
+    let ask = crate::NumberAsk {
+        tag: "inv".into(),
+        key: "k".into(),
+        actor: leaf_api::audit::Actor::AdminToken,
+        act: crate::NumberAct::Issue,
+    };
+    let issue = Op::IssueNumbers { asks: vec![crate::OwnedAsk { ask, proof: None }], rules: crate::NumberRules::Owned };
+    assert!(matches!(ap(&mut r, &cmd(issue)), Err(ApplyError::NotBlockable { .. })));
 }
 
 #[test]

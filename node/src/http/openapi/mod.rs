@@ -220,12 +220,12 @@ error_set! {
     ListErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `/db`, `/cache`: monitor pages with a listing's query.
     ListMonitorErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, RateLimited, Unavailable];
-    /// `POST /admin/tags`.
+    /// `POST /admin/tags`: `wrong_profile` in a region, for a profile it does not serve.
     CreateTagErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited, TagExists,
-        TagExhausted, Unavailable];
-    /// `POST /admin/tags:batch`.
+        TagExhausted, WrongProfile, Unavailable];
+    /// `POST /admin/tags:batch`: `wrong_profile` as for one tag.
     CreateTagsErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
-        TagExhausted, Unavailable];
+        TagExhausted, WrongProfile, Unavailable];
     /// `GET /admin/tags/{tag}`.
     ShowTagErrors: [InvalidTag, Unauthorized, Forbidden, RateLimited, TagNotFound, NotReady, Unavailable];
     /// `GET /admin/tags/{tag}/decode/{id}`.
