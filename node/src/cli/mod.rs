@@ -6,7 +6,7 @@
 //! - [`serve`]: `leaf serve` (configuration, signals, the storage-failure exit).
 //! - [`remote`]: the commands that talk to a node (`tag`, `get`, `health`, `cluster`) and what
 //!   they share (connection flags, printing, exit codes); [`tokens`]: `token` and `audit`;
-//!   [`templates`]: `template`.
+//!   [`templates`]: `template`; [`regions`]: `region`.
 //! - [`bench`]: `leaf bench` (HTTP or gRPC load).
 //! - [`backup`]: `leaf backup` (take, verify, keygen) and `leaf restore`.
 //! - [`ledger`]: `leaf ledger` (export a gapless series' ledger; verify an export offline);
@@ -26,6 +26,7 @@ mod bench;
 mod ledger;
 mod local;
 mod number;
+mod regions;
 mod remote;
 mod serve;
 mod templates;
@@ -67,6 +68,13 @@ enum Command {
     Template {
         #[command(subcommand)]
         cmd: templates::TemplateCmd,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// A global tier's regions: list them, join one by hand, retire a lost one (book: Regions).
+    Region {
+        #[command(subcommand)]
+        cmd: regions::RegionCmd,
         #[command(flatten)]
         conn: ConnArgs,
     },

@@ -326,6 +326,10 @@ pub(super) async fn client_command(cmd: Command) -> ExitCode {
             Ok(client) => super::templates::template(&client, cmd).await,
             Err(code) => code,
         },
+        Command::Region { cmd, conn } => match connect(conn, TIMEOUT) {
+            Ok(client) => super::regions::region(&client, cmd).await,
+            Err(code) => code,
+        },
         Command::Import { cmd } => match connect(cmd.conn(), TIMEOUT) {
             Ok(client) => import::run(&client, cmd).await,
             Err(code) => code,

@@ -128,6 +128,22 @@ async fn two_regions_serve_one_id_space_and_go_on_without_the_global_tier() {
     let again = g.join_region(&JoinRegionRequest { name: "eu".into(), workers: 99 }).await.unwrap();
     assert_eq!(&again, regions.iter().find(|r| r.name == "eu").unwrap());
 
+    // `leaf region list` shows both, as the API does (the blocking call off the runtime).
+    let listed = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_leaf"))
+                .args(["region", "list", "--url", &url, "--token", TOKEN])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+    let listed: leaf_api::regions::RegionList = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed.regions, regions);
+
     // The global tier stops: both regions serve on from the blocks they hold.
     global.shutdown().await;
     for (c, name) in [(&eu, "eu"), (&us, "us")] {
