@@ -299,7 +299,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     let segments = match config.region.name {
         Some(_) => {
             let wanted = wanted.clone();
-            allocation::group::Segments::telling(Arc::new(move |tag: &str| wanted.tell(tag)))
+            allocation::group::Segments::in_region(Arc::new(move |tag: &str| wanted.tell(tag)))
         }
         None => allocation::group::Segments::default(),
     };

@@ -194,6 +194,13 @@ pub(crate) fn record(
         }
         return;
     }
+    // A region's join again (its leader retrying an adoption) is no new change: recorded once,
+    // when it registered the region.
+    if let (Op::JoinRegion { .. }, Applied::Region(RegionAnswer::Registered { record, .. })) = (op, applied) {
+        if record.joined_ms != at_ms {
+            return;
+        }
+    }
     if let Some(action) = action_of(op, applied) {
         log.push(at_ms, actor.clone(), action, trim, changes);
     }

@@ -153,7 +153,7 @@ pub(crate) fn join(state: &mut State, at_ms: i64, name: &str, workers: u16, chan
     if state.regions.registry.len() >= MAX_REGIONS {
         return Err(conflict(format!("the global tier has registered {MAX_REGIONS} regions, its most")));
     }
-    let first = free_workers(state, at_ms, workers).ok_or_else(|| {
+    let first = free_workers(state, workers).ok_or_else(|| {
         conflict(format!(
             "no {workers} consecutive snowflake worker IDs are free: every region ever registered keeps its range, \
              and the global tier's own workers hold theirs"
@@ -172,13 +172,12 @@ pub(crate) fn join(state: &mut State, at_ms: i64, name: &str, workers: u16, chan
     Ok(registered(name, &record))
 }
 
-/// The lowest first ID of `n` consecutive worker IDs that no region ever held and no live
-/// worker of this cluster holds.
-fn free_workers(state: &State, at_ms: i64, n: u16) -> Option<u16> {
-    let taken = |id: u16| {
-        state.regions.registry.values().any(|r| r.workers().contains(&id))
-            || state.workers.get(&id).is_some_and(|w| !w.reclaimable(at_ms, &state.members))
-    };
+/// The lowest first ID of `n` consecutive worker IDs that no region ever held and that this
+/// cluster's own workers never held: a worker record of the global tier, even a reclaimable
+/// one, carries a high-water mark a region's fresh record would not start above.
+fn free_workers(state: &State, n: u16) -> Option<u16> {
+    let taken =
+        |id: u16| state.regions.registry.values().any(|r| r.workers().contains(&id)) || state.workers.contains_key(&id);
     let mut first = 0u16;
     while u32::from(first) + u32::from(n) <= u32::from(WORKER_IDS) {
         match (first..first + n).find(|id| taken(*id)) {
@@ -217,10 +216,13 @@ pub(crate) fn grant(
     }
     let record = crate::tags::live(state, tag)?;
     check_blockable(tag, record.profile())?;
-    // Raising the counter only skips IDs: none below it was handed out twice.
-    record.max_id = record.max_id.max(above);
-    let allocation = crate::profile::allocate(tag, record, size, at_ms)?;
-    record.updated_ms = at_ms;
+    // On a copy: a refused grant (past the tag's bound) changes nothing. Raising the counter
+    // only skips IDs: none below it was handed out twice.
+    let mut next = record.clone();
+    next.max_id = next.max_id.max(above);
+    let allocation = crate::profile::allocate(tag, &mut next, size, at_ms)?;
+    next.updated_ms = at_ms;
+    *record = next;
     changes.tag(tag);
     Ok(Applied::Segment(allocation))
 }

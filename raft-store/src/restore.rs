@@ -155,6 +155,11 @@ pub struct Plan {
     pub snowflake_floor_ms: i64,
     /// Seconds between the backup and the restore's clock.
     pub elapsed_secs: f64,
+    /// A global tier's tags without the operator's floor (`at_least`): its block grants are
+    /// not in the rates a backup records, so no automatic margin covers what the lost tier
+    /// granted after the backup; `leaf restore` refuses the plan while any is left.
+    #[serde(default)]
+    pub unfloored: Vec<String>,
 }
 
 impl Plan {
@@ -198,7 +203,15 @@ pub fn plan(state: &State, input: &PlanInput) -> Plan {
     }
     let marks = state.workers.values().map(|w| w.high_water_ms);
     let snowflake_floor_ms = marks.fold(input.now_ms, i64::max);
-    Plan { jumps, snowflake_floor_ms, elapsed_secs }
+    let floored =
+        |tag: &str| input.overrides.get(tag).or_else(|| input.overrides.get("*")).is_some_and(|o| o.at_least.is_some());
+    let unfloored = match state.regions.registry.is_empty() {
+        true => Vec::new(),
+        false => {
+            jumps.iter().filter(|j| j.profile != Profile::Gapless && !floored(&j.tag)).map(|j| j.tag.clone()).collect()
+        }
+    };
+    Plan { jumps, snowflake_floor_ms, elapsed_secs, unfloored }
 }
 
 fn jump(tag: &str, record: &crate::tags::TagRecord, input: &PlanInput, elapsed_secs: f64) -> TagJump {

@@ -11,6 +11,20 @@ pub fn tag_req(tag: &str, step: i64) -> CreateTagRequest {
     CreateTagRequest { tag: tag.into(), step, max_id: None, description: None, ..Default::default() }
 }
 
+/// A token of a global tier for its regions (the `regions` and `tags` rights on every tag),
+/// created through `c` (the admin token): its bearer, or the test fails.
+pub async fn create_regions_token(c: &Client) -> String {
+    let req = leaf_api::tokens::CreateTokenRequest {
+        name: "regions".into(),
+        rights: vec![leaf_api::tokens::Right::Regions, leaf_api::tokens::Right::Tags],
+        tags: vec![leaf_api::tokens::TagPattern::parse("*").expect("a valid pattern")],
+        quota: None,
+        id_quota: None,
+        max_tags: None,
+    };
+    c.create_token(&req).await.unwrap_or_else(|e| panic!("create the regions' token: {e}")).bearer
+}
+
 /// Creates segment tag `tag` with `step`, or fails the test.
 pub async fn create_tag(c: &Client, tag: &str, step: i64) {
     c.create_tag(&tag_req(tag, step)).await.unwrap_or_else(|e| panic!("create {tag}: {e}"));

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 pub mod calls;
 
-pub use calls::{create_bounded_tag, create_tag, error_of, get_ids, tag_req, try_get_ids, wait_snowflake};
+pub use calls::{
+    create_bounded_tag, create_regions_token, create_tag, error_of, get_ids, tag_req, try_get_ids, wait_snowflake,
+};
 
 /// How often [`eventually`] and [`until`] look again.
 pub const POLL: Duration = Duration::from_millis(20);

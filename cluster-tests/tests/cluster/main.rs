@@ -32,6 +32,7 @@ mod monotonic;
 mod pool_single;
 mod power_cut;
 mod quorum;
+mod regions;
 mod snapshot_crash;
 mod snowflake;
 mod tls;

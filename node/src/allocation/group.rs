@@ -19,6 +19,8 @@ pub type OnNoBlock = Arc<dyn Fn(&str) + Send + Sync>;
 /// The allocations this node commits as leader, grouped into shared entries.
 pub struct Segments {
     groups: Arc<GroupCommit<SegmentAsk, Allocation>>,
+    /// Set on a region's node (`[region]`): told of each tag refused for want of a block, and
+    /// every allocation refused until the cluster adopted its region.
     on_no_block: Option<OnNoBlock>,
 }
 
@@ -29,9 +31,12 @@ impl Default for Segments {
 }
 
 impl Segments {
-    /// Allocations that tell `f` of each tag refused for want of a block: a region's leader
-    /// asks the global tier for one at once ([`crate::regions`]).
-    pub fn telling(f: OnNoBlock) -> Self {
+    /// The allocations of a region's node: refused (503, as a tag between blocks) until the
+    /// cluster adopted its region, since before that its tags' counters are its own and may
+    /// lie in another region's blocks; then cut from blocks by `apply`, telling `f` of each
+    /// tag refused for want of one, so that the leader asks the global tier at once
+    /// ([`crate::regions`]).
+    pub fn in_region(f: OnNoBlock) -> Self {
         Segments { on_no_block: Some(f), ..Segments::default() }
     }
 }
@@ -47,6 +52,11 @@ impl Grouping for Segments {
         let alone = Op::AllocateSegment { tag: ask.tag.clone(), step, node_id };
         if let Err(e) = node.check_here(alone) {
             return Ok(Box::pin(async move { Err(e) }));
+        }
+        if let (Some(tell), None) = (&self.on_no_block, node.state().region_here()) {
+            tell(&ask.tag);
+            let refused = ProposeError::Rejected(ApplyError::NoBlock(ask.tag));
+            return Ok(Box::pin(async move { Err(refused) }));
         }
         let (groups, node, told) = (self.groups.clone(), node.clone(), self.on_no_block.clone());
         Ok(Box::pin(async move {

@@ -337,6 +337,16 @@ pub async fn restore(cmd: RestoreCmd) -> ExitCode {
             leaf_raft_store::restore::GAPLESS_MAX_MARGIN
         ));
     }
+    if !plan.unfloored.is_empty() && !cmd.dry_run {
+        return usage(&format!(
+            "this is a global tier's backup, and {} of its tags ({}) have no --at-least floor: the lost tier's \
+             block grants since the backup are not in the rates a backup records, so no automatic margin covers \
+             them. Give every tag a floor above every block the regions hold (the highest `high` of the tag's \
+             blocks in any region, e.g. from its leader's state), or --at-least '*'=N",
+            plan.unfloored.len(),
+            plan.unfloored.iter().take(20).map(String::as_str).collect::<Vec<_>>().join(", ")
+        ));
+    }
     let exhausted: Vec<&str> = plan.exhausted().map(|j| j.tag.as_str()).collect();
     if !exhausted.is_empty() {
         eprintln!(

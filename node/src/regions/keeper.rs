@@ -45,6 +45,8 @@ pub enum KeeperError {
          is one region for good; fix the configuration"
     )]
     OtherRegion { adopted: String, configured: String },
+    #[error("the global tier answered block [{start}, {end}) to a request of {size} IDs at or above {above}: refused")]
+    BadGrant { start: i64, end: i64, size: i64, above: i64 },
 }
 
 /// The region's leader's task (see the module's docs).
@@ -76,12 +78,17 @@ impl Keeper {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let every = Duration::from_millis(self.cfg.check_ms);
         let mut last_error = String::new();
+        let mut failed = 0u32;
         loop {
+            // After a failed round, the next waits longer (up to MAX_BACKOFF), and a wanted tag
+            // does not cut the wait short: a refusal that lasts (a retired region, an
+            // unreachable global tier) costs one request per wait, not one per client retry.
+            let wait = backoff(every, failed);
             tokio::select! {
                 biased;
                 _ = shutdown.wait_for(|stop| *stop) => return,
-                _ = self.wanted.told() => {}
-                _ = tokio::time::sleep(every) => {}
+                _ = self.wanted.told(), if failed == 0 => {}
+                _ = tokio::time::sleep(wait) => {}
             }
             self.metrics.set_adopted(self.raft.state().region_here().is_some());
             if !self.raft.is_leader() {
@@ -89,8 +96,12 @@ impl Keeper {
                 continue;
             }
             match self.round().await {
-                Ok(()) => last_error.clear(),
+                Ok(()) => {
+                    last_error.clear();
+                    failed = 0;
+                }
                 Err(e) => {
+                    failed = failed.saturating_add(1);
                     // Once per distinct failure, not once per round.
                     let text = e.to_string();
                     if text != last_error {
@@ -193,6 +204,10 @@ impl Keeper {
             }
             other => other?,
         };
+        let len = grant.end.checked_sub(grant.start);
+        if grant.start < req.above || len.is_none_or(|len| len < 1 || len > size) {
+            return Err(KeeperError::BadGrant { start: grant.start, end: grant.end, size, above: req.above });
+        }
         let block = Block { start: grant.start, end: grant.end };
         let AdoptedBlocks(now) = self.raft.propose(Op::AdoptBlock { tag: tag.to_string(), block }).await?;
         tracing::debug!(tag, start = block.start, end = block.end, left = now.remaining(max_id), "block adopted");
@@ -234,6 +249,15 @@ pub fn global_client(cfg: &RegionConfig) -> Result<Client, String> {
         builder = builder.ca_file(ca.clone());
     }
     builder.build().map_err(|e| format!("region.global: {e}"))
+}
+
+/// The longest wait between rounds after failures.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The wait before the next round after `failed` failed rounds in a row: `every`, doubled per
+/// failure, at most [`MAX_BACKOFF`] (or `every`, if that is longer).
+pub fn backoff(every: Duration, failed: u32) -> Duration {
+    every.saturating_mul(1 << failed.min(16)).min(MAX_BACKOFF.max(every))
 }
 
 /// A block of `block_secs` at `rate` IDs a second, at least `min_block`, at most a step's most.
@@ -308,6 +332,15 @@ mod tests {
         assert_eq!(block_size(1_000.0, 600, 100_000), 600_000);
         assert_eq!(block_size(f64::MAX, 600, 100_000), leaf_api::tag::MAX_STEP);
         assert_eq!(block_size(-5.0, 600, 10), 10);
+    }
+
+    #[test]
+    fn failed_rounds_back_off_to_a_cap() {
+        let every = Duration::from_millis(100);
+        assert_eq!(backoff(every, 0), every);
+        assert_eq!(backoff(every, 3), Duration::from_millis(800));
+        assert_eq!(backoff(every, 40), MAX_BACKOFF);
+        assert_eq!(backoff(Duration::from_secs(60), 5), Duration::from_secs(60), "never below the period");
     }
 
     #[test]

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use leaf_api::profile::Profile;
 use leaf_api::regions::JoinRegionRequest;
-use leaf_api::tokens::{CreateTokenRequest, Right, TagPattern};
 use leaf_api::types::{CreateTagRequest, SnowflakeState};
 use leaf_api::ErrorCode;
 use leaf_client::Client;
@@ -56,19 +55,9 @@ async fn two_regions_serve_one_id_space_and_go_on_without_the_global_tier() {
     let mut cfg = config(&dirs[0]);
     cfg.admin_token = Some(TOKEN.into());
     let (global, g) = start(cfg).await;
-    let issued = g
-        .create_token(&CreateTokenRequest {
-            name: "regions".into(),
-            rights: vec![Right::Regions, Right::Tags],
-            tags: vec![TagPattern::parse("*").unwrap()],
-            quota: None,
-            id_quota: None,
-            max_tags: None,
-        })
-        .await
-        .unwrap();
+    let bearer = leaf_test_support::create_regions_token(&g).await;
     let token_file = dirs[3].path().join("global.token");
-    std::fs::write(&token_file, &issued.bearer).unwrap();
+    std::fs::write(&token_file, bearer).unwrap();
     let url = format!("http://{}", global.http_addr());
     let (eu_node, eu) = region(&dirs[1], "eu", &url, &token_file).await;
     let (us_node, us) = region(&dirs[2], "us", &url, &token_file).await;
@@ -153,4 +142,27 @@ async fn two_regions_serve_one_id_space_and_go_on_without_the_global_tier() {
     }
     eu_node.shutdown().await;
     us_node.shutdown().await;
+}
+
+/// A region's node whose global tier cannot be reached has no identity: it serves no segment
+/// ID from its own counter (another region's blocks may hold it), only 503s, until it adopted
+/// its region; nor does it take a snowflake worker ID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_serves_nothing_before_it_adopted_its_region() {
+    let dir = TempDir::new().unwrap();
+    let token_file = dir.path().join("global.token");
+    std::fs::write(&token_file, "leaf_0000000000000001_nobody").unwrap();
+    // A port nothing listens on: the global tier is unreachable.
+    let unreachable = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let data = TempDir::new().unwrap();
+    let (node, c) = region(&data, "eu", &format!("http://{unreachable}"), &token_file).await;
+    create_tag(&c, "order", 100).await;
+    for _ in 0..3 {
+        let refused = c.segment_ids("order", 1).await.unwrap_err();
+        assert_eq!(refused.code(), Some(ErrorCode::SegmentsNotReady), "{refused}");
+    }
+    let refused = c.snowflake_id("k").await.unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::SnowflakeUnavailable), "{refused}");
+    assert!(node.raft().state().region_here().is_none());
+    node.shutdown().await;
 }

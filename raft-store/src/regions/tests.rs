@@ -304,6 +304,50 @@ fn a_restore_turns_a_region_s_blocks_into_gaps() {
 }
 
 #[test]
+fn a_refused_grant_changes_nothing() {
+    let mut g = v3();
+    let mut bounded = crate::tags::NewTag::segment("b".into(), 10, 1, String::new());
+    bounded.upper_bound = Some(100);
+    ap(&mut g, &cmd(Op::CreateTag { tag: bounded, cap: crate::TagCap::Full })).unwrap();
+    join(&mut g, "eu", 8).unwrap();
+    let before = g.clone();
+    let mut changes = Changes::default();
+    let grant = Op::GrantBlock { region: "eu".into(), tag: "b".into(), size: 10, above: 1_000 };
+    assert!(apply(&mut g, &cmd(grant), &mut changes).is_err(), "above the tag's bound");
+    assert_eq!(g, before, "the counter was not raised");
+    assert!(changes.is_empty());
+}
+
+#[test]
+fn a_join_again_is_recorded_once_in_the_audit_trail() {
+    let mut g = v3();
+    let admin = |op| Op::admin(leaf_api::audit::Actor::AdminToken, crate::audit::DEFAULT_RETENTION, op);
+    let joins = |g: &State| {
+        g.audit.records.iter().filter(|r| matches!(r.action, leaf_api::audit::AuditAction::RegionJoined { .. })).count()
+    };
+    ap(&mut g, &at(1_000, admin(Op::JoinRegion { name: "eu".into(), workers: 8 }))).unwrap();
+    ap(&mut g, &at(2_000, admin(Op::JoinRegion { name: "eu".into(), workers: 8 }))).unwrap();
+    ap(&mut g, &at(3_000, admin(Op::JoinRegion { name: "us".into(), workers: 8 }))).unwrap();
+    assert_eq!(joins(&g), 2, "eu once, us once");
+}
+
+#[test]
+fn a_global_tier_is_restored_only_with_a_floor_for_every_tag() {
+    let mut g = v3();
+    ap(&mut g, &create("order", 10, 1)).unwrap();
+    ap(&mut g, &create("user", 10, 1)).unwrap();
+    let input = crate::restore::PlanInput::default();
+    assert!(crate::restore::plan(&g, &input).unfloored.is_empty(), "no region: the usual margins");
+    join(&mut g, "eu", 8).unwrap();
+    assert_eq!(crate::restore::plan(&g, &input).unfloored, vec!["order".to_string(), "user".to_string()]);
+    let mut floors = input.clone();
+    floors.overrides.insert("order".into(), crate::restore::Override { margin: None, at_least: Some(1_000_000) });
+    assert_eq!(crate::restore::plan(&g, &floors).unfloored, vec!["user".to_string()]);
+    floors.overrides.insert("*".into(), crate::restore::Override { margin: None, at_least: Some(1_000_000) });
+    assert!(crate::restore::plan(&g, &floors).unfloored.is_empty());
+}
+
+#[test]
 fn region_operations_need_cluster_version_3() {
     let mut s = State { version: ClusterVersion(2), ..State::default() };
     let r = ap(&mut s, &Command { at_ms: 1, op: Op::JoinRegion { name: "eu".into(), workers: 8 } });
