@@ -161,15 +161,8 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
         }
         Op::AdoptRegion(identity) => {
             crate::regions::validate_name(&identity.name)?;
-            let (first, last) = (identity.first_worker, identity.last_worker);
-            if identity.id == 0 || first > last || last >= WORKER_IDS {
-                return Err(invalid(format!(
-                    "region ID {} with worker IDs {first}..={last}: IDs start at 1, and the worker IDs are a \
-                     range within 0..{WORKER_IDS}",
-                    identity.id
-                )));
-            }
-            Ok(())
+            crate::regions::check_region_fields(identity.id, identity.first_worker, identity.last_worker)
+                .map_err(invalid)
         }
         Op::AdoptBlock { tag, block } => {
             validate_tag(tag)?;

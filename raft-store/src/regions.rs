@@ -125,6 +125,31 @@ pub enum RegionAnswer {
     Blocks { tag: String, max_id: i64, blocks: TagBlocks },
 }
 
+/// Whether region ID `id` with worker IDs `first..=last` can be a region's: IDs start at 1,
+/// and the worker IDs are a range within the 1024. What a command carries and what a peer or
+/// the global tier answers are both held to it.
+pub fn check_region_fields(id: u16, first: u16, last: u16) -> Result<(), String> {
+    if id == 0 || first > last || last >= WORKER_IDS {
+        return Err(format!(
+            "region ID {id} with worker IDs {first}..={last}: IDs start at 1, and the worker IDs are a range \
+             within 0..{WORKER_IDS}"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `[start, end)` can be the block granted for a request of `size` IDs at or above
+/// `above`: not empty, no longer than asked (shorter only where the tag's space ends), and not
+/// below `above`. The global tier's leader's answer and the block a region adopts are both
+/// held to it.
+pub fn check_grant(block: Block, size: i64, above: i64) -> Result<(), String> {
+    let len = block.end.checked_sub(block.start);
+    if block.start < above || len.is_none_or(|len| len < 1 || len > size) {
+        return Err(format!("block [{}, {}) for a grant of {size} IDs at or above {above}", block.start, block.end));
+    }
+    Ok(())
+}
+
 /// An [`ApplyError::RegionConflict`] saying `msg`.
 fn conflict(msg: impl Into<String>) -> ApplyError {
     ApplyError::RegionConflict(msg.into())

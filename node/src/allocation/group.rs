@@ -53,7 +53,7 @@ impl Grouping for Segments {
         if let Err(e) = node.check_here(alone) {
             return Ok(Box::pin(async move { Err(e) }));
         }
-        if let (Some(tell), None) = (&self.on_no_block, node.state().region_here()) {
+        if let (Some(tell), false) = (&self.on_no_block, node.state().is_region()) {
             tell(&ask.tag);
             let refused = ProposeError::Rejected(ApplyError::NoBlock(ask.tag));
             return Ok(Box::pin(async move { Err(refused) }));

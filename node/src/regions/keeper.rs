@@ -19,7 +19,7 @@ use leaf_api::regions::{BlockRequest, JoinRegionRequest};
 use leaf_api::types::CreateTagRequest;
 use leaf_api::ErrorCode;
 use leaf_client::{Client, ClientError};
-use leaf_raft_store::regions::{Block, Identity, RegionAnswer, TagBlocks, MAX_QUEUED_BLOCKS};
+use leaf_raft_store::regions::{check_grant, Block, Identity, RegionAnswer, TagBlocks, MAX_QUEUED_BLOCKS};
 use leaf_raft_store::{Applied, Op, StoredProfile};
 use tokio::sync::watch;
 
@@ -45,8 +45,8 @@ pub enum KeeperError {
          is one region for good; fix the configuration"
     )]
     OtherRegion { adopted: String, configured: String },
-    #[error("the global tier answered block [{start}, {end}) to a request of {size} IDs at or above {above}: refused")]
-    BadGrant { start: i64, end: i64, size: i64, above: i64 },
+    #[error("the global tier answered {0}: refused")]
+    BadGrant(String),
 }
 
 /// The region's leader's task (see the module's docs).
@@ -90,7 +90,7 @@ impl Keeper {
                 _ = self.wanted.told(), if failed == 0 => {}
                 _ = tokio::time::sleep(wait) => {}
             }
-            self.metrics.set_adopted(self.raft.state().region_here().is_some());
+            self.metrics.set_adopted(self.raft.state().is_region());
             if !self.raft.is_leader() {
                 self.metrics.clear_runways();
                 continue;
@@ -204,11 +204,9 @@ impl Keeper {
             }
             other => other?,
         };
-        let len = grant.end.checked_sub(grant.start);
-        if grant.start < req.above || len.is_none_or(|len| len < 1 || len > size) {
-            return Err(KeeperError::BadGrant { start: grant.start, end: grant.end, size, above: req.above });
-        }
+        // The global tier's answer crosses the network: held to what was asked before adopted.
         let block = Block { start: grant.start, end: grant.end };
+        check_grant(block, size, req.above).map_err(KeeperError::BadGrant)?;
         let AdoptedBlocks(now) = self.raft.propose(Op::AdoptBlock { tag: tag.to_string(), block }).await?;
         tracing::debug!(tag, start = block.start, end = block.end, left = now.remaining(max_id), "block adopted");
         Ok(now)

@@ -5,7 +5,7 @@
 use leaf_api::regions::{validate_region_name, BlockGrant, BlockRequest, JoinRegionRequest, RegionInfo, RegionList};
 use leaf_api::tag::validate_step;
 use leaf_api::tokens::Right;
-use leaf_raft_store::regions::{Block, RegionAnswer, RegionRecord};
+use leaf_raft_store::regions::{check_grant, check_region_fields, Block, RegionAnswer, RegionRecord};
 use leaf_raft_store::workers::WORKER_IDS;
 use leaf_raft_store::{Applied, Op};
 
@@ -102,12 +102,8 @@ impl Answer for (String, RegionRecord) {
         if name != asked {
             return Err(invalid(format!("region {name:?} answered, {asked:?} asked for")));
         }
-        if record.id == 0 || record.first_worker > record.last_worker || record.last_worker >= WORKER_IDS {
-            return Err(invalid(format!(
-                "region {name:?}: ID {} with worker IDs {}..={}",
-                record.id, record.first_worker, record.last_worker
-            )));
-        }
+        check_region_fields(record.id, record.first_worker, record.last_worker)
+            .map_err(|why| invalid(format!("region {name:?}: {why}")))?;
         if record.retired_ms.is_some() != retired {
             return Err(invalid(format!("region {name:?} answered retired: {}", record.retired_ms.is_some())));
         }
@@ -130,14 +126,7 @@ impl Answer for Block {
     fn check(op: &Op, applied: &Applied) -> Result<(), AnswerError> {
         match (op, applied) {
             (Op::GrantBlock { size, above, .. }, Applied::Segment(a)) => {
-                let len = a.end.checked_sub(a.start);
-                if a.start < *above || len.is_none_or(|len| len < 1 || len > *size) {
-                    return Err(invalid(format!(
-                        "block [{}, {}) for a grant of {size} IDs at or above {above}",
-                        a.start, a.end
-                    )));
-                }
-                Ok(())
+                check_grant(Block { start: a.start, end: a.end }, *size, *above).map_err(invalid)
             }
             (op, applied) => Err(mismatch(op, applied)),
         }

@@ -219,7 +219,7 @@ impl WorkerActor {
     }
 
     fn register(&mut self, ctx: &mut Context<Self>) {
-        if self.awaits_region && self.raft.state().region_here().is_none() {
+        if self.awaits_region && !self.raft.state().is_region() {
             let why = "waiting for this cluster to adopt its region from the global tier ([region])";
             self.phase.on_register_failed(Holdup::Retrying(why.to_string()));
             self.registration = Registration::Idle { retry_at: Instant::now() + REGISTER_RETRY };

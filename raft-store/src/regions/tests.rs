@@ -348,6 +348,20 @@ fn a_global_tier_is_restored_only_with_a_floor_for_every_tag() {
 }
 
 #[test]
+fn a_grant_and_a_region_s_fields_are_held_to_what_can_be_right() {
+    let b = |start, end| Block { start, end };
+    assert!(check_grant(b(5, 15), 10, 5).is_ok());
+    assert!(check_grant(b(100, 101), 10, 5).is_ok(), "shorter where the space ends");
+    for (start, end) in [(4, 14), (5, 16), (5, 5), (9, 5), (i64::MIN, i64::MAX)] {
+        assert!(check_grant(b(start, end), 10, 5).is_err(), "[{start}, {end})");
+    }
+    assert!(check_region_fields(1, 0, 7).is_ok());
+    for (id, first, last) in [(0, 0, 7), (1, 8, 7), (1, 0, WORKER_IDS)] {
+        assert!(check_region_fields(id, first, last).is_err(), "{id} {first}..={last}");
+    }
+}
+
+#[test]
 fn region_operations_need_cluster_version_3() {
     let mut s = State { version: ClusterVersion(2), ..State::default() };
     let r = ap(&mut s, &Command { at_ms: 1, op: Op::JoinRegion { name: "eu".into(), workers: 8 } });

@@ -98,6 +98,11 @@ impl StateReader {
         self.read().state.regions.registry.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
+    /// Whether this cluster adopted a region (without copying its identity).
+    pub fn is_region(&self) -> bool {
+        self.read().state.regions.here.is_some()
+    }
+
     /// The region this cluster is, once adopted.
     pub fn region_here(&self) -> Option<crate::regions::Identity> {
         self.read().state.regions.here.clone()
