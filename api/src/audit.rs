@@ -203,6 +203,14 @@ pub enum AuditAction {
         first_worker: u16,
         last_worker: u16,
     },
+    /// A monotonic tag's home moved on the global tier (kind `region_changed`): the new home
+    /// serves it, above every ID the old one can have issued.
+    HomeMoved {
+        tag: String,
+        from: String,
+        to: String,
+        epoch: u32,
+    },
 }
 
 /// The kinds of [`AuditAction`], for filtering.
@@ -301,7 +309,8 @@ impl AuditAction {
             AuditAction::ClusterRestored { .. } => AuditKind::ClusterRestored,
             AuditAction::RegionJoined { .. }
             | AuditAction::RegionRetired { .. }
-            | AuditAction::RegionAdopted { .. } => AuditKind::RegionChanged,
+            | AuditAction::RegionAdopted { .. }
+            | AuditAction::HomeMoved { .. } => AuditKind::RegionChanged,
         }
     }
 

@@ -155,6 +155,10 @@ pub enum ApplyError {
     RegionConflict(String),
     #[error("tag {tag:?} is {profile}: its IDs are not cut from blocks, and this release serves it in no region")]
     NotBlockable { tag: String, profile: String },
+    #[error("tag {tag:?} is served by its home region, {home:?}: ask a node of that region")]
+    NotHome { tag: String, home: String },
+    #[error("tag {0:?} is served by its home region, which this region has not learnt yet: it asks the global tier")]
+    HomeUnknown(String),
 }
 
 impl From<ValidationError> for ApplyError {
@@ -194,6 +198,10 @@ pub struct Changes {
     pub region: bool,
     /// Tags whose blocks were written (regional cluster).
     pub blocks: BTreeSet<String>,
+    /// Tags whose home was written (both sides).
+    pub homes: BTreeSet<String>,
+    /// Regions whose lease was written (global tier).
+    pub leases: BTreeSet<String>,
 }
 
 impl Changes {
@@ -219,6 +227,8 @@ impl Changes {
             && self.regions.is_empty()
             && !self.region
             && self.blocks.is_empty()
+            && self.homes.is_empty()
+            && self.leases.is_empty()
     }
 }
 
@@ -280,12 +290,7 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         Op::RestoreTag { tag } => tags::restore(state, at_ms, tag, changes),
         Op::AllocateSegment { tag, step, node_id: _ } => tags::allocate(state, at_ms, tag, *step, changes),
         Op::AllocateSegments { asks } => tags::allocate_each(state, at_ms, asks, changes),
-        // A region serves no gapless series (a home region would): two regions' series of one
-        // name would number alike.
-        Op::IssueNumbers { asks, .. } if state.regions.here.is_some() => {
-            let tag = asks.first().map_or_else(String::new, |a| a.ask.tag.clone());
-            Err(ApplyError::NotBlockable { tag, profile: "gapless".into() })
-        }
+        // In a region, each series only at its home (`crate::regions::homes`, checked per ask).
         Op::IssueNumbers { asks, rules } => crate::gapless::apply_each(state, at_ms, asks, *rules, changes),
         Op::SetSeriesLimits { tag, limits } => crate::gapless::set_limits(state, tag, *limits, changes),
         Op::SetClusterVersion { version } => {
@@ -302,6 +307,13 @@ fn change(state: &mut State, at_ms: i64, actor: &Actor, op: &Op, changes: &mut C
         }
         Op::AdoptRegion(identity) => crate::regions::adopt(state, at_ms, identity, changes),
         Op::AdoptBlock { tag, block } => crate::regions::adopt_block(state, tag, *block, changes),
+        Op::ClaimHome { region, tag } => crate::regions::homes::claim(state, at_ms, (region, tag), changes),
+        Op::MoveHome { tag, to } => crate::regions::homes::move_home(state, at_ms, (tag, to), changes),
+        Op::ReleaseHome { region, tag, epoch } => {
+            crate::regions::homes::release(state, at_ms, (region, tag, *epoch), changes)
+        }
+        Op::RenewLease { region } => crate::regions::homes::renew(state, at_ms, region, changes),
+        Op::AdoptHome { tag, home } => crate::regions::homes::adopt(state, tag, home, changes),
         // The state machine stops before such an entry; refused here all the same.
         Op::Undecodable(e) => Err(not_supported(e.version)),
         Op::RegisterWorker { node_id, lease_ms, within } => {

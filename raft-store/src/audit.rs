@@ -201,6 +201,12 @@ pub(crate) fn record(
             return;
         }
     }
+    // A move answered as it was (a repeat, or a move to where the home is) is no new change.
+    if let (Op::MoveHome { .. }, Applied::Region(RegionAnswer::Home { home, .. })) = (op, applied) {
+        if home.since_ms != at_ms || home.from.is_none() {
+            return;
+        }
+    }
     if let Some(action) = action_of(op, applied) {
         log.push(at_ms, actor.clone(), action, trim, changes);
     }
@@ -277,6 +283,12 @@ fn action_of(op: &Op, applied: &Applied) -> Option<AuditAction> {
         (Op::RetireRegion { name }, Applied::Region(RegionAnswer::Registered { record, .. })) => {
             AuditAction::RegionRetired { name: name.clone(), region_id: record.id }
         }
+        (Op::MoveHome { tag, to }, Applied::Region(RegionAnswer::Home { home, .. })) => AuditAction::HomeMoved {
+            tag: tag.clone(),
+            from: home.from.clone().unwrap_or_default(),
+            to: to.clone(),
+            epoch: home.epoch,
+        },
         (Op::AdoptRegion(i), _) => AuditAction::RegionAdopted {
             name: i.name.clone(),
             region_id: i.id,

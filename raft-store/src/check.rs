@@ -164,6 +164,26 @@ pub(crate) fn check_fields(cmd: &Command) -> Result<(), ApplyError> {
             crate::regions::check_region_fields(identity.id, identity.first_worker, identity.last_worker)
                 .map_err(invalid)
         }
+        Op::ClaimHome { region, tag } | Op::ReleaseHome { region, tag, .. } => {
+            crate::regions::validate_name(region)?;
+            Ok(validate_tag(tag)?)
+        }
+        Op::MoveHome { tag, to } => {
+            crate::regions::validate_name(to)?;
+            Ok(validate_tag(tag)?)
+        }
+        Op::RenewLease { region } => crate::regions::validate_name(region),
+        Op::AdoptHome { tag, home } => {
+            validate_tag(tag)?;
+            crate::regions::validate_name(&home.region)?;
+            if let Some(from) = &home.from {
+                crate::regions::validate_name(from)?;
+            }
+            if home.epoch == 0 {
+                return Err(invalid(format!("tag {tag:?}: a home's epoch starts at 1")));
+            }
+            Ok(())
+        }
         Op::AdoptBlock { tag, block } => {
             validate_tag(tag)?;
             if block.start < 0 || block.start >= block.end {

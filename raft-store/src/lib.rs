@@ -20,7 +20,8 @@
 //! - [`workers`]: snowflake worker IDs: registration, renewal, fencing and recycling.
 //! - [`regions`]: one ID space over several clusters: a global tier's registry of regions
 //!   (IDs, worker ranges, retirement) and its block grants; a region's identity, its blocks
-//!   and the segments it cuts from them.
+//!   and the segments it cuts from them; `regions/homes.rs`: home regions of monotonic tags and
+//!   gapless series (claims, leases, moves), not yet used by the node.
 //! - [`tokens`]: scoped tokens as stored (the secret as its SHA-256), their limits, and
 //!   create, rotate, revoke and the count of tags each created.
 //! - [`audit`]: the audit trail of admin changes in the state: numbering, retention, paging.

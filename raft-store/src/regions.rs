@@ -28,6 +28,9 @@ use crate::state::State;
 use crate::tags::Allocation;
 use crate::workers::WORKER_IDS;
 
+pub mod homes;
+pub use homes::{Home, Lease};
+
 /// Most regions a global tier registers over its life (retired ones count: their IDs and
 /// worker ranges are never reused).
 pub const MAX_REGIONS: usize = 64;
@@ -112,6 +115,10 @@ pub struct Regions {
     pub here: Option<Identity>,
     /// A regional cluster's blocks, by tag.
     pub blocks: BTreeMap<String, TagBlocks>,
+    /// Homed tags' homes ([`homes`]): on the global tier as decided, in a region as learnt.
+    pub homes: BTreeMap<String, Home>,
+    /// The global tier's leases of regions' homes: the end of each region's (leader time).
+    pub leases: BTreeMap<String, i64>,
 }
 
 /// What a region adoption or a block adoption answers.
@@ -123,6 +130,10 @@ pub enum RegionAnswer {
     Adopted(Identity),
     /// A tag's blocks after an adoption, with the tag's counter.
     Blocks { tag: String, max_id: i64, blocks: TagBlocks },
+    /// A tag's home after a claim, a move, a release or an adoption.
+    Home { tag: String, home: Home },
+    /// A region's renewed lease.
+    Lease(Lease),
 }
 
 /// Whether region ID `id` with worker IDs `first..=last` can be a region's: IDs start at 1,
@@ -151,7 +162,7 @@ pub fn check_grant(block: Block, size: i64, above: i64) -> Result<(), String> {
 }
 
 /// An [`ApplyError::RegionConflict`] saying `msg`.
-fn conflict(msg: impl Into<String>) -> ApplyError {
+pub(crate) fn conflict(msg: impl Into<String>) -> ApplyError {
     ApplyError::RegionConflict(msg.into())
 }
 
@@ -239,8 +250,9 @@ pub(crate) fn grant(
         Some(r) if r.retired_ms.is_some() => return Err(ApplyError::RegionRetired(region.to_string())),
         Some(_) => {}
     }
-    let record = crate::tags::live(state, tag)?;
+    let record = crate::tags::live_in(&mut state.tags, tag)?;
     check_blockable(tag, record.profile())?;
+    homes::check_grant_to(&state.regions, at_ms, (region, tag), record.profile())?;
     // On a copy: a refused grant (past the tag's bound) changes nothing. Raising the counter
     // only skips IDs: none below it was handed out twice.
     let mut next = record.clone();
@@ -252,28 +264,43 @@ pub(crate) fn grant(
     Ok(Applied::Segment(allocation))
 }
 
-/// Refuses a profile whose IDs are not cut from blocks: a monotonic tag promises order across
-/// every region, a daily counter restarts each day, a gapless series numbers one key at a time,
-/// and an obfuscated tag's key would differ between regions that each created it (their IDs
-/// could then meet). Each needs a home region, which this release does not have.
+/// Refuses a profile whose IDs are not cut from blocks: a daily counter restarts each day, a
+/// gapless series numbers one key at a time at its home ([`homes`]), and an obfuscated tag's
+/// key would differ between regions that each created it (their IDs could then meet). A
+/// monotonic tag's are, at its home only ([`homes::check_here`], checked where it is served).
 fn check_blockable(tag: &str, profile: &StoredProfile) -> Result<(), ApplyError> {
     match profile {
-        StoredProfile::Segment => Ok(()),
-        StoredProfile::Monotonic
-        | StoredProfile::Obfuscated { .. }
-        | StoredProfile::Daily { .. }
-        | StoredProfile::Gapless { .. } => {
+        StoredProfile::Segment | StoredProfile::Monotonic => Ok(()),
+        StoredProfile::Obfuscated { .. } | StoredProfile::Daily { .. } | StoredProfile::Gapless { .. } => {
             Err(ApplyError::NotBlockable { tag: tag.to_string(), profile: profile.kind().as_str().to_string() })
         }
     }
 }
 
-/// Refuses the creation of a tag a region would not serve ([`check_blockable`]), in a region.
+/// Refuses the creation of a tag a region would not serve, in a region: what is not cut from
+/// blocks ([`check_blockable`]). A monotonic tag or a gapless series would be served at a home
+/// ([`homes`]), but no region's leader claims homes yet (`node/src/regions/keeper.rs`): one
+/// made now would wait for a home for ever, so it is refused until the keeper does.
 pub(crate) fn check_new_tag(state: &State, tag: &str, profile: &StoredProfile) -> Result<(), ApplyError> {
     if state.regions.here.is_none() {
         return Ok(());
     }
-    check_blockable(tag, profile)
+    match profile {
+        StoredProfile::Monotonic => {
+            Err(ApplyError::NotBlockable { tag: tag.to_string(), profile: profile.kind().as_str().to_string() })
+        }
+        profile => check_blockable(tag, profile),
+    }
+}
+
+/// Checks that `tag`, of `profile`, is served from blocks here: anywhere for a plain tag, at
+/// its home for a monotonic one.
+fn check_served(regions: &Regions, tag: &str, profile: &StoredProfile) -> Result<(), ApplyError> {
+    check_blockable(tag, profile)?;
+    if homes::is_homed(profile) {
+        homes::check_here(regions, tag)?;
+    }
+    Ok(())
 }
 
 /// Makes this cluster region `identity` at leader time `at_ms`. Adopting the same identity
@@ -320,8 +347,8 @@ pub(crate) fn adopt_block(state: &mut State, tag: &str, block: Block, changes: &
     if state.regions.here.is_none() {
         return Err(conflict("this cluster is no region: it adopts no block"));
     }
-    let record = crate::tags::live(state, tag)?;
-    check_blockable(tag, record.profile())?;
+    let record = crate::tags::live_in(&mut state.tags, tag)?;
+    check_served(&state.regions, tag, record.profile())?;
     let max_id = record.max_id;
     let mut blocks = state.regions.blocks.get(tag).cloned().unwrap_or_else(|| TagBlocks {
         end: max_id,
@@ -395,7 +422,7 @@ pub(crate) fn cut(
 ) -> Result<Allocation, ApplyError> {
     let State { tags, regions, .. } = state;
     let record = crate::tags::live_in(tags, tag)?;
-    check_blockable(tag, record.profile())?;
+    check_served(regions, tag, record.profile())?;
     let no_block = || ApplyError::NoBlock(tag.to_string());
     let blocks = regions.blocks.get_mut(tag).ok_or_else(no_block)?;
     let (mut max_id, mut end, mut begins_next) = (record.max_id, blocks.end, false);

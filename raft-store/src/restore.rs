@@ -351,6 +351,15 @@ pub fn apply_plan(state: &mut State, plan: &Plan, restore: RestoreRecord, actor:
         blocks.high = blocks.high.max(max_id);
     }
     let floor = plan.snowflake_floor_ms;
+    // A region's homes are learnt again from the global tier, at their current epochs. A global
+    // tier's leases may have been renewed past the backup: each runs a full lease from now, so
+    // no move treats a home as let go early (`crate::regions::homes`).
+    if state.regions.here.is_some() {
+        state.regions.homes.clear();
+    }
+    for until in state.regions.leases.values_mut() {
+        *until = (*until).max(floor.saturating_add(crate::regions::homes::HOME_LEASE_MS));
+    }
     for id in 0..WORKER_IDS {
         let previous = state.workers.get(&id).map(|w| w.node_id);
         let high_water_ms = state.workers.get(&id).map_or(floor, |w| w.high_water_ms.max(floor));

@@ -89,6 +89,8 @@ impl Dirty {
             + c.numbers.len()
             + c.regions.len()
             + c.blocks.len()
+            + c.homes.len()
+            + c.leases.len()
     }
 }
 

@@ -27,13 +27,14 @@ pub struct ClusterVersion(pub u32);
 pub const BASE: ClusterVersion = ClusterVersion(1);
 
 /// The newest version this build applies: what it advertises.
-pub const SUPPORTED: ClusterVersion = ClusterVersion(3);
+pub const SUPPORTED: ClusterVersion = ClusterVersion(4);
 
 /// What each version adds, for errors and the book.
 pub const ADDED: &[(ClusterVersion, &str)] = &[
     (ClusterVersion(1), "everything of the releases before cluster versions"),
     (ClusterVersion(2), "owned gapless numbers (only the reserver settles), series limits and cluster versions"),
     (ClusterVersion(3), "regions: a global tier's registry and blocks, and a region's identity and blocks"),
+    (ClusterVersion(4), "home regions: monotonic tags and gapless series served by one region each"),
 ];
 
 impl Default for ClusterVersion {

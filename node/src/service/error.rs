@@ -49,11 +49,12 @@ fn propose_code(e: &ProposeError) -> ErrorCode {
         }
         ProposeError::Rejected(ApplyError::WorkersExhausted) => ErrorCode::WorkerIdsExhausted,
         // A region's tag between blocks: what a tag between segments answers, retryable.
-        ProposeError::Rejected(ApplyError::NoBlock(_)) => ErrorCode::SegmentsNotReady,
+        ProposeError::Rejected(ApplyError::NoBlock(_) | ApplyError::HomeUnknown(_)) => ErrorCode::SegmentsNotReady,
         ProposeError::Rejected(ApplyError::RegionNotFound(_)) => ErrorCode::NotFound,
-        ProposeError::Rejected(ApplyError::RegionRetired(_) | ApplyError::RegionConflict(_)) => {
-            ErrorCode::RegionConflict
-        }
+        // The message names the home region.
+        ProposeError::Rejected(
+            ApplyError::RegionRetired(_) | ApplyError::RegionConflict(_) | ApplyError::NotHome { .. },
+        ) => ErrorCode::RegionConflict,
         ProposeError::Rejected(ApplyError::NotBlockable { .. }) => ErrorCode::WrongProfile,
         ProposeError::Member { kind, .. } => match kind {
             MemberErrorKind::Exists => ErrorCode::MemberExists,

@@ -14,7 +14,7 @@ use leaf_api::gapless::SeriesLimits;
 
 pub use crate::audit::Trim;
 use crate::gapless::OwnedAsk;
-use crate::regions::{Block, Identity};
+use crate::regions::{Block, Home, Identity};
 use crate::tags::NewTag;
 use crate::templates::NewTemplate;
 use crate::tokens::{NewToken, SecretHash, TokenLimits};
@@ -167,6 +167,32 @@ pub enum Op {
         tag: String,
         block: Block,
     },
+    /// Makes region `region` the home of the monotonic tag or gapless series `tag` if it has
+    /// none (global tier, [`crate::regions::homes`]); answers the home.
+    ClaimHome {
+        region: String,
+        tag: String,
+    },
+    /// Moves a monotonic tag's home to region `to` (global tier, an operator's change).
+    MoveHome {
+        tag: String,
+        to: String,
+    },
+    /// Region `region` let go of `tag`, whose home moved away in `epoch` (global tier).
+    ReleaseHome {
+        region: String,
+        tag: String,
+        epoch: u32,
+    },
+    /// Renews region `region`'s lease on its homes (global tier).
+    RenewLease {
+        region: String,
+    },
+    /// Records `tag`'s home as the global tier answered it (regional cluster).
+    AdoptHome {
+        tag: String,
+        home: Home,
+    },
     /// An operation of a version this build does not support, kept whole as it arrived: the
     /// state machine stops at it rather than skip it. Never proposed.
     Undecodable(Envelope),
@@ -236,7 +262,11 @@ impl Op {
             | Op::SetSeriesLimits { tag, .. }
             | Op::AllocateSegment { tag, .. }
             | Op::GrantBlock { tag, .. }
-            | Op::AdoptBlock { tag, .. } => Some(tag),
+            | Op::AdoptBlock { tag, .. }
+            | Op::ClaimHome { tag, .. }
+            | Op::MoveHome { tag, .. }
+            | Op::ReleaseHome { tag, .. }
+            | Op::AdoptHome { tag, .. } => Some(tag),
             Op::CreateTag { tag, .. } => Some(&tag.tag),
             Op::Admin { op, .. } => op.tag(),
             Op::RegisterWorker { .. }
@@ -253,6 +283,7 @@ impl Op {
             | Op::JoinRegion { .. }
             | Op::RetireRegion { .. }
             | Op::AdoptRegion(_)
+            | Op::RenewLease { .. }
             | Op::Undecodable(_)
             | Op::NoteMembership(_) => None,
         }
@@ -276,10 +307,15 @@ impl Op {
             | Op::JoinRegion { .. }
             | Op::RetireRegion { .. }
             | Op::AdoptRegion(_)
+            | Op::MoveHome { .. }
             | Op::NoteMembership(_) => true,
             Op::AllocateSegment { .. }
             | Op::GrantBlock { .. }
             | Op::AdoptBlock { .. }
+            | Op::ClaimHome { .. }
+            | Op::ReleaseHome { .. }
+            | Op::RenewLease { .. }
+            | Op::AdoptHome { .. }
             | Op::AllocateSegments { .. }
             | Op::IssueNumbers { .. }
             | Op::RegisterWorker { .. }
@@ -341,6 +377,13 @@ impl Op {
             }
             // A repeat is refused: the block starts below where the tag's blocks now end.
             Op::AdoptBlock { .. } => Repeat::AnswersOtherwise,
+            // A claim answers the home as it is, a move to where it is the same, a release or an
+            // adoption of the same epoch the home unchanged, a renewal a later lease.
+            Op::ClaimHome { .. }
+            | Op::MoveHome { .. }
+            | Op::ReleaseHome { .. }
+            | Op::RenewLease { .. }
+            | Op::AdoptHome { .. } => Repeat::Harmless,
             // A repeated issue answers the number its key has; a repeated settlement answers
             // the number as settled.
             Op::IssueNumbers { .. } => Repeat::Harmless,
@@ -376,6 +419,11 @@ impl Op {
             | Op::GrantBlock { .. }
             | Op::AdoptRegion(_)
             | Op::AdoptBlock { .. } => ClusterVersion(3),
+            Op::ClaimHome { .. }
+            | Op::MoveHome { .. }
+            | Op::ReleaseHome { .. }
+            | Op::RenewLease { .. }
+            | Op::AdoptHome { .. } => ClusterVersion(4),
             Op::Undecodable(e) => e.version,
             Op::Admin { op, .. } => op.version(),
             Op::CreateTag { .. }
@@ -420,6 +468,11 @@ impl Op {
             Op::GrantBlock { .. } => "a block grant to a region",
             Op::AdoptRegion(_) => "a region adoption",
             Op::AdoptBlock { .. } => "a block adoption",
+            Op::ClaimHome { .. } => "a home region's claim",
+            Op::MoveHome { .. } => "a home region's move",
+            Op::ReleaseHome { .. } => "a home region's release",
+            Op::RenewLease { .. } => "a region's lease renewal",
+            Op::AdoptHome { .. } => "a home region's adoption",
             Op::Undecodable(_) => "an operation of a later release",
             Op::Admin { op, .. } => op.what(),
         }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::{NumberRules, Op, SegmentAsk, TagCap, Trim};
 use crate::gapless::{NumberAsk, OwnedAsk};
 use crate::profile::StoredProfile;
-use crate::regions::{Block, Identity};
+use crate::regions::{Block, Home, Identity};
 use crate::tags::NewTag;
 use crate::templates::NewTemplate;
 use crate::tokens::{NewToken, SecretHash, TokenLimits};
@@ -140,6 +140,11 @@ enum Versioned {
     GrantBlock { region: String, tag: String, size: i64, above: i64 },
     AdoptRegion(Identity),
     AdoptBlock { tag: String, block: Block },
+    ClaimHome { region: String, tag: String },
+    MoveHome { tag: String, to: String },
+    ReleaseHome { region: String, tag: String, epoch: u32 },
+    RenewLease { region: String },
+    AdoptHome { tag: String, home: Home },
 }
 
 impl TryFrom<Op> for WireOp {
@@ -204,6 +209,11 @@ impl TryFrom<Op> for WireOp {
             Op::GrantBlock { region, tag, size, above } => Versioned::GrantBlock { region, tag, size, above },
             Op::AdoptRegion(identity) => Versioned::AdoptRegion(identity),
             Op::AdoptBlock { tag, block } => Versioned::AdoptBlock { tag, block },
+            Op::ClaimHome { region, tag } => Versioned::ClaimHome { region, tag },
+            Op::MoveHome { tag, to } => Versioned::MoveHome { tag, to },
+            Op::ReleaseHome { region, tag, epoch } => Versioned::ReleaseHome { region, tag, epoch },
+            Op::RenewLease { region } => Versioned::RenewLease { region },
+            Op::AdoptHome { tag, home } => Versioned::AdoptHome { tag, home },
         };
         let body = codec::encode(&versioned).map_err(|e| format!("an operation of cluster version {version}: {e}"))?;
         Ok(WireOp::Versioned(Envelope { version, body }))
@@ -266,6 +276,11 @@ impl TryFrom<WireOp> for Op {
                     }
                     Ok(Versioned::AdoptRegion(identity)) => Op::AdoptRegion(identity),
                     Ok(Versioned::AdoptBlock { tag, block }) => Op::AdoptBlock { tag, block },
+                    Ok(Versioned::ClaimHome { region, tag }) => Op::ClaimHome { region, tag },
+                    Ok(Versioned::MoveHome { tag, to }) => Op::MoveHome { tag, to },
+                    Ok(Versioned::ReleaseHome { region, tag, epoch }) => Op::ReleaseHome { region, tag, epoch },
+                    Ok(Versioned::RenewLease { region }) => Op::RenewLease { region },
+                    Ok(Versioned::AdoptHome { tag, home }) => Op::AdoptHome { tag, home },
                     Err(err) => {
                         return Err(format!("an operation of cluster version {} does not decode: {err}", e.version))
                     }
@@ -444,6 +459,20 @@ mod tests {
             Op::GrantBlock { region: "eu".into(), tag: "t".into(), size: 10, above: 5 },
             Op::AdoptRegion(identity),
             Op::AdoptBlock { tag: "t".into(), block },
+            Op::ClaimHome { region: "eu".into(), tag: "t".into() },
+            Op::MoveHome { tag: "t".into(), to: "us".into() },
+            Op::ReleaseHome { region: "eu".into(), tag: "t".into(), epoch: 2 },
+            Op::RenewLease { region: "eu".into() },
+            Op::AdoptHome {
+                tag: "t".into(),
+                home: crate::regions::Home {
+                    region: "us".into(),
+                    epoch: 2,
+                    from: Some("eu".into()),
+                    since_ms: 5,
+                    ready_ms: 7,
+                },
+            },
         ] {
             assert!(matches!(op, Op::Admin { .. }) || variant(&op) == 22, "{op:?}");
             assert_eq!(decoded(&bytes(&op)), op);

@@ -166,6 +166,7 @@ fn apply_retained(
     rules: Rules<'_>,
     changes: &mut Changes,
 ) -> Result<Issued, ApplyError> {
+    crate::regions::homes::check_here(&state.regions, &ask.tag)?;
     let r = apply_one(state, at_ms, ask, rules, changes);
     if r.as_ref().is_ok_and(|i| !i.replayed) {
         retain(state, &ask.tag, changes);

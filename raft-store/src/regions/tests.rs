@@ -142,25 +142,21 @@ fn create_profiled(tag: &str, profile: StoredProfile) -> Command {
     cmd(Op::CreateTag { tag: t, cap: crate::TagCap::Full })
 }
 
-/// Every profile but plain segment needs a home region, which this release has not.
-fn homed_profiles() -> Vec<StoredProfile> {
+/// The profiles neither cut from blocks nor served at a home.
+fn unserved_profiles() -> Vec<StoredProfile> {
     let format = leaf_api::profile::DailyFormat { digits: 6, utc_offset_minutes: 0 };
-    vec![
-        StoredProfile::Monotonic,
-        StoredProfile::Obfuscated { key: [7; crate::OBFUSCATION_KEY_BYTES] },
-        StoredProfile::Daily { format, day: 0 },
-    ]
+    vec![StoredProfile::Obfuscated { key: [7; crate::OBFUSCATION_KEY_BYTES] }, StoredProfile::Daily { format, day: 0 }]
 }
 
 #[test]
-fn only_segment_tags_get_blocks_or_are_made_in_a_region() {
+fn daily_and_obfuscated_tags_get_no_block_and_are_not_made_in_a_region() {
     let mut g = v3();
     join(&mut g, "eu", 8).unwrap();
     let series = crate::testing::create_series("inv", Default::default(), 1);
     ap(&mut g, &series).unwrap();
     let err = block(&mut g, "eu", "inv", 10, 0).unwrap_err();
     assert!(matches!(err, ApplyError::NotBlockable { .. }) && err.to_string().contains("not cut from blocks"), "{err}");
-    for (i, profile) in homed_profiles().into_iter().enumerate() {
+    for (i, profile) in unserved_profiles().into_iter().enumerate() {
         let tag = format!("t{i}");
         ap(&mut g, &create_profiled(&tag, profile.clone())).unwrap();
         let err = block(&mut g, "eu", &tag, 10, 0).unwrap_err();
@@ -169,32 +165,27 @@ fn only_segment_tags_get_blocks_or_are_made_in_a_region() {
     // A region refuses to make them, alone or in a batch, and to serve one made before it
     // adopted its region.
     let mut r = v3();
-    ap(&mut r, &create_profiled("before", StoredProfile::Monotonic)).unwrap();
+    ap(&mut r, &create_profiled("before", unserved_profiles().remove(0))).unwrap();
     ap(&mut r, &cmd(Op::AdoptRegion(Identity { name: "eu".into(), id: 1, first_worker: 0, last_worker: 7 }))).unwrap();
-    for profile in homed_profiles() {
+    for profile in unserved_profiles() {
         let err = ap(&mut r, &create_profiled("m", profile.clone())).unwrap_err();
         assert!(matches!(err, ApplyError::NotBlockable { .. }), "{profile:?}: {err}");
     }
-    let mut monotonic = crate::tags::NewTag::segment("m".into(), 10, 1, String::new());
-    monotonic.profile = StoredProfile::Monotonic;
-    let batch =
-        Op::CreateTags { tags: vec![crate::tags::NewTag::segment("s".into(), 10, 1, String::new()), monotonic] };
+    let mut daily = crate::tags::NewTag::segment("d".into(), 10, leaf_api::profile::DAILY_FIRST, String::new());
+    daily.profile = unserved_profiles().remove(1);
+    let batch = Op::CreateTags { tags: vec![crate::tags::NewTag::segment("s".into(), 10, 1, String::new()), daily] };
     assert!(matches!(ap(&mut r, &cmd(batch)), Err(ApplyError::NotBlockable { .. })));
     assert!(!r.tags.contains_key("s"), "all or nothing");
     assert!(matches!(take(&mut r, "before", 10), Err(ApplyError::NotBlockable { .. })));
     ap(&mut r, &create("s", 10, 1)).unwrap();
-    // Nor does it number a gapless series made before.
-    let mut r = v3();
-    ap(&mut r, &crate::testing::create_series("inv", Default::default(), 1)).unwrap();
-    ap(&mut r, &cmd(Op::AdoptRegion(Identity { name: "eu".into(), id: 1, first_worker: 0, last_worker: 7 }))).unwrap();
-    let ask = crate::NumberAsk {
-        tag: "inv".into(),
-        key: "k".into(),
-        actor: leaf_api::audit::Actor::AdminToken,
-        act: crate::NumberAct::Issue,
-    };
-    let issue = Op::IssueNumbers { asks: vec![crate::OwnedAsk { ask, proof: None }], rules: crate::NumberRules::Owned };
-    assert!(matches!(ap(&mut r, &cmd(issue)), Err(ApplyError::NotBlockable { .. })));
+    // Nor, until its leader claims homes, monotonic tags and gapless series, which only a home
+    // serves (`homes::tests`).
+    assert!(matches!(
+        ap(&mut r, &create_profiled("m", StoredProfile::Monotonic)),
+        Err(ApplyError::NotBlockable { .. })
+    ));
+    let series = crate::testing::create_series("inv", Default::default(), 1);
+    assert!(matches!(ap(&mut r, &series), Err(ApplyError::NotBlockable { .. })));
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //! the trail's [`AuditMeta`], `r/<region name>` → a global tier's
 //! [`RegionRecord`](crate::regions::RegionRecord), `m/region` → a region's
 //! [`Identity`](crate::regions::Identity), `b/<tag>` → a region's
-//! [`TagBlocks`](crate::regions::TagBlocks), `m/applied` → last applied log ID, `m/membership` → last applied
+//! [`TagBlocks`](crate::regions::TagBlocks), `h/<tag>` → a tag's [`Home`](crate::regions::Home) (both
+//! sides), `l/<region name>` → the end of a region's lease (global tier), `m/applied` → last applied log ID, `m/membership` → last applied
 //! membership (the current members are derived from it), `m/members_ever` → every node ID
 //! ever in a membership, `m/lineage` → the [`Lineage`](crate::restore::Lineage) of a restored
 //! state (absent in one never restored; nothing but the restore writes it).
@@ -65,6 +66,10 @@ const LIMITS_PREFIX: &[u8] = b"g/";
 const REGION_PREFIX: &[u8] = b"r/";
 /// A regional cluster's blocks, by tag.
 const BLOCKS_PREFIX: &[u8] = b"b/";
+/// Homed tags' homes, by tag.
+const HOMES_PREFIX: &[u8] = b"h/";
+/// The end of each region's lease, by name (global tier).
+const LEASES_PREFIX: &[u8] = b"l/";
 /// Which region a regional cluster is.
 const KEY_REGION: &[u8] = b"m/region";
 const KEY_AUDIT_META: &[u8] = b"m/audit";
@@ -169,8 +174,14 @@ pub(super) fn for_each_pair(
     for (tag, limits) in &d.state.ledger.limits {
         f(&limits_key(tag), &enc(limits)?)?;
     }
+    for (tag, home) in &d.state.regions.homes {
+        f(&named_key(HOMES_PREFIX, tag), &enc(home)?)?;
+    }
     for (id, record) in &d.state.tokens {
         f(&u64_key(TOKEN_PREFIX, *id), &enc(record)?)?;
+    }
+    for (name, until) in &d.state.regions.leases {
+        f(&named_key(LEASES_PREFIX, name), &enc(until)?)?;
     }
     f(KEY_APPLIED, &enc(&d.last_applied)?)?;
     f(KEY_AUDIT_META, &enc(&d.state.audit.meta())?)?;
@@ -248,6 +259,12 @@ impl Loader {
         } else if let Some(tag) = k.strip_prefix(BLOCKS_PREFIX) {
             let tag = std::str::from_utf8(tag).map_err(|e| bad(&e))?;
             s.regions.blocks.insert(tag.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
+        } else if let Some(tag) = k.strip_prefix(HOMES_PREFIX) {
+            let tag = std::str::from_utf8(tag).map_err(|e| bad(&e))?;
+            s.regions.homes.insert(tag.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
+        } else if let Some(name) = k.strip_prefix(LEASES_PREFIX) {
+            let name = std::str::from_utf8(name).map_err(|e| bad(&e))?;
+            s.regions.leases.insert(name.to_owned(), codec::decode(v).map_err(|e| bad(&e))?);
         } else if k == KEY_REGION {
             s.regions.here = Some(codec::decode(v).map_err(|e| bad(&e))?);
         } else if k.starts_with(AUDIT_PREFIX) {
@@ -381,6 +398,12 @@ impl StateMachineStore {
         }
         for tag in &dirty.changes.blocks {
             ops.push((named_key(BLOCKS_PREFIX, tag), d.state.regions.blocks.get(tag).map(enc).transpose()?));
+        }
+        for tag in &dirty.changes.homes {
+            ops.push((named_key(HOMES_PREFIX, tag), d.state.regions.homes.get(tag).map(enc).transpose()?));
+        }
+        for name in &dirty.changes.leases {
+            ops.push((named_key(LEASES_PREFIX, name), d.state.regions.leases.get(name).map(enc).transpose()?));
         }
         if dirty.changes.region {
             ops.push((KEY_REGION.to_vec(), d.state.regions.here.as_ref().map(enc).transpose()?));
