@@ -201,7 +201,7 @@ pub(crate) fn release(
         home.ready_ms = at_ms;
         changes.homes.insert(tag.to_string());
     }
-    answer(tag, &state.regions.homes[tag])
+    answer(tag, home)
 }
 
 /// Renews region `region`'s lease at leader time `at_ms` (global tier): until
@@ -236,8 +236,8 @@ pub(crate) fn adopt(state: &mut State, tag: &str, home: &Home, changes: &mut Cha
         return Err(conflict(format!("tag {tag:?} is {}: it has no home", record.profile().kind().as_str())));
     }
     let max_id = record.max_id;
-    if regions.homes.get(tag).is_some_and(|known| known.epoch >= home.epoch) {
-        return answer(tag, &regions.homes[tag]);
+    if let Some(known) = regions.homes.get(tag).filter(|known| known.epoch >= home.epoch) {
+        return answer(tag, known);
     }
     // Blocks of an earlier epoch may lie below what another home issued since (this region
     // may not have learnt of a move away before the tag came back): never served from.
