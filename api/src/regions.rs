@@ -68,16 +68,11 @@ pub struct RegionList {
     pub regions: Vec<RegionInfo>,
 }
 
-/// `POST /admin/regions/{name}/blocks`: a block of a tag's IDs for the region.
+/// `POST /admin/regions/{name}/blocks/{tag}`: a block of the tag's IDs for the region.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BlockRequest {
-    #[cfg_attr(
-        feature = "openapi",
-        schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$", example = "orders")
-    )]
-    pub tag: String,
     /// How many IDs (1 to 1,000,000,000); fewer only where the tag's space ends.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000_000, example = 1_000_000))]
     #[serde(deserialize_with = "crate::json_int::i64")]

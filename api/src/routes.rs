@@ -46,7 +46,7 @@ pub const ADMIN_REGIONS: &str = "/admin/regions";
 /// `POST`: retire a region: it gets no block any more; its name, ID and worker IDs stay taken.
 pub const ADMIN_REGION_RETIRE: &str = "/admin/regions/{name}/retire";
 /// `POST`: a block of a tag's IDs for the region (its leader asks ahead of running out).
-pub const ADMIN_REGION_BLOCKS: &str = "/admin/regions/{name}/blocks";
+pub const ADMIN_REGION_BLOCKS: &str = "/admin/regions/{name}/blocks/{tag}";
 
 /// `GET` list / `POST` create tags.
 pub const ADMIN_TAGS: &str = "/admin/tags";

@@ -209,10 +209,10 @@ impl Client {
         self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }).await?.json()
     }
 
-    /// `POST /admin/regions/{name}/blocks` (a global tier): a block of a tag's IDs. Retried: a
-    /// repeat grants another block and leaves the first a gap, never a duplicate.
-    pub async fn grant_block(&self, region: &str, req: &BlockRequest) -> Result<BlockGrant, ClientError> {
-        let path = routes::fill(routes::ADMIN_REGION_BLOCKS, &[region]);
+    /// `POST /admin/regions/{name}/blocks/{tag}` (a global tier): a block of `tag`'s IDs.
+    /// Retried: a repeat grants another block and leaves the first a gap, never a duplicate.
+    pub async fn grant_block(&self, region: &str, tag: &str, req: &BlockRequest) -> Result<BlockGrant, ClientError> {
+        let path = routes::fill(routes::ADMIN_REGION_BLOCKS, &[region, tag]);
         self.execute(Call::with_json(Method::POST, path, req, Safety::Idempotent)?).await?.json()
     }
 

@@ -67,6 +67,22 @@ impl<S: Send + Sync> FromRequestParts<S> for RawParam {
     }
 }
 
+/// The route's two path parameters, in the order of its template, percent-decoded, as given.
+pub struct RawParamPair(pub String, pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RawParamPair {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let params = RawPathParams::from_request_parts(parts, state).await?;
+        let mut values = params.iter().map(|(_, value)| value.to_string());
+        match (values.next(), values.next()) {
+            (Some(first), Some(second)) => Ok(RawParamPair(first, second)),
+            _ => Err(ApiError::new(ErrorCode::InvalidRequest, "missing path parameter")),
+        }
+    }
+}
+
 /// A `{tag}` path parameter that passed [`validate::tag`].
 pub struct TagParam(pub String);
 

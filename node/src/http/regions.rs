@@ -10,7 +10,7 @@ use leaf_api::routes;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::extract::{Caller, JsonBody, RawParam};
+use super::extract::{Caller, JsonBody, RawParam, RawParamPair};
 use super::openapi::{BlockErrors, JoinRegionErrors, ListRegionsErrors, RetireRegionErrors};
 use crate::service::{ApiError, App};
 
@@ -62,14 +62,17 @@ pub async fn retire_region(
 /// tier, so no two blocks overlap. A repeat grants another block (the first is a gap).
 #[utoipa::path(post, path = routes::ADMIN_REGION_BLOCKS, tag = "regions", operation_id = "grant_block",
     security(("admin_token" = [])),
-    params(("name" = String, Path, description = "The region's name.", max_length = 32, pattern = r"^[a-z][a-z0-9\-]*$", example = "eu-west")),
+    params(
+        ("name" = String, Path, description = "The region's name.", max_length = 32, pattern = r"^[a-z][a-z0-9\-]*$", example = "eu-west"),
+        ("tag" = String, Path, description = "The tag.", min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9_.:\-]+$", example = "orders"),
+    ),
     request_body = BlockRequest,
     responses((status = 200, description = "The block: IDs `[start, end)`.", body = BlockGrant), BlockErrors))]
 pub async fn grant_block(
     State(app): State<Arc<App>>,
     Caller(who): Caller,
-    raw: RawParam,
+    RawParamPair(name, tag): RawParamPair,
     JsonBody(body): JsonBody<BlockRequest>,
 ) -> Result<Json<BlockGrant>, ApiError> {
-    Ok(Json(app.grant_block(raw.0, body, &who).await?))
+    Ok(Json(app.grant_block(name, tag, body, &who).await?))
 }

@@ -5,7 +5,7 @@
 //! - every `region.check_ms`, and at once when an allocation found no block ([`Wanted`]): for
 //!   each tag in use (one with a measured rate, or one refused for want of a block) whose IDs
 //!   left in its blocks hold less than half a block's time at its rate, it asks for the next
-//!   block (`POST /admin/regions/{name}/blocks`) and adopts it (`Op::AdoptBlock`).
+//!   block (`POST /admin/regions/{name}/blocks/{tag}`) and adopts it (`Op::AdoptBlock`).
 //!
 //! A block is sized to `region.block_secs` of the tag's rate, at least `region.min_block`. A
 //! grant whose adoption fails (a leader change, a refusal) is a gap: the next round asks again,
@@ -196,11 +196,11 @@ impl Keeper {
         (max_id, blocks): (i64, &TagBlocks),
         size: i64,
     ) -> Result<TagBlocks, KeeperError> {
-        let req = BlockRequest { tag: tag.to_string(), size, above: max_id.max(blocks.high) };
-        let grant = match self.global.grant_block(&self.name, &req).await {
+        let req = BlockRequest { size, above: max_id.max(blocks.high) };
+        let grant = match self.global.grant_block(&self.name, tag, &req).await {
             Err(e) if e.code() == Some(ErrorCode::TagNotFound) => {
                 self.create_globally(tag, record).await?;
-                self.global.grant_block(&self.name, &req).await?
+                self.global.grant_block(&self.name, tag, &req).await?
             }
             other => other?,
         };

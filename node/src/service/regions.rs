@@ -53,18 +53,24 @@ impl App {
         Ok(region_info(name, record))
     }
 
-    /// A block of `req.tag`'s IDs for region `name`, at or above `req.above`.
-    pub async fn grant_block(&self, name: String, req: BlockRequest, who: &Principal) -> Result<BlockGrant, ApiError> {
+    /// A block of `tag`'s IDs for region `name`, at or above `req.above`.
+    pub async fn grant_block(
+        &self,
+        name: String,
+        tag: String,
+        req: BlockRequest,
+        who: &Principal,
+    ) -> Result<BlockGrant, ApiError> {
         check_name(&name)?;
-        validate::tag(&req.tag)?;
-        who.require_on(Right::Regions, &req.tag)?;
+        validate::tag(&tag)?;
+        who.require_on(Right::Regions, &tag)?;
         validate_step(req.size).map_err(|e| ApiError::invalid(format!("size: {e}")))?;
         if req.above < 0 {
             return Err(ApiError::invalid(format!("above must be at least 0, got {}", req.above)));
         }
-        let op = Op::GrantBlock { region: name.clone(), tag: req.tag.clone(), size: req.size, above: req.above };
+        let op = Op::GrantBlock { region: name.clone(), tag: tag.clone(), size: req.size, above: req.above };
         let block: Block = self.raft.propose(op).await?;
-        tracing::debug!(region = name, tag = req.tag, start = block.start, end = block.end, "block granted");
+        tracing::debug!(region = name, tag, start = block.start, end = block.end, "block granted");
         Ok(BlockGrant { start: block.start, end: block.end })
     }
 }

@@ -270,7 +270,7 @@ error_set! {
         Unavailable];
     /// `POST /admin/regions/{name}/retire`.
     RetireRegionErrors: [InvalidRequest, Unauthorized, Forbidden, NotFound, FeatureNotActive, Unavailable];
-    /// `POST /admin/regions/{name}/blocks`: `not_found` for a region never registered,
+    /// `POST /admin/regions/{name}/blocks/{tag}`: `not_found` for a region never registered,
     /// `region_conflict` for a retired one, `wrong_profile` for a tag not cut from blocks.
     BlockErrors: [InvalidRequest, InvalidTag, PayloadTooLarge, Unauthorized, Forbidden, NotFound, TagNotFound,
         TagExhausted, WrongProfile, RegionConflict, FeatureNotActive, Unavailable];
