@@ -92,6 +92,70 @@ pub struct BlockGrant {
     pub end: i64,
 }
 
+/// A tag's home region: the one region that serves a monotonic tag or a gapless series.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HomeInfo {
+    #[cfg_attr(feature = "openapi", schema(example = "orders-seq"))]
+    pub tag: String,
+    /// The region that serves the tag.
+    #[cfg_attr(feature = "openapi", schema(example = "eu-west"))]
+    pub region: String,
+    /// 1 when the first region claimed the tag, one more at each move.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, example = 1))]
+    pub epoch: u32,
+    /// The home before the latest move, if the tag moved.
+    pub from: Option<String>,
+    /// When the claim or the latest move happened (Unix ms, the global tier's leader clock).
+    pub since_ms: i64,
+    /// From when the home takes blocks of the tag: at once after a claim; after a move, once
+    /// the old home let go of the tag or its lease ran out.
+    pub ready_ms: i64,
+}
+
+/// `POST /admin/regions/{name}/lease`: the region's lease of its homes, and the tags homed
+/// there or moving away from there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HomeLease {
+    /// The lease's end on the global tier (Unix ms, its leader clock). The region counts its
+    /// own lease from before it asked, on its own monotonic clock.
+    pub until_ms: i64,
+    pub homes: Vec<HomeInfo>,
+}
+
+/// `POST /admin/regions/{name}/homes/{tag}/release`: the region let go of the tag after its
+/// home moved away in `epoch`, so the new home need not wait for the old one's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseHomeRequest {
+    /// The epoch of the move away.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 4294967295_u64, example = 2))]
+    #[serde(deserialize_with = "crate::json_int::u32")]
+    pub epoch: u32,
+}
+
+/// `POST /admin/homes/{tag}/move`: serve the tag in another region from now on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MoveHomeRequest {
+    /// The new home.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 32, pattern = r"^[a-z][a-z0-9\-]*$", example = "us-east")
+    )]
+    pub region: String,
+}
+
+/// `GET /admin/homes`: homed tags in name order (a page, as `GET /admin/tags` pages).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HomeList {
+    pub homes: Vec<HomeInfo>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

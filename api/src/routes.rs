@@ -47,6 +47,16 @@ pub const ADMIN_REGIONS: &str = "/admin/regions";
 pub const ADMIN_REGION_RETIRE: &str = "/admin/regions/{name}/retire";
 /// `POST`: a block of a tag's IDs for the region (its leader asks ahead of running out).
 pub const ADMIN_REGION_BLOCKS: &str = "/admin/regions/{name}/blocks/{tag}";
+/// `POST`: a region claims a tag's home (global tier); the first claim makes it the home.
+pub const ADMIN_REGION_HOME: &str = "/admin/regions/{name}/homes/{tag}";
+/// `POST`: a region lets go of a tag whose home moved away (global tier).
+pub const ADMIN_REGION_HOME_RELEASE: &str = "/admin/regions/{name}/homes/{tag}/release";
+/// `POST`: a region renews the lease of its homes (global tier).
+pub const ADMIN_REGION_LEASE: &str = "/admin/regions/{name}/lease";
+/// `GET`: the homes of homed tags (global tier).
+pub const ADMIN_HOMES: &str = "/admin/homes";
+/// `POST`: an operator moves a tag's home (global tier).
+pub const ADMIN_HOME_MOVE: &str = "/admin/homes/{tag}/move";
 
 /// `GET` list / `POST` create tags.
 pub const ADMIN_TAGS: &str = "/admin/tags";
@@ -234,6 +244,11 @@ pub const TABLE: &[Route] = &[
     route(Post, ADMIN_REGIONS, Right(Regions)),
     route(Post, ADMIN_REGION_RETIRE, Right(Cluster)),
     route(Post, ADMIN_REGION_BLOCKS, Right(Regions)),
+    route(Post, ADMIN_REGION_HOME, Right(Regions)),
+    route(Post, ADMIN_REGION_HOME_RELEASE, Right(Regions)),
+    route(Post, ADMIN_REGION_LEASE, Right(Regions)),
+    route(Get, ADMIN_HOMES, Right(Cluster)),
+    route(Post, ADMIN_HOME_MOVE, Right(Cluster)),
     route(Get, ADMIN_TOKENS, Root(TOKENS)),
     route(Post, ADMIN_TOKENS, Root(TOKENS)),
     route(Get, ADMIN_TOKEN, Root(TOKENS)),

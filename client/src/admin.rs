@@ -18,7 +18,10 @@
 //!   trying the next.
 use hyper::Method;
 use leaf_api::audit::{AuditFilter, AuditPage};
-use leaf_api::regions::{BlockGrant, BlockRequest, JoinRegionRequest, RegionInfo, RegionList};
+use leaf_api::regions::{
+    BlockGrant, BlockRequest, HomeInfo, HomeLease, HomeList, JoinRegionRequest, MoveHomeRequest, RegionInfo,
+    RegionList, ReleaseHomeRequest,
+};
 use leaf_api::routes;
 use leaf_api::template::{PutTemplateRequest, TemplateInfo, TemplateList};
 use leaf_api::tokens::{CreateTokenRequest, IssuedToken, RotateTokenRequest, TokenId, TokenInfo};
@@ -214,6 +217,43 @@ impl Client {
     pub async fn grant_block(&self, region: &str, tag: &str, req: &BlockRequest) -> Result<BlockGrant, ClientError> {
         let path = routes::fill(routes::ADMIN_REGION_BLOCKS, &[region, tag]);
         self.execute(Call::with_json(Method::POST, path, req, Safety::Idempotent)?).await?.json()
+    }
+
+    /// `POST /admin/regions/{name}/homes/{tag}` (a global tier): claims `tag`'s home for the
+    /// region; answers the home (another region's if it claimed first). Retried: a repeat
+    /// answers the same home.
+    pub async fn claim_home(&self, region: &str, tag: &str) -> Result<HomeInfo, ClientError> {
+        let path = routes::fill(routes::ADMIN_REGION_HOME, &[region, tag]);
+        self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }).await?.json()
+    }
+
+    /// `POST /admin/regions/{name}/homes/{tag}/release` (a global tier): the region let go of
+    /// `tag`, whose home moved away in `epoch`. Retried: a repeat changes nothing.
+    pub async fn release_home(&self, region: &str, tag: &str, epoch: u32) -> Result<HomeInfo, ClientError> {
+        let path = routes::fill(routes::ADMIN_REGION_HOME_RELEASE, &[region, tag]);
+        let body = ReleaseHomeRequest { epoch };
+        self.execute(Call::with_json(Method::POST, path, &body, Safety::Idempotent)?).await?.json()
+    }
+
+    /// `POST /admin/regions/{name}/lease` (a global tier): renews the region's lease of its
+    /// homes. Retried: the caller measures its lease from before this call, so from before
+    /// any attempt.
+    pub async fn renew_lease(&self, region: &str) -> Result<HomeLease, ClientError> {
+        let path = routes::fill(routes::ADMIN_REGION_LEASE, &[region]);
+        self.execute(Call { method: Method::POST, safety: Safety::Idempotent, ..Call::get(path) }).await?.json()
+    }
+
+    /// `GET /admin/homes` (a global tier): homed tags' homes, a page in name order.
+    pub async fn homes(&self, q: &ListQuery) -> Result<HomeList, ClientError> {
+        self.execute(Call::get(with_query(routes::ADMIN_HOMES, q))).await?.json()
+    }
+
+    /// `POST /admin/homes/{tag}/move` (a global tier): moves `tag`'s home to `region`. Retried:
+    /// moving a tag where it is answers its home as it is.
+    pub async fn move_home(&self, tag: &str, region: &str) -> Result<HomeInfo, ClientError> {
+        let path = routes::fill(routes::ADMIN_HOME_MOVE, &[tag]);
+        let body = MoveHomeRequest { region: region.to_string() };
+        self.execute(Call::with_json(Method::POST, path, &body, Safety::Idempotent)?).await?.json()
     }
 
     /// `GET /admin/templates`: every tag template, by name.

@@ -30,6 +30,8 @@
 //!   its first ID request.
 //! - [`tokens`]: scoped tokens and the audit trail.
 //! - [`regions`]: a global tier's regions: join, list, retire, and blocks of a tag's IDs.
+//! - [`homes`]: a global tier's homes of monotonic tags and gapless series: claims, a region's
+//!   lease, releases, an operator's moves, and their list.
 //! - [`backup`]: a backup on request, and the scheduled ones' status.
 //! - [`cluster`]: status, membership changes, the internal RPC.
 //! - [`health`]: readiness, `/cache` and `/db` views, the metrics' node facts.
@@ -55,6 +57,7 @@ pub mod dashboard;
 pub mod error;
 pub mod gapless;
 pub mod health;
+pub mod homes;
 pub mod ids;
 pub mod recent;
 pub mod regions;

@@ -108,6 +108,30 @@ impl StateReader {
         self.read().state.regions.here.clone()
     }
 
+    /// `tag`'s home, as the global tier decided it or as this region learnt it.
+    pub fn home(&self, tag: &str) -> Option<crate::regions::Home> {
+        self.read().state.regions.homes.get(tag).cloned()
+    }
+
+    /// Homed tags' homes in name order: those starting with `prefix`, after `after`
+    /// (exclusive), at most `limit`.
+    pub fn homes(&self, prefix: &str, after: Option<&str>, limit: usize) -> Vec<(String, crate::regions::Home)> {
+        use std::ops::Bound;
+        let d = self.read();
+        let from = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a.to_string()),
+            _ => Bound::Included(prefix.to_string()),
+        };
+        d.state
+            .regions
+            .homes
+            .range((from, Bound::Unbounded))
+            .take_while(|(t, _)| t.starts_with(prefix))
+            .take(limit)
+            .map(|(t, h)| (t.clone(), h.clone()))
+            .collect()
+    }
+
     /// `tag`'s counter and blocks in a region (its blocks empty if it was granted none yet);
     /// `None` if the tag does not exist.
     pub fn tag_blocks(&self, tag: &str) -> Option<(i64, crate::regions::TagBlocks)> {

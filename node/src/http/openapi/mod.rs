@@ -274,6 +274,22 @@ error_set! {
     /// `region_conflict` for a retired one, `wrong_profile` for a tag not cut from blocks.
     BlockErrors: [InvalidRequest, InvalidTag, PayloadTooLarge, Unauthorized, Forbidden, NotFound, TagNotFound,
         TagExhausted, WrongProfile, RegionConflict, FeatureNotActive, Unavailable];
+    /// `POST /admin/regions/{name}/homes/{tag}`: `not_found` for a region never registered,
+    /// `region_conflict` for a retired one or a tag with no home (a plain tag).
+    ClaimHomeErrors: [InvalidRequest, InvalidTag, Unauthorized, Forbidden, NotFound, TagNotFound, RegionConflict,
+        FeatureNotActive, Unavailable];
+    /// `POST /admin/regions/{name}/homes/{tag}/release`: `region_conflict` for a tag with no home.
+    ReleaseHomeErrors: [InvalidRequest, InvalidTag, PayloadTooLarge, Unauthorized, Forbidden, RegionConflict,
+        FeatureNotActive, Unavailable];
+    /// `POST /admin/regions/{name}/lease`.
+    LeaseErrors: [InvalidRequest, Unauthorized, Forbidden, NotFound, RegionConflict, FeatureNotActive, Unavailable];
+    /// `GET /admin/homes`.
+    HomesErrors: [InvalidTag, InvalidRequest, Unauthorized, Forbidden, Unavailable];
+    /// `POST /admin/homes/{tag}/move`: `not_found` for a region never registered,
+    /// `region_conflict` for a retired one, a tag with no home yet, a gapless series or a move
+    /// under way.
+    MoveHomeErrors: [InvalidRequest, InvalidTag, PayloadTooLarge, Unauthorized, Forbidden, NotFound, TagNotFound,
+        RegionConflict, FeatureNotActive, Unavailable];
     /// `GET /admin/audit`.
     AuditErrors: [InvalidRequest, InvalidTag, Unauthorized, Forbidden, RateLimited, Unavailable];
     /// `GET /admin/backup`.
