@@ -293,16 +293,23 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         None
     };
     // What the features add to the leader's execution of proposals ([`raft::hooks`]).
-    let monotonic = Arc::new(profiles::monotonic::Monotonic::default());
-    let numbers = Arc::new(gapless::Numbers::default());
-    let wanted = regions::Wanted::default();
-    let segments = match config.region.name {
-        Some(_) => {
-            let wanted = wanted.clone();
-            allocation::group::Segments::in_region(Arc::new(move |tag: &str| wanted.tell(tag)))
-        }
-        None => allocation::group::Segments::default(),
+    // A region's node tells its leader's tasks of the tags it could not serve: the keeper of
+    // those without a block, the homes task of those without a home here.
+    let (wanted, homeless) = (regions::Wanted::default(), regions::Wanted::default());
+    let lease = Arc::new(regions::lease::HomeLease::new(homeless.clone(), wanted.clone()));
+    let (monotonic, numbers, segments) = match config.region.name {
+        Some(_) => (
+            profiles::monotonic::Monotonic::in_region(lease.clone()),
+            gapless::Numbers::in_region(homeless.teller()),
+            allocation::group::Segments::in_region(wanted.teller()),
+        ),
+        None => (
+            profiles::monotonic::Monotonic::default(),
+            gapless::Numbers::default(),
+            allocation::group::Segments::default(),
+        ),
     };
+    let (monotonic, numbers) = (Arc::new(monotonic), Arc::new(numbers));
     let hooks = raft::hooks::LeaderHooks {
         stamp: Some(service::tag_admin::stamp(config.audit.retention())),
         groups: vec![Arc::new(segments), numbers.clone()],
@@ -378,10 +385,15 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
     tokio::spawn(raft.clone().compact_by_weight(r.snapshot_every, r.keep_logs_after_snapshot, rx.clone()));
     tokio::spawn(raft.clone().raise_cluster_version(rx.clone()));
     if let Some(global) = global {
+        let global_homes = global.clone();
         let keeper =
             regions::keeper::Keeper::new(raft.clone(), config.region.clone(), global, forecasts.clone(), wanted)
                 .with_metrics(metrics.region());
         tokio::spawn(keeper.run(rx.clone()));
+        if let Some(name) = config.region.name.clone() {
+            let homes = regions::homes::Homes::new(raft.clone(), name, global_homes, lease, homeless);
+            tokio::spawn(homes.run(rx.clone()));
+        }
     }
     if let Some(tls) = tls {
         tokio::spawn(tls::reload::run(tls, rx.clone()));

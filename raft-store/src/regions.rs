@@ -29,7 +29,7 @@ use crate::tags::Allocation;
 use crate::workers::WORKER_IDS;
 
 pub mod homes;
-pub use homes::{Home, Lease};
+pub use homes::{Home, Lease, HOME_GRACE_MS, HOME_LEASE_MS, MAX_LEASE_HOMES};
 
 /// Most regions a global tier registers over its life (retired ones count: their IDs and
 /// worker ranges are never reused).
@@ -277,20 +277,26 @@ fn check_blockable(tag: &str, profile: &StoredProfile) -> Result<(), ApplyError>
     }
 }
 
-/// Refuses the creation of a tag a region would not serve, in a region: what is not cut from
-/// blocks ([`check_blockable`]). A monotonic tag or a gapless series would be served at a home
-/// ([`homes`]), but no region's leader claims homes yet (`node/src/regions/keeper.rs`): one
-/// made now would wait for a home for ever, so it is refused until the keeper does.
+/// Refuses the creation of a tag a region would not serve, in a region: a daily or obfuscated
+/// tag ([`check_blockable`]), and a monotonic tag or a gapless series before the cluster runs
+/// [`homes`]' version (4): only a home serves one, and without claims it would wait for a
+/// home for ever. From version 4 its region's leader claims its home
+/// (`node/src/regions/homes.rs`). Deterministic: every node holds the same active version at
+/// the same entry.
 pub(crate) fn check_new_tag(state: &State, tag: &str, profile: &StoredProfile) -> Result<(), ApplyError> {
     if state.regions.here.is_none() {
         return Ok(());
     }
-    match profile {
-        StoredProfile::Monotonic => {
-            Err(ApplyError::NotBlockable { tag: tag.to_string(), profile: profile.kind().as_str().to_string() })
+    if homes::is_homed(profile) {
+        if state.version < crate::version::ClusterVersion(4) {
+            return Err(ApplyError::NotBlockable {
+                tag: tag.to_string(),
+                profile: profile.kind().as_str().to_string(),
+            });
         }
-        profile => check_blockable(tag, profile),
+        return Ok(());
     }
+    check_blockable(tag, profile)
 }
 
 /// Checks that `tag`, of `profile`, is served from blocks here: anywhere for a plain tag, at

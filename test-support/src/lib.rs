@@ -5,12 +5,14 @@
 //! Layout:
 //! - this file: [`eventually`] (and [`until`], [`until_holds`] over it), the one way a test
 //!   waits;
-//! - [`calls`]: the calls on a [`leaf_client::Client`] the suites share.
+//! - [`calls`]: the calls on a [`leaf_client::Client`] the suites share;
+//! - [`gate`]: a TCP gate a test closes to cut a link and opens to heal it.
 use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
 
 pub mod calls;
+pub mod gate;
 
 pub use calls::{
     create_bounded_tag, create_regions_token, create_tag, error_of, get_ids, tag_req, try_get_ids, wait_snowflake,

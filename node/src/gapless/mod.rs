@@ -17,6 +17,7 @@ use futures::future::BoxFuture;
 use leaf_api::audit::Actor;
 use leaf_raft_store::{Applied, ApplyError, Issued, NumberAct, NumberAsk, NumberRules, Op, OwnedAsk, MAX_NUMBER_ASKS};
 
+use crate::allocation::group::OnNoBlock;
 use crate::group_commit::{GroupCommit, GroupResult};
 use crate::raft::hooks::Grouping;
 use crate::raft::{ProposeError, RaftNode};
@@ -24,6 +25,9 @@ use crate::raft::{ProposeError, RaftNode};
 /// One node's gapless issues: its own callers' (sent to the leader in groups) and, when it
 /// leads, everyone's (committed in groups).
 pub struct Numbers {
+    /// Told of each series a region's leader refused for want of its home (a region's node),
+    /// so that the homes task claims or learns it ([`crate::regions`]).
+    on_homeless: Option<OnNoBlock>,
     /// Issues of this node's own callers, sent to the leader in groups: one forwarded call
     /// (and one entry) per group rather than per number.
     sent: Arc<GroupCommit<OwnedAsk, Issued>>,
@@ -34,6 +38,7 @@ pub struct Numbers {
 impl Default for Numbers {
     fn default() -> Self {
         Numbers {
+            on_homeless: None,
             sent: Arc::new(GroupCommit::new(MAX_NUMBER_ASKS)),
             committed: Arc::new(GroupCommit::new(MAX_NUMBER_ASKS)),
         }
@@ -41,6 +46,11 @@ impl Default for Numbers {
 }
 
 impl Numbers {
+    /// A region's node's: `f` is told of each series whose issue found its home unknown.
+    pub fn in_region(f: OnNoBlock) -> Self {
+        Numbers { on_homeless: Some(f), ..Numbers::default() }
+    }
+
     /// The number of gapless series `ask.tag` for `ask.key`: the next one, committed before
     /// this returns, or the one the key has (a retry). This node's concurrent issues go to the
     /// leader together, as one owned `IssueNumbers` of several asks (one forwarded call, one
@@ -93,8 +103,15 @@ impl Grouping for Numbers {
         if let Err(e) = node.check_here(alone) {
             return Ok(Box::pin(async move { Err(e) }));
         }
-        let (committed, node) = (self.committed.clone(), node.clone());
-        Ok(Box::pin(async move { Ok(Applied::Numbers(vec![committed.join(ask, committer(node)).await?])) }))
+        let (committed, node, told) = (self.committed.clone(), node.clone(), self.on_homeless.clone());
+        Ok(Box::pin(async move {
+            let tag = told.as_ref().map(|_| ask.ask.tag.clone());
+            let answer = committed.join(ask, committer(node)).await?;
+            if let (Err(ApplyError::HomeUnknown(_)), Some(tell), Some(tag)) = (&answer, told, tag) {
+                tell(&tag);
+            }
+            Ok(Applied::Numbers(vec![answer]))
+        }))
     }
 }
 

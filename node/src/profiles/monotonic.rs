@@ -25,6 +25,13 @@
 //! a caller joins only a take that starts after it arrived, so a request sent after another
 //! completed is in a later take than that one's, and a later take's IDs are all larger.
 //!
+//! **In a region** the tag is served only at its home, while the region's lease of its homes
+//! runs ([`HomeGate`], `crate::regions::lease`). A window belongs to the home's epoch it was
+//! cut in, and an ID leaves only if, after the quorum round, the lease still runs and the home
+//! is still here at that epoch: the region's leader adopts a move away before it extends its
+//! lease, so an old home stops before the new one starts. A window that a block's end cut
+//! short is left as a gap, and the next one comes from the next block.
+//!
 //! **Cost.** Every take (one per group of concurrent callers) costs a quorum round trip, and
 //! every `step` IDs a Raft commit; only the leader serves. This profile is leader-bound by
 //! design (BENCHMARKS.md).
@@ -33,7 +40,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use leaf_api::profile::Profile;
-use leaf_raft_store::{Allocation, ApplyError, Op};
+use leaf_raft_store::{Allocation, ApplyError, Op, StateReader};
 use tokio::time::Instant;
 
 use crate::group_commit::{GroupCommit, GroupResult};
@@ -43,13 +50,28 @@ use crate::raft::ops::MonotonicTake;
 use crate::raft::{ProposeError, RaftNode};
 
 /// The window of one tag on the leader: IDs `[next, end)` of an allocation committed in
-/// `term`.
+/// `term`, in a region while the tag's home was here at `epoch`.
 #[derive(Debug, Default)]
 struct Window {
     term: u64,
+    epoch: Option<u32>,
     next: i64,
     end: i64,
 }
+
+/// What a region adds to a take: the tag is served only at its home, while the region's lease
+/// of its homes runs (`crate::regions::lease` implements it).
+pub trait HomeGate: Send + Sync {
+    /// The epoch of `tag`'s home if this region may serve it now: the lease runs (read first)
+    /// and the home is here. Otherwise why not; the region's leader is told to claim, renew or
+    /// learn the home.
+    fn serving(&self, state: &StateReader, tag: &str) -> Result<u32, ProposeError>;
+    /// `tag`'s allocation found no block: the region's leader is told to ask for one.
+    fn no_block(&self, tag: &str);
+}
+
+/// Windows cut in a row before a take gives up, when blocks' ends cut each one short.
+const MAX_CUTS: usize = 3;
 
 /// Callers in one take at most: their counts (each at most 1,000,000, the largest request)
 /// then add up to less than `u32::MAX`.
@@ -61,6 +83,8 @@ const MAX_TAKERS: usize = 1024;
 pub struct Monotonic {
     windows: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Window>>>>,
     takers: Mutex<HashMap<String, Arc<GroupCommit<u32, i64>>>>,
+    /// In a region: where and while the tags may be served.
+    gate: Option<Arc<dyn HomeGate>>,
 }
 
 /// The first ID of each caller's run, for runs of `counts` laid end to end from `first`.
@@ -77,6 +101,16 @@ fn runs_from(first: i64, counts: &[u32]) -> Vec<Result<i64, ApplyError>> {
 }
 
 impl Monotonic {
+    /// A region's: each tag served only as `gate` allows.
+    pub fn in_region(gate: Arc<dyn HomeGate>) -> Self {
+        Monotonic { gate: Some(gate), ..Monotonic::default() }
+    }
+
+    /// The home's epoch if the tag may be served here now (`None` outside a region).
+    fn serving(&self, node: &RaftNode, tag: &str) -> Result<Option<u32>, ProposeError> {
+        self.gate.as_ref().map(|g| g.serving(node.state(), tag)).transpose()
+    }
+
     fn window(&self, tag: &str) -> Arc<tokio::sync::Mutex<Window>> {
         let mut tags = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         tags.entry(tag.to_string()).or_default().clone()
@@ -118,32 +152,17 @@ impl Monotonic {
             ))));
         }
         let count = i64::from(take.count);
+        // Read before the window is cut: a window is never labelled with a later epoch than
+        // the one it was cut in.
+        let epoch = self.serving(node, &take.tag)?;
         let window = self.window(&take.tag);
         let first = {
             let mut w = tokio::time::timeout_at(deadline, window.lock())
                 .await
                 .map_err(|_| ProposeError::Timeout(node.propose_timeout()))?;
-            if w.term != term || w.end - w.next < count {
-                // A window of this term, committed by this node as leader: never forwarded.
-                let op = Op::AllocateSegment {
-                    tag: take.tag.clone(),
-                    step: record.step.max(count),
-                    node_id: node.node_id(),
-                };
-                let applied = node.execute_here(op.clone(), deadline).await?;
-                Allocation::check(&op, &applied).map_err(|why| node.refuse_answer(&why, &op, Some(&applied)))?;
-                let a = Allocation::take(applied).map_err(|why| node.refuse_answer(&why, &op, None))?;
-                if node.leading_term() != Some(term) {
-                    return Err(node.not_leader());
-                }
-                if a.end - a.start < count {
-                    // The tag's upper bound cut the window short: fewer IDs left than asked.
-                    return Err(ProposeError::Rejected(ApplyError::UpperBoundReached {
-                        tag: take.tag.clone(),
-                        upper_bound: record.upper_bound().unwrap_or(i64::MAX - 1),
-                    }));
-                }
-                *w = Window { term, next: a.start, end: a.end };
+            if w.term != term || w.epoch != epoch || w.end - w.next < count {
+                let a = self.cut(node, (&take.tag, &record), count, (term, deadline)).await?;
+                *w = Window { term, epoch, next: a.start, end: a.end };
             }
             let first = w.next;
             w.next += count;
@@ -154,7 +173,59 @@ impl Monotonic {
         if node.leading_term() != Some(term) {
             return Err(node.not_leader());
         }
+        // In a region: the lease still runs and the home is still here, at the window's epoch.
+        if self.serving(node, &take.tag)? != epoch {
+            return Err(ProposeError::Unavailable(format!(
+                "the home of tag {:?} changed during the take: ask again",
+                take.tag
+            )));
+        }
         Ok(first)
+    }
+
+    /// A window of at least `count` IDs of `tag`, committed by this node as leader in `term`
+    /// (never forwarded). In a region a block's end may cut a window short: its IDs are left
+    /// as a gap and the next window comes from the next block.
+    async fn cut(
+        &self,
+        node: &RaftNode,
+        (tag, record): (&str, &leaf_raft_store::TagRecord),
+        count: i64,
+        (term, deadline): (u64, Instant),
+    ) -> Result<Allocation, ProposeError> {
+        for _ in 0..MAX_CUTS {
+            let op =
+                Op::AllocateSegment { tag: tag.to_string(), step: record.step.max(count), node_id: node.node_id() };
+            let applied = match node.execute_here(op.clone(), deadline).await {
+                Err(ProposeError::Rejected(e @ ApplyError::NoBlock(_))) => {
+                    if let Some(g) = &self.gate {
+                        g.no_block(tag);
+                    }
+                    return Err(ProposeError::Rejected(e));
+                }
+                other => other?,
+            };
+            Allocation::check(&op, &applied).map_err(|why| node.refuse_answer(&why, &op, Some(&applied)))?;
+            let a = Allocation::take(applied).map_err(|why| node.refuse_answer(&why, &op, None))?;
+            if node.leading_term() != Some(term) {
+                return Err(node.not_leader());
+            }
+            if a.end - a.start >= count {
+                return Ok(a);
+            }
+            let bounded = record.upper_bound().is_some_and(|ub| a.end > ub);
+            if self.gate.is_none() || bounded {
+                // The tag's upper bound cut the window short: fewer IDs left than asked.
+                return Err(ProposeError::Rejected(ApplyError::UpperBoundReached {
+                    tag: tag.to_string(),
+                    upper_bound: record.upper_bound().unwrap_or(i64::MAX - 1),
+                }));
+            }
+            tracing::debug!(tag, start = a.start, end = a.end, count, "a block's end cut a monotonic window short");
+        }
+        Err(ProposeError::Unavailable(format!(
+            "{count} IDs of tag {tag:?} do not fit in this region's blocks, {MAX_CUTS} windows in a row: ask for fewer"
+        )))
     }
 }
 

@@ -46,7 +46,7 @@ pub enum KeeperError {
     )]
     OtherRegion { adopted: String, configured: String },
     #[error("the global tier answered {0}: refused")]
-    BadGrant(String),
+    BadAnswer(String),
 }
 
 /// The region's leader's task (see the module's docs).
@@ -165,7 +165,15 @@ impl Keeper {
     async fn supply(&self, tag: &str) -> Result<Option<(String, f64)>, KeeperError> {
         let state = self.raft.state();
         let Some(record) = state.tag(tag).filter(|r| r.archived_ms().is_none()) else { return Ok(None) };
-        if !matches!(record.profile(), StoredProfile::Segment) {
+        let served_here = match record.profile() {
+            StoredProfile::Segment => true,
+            // A monotonic tag's blocks go to its home alone (`super::homes` learns it).
+            StoredProfile::Monotonic => {
+                state.home(tag).is_some_and(|h| Some(h.region) == state.region_here().map(|i| i.name))
+            }
+            _ => false,
+        };
+        if !served_here {
             return Ok(None);
         }
         let Some((max_id, blocks)) = state.tag_blocks(tag) else { return Ok(None) };
@@ -199,36 +207,42 @@ impl Keeper {
         let req = BlockRequest { size, above: max_id.max(blocks.high) };
         let grant = match self.global.grant_block(&self.name, tag, &req).await {
             Err(e) if e.code() == Some(ErrorCode::TagNotFound) => {
-                self.create_globally(tag, record).await?;
+                create_globally(&self.global, tag, record).await?;
                 self.global.grant_block(&self.name, tag, &req).await?
             }
             other => other?,
         };
         // The global tier's answer crosses the network: held to what was asked before adopted.
         let block = Block { start: grant.start, end: grant.end };
-        check_grant(block, size, req.above).map_err(KeeperError::BadGrant)?;
+        check_grant(block, size, req.above).map_err(KeeperError::BadAnswer)?;
         let AdoptedBlocks(now) = self.raft.propose(Op::AdoptBlock { tag: tag.to_string(), block }).await?;
         tracing::debug!(tag, start = block.start, end = block.end, left = now.remaining(max_id), "block adopted");
         Ok(now)
     }
+}
 
-    /// Creates `tag` on the global tier, as this region has it (its counter lives there now).
-    async fn create_globally(&self, tag: &str, record: &leaf_raft_store::TagRecord) -> Result<(), KeeperError> {
-        let req = CreateTagRequest {
-            tag: tag.to_string(),
-            step: record.step,
-            max_id: Some(0),
-            description: Some(record.description().to_string()),
-            profile: Some(record.profile().kind()),
-            daily: None,
-            gapless: None,
-            upper_bound: record.upper_bound(),
-        };
-        match self.global.create_tag(&req).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.code() == Some(ErrorCode::TagExists) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+/// Creates `tag` on the global tier, as this region has it: a segment or monotonic tag's
+/// counter lives there now; a gapless series' entry there only holds its home.
+pub(super) async fn create_globally(
+    global: &Client,
+    tag: &str,
+    record: &leaf_raft_store::TagRecord,
+) -> Result<(), KeeperError> {
+    let gapless = matches!(record.profile(), StoredProfile::Gapless { .. });
+    let req = CreateTagRequest {
+        tag: tag.to_string(),
+        step: record.step,
+        max_id: (!gapless).then_some(0),
+        description: Some(record.description().to_string()),
+        profile: Some(record.profile().kind()),
+        daily: None,
+        gapless: None,
+        upper_bound: record.upper_bound(),
+    };
+    match global.create_tag(&req).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some(ErrorCode::TagExists) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 

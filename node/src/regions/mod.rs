@@ -2,18 +2,26 @@
 //! supplied from the global tier, whose replicated rules are [`leaf_raft_store::regions`].
 //!
 //! Layout:
-//! - this file: [`Wanted`], the tags an allocation found without a block, which the leader's
-//!   group commit of allocations reports ([`crate::allocation::group::Segments::telling`]);
+//! - this file: [`Wanted`], the tags the leader's hooks found without a block
+//!   ([`crate::allocation::group::Segments::in_region`]) or without a home here
+//!   ([`lease::HomeLease`], [`crate::gapless::Numbers::in_region`]);
 //! - [`keeper`]: the leader's task: join the global tier and adopt the region once, then keep
-//!   each tag in use ahead of its traffic with blocks, and publish each one's runway.
+//!   each tag in use ahead of its traffic with blocks, and publish each one's runway;
+//! - [`homes`]: the leader's other task: renew the region's lease of its homes, learn the
+//!   homes it lists (moves away first), let go of tags that moved away, claim homes of the
+//!   monotonic tags and gapless series asked for here;
+//! - [`lease`]: the lease as the leader measured it, which a monotonic take checks.
+pub mod homes;
 pub mod keeper;
+pub mod lease;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-/// Tags whose allocation found no block, waiting for the keeper (bounded: a tag is one entry
+/// Tags waiting for one of the leader's tasks: those whose allocation found no block (the
+/// keeper's), or whose home is not known here (the homes task's). Bounded: a tag is one entry
 /// however often it is refused, and only tags that exist are refused so).
 #[derive(Clone, Default)]
 pub struct Wanted {
@@ -35,6 +43,12 @@ impl Wanted {
             }
         }
         self.wake.notify_one();
+    }
+
+    /// A closure that tells this set of a tag (for the leader's hooks).
+    pub fn teller(&self) -> crate::allocation::group::OnNoBlock {
+        let wanted = self.clone();
+        Arc::new(move |tag: &str| wanted.tell(tag))
     }
 
     /// The tags told since the last call.

@@ -178,8 +178,8 @@ fn daily_and_obfuscated_tags_get_no_block_and_are_not_made_in_a_region() {
     assert!(!r.tags.contains_key("s"), "all or nothing");
     assert!(matches!(take(&mut r, "before", 10), Err(ApplyError::NotBlockable { .. })));
     ap(&mut r, &create("s", 10, 1)).unwrap();
-    // Nor, until its leader claims homes, monotonic tags and gapless series, which only a home
-    // serves (`homes::tests`).
+    // Nor, at cluster version 3, monotonic tags and gapless series: only a home serves one,
+    // and homes come with version 4 (`homes::tests`).
     assert!(matches!(
         ap(&mut r, &create_profiled("m", StoredProfile::Monotonic)),
         Err(ApplyError::NotBlockable { .. })

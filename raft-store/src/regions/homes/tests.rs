@@ -204,6 +204,17 @@ fn a_newer_epoch_drops_the_tag_s_blocks_and_an_older_one_changes_nothing() {
 }
 
 #[test]
+fn a_region_at_version_4_makes_monotonic_tags_and_gapless_series() {
+    let eu = Identity { name: "eu".into(), id: 1, first_worker: 0, last_worker: 7 };
+    let mut r = region(&eu);
+    ap(&mut r, &monotonic("m2")).unwrap();
+    ap(&mut r, &series("inv2")).unwrap();
+    assert!(r.tags.contains_key("m2") && r.tags.contains_key("inv2"));
+    // Before its home is known it serves neither.
+    assert!(matches!(take(&mut r, T0, 5), Err(ApplyError::HomeUnknown(_))));
+}
+
+#[test]
 fn home_operations_need_cluster_version_4() {
     let mut s = State { version: ClusterVersion(3), ..State::default() };
     let r = ap(&mut s, &at(T0, Op::RenewLease { region: "eu".into() }));
