@@ -147,19 +147,8 @@ async fn two_regions_serve_one_id_space_and_go_on_without_the_global_tier() {
     assert_eq!(&again, regions.iter().find(|r| r.name == "eu").unwrap());
 
     // `leaf region list` shows both, as the API does (the blocking call off the runtime).
-    let listed = tokio::task::spawn_blocking({
-        let url = url.clone();
-        move || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_leaf"))
-                .args(["region", "list", "--url", &url, "--token", TOKEN])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
-    assert!(listed.status.success(), "{listed:?}");
-    let listed: leaf_api::regions::RegionList = serde_json::from_slice(&listed.stdout).unwrap();
+    let listed = leaf_cli(&["region", "list", "--url", &url, "--token", TOKEN]).await;
+    let listed: leaf_api::regions::RegionList = serde_json::from_slice(&listed).unwrap();
     assert_eq!(listed.regions, regions);
 
     // The global tier stops: both regions serve on from the blocks they hold.
@@ -180,7 +169,7 @@ async fn two_regions_serve_one_id_space_and_go_on_without_the_global_tier() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monotonic_tag_rises_across_a_move_of_its_home() {
     let dirs: Vec<TempDir> = (0..4).map(|_| TempDir::new().unwrap()).collect();
-    let Regions { global, g, eu_node, eu, us_node, us, .. } = two_regions(&dirs).await;
+    let Regions { global, g, url, eu_node, eu, us_node, us } = two_regions(&dirs).await;
     let monotonic = CreateTagRequest { profile: Some(Profile::Monotonic), ..tag_req("seq", 10) };
     for c in [&eu, &us] {
         c.create_tag(&monotonic).await.unwrap();
@@ -195,6 +184,9 @@ async fn a_monotonic_tag_rises_across_a_move_of_its_home() {
         homes.iter().map(|h| (h.tag.as_str(), h.region.as_str(), h.epoch)).collect::<Vec<_>>(),
         [("seq", "eu", 1)]
     );
+    // `leaf region homes` shows it as the API does.
+    let listed = leaf_cli(&["region", "homes", "--url", &url, "--token", TOKEN]).await;
+    assert_eq!(serde_json::from_slice::<leaf_api::regions::HomeList>(&listed).unwrap().homes, homes);
 
     // Under load at eu, the operator moves it to us.
     let at_eu = move_under_load(&g, "seq", (&eu, &us, "us"), || {}).await;
@@ -300,6 +292,18 @@ async fn move_under_load(
         }
     }
     Moved { served, unavailable, first_at_new_home }
+}
+
+/// The standard output of `leaf args…`, which must succeed (the blocking call off the runtime).
+async fn leaf_cli(args: &[&str]) -> Vec<u8> {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_leaf")).args(&args).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    out.stdout
 }
 
 /// One call for 10 IDs: when it was sent, when it returned, and what it got.
