@@ -1,9 +1,12 @@
 //! A region of three real nodes over a global tier, both with TLS: the region keeps serving
 //! one ID space through a `kill -9` of its leader (the new leader's keeper goes on from the
 //! replicated blocks) and through a `kill -9` of the global tier (what it holds lasts), and no
-//! ID of either mode is handed out twice.
+//! ID of either mode is handed out twice. A monotonic tag homed in the region rises across
+//! the leader's death: the new leader renews the region's lease of its homes before it serves.
 use std::collections::HashSet;
 
+use leaf_api::profile::Profile;
+use leaf_api::types::CreateTagRequest;
 use leaf_api::ErrorCode;
 use leaf_client::Client;
 use leaf_cluster_tests::cluster::{Cluster, NodeSpec, Options};
@@ -73,6 +76,13 @@ async fn a_region_serves_through_its_leader_s_death_and_the_global_tier_s() {
     // The global tier serves its own IDs of the tag too: never one of the region's.
     take(ids(&global.client(1), "order", 200).await, "the global tier");
 
+    // A monotonic tag (from cluster version 4, which the region reaches by itself), homed
+    // here by its first ID.
+    let mono = CreateTagRequest { profile: Some(Profile::Monotonic), ..tag_req("seq", 10) };
+    eventually("a monotonic tag in the region", FORM, || async { region.client(leader).create_tag(&mono).await }).await;
+    let before = ids(&region.client(leader), "seq", 300).await;
+    assert!(before.windows(2).all(|w| w[0] < w[1]), "{before:?}");
+
     // The region's leader dies: the others elect one, whose keeper goes on from the blocks.
     region.kill(leader);
     let survivors: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
@@ -80,6 +90,9 @@ async fn a_region_serves_through_its_leader_s_death_and_the_global_tier_s() {
     for id in &survivors {
         take(ids(&region.client(*id), "order", 2_000).await, "a survivor");
     }
+    let after = ids(&region.client(next), "seq", 300).await;
+    assert!(after.windows(2).all(|w| w[0] < w[1]), "{after:?}");
+    assert!(after[0] > before[before.len() - 1], "{} after {}", after[0], before[before.len() - 1]);
 
     // The global tier dies: the region serves on from the blocks it holds.
     global.kill(1);

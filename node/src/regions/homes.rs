@@ -36,6 +36,9 @@ const CONCURRENT_CLAIMS: usize = 16;
 const RENEW_BELOW: Duration = Duration::from_millis(HOME_LEASE_MS as u64 / 2);
 /// The wait after a failed round.
 const RETRY: Duration = Duration::from_millis(500);
+/// How often a node that does not lead looks again: a new leader holds no lease until its
+/// first renewal, so its homes' monotonic tags wait about this long after an election.
+const NOT_LEADING_POLL: Duration = Duration::from_millis(100);
 
 /// The region's leader's task (see the module's docs).
 pub struct Homes {
@@ -67,7 +70,7 @@ impl Homes {
             }
             if !self.raft.is_leader() || !self.raft.state().is_region() {
                 self.lease.end();
-                wait = RENEW_BELOW / 4;
+                wait = NOT_LEADING_POLL;
                 continue;
             }
             wait = match self.round().await {
