@@ -131,7 +131,7 @@ pub struct HomeLease {
 #[serde(deny_unknown_fields)]
 pub struct ReleaseHomeRequest {
     /// The epoch of the move away.
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 4294967295_u64, example = 2))]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64, minimum = 1, maximum = 4294967295_u64, example = 2))]
     #[serde(deserialize_with = "crate::json_int::u32")]
     pub epoch: u32,
 }
