@@ -301,7 +301,7 @@ pub async fn start(config: Config) -> Result<NodeHandle, StartError> {
         Some(_) => (
             profiles::monotonic::Monotonic::in_region(lease.clone()),
             gapless::Numbers::in_region(homeless.teller()),
-            allocation::group::Segments::in_region(wanted.teller()),
+            allocation::group::Segments::in_region(wanted.teller(), homeless.teller()),
         ),
         None => (
             profiles::monotonic::Monotonic::default(),

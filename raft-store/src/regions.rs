@@ -268,6 +268,8 @@ pub(crate) fn grant(
 /// gapless series numbers one key at a time at its home ([`homes`]), and an obfuscated tag's
 /// key would differ between regions that each created it (their IDs could then meet). A
 /// monotonic tag's are, at its home only ([`homes::check_here`], checked where it is served).
+/// Daily and obfuscated tags are served at their home from its own counter instead, from
+/// cluster version 5 ([`from_blocks`]).
 fn check_blockable(tag: &str, profile: &StoredProfile) -> Result<(), ApplyError> {
     match profile {
         StoredProfile::Segment | StoredProfile::Monotonic => Ok(()),
@@ -277,24 +279,18 @@ fn check_blockable(tag: &str, profile: &StoredProfile) -> Result<(), ApplyError>
     }
 }
 
-/// Refuses the creation of a tag a region would not serve, in a region: a daily or obfuscated
-/// tag ([`check_blockable`]), and a monotonic tag or a gapless series before the cluster runs
-/// [`homes`]' version (4): only a home serves one, and without claims it would wait for a
-/// home for ever. From version 4 its region's leader claims its home
-/// (`node/src/regions/homes.rs`). Deterministic: every node holds the same active version at
-/// the same entry.
+/// Refuses the creation of a tag a region would not serve, in a region: a tag of a profile
+/// that is homed only from a later cluster version ([`homes::homed_at`]) — a monotonic tag or
+/// a gapless series before version 4, a daily or obfuscated tag before version 5 — since
+/// without claims it would wait for a home for ever. From then on its region's leader claims
+/// its home (`node/src/regions/homes.rs`). Deterministic: every node holds the same active
+/// version at the same entry.
 pub(crate) fn check_new_tag(state: &State, tag: &str, profile: &StoredProfile) -> Result<(), ApplyError> {
-    if state.regions.here.is_none() {
+    if state.regions.here.is_none() || homes::homed_at(state.version, profile) {
         return Ok(());
     }
     if homes::is_homed(profile) {
-        if state.version < crate::version::ClusterVersion(4) {
-            return Err(ApplyError::NotBlockable {
-                tag: tag.to_string(),
-                profile: profile.kind().as_str().to_string(),
-            });
-        }
-        return Ok(());
+        return Err(ApplyError::NotBlockable { tag: tag.to_string(), profile: profile.kind().as_str().to_string() });
     }
     check_blockable(tag, profile)
 }
@@ -411,9 +407,25 @@ pub(crate) fn may_hold_in(regions: &Regions, id: u16) -> bool {
     }
 }
 
-/// Whether `tag`'s allocations are cut from blocks: in a regional cluster, always.
-pub(crate) fn from_blocks(state: &State) -> bool {
-    state.regions.here.is_some()
+/// How this cluster numbers a segment of `tag`: `true` from blocks ([`cut`]), as a region does
+/// its plain and monotonic tags; `false` from the tag's own counter, as a cluster that is no
+/// region does every tag, and a region its daily and obfuscated tags from cluster version 5,
+/// at their home alone ([`homes`]). A region refuses one of those whose home is elsewhere or
+/// not yet learnt, and before version 5 every one.
+pub(crate) fn from_blocks(state: &State, tag: &str) -> Result<bool, ApplyError> {
+    let regions = &state.regions;
+    if regions.here.is_none() {
+        return Ok(false);
+    }
+    let Some(profile) = state.tags.get(tag).map(|r| r.profile()) else { return Ok(true) };
+    if !homes::own_counter(profile) {
+        return Ok(true);
+    }
+    if !homes::homed_at(state.version, profile) {
+        return Err(ApplyError::NotBlockable { tag: tag.to_string(), profile: profile.kind().as_str().to_string() });
+    }
+    homes::check_here(regions, tag)?;
+    Ok(false)
 }
 
 /// Cuts up to `step` IDs of `tag` from its blocks (regional cluster) at leader time `at_ms`:

@@ -343,7 +343,7 @@ fn allocation(
     step: i64,
     changes: &mut Changes,
 ) -> Result<Allocation, ApplyError> {
-    if crate::regions::from_blocks(state) {
+    if crate::regions::from_blocks(state, tag)? {
         return crate::regions::cut(state, at_ms, tag, step, changes);
     }
     let record = live(state, tag)?;

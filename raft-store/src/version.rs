@@ -27,7 +27,7 @@ pub struct ClusterVersion(pub u32);
 pub const BASE: ClusterVersion = ClusterVersion(1);
 
 /// The newest version this build applies: what it advertises.
-pub const SUPPORTED: ClusterVersion = ClusterVersion(4);
+pub const SUPPORTED: ClusterVersion = ClusterVersion(5);
 
 /// What each version adds, for errors and the book.
 pub const ADDED: &[(ClusterVersion, &str)] = &[
@@ -35,6 +35,7 @@ pub const ADDED: &[(ClusterVersion, &str)] = &[
     (ClusterVersion(2), "owned gapless numbers (only the reserver settles), series limits and cluster versions"),
     (ClusterVersion(3), "regions: a global tier's registry and blocks, and a region's identity and blocks"),
     (ClusterVersion(4), "home regions: monotonic tags and gapless series served by one region each"),
+    (ClusterVersion(5), "daily and obfuscated tags in regions, each served by one region from its own counter"),
 ];
 
 impl Default for ClusterVersion {

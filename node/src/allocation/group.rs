@@ -13,7 +13,8 @@ use crate::group_commit::{GroupCommit, GroupResult};
 use crate::raft::hooks::Grouping;
 use crate::raft::{ProposeError, RaftNode};
 
-/// Told of a tag whose allocation found no block left (a region's tag between blocks).
+/// Told of a tag whose allocation found no block left (a region's tag between blocks), or no
+/// home known (a region's daily or obfuscated tag before its leader claimed its home).
 pub type OnNoBlock = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// The allocations this node commits as leader, grouped into shared entries.
@@ -22,11 +23,13 @@ pub struct Segments {
     /// Set on a region's node (`[region]`): told of each tag refused for want of a block, and
     /// every allocation refused until the cluster adopted its region.
     on_no_block: Option<OnNoBlock>,
+    /// Set on a region's node: told of each tag refused because its home is not known here.
+    on_homeless: Option<OnNoBlock>,
 }
 
 impl Default for Segments {
     fn default() -> Self {
-        Segments { groups: Arc::new(GroupCommit::new(MAX_SEGMENT_ASKS)), on_no_block: None }
+        Segments { groups: Arc::new(GroupCommit::new(MAX_SEGMENT_ASKS)), on_no_block: None, on_homeless: None }
     }
 }
 
@@ -35,9 +38,10 @@ impl Segments {
     /// cluster adopted its region, since before that its tags' counters are its own and may
     /// lie in another region's blocks; then cut from blocks by `apply`, telling `f` of each
     /// tag refused for want of one, so that the leader asks the global tier at once
-    /// ([`crate::regions`]).
-    pub fn in_region(f: OnNoBlock) -> Self {
-        Segments { on_no_block: Some(f), ..Segments::default() }
+    /// ([`crate::regions`]), and `homeless` of each daily or obfuscated tag refused because its
+    /// home is not known here, so that the leader claims it.
+    pub fn in_region(f: OnNoBlock, homeless: OnNoBlock) -> Self {
+        Segments { on_no_block: Some(f), on_homeless: Some(homeless), ..Segments::default() }
     }
 }
 
@@ -58,11 +62,17 @@ impl Grouping for Segments {
             let refused = ProposeError::Rejected(ApplyError::NoBlock(ask.tag));
             return Ok(Box::pin(async move { Err(refused) }));
         }
-        let (groups, node, told) = (self.groups.clone(), node.clone(), self.on_no_block.clone());
+        let (groups, node) = (self.groups.clone(), node.clone());
+        let (no_block, homeless) = (self.on_no_block.clone(), self.on_homeless.clone());
         Ok(Box::pin(async move {
-            let tag = told.as_ref().map(|_| ask.tag.clone());
+            let tag = no_block.as_ref().map(|_| ask.tag.clone());
             let answer = groups.join(ask, committer(node)).await?;
-            if let (Err(ApplyError::NoBlock(_)), Some(tell), Some(tag)) = (&answer, told, tag) {
+            let told = match &answer {
+                Err(ApplyError::NoBlock(_)) => no_block,
+                Err(ApplyError::HomeUnknown(_)) => homeless,
+                _ => None,
+            };
+            if let (Some(tell), Some(tag)) = (told, tag) {
                 tell(&tag);
             }
             Ok(Applied::Segment(answer?))

@@ -48,6 +48,7 @@ impl Allocator for RaftAllocator {
                 Err(ProposeError::Rejected(e @ ApplyError::NotBlockable { .. })) => {
                     Err(AllocError::NotServed(e.to_string()))
                 }
+                Err(ProposeError::Rejected(e @ ApplyError::NotHome { .. })) => Err(AllocError::NotHome(e.to_string())),
                 Err(
                     e @ ProposeError::Rejected(
                         ApplyError::TagExhausted { .. }
@@ -76,7 +77,9 @@ fn commit_failure(e: ProposeError) -> CommitFailure {
         }
         ProposeError::Timeout(d) => CommitFailure::Timeout(d),
         ProposeError::Fatal(why) => CommitFailure::Stopped(why),
-        e @ ProposeError::Rejected(ApplyError::NoBlock(_)) => CommitFailure::NoBlock(e.public_message()),
+        e @ ProposeError::Rejected(ApplyError::NoBlock(_) | ApplyError::HomeUnknown(_)) => {
+            CommitFailure::NoBlock(e.public_message())
+        }
         e @ (ProposeError::Rejected(_) | ProposeError::Member { .. }) => CommitFailure::Rejected(e.public_message()),
     }
 }

@@ -6,8 +6,8 @@
 //!   before the lease that follows it is, so the old home stops first;
 //! - for a tag that moved away it lets go at once (`POST .../homes/{tag}/release`), so the new
 //!   home need not wait for the lease to run out;
-//! - for a monotonic tag or a gapless series a client asked for here whose home it does not
-//!   know, or knows elsewhere ([`Wanted`], told by [`HomeLease`]), it claims the home
+//! - for a homed tag (monotonic, gapless, daily or obfuscated) a client asked for here whose
+//!   home it does not know, or knows elsewhere ([`Wanted`], told by [`HomeLease`]), it claims the home
 //!   (`POST .../homes/{tag}`; the first claim wins) and adopts the answer.
 //!
 //! Every answer of the global tier is checked before it is believed. Only the leader runs a
@@ -156,7 +156,7 @@ impl Homes {
         Ok(())
     }
 
-    /// Claims the home of `tag` (a monotonic tag or a gapless series of this region) and adopts
+    /// Claims the home of `tag` (a homed tag of this region) and adopts
     /// the answer: this region, or the one that claimed it first.
     async fn claim(&self, tag: &str) -> Result<(), KeeperError> {
         let Some(record) = self.raft.state().tag(tag).filter(|r| r.archived_ms().is_none()) else { return Ok(()) };

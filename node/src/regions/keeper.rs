@@ -222,20 +222,25 @@ impl Keeper {
 }
 
 /// Creates `tag` on the global tier, as this region has it: a segment or monotonic tag's
-/// counter lives there now; a gapless series' entry there only holds its home.
+/// counter lives there now; the entry of a gapless series, a daily or an obfuscated tag there
+/// only holds its home (its counter stays at the home).
 pub(super) async fn create_globally(
     global: &Client,
     tag: &str,
     record: &leaf_raft_store::TagRecord,
 ) -> Result<(), KeeperError> {
     let gapless = matches!(record.profile(), StoredProfile::Gapless { .. });
+    let daily = match record.profile() {
+        StoredProfile::Daily { format, .. } => Some(format.options()),
+        _ => None,
+    };
     let req = CreateTagRequest {
         tag: tag.to_string(),
         step: record.step,
-        max_id: (!gapless).then_some(0),
+        max_id: (!gapless && daily.is_none()).then_some(0),
         description: Some(record.description().to_string()),
         profile: Some(record.profile().kind()),
-        daily: None,
+        daily,
         gapless: None,
         upper_bound: record.upper_bound(),
     };

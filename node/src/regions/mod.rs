@@ -4,12 +4,13 @@
 //! Layout:
 //! - this file: [`Wanted`], the tags the leader's hooks found without a block
 //!   ([`crate::allocation::group::Segments::in_region`]) or without a home here
-//!   ([`lease::HomeLease`], [`crate::gapless::Numbers::in_region`]);
+//!   ([`lease::HomeLease`], [`crate::gapless::Numbers::in_region`], and
+//!   [`crate::allocation::group::Segments::in_region`] for daily and obfuscated tags);
 //! - [`keeper`]: the leader's task: join the global tier and adopt the region once, then keep
 //!   each tag in use ahead of its traffic with blocks, and publish each one's runway;
 //! - [`homes`]: the leader's other task: renew the region's lease of its homes, learn the
 //!   homes it lists (moves away first), let go of tags that moved away, claim homes of the
-//!   monotonic tags and gapless series asked for here;
+//!   homed tags asked for here;
 //! - [`lease`]: the lease as the leader measured it, which a monotonic take checks.
 pub mod homes;
 pub mod keeper;

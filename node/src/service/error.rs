@@ -94,6 +94,8 @@ impl From<TakeError> for ApiError {
             TakeError::Alloc(AllocError::TagNotFound(_)) => ErrorCode::TagNotFound,
             TakeError::Alloc(AllocError::TagExhausted(_)) => ErrorCode::TagExhausted,
             TakeError::Alloc(AllocError::NotServed(_)) => ErrorCode::WrongProfile,
+            // The message names the home region.
+            TakeError::Alloc(AllocError::NotHome(_)) => ErrorCode::RegionConflict,
             TakeError::Alloc(AllocError::NotCommitted(_) | AllocError::EmptySegment { .. }) => ErrorCode::Unavailable,
             TakeError::Alloc(AllocError::ShuttingDown) => ErrorCode::ShuttingDown,
         };

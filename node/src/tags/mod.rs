@@ -49,9 +49,13 @@ pub enum AllocError {
     TagNotFound(String),
     #[error("{0}")]
     TagExhausted(String),
-    /// This cluster does not serve the tag's profile (a region serves segment tags only).
+    /// This cluster does not serve the tag's profile (a region before the cluster version that
+    /// serves it).
     #[error("{0}")]
     NotServed(String),
+    /// A region serves the tag at its home alone, another region (the message names it).
+    #[error("{0}")]
+    NotHome(String),
     /// The cluster did not commit the segment.
     #[error("segment allocation failed: {0}")]
     NotCommitted(CommitFailure),
@@ -79,7 +83,8 @@ pub enum CommitFailure {
     /// The state machine refused it (its answer is the same on every node).
     #[error("{0}")]
     Rejected(String),
-    /// A region's tag between blocks: the leader has asked the global tier for the next one.
+    /// A region's tag between blocks, or whose home it has not learnt yet: the leader has
+    /// asked the global tier.
     #[error("{0}; retry shortly")]
     NoBlock(String),
 }

@@ -220,6 +220,52 @@ async fn a_monotonic_tag_rises_across_a_move_of_its_home() {
     us_node.shutdown().await;
 }
 
+/// From cluster version 5 a daily or an obfuscated tag has a home too, and is served there
+/// alone from the home's own counter (its format and key are the home's): the other region
+/// refuses it naming the home, and the global tier refuses to move it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daily_and_obfuscated_tags_are_served_at_their_home_alone() {
+    let dirs: Vec<TempDir> = (0..4).map(|_| TempDir::new().unwrap()).collect();
+    let Regions { global, g, eu_node, eu, us_node, us, .. } = two_regions(&dirs).await;
+    for node in [&eu_node, &us_node] {
+        until("cluster version 5", WAIT, || async { node.raft().state().cluster_version().0 >= 5 }).await;
+    }
+    let daily = CreateTagRequest { profile: Some(Profile::Daily), ..tag_req("day", 10) };
+    let obfuscated = CreateTagRequest { profile: Some(Profile::Obfuscated), ..tag_req("obf", 10) };
+    for c in [&eu, &us] {
+        c.create_tag(&daily).await.unwrap();
+        c.create_tag(&obfuscated).await.unwrap();
+    }
+    // The first region to serve each claims its home; the other refuses, naming it.
+    let days = ids(&eu, "day", 300).await;
+    assert!(days.windows(2).all(|w| w[0] < w[1]), "{days:?}");
+    let hidden = ids(&us, "obf", 300).await;
+    assert_eq!(hidden.iter().collect::<HashSet<_>>().len(), hidden.len(), "an obfuscated ID twice");
+    refusal(&us, "day", "eu").await;
+    refusal(&eu, "obf", "us").await;
+    let mut homes: Vec<_> = g.homes(&Default::default()).await.unwrap().homes;
+    homes.sort_by(|a, b| a.tag.cmp(&b.tag));
+    assert_eq!(
+        homes.iter().map(|h| (h.tag.as_str(), h.region.as_str(), h.epoch)).collect::<Vec<_>>(),
+        [("day", "eu", 1), ("obf", "us", 1)]
+    );
+    // Their counters never leave their home.
+    for (tag, to) in [("day", "us"), ("obf", "eu")] {
+        let refused = g.move_home(tag, to).await.unwrap_err();
+        assert_eq!(refused.code(), Some(ErrorCode::RegionConflict), "{refused}");
+        assert!(refused.to_string().contains("never moves"), "{refused}");
+    }
+    // The homes serve on; the counters continue where they were.
+    let more = ids(&eu, "day", 100).await;
+    assert!(more[0] > days[days.len() - 1], "{more:?} after {days:?}");
+    for id in ids(&us, "obf", 100).await {
+        assert!(!hidden.contains(&id), "obfuscated ID {id} handed out twice");
+    }
+    global.shutdown().await;
+    eu_node.shutdown().await;
+    us_node.shutdown().await;
+}
+
 /// What the old home served while its tag moved.
 struct Moved {
     /// Its calls that were answered.

@@ -21,14 +21,21 @@
 //! (from before it asked) runs (`node/src/regions/lease.rs`). A home that learns the tag moved
 //! away drops the tag's blocks: their unused IDs become gaps.
 //!
-//! A gapless series never moves: its ledger lives at its home, and numbering it anywhere else
-//! would leave or repeat numbers. Daily and obfuscated tags have no home in this release.
+//! From [`crate::version`] 5 daily and obfuscated tags have homes too, served from the home's
+//! own counter: a daily counter restarts each day, and an obfuscated tag's key is the one its
+//! home made. A cluster that served such a tag before it became a region goes on from its own
+//! counter if it is the home; what it cannot know is another cluster's past (the book).
+//!
+//! A home served from its own counter never moves: a gapless series' ledger lives there, and
+//! a daily or obfuscated tag's counter (and key) too; numbering it anywhere else would repeat
+//! numbers.
 use serde::{Deserialize, Serialize};
 
 use super::{conflict, Regions};
 use crate::apply::{Applied, ApplyError, ApplyResult, Changes};
 use crate::profile::StoredProfile;
 use crate::state::State;
+use crate::version::ClusterVersion;
 
 /// How long a renewed lease runs on the global tier, from the leader time of the renewal.
 pub const HOME_LEASE_MS: i64 = 10_000;
@@ -63,12 +70,31 @@ pub struct Lease {
     pub homes: Vec<(String, Home)>,
 }
 
-/// Whether tags of `profile` are served at a home rather than from blocks anywhere.
+/// Whether tags of `profile` are served at a home rather than from blocks anywhere (from the
+/// cluster version [`homed_at`] names).
 pub fn is_homed(profile: &StoredProfile) -> bool {
-    matches!(profile, StoredProfile::Monotonic | StoredProfile::Gapless { .. })
+    !matches!(profile, StoredProfile::Segment)
 }
 
-/// Whether a home of tags of `profile` can move (a gapless series' ledger cannot).
+/// Whether tags of `profile` have homes at cluster version `version`: monotonic tags and
+/// gapless series from 4, daily and obfuscated tags from 5. Deterministic: every node holds the
+/// same active version at the same entry.
+pub fn homed_at(version: ClusterVersion, profile: &StoredProfile) -> bool {
+    match profile {
+        StoredProfile::Segment => false,
+        StoredProfile::Monotonic | StoredProfile::Gapless { .. } => version >= ClusterVersion(4),
+        StoredProfile::Daily { .. } | StoredProfile::Obfuscated { .. } => version >= ClusterVersion(5),
+    }
+}
+
+/// Whether a home numbers tags of `profile` from its own counter rather than from blocks: a
+/// daily or obfuscated tag (a gapless series too, but through its ledger, never as segments).
+pub fn own_counter(profile: &StoredProfile) -> bool {
+    matches!(profile, StoredProfile::Daily { .. } | StoredProfile::Obfuscated { .. })
+}
+
+/// Whether a home of tags of `profile` can move: a monotonic tag's, served from blocks. Every
+/// other lives on its home's own counter or ledger.
 fn movable(profile: &StoredProfile) -> bool {
     matches!(profile, StoredProfile::Monotonic)
 }
@@ -133,10 +159,11 @@ pub(crate) fn claim(state: &mut State, at_ms: i64, (region, tag): (&str, &str), 
         return answer(tag, home);
     }
     live_region(state, region)?;
+    let version = state.version;
     let record = crate::tags::live(state, tag)?;
-    if !is_homed(record.profile()) {
+    if !homed_at(version, record.profile()) {
         return Err(conflict(format!(
-            "tag {tag:?} is {}: its IDs are cut from blocks in every region, and it has no home",
+            "tag {tag:?} is {}: it has no home at this cluster version",
             record.profile().kind().as_str()
         )));
     }
@@ -160,7 +187,8 @@ pub(crate) fn move_home(state: &mut State, at_ms: i64, (tag, to): (&str, &str), 
     }
     if !movable(&profile) {
         return Err(conflict(format!(
-            "tag {tag:?} is a gapless series: its ledger lives at its home, region {:?}, and it never moves",
+            "tag {tag:?} is {}: its counter lives at its home, region {:?}, and it never moves",
+            profile.kind().as_str(),
             home.region
         )));
     }
@@ -232,7 +260,7 @@ pub(crate) fn adopt(state: &mut State, tag: &str, home: &Home, changes: &mut Cha
         return Err(conflict("this cluster is no region: it adopts no home"));
     }
     let record = crate::tags::live_in(&mut state.tags, tag)?;
-    if !is_homed(record.profile()) {
+    if !homed_at(state.version, record.profile()) {
         return Err(conflict(format!("tag {tag:?} is {}: it has no home", record.profile().kind().as_str())));
     }
     let max_id = record.max_id;

@@ -142,7 +142,7 @@ fn create_profiled(tag: &str, profile: StoredProfile) -> Command {
     cmd(Op::CreateTag { tag: t, cap: crate::TagCap::Full })
 }
 
-/// The profiles neither cut from blocks nor served at a home.
+/// The profiles not cut from blocks and, before cluster version 5, served nowhere in a region.
 fn unserved_profiles() -> Vec<StoredProfile> {
     let format = leaf_api::profile::DailyFormat { digits: 6, utc_offset_minutes: 0 };
     vec![StoredProfile::Obfuscated { key: [7; crate::OBFUSCATION_KEY_BYTES] }, StoredProfile::Daily { format, day: 0 }]

@@ -192,12 +192,13 @@ macro_rules! error_set {
 }
 
 error_set! {
-    /// `GET /api/segment/get/{tag}`.
+    /// `GET /api/segment/get/{tag}`: `region_conflict` in a region, for a homed tag whose home
+    /// is another region.
     SegmentGetErrors: [InvalidTag, InvalidCount, InvalidRequest, Unauthorized, Forbidden, RateLimited, TagNotFound,
-        WrongProfile, TagExhausted, SegmentsNotReady, NotReady, Unavailable, ShuttingDown];
-    /// `POST /api/gapless/{tag}/issue`.
+        WrongProfile, RegionConflict, TagExhausted, SegmentsNotReady, NotReady, Unavailable, ShuttingDown];
+    /// `POST /api/gapless/{tag}/issue`: `region_conflict` as for segment IDs.
     GaplessIssueErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
-        TagNotFound, WrongProfile, NumberConflict, TagExhausted, NotReady, Unavailable, ShuttingDown];
+        TagNotFound, WrongProfile, RegionConflict, NumberConflict, TagExhausted, NotReady, Unavailable, ShuttingDown];
     /// `POST /api/gapless/{tag}/confirm` and `/void`.
     GaplessSettleErrors: [InvalidTag, InvalidRequest, PayloadTooLarge, Unauthorized, Forbidden, RateLimited,
         TagNotFound, NumberNotFound, WrongProfile, NumberConflict, NotReady, Unavailable, ShuttingDown];

@@ -315,3 +315,70 @@ fn monotonic_order_holds_across_moves_of_the_home() {
     }
     assert!(handed > 300 && moves > 50, "seed {seed}: too little happened: {handed} takes, {moves} moves");
 }
+
+/// A tag of `profile`, as a creation command.
+fn profiled(tag: &str, profile: &StoredProfile) -> Command {
+    let mut t = crate::tags::NewTag::segment(tag.into(), 10, 1, String::new());
+    if let StoredProfile::Daily { .. } = profile {
+        t.start_max_id = leaf_api::profile::DAILY_FIRST;
+    }
+    t.profile = profile.clone();
+    at(T0, Op::CreateTag { tag: t, cap: crate::TagCap::Full })
+}
+
+fn take_of(r: &mut State, tag: &str, step: i64) -> Result<(i64, i64), ApplyError> {
+    match ap(r, &at(T0, Op::AllocateSegment { tag: tag.into(), step, node_id: 1 }))? {
+        Applied::Segment(a) => Ok((a.start, a.end)),
+        other => panic!("an allocation answers a range, not {other:?}"),
+    }
+}
+
+/// Daily and obfuscated tags have homes from cluster version 5: made in a region, claimed as
+/// any homed tag, served at the home from its own counter with no block, refused elsewhere with
+/// the home's name, and never moved.
+#[test]
+fn daily_and_obfuscated_tags_are_served_at_their_home_from_its_own_counter_from_version_5() {
+    let format = leaf_api::profile::DailyFormat { digits: 6, utc_offset_minutes: 0 };
+    let profiles = [
+        ("d", StoredProfile::Daily { format, day: 0 }),
+        ("o", StoredProfile::Obfuscated { key: [7; crate::OBFUSCATION_KEY_BYTES] }),
+    ];
+    let (mut g, ids) = global(&["eu", "us"]);
+    let (mut eu, mut us) = (region(&ids[0]), region(&ids[1]));
+    // At version 4 a region makes neither, and the global tier gives neither a home.
+    for (tag, p) in &profiles {
+        assert!(matches!(ap(&mut eu, &profiled(tag, p)), Err(ApplyError::NotBlockable { .. })), "{tag}");
+        ap(&mut g, &profiled(tag, p)).unwrap();
+        let refused = claim(&mut g, T0, "eu", tag).unwrap_err();
+        assert!(refused.to_string().contains("no home at this cluster version"), "{refused}");
+    }
+    for s in [&mut g, &mut eu, &mut us] {
+        s.version = ClusterVersion(5);
+    }
+    for (tag, p) in &profiles {
+        for r in [&mut eu, &mut us] {
+            ap(r, &profiled(tag, p)).unwrap();
+        }
+        assert!(matches!(take_of(&mut eu, tag, 10), Err(ApplyError::HomeUnknown(_))), "{tag}");
+        let home = claim(&mut g, T0, "eu", tag).unwrap();
+        assert_eq!(claim(&mut g, T0, "us", tag).unwrap(), home, "the first claim wins");
+        for r in [&mut eu, &mut us] {
+            home_of(ap(r, &at(T0, Op::AdoptHome { tag: tag.to_string(), home: home.clone() }))).unwrap();
+        }
+        let err = take_of(&mut us, tag, 10).unwrap_err();
+        assert!(matches!(&err, ApplyError::NotHome { home, .. } if home == "eu"), "{tag}: {err}");
+        // The home's own counter, with no block: consecutive segments, rising.
+        let (a, b) = take_of(&mut eu, tag, 10).unwrap();
+        let (c, d) = take_of(&mut eu, tag, 10).unwrap();
+        assert_eq!((b - a, c, d - c), (10, b, 10), "{tag}");
+        assert!(eu.regions.blocks.get(*tag).is_none(), "{tag}: no block");
+        let grant = Op::GrantBlock { region: "eu".into(), tag: tag.to_string(), size: 100, above: 0 };
+        assert!(matches!(ap(&mut g, &at(T0, grant)), Err(ApplyError::NotBlockable { .. })), "{tag}");
+        let moved = ap(&mut g, &at(T0 + 1, Op::MoveHome { tag: tag.to_string(), to: "us".into() })).unwrap_err();
+        assert!(moved.to_string().contains("never moves"), "{tag}: {moved}");
+    }
+    // A daily ID carries the day of the leader's time.
+    let (first, _) = take_of(&mut eu, "d", 1).unwrap();
+    let day = format.day_at(T0).unwrap();
+    assert_eq!(first, format.compose(day, leaf_api::profile::DAILY_FIRST + 20).unwrap());
+}
