@@ -54,8 +54,14 @@ pub struct Timing {
     /// The random time without a leader after which a voter asks for pre-votes: from `lease`
     /// to `max`.
     pub max: Duration,
-    /// How often the watch looks, and how long a pre-vote is waited for.
+    /// How often the watch looks.
     pub tick: Duration,
+    /// How long a pre-vote is waited for: the lease (a majority's answers end the wait
+    /// sooner). Not the tick: over a WAN a round trip, and the handshakes of a new connection
+    /// between two followers (which otherwise never talk), take longer than half a heartbeat,
+    /// and a pre-vote that can never be answered in time left the voters without a leader for
+    /// good (found by `cluster-tests/tests/cluster/regions_wan.rs`).
+    pub ask: Duration,
 }
 
 impl Timing {
@@ -138,7 +144,7 @@ impl RaftNode {
             (since, wait) = (now, timing.wait());
             let asked = PreVote { candidate: self.node_id, term: term + 1, last_log: self.last_log().await };
             let majority = voters.len() / 2 + 1;
-            let granted = self.pre_vote(&voters, &asked, timing.tick, majority).await;
+            let granted = self.pre_vote(&voters, &asked, timing.ask, majority).await;
             if granted < majority {
                 tracing::debug!(
                     granted,
@@ -215,7 +221,12 @@ mod tests {
 
     #[test]
     fn the_wait_is_drawn_between_the_lease_and_the_max() {
-        let t = Timing { lease: Duration::from_millis(400), max: Duration::from_millis(800), tick: Duration::ZERO };
+        let t = Timing {
+            lease: Duration::from_millis(400),
+            max: Duration::from_millis(800),
+            tick: Duration::ZERO,
+            ask: Duration::ZERO,
+        };
         for _ in 0..1000 {
             let w = t.wait();
             assert!(w >= t.lease && w < t.max, "{w:?}");

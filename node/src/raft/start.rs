@@ -150,6 +150,7 @@ impl RaftNode {
                 lease: Duration::from_millis(r.election_timeout_min_ms),
                 max: Duration::from_millis(r.election_timeout_max_ms),
                 tick: Duration::from_millis((r.heartbeat_ms / 2).max(10)),
+                ask: Duration::from_millis(r.election_timeout_min_ms),
             },
             leadership: Default::default(),
             gate: Default::default(),
