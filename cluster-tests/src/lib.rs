@@ -15,6 +15,8 @@
 //!   that forgets what was not synced ([`leaf_lazyfs`]), cut, remounted, the node restarted.
 //! - [`order`]: the real-time order check of `monotonic` tags (a call completed before another
 //!   was invoked got smaller IDs).
+//! - [`regions_check`]: the check of several regions' IDs put together: no duplicate anywhere,
+//!   each region's order, monotonic order across regions.
 //! - [`threads`]: what a live node's threads are doing (`/proc`), for a test that gives up on it.
 //! - `src/bin/leaf-test-node.rs`: the `leaf` CLI under a name this package's tests can spawn.
 pub mod chaos;
@@ -25,4 +27,5 @@ pub mod failover;
 pub mod gapless_check;
 pub mod order;
 pub mod power;
+pub mod regions_check;
 pub mod threads;

@@ -193,6 +193,20 @@ impl Netns {
         vec!["ip".into(), "netns".into(), "exec".into(), self.namespace(id)]
     }
 
+    /// Node `id` as a cluster runs it here: listening on its own address, run under
+    /// `ip netns exec`.
+    pub fn node_spec(&self, id: u64) -> crate::cluster::NodeSpec {
+        let host = self.ip(id).to_string();
+        crate::cluster::NodeSpec {
+            id,
+            port: PORT,
+            peer_addr: format!("{host}:{PORT}"),
+            env: Vec::new(),
+            host,
+            wrapper: self.wrapper(id),
+        }
+    }
+
     /// Creates node `id`'s namespace, veth pair and `LEAF` chain (a node added later, too).
     pub fn add(&mut self, id: u64) -> anyhow::Result<()> {
         if !(1..=250).contains(&id) {

@@ -880,7 +880,7 @@ impl Harness {
                     }
                     LocalNet::Netns { net, .. } => {
                         tokio::task::block_in_place(|| net.add(new))?;
-                        netns_spec(net, new)
+                        net.node_spec(new)
                     }
                 };
                 let proxy_addr = spec.peer_addr.clone();
@@ -1238,7 +1238,7 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
         None if cfg.netns => {
             let ids: Vec<u64> = (1..=cfg.nodes).collect();
             let net = tokio::task::block_in_place(|| Netns::create(&ids))?;
-            let specs = ids.iter().map(|id| netns_spec(&net, *id)).collect();
+            let specs = ids.iter().map(|id| net.node_spec(*id)).collect();
             let (cluster, power) = local_cluster(&cfg, specs)?;
             println!("network namespaces {}..: nodes at {}..{}", net.namespace(1), net.ip(1), net.ip(cfg.nodes));
             Nodes::Local { cluster, net: LocalNet::Netns { net, dropped: 0 }, power }
@@ -1295,19 +1295,6 @@ pub async fn run(cfg: RunConfig) -> anyhow::Result<Results> {
     std::fs::write(cfg.out.join("allocations.json"), serde_json::to_vec(&journals)?)?;
     std::fs::write(cfg.out.join("recovery.json"), serde_json::to_vec_pretty(&recovery)?)?;
     check_dir(&cfg.out)
-}
-
-/// Node `id` in its namespace: listening on its own address, run under `ip netns exec`.
-fn netns_spec(net: &Netns, id: u64) -> NodeSpec {
-    let host = net.ip(id).to_string();
-    NodeSpec {
-        id,
-        port: netns::PORT,
-        peer_addr: format!("{host}:{}", netns::PORT),
-        env: Vec::new(),
-        host,
-        wrapper: net.wrapper(id),
-    }
 }
 
 async fn drive(
