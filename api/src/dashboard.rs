@@ -2,6 +2,7 @@
 //! that answers sees it, in one document (the page polls it).
 use serde::{Deserialize, Serialize};
 
+use crate::regions::{HomeInfo, RegionInfo};
 use crate::types::{CacheEntry, ClusterStatus, Health, MemberRole, TagInfo};
 use crate::ErrorCode;
 
@@ -49,6 +50,55 @@ pub struct Dashboard {
     pub totals: Totals,
     /// This node's most recent error answers, newest first (at most [`MAX_RECENT_ERRORS`]).
     pub recent_errors: Vec<RecentError>,
+    /// Regions, on a global tier or a region (absent on a cluster that is neither).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<RegionView>,
+}
+
+/// What a cluster holds of regions, as the node that answers has applied it: a global tier's
+/// registry, a region's identity and blocks, and the homes either knows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RegionView {
+    /// The region this cluster is, once it adopted it (`None` on a global tier, or before).
+    pub here: Option<RegionHere>,
+    /// On a global tier: every region it registered, retired ones too, in name order.
+    pub registry: Vec<RegionInfo>,
+    /// In a region: each tag's blocks, the shortest runway first (tags without a rate last, by
+    /// name), at most [`MAX_DASHBOARD_TAGS`].
+    pub blocks: Vec<BlockView>,
+    /// Tags with blocks here (`blocks` lists at most [`MAX_DASHBOARD_TAGS`]).
+    pub blocks_total: usize,
+    /// Homes of homed tags, in tag order, at most [`MAX_DASHBOARD_TAGS`]: on a global tier as
+    /// decided, in a region as it learnt them.
+    pub homes: Vec<HomeInfo>,
+    /// Homes known here.
+    pub homes_total: usize,
+}
+
+/// The identity a region adopted from the global tier's registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RegionHere {
+    pub name: String,
+    pub id: u16,
+    /// Its snowflake workers keep to `first_worker..=last_worker`.
+    pub first_worker: u16,
+    pub last_worker: u16,
+}
+
+/// A region's blocks of one tag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BlockView {
+    pub tag: String,
+    /// IDs left: the rest of the current block and every queued one.
+    pub remaining: i64,
+    /// Blocks adopted and not begun.
+    pub queued: usize,
+    /// How long `remaining` lasts at the tag's rate as this node measured it, in seconds
+    /// (`None`: no rate measured here).
+    pub runway_secs: Option<f64>,
 }
 
 /// A member of the cluster, as it answered the node that builds the dashboard.

@@ -5,7 +5,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use leaf_api::dashboard::{Dashboard, NodeView, TagView, Totals, MAX_DASHBOARD_TAGS};
+use leaf_api::dashboard::{
+    BlockView, Dashboard, NodeView, RegionHere, RegionView, TagView, Totals, MAX_DASHBOARD_TAGS,
+};
 use leaf_api::types::Health;
 use serde::{Deserialize, Serialize};
 
@@ -90,7 +92,71 @@ impl App {
                 errors: self.metrics.errors_total(),
             },
             recent_errors: if root { self.recent_errors.newest_first() } else { Vec::new() },
+            region: self.dashboard_region(viewer),
         }
+    }
+
+    /// What this cluster holds of regions, for `viewer` (a scoped one sees the blocks and homes
+    /// of the tags its patterns match, none of an obfuscated tag); `None` on a cluster that is
+    /// neither a global tier nor a region.
+    fn dashboard_region(&self, viewer: &Principal) -> Option<RegionView> {
+        let root = matches!(viewer, Principal::Root(_));
+        let (here, registry, mut blocks, homes, homes_total) = self.raft.state().with_state(|s| {
+            let r = &s.regions;
+            if r.here.is_none() && r.registry.is_empty() && r.homes.is_empty() {
+                return None;
+            }
+            let shown = |tag: &str| {
+                root || (viewer.sees_tag(tag)
+                    && s.tags.get(tag).is_some_and(|t| {
+                        !matches!(t.profile(), leaf_raft_store::profile::StoredProfile::Obfuscated { .. })
+                    }))
+            };
+            let here = r.here.as_ref().map(|i| RegionHere {
+                name: i.name.clone(),
+                id: i.id,
+                first_worker: i.first_worker,
+                last_worker: i.last_worker,
+            });
+            let registry: Vec<_> =
+                r.registry.iter().map(|(name, rec)| super::regions::region_info(name.clone(), rec.clone())).collect();
+            let blocks: Vec<(String, i64, usize)> = r
+                .blocks
+                .iter()
+                .filter(|(tag, _)| shown(tag))
+                .map(|(tag, b)| {
+                    let max_id = s.tags.get(tag.as_str()).map_or(b.end, |t| t.max_id);
+                    (tag.clone(), b.remaining(max_id), b.queued.len())
+                })
+                .collect();
+            let mut homes_total = 0;
+            let mut homes = Vec::new();
+            for (tag, home) in r.homes.iter().filter(|(tag, _)| shown(tag)) {
+                homes_total += 1;
+                if homes.len() < MAX_DASHBOARD_TAGS {
+                    homes.push(super::homes::home_info(tag.clone(), home.clone()));
+                }
+            }
+            Some((here, registry, blocks, homes, homes_total))
+        })?;
+        let blocks_total = blocks.len();
+        let runway = |tag: &str, left: i64| {
+            let rate = self.forecasts.tag(tag).and_then(|f| f.rate_per_sec).filter(|r| *r > 0.0)?;
+            Some(left as f64 / rate)
+        };
+        let mut views: Vec<BlockView> = blocks
+            .drain(..)
+            .map(|(tag, remaining, queued)| BlockView { runway_secs: runway(&tag, remaining), tag, remaining, queued })
+            .collect();
+        // Shortest runway first; tags without a rate after, by name (the map's order).
+        views.sort_by(|a, b| match (a.runway_secs, b.runway_secs) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => a.tag.cmp(&b.tag),
+        });
+        views.truncate(MAX_DASHBOARD_TAGS);
+        Some(RegionView { here, registry, blocks: views, blocks_total, homes, homes_total })
     }
 
     /// The tags the dashboard lists for `viewer` under `prefix`, busiest first then by name,

@@ -125,6 +125,18 @@ async fn two_regions_serve_one_id_space_and_go_on_without_the_global_tier() {
         assert!(granted.is_some_and(|n| n >= 1), "{granted:?}");
     }
 
+    // The dashboards: each region's identity and blocks, and the global tier's registry.
+    for (c, name) in [(&eu, "eu"), (&us, "us")] {
+        let view = c.dashboard().await.unwrap().region.expect("a region's dashboard shows its region");
+        assert_eq!(view.here.as_ref().map(|h| h.name.as_str()), Some(name), "{view:?}");
+        let order = view.blocks.iter().find(|b| b.tag == "order").expect("order holds blocks");
+        assert!(order.remaining > 0 && view.blocks_total >= 1, "{view:?}");
+        assert!(view.registry.is_empty(), "a region holds no registry: {view:?}");
+    }
+    let global_view = g.dashboard().await.unwrap().region.expect("a global tier's dashboard shows its regions");
+    assert_eq!(global_view.registry.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["eu", "us"]);
+    assert!(global_view.here.is_none() && global_view.blocks.is_empty(), "{global_view:?}");
+
     // Snowflake IDs from worker IDs of each region's own, as the global tier registered them.
     let regions = g.regions().await.unwrap().regions;
     assert_eq!(regions.len(), 2, "{regions:?}");
@@ -184,6 +196,11 @@ async fn a_monotonic_tag_rises_across_a_move_of_its_home() {
         homes.iter().map(|h| (h.tag.as_str(), h.region.as_str(), h.epoch)).collect::<Vec<_>>(),
         [("seq", "eu", 1)]
     );
+    // Both dashboards show the home: the global tier's as decided, eu's as it learnt it.
+    for c in [&g, &eu] {
+        let view = c.dashboard().await.unwrap().region.unwrap();
+        assert_eq!(view.homes.iter().map(|h| (h.tag.as_str(), h.region.as_str())).collect::<Vec<_>>(), [("seq", "eu")]);
+    }
     // `leaf region homes` shows it as the API does.
     let listed = leaf_cli(&["region", "homes", "--url", &url, "--token", TOKEN]).await;
     assert_eq!(serde_json::from_slice::<leaf_api::regions::HomeList>(&listed).unwrap().homes, homes);

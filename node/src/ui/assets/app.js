@@ -300,6 +300,7 @@
     renderMembers(d, c, nodes, replication);
     const served = renderTags(d, tags, dt, now);
     renderWorkers(d, c, nodes, now);
+    renderRegions(d, now);
     renderErrors(d, totals);
     renderCharts(d, c, replication);
     prev = { now, total, tags: served, uptime: num(d.uptime_secs) };
@@ -507,6 +508,54 @@
     if (!rows.length) rows.push(emptyRow(7, "No snowflake worker IDs registered."));
     $("workers").tBodies[0].replaceChildren(...rows);
     set("workers-count", `(${workers.length})`);
+  }
+
+  // A global tier's registry, a region's identity and blocks, and the homes either knows;
+  // the section shows only on a cluster that is one of them.
+  function renderRegions(d, now) {
+    const r = d.region;
+    $("regions-section").classList.toggle("hidden", !r);
+    if (!r) return;
+    const here = r.here;
+    set("region-here", here ? `this cluster is region ${here.name} (ID ${here.id}, worker IDs ${here.first_worker}–${here.last_worker})`
+      : r.registry.length ? "this cluster is a global tier" : "");
+    const regions = (here && !r.registry.length)
+      ? [{ name: here.name, id: here.id, first_worker: here.first_worker, last_worker: here.last_worker }]
+      : r.registry;
+    const rows = regions.map((g) => {
+      const tr = el("tr");
+      tr.dataset.region = g.name;
+      tr.append(td(g.name, "mono"), td(g.id, "num"), td(`${g.first_worker}–${g.last_worker}`, "num"));
+      tr.append(td(has(g.joined_ms) ? new Date(g.joined_ms).toISOString() : DASH, "muted"));
+      tr.append(td(has(g.retired_ms) ? "retired" : "active", has(g.retired_ms) ? "st bad" : "st ok"));
+      return tr;
+    });
+    if (!rows.length) rows.push(emptyRow(5, "No region registered."));
+    $("regions").tBodies[0].replaceChildren(...rows);
+    const blocks = r.blocks.map((b) => {
+      const tr = el("tr");
+      tr.dataset.tag = b.tag;
+      const runway = has(b.runway_secs) ? fmtSpan(b.runway_secs) : DASH;
+      tr.append(td(b.tag, "mono"), td(fmtInt(b.remaining), "num"), td(b.queued, "num"));
+      tr.append(td(runway, has(b.runway_secs) && b.runway_secs < 60 ? "num warn" : "num",
+        "how long the IDs left last at the tag's rate measured on this node"));
+      return tr;
+    });
+    if (!blocks.length) blocks.push(emptyRow(4, here ? "No tag holds blocks yet." : "Blocks are held by regions."));
+    $("blocks").tBodies[0].replaceChildren(...blocks);
+    set("blocks-count", `(${r.blocks.length} of ${r.blocks_total})`);
+    const homes = r.homes.map((h) => {
+      const tr = el("tr");
+      tr.dataset.tag = h.tag;
+      tr.append(td(h.tag, "mono"), td(h.region, here && h.region === here.name ? "mono ok" : "mono"), td(h.epoch, "num"));
+      tr.append(td(has(h.from) ? h.from : DASH, "muted"));
+      const wait = (h.ready_ms - now) / 1000;
+      tr.append(td(wait > 0 ? `in ${fmtSpan(wait)}` : "now", wait > 0 ? "warn" : ""));
+      return tr;
+    });
+    if (!homes.length) homes.push(emptyRow(5, "No homed tag yet."));
+    $("homes").tBodies[0].replaceChildren(...homes);
+    set("homes-count", `(${r.homes.length} of ${r.homes_total})`);
   }
 
   function renderErrors(d, totals) {
