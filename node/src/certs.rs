@@ -43,6 +43,20 @@ pub const MAX_DAYS: u32 = 36_500;
 /// them at once.
 const BACKDATE: Duration = Duration::from_secs(3600);
 
+/// Writes `contents` to `path` as a secret (mode 0600), so that a reader never sees half of
+/// it: a temporary file synced, moved into place only if `path` still does not exist, and its
+/// directory synced. For `leaf token create --bearer-file`.
+pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), CertsError> {
+    let (dir, name) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+        (Some(dir), Some(name)) => (if dir.as_os_str().is_empty() { Path::new(".") } else { dir }, name),
+        _ => {
+            let source = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name");
+            return Err(CertsError::Io { path: path.to_path_buf(), source });
+        }
+    };
+    write::write_files(dir, &[write::File { name, contents, secret: true }], false)
+}
+
 /// What a command wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {

@@ -36,6 +36,11 @@ pub enum TokenCmd {
         /// The most tags it may ever create.
         #[arg(long)]
         max_tags: Option<u32>,
+        /// Write the bearer to this file (mode 0600) instead of printing it, and print the
+        /// token without it. If the file exists, create nothing and keep it: a setup step (a
+        /// region's token for its global tier, say) can run again.
+        #[arg(long)]
+        bearer_file: Option<std::path::PathBuf>,
     },
     /// List the tokens (never their secrets).
     List,
@@ -82,12 +87,15 @@ pub struct AuditArgs {
 
 pub async fn token(client: &Client, cmd: TokenCmd) -> ExitCode {
     match cmd {
-        TokenCmd::Create { name, rights, tags, rate, burst, ids_per_sec, burst_ids, max_tags } => {
+        TokenCmd::Create { name, rights, tags, rate, burst, ids_per_sec, burst_ids, max_tags, bearer_file } => {
             let quota = rate.zip(burst).map(|(rate_per_sec, burst)| Quota { rate_per_sec, burst });
             let id_quota =
                 ids_per_sec.zip(burst_ids).map(|(ids_per_sec, burst_ids)| IdQuota { ids_per_sec, burst_ids });
             let body = CreateTokenRequest { name, rights, tags, quota, id_quota, max_tags };
-            print_json(client.create_token(&body).await)
+            match bearer_file {
+                None => print_json(client.create_token(&body).await),
+                Some(path) => create_into(client, &body, &path).await,
+            }
         }
         TokenCmd::List => print_json(client.tokens().await),
         TokenCmd::Show { id } => print_json(client.token(id).await),
@@ -96,6 +104,25 @@ pub async fn token(client: &Client, cmd: TokenCmd) -> ExitCode {
         }
         TokenCmd::Revoke { id } => print_json(client.revoke_token(id).await),
     }
+}
+
+/// `token create --bearer-file PATH`: nothing if `PATH` exists; otherwise the token, its
+/// bearer written to `PATH` and never printed.
+async fn create_into(client: &Client, body: &CreateTokenRequest, path: &std::path::Path) -> ExitCode {
+    if std::fs::symlink_metadata(path).is_ok() {
+        eprintln!("{} exists: kept, no token created", path.display());
+        return ExitCode::SUCCESS;
+    }
+    let issued = match client.create_token(body).await {
+        Ok(issued) => issued,
+        Err(e) => return print_json::<()>(Err(e)),
+    };
+    if let Err(e) = crate::certs::write_secret_file(path, format!("{}\n", issued.bearer).as_bytes()) {
+        // The bearer is lost with this process: say which token to revoke, never the secret.
+        eprintln!("error: token {} was created, but its bearer could not be stored: {e}; revoke it", issued.token.id);
+        return ExitCode::FAILURE;
+    }
+    print_json(Ok(issued.token))
 }
 
 pub async fn audit(client: &Client, a: AuditArgs) -> ExitCode {

@@ -91,3 +91,41 @@ async fn cli_commands_work_against_a_node() {
     let out = Command::new(env!("CARGO_BIN_EXE_leaf")).args(["health", "--url", &url]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// `leaf token create --bearer-file` stores the bearer (mode 0600) and never prints it; run
+/// again, it keeps the file and creates nothing (a setup step that may run twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_create_stores_its_bearer_in_a_file_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new().unwrap();
+    let (node, c) = start(Config { admin_token: Some(TOKEN.into()), ..config(&dir) }).await;
+    let url = format!("http://{}", node.http_addr());
+    let file = dir.path().join("secrets").join("regions.token");
+    std::fs::create_dir(file.parent().unwrap()).unwrap();
+    let (leaf_url, path) = (url.clone(), file.display().to_string());
+    let create = move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_leaf"))
+            .args(["token", "create", "regions", "--rights", "regions,tags", "--tags", "*", "--bearer-file", &path])
+            .args(["--url", &leaf_url])
+            .env("LEAF_ADMIN_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    let (first, again) = tokio::task::spawn_blocking(move || (create(), create())).await.unwrap();
+    assert_eq!(first.0, Some(0), "{first:?}");
+    let bearer = std::fs::read_to_string(&file).unwrap().trim().to_string();
+    assert!(bearer.starts_with("leaf_"), "{bearer}");
+    assert!(!first.1.contains(&bearer), "the bearer was printed: {}", first.1);
+    let info: leaf_api::tokens::TokenInfo = serde_json::from_str(first.1.trim()).unwrap();
+    assert_eq!(info.name, "regions");
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    // Again: the file kept, nothing created.
+    assert_eq!(again, (Some(0), String::new()));
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), bearer);
+    assert_eq!(c.tokens().await.unwrap().iter().filter(|t| t.name == "regions").count(), 1);
+    // The stored bearer is the token's: it may create a tag (the `tags` right).
+    let scoped = client(&url, Some(bearer));
+    scoped.create_tag(&tag_req("by-regions", 10)).await.unwrap();
+    node.shutdown().await;
+}
