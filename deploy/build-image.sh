@@ -38,9 +38,10 @@ trap 'rm -rf "$CTX"' EXIT
 # Debug info stays in the build tree (for backtraces there); the image gets a stripped copy.
 if command -v strip >/dev/null; then strip -o "$CTX/leaf" "$BIN"; else cp "$BIN" "$CTX/leaf"; fi
 chmod 0755 "$CTX/leaf"
-# Empty directories, owned by the image's user in the image: data, certificates, the CA.
+# Empty directories, owned by the image's user in the image: data, certificates, the CA, and
+# secrets made at setup (deploy/regions/: a region's token for its global tier).
 mkdir "$CTX/data" "$CTX/tls"
-mkdir -m 0700 "$CTX/ca"
+mkdir -m 0700 "$CTX/ca" "$CTX/secrets"
 cp "$ROOT/deploy/Dockerfile" "$CTX/Dockerfile"
 
 REVISION="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"

@@ -22,7 +22,7 @@ use crate::chaos::{chaos_run, run_chaos};
 use crate::support::*;
 
 /// Its own tag, so the test never replaces an operator's `leaf:latest`.
-const IMAGE: &str = "leaf:test";
+pub(crate) const IMAGE: &str = "leaf:test";
 
 /// Every path in the image's layers (`docker save`, then each layer's tar listing).
 fn image_files(image: &str) -> Vec<String> {
@@ -56,7 +56,7 @@ async fn cli(compose: &Compose, service: u64, args: Vec<&str>) -> Result<String,
 
 /// Whether Docker answers; if not, prints why `test` is skipped (a failure instead with
 /// `LEAF_REQUIRE_DOCKER`).
-fn docker_answers(test: &str) -> bool {
+pub(crate) fn docker_answers(test: &str) -> bool {
     let Some(why) = docker::unavailable() else { return true };
     assert!(std::env::var_os("LEAF_REQUIRE_DOCKER").is_none(), "LEAF_REQUIRE_DOCKER is set: {why}");
     println!("SKIPPED {test}: {why}");
@@ -64,7 +64,7 @@ fn docker_answers(test: &str) -> bool {
 }
 
 /// Builds the test image, once for this process.
-fn image() {
+pub(crate) fn image() {
     static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| block_in_place(|| docker::build_image(IMAGE)).unwrap());
 }
@@ -77,9 +77,13 @@ async fn the_compose_cluster_serves_unique_ids_survives_a_killed_leader_containe
     let _lane = beside().await;
     image();
 
-    // The image: only the binary and the (non-root) data, certificate and CA directories,
+    // The image: only the binary and the (non-root) data, certificate, CA and secrets directories,
     // running as non-root.
-    assert_eq!(image_files(IMAGE), ["ca/", "data/", "leaf", "tls/"], "the image holds more than the binary");
+    assert_eq!(
+        image_files(IMAGE),
+        ["ca/", "data/", "leaf", "secrets/", "tls/"],
+        "the image holds more than the binary"
+    );
     let inspect = |f: &str| {
         let out = Command::new("docker").args(["image", "inspect", "-f", f, IMAGE]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
