@@ -371,7 +371,7 @@ fn daily_and_obfuscated_tags_are_served_at_their_home_from_its_own_counter_from_
         let (a, b) = take_of(&mut eu, tag, 10).unwrap();
         let (c, d) = take_of(&mut eu, tag, 10).unwrap();
         assert_eq!((b - a, c, d - c), (10, b, 10), "{tag}");
-        assert!(eu.regions.blocks.get(*tag).is_none(), "{tag}: no block");
+        assert!(!eu.regions.blocks.contains_key(*tag), "{tag}: no block");
         let grant = Op::GrantBlock { region: "eu".into(), tag: tag.to_string(), size: 100, above: 0 };
         assert!(matches!(ap(&mut g, &at(T0, grant)), Err(ApplyError::NotBlockable { .. })), "{tag}");
         let moved = ap(&mut g, &at(T0 + 1, Op::MoveHome { tag: tag.to_string(), to: "us".into() })).unwrap_err();
