@@ -33,7 +33,6 @@ mod pool_single;
 mod power_cut;
 mod quorum;
 mod regions;
-mod regions_docker;
 mod regions_wan;
 mod snapshot_crash;
 mod snowflake;
