@@ -109,9 +109,20 @@ pub async fn token(client: &Client, cmd: TokenCmd) -> ExitCode {
 /// `token create --bearer-file PATH`: nothing if `PATH` exists; otherwise the token, its
 /// bearer written to `PATH` and never printed.
 async fn create_into(client: &Client, body: &CreateTokenRequest, path: &std::path::Path) -> ExitCode {
-    if std::fs::symlink_metadata(path).is_ok() {
-        eprintln!("{} exists: kept, no token created", path.display());
-        return ExitCode::SUCCESS;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => {
+            eprintln!("{} exists: kept, no token created", path.display());
+            return ExitCode::SUCCESS;
+        }
+        Ok(_) => {
+            eprintln!("error: {} exists and is not a file: no token created", path.display());
+            return ExitCode::FAILURE;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            eprintln!("error: {}: {e}: no token created", path.display());
+            return ExitCode::FAILURE;
+        }
     }
     let issued = match client.create_token(body).await {
         Ok(issued) => issued,

@@ -124,6 +124,20 @@ async fn token_create_stores_its_bearer_in_a_file_once() {
     assert_eq!(again, (Some(0), String::new()));
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), bearer);
     assert_eq!(c.tokens().await.unwrap().iter().filter(|t| t.name == "regions").count(), 1);
+    // A directory where the file should be: refused, nothing created.
+    let (leaf_url, dir_path) = (url.clone(), dir.path().join("secrets").display().to_string());
+    let refused = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_leaf"))
+            .args(["token", "create", "other", "--rights", "tags", "--tags", "*", "--bearer-file", &dir_path])
+            .args(["--url", &leaf_url])
+            .env("LEAF_ADMIN_TOKEN", TOKEN)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(c.tokens().await.unwrap().iter().all(|t| t.name != "other"));
     // The stored bearer is the token's: it may create a tag (the `tags` right).
     let scoped = client(&url, Some(bearer));
     scoped.create_tag(&tag_req("by-regions", 10)).await.unwrap();
