@@ -2,15 +2,17 @@
 
 - :class:`LeafClient` (sync) and :class:`AsyncLeafClient` (asyncio): every HTTP operation with
   failover over a list of nodes, safe retries, typed errors.
-- :class:`IdPool`: a client-side buffer of leased ID ranges with a background refill thread and
-  a per-thread fast path.
-- :class:`leaf_client.grpc.GrpcClient`: IDs and gapless numbers over gRPC (import
-  ``leaf_client.grpc``; it loads grpcio and the generated stubs).
+- :class:`IdPool`: a client-side buffer of leased ID ranges with a per-thread fast path, refilled
+  ahead by one refill thread per pool (and at most 3 lease workers), whatever its number of tags.
+- :class:`AsyncIdPool`: the same over :class:`AsyncLeafClient`, refilled by asyncio tasks.
+- :class:`leaf_client.grpc.GrpcClient`: IDs, gapless numbers and tag/template administration over
+  gRPC (import ``leaf_client.grpc``; it loads grpcio and the generated stubs).
 """
 from ._own_creates import OwnCreates
 from ._retry import Backoff
 from ._version import __version__
 from .aio import AsyncLeafClient
+from .aio_pool import AsyncIdPool, AsyncTagPool
 from .client import LeafClient
 from .errors import (
     AllNodesFailedError,
@@ -35,16 +37,29 @@ from .errors import (
     UnavailableError,
 )
 from .pool import IdPool, PoolOptions, PoolStats, TagPool
-from .types import Health, IdRange, IdRanges, IssuedNumber, NumberState, SnowflakeId, TagInfo
+from .types import (
+    CreatedTags,
+    Health,
+    IdRange,
+    IdRanges,
+    IssuedNumber,
+    NumberState,
+    SnowflakeId,
+    TagInfo,
+    TemplateInfo,
+)
 
 __all__ = [
     "__version__",
     "AllNodesFailedError",
     "ApiError",
+    "AsyncIdPool",
     "AsyncLeafClient",
+    "AsyncTagPool",
     "Backoff",
     "ConfigError",
     "ConflictError",
+    "CreatedTags",
     "DecodeError",
     "ErrorCode",
     "ForbiddenError",
@@ -70,6 +85,7 @@ __all__ = [
     "SnowflakeId",
     "TagInfo",
     "TagPool",
+    "TemplateInfo",
     "TlsError",
     "TransportError",
     "UnauthorizedError",

@@ -1,6 +1,7 @@
-"""TagPool: one tag's (or snowflake key's) buffer of leased ID ranges, its refill thread and
-its lease worker thread (the Rust client's ``pool/handle.rs`` + ``refill.rs``, re-expressed
-with a lock, two conditions and thread-local chunks).
+"""TagPool: one tag's (or snowflake key's) buffer of leased ID ranges and its refill state (the
+Rust client's ``pool/handle.rs`` + ``refill.rs``, re-expressed with a lock, a condition and
+thread-local chunks). The threads that run the refill are the pool's, shared by all its tags
+(``_pool_sched``).
 
 **Fast path.** Each calling thread holds a chunk of consecutive IDs in ``threading.local``
 fields, taken from the shared buffer with one locked step; :meth:`TagPool.next_id` hands them
@@ -8,11 +9,13 @@ out without a lock. Threads' IDs therefore interleave by chunk (segment IDs stay
 trend-increasing), and IDs left in a thread's chunk when it ends are a gap, never a duplicate.
 A snowflake chunk also checks its lease time against the retirement watermark on every ID.
 
-**Refill.** A refill thread asks for the next lease once 10% of the current one is taken (or
-when nothing is left) while fewer than ``depth`` leases are queued behind the current one;
-it adapts the size (``_sizing``), retries a failed lease with backoff and retires snowflake
-ranges that got too old. The lease call itself runs on the tag's lease worker thread, so the
-refill thread keeps its tick (snowflake retirement) while a lease is slow.
+**Refill.** The pool's refill thread serves this tag (``_service``) when it is woken (a caller
+reached 10% of the current lease or found nothing, a lease landed) or a timer is due (a retry,
+a snowflake key's tick). It asks for the next lease while fewer than ``depth`` leases are
+queued behind the current one, at most one lease of the tag in flight; it adapts the size
+(``_sizing``), retries a failed lease with backoff and retires snowflake ranges that got too
+old. The lease call runs on one of the pool's lease workers (``_lease``), which books its
+answer here, so the refill thread keeps serving other tags (and ticks) while a lease is slow.
 
 **Waiting.** A caller that finds nothing waits at most ``max_wait`` for a lease
 (:class:`PoolExhaustedError`), or fails at once when the last lease was refused in a way
@@ -76,39 +79,42 @@ class TagPool:
     """The buffer of one tag's segment IDs or one key's snowflake IDs; from
     :meth:`IdPool.segment` / :meth:`IdPool.snowflake`. Thread-safe."""
 
-    def __init__(self, kind: str, name: str, lease: Callable[[str, str, int], IdRanges], options: Any) -> None:
+    def __init__(
+        self, kind: str, name: str, lease: Callable[[str, str, int], IdRanges], options: Any, sched: Any
+    ) -> None:
         o = options
         self.kind = kind
         self.name = name
         self._lease_fn = lease
         self._o = o
+        self._sched = sched
         self._snowflake = kind == "snowflake"
         period = min(o.lease_period, o.max_staleness / 2) if self._snowflake else o.lease_period
         self._sizing = Sizing(o.min_lease, o.max_lease, period)
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)  # callers wait here
-        self._wake = threading.Condition(self._lock)  # the refill thread waits here
-        self._work = threading.Condition(self._lock)  # the lease worker waits here
         self._ranges: Deque[List[Any]] = deque()  # [start, end, _Lease]
         self._local = _Local()
         self._retired_below = _NEVER
         self._wanted = True
+        self._queued = False  # woken, not served yet
+        self._timer_seq = -1  # the scheduler's: which of this tag's timers is current
         self._closed = False
         self._failure: Optional[tuple] = None  # (message, retryable)
-        self._request: Optional[int] = None  # a lease size for the worker
-        self._result: Any = None  # the worker's answer: IdRanges or an exception
-        self._result_ready = False
+        # The refill's state (the tag's lock held).
+        self._target = self._sizing.clamp(o.initial_lease)
+        self._failures = 0
+        self._retry_at: Optional[float] = None
+        self._inflight: Optional[tuple] = None  # (size, sent)
+        self._last_request: Optional[tuple] = None  # (at, served, waits)
         self._c = dict.fromkeys(
             ("served", "leased", "retired", "leases_ok", "leases_failed", "last_lease_size", "target",
              "waits", "exhausted", "rejected"), 0)
+        self._c["target"] = self._target
         self._rate = 0.0
         self._wait_time = 0.0
-        self._threads = [
-            threading.Thread(target=self._refill_loop, name=f"leaf-pool-refill-{name}", daemon=True),
-            threading.Thread(target=self._lease_loop, name=f"leaf-pool-lease-{name}", daemon=True),
-        ]
-        for t in self._threads:
-            t.start()
+        with self._lock:
+            self._kick()
 
     def __repr__(self) -> str:
         return f"TagPool(kind={self.kind!r}, name={self.name!r})"
@@ -197,10 +203,17 @@ class TagPool:
         return None
 
     def _want(self) -> None:
+        """Asks the refill thread for a lease (lock held)."""
         self._wanted = True
-        self._wake.notify()
+        self._kick()
 
-    # ---- the refill thread -------------------------------------------------------------------
+    def _kick(self) -> None:
+        """Has the refill thread serve this tag soon (lock held)."""
+        if not self._queued:
+            self._queued = True
+            self._sched.wake(self)
+
+    # ---- the refill (on the pool's refill thread and lease workers) -----------------------
 
     def _retire(self, now: float) -> None:
         """Drops snowflake ranges leased ``max_staleness - tick`` ago or earlier (lock held)."""
@@ -220,44 +233,55 @@ class TagPool:
         wanted, self._wanted = self._wanted, False
         return wanted or not self._ranges
 
-    def _refill_loop(self) -> None:
-        o = self._o
-        target = self._sizing.clamp(o.initial_lease)
-        self._c["target"] = target
-        failures = 0
-        retry_at: Optional[float] = None
-        inflight: Optional[tuple] = None  # (size, sent)
-        last_request: Optional[tuple] = None  # (at, served, waits)
+    def _service(self, now: float) -> Optional[float]:
+        """One turn of the refill thread for this tag: retires stale snowflake ranges and asks
+        a lease worker for a lease when one is due. Returns when to be served again without a
+        wake (a retry, a snowflake tick), or ``None``."""
         with self._lock:
-            while not self._closed:
-                now = time.monotonic()
-                if self._snowflake:
-                    self._retire(now)
-                if inflight is not None and self._result_ready:
-                    failures, retry_at = self._landed(inflight, now, failures, retry_at)
-                    inflight = None
-                due = retry_at is None or now >= retry_at
-                if inflight is None and due and self._needs_lease():
-                    if failures == 0:
-                        served, waits = self._c["served"], self._c["waits"]
-                        if last_request is not None:
-                            at, served_then, waits_then = last_request
-                            lasted = now - at
-                            self._rate = rate(served - served_then, lasted)
-                            target = self._sizing.adapt(target, 0.0 if waits > waits_then else lasted)
-                            self._c["target"] = target
-                        last_request = (now, served, waits)
-                    retry_at = None
-                    inflight = (target, now)
-                    self._request = target
-                    self._work.notify()
-                timeout = o.tick if retry_at is None else max(0.0, min(o.tick, retry_at - now))
-                self._wake.wait(timeout)
+            self._queued = False
+            if self._closed:
+                return None
+            if self._snowflake:
+                self._retire(now)
+            size = None
+            due = self._retry_at is None or now >= self._retry_at
+            if self._inflight is None and due and self._needs_lease():
+                if self._failures == 0:
+                    served, waits = self._c["served"], self._c["waits"]
+                    if self._last_request is not None:
+                        at, served_then, waits_then = self._last_request
+                        lasted = now - at
+                        self._rate = rate(served - served_then, lasted)
+                        self._target = self._sizing.adapt(self._target, 0.0 if waits > waits_then else lasted)
+                        self._c["target"] = self._target
+                    self._last_request = (now, served, waits)
+                self._retry_at = None
+                size = self._target
+                self._inflight = (size, now)
+            again = self._retry_at if self._inflight is None else None
+            if self._snowflake:
+                tick = now + self._o.tick
+                again = tick if again is None else min(again, tick)
+        if size is not None:
+            self._sched.submit(lambda: self._lease(size))
+        return again
 
-    def _landed(self, inflight: tuple, now: float, failures: int, retry_at: Optional[float]):
-        """Books a lease's outcome (lock held); returns the new (failures, retry_at)."""
-        size, sent = inflight
-        result, self._result, self._result_ready = self._result, None, False
+    def _lease(self, size: int) -> None:
+        """On a lease worker: one lease call, booked into the buffer."""
+        try:
+            result: Any = self._lease_fn(self.kind, self.name, size)
+        except Exception as e:  # noqa: BLE001 - every failure is a failed lease
+            result = e
+        with self._lock:
+            if self._closed or self._inflight is None:
+                return
+            self._landed(result, time.monotonic())
+            self._kick()
+
+    def _landed(self, result: Any, now: float) -> None:
+        """Books a lease's outcome (lock held)."""
+        size, sent = self._inflight
+        self._inflight = None
         failure: Optional[tuple] = None
         if isinstance(result, IdRanges):
             problem = result.check(size)
@@ -274,32 +298,17 @@ class TagPool:
                 self._c["leases_ok"] += 1
                 self._c["last_lease_size"] = size
                 self._failure = None
+                self._failures = 0
                 self._ready.notify_all()
-                return 0, None
+                return
         else:
             retryable = not isinstance(result, LeafError) or result.is_unavailable or isinstance(result, DecodeError)
             failure = (str(result) or type(result).__name__, retryable)
         self._c["leases_failed"] += 1
         self._failure = failure
-        failures += 1
+        self._failures += 1
+        self._retry_at = now + retry_backoff(self._failures, self._o.retry_min, self._o.retry_max)
         self._ready.notify_all()
-        return failures, now + retry_backoff(failures, self._o.retry_min, self._o.retry_max)
-
-    def _lease_loop(self) -> None:
-        while True:
-            with self._lock:
-                while self._request is None and not self._closed:
-                    self._work.wait()
-                if self._closed:
-                    return
-                size, self._request = self._request, None
-            try:
-                result: Any = self._lease_fn(self.kind, self.name, size)
-            except Exception as e:  # noqa: BLE001 - every failure is a failed lease
-                result = e
-            with self._lock:
-                self._result, self._result_ready = result, True
-                self._wake.notify()
 
     # ---- the rest ----------------------------------------------------------------------------
 
@@ -326,12 +335,9 @@ class TagPool:
                 rejected=c["rejected"],
             )
 
-    def close(self, timeout: float = 1.0) -> None:
-        """Stops the refill; waiting callers get :class:`PoolClosedError`. A lease in flight is
-        abandoned (its IDs are a gap)."""
+    def close(self) -> None:
+        """Stops the refill of this tag; waiting callers get :class:`PoolClosedError`. A lease
+        in flight is abandoned (its IDs are a gap)."""
         with self._lock:
             self._closed = True
-            self._wake.notify_all()
-            self._work.notify_all()
             self._ready.notify_all()
-        self._threads[0].join(timeout)

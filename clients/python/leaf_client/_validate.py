@@ -86,3 +86,15 @@ def snowflake_id(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
         raise local_error(ErrorCode.INVALID_REQUEST, f"id {_short(value)} must be from 0 to 2^63 - 1")
     return value
+
+
+_TEMPLATE = re.compile(r"[A-Za-z0-9_.:\-]{1,64}\Z")
+
+
+def template_name(value: object) -> str:
+    """A template's name: 1 to 64 characters of ``[A-Za-z0-9_.:-]``."""
+    if not isinstance(value, str) or not _TEMPLATE.match(value):
+        raise local_error(
+            ErrorCode.INVALID_REQUEST, f"template name {_short(value)} must be 1 to 64 characters of [A-Za-z0-9_.:-]"
+        )
+    return value

@@ -323,7 +323,7 @@ class PoolExhaustedError(PoolError):
 
 class PoolRejectedError(PoolError):
     """Nothing is buffered and the last lease was refused for a reason waiting does not fix
-    (an unknown tag, a rejected token, a TLS setup problem): raised at once. The refill thread
+    (an unknown tag, a rejected token, a TLS setup problem): raised at once. The pool's refill
     keeps trying with backoff, so a later call succeeds once the cause is gone."""
 
     def __init__(self, kind: str, name: str, error: str) -> None:

@@ -1,5 +1,6 @@
 """GrpcClient: segment and snowflake IDs, batches as ranges, decoding and gapless numbers over
-gRPC (``leaf.v1.IdService``, the stubs generated into ``leaf_client._proto``), with the same
+gRPC (``leaf.v1.IdService``), and tag and template administration (``leaf.v1.AdminService``,
+in ``_grpc_admin``), through the stubs generated into ``leaf_client._proto``, with the same
 failover, retries, deadline and typed errors as :class:`~leaf_client.LeafClient`.
 
 A failed call carries a gRPC status and, in the trailing metadata key ``leaf-code``, the HTTP
@@ -21,6 +22,7 @@ import grpc
 from . import _validate as v
 from ._config import ClientConfig, Nodes
 from ._execute import Attempts
+from ._grpc_admin import GRPC_ADMIN_METHODS, AdminCalls
 from ._own_creates import OwnCreates
 from ._proto import leaf_pb2 as pb
 from ._proto import leaf_pb2_grpc as pb_grpc
@@ -37,6 +39,8 @@ from .errors import (
     api_error,
 )
 from .types import IdRanges, IssuedNumber, NumberState, SnowflakeId
+
+__all__ = ["GRPC_ADMIN_METHODS", "GRPC_METHODS", "GrpcClient", "error_of"]
 
 #: The IdService RPCs this client calls (the contract test checks them against the proto).
 GRPC_METHODS = (
@@ -123,12 +127,15 @@ def _number(node: str, msg: Any, tag: str, key: str, states: Optional[Tuple[Numb
     return n
 
 
-class GrpcClient:
+class GrpcClient(AdminCalls):
     """A gRPC client of a leaf cluster; thread-safe. The same arguments as
     :class:`~leaf_client.LeafClient`: node URLs (``http://`` for h2c, ``https://`` for TLS with
     ``ca_file`` as the only trust root, through ``grpc.ssl_channel_credentials``), ``token``
     (sent as ``authorization`` metadata), timeouts, retries, backoff. One channel per node,
-    opened on first use. Every call here is idempotent (IDs, reads, keyed gapless calls)."""
+    opened on first use. The ID and gapless calls are idempotent (IDs, keyed gapless calls);
+    the admin calls (``create_tag``, ``create_tags``, ``get_tag``, ``archive_tag``,
+    ``restore_tag``, ``templates``, ``put_template``, ``delete_template``) have the HTTP
+    client's retry safety: creating one tag and deleting a template are at most once."""
 
     def __init__(
         self,
@@ -153,7 +160,7 @@ class GrpcClient:
         self._creds = grpc.ssl_channel_credentials(root_certificates=root)
         self._metadata = (("authorization", self._cfg.authorization),) if self._cfg.authorization else ()
         self._lock = threading.Lock()
-        self._stubs: Dict[int, Tuple[grpc.Channel, Any]] = {}
+        self._stubs: Dict[int, Tuple[grpc.Channel, Any, Any]] = {}
 
     @property
     def nodes(self) -> List[str]:
@@ -172,10 +179,10 @@ class GrpcClient:
         """Closes every channel."""
         with self._lock:
             stubs, self._stubs = self._stubs, {}
-        for channel, _ in stubs.values():
+        for channel, _, _ in stubs.values():
             channel.close()
 
-    def _stub(self, idx: int) -> Any:
+    def _stub(self, idx: int, admin: bool = False) -> Any:
         with self._lock:
             got = self._stubs.get(idx)
             if got is None:
@@ -185,17 +192,26 @@ class GrpcClient:
                     channel = grpc.secure_channel(target, self._creds)
                 else:
                     channel = grpc.insecure_channel(target)
-                got = (channel, pb_grpc.IdServiceStub(channel))
+                got = (channel, pb_grpc.IdServiceStub(channel), pb_grpc.AdminServiceStub(channel))
                 self._stubs[idx] = got
-            return got[1]
+            return got[2] if admin else got[1]
 
-    def _run(self, method: str, request: Any, parse: Callable[[str, Any], Any], tag: Optional[str] = None) -> Any:
-        attempts = Attempts(self._cfg, Safety.IDEMPOTENT, tag)
+    def _run(
+        self,
+        method: str,
+        request: Any,
+        parse: Callable[[str, Any], Any],
+        tag: Optional[str] = None,
+        *,
+        admin: bool = False,
+        safety: Safety = Safety.IDEMPOTENT,
+    ) -> Any:
+        attempts = Attempts(self._cfg, safety, tag)
         while True:
             idx, timeout = attempts.next()
             node = self._cfg.nodes[idx]
             try:
-                answer = getattr(self._stub(idx), method)(request, timeout=timeout, metadata=self._metadata)
+                answer = getattr(self._stub(idx, admin), method)(request, timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as e:
                 time.sleep(attempts.failed(error_of(node, e, timeout)))
                 continue

@@ -8,9 +8,11 @@ buffer in the client; the Rust client's ``IdPool``)::
         flake = pool.snowflake("payments").next_id()   # at most max_staleness old
 
 Each tag (or snowflake key) has a buffer of leased ranges (``format=ranges``, through the
-client's failover, retries and deadline), refilled in the background by one refill thread per
-tag: the next lease is asked for once 10% of the current one is used, its size adapting so that
-a lease lasts about ``lease_period``. A failed lease is retried with backoff; callers notice
+client's failover, retries and deadline), refilled in the background: the next lease is asked
+for once 10% of the current one is used, its size adapting so that a lease lasts about
+``lease_period``. The pool runs one refill thread for all its tags and at most
+``lease_threads`` (3) lease worker threads, so at most 4 threads whatever its number of tags
+(``_pool_sched``); leases of different tags run concurrently on the workers. A failed lease is retried with backoff; callers notice
 nothing while buffered IDs last, then wait up to ``max_wait``. Every ID handed out lies in a
 range the service leased to this pool, none twice; IDs still buffered when the process dies
 are a gap, never a duplicate. See ``_pool_tag`` for the mechanics.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Tuple
 
 from . import _validate
+from ._pool_sched import MAX_LEASE_THREADS, Scheduler
 from ._pool_tag import TagPool, TagStats
 from .errors import ConfigError, PoolClosedError
 from .types import IdRanges
@@ -47,6 +50,8 @@ class PoolOptions:
       its lease was requested; ``tick`` (0.1) is how often the refill thread retires old ranges.
     - ``retry_min`` (0.05) .. ``retry_max`` (1): backoff of a failed lease.
     - ``local_chunk`` (64): IDs a calling thread takes per locked step (1 to 65,536).
+    - ``lease_threads`` (3): lease calls the pool runs at once, each on its own worker thread
+      (1 to 3); with the refill thread, the pool runs at most ``1 + lease_threads`` threads.
     """
 
     max_wait: float = 5.0
@@ -60,6 +65,7 @@ class PoolOptions:
     retry_min: float = 0.05
     retry_max: float = 1.0
     local_chunk: int = 64
+    lease_threads: int = MAX_LEASE_THREADS
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_lease <= self.max_lease <= _validate.MAX_RANGE_BATCH:
@@ -79,13 +85,17 @@ class PoolOptions:
             raise ConfigError("retry_min must not exceed retry_max")
         if not 1 <= self.local_chunk <= 65_536:
             raise ConfigError("local_chunk must be from 1 to 65,536")
+        if not 1 <= self.lease_threads <= MAX_LEASE_THREADS:
+            raise ConfigError(f"lease_threads must be from 1 to {MAX_LEASE_THREADS}, got {self.lease_threads}")
 
 
 @dataclass(frozen=True)
 class PoolStats:
-    """A snapshot of every tag and key of an :class:`IdPool`, in name order."""
+    """A snapshot of every tag and key of an :class:`IdPool`, in name order, and how many
+    threads the pool runs (at most ``1 + lease_threads``)."""
 
     tags: Tuple[TagStats, ...] = field(default_factory=tuple)
+    threads: int = 0
 
     def get(self, kind: str, name: str) -> TagStats:
         """The snapshot of one tag (``kind`` ``"segment"``) or key (``"snowflake"``)."""
@@ -111,7 +121,7 @@ def _lease_function(source: Any) -> Callable[[str, str, int], IdRanges]:
 
 class IdPool:
     """Per-tag buffers of leased ID ranges over one source (see the module docs). Thread-safe.
-    Use it as a context manager or call :meth:`close`, which stops every refill thread."""
+    Use it as a context manager or call :meth:`close`, which stops the pool's threads."""
 
     def __init__(self, source: Any, options: PoolOptions = PoolOptions()) -> None:
         self._lease = _lease_function(source)
@@ -119,6 +129,7 @@ class IdPool:
         self._lock = threading.Lock()
         self._tags: Dict[Tuple[str, str], TagPool] = {}
         self._closed = False
+        self._sched = Scheduler(f"{id(self):x}", options.lease_threads)
 
     @property
     def options(self) -> PoolOptions:
@@ -143,16 +154,18 @@ class IdPool:
         """A snapshot of every tag's and key's metrics."""
         with self._lock:
             pools = [self._tags[k] for k in sorted(self._tags)]
-        return PoolStats(tuple(p.stats() for p in pools))
+        return PoolStats(tuple(p.stats() for p in pools), self._sched.threads())
 
     def close(self) -> None:
-        """Stops every refill thread; later calls that need a lease raise
+        """Stops the refill thread and the lease workers (a lease in flight is abandoned: its IDs
+        are a gap); later calls that need a lease raise
         :class:`~leaf_client.errors.PoolClosedError`."""
         with self._lock:
             self._closed = True
             pools: List[TagPool] = list(self._tags.values())
         for p in pools:
             p.close()
+        self._sched.stop()
 
     def __enter__(self) -> "IdPool":
         return self
@@ -169,6 +182,6 @@ class IdPool:
                 raise PoolClosedError("the pool is closed")
             pool = self._tags.get((kind, name))
             if pool is None:
-                pool = TagPool(kind, name, self._lease, self._options)
+                pool = TagPool(kind, name, self._lease, self._options, self._sched)
                 self._tags[(kind, name)] = pool
             return pool

@@ -182,3 +182,30 @@ class IssuedNumber:
             deadline_ms=d.get("deadline_ms"),
             reason=d.get("reason"),
         )
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    """A tag template as the cluster holds it: tags that match ``pattern`` (one ``*``) are
+    created with these settings on their first ID request. ``daily`` is a daily template's
+    options (``{"digits", "utc_offset"}``), ``None`` for the other profiles."""
+
+    name: str
+    pattern: str
+    step: int
+    description: str
+    profile: str
+    created_ms: int
+    updated_ms: int
+    max_id: Optional[int] = None
+    upper_bound: Optional[int] = None
+    daily: Optional[Dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class CreatedTags:
+    """What a batch create did: the tags it created and those that existed already (left as
+    they were), each in the request's order."""
+
+    created: Tuple[str, ...]
+    existing: Tuple[str, ...]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import leaf_client
 from leaf_client import ErrorCode, _calls
-from leaf_client.grpc import GRPC_METHODS
+from leaf_client.grpc import GRPC_ADMIN_METHODS, GRPC_METHODS, GrpcClient
 
 from _harness import REPO
 
@@ -70,3 +70,16 @@ def test_grpc_methods_exist_in_the_proto():
     service = proto.split("service IdService {", 1)[1].split("\n}", 1)[0]
     rpcs = set(re.findall(r"rpc (\w+)\(", service))
     assert set(GRPC_METHODS) <= rpcs
+
+
+def test_every_admin_rpc_of_the_proto_is_called():
+    proto = (REPO / "api" / "proto" / "leaf" / "v1" / "leaf.proto").read_text()
+    service = proto.split("service AdminService {", 1)[1].split("\n}", 1)[0]
+    rpcs = set(re.findall(r"rpc (\w+)\(", service))
+    assert rpcs and set(GRPC_ADMIN_METHODS) == rpcs, "GrpcClient's admin calls differ from AdminService"
+    source = (HERE / "leaf_client" / "_grpc_admin.py").read_text()
+    for rpc in rpcs:
+        assert source.count(f'"{rpc}"') >= 2, f"{rpc} is listed but never called"
+    for method in ("create_tag", "create_tags", "get_tag", "archive_tag", "restore_tag", "templates",
+                   "put_template", "delete_template"):
+        assert callable(getattr(GrpcClient, method)) and getattr(GrpcClient, method).__doc__
