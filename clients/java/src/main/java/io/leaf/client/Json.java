@@ -404,4 +404,61 @@ final class Json {
         }
         return (List<?>) v;
     }
+
+    /** {@code array} (a JSON array of objects) with each object turned into {@code T} by {@code f}. */
+    @SuppressWarnings("unchecked")
+    static <T> List<T> objects(Object array, java.util.function.Function<Map<String, Object>, T> f) {
+        if (!(array instanceof List)) {
+            throw new IllegalArgumentException("expected a JSON array");
+        }
+        List<T> out = new ArrayList<>();
+        for (Object o : (List<?>) array) {
+            if (!(o instanceof Map)) {
+                throw new IllegalArgumentException("an array item is not an object");
+            }
+            out.add(f.apply((Map<String, Object>) o));
+        }
+        return Collections.unmodifiableList(out);
+    }
+
+    /** Field {@code key} (an array of objects; absent or null: empty) with each object turned into {@code T}. */
+    static <T> List<T> objList(Map<String, Object> m, String key, java.util.function.Function<Map<String, Object>, T> f) {
+        return m.get(key) == null ? List.of() : objects(m.get(key), f);
+    }
+
+    /** Field {@code key} as a list of strings (absent or null: empty). */
+    static List<String> strList(Map<String, Object> m, String key) {
+        List<String> out = new ArrayList<>();
+        for (Object o : m.get(key) == null ? List.of() : arr(m, key)) {
+            if (!(o instanceof String)) {
+                throw new IllegalArgumentException("field '" + key + "' holds a non-string");
+            }
+            out.add((String) o);
+        }
+        return Collections.unmodifiableList(out);
+    }
+
+    /** Field {@code key} as a list of integers (absent or null: empty). */
+    static List<Long> lngList(Map<String, Object> m, String key) {
+        List<Long> out = new ArrayList<>();
+        for (Object o : m.get(key) == null ? List.of() : arr(m, key)) {
+            if (!(o instanceof Long)) {
+                throw new IllegalArgumentException("field '" + key + "' holds a non-integer");
+            }
+            out.add((Long) o);
+        }
+        return Collections.unmodifiableList(out);
+    }
+
+    /** Field {@code key} as a number (an integer or a fraction), or {@code null}. */
+    static Double optNum(Map<String, Object> m, String key) {
+        Object v = m.get(key);
+        if (v == null) {
+            return null;
+        }
+        if (!(v instanceof Number)) {
+            throw new IllegalArgumentException("field '" + key + "' is not a number");
+        }
+        return ((Number) v).doubleValue();
+    }
 }

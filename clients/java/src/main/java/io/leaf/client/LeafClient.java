@@ -2,10 +2,11 @@ package io.leaf.client;
 
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
 
 /**
  * A client of one leaf cluster, over a list of its nodes. Thread-safe; share one per
@@ -24,6 +25,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@link LeafTlsException}, {@link LeafDecodeException}, {@link AllNodesFailedException}. No
  * message ever contains the token.
  *
+ * <p><b>Blocking or not.</b> Every call is here, blocking the caller's thread, and on
+ * {@link #async()}, returning a {@link CompletableFuture} at once; {@link #admin()} and
+ * {@link AsyncLeafClient#admin()} hold the admin calls. Both run the same attempts, failover,
+ * retries and deadline ({@code Failover}); the async one never blocks or sleeps on a thread.
+ *
  * <pre>{@code
  * try (LeafClient leaf = LeafClient.builder().nodes("http://10.0.0.1:8080", "http://10.0.0.2:8080").build()) {
  *     long id = leaf.nextId("orders");
@@ -36,11 +42,12 @@ public final class LeafClient implements AutoCloseable {
     private final Duration timeout;
     private final Duration deadline;
     private final int retries;
-    private final Backoff backoff;
     private final boolean hasToken;
-    /** The node the next call starts with: the last one that answered. */
-    private final AtomicInteger preferred = new AtomicInteger();
     private final OwnCreates ownCreates = new OwnCreates();
+    private final Failover failover;
+    private final AdminOps adminOps = new AdminOps(ownCreates);
+    private final LeafAdmin admin = new LeafAdmin(this, adminOps);
+    private final AsyncLeafClient async = new AsyncLeafClient(this, adminOps);
 
     LeafClient(List<String> nodes, Transport transport, Duration timeout, Duration deadline, int retries,
             Backoff backoff, boolean hasToken) {
@@ -49,8 +56,8 @@ public final class LeafClient implements AutoCloseable {
         this.timeout = timeout;
         this.deadline = deadline;
         this.retries = retries;
-        this.backoff = backoff;
         this.hasToken = hasToken;
+        this.failover = new Failover(nodes, timeout, deadline, retries, backoff, ownCreates);
     }
 
     /** Starts configuring a client. */
@@ -63,20 +70,26 @@ public final class LeafClient implements AutoCloseable {
         return nodes;
     }
 
+    /** The same calls returning {@link CompletableFuture}s, over this client's connections. */
+    public AsyncLeafClient async() {
+        return async;
+    }
+
+    /** The admin calls (tags, tokens, templates, membership, audit...), blocking. */
+    public LeafAdmin admin() {
+        return admin;
+    }
+
     // ---- IDs ----
 
     /** One segment ID of {@code tag} ({@code GET /api/segment/get/{tag}}). */
     public long nextId(String tag) {
-        Validate.tag("a tag", tag);
-        Answer a = execute(Call.about(Paths.fill(Paths.SEGMENT_GET, tag), tag));
-        return Answers.ids(a, 1)[0];
+        return run(Ops.nextId(tag));
     }
 
     /** {@code count} (1 to 100,000) segment IDs of {@code tag}, in the order the node handed them out. */
     public long[] nextIds(String tag, int count) {
-        Validate.tag("a tag", tag);
-        Validate.count(count, Validate.MAX_TEXT_BATCH);
-        return Answers.ids(execute(Call.about(Paths.fill(Paths.SEGMENT_GET, tag) + "?count=" + count, tag)), count);
+        return run(Ops.nextIds(tag, count));
     }
 
     /**
@@ -84,31 +97,22 @@ public final class LeafClient implements AutoCloseable {
      * ({@code ?format=ranges}), checked to hold exactly {@code count} IDs.
      */
     public List<IdRange> ranges(String tag, int count) {
-        Validate.tag("a tag", tag);
-        Validate.count(count, Validate.MAX_RANGE_BATCH);
-        String path = Paths.fill(Paths.SEGMENT_GET, tag) + "?count=" + count + "&format=ranges";
-        return Answers.ranges(execute(Call.about(path, tag)), count);
+        return run(Ops.ranges(tag, count));
     }
 
     /** One snowflake ID ({@code key} is only recorded for auditing; validated like a tag). */
     public long snowflakeId(String key) {
-        Validate.tag("a snowflake key", key);
-        return Answers.ids(execute(Call.get(Paths.fill(Paths.SNOWFLAKE_GET, key))), 1)[0];
+        return run(Ops.snowflakeId(key));
     }
 
     /** {@code count} (1 to 100,000) snowflake IDs. */
     public long[] snowflakeIds(String key, int count) {
-        Validate.tag("a snowflake key", key);
-        Validate.count(count, Validate.MAX_TEXT_BATCH);
-        return Answers.ids(execute(Call.get(Paths.fill(Paths.SNOWFLAKE_GET, key) + "?count=" + count)), count);
+        return run(Ops.snowflakeIds(key, count));
     }
 
     /** {@code count} (1 to 1,000,000) snowflake IDs as ranges (about one per millisecond the batch spans). */
     public List<IdRange> snowflakeRanges(String key, int count) {
-        Validate.tag("a snowflake key", key);
-        Validate.count(count, Validate.MAX_RANGE_BATCH);
-        String path = Paths.fill(Paths.SNOWFLAKE_GET, key) + "?count=" + count + "&format=ranges";
-        return Answers.ranges(execute(Call.get(path)), count);
+        return run(Ops.snowflakeRanges(key, count));
     }
 
     /**
@@ -116,63 +120,7 @@ public final class LeafClient implements AutoCloseable {
      * the cluster's: it cannot be decoded locally).
      */
     public SnowflakeId decodeSnowflake(long id) {
-        if (id < 0) {
-            throw InvalidRequestException.local(ErrorCode.INVALID_REQUEST, "a snowflake ID is not negative, got " + id);
-        }
-        Answer a = execute(Call.get(Paths.fill(Paths.SNOWFLAKE_DECODE, Long.toString(id))));
-        return a.decode(m -> new SnowflakeId(Json.lng(m, "id"), Json.lng(m, "timestamp_ms"), Json.str(m, "timestamp"),
-                (int) Json.lng(m, "worker_id"), (int) Json.lng(m, "sequence")));
-    }
-
-    // ---- health and admin ----
-
-    /**
-     * {@code GET /health} of whichever node answers: a node that is not ready answers 503 with
-     * its report, returned as {@code ready == false}.
-     */
-    public Health health() {
-        Answer a = execute(new Call("GET", Paths.HEALTH, null, Safety.IDEMPOTENT, 503, null));
-        Map<String, Object> m;
-        try {
-            m = Json.parseObject(a.text());
-        } catch (IllegalArgumentException e) {
-            // A 503 with something else than a report: the node refused (over its limit, a proxy).
-            throw a.status() == 503 ? Answers.error(a.node(), a.status(), a.body(), null) : a.decodeError(e.getMessage());
-        }
-        return a.decode(x -> {
-            Map<String, Object> sf = Json.obj(m, "snowflake");
-            return new Health(Json.bool(m, "ready"), Json.optBool(m, "segment_ready", Json.bool(m, "ready")),
-                    Json.lng(m, "node_id"), Json.optLng(m, "leader_id"), Json.lng(m, "term"), Json.optStr(m, "reason"),
-                    Json.str(sf, "state"), Json.optLng(sf, "worker_id"));
-        });
-    }
-
-    /**
-     * Creates a tag ({@code POST /admin/tags}, the token needs the admin right). At most once:
-     * retried only when the connection could not be opened. For 3 s after, a
-     * {@code tag_not_found} for this tag from a node not yet caught up is retried.
-     */
-    public TagInfo createTag(CreateTag spec) {
-        Validate.tag("a tag", spec.tag());
-        Answer a = execute(Call.post(Paths.ADMIN_TAGS, Json.write(spec.toJson()), Safety.AT_MOST_ONCE, null));
-        TagInfo info = a.decode(TagInfo::fromJson);
-        ownCreates.created(info.tag());
-        return info;
-    }
-
-    /** The tag as the cluster stores it ({@code GET /admin/tags/{tag}}). */
-    public TagInfo tag(String tag) {
-        Validate.tag("a tag", tag);
-        return execute(Call.about(Paths.fill(Paths.ADMIN_TAG, tag), tag)).decode(TagInfo::fromJson);
-    }
-
-    /** Archives the tag ({@code POST /admin/tags/{tag}/archive}, idempotent): it hands out no ID until restored. */
-    public TagInfo archiveTag(String tag) {
-        Validate.tag("a tag", tag);
-        TagInfo info = execute(Call.post(Paths.fill(Paths.ADMIN_TAG_ARCHIVE, tag), null, Safety.IDEMPOTENT, null))
-                .decode(TagInfo::fromJson);
-        ownCreates.forget(tag);
-        return info;
+        return run(Ops.decodeSnowflake(id));
     }
 
     /** The gapless series {@code tag} (a tag of profile {@code gapless}). */
@@ -180,69 +128,184 @@ public final class LeafClient implements AutoCloseable {
         return new Gapless(this, Validate.tag("a tag", tag));
     }
 
-    // ---- the failover loop ----
+    // ---- monitoring ----
 
     /**
-     * Runs {@code call} over the nodes: starts at the node that last answered, moves to the
-     * next one after an error worth retrying, backing off between attempts, within the retry
-     * budget and the deadline.
+     * {@code GET /health} of whichever node answers: a node that is not ready answers 503 with
+     * its report, returned as {@code ready == false}.
+     */
+    public Health health() {
+        return run(Ops.health(HealthMode.ALL)).health();
+    }
+
+    /**
+     * {@code GET /health?mode=}: whether the node is ready in that {@code mode} (200 rather
+     * than 503; not an error, and not retried on another node), with its report.
+     */
+    public HealthReport health(HealthMode mode) {
+        return run(Ops.health(mode));
+    }
+
+    /** {@code GET /cluster/status} of whichever node answers. */
+    public ClusterStatus clusterStatus() {
+        return run(Ops.clusterStatus());
+    }
+
+    /** A page of the answering node's per-tag buffers ({@code GET /cache}). */
+    public List<CacheEntry> cache(ListQuery query) {
+        return run(Ops.cache(query));
+    }
+
+    /** A page of the tags as stored ({@code GET /db}, Leaf's {@code /db}). */
+    public List<TagInfo> db(ListQuery query) {
+        return run(Ops.db(query));
+    }
+
+    /** {@code GET /metrics}: the answering node's Prometheus text. */
+    public String metrics() {
+        return run(Ops.metrics());
+    }
+
+    // ---- the admin calls of earlier versions (see admin()) ----
+
+    /** {@link LeafAdmin#createTag}. */
+    public TagInfo createTag(CreateTag spec) {
+        return admin.createTag(spec);
+    }
+
+    /** {@link LeafAdmin#tag}. */
+    public TagInfo tag(String tag) {
+        return admin.tag(tag);
+    }
+
+    /** {@link LeafAdmin#archiveTag}. */
+    public TagInfo archiveTag(String tag) {
+        return admin.archiveTag(tag);
+    }
+
+    // ---- running calls ----
+
+    /** Runs {@code op} on the caller's thread. */
+    <T> T run(Op<T> op) {
+        return op.read().apply(execute(op.call()));
+    }
+
+    /** Every item of a paged listing from {@code first} on, page after page. */
+    <Q, P, T> List<T> all(Paged<Q, P, T> paged, Q first) {
+        List<T> out = new ArrayList<>();
+        for (Q q = first; q != null;) {
+            P page = run(paged.page(q));
+            out.addAll(paged.items(page));
+            q = paged.next(q, page);
+        }
+        return List.copyOf(out);
+    }
+
+    /**
+     * Runs {@code call} over the nodes, blocking: the attempts {@link Failover} says, sleeping
+     * its backoffs.
      */
     Answer execute(Call call) {
-        long deadlineAt = System.nanoTime() + deadline.toNanos();
-        int n = nodes.size();
-        int first = Math.floorMod(preferred.get(), n);
-        int attempt = 0;
-        int tlsFailures = 0;
+        Failover.Run run = failover.start(call);
         while (true) {
-            int idx = (first + attempt) % n;
-            String node = nodes.get(idx);
-            Duration left = Duration.ofNanos(Math.max(0, deadlineAt - System.nanoTime()));
-            LeafException err;
+            Transport.Reply reply = null;
+            LeafException err = null;
             try {
-                Transport.Reply r = transport.send(node, call.method(), call.path(), call.body(), min(timeout, left));
-                if ((r.status() >= 200 && r.status() < 300) || r.status() == call.alsoOk()) {
-                    preferred.set(idx);
-                    return new Answer(node, r.status(), r.body());
-                }
-                err = Answers.error(node, r.status(), r.body(), r.retryAfter());
+                reply = transport.send(run.node(), call.method(), call.path(), call.body(), run.attemptTimeout());
             } catch (LeafException e) {
                 err = e;
             }
-            if (Thread.currentThread().isInterrupted()) {
-                throw err;
+            Failover.Step step = run.after(reply, err);
+            if (step.answer() != null) {
+                return step.answer();
             }
-            boolean ownCreate = call.tag() != null && err instanceof LeafApiException
-                    && ((LeafApiException) err).code() == ErrorCode.TAG_NOT_FOUND && ownCreates.withinGrace(call.tag());
-            if (!ownCreate && !call.safety().retryable(err)) {
-                throw err;
+            if (!step.retry() || Thread.currentThread().isInterrupted()) {
+                throw step.error();
             }
-            if (err instanceof LeafTlsException) {
-                tlsFailures++;
-            }
-            // A TLS failure moves on to another node but never comes back round: it does not fix itself.
-            if ((!ownCreate && attempt >= retries) || (err instanceof LeafTlsException && tlsFailures >= n)) {
-                throw giveUp(attempt, err);
-            }
-            Duration wait = ownCreate ? OwnCreates.RETRY_EVERY : backoff.delay(attempt);
-            if (System.nanoTime() + wait.toNanos() >= deadlineAt) {
-                throw giveUp(attempt, err);
-            }
+            Duration wait = step.backoff();
             try {
                 Thread.sleep(wait.toMillis(), (int) (wait.toNanos() % 1_000_000));
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                throw giveUp(attempt, err);
+                throw run.stopped(step.error());
             }
-            attempt++;
+            run.next();
         }
     }
 
-    private static LeafException giveUp(int attempt, LeafException err) {
-        return attempt == 0 ? err : new AllNodesFailedException(attempt + 1, err);
+    /** Runs {@code op} without blocking: the future completes on the client's threads. */
+    <T> CompletableFuture<T> runAsync(Op<T> op) {
+        return map(executeAsync(op.call()), op.read());
     }
 
-    private static Duration min(Duration a, Duration b) {
-        return a.compareTo(b) <= 0 ? a : b;
+    /** {@code f} then {@code g}, where cancelling the result cancels {@code f} (a plain {@code thenApply} would not). */
+    static <A, B> CompletableFuture<B> map(CompletableFuture<A> f, java.util.function.Function<A, B> g) {
+        CompletableFuture<B> out = f.thenApply(g);
+        out.whenComplete((v, t) -> {
+            if (out.isCancelled()) {
+                f.cancel(true);
+            }
+        });
+        return out;
+    }
+
+    /**
+     * Runs {@code call} over the nodes without blocking: the same attempts as {@link #execute},
+     * each sent with {@code sendAsync}, each backoff a scheduled task. Cancelling the returned
+     * future cancels the attempt in flight and starts no other.
+     */
+    CompletableFuture<Answer> executeAsync(Call call) {
+        CompletableFuture<Answer> result = new CompletableFuture<>();
+        attempt(failover.start(call), result);
+        return result;
+    }
+
+    private void attempt(Failover.Run run, CompletableFuture<Answer> result) {
+        if (result.isDone()) {
+            return; // cancelled (or completed by the caller): no further attempt
+        }
+        Call call = run.call();
+        CompletableFuture<Transport.Reply> sent =
+                transport.sendAsync(run.node(), call.method(), call.path(), call.body(), run.attemptTimeout());
+        result.whenComplete((a, t) -> {
+            if (result.isCancelled()) {
+                sent.cancel(true);
+            }
+        });
+        sent.whenComplete((reply, t) -> {
+            Failover.Step step;
+            try {
+                step = run.after(reply, t == null ? null : leafError(t));
+            } catch (RuntimeException e) {
+                result.completeExceptionally(e);
+                return;
+            }
+            if (step.answer() != null) {
+                result.complete(step.answer());
+            } else if (!step.retry()) {
+                result.completeExceptionally(step.error());
+            } else if (!result.isDone()) {
+                try {
+                    ScheduledFuture<?> next = transport.schedule(() -> {
+                        run.next();
+                        attempt(run, result);
+                    }, step.backoff());
+                    result.whenComplete((a, x) -> next.cancel(false));
+                } catch (RejectedExecutionException e) { // the client was closed
+                    result.completeExceptionally(run.stopped(step.error()));
+                }
+            }
+        });
+    }
+
+    /** The {@link LeafException} a failed future carries. */
+    static LeafException leafError(Throwable t) {
+        Throwable c = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
+        return c instanceof LeafException ? (LeafException) c : new LeafException("the call failed: " + c, c);
+    }
+
+    Transport transport() {
+        return transport;
     }
 
     /** Stops the client's HTTP threads; calls made afterwards fail. */
@@ -255,118 +318,5 @@ public final class LeafClient implements AutoCloseable {
     public String toString() {
         return "LeafClient[nodes=" + nodes + ", token=" + (hasToken ? "(set)" : "(none)") + ", timeout=" + timeout
                 + ", deadline=" + deadline + ", retries=" + retries + "]";
-    }
-
-    /** The 2xx (or also-ok) answer of a call, and the node that gave it. */
-    record Answer(String node, int status, byte[] body) {
-        String text() {
-            return new String(body, java.nio.charset.StandardCharsets.UTF_8);
-        }
-
-        LeafDecodeException decodeError(String message) {
-            return new LeafDecodeException(node, status, message);
-        }
-
-        /** The body as a JSON object turned into {@code T} by {@code f}; a wrong shape is a decode error. */
-        <T> T decode(java.util.function.Function<Map<String, Object>, T> f) {
-            try {
-                return f.apply(Json.parseObject(text()));
-            } catch (IllegalArgumentException e) {
-                throw decodeError(e.getMessage());
-            }
-        }
-    }
-
-    /** Readers of answers, shared with {@link Gapless}. */
-    static final class Answers {
-        private Answers() {
-        }
-
-        /** The typed error of a non-2xx answer (a decode error when the body is not an error body). */
-        static LeafException error(String node, int status, byte[] body, String retryAfter) {
-            try {
-                Map<String, Object> m = Json.parseObject(new String(body, java.nio.charset.StandardCharsets.UTF_8));
-                return LeafApiException.of(node, status, Json.str(m, "code"), Json.str(m, "message"),
-                        Json.optLng(m, "leaf_code"), parseRetryAfter(retryAfter));
-            } catch (IllegalArgumentException e) {
-                String text = new String(body, 0, Math.min(body.length, 200), java.nio.charset.StandardCharsets.UTF_8);
-                return new LeafDecodeException(node, status, "not an error body: " + text);
-            }
-        }
-
-        private static Duration parseRetryAfter(String v) {
-            if (v == null) {
-                return null;
-            }
-            try {
-                long seconds = Long.parseLong(v.strip());
-                return seconds >= 0 ? Duration.ofSeconds(seconds) : null; // a negative wait means nothing
-            } catch (NumberFormatException e) {
-                return null;
-            }
-        }
-
-        /** The body as exactly {@code count} non-negative decimal IDs, one per line. */
-        static long[] ids(Answer a, int count) {
-            String text = a.text();
-            long[] out = new long[count];
-            int got = 0;
-            int start = 0;
-            while (start <= text.length()) {
-                int nl = text.indexOf('\n', start);
-                int end = nl < 0 ? text.length() : nl;
-                String line = text.substring(start, end).strip();
-                if (!(line.isEmpty() && nl < 0 && got > 0)) {
-                    long id;
-                    try {
-                        id = Long.parseLong(line);
-                    } catch (NumberFormatException e) {
-                        throw a.decodeError("not an ID: \"" + line.substring(0, Math.min(40, line.length())) + "\"");
-                    }
-                    if (id < 0) {
-                        throw a.decodeError("a negative ID: " + id);
-                    }
-                    if (got == count) {
-                        throw a.decodeError("more than the " + count + " IDs asked for");
-                    }
-                    out[got++] = id;
-                }
-                if (nl < 0) {
-                    break;
-                }
-                start = nl + 1;
-            }
-            if (got != count) {
-                throw a.decodeError(got + " IDs, asked for " + count);
-            }
-            return out;
-        }
-
-        /** The body as ascending, non-overlapping ranges holding exactly {@code count} IDs. */
-        static List<IdRange> ranges(Answer a, int count) {
-            return a.decode(m -> {
-                List<IdRange> out = new ArrayList<>();
-                long total = 0;
-                long previousEnd = Long.MIN_VALUE;
-                for (Object o : Json.arr(m, "ranges")) {
-                    if (!(o instanceof Map)) {
-                        throw new IllegalArgumentException("a range is not an object");
-                    }
-                    @SuppressWarnings("unchecked")
-                    Map<String, Object> r = (Map<String, Object>) o;
-                    IdRange range = new IdRange(Json.lng(r, "start"), Json.lng(r, "end"));
-                    if (range.start() < previousEnd) {
-                        throw new IllegalArgumentException("ranges are not ascending at " + range);
-                    }
-                    previousEnd = range.end();
-                    total += range.count();
-                    out.add(range);
-                }
-                if (total != count) {
-                    throw new IllegalArgumentException(total + " IDs in the ranges, asked for " + count);
-                }
-                return Collections.unmodifiableList(out);
-            });
-        }
     }
 }

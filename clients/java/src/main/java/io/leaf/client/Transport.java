@@ -1,6 +1,8 @@
 package io.leaf.client;
 
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
 import java.net.ConnectException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -11,10 +13,15 @@ import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLException;
 
@@ -33,6 +40,8 @@ final class Transport {
 
     private final HttpClient http;
     private final ExecutorService executor;
+    /** One daemon thread: attempt timeouts and the backoffs of async calls (never slept on). */
+    private final ScheduledExecutorService scheduler;
     /** {@code Bearer <token>}, or {@code null}. Never printed. */
     private final String authorization;
     private final int maxAnswerBytes;
@@ -54,14 +63,72 @@ final class Transport {
         }
         this.http = b.build();
         this.executor = executor;
+        this.scheduler = timer();
         this.authorization = token == null ? null : "Bearer " + token;
     }
 
-    /** Sends {@code method path} with an optional JSON body to {@code node}, within {@code timeout}. */
+    /** Sends {@code method path} with an optional JSON body to {@code node}, within {@code timeout}; blocks. */
     Reply send(String node, String method, String path, String jsonBody, Duration timeout) {
-        if (timeout.isZero() || timeout.isNegative()) {
-            throw new LeafTimeoutException(node, Duration.ZERO);
+        CompletableFuture<Reply> future = sendAsync(node, method, path, jsonBody, timeout);
+        try {
+            return future.get();
+        } catch (InterruptedException e) {
+            future.cancel(true);
+            Thread.currentThread().interrupt();
+            throw new LeafTransportException(node, "interrupted", false, e);
+        } catch (ExecutionException e) {
+            Throwable c = e.getCause();
+            throw c instanceof LeafException ? (LeafException) c : classify(node, c == null ? e : c, timeout);
         }
+    }
+
+    /**
+     * Sends {@code method path} with an optional JSON body to {@code node} without blocking: the
+     * future completes with the reply, or exceptionally with a {@link LeafException}, within
+     * {@code timeout} (headers and body). Cancelling it abandons the exchange.
+     */
+    CompletableFuture<Reply> sendAsync(String node, String method, String path, String jsonBody, Duration timeout) {
+        if (timeout.isZero() || timeout.isNegative()) {
+            return CompletableFuture.failedFuture(new LeafTimeoutException(node, Duration.ZERO));
+        }
+        CompletableFuture<HttpResponse<byte[]>> exchange;
+        try {
+            exchange = http.sendAsync(request(node, method, path, jsonBody, timeout), BoundedBody.handler(maxAnswerBytes));
+        } catch (RuntimeException e) { // a closed client's executor refuses the task
+            return CompletableFuture.failedFuture(classify(node, e, timeout));
+        }
+        CompletableFuture<Reply> out = new CompletableFuture<>();
+        // The request's own timeout covers the headers; this one covers the body too.
+        ScheduledFuture<?> timer;
+        try {
+            timer = scheduler.schedule(() -> {
+                if (out.completeExceptionally(new LeafTimeoutException(node, timeout))) {
+                    exchange.cancel(true);
+                }
+            }, timeout.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (RuntimeException e) { // closed
+            exchange.cancel(true);
+            return CompletableFuture.failedFuture(classify(node, e, timeout));
+        }
+        exchange.whenComplete((r, t) -> {
+            timer.cancel(false);
+            if (t == null) {
+                out.complete(new Reply(r.statusCode(), r.body(), r.headers().firstValue("Retry-After").orElse(null)));
+            } else {
+                Throwable c = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
+                out.completeExceptionally(classify(node, c, timeout));
+            }
+        });
+        out.whenComplete((r, t) -> {
+            if (out.isCancelled()) {
+                timer.cancel(false);
+                exchange.cancel(true);
+            }
+        });
+        return out;
+    }
+
+    private HttpRequest request(String node, String method, String path, String jsonBody, Duration timeout) {
         HttpRequest.Builder rb = HttpRequest.newBuilder(URI.create(node + path)).timeout(timeout);
         if (authorization != null) {
             rb.header("Authorization", authorization);
@@ -72,22 +139,70 @@ final class Transport {
         } else {
             rb.method(method, HttpRequest.BodyPublishers.noBody());
         }
-        CompletableFuture<HttpResponse<byte[]>> future =
-                http.sendAsync(rb.build(), BoundedBody.handler(maxAnswerBytes));
+        return rb.build();
+    }
+
+    /**
+     * Streams {@code GET path} of {@code node} into {@code out} (a backup: any size), the whole
+     * download within {@code timeout}; completes with the bytes written. The copy runs on the
+     * client's HTTP executor. A non-200 answer fails with its typed error, {@code out} untouched.
+     */
+    CompletableFuture<Long> download(String node, String path, OutputStream out, Duration timeout) {
+        CompletableFuture<HttpResponse<InputStream>> exchange;
         try {
-            // The request's own timeout covers the headers; this one covers the body too.
-            HttpResponse<byte[]> r = future.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
-            return new Reply(r.statusCode(), r.body(), r.headers().firstValue("Retry-After").orElse(null));
-        } catch (TimeoutException e) {
-            future.cancel(true);
-            throw new LeafTimeoutException(node, timeout);
-        } catch (InterruptedException e) {
-            future.cancel(true);
-            Thread.currentThread().interrupt();
-            throw new LeafTransportException(node, "interrupted", false, e);
-        } catch (ExecutionException e) {
-            throw classify(node, e.getCause() == null ? e : e.getCause(), timeout);
+            exchange = http.sendAsync(request(node, "GET", path, null, timeout), HttpResponse.BodyHandlers.ofInputStream());
+        } catch (RuntimeException e) {
+            return CompletableFuture.failedFuture(classify(node, e, timeout));
         }
+        long started = System.nanoTime();
+        return exchange.handle((r, t) -> {
+            if (t != null) {
+                throw classify(node, t instanceof CompletionException && t.getCause() != null ? t.getCause() : t, timeout);
+            }
+            return r;
+        }).thenApplyAsync(r -> {
+            InputStream in = r.body();
+            try {
+                if (r.statusCode() != 200) {
+                    byte[] err = in.readNBytes(64 * 1024);
+                    throw Answers.error(node, r.statusCode(), err, null);
+                }
+                Duration left = timeout.minusNanos(System.nanoTime() - started);
+                ScheduledFuture<?> stop = scheduler.schedule(() -> closeQuietly(in), Math.max(0, left.toNanos()), TimeUnit.NANOSECONDS);
+                try {
+                    return in.transferTo(out);
+                } catch (IOException e) {
+                    if (stop.isDone()) {
+                        throw new LeafTimeoutException(node, timeout);
+                    }
+                    throw classify(node, e, timeout);
+                } finally {
+                    stop.cancel(false);
+                }
+            } catch (IOException e) {
+                throw classify(node, e, timeout);
+            } finally {
+                closeQuietly(in);
+            }
+        }, executor);
+    }
+
+    private static void closeQuietly(InputStream in) {
+        try {
+            in.close();
+        } catch (IOException e) {
+            // nothing more to read or release
+        }
+    }
+
+    /** Runs {@code task} after {@code delay} on the client's timer thread (backoffs of async calls). */
+    ScheduledFuture<?> schedule(Runnable task, Duration delay) {
+        return scheduler.schedule(task, delay.toNanos(), TimeUnit.NANOSECONDS);
+    }
+
+    /** Runs {@code task} on the client's HTTP executor (never a caller's thread). */
+    void execute(Runnable task) {
+        executor.execute(task);
     }
 
     /** The error of a failed exchange. */
@@ -138,8 +253,22 @@ final class Transport {
         return m;
     }
 
+    private static final AtomicInteger TIMERS = new AtomicInteger();
+
+    private static ScheduledExecutorService timer() {
+        String name = "leaf-timer-" + TIMERS.incrementAndGet();
+        ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread th = new Thread(r, name);
+            th.setDaemon(true);
+            return th;
+        });
+        t.setRemoveOnCancelPolicy(true);
+        return Executors.unconfigurableScheduledExecutorService(t);
+    }
+
     /** Stops the client's threads; calls in flight fail. */
     void close() {
+        scheduler.shutdownNow();
         executor.shutdownNow();
     }
 }

@@ -105,7 +105,7 @@ class ClusterTest {
     private static void assertInsideCommittedAllocations(LeafNodes cluster, int id, String tag, long[] ids) {
         Map<String, Object> journal;
         try (LeafClient admin = cluster.client(id)) {
-            LeafClient.Answer a = admin.execute(Call.get("/admin/allocations?tag=" + tag));
+            Answer a = admin.execute(Call.get("/admin/allocations?tag=" + tag));
             journal = Json.parseObject(new String(a.body(), StandardCharsets.UTF_8));
         }
         assertEquals(0L, Json.lng(journal, "complete_from_index"), "node " + id + "'s journal is complete");

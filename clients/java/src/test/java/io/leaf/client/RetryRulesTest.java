@@ -48,19 +48,19 @@ class RetryRulesTest {
         assertTrue(api(403, "forbidden") instanceof ForbiddenException);
         assertTrue(api(400, "invalid_count") instanceof InvalidRequestException);
         assertTrue(api(503, "unavailable") instanceof UnavailableException);
-        LeafException limited = LeafClient.Answers.error("n", 429,
+        LeafException limited = Answers.error("n", 429,
                 "{\"code\":\"rate_limited\",\"message\":\"slow down\",\"leaf_code\":null}".getBytes(), "7");
         assertTrue(limited instanceof RateLimitedException);
         assertEquals(Duration.ofSeconds(7), ((RateLimitedException) limited).retryAfter().orElseThrow());
         for (String nonsense : new String[] {"-3", "soon", "1.5"}) {
-            LeafException e = LeafClient.Answers.error("n", 429,
+            LeafException e = Answers.error("n", 429,
                     "{\"code\":\"rate_limited\",\"message\":\"slow down\"}".getBytes(), nonsense);
             assertTrue(((RateLimitedException) e).retryAfter().isEmpty(), nonsense);
         }
         LeafApiException future = api(400, "some_new_code");
         assertEquals(ErrorCode.UNKNOWN, future.code());
         assertEquals("some_new_code", future.wireCode());
-        LeafException proxy = LeafClient.Answers.error("n", 503, "<html>".getBytes(), null);
+        LeafException proxy = Answers.error("n", 503, "<html>".getBytes(), null);
         assertTrue(proxy instanceof LeafDecodeException && proxy.isUnavailable());
     }
 

@@ -22,17 +22,21 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p><b>How it works.</b> Each tag (or snowflake key) has a buffer of leased ranges: the current
  * lease and up to {@code depth} leases queued behind it, filled through a {@link LeaseSource}
  * (a {@link LeafClient}: {@code ranges} / {@code snowflakeRanges}, with the client's failover
- * across nodes, retries and deadline) by the pool's one refill thread. When 10% of a lease is
+ * across nodes, retries and deadline) by the pool's refill threads: one scheduler and a fixed
+ * executor of {@code refillThreads} (4) lease threads shared by all its tags, whatever their
+ * number; a tag's slow lease holds none of them while out (a client's leases are sent
+ * asynchronously) and never delays another tag's. When 10% of a lease is
  * used the next one is fetched in the background; its size adapts so that a lease lasts about
  * {@code leasePeriod}. A failed lease is retried with backoff; callers notice nothing while
  * buffered IDs last, then wait up to {@code maxWait}. Every ID handed out lies in a range the
  * service leased to this pool, and none twice; IDs still buffered when the process dies are
- * lost (a gap, never a duplicate). {@link #close()} stops the refill thread.
+ * lost (a gap, never a duplicate). {@link #close()} stops the refill threads.
  */
 public final class IdPool implements AutoCloseable {
     private static final AtomicInteger POOLS = new AtomicInteger();
 
     private final PoolOptions options;
+    private final String threadPrefix;
     private final Refiller refiller;
     private final Map<String, TagPool> tags = new LinkedHashMap<>();
     private final List<TagBuffer> buffers = new ArrayList<>();
@@ -40,7 +44,8 @@ public final class IdPool implements AutoCloseable {
 
     private IdPool(LeaseSource source, PoolOptions options) {
         this.options = options;
-        this.refiller = new Refiller(source, options, "leaf-id-pool-" + POOLS.incrementAndGet());
+        this.threadPrefix = "leaf-id-pool-" + POOLS.incrementAndGet() + "-";
+        this.refiller = new Refiller(source, options, threadPrefix.substring(0, threadPrefix.length() - 1));
         refiller.start();
     }
 
@@ -52,6 +57,15 @@ public final class IdPool implements AutoCloseable {
     /** A pool leasing from {@code source}. */
     public static IdPool create(LeaseSource source, PoolOptions options) {
         return new IdPool(source, options);
+    }
+
+    /**
+     * The prefix of the names of this pool's threads ({@code leaf-id-pool-<n>-}): its scheduler
+     * ({@code ...-refill}) and its {@code refillThreads} lease threads ({@code ...-lease-<i>}),
+     * shared by all its tags.
+     */
+    public String threadNamePrefix() {
+        return threadPrefix;
     }
 
     /** The options the pool was built with. */
@@ -117,7 +131,7 @@ public final class IdPool implements AutoCloseable {
     }
 
     /**
-     * Stops the refill thread (a lease in flight is abandoned: its IDs are a gap). Callers
+     * Stops the refill threads (a lease in flight is abandoned: its IDs are a gap). Callers
      * waiting on an empty buffer, and later calls that find nothing, get a
      * {@link io.leaf.client.PoolExhaustedException}.
      */

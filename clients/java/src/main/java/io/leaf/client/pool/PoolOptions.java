@@ -18,16 +18,20 @@ import java.util.Objects;
  *     the current lease and the next, Leaf's double buffer)
  * @param maxStaleness snowflake IDs: none is handed out from a range more than this after its
  *     lease was requested (default 1 s)
- * @param tick how often the refill thread wakes on its own, below {@code maxStaleness}
+ * @param tick how often the refill scheduler wakes on its own, below {@code maxStaleness}
  *     (default 100 ms)
  * @param retryMin the first retry of a failed lease waits this, doubling (default 50 ms)
  * @param retryMax ...up to this (default 1 s)
  * @param localChunk IDs a thread takes from the shared buffer at once, with one atomic
  *     operation, and hands out from thread-local fields (default 64; 1 hands out every ID from
  *     the shared buffer)
+ * @param refillThreads the pool's lease threads, shared by all its tags (default 4, 1 to 64);
+ *     with the scheduler thread the pool runs {@code refillThreads + 1} threads whatever its
+ *     number of tags
  */
 public record PoolOptions(Duration maxWait, Duration leasePeriod, int minLease, int maxLease, int initialLease,
-        int depth, Duration maxStaleness, Duration tick, Duration retryMin, Duration retryMax, int localChunk) {
+        int depth, Duration maxStaleness, Duration tick, Duration retryMin, Duration retryMax, int localChunk,
+        int refillThreads) {
 
     /** Most IDs one lease may ask for. */
     public static final int MAX_RANGE_BATCH = 1_000_000;
@@ -59,6 +63,9 @@ public record PoolOptions(Duration maxWait, Duration leasePeriod, int minLease, 
         if (localChunk < 1 || localChunk > 65_536) {
             throw new IllegalArgumentException("localChunk must be from 1 to 65536, got " + localChunk);
         }
+        if (refillThreads < 1 || refillThreads > 64) {
+            throw new IllegalArgumentException("refillThreads must be from 1 to 64, got " + refillThreads);
+        }
     }
 
     private static boolean positive(Duration d) {
@@ -88,6 +95,7 @@ public record PoolOptions(Duration maxWait, Duration leasePeriod, int minLease, 
         private Duration retryMin = Duration.ofMillis(50);
         private Duration retryMax = Duration.ofSeconds(1);
         private int localChunk = 64;
+        private int refillThreads = 4;
 
         Builder() {
         }
@@ -153,10 +161,16 @@ public record PoolOptions(Duration maxWait, Duration leasePeriod, int minLease, 
             return this;
         }
 
+        /** See {@link PoolOptions#refillThreads()}. */
+        public Builder refillThreads(int v) {
+            refillThreads = v;
+            return this;
+        }
+
         /** The options (checked). */
         public PoolOptions build() {
             return new PoolOptions(maxWait, leasePeriod, minLease, maxLease, initialLease, depth, maxStaleness, tick,
-                    retryMin, retryMax, localChunk);
+                    retryMin, retryMax, localChunk, refillThreads);
         }
     }
 }

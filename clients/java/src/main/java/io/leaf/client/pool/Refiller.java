@@ -5,32 +5,54 @@ import io.leaf.client.LeafDecodeException;
 import io.leaf.client.LeafException;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * The refill thread of one {@link IdPool}: a scheduler loop over the pool's tags (one daemon
- * thread per pool, never a caller's thread). It sleeps until woken (a prefetch point reached,
- * a caller found nothing), a retry is due, or the tick; then, per tag:
+ * The refill machinery of one {@link IdPool}, shared by all its tags: one scheduler thread
+ * ({@code <prefix>-refill}) and a fixed executor of {@code refillThreads} lease threads
+ * ({@code <prefix>-lease-<n>}), never a caller's thread and never one thread per tag. The
+ * scheduler sleeps until woken (a prefetch point reached, a caller found nothing, a lease
+ * finished), a retry is due, or the tick; then, per tag with no lease in flight:
  * <ol>
  *   <li>retires snowflake ranges that got too old: every range whose lease was requested at
  *       least {@code maxStaleness - tick} ago, so that, checked every tick, none is handed out
  *       more than {@code maxStaleness} after its lease was requested;
- *   <li>leases when fewer than {@code depth} leases are queued behind the current range and a
- *       caller asked for one (at 10% of a lease, or with nothing left) or nothing is left. A new
- *       request (not a retry) first adapts the size to how long the previous lease lasted
- *       ({@link Sizing}; a lease callers waited for counts as lasting zero);
- *   <li>credits the ranges (checked: a malformed answer, or snowflake ranges that arrive already
- *       too old, are a failed lease) and wakes the waiters; or records the failure, wakes the
- *       waiters (a refused lease fails them at once) and retries after a capped exponential
- *       backoff ({@code retryMin} doubling to {@code retryMax}) while IDs are wanted.
+ *   <li>starts a lease, on a lease thread, when fewer than {@code depth} leases are queued
+ *       behind the current range and a caller asked for one (at 10% of a lease, or with nothing
+ *       left) or nothing is left. A new request (not a retry) first adapts the size to how long
+ *       the previous lease lasted ({@link Sizing}; a lease callers waited for counts as lasting
+ *       zero);
+ *   <li>when the lease answers, credits the ranges (checked: a malformed answer, or snowflake
+ *       ranges that arrive already too old, are a failed lease) and wakes the waiters; or
+ *       records the failure, wakes the waiters (a refused lease fails them at once) and retries
+ *       after a capped exponential backoff ({@code retryMin} doubling to {@code retryMax}) while
+ *       IDs are wanted.
  * </ol>
- * Leases are fetched one at a time, through the source's own failover and deadline: a slow
- * lease of one tag delays the other tags' leases of the same pool.
+ * A tag has at most one lease in flight; different tags' leases run side by side, at most
+ * {@code 4 * refillThreads} at once (the pool's tags take turns when more are due, so 1,000 tags
+ * never make 1,000 requests at once). A source with {@link LeaseSource#leaseAsync} (a
+ * {@link io.leaf.client.LeafClient}'s) holds no thread while its request is out: a stalled
+ * node delays only the tags it serves (each holding one of the in-flight places). A blocking
+ * source holds one lease thread per lease in flight, so a tag whose leases stall takes one of
+ * the {@code refillThreads} and the other tags go on with the rest.
  */
 final class Refiller implements Runnable {
-    /** One tag's lease state, touched by the refill thread only. */
+    /**
+     * One tag's lease state: touched by the scheduler while no lease is in flight, and by the
+     * lease's threads while one is ({@link #inFlight} hands it over).
+     */
     static final class Lessee {
+        volatile boolean inFlight;
+        /** The lease in flight, cancelled by {@link Refiller#close}. */
+        volatile CompletableFuture<List<IdRange>> pending;
         final TagBuffer buffer;
         final Sizing sizing;
         int target;
@@ -51,24 +73,39 @@ final class Refiller implements Runnable {
         }
     }
 
+    /** Leases in flight at once per lease thread (so 16 with the default 4 threads). */
+    static final int MAX_IN_FLIGHT_PER_THREAD = 4;
+
     private final LeaseSource source;
     private final PoolOptions options;
     private final CopyOnWriteArrayList<Lessee> lessees = new CopyOnWriteArrayList<>();
     private final Thread thread;
+    private final ExecutorService leasers;
+    /** Leases in flight, all tags together, at most {@link #maxInFlight}. */
+    private final AtomicInteger leasing = new AtomicInteger();
+    private final int maxInFlight;
     private volatile boolean closed;
 
-    Refiller(LeaseSource source, PoolOptions options, String threadName) {
+    /** A refiller whose threads' names start with {@code prefix + "-"}. */
+    Refiller(LeaseSource source, PoolOptions options, String prefix) {
         this.source = source;
         this.options = options;
-        this.thread = new Thread(this, threadName);
+        this.maxInFlight = MAX_IN_FLIGHT_PER_THREAD * options.refillThreads();
+        this.thread = new Thread(this, prefix + "-refill");
         thread.setDaemon(true);
+        AtomicInteger n = new AtomicInteger();
+        this.leasers = Executors.newFixedThreadPool(options.refillThreads(), r -> {
+            Thread t = new Thread(r, prefix + "-lease-" + n.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        });
     }
 
     void start() {
         thread.start();
     }
 
-    /** Wakes the loop (a caller wants a lease). */
+    /** Wakes the scheduler (a caller wants a lease, or a lease finished). */
     void wake() {
         LockSupport.unpark(thread);
     }
@@ -78,36 +115,68 @@ final class Refiller implements Runnable {
         wake();
     }
 
-    /** Stops the loop (a lease in flight is interrupted) and waits for it, at most {@code wait}. */
+    /** Stops the scheduler and the lease threads (leases in flight are interrupted), waiting at most {@code wait}. */
     void close(Duration wait) throws InterruptedException {
         closed = true;
         thread.interrupt();
-        thread.join(wait.toMillis());
+        leasers.shutdownNow();
+        for (Lessee s : lessees) {
+            CompletableFuture<List<IdRange>> p = s.pending;
+            if (p != null) {
+                p.cancel(true);
+            }
+        }
+        long end = System.nanoTime() + wait.toNanos();
+        thread.join(Math.max(1, wait.toMillis()));
+        leasers.awaitTermination(Math.max(0, end - System.nanoTime()), TimeUnit.NANOSECONDS);
     }
 
     @Override
     public void run() {
         long staleAfter = options.maxStaleness().minus(options.tick()).toNanos();
         long tick = options.tick().toNanos();
+        int cursor = 0;
         while (!closed) {
             long now = System.nanoTime();
             long sleep = tick;
-            for (Lessee s : lessees) {
+            Lessee[] all = lessees.toArray(new Lessee[0]);
+            int n = all.length;
+            int from = n == 0 ? 0 : cursor % n;
+            boolean full = false;
+            for (int k = 0; k < n; k++) {
                 if (closed) {
                     return;
                 }
+                Lessee s = all[(from + k) % n];
                 TagBuffer b = s.buffer;
                 if (b.kind == IdKind.SNOWFLAKE) {
                     b.retireLeasedUntil(now - staleAfter);
                 }
+                if (s.inFlight) {
+                    continue;
+                }
                 boolean due = !s.retryPending || now - s.retryAt >= 0;
                 if (due && b.queuedLeases() < options.depth() && (b.wanted || b.empty())) {
-                    lease(s, now, staleAfter);
-                    now = System.nanoTime();
-                }
-                if (s.retryPending) {
+                    if (leasing.get() >= maxInFlight) {
+                        if (!full) {
+                            full = true;
+                            cursor = (from + k) % n; // the next pass starts with the first tag left waiting
+                        }
+                        continue; // woken when a lease finishes
+                    }
+                    s.inFlight = true;
+                    leasing.incrementAndGet();
+                    try {
+                        leasers.execute(() -> lease(s, staleAfter));
+                    } catch (RejectedExecutionException e) {
+                        return; // closed
+                    }
+                } else if (s.retryPending && s.retryAt - now > 0) {
                     sleep = Math.min(sleep, s.retryAt - now);
                 }
+            }
+            if (!full && n > 0) {
+                cursor = (from + 1) % n;
             }
             if (sleep > 0 && !closed) {
                 LockSupport.parkNanos(this, sleep);
@@ -115,8 +184,10 @@ final class Refiller implements Runnable {
         }
     }
 
-    private void lease(Lessee s, long now, long staleAfter) {
+    /** On a lease thread: sizes and sends {@code s}'s lease; it finishes in {@link #leased} (maybe on another thread). */
+    private void lease(Lessee s, long staleAfter) {
         TagBuffer b = s.buffer;
+        long now = System.nanoTime();
         if (s.failures == 0) {
             long waits = b.waits.get();
             long served = Math.max(0, b.leased.get() - b.retired.get() - b.buffered());
@@ -135,8 +206,39 @@ final class Refiller implements Runnable {
         b.wanted = false;
         int size = s.target;
         long sent = System.nanoTime();
+        CompletableFuture<List<IdRange>> answer;
         try {
-            List<IdRange> ranges = source.lease(b.kind, b.name, size);
+            answer = source.leaseAsync(b.kind, b.name, size);
+        } catch (RuntimeException e) {
+            answer = CompletableFuture.failedFuture(e);
+        }
+        s.pending = answer;
+        if (closed) {
+            answer.cancel(true);
+        }
+        answer.whenComplete((ranges, t) -> {
+            s.pending = null;
+            try {
+                leased(s, size, sent, staleAfter, ranges, t);
+            } finally {
+                s.inFlight = false;
+                leasing.decrementAndGet();
+                wake();
+            }
+        });
+    }
+
+    private void leased(Lessee s, int size, long sent, long staleAfter, List<IdRange> ranges, Throwable t) {
+        TagBuffer b = s.buffer;
+        if (closed) {
+            return; // the pool is closed: an answer's IDs are a gap
+        }
+        if (t != null) {
+            Throwable c = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
+            failed(s, c instanceof LeafException ? (LeafException) c : new LeafException("a lease failed: " + c, c));
+            return;
+        }
+        try {
             check(ranges, size);
             if (b.kind == IdKind.SNOWFLAKE && System.nanoTime() - sent >= staleAfter) {
                 b.leased.addAndGet(size);
@@ -151,10 +253,9 @@ final class Refiller implements Runnable {
             b.failure = null;
             b.failurePermanent = false;
         } catch (LeafException e) {
-            // Unavailable or garbled: try again. A refusal (unknown tag, bad token, TLS setup): permanent.
-            failed(s, e, e.isUnavailable() || e instanceof LeafDecodeException || e.getClass() == LeafException.class);
+            failed(s, e);
         } catch (RuntimeException e) {
-            failed(s, new LeafException("a lease failed: " + e, e), true);
+            failed(s, new LeafException("a lease failed: " + e, e));
         }
     }
 
@@ -174,7 +275,12 @@ final class Refiller implements Runnable {
         }
     }
 
-    private void failed(Lessee s, LeafException e, boolean retryable) {
+    /**
+     * Records a failed lease. Unavailable or garbled (or a plain failure of a source): tried
+     * again. A refusal (unknown tag, bad token, TLS setup): permanent, callers fail at once.
+     */
+    private void failed(Lessee s, LeafException e) {
+        boolean retryable = e.isUnavailable() || e instanceof LeafDecodeException || e.getClass() == LeafException.class;
         TagBuffer b = s.buffer;
         b.leasesFailed.incrementAndGet();
         s.failures = Math.min(s.failures + 1, 1000);

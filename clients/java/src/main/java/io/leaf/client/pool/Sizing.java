@@ -6,7 +6,7 @@ import java.time.Duration;
  * The adaptive lease size (Leaf's dynamic step, in the client). A lease should last about
  * {@code period}: one that lasted less than half of it doubles the next, one that lasted more
  * than twice halves it, always within {@code [min, max]}. When callers had to wait since the
- * previous request, the refill thread counts the lease as lasting no time (it doubles): the
+ * previous request, the refiller counts the lease as lasting no time (it doubles): the
  * time then includes the wait, and halving would starve the callers further.
  */
 record Sizing(int min, int max, Duration period) {

@@ -19,7 +19,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * tickets with one {@code getAndAdd}: no lock, allocation or clock. <b>The slow path</b>, under
  * {@code lock}, switches to the next queued range once {@code current} is used up (every ticket
  * of it claimed, so no ID of it is lost or repeated), or reports the buffer empty; callers then
- * wait on {@code ready} for the refill thread, which appends leases under the same lock.
+ * wait on {@code ready} for the refiller, which appends leases under the same lock.
  */
 final class TagBuffer {
     final IdKind kind;
@@ -146,7 +146,7 @@ final class TagBuffer {
         }
     }
 
-    /** Asks the refill thread for the next lease. */
+    /** Asks the refiller for the next lease. */
     void want() {
         wanted = true;
         wakeRefill.run();
