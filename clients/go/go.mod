@@ -1,0 +1,3 @@
+module leaf.dev/client
+
+go 1.19
