@@ -8,12 +8,14 @@ import (
 )
 
 // The hit path of a TagPool: the current range is an immutable *span behind an atomic
-// pointer, with an atomic cursor. NextID loads the pointer and does ONE atomic add on the
-// cursor: a result inside [start, end) is an ID nobody else got (each cursor value is returned
-// by one add only, and the span's bounds never change). Everything else (the range used up, a
-// retired snowflake range, nothing leased yet) goes to the slow path under the tag's mutex,
-// which moves the pointer to the next queued span or waits for a lease. No mutex, allocation,
-// syscall or clock on the hit path.
+// pointer, with an atomic cursor. NextID takes from a chunk of that span held by the caller's
+// stripe (pool_stripes.go) with ONE atomic add on the chunk's cursor: a result inside the chunk
+// is an ID nobody else got (each cursor value is returned by one add only, and the chunk's
+// bounds never change). A used-up chunk is replaced by the next part of the span, claimed with
+// one atomic add on the span's cursor; everything else (the span used up, a retired snowflake
+// range, nothing leased yet) goes to the slow path under the tag's mutex, which moves the
+// pointer to the next queued span or waits for a lease. No mutex, syscall or clock on the hit
+// path, and an allocation only per chunk.
 
 // span is one leased range [start, end); only next changes.
 type span struct {
@@ -53,11 +55,16 @@ func (s *span) left() int64 {
 // TagPool is the buffer of one tag's segment IDs or one key's snowflake IDs (IdPool.Segment,
 // IdPool.Snowflake); safe for concurrent use.
 type TagPool struct {
-	cur  atomic.Pointer[span]
-	kind IDKind
-	name string
-	o    PoolOptions
-	src  RangeSource
+	cur atomic.Pointer[span]
+	// stripes are where NextID takes IDs from: chunks of cur, one per group of goroutines
+	// (pool_stripes.go); dropped counts IDs of chunks that lost a race to be installed.
+	stripes []stripe
+	mask    uintptr
+	dropped atomic.Int64
+	kind    IDKind
+	name    string
+	o       PoolOptions
+	src     RangeSource
 	// wanted is set (and wake signalled) when a take asks for a lease.
 	wanted atomic.Bool
 	wake   chan struct{}
@@ -97,7 +104,8 @@ type TagStats struct {
 	Kind IDKind
 	Name string
 	// IDsServed is IDsLeased − IDsRetired − IDsBuffered: IDs handed out (or lost to a take
-	// racing a retirement).
+	// racing a retirement). IDsRetired counts stale snowflake IDs and the rest of a stripe's
+	// chunk that lost a race to be installed; IDsBuffered includes the stripes' chunks.
 	IDsServed, IDsLeased, IDsRetired, IDsBuffered int64
 	LeasesOK, LeasesFailed                        int64
 	LastLeaseSize, LeaseTarget                    int64
@@ -114,17 +122,19 @@ func newTagPool(kind IDKind, name string, src RangeSource, o PoolOptions) *TagPo
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	p := &TagPool{
-		kind:   kind,
-		name:   name,
-		o:      o,
-		src:    src,
-		wake:   make(chan struct{}, 1),
-		ready:  make(chan struct{}),
-		ctx:    ctx,
-		stop:   stop,
-		epoch:  time.Now(),
-		sizing: sizing{min: int64(o.MinLease), max: int64(o.MaxLease), period: period},
+		kind:    kind,
+		name:    name,
+		o:       o,
+		src:     src,
+		wake:    make(chan struct{}, 1),
+		ready:   make(chan struct{}),
+		ctx:     ctx,
+		stop:    stop,
+		epoch:   time.Now(),
+		sizing:  sizing{min: int64(o.MinLease), max: int64(o.MaxLease), period: period},
+		stripes: newStripes(),
 	}
+	p.mask = uintptr(len(p.stripes) - 1)
 	p.cur.Store(emptySpan())
 	p.wanted.Store(true)
 	p.done.Add(1)
@@ -145,41 +155,23 @@ func (p *TagPool) Name() string { return p.name }
 // next leased range, or waits up to MaxWait for a lease (*PoolExhaustedError), or fails at
 // once when the last lease was refused (*PoolRejectedError), or ErrPoolClosed.
 func (p *TagPool) NextID() (int64, error) {
-	s := p.cur.Load()
-	id := s.next.Add(1) - 1
-	if id < s.end && id >= s.start {
-		if id == s.prefetch {
-			p.want()
-		}
+	st := p.stripeOf()
+	c := st.cur.Load()
+	id := c.next.Add(1) - 1
+	if id < c.end && (p.kind != KindSnowflake || c.leasedNs >= p.retiredBelow.Load()) {
 		return id, nil
 	}
-	return p.slow(context.Background(), true)
+	return p.claim(context.Background(), st, c, true)
 }
 
 // NextIDContext is NextID, waiting at most until ctx ends (and at most MaxWait).
 func (p *TagPool) NextIDContext(ctx context.Context) (int64, error) {
-	s := p.cur.Load()
-	id := s.next.Add(1) - 1
-	if id < s.end && id >= s.start {
-		if id == s.prefetch {
-			p.want()
-		}
-		return id, nil
-	}
-	return p.slow(ctx, true)
+	return p.take(ctx, true)
 }
 
 // TryNextID returns an ID if one is buffered, never waiting; false asks for a lease.
 func (p *TagPool) TryNextID() (int64, bool) {
-	s := p.cur.Load()
-	id := s.next.Add(1) - 1
-	if id < s.end && id >= s.start {
-		if id == s.prefetch {
-			p.want()
-		}
-		return id, true
-	}
-	id, err := p.slow(context.Background(), false)
+	id, err := p.take(context.Background(), false)
 	return id, err == nil
 }
 
@@ -293,10 +285,12 @@ func (p *TagPool) bufferedLocked() int64 {
 func (p *TagPool) Stats() TagStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	buffered := p.bufferedLocked()
+	held, stale := p.striped()
+	buffered := p.bufferedLocked() + held
+	retired := p.c.retired + stale + p.dropped.Load()
 	return TagStats{
 		Kind: p.kind, Name: p.name,
-		IDsServed: p.c.leased - p.c.retired - buffered, IDsLeased: p.c.leased, IDsRetired: p.c.retired,
+		IDsServed: p.c.leased - retired - buffered, IDsLeased: p.c.leased, IDsRetired: retired,
 		IDsBuffered: buffered, LeasesOK: p.c.leasesOK, LeasesFailed: p.c.leasesFailed,
 		LastLeaseSize: p.c.lastLeaseSize, LeaseTarget: p.c.target, RatePerSec: p.c.rate,
 		Waits: p.c.waits, Exhausted: p.c.exhausted, Rejected: p.c.rejected, WaitTime: p.c.waitTime,

@@ -318,3 +318,48 @@ func TestPoolOptionsAreChecked(t *testing.T) {
 		t.Error("one buffer per kind and name")
 	}
 }
+
+// Goroutines that share a stripe (here all of them: one stripe) share its chunk's cursor and
+// race to install new chunks: still no ID twice, and the books balance.
+func TestGoroutinesSharingAStripeTakeDistinctIDs(t *testing.T) {
+	src := &fakeSource{split: 2}
+	o := fastOptions()
+	o.InitialLease, o.MinLease, o.MaxLease = 5000, 1000, 20000
+	p := newTestPool(t, src, o)
+	tp, err := p.Segment("shared-stripe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.stripes, tp.mask = tp.stripes[:1], 0 // before any take
+	const goroutines, per = 8, 25_000
+	ids := make([][]int64, goroutines)
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				id, err := tp.NextID()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids[g] = append(ids[g], id)
+			}
+		}(g)
+	}
+	wg.Wait()
+	seen := make(map[int64]bool, goroutines*per)
+	for _, got := range ids {
+		for _, id := range got {
+			if seen[id] {
+				t.Fatalf("ID %d handed out twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	st := tp.Stats()
+	if st.IDsServed < int64(len(seen)) || st.IDsServed+st.IDsRetired+st.IDsBuffered != st.IDsLeased {
+		t.Errorf("books: %+v for %d IDs", st, len(seen))
+	}
+}
