@@ -49,7 +49,9 @@ func (c *Client) ArchiveTag(ctx context.Context, tag string) (TagInfo, error) {
 	if err := validTag(tag, "tag"); err != nil {
 		return TagInfo{}, err
 	}
-	a, err := c.execute(ctx, &call{method: "POST", path: routeTagArchive.path(tag), tag: tag})
+	// No tag: a tag_not_found here is answered at once, as the Rust client does (the tag is
+	// being archived; a just-created one not yet known is not waited for).
+	a, err := c.execute(ctx, &call{method: "POST", path: routeTagArchive.path(tag)})
 	if err != nil {
 		return TagInfo{}, err
 	}

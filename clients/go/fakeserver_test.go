@@ -210,3 +210,40 @@ func TestTLSFailuresMoveOnButGiveUpOnceEveryNodeFailed(t *testing.T) {
 		t.Errorf("https to plaintext: %v", err)
 	}
 }
+
+// /health's answers: a report whatever its status; a 503 error body is the error it carries;
+// anything else is malformed. A decoded snowflake ID needs every field.
+func TestHealthAndDecodeAnswersAreReadStrictly(t *testing.T) {
+	report := `{"ready":false,"node_id":2,"term":7,"snowflake":{"state":"off"},"reason":"catching up"}`
+	answers := map[string]func(w http.ResponseWriter){
+		"/report503": func(w http.ResponseWriter) { w.WriteHeader(503); fmt.Fprint(w, report) },
+		"/error503":  func(w http.ResponseWriter) { errorBody(w, 503, CodeShuttingDown) },
+		"/partial":   func(w http.ResponseWriter) { fmt.Fprint(w, `{"ready":true}`) },
+		"/decoded":   func(w http.ResponseWriter) { fmt.Fprint(w, `{"id":5,"timestamp_ms":1}`) },
+	}
+	var path atomic.Value
+	f := newFakeNode(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		answers[path.Load().(string)](w)
+	})
+	c := fastClient(t, []string{f.srv.URL}, WithRetries(0))
+	ctx := context.Background()
+
+	path.Store("/report503")
+	h, err := c.Health(ctx, HealthAll)
+	if err != nil || h.Ready || h.NodeID != 2 || h.Term != 7 || h.Reason != "catching up" {
+		t.Errorf("a 503 report: %+v %v", h, err)
+	}
+	path.Store("/error503")
+	if h, err := c.Health(ctx, HealthAll); !errors.Is(err, CodeShuttingDown) {
+		t.Errorf("a 503 error body read as a report: %+v %v", h, err)
+	}
+	path.Store("/partial")
+	var dec *DecodeError
+	if h, err := c.Health(ctx, HealthAll); !errors.As(err, &dec) {
+		t.Errorf("a report without node_id, term and snowflake: %+v %v", h, err)
+	}
+	path.Store("/decoded")
+	if d, err := c.Decode(ctx, 5); !errors.As(err, &dec) {
+		t.Errorf("a decoded ID without its fields: %+v %v", d, err)
+	}
+}

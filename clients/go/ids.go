@@ -138,8 +138,7 @@ func (c *Client) Health(ctx context.Context, mode HealthMode) (Health, error) {
 	if err != nil {
 		return out, err
 	}
-	err = decodeJSON(a, &out)
-	return out, err
+	return healthReport(a)
 }
 
 // parseID reads a non-negative decimal ID.

@@ -220,7 +220,8 @@ func (p *IdPool) Stats() []TagStats {
 }
 
 // Close stops every refill goroutine (waiting for them, and abandoning a lease in flight: its
-// IDs are a gap); later calls that need a lease return ErrPoolClosed.
+// IDs are a gap) and retires every buffered snowflake ID; later calls that need a lease, and
+// every snowflake call, return ErrPoolClosed. A segment handle still hands out what it buffered.
 func (p *IdPool) Close() {
 	p.mu.Lock()
 	p.closed = true

@@ -4,8 +4,8 @@ import "context"
 
 // LocalIDs is a per-goroutine cache of a TagPool (the Rust client's LocalIds): it takes a
 // chunk of consecutive IDs from the shared range with one atomic add and hands them out with no
-// atomic operation at all, so goroutines sharing a tag do not contend on the range's cursor for
-// every ID. Not safe for concurrent use: give each goroutine its own (TagPool.Local). IDs left
+// atomic write (a snowflake key's loads the retirement mark), so goroutines sharing a tag do
+// not contend on the range's cursor for every ID. Not safe for concurrent use: give each goroutine its own (TagPool.Local). IDs left
 // in a chunk that is dropped are a gap, never a duplicate; goroutines' IDs interleave by chunk.
 type LocalIDs struct {
 	p        *TagPool

@@ -2,6 +2,7 @@ package leaf
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -297,15 +298,35 @@ func (p *TagPool) Stats() TagStats {
 	}
 }
 
-// close stops the refill goroutine and wakes the waiting callers.
+// close stops the refill goroutine and wakes the waiting callers. A snowflake pool retires
+// everything it buffers at once: with no refill goroutine left to retire ranges as they age,
+// handles kept after Close would otherwise hand out IDs of any age. A segment pool's handles
+// keep serving what is buffered; calls that need a lease get ErrPoolClosed.
 func (p *TagPool) close() {
 	p.mu.Lock()
 	if !p.closed {
 		p.closed = true
 		close(p.ready)
 		p.ready = make(chan struct{})
+		if p.kind == KindSnowflake {
+			p.retireAllLocked()
+		}
 	}
 	p.mu.Unlock()
 	p.stop()
 	p.done.Wait()
+}
+
+// retireAllLocked retires every buffered snowflake ID: the stripes' and LocalIDs' chunks (by
+// their lease time), the current span (its cursor jumps to its end) and the queue (mu held).
+func (p *TagPool) retireAllLocked() {
+	p.retiredBelow.Store(math.MaxInt64)
+	cur := p.cur.Load()
+	if old := cur.next.Swap(cur.end); old >= cur.start && old < cur.end {
+		p.c.retired += cur.end - old
+	}
+	for _, s := range p.queue {
+		p.c.retired += s.end - s.start
+	}
+	p.queue = nil
 }

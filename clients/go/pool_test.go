@@ -84,12 +84,9 @@ func TestPoolHandsOutEveryIDOnceFromLeasedRangesAcrossGoroutines(t *testing.T) {
 	if st.IDsLeased < int64(len(all)) || st.LeasesOK < 2 || st.IDsServed < int64(len(all)) {
 		t.Errorf("books: %+v for %d IDs", st, len(all))
 	}
-	// Every ID lies in a range the source leased: the fake source's ranges are the IDs from 7
-	// after the previous range's end, so an ID in a gap of 7 would be outside.
-	src.mu.Lock()
-	defer src.mu.Unlock()
-	if all[len(all)-1] >= src.next {
-		t.Errorf("ID %d past everything leased (%d)", all[len(all)-1], src.next)
+	// Every ID lies in a range the source leased (its ranges leave gaps of 7 between them).
+	if id, out := src.outsideLeases(all); out {
+		t.Errorf("ID %d lies in no leased range", id)
 	}
 }
 
@@ -350,16 +347,59 @@ func TestGoroutinesSharingAStripeTakeDistinctIDs(t *testing.T) {
 	}
 	wg.Wait()
 	seen := make(map[int64]bool, goroutines*per)
+	all := make([]int64, 0, goroutines*per)
 	for _, got := range ids {
 		for _, id := range got {
 			if seen[id] {
 				t.Fatalf("ID %d handed out twice", id)
 			}
 			seen[id] = true
+			all = append(all, id)
 		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	if id, out := src.outsideLeases(all); out {
+		t.Errorf("ID %d lies in no leased range", id)
 	}
 	st := tp.Stats()
 	if st.IDsServed < int64(len(seen)) || st.IDsServed+st.IDsRetired+st.IDsBuffered != st.IDsLeased {
 		t.Errorf("books: %+v for %d IDs", st, len(seen))
+	}
+}
+
+// Handles of a snowflake key kept after Close hand out nothing more: no refill goroutine is
+// left to retire ranges as they age. Segment handles keep serving what they buffer.
+func TestAClosedSnowflakePoolHandsOutNoBufferedID(t *testing.T) {
+	p, err := NewIdPool(&fakeSource{}, fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flakes, _ := p.Snowflake("k")
+	orders, _ := p.Segment("o")
+	if _, err := flakes.NextID(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := orders.NextID(); err != nil {
+		t.Fatal(err)
+	}
+	local := flakes.Local(16)
+	if _, err := local.NextID(); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if id, err := flakes.NextID(); !errors.Is(err, ErrPoolClosed) {
+		t.Errorf("a snowflake ID after Close: %d %v", id, err)
+	}
+	if id, err := local.NextID(); !errors.Is(err, ErrPoolClosed) {
+		t.Errorf("a snowflake ID of a LocalIDs chunk after Close: %d %v", id, err)
+	}
+	if id, ok := flakes.TryNextID(); ok {
+		t.Errorf("TryNextID after Close: %d", id)
+	}
+	if st := flakes.Stats(); st.IDsBuffered != 0 || st.IDsRetired == 0 {
+		t.Errorf("books after Close: %+v", st)
+	}
+	if _, err := orders.NextID(); err != nil {
+		t.Errorf("a buffered segment ID after Close: %v", err)
 	}
 }

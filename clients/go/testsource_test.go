@@ -14,7 +14,8 @@ type fakeSource struct {
 	calls  int
 	sizes  []int
 	fail   error
-	split  int // ranges per lease (>= 1)
+	split  int       // ranges per lease (>= 1)
+	leased []IDRange // every range handed out, in order
 	block  chan struct{}
 	leases atomic.Int64
 }
@@ -51,6 +52,7 @@ func (f *fakeSource) LeaseRanges(ctx context.Context, kind IDKind, name string, 
 		}
 		f.next += 7 // a gap between ranges, as a real cluster may leave
 		out.Ranges = append(out.Ranges, IDRange{Start: f.next, End: f.next + n})
+		f.leased = append(f.leased, IDRange{Start: f.next, End: f.next + n})
 		f.next += n
 		left -= n
 	}
@@ -64,3 +66,20 @@ func (f *fakeSource) setFail(err error) {
 }
 
 var errFake = errors.New("fake lease failure")
+
+// outsideLeases is the first of ids (ascending) that lies in no range this source leased, and
+// whether there is one.
+func (f *fakeSource) outsideLeases(ids []int64) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := 0
+	for _, id := range ids {
+		for r < len(f.leased) && f.leased[r].End <= id {
+			r++
+		}
+		if r == len(f.leased) || id < f.leased[r].Start {
+			return id, true
+		}
+	}
+	return 0, false
+}

@@ -295,6 +295,7 @@ func TestAnswersAreChecked(t *testing.T) {
 		`{"ranges":[{"start":10,"end":15},{"start":1,"end":6}]}`, `{"ranges":[{"start":-5,"end":5}]}`,
 		`{"ranges":[{"start":0,"end":9223372036854775807},{"start":9223372036854775806,"end":9223372036854775807}]}`,
 		`not json`, `{"ranges":[{"start":"1","end":11}]}`,
+		`{"ranges":[{"end":10}]}`, `{"ranges":[{"start":0}]}`, `{"ranges":[{"start":0,"end":4},{"end":6}]}`,
 	} {
 		var dec *DecodeError
 		if _, err := ranges(a(bad), 10); !errors.As(err, &dec) {
