@@ -175,7 +175,9 @@ class AsyncTagPool:
             now = time.monotonic()
             if self._snowflake:
                 self._retire(now)
-            if (retry_at is None or now >= retry_at) and self._needs_lease():
+            if retry_at is not None and now >= retry_at:
+                retry_at = None  # used: a failed lease left _wanted set, so it is retried now
+            if retry_at is None and self._needs_lease():
                 if failures == 0:
                     served, waits = self._c["served"], self._c["waits"]
                     if last_request is not None:
@@ -186,15 +188,25 @@ class AsyncTagPool:
                     last_request = (now, served, waits)
                 try:
                     result: Any = await self._lease_fn(self.kind, self.name, target)
-                except asyncio.CancelledError:
+                except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
                     raise
-                except Exception as e:  # noqa: BLE001 - every failure is a failed lease
+                except BaseException as e:  # noqa: BLE001 - every failure is a failed lease
                     result = e
-                if self._landed(result, target, now, time.monotonic()):
+                try:
+                    ok = self._landed(result, target, now, time.monotonic())
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except BaseException as e:  # noqa: BLE001 - an answer that cannot be booked failed
+                    self._c["leases_failed"] += 1
+                    self._failure = (f"an unexpected error: {e!r}", True)
+                    self._notify()
+                    ok = False
+                if ok:
                     failures, retry_at = 0, None
                 else:
                     failures += 1
                     retry_at = time.monotonic() + retry_backoff(failures, o.retry_min, o.retry_max)
+                    self._wanted = True  # the lease is still wanted: retried at retry_at
                 continue
             timeout = None if retry_at is None else max(0.0, retry_at - now)
             if self._snowflake:

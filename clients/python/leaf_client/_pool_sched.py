@@ -67,13 +67,20 @@ class Scheduler:
             if self._stopped:
                 return
             self._jobs.append(job)
-            if self._idle == 0 and len(self._workers) < self._max_workers:
+            # An idle worker counts as idle until it wakes: jobs submitted back to back may
+            # outnumber the idle workers already, and each of those jobs needs a worker of its own.
+            if len(self._jobs) > self._idle and len(self._workers) < self._max_workers:
                 n = len(self._workers) + 1
                 t = threading.Thread(target=self._work, name=f"leaf-pool-lease-{self._name}-{n}", daemon=True)
                 self._workers.append(t)
-                t.start()
-            else:
-                self._work_cond.notify()
+                try:
+                    t.start()
+                except BaseException:
+                    self._workers.remove(t)
+                    if not self._workers:  # nobody would ever run the job
+                        self._jobs.remove(job)
+                        raise
+            self._work_cond.notify()
 
     def threads(self) -> int:
         """How many of this pool's threads are alive."""
@@ -110,9 +117,21 @@ class Scheduler:
                 if self._stopped:
                     return
             for tag in batch:
-                due = tag._service(time.monotonic())
+                due = self._serve(tag)
                 if due is not None:
                     self._at(tag, due)
+
+    @staticmethod
+    def _serve(tag: Any) -> Optional[float]:
+        """One ``_service`` of ``tag``; an unexpected error of it is the tag's failed lease
+        (retried with backoff), never the end of the refill thread."""
+        try:
+            return tag._service(time.monotonic())
+        except BaseException as e:  # noqa: BLE001 - the thread serves every tag of the pool
+            try:
+                return tag._fault(e, time.monotonic())
+            except BaseException:  # noqa: BLE001
+                return time.monotonic() + 1.0
 
     def _due_tags(self) -> List[Any]:
         """The tags to serve now (lock held): every woken tag, and those whose timer is due
@@ -146,14 +165,22 @@ class Scheduler:
     # ---- the lease workers -------------------------------------------------------------------
 
     def _work(self) -> None:
-        while True:
+        try:
+            while True:
+                with self._cond:
+                    self._idle += 1
+                    while not self._jobs and not self._stopped:
+                        self._work_cond.wait()
+                    self._idle -= 1
+                    if self._stopped:
+                        return
+                    job = self._jobs.popleft()
+                try:
+                    job()
+                except BaseException:  # noqa: BLE001 - a job books its own failures; the worker stays
+                    pass
+        finally:
             with self._cond:
-                self._idle += 1
-                while not self._jobs and not self._stopped:
-                    self._work_cond.wait()
-                self._idle -= 1
-                if self._stopped:
-                    self._workers.remove(threading.current_thread())
-                    return
-                job = self._jobs.popleft()
-            job()
+                me = threading.current_thread()
+                if me in self._workers:
+                    self._workers.remove(me)

@@ -244,8 +244,9 @@ class TagPool:
             if self._snowflake:
                 self._retire(now)
             size = None
-            due = self._retry_at is None or now >= self._retry_at
-            if self._inflight is None and due and self._needs_lease():
+            if self._retry_at is not None and now >= self._retry_at:
+                self._retry_at = None  # used: a failed lease left _wanted set, so it is retried now
+            if self._inflight is None and self._retry_at is None and self._needs_lease():
                 if self._failures == 0:
                     served, waits = self._c["served"], self._c["waits"]
                     if self._last_request is not None:
@@ -255,28 +256,57 @@ class TagPool:
                         self._target = self._sizing.adapt(self._target, 0.0 if waits > waits_then else lasted)
                         self._c["target"] = self._target
                     self._last_request = (now, served, waits)
-                self._retry_at = None
                 size = self._target
-                self._inflight = (size, now)
+                self._inflight = mine = (size, now)
+            # A retry still to come (never a past time: the refill thread would spin on it).
             again = self._retry_at if self._inflight is None else None
             if self._snowflake:
                 tick = now + self._o.tick
                 again = tick if again is None else min(again, tick)
         if size is not None:
-            self._sched.submit(lambda: self._lease(size))
+            try:
+                self._sched.submit(lambda: self._lease(size))
+            except BaseException as e:  # noqa: BLE001 - e.g. no thread could be started
+                with self._lock:
+                    if self._inflight is mine and not self._closed:
+                        self._landed(e, time.monotonic())
+                        again = self._retry_at
         return again
+
+    def _fault(self, error: BaseException, now: float) -> Optional[float]:
+        """Books an unexpected error of the refill (not of a lease call) as a failed lease, to
+        be retried with backoff (lock not held); when to be served again."""
+        with self._lock:
+            self._queued = False
+            if self._closed:
+                return None
+            self._landed_error(error, now)
+            return self._retry_at if self._inflight is None else None
 
     def _lease(self, size: int) -> None:
         """On a lease worker: one lease call, booked into the buffer."""
         try:
             result: Any = self._lease_fn(self.kind, self.name, size)
-        except Exception as e:  # noqa: BLE001 - every failure is a failed lease
+        except BaseException as e:  # noqa: BLE001 - every failure is a failed lease
             result = e
         with self._lock:
             if self._closed or self._inflight is None:
                 return
-            self._landed(result, time.monotonic())
+            try:
+                self._landed(result, time.monotonic())
+            except BaseException as e:  # noqa: BLE001 - a bad answer is a failed lease
+                self._inflight = None
+                self._landed_error(e, time.monotonic())
             self._kick()
+
+    def _landed_error(self, error: BaseException, now: float) -> None:
+        """Books an answer that could not be booked as a failed lease (lock held)."""
+        self._c["leases_failed"] += 1
+        self._failure = (f"an unexpected error: {error!r}", True)
+        self._failures += 1
+        self._wanted = True
+        self._retry_at = now + retry_backoff(self._failures, self._o.retry_min, self._o.retry_max)
+        self._ready.notify_all()
 
     def _landed(self, result: Any, now: float) -> None:
         """Books a lease's outcome (lock held)."""
@@ -307,6 +337,7 @@ class TagPool:
         self._c["leases_failed"] += 1
         self._failure = failure
         self._failures += 1
+        self._wanted = True  # the lease is still wanted: retried at _retry_at
         self._retry_at = now + retry_backoff(self._failures, self._o.retry_min, self._o.retry_max)
         self._ready.notify_all()
 
