@@ -62,7 +62,10 @@ run_tests() {
     build
     build_tests
     local started=$SECONDS status=0
-    java -Dleaf.root="$REPO" -jar "$LAUNCHER" --disable-banner --disable-ansi-colors --details=tree \
+    # ContractTest (@Order(Integer.MAX_VALUE)) runs last: it checks that the requests the other
+    # tests actually sent cover every operation the client lists (leaf.contract.coverage).
+    java -Dleaf.root="$REPO" -Dleaf.contract.coverage=true -jar "$LAUNCHER" --disable-banner --disable-ansi-colors \
+        --details=tree --config='junit.jupiter.testclass.order.default=org.junit.jupiter.api.ClassOrderer$OrderAnnotation' \
         --class-path "$HERE/build/classes:$HERE/build/test-classes" --scan-class-path || status=$?
     echo "build.sh test: exit $status after $((SECONDS - started)) s"
     return "$status"

@@ -13,8 +13,10 @@ import java.util.function.Supplier;
  * budget and the deadline are exactly the blocking calls' (one {@code Failover} decides for
  * both), and so is each call's documentation ({@link LeafClient}, {@link LeafAdmin}).
  *
- * <p>The future completes on one of the client's threads (do not block in a dependent stage
- * without {@code ...Async}); a failure is the call's {@link LeafException} (through
+ * <p>The future completes on one of the client's HTTP executor threads, never on its timer
+ * thread (an attempt's timeout or a retry hands the completion over), so a dependent stage that
+ * blocks holds up no other call's timeout or retry; still, do not block in a dependent stage
+ * without {@code ...Async}. A failure is the call's {@link LeafException} (through
  * {@code join()}, wrapped in a {@link java.util.concurrent.CompletionException}); an invalid
  * argument fails the future, nothing sent. <b>Cancelling</b> the future cancels the attempt in
  * flight and starts no other.

@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 
@@ -233,7 +234,7 @@ public final class LeafClient implements AutoCloseable {
         }
     }
 
-    /** Runs {@code op} without blocking: the future completes on the client's threads. */
+    /** Runs {@code op} without blocking: the future completes on the client's HTTP executor (never its timer thread). */
     <T> CompletableFuture<T> runAsync(Op<T> op) {
         return map(executeAsync(op.call()), op.read());
     }
@@ -277,13 +278,13 @@ public final class LeafClient implements AutoCloseable {
             try {
                 step = run.after(reply, t == null ? null : leafError(t));
             } catch (RuntimeException e) {
-                result.completeExceptionally(e);
+                settle(result, null, e);
                 return;
             }
             if (step.answer() != null) {
-                result.complete(step.answer());
+                settle(result, step.answer(), null);
             } else if (!step.retry()) {
-                result.completeExceptionally(step.error());
+                settle(result, null, step.error());
             } else if (!result.isDone()) {
                 try {
                     ScheduledFuture<?> next = transport.schedule(() -> {
@@ -292,10 +293,34 @@ public final class LeafClient implements AutoCloseable {
                     }, step.backoff());
                     result.whenComplete((a, x) -> next.cancel(false));
                 } catch (RejectedExecutionException e) { // the client was closed
-                    result.completeExceptionally(run.stopped(step.error()));
+                    settle(result, null, run.stopped(step.error()));
                 }
             }
         });
+    }
+
+    /**
+     * Completes the caller's future on the client's HTTP executor, never on the thread that
+     * got here: that may be the timer thread (an attempt's timeout, a retry), where a caller's
+     * dependent stage that blocks would hold up every other call's timeouts and retries. A
+     * closed client's executor refuses the task: then the common pool completes it.
+     */
+    private void settle(CompletableFuture<Answer> result, Answer answer, Throwable error) {
+        if (result.isDone()) {
+            return;
+        }
+        Runnable complete = () -> {
+            if (error == null) {
+                result.complete(answer);
+            } else {
+                result.completeExceptionally(error);
+            }
+        };
+        try {
+            transport.execute(complete);
+        } catch (RejectedExecutionException e) {
+            ForkJoinPool.commonPool().execute(complete);
+        }
     }
 
     /** The {@link LeafException} a failed future carries. */

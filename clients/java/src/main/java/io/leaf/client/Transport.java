@@ -128,7 +128,18 @@ final class Transport {
         return out;
     }
 
+    /**
+     * A test hook: told the method and path (with its query) of every request this client's
+     * transports build, just before it is sent. {@code null} (nothing recorded) unless a test
+     * of this package sets it; never given the token or the body.
+     */
+    static volatile java.util.function.BiConsumer<String, String> onSend;
+
     private HttpRequest request(String node, String method, String path, String jsonBody, Duration timeout) {
+        java.util.function.BiConsumer<String, String> hook = onSend;
+        if (hook != null) {
+            hook.accept(method, path);
+        }
         HttpRequest.Builder rb = HttpRequest.newBuilder(URI.create(node + path)).timeout(timeout);
         if (authorization != null) {
             rb.header("Authorization", authorization);

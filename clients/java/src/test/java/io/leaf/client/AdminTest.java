@@ -193,6 +193,11 @@ class AdminTest {
         MembershipChange m = admin.promote(1);
         assertEquals(List.of(1L), m.voters());
         assertEquals(List.of(), m.learners());
+        // Membership changes this one-node cluster must refuse, so that they change nothing: sent all
+        // the same (ContractTest checks every listed operation was sent). Node IDs start at 1.
+        assertThrows(LeafApiException.class, () -> admin.addLearner(0, "127.0.0.1:1"));
+        assertThrows(NotFoundException.class, () -> admin.removeNode(99), "not a member");
+        assertEquals(List.of(1L), client.clusterStatus().members().stream().map(ClusterStatus.Member::nodeId).toList());
     }
 
     @Test

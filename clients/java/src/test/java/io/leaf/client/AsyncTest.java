@@ -14,7 +14,10 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -123,6 +126,48 @@ class AsyncTest {
             assertTrue(took >= TimeUnit.MILLISECONDS.toNanos(1000), "every attempt timed out, then the deadline: " + took);
             assertTrue(took < TimeUnit.MILLISECONDS.toNanos(10_000), "the deadline holds: " + took / 1_000_000 + " ms");
             assertTrue(hung.accepted() >= 2, "retried on a new connection after each timeout: " + hung.accepted());
+        }
+    }
+
+    /**
+     * Finding: a call that timed out completed its future on the timer thread, so a dependent
+     * stage that blocked there held up every other call's timeouts and retries.
+     */
+    @Test
+    void aBlockingCallbackDelaysNoOtherCallsTimeoutOrRetry() throws Exception {
+        CountDownLatch inCallback = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        try (Stubs.Stalled hung = new Stubs.Stalled();
+                LeafClient c = LeafClient.builder().nodes(hung.url()).timeout(Duration.ofMillis(300))
+                        .deadline(Duration.ofSeconds(20)).retries(1).backoff(Duration.ofMillis(10), Duration.ofMillis(20))
+                        .build()) {
+            try {
+                CompletableFuture<Long> first = c.async().nextId(TAG);
+                AtomicReference<String> callbackThread = new AtomicReference<>();
+                first.handle((v, t) -> {
+                    callbackThread.set(Thread.currentThread().getName());
+                    inCallback.countDown();
+                    try {
+                        release.await(30, TimeUnit.SECONDS); // a caller's stage that blocks
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    return null;
+                });
+                assertTrue(inCallback.await(30, TimeUnit.SECONDS), "the first call timed out");
+                assertFalse(callbackThread.get().startsWith("leaf-timer-"), "ran on " + callbackThread.get());
+                // Another call: two attempts timing out (300 ms each) with a retry between, all timer tasks.
+                long started = System.nanoTime();
+                CompletableFuture<Long> second = c.async().nextId(TAG);
+                ExecutionException e = assertThrows(ExecutionException.class, () -> second.get(10, TimeUnit.SECONDS),
+                        "the other call's timeouts and retry were held up by the blocked callback");
+                long took = System.nanoTime() - started;
+                assertInstanceOf(AllNodesFailedException.class, e.getCause(), e.getCause().toString());
+                assertTrue(took < TimeUnit.SECONDS.toNanos(5), "took " + took / 1_000_000 + " ms");
+                assertTrue(hung.accepted() >= 4, "both calls retried: " + hung.accepted());
+            } finally {
+                release.countDown();
+            }
         }
     }
 

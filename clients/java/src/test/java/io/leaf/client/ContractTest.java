@@ -10,9 +10,16 @@ import java.util.Map;
 import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 
-/** The client against the API contract (docs/openapi.json) and the workspace version. */
+/**
+ * The client against the API contract (docs/openapi.json) and the workspace version, and the
+ * contract against the requests the other tests actually sent: so this class runs last
+ * (build.sh orders classes by {@link Order}).
+ */
+@Order(Integer.MAX_VALUE)
 class ContractTest {
     private static Map<String, Object> openapi() throws Exception {
         return Json.parseObject(Files.readString(LeafNodes.repoRoot().resolve("docs/openapi.json")));
@@ -91,6 +98,56 @@ class ContractTest {
         long admin = called.stream().filter(c -> c.contains(" /admin/")).count();
         assertTrue(admin >= 34, "admin operations called: " + admin);
         assertTrue(NOT_CALLED.keySet().stream().noneMatch(op -> op.contains(" /admin/")), "every admin operation is called");
+    }
+
+    /**
+     * Ties {@link Paths#CALLED} to the wire: every (method, template) it lists was actually sent
+     * by the tests that ran before this class (build.sh runs this class last and sets
+     * {@code leaf.contract.coverage}), and every request actually sent is one of them.
+     */
+    @Test
+    void everyCalledOperationWasActuallySentByTheTests() {
+        Assumptions.assumeTrue(Boolean.getBoolean("leaf.contract.coverage"),
+                "needs the whole suite run before this class: clients/java/build.sh test");
+        Set<String> sent = SentRequests.sent();
+        Map<String, Pattern> templates = new java.util.LinkedHashMap<>();
+        for (String[] call : Paths.CALLED) {
+            templates.put(call[0] + " " + call[1], template(call[0], call[1]));
+        }
+        Set<String> notSent = new java.util.TreeSet<>();
+        for (Map.Entry<String, Pattern> t : templates.entrySet()) {
+            if (sent.stream().noneMatch(r -> t.getValue().matcher(r).matches())) {
+                notSent.add(t.getKey());
+            }
+        }
+        assertEquals(Set.of(), notSent, "operations of Paths.CALLED no test sent (of " + sent.size() + " requests)");
+        Set<String> unlisted = new java.util.TreeSet<>();
+        for (String r : sent) {
+            if (TRANSPORT_TEST_PATHS.contains(r)) {
+                continue;
+            }
+            if (templates.values().stream().noneMatch(p -> p.matcher(r).matches())) {
+                unlisted.add(r);
+            }
+        }
+        assertEquals(Set.of(), unlisted, "requests sent that Paths.CALLED does not list");
+    }
+
+    /** What TransportTest sends on a bare Transport to its stand-in server: no operation of the API. */
+    private static final Set<String> TRANSPORT_TEST_PATHS = Set.of("get /small", "get /big", "get /big-chunked",
+            "get /big-503");
+
+    /** {@code "method path"} of {@code template}, each {@code {...}} one path segment. */
+    private static Pattern template(String method, String template) {
+        StringBuilder re = new StringBuilder(Pattern.quote(method + " "));
+        Matcher m = Pattern.compile("\\{[^}]+\\}").matcher(template);
+        int at = 0;
+        while (m.find()) {
+            re.append(Pattern.quote(template.substring(at, m.start()))).append("[^/]+");
+            at = m.end();
+        }
+        re.append(Pattern.quote(template.substring(at)));
+        return Pattern.compile(re.toString());
     }
 
     @Test

@@ -24,6 +24,10 @@ public final class LeafNodes implements AutoCloseable {
     public static final String TOKEN = "java-client-test-admin-token-0123";
     private static final String SECRET = "java-client-test-cluster-secret-456789";
 
+    static {
+        SentRequests.install(); // record every request the tests' clients send (ContractTest)
+    }
+
     /** One node process. */
     public static final class Node {
         final int id;

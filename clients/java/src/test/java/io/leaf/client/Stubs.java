@@ -16,6 +16,10 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /** Stand-in servers for the tests: one that never answers, one that is always unavailable. */
 public final class Stubs {
+    static {
+        SentRequests.install(); // record every request the tests' clients send (ContractTest)
+    }
+
     private Stubs() {
     }
 

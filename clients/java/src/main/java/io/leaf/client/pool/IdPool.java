@@ -30,7 +30,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code leasePeriod}. A failed lease is retried with backoff; callers notice nothing while
  * buffered IDs last, then wait up to {@code maxWait}. Every ID handed out lies in a range the
  * service leased to this pool, and none twice; IDs still buffered when the process dies are
- * lost (a gap, never a duplicate). {@link #close()} stops the refill threads.
+ * lost (a gap, never a duplicate). {@link #close()} stops the refill threads and retires the
+ * buffered snowflake IDs; buffered segment IDs are still handed out.
  */
 public final class IdPool implements AutoCloseable {
     private static final AtomicInteger POOLS = new AtomicInteger();
@@ -131,9 +132,12 @@ public final class IdPool implements AutoCloseable {
     }
 
     /**
-     * Stops the refill threads (a lease in flight is abandoned: its IDs are a gap). Callers
-     * waiting on an empty buffer, and later calls that find nothing, get a
-     * {@link io.leaf.client.PoolExhaustedException}.
+     * Stops the refill threads (a lease in flight is abandoned: its IDs are a gap). Segment IDs
+     * still buffered are still handed out after close; snowflake IDs are not (with no refill
+     * thread left to retire ranges for age, they would outlive {@code maxStaleness}): every
+     * snowflake range still buffered, including the chunks threads hold, is retired at close
+     * (a gap). Callers waiting on an empty buffer, later calls that find nothing, and every
+     * later {@code nextId()} of a snowflake key get a {@link io.leaf.client.PoolExhaustedException}.
      */
     @Override
     public void close() {

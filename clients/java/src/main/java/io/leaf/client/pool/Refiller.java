@@ -184,8 +184,36 @@ final class Refiller implements Runnable {
         }
     }
 
-    /** On a lease thread: sizes and sends {@code s}'s lease; it finishes in {@link #leased} (maybe on another thread). */
+    /**
+     * On a lease thread: sizes and sends {@code s}'s lease; it finishes in {@link #leased} (maybe
+     * on another thread). Whatever is thrown here (by the source, even an {@link Error}) is a
+     * failed lease: the tag's in-flight mark and the in-flight count are always released, so the
+     * tag is leased again.
+     */
     private void lease(Lessee s, long staleAfter) {
+        boolean handedOver = false;
+        try {
+            handedOver = send(s, staleAfter);
+        } catch (Throwable t) {
+            try {
+                if (!closed) {
+                    failed(s, new LeafException("a lease failed: " + t, t));
+                }
+            } catch (Throwable ignored) {
+                // released below all the same
+            }
+        } finally {
+            if (!handedOver) {
+                s.pending = null;
+                s.inFlight = false;
+                leasing.decrementAndGet();
+                wake();
+            }
+        }
+    }
+
+    /** Sends the lease; true once its completion (which releases the tag) is registered. */
+    private boolean send(Lessee s, long staleAfter) {
         TagBuffer b = s.buffer;
         long now = System.nanoTime();
         if (s.failures == 0) {
@@ -209,7 +237,10 @@ final class Refiller implements Runnable {
         CompletableFuture<List<IdRange>> answer;
         try {
             answer = source.leaseAsync(b.kind, b.name, size);
-        } catch (RuntimeException e) {
+            if (answer == null) {
+                answer = CompletableFuture.failedFuture(new NullPointerException("leaseAsync returned null"));
+            }
+        } catch (Throwable e) { // an Error too: a failed lease, never a tag stuck in flight
             answer = CompletableFuture.failedFuture(e);
         }
         s.pending = answer;
@@ -226,6 +257,7 @@ final class Refiller implements Runnable {
                 wake();
             }
         });
+        return true;
     }
 
     private void leased(Lessee s, int size, long sent, long staleAfter, List<IdRange> ranges, Throwable t) {

@@ -191,6 +191,9 @@ final class TagBuffer {
         long prefetch = Math.max(0, size / 10);
         lock.lock();
         try {
+            if (closed) {
+                return; // the pool is closed: a late answer's IDs are a gap
+            }
             long offset = 0;
             for (IdRange r : ranges) {
                 long len = r.count();
@@ -236,10 +239,27 @@ final class TagBuffer {
         }
     }
 
-    /** Fails every waiter and every later wait on an empty buffer. */
+    /**
+     * Fails every waiter and every later wait on an empty buffer. A snowflake buffer is retired
+     * whole (current range, queued ranges and, through {@link Range#retired}, the threads' local
+     * runs): with the refiller stopped nothing would retire its ranges for age, so a closed
+     * pool hands out no snowflake ID at all. A segment buffer keeps handing out what it holds.
+     */
     void close() {
-        closed = true;
-        notifyWaiters();
+        lock.lock();
+        try {
+            closed = true;
+            if (kind == IdKind.SNOWFLAKE) {
+                long n = current.len > 0 ? current.retire() : 0;
+                for (Range r = queued.poll(); r != null; r = queued.poll()) {
+                    n += r.retire();
+                }
+                retired.addAndGet(n);
+            }
+            ready.signalAll();
+        } finally {
+            lock.unlock();
+        }
     }
 
     boolean isClosed() {

@@ -217,6 +217,59 @@ class PoolTest {
         assertThrows(IllegalStateException.class, () -> pool.segment("other"));
     }
 
+    /** Finding: after close, a snowflake key handed out buffered IDs of any age (nothing retired them). */
+    @Test
+    void afterCloseNoSnowflakeIdIsHandedOut() throws Exception {
+        AtomicInteger leases = new AtomicInteger();
+        LeaseSource flakes = (kind, name, count) -> {
+            long start = leases.incrementAndGet() * 10_000_000L;
+            return List.of(new IdRange(start, start + count));
+        };
+        PoolOptions o = small().maxStaleness(Duration.ofMillis(300)).tick(Duration.ofMillis(50)).build();
+        IdPool pool = IdPool.create(flakes, o);
+        TagPool key = pool.snowflake("k");
+        TagPool seg = pool.segment("s");
+        key.nextId(); // this thread holds a local chunk of the lease, and the buffer holds the rest
+        long segId = seg.nextId();
+        pool.close();
+        // Neither this thread's chunk nor the buffer's ranges: nothing would retire them for age.
+        assertThrows(PoolExhaustedException.class, key::nextId);
+        Thread other = new Thread(() -> assertThrows(PoolExhaustedException.class, key::nextId));
+        java.util.concurrent.atomic.AtomicReference<Throwable> failed = new java.util.concurrent.atomic.AtomicReference<>();
+        other.setUncaughtExceptionHandler((t, e) -> failed.set(e));
+        other.start();
+        other.join();
+        assertEquals(null, failed.get(), "another thread got a snowflake ID after close");
+        assertTrue(key.stats().idsRetired() > 0, key.stats().toString());
+        assertEquals(0, key.stats().idsBuffered(), key.stats().toString());
+        // Segment IDs still buffered are still handed out (as documented).
+        assertTrue(seg.nextId() > segId);
+    }
+
+    /** Finding: an Error thrown by the source escaped the lease thread and left the tag in flight forever. */
+    @Test
+    void anErrorFromTheSourceIsAFailedLeaseAndTheTagRecovers() throws Exception {
+        Sequential ok = new Sequential(0);
+        AtomicInteger calls = new AtomicInteger();
+        LeaseSource flaky = (kind, name, count) -> {
+            if (calls.incrementAndGet() == 1) {
+                throw new AssertionError("a broken source");
+            }
+            return ok.lease(kind, name, count);
+        };
+        PoolOptions o = small().maxWait(Duration.ofSeconds(20)).retry(Duration.ofMillis(10), Duration.ofMillis(50)).build();
+        try (IdPool pool = IdPool.create(flaky, o)) {
+            TagPool tag = pool.segment("t");
+            long started = System.nanoTime();
+            assertTrue(tag.nextId() > 0);
+            assertTrue(System.nanoTime() - started < TimeUnit.SECONDS.toNanos(10), "served after a retry, not maxWait");
+            TagStats s = tag.stats();
+            assertEquals(1, s.leasesFailed(), s.toString());
+            assertTrue(calls.get() >= 2);
+            io.leaf.client.LeafNodes.waitFor(Duration.ofSeconds(10), "the lease counted", () -> tag.stats().leasesOk() >= 1);
+        }
+    }
+
     @Test
     void optionsAndNamesAreChecked() throws Exception {
         assertThrows(IllegalArgumentException.class, () -> PoolOptions.builder().minLease(0).build());
