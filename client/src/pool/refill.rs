@@ -119,6 +119,11 @@ pub(crate) async fn run(r: Refill) {
                 retry_at = None;
                 inflight = Some(InFlight { future: source.lease(kind, &name, target), size: target, sent: now });
             }
+            // A retry time that has passed with no lease wanted (one is queued by now) wakes
+            // nothing more: a passed time would wake the task at once, again and again.
+            if retry_at.is_some_and(|at| now >= at) {
+                retry_at = None;
+            }
         }
         tokio::select! {
             result = async {
@@ -160,6 +165,9 @@ pub(crate) async fn run(r: Refill) {
                         failures = failures.saturating_add(1);
                         retry_at = Some(now + backoff(failures, retry_min, retry_max));
                         shared.failure.store(Some(Arc::new(failure)));
+                        // Still wanted: a failed prefetch is retried at `retry_at`, not once the
+                        // buffer has run dry (asking for it cleared the wish).
+                        shared.wanted.store(true, Relaxed);
                     }
                 }
                 shared.notify_ready();

@@ -256,6 +256,32 @@ fn a_failing_source_that_recovers_within_max_wait_costs_callers_no_error() {
     check_ids(&fake, ids);
 }
 
+/// A prefetch that fails while IDs remain is retried after its backoff, not left until the
+/// buffer runs dry (the failure had cleared the wish for a lease, and the passed retry time
+/// then woke the refill task at once, again and again).
+#[test]
+fn a_failed_prefetch_is_retried_while_ids_remain() {
+    let rt = runtime();
+    let fake = Fake::new();
+    let options = PoolOptions { initial_lease: 1_000, min_lease: 1_000, ..quick() };
+    let pool = IdPool::with_runtime(Source(fake.clone()), options, rt.handle().clone()).unwrap();
+    let tag = pool.segment("orders").unwrap();
+    let mut ids = vec![tag.next_id().unwrap()];
+    let waited = tag.stats().waits; // for the first lease
+    fake.fail_next.store(1, Ordering::SeqCst);
+    // Past the lease's 10% point: the prefetch is asked for, and fails.
+    ids.extend((0..200).map(|_| tag.next_id().unwrap()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while tag.stats().leases_ok < 2 {
+        assert!(std::time::Instant::now() < deadline, "the failed prefetch was not retried: {:?}", tag.stats());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = tag.stats();
+    assert_eq!(stats.leases_failed, 1, "{stats:?}");
+    assert_eq!(stats.waits, waited, "nobody waited: the prefetch came while IDs remained: {stats:?}");
+    check_ids(&fake, ids);
+}
+
 #[test]
 fn a_source_failing_longer_than_max_wait_gives_exhausted_with_the_last_error() {
     let rt = runtime();
