@@ -308,13 +308,16 @@ func (p *TagPool) close() {
 		p.closed = true
 		close(p.ready)
 		p.ready = make(chan struct{})
-		if p.kind == KindSnowflake {
-			p.retireAllLocked()
-		}
 	}
 	p.mu.Unlock()
 	p.stop()
 	p.done.Wait()
+	// After the goroutines: a lease that landed while Close ran is retired too.
+	if p.kind == KindSnowflake {
+		p.mu.Lock()
+		p.retireAllLocked()
+		p.mu.Unlock()
+	}
 }
 
 // retireAllLocked retires every buffered snowflake ID: the stripes' and LocalIDs' chunks (by
