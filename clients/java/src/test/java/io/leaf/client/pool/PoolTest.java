@@ -191,7 +191,9 @@ class PoolTest {
             TagPool key = pool.snowflake("k");
             long first = key.nextId(); // this thread now holds a local chunk of the first lease
             long firstLease = first / 10_000_000L;
-            Thread.sleep(600);
+            // Past maxStaleness the scheduler retires the first lease (and this thread's chunk of it).
+            io.leaf.client.LeafNodes.waitFor(Duration.ofSeconds(10), "the first lease retired",
+                    () -> key.stats().idsRetired() > 0);
             long later = key.nextId();
             assertTrue(later / 10_000_000L > firstLease, "an ID of a newer lease, got " + later + " after " + first);
             TagStats s = key.stats();
@@ -207,7 +209,10 @@ class PoolTest {
         tag.nextId();
         pool.close();
         int after = source.leases.get();
-        Thread.sleep(200);
+        // Once the pool's threads are gone, nothing can lease any more.
+        String prefix = pool.threadNamePrefix();
+        io.leaf.client.LeafNodes.waitFor(Duration.ofSeconds(10), "the pool's threads to end",
+                () -> Thread.getAllStackTraces().keySet().stream().noneMatch(t -> t.getName().startsWith(prefix)));
         assertEquals(after, source.leases.get(), "no lease after close");
         assertThrows(PoolExhaustedException.class, () -> {
             for (int i = 0; i < 1_000_000; i++) {
