@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// benchPool is a pool over a fake source answering at once with 1,000,000-ID leases, warmed
-// so that the hit path dominates (range switches and background leases stay in the loop).
-func benchPool(b *testing.B) *TagPool {
+// benchIdPool is a pool over a fake source answering at once with 1,000,000-ID leases, with
+// the tag "bench" warmed through take so that the hit path dominates (range switches and
+// background leases stay in the loop).
+func benchIdPool(b *testing.B, take func(*IdPool) (int64, error)) *IdPool {
 	o := DefaultPoolOptions()
 	o.InitialLease, o.MinLease, o.MaxLease = MaxRangeBatch, MaxRangeBatch, MaxRangeBatch
 	o.Depth = 4
@@ -18,16 +19,47 @@ func benchPool(b *testing.B) *TagPool {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	tp, err := pool.Segment("bench")
-	if err != nil {
-		b.Fatal(err)
-	}
 	for i := 0; i < 3*MaxRangeBatch; i++ {
-		if _, err := tp.NextID(); err != nil {
+		if _, err := take(pool); err != nil {
 			b.Fatal(err)
 		}
 	}
+	return pool
+}
+
+// benchPool is benchIdPool's tag "bench", warmed through its TagPool.
+func benchPool(b *testing.B) *TagPool {
+	var tp *TagPool
+	benchIdPool(b, func(p *IdPool) (int64, error) {
+		if tp == nil {
+			var err error
+			if tp, err = p.Segment("bench"); err != nil {
+				return 0, err
+			}
+		}
+		return tp.NextID()
+	})
 	return tp
+}
+
+// parallelIDs runs 8 × GOMAXPROCS goroutines (set GOMAXPROCS=1 for exactly 8), each taking
+// IDs from its own next(): ns/op is the aggregate (wall time over all IDs of all goroutines).
+func parallelIDs(b *testing.B, next func() func() (int64, error)) {
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		take := next()
+		var last int64
+		for pb.Next() {
+			id, err := take()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			last = id
+		}
+		atomic.StoreInt64(&sink, last)
+	})
 }
 
 var sink int64
@@ -59,20 +91,7 @@ func BenchmarkPoolNextID(b *testing.B) {
 // BenchmarkIdPoolNextIDByName is IdPool.NextID(tag) on one goroutine: the handle's lookup
 // (a lock-free map read) and then TagPool.NextID.
 func BenchmarkIdPoolNextIDByName(b *testing.B) {
-	o := DefaultPoolOptions()
-	o.InitialLease, o.MinLease, o.MaxLease = MaxRangeBatch, MaxRangeBatch, MaxRangeBatch
-	o.Depth = 4
-	o.MaxWait = 30 * time.Second
-	pool, err := NewIdPool(&fakeSource{}, o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	for i := 0; i < 3*MaxRangeBatch; i++ {
-		if _, err := pool.NextID("bench"); err != nil {
-			b.Fatal(err)
-		}
-	}
+	pool := benchIdPool(b, func(p *IdPool) (int64, error) { return p.NextID("bench") })
 	b.ResetTimer()
 	var last int64
 	for i := 0; i < b.N; i++ {
@@ -89,41 +108,14 @@ func BenchmarkIdPoolNextIDByName(b *testing.B) {
 // aggregate (wall time over all IDs of all goroutines).
 func BenchmarkPoolNextID8(b *testing.B) {
 	tp := benchPool(b)
-	b.SetParallelism(8) // 8 × GOMAXPROCS goroutines: set GOMAXPROCS=1 for exactly 8
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		var last int64
-		for pb.Next() {
-			id, err := tp.NextID()
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			last = id
-		}
-		atomic.StoreInt64(&sink, last)
-	})
+	parallelIDs(b, func() func() (int64, error) { return tp.NextID })
 }
 
 // BenchmarkPoolLocal8 is 8 goroutines sharing one tag, each through its own LocalIDs (64-ID
 // chunks): ns/op is the aggregate.
 func BenchmarkPoolLocal8(b *testing.B) {
 	tp := benchPool(b)
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		l := tp.Local(64)
-		var last int64
-		for pb.Next() {
-			id, err := l.NextID()
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			last = id
-		}
-		atomic.StoreInt64(&sink, last)
-	})
+	parallelIDs(b, func() func() (int64, error) { return tp.Local(64).NextID })
 }
 
 // BenchmarkAtomicAdd8 is the baseline of the 8-goroutine rows: 8 goroutines adding to one
