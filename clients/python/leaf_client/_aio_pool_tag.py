@@ -23,22 +23,13 @@ import time
 from collections import deque
 from typing import Any, Awaitable, Callable, Deque, List, Optional
 
+from ._pool_lease import book
 from ._pool_tag import TagStats
 from ._sizing import Sizing, rate, retry_backoff
-from .errors import DecodeError, LeafError, PoolClosedError, PoolExhaustedError, PoolRejectedError
+from .errors import PoolClosedError, PoolExhaustedError, PoolRejectedError
 from .types import IdRanges
 
 AsyncLease = Callable[[str, str, int], Awaitable[IdRanges]]
-
-
-class _Lease:
-    __slots__ = ("size", "sent", "taken", "prefetched")
-
-    def __init__(self, size: int, sent: float) -> None:
-        self.size = size
-        self.sent = sent
-        self.taken = 0
-        self.prefetched = False
 
 
 class AsyncTagPool:
@@ -55,7 +46,7 @@ class AsyncTagPool:
         self._snowflake = kind == "snowflake"
         period = min(o.lease_period, o.max_staleness / 2) if self._snowflake else o.lease_period
         self._sizing = Sizing(o.min_lease, o.max_lease, period)
-        self._ranges: Deque[List[Any]] = deque()  # [start, end, _Lease]
+        self._ranges: Deque[List[Any]] = deque()  # [start, end, _pool_lease.Lease]
         self._wanted = True
         self._closed = False
         self._failure: Optional[tuple] = None  # (message, retryable)
@@ -218,31 +209,10 @@ class AsyncTagPool:
 
     def _landed(self, result: Any, size: int, sent: float, now: float) -> bool:
         """Books a lease's outcome; whether it was good."""
-        failure: Optional[tuple] = None
-        if isinstance(result, IdRanges):
-            problem = result.check(size)
-            if problem:
-                failure = (f"a malformed answer: {problem}", True)
-            elif self._snowflake and sent <= now - (self._o.max_staleness - self._o.tick):
-                self._c["leased"] += size
-                self._c["retired"] += size
-                failure = (f"a lease took {now - sent:.3f} s: its snowflake IDs were too old to hand out", True)
-            else:
-                lease = _Lease(size, sent)
-                self._ranges.extend([r.start, r.end, lease] for r in result.ranges)
-                self._c["leased"] += size
-                self._c["leases_ok"] += 1
-                self._c["last_lease_size"] = size
-                self._failure = None
-                self._notify()
-                return True
-        else:
-            retryable = not isinstance(result, LeafError) or result.is_unavailable or isinstance(result, DecodeError)
-            failure = (str(result) or type(result).__name__, retryable)
-        self._c["leases_failed"] += 1
-        self._failure = failure
+        stale_after = self._o.max_staleness - self._o.tick if self._snowflake else None
+        self._failure = book(result, size, sent, now, stale_after, self._c, self._ranges)
         self._notify()
-        return False
+        return self._failure is None
 
     # ---- the rest ----------------------------------------------------------------------------
 

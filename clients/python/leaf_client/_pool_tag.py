@@ -29,8 +29,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, List, Optional
 
+from ._pool_lease import book
 from ._sizing import Sizing, rate, retry_backoff
-from .errors import DecodeError, LeafError, PoolClosedError, PoolExhaustedError, PoolRejectedError
+from .errors import PoolClosedError, PoolExhaustedError, PoolRejectedError
 from .types import IdRanges
 
 _NEVER = float("-inf")
@@ -58,16 +59,6 @@ class TagStats:
     rejected: int
 
 
-class _Lease:
-    __slots__ = ("size", "sent", "taken", "prefetched")
-
-    def __init__(self, size: int, sent: float) -> None:
-        self.size = size
-        self.sent = sent
-        self.taken = 0
-        self.prefetched = False
-
-
 class _Local(threading.local):
     def __init__(self) -> None:
         self.next = 0
@@ -93,7 +84,7 @@ class TagPool:
         self._sizing = Sizing(o.min_lease, o.max_lease, period)
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)  # callers wait here
-        self._ranges: Deque[List[Any]] = deque()  # [start, end, _Lease]
+        self._ranges: Deque[List[Any]] = deque()  # [start, end, _pool_lease.Lease]
         self._local = _Local()
         self._retired_below = _NEVER
         self._wanted = True
@@ -312,33 +303,14 @@ class TagPool:
         """Books a lease's outcome (lock held)."""
         size, sent = self._inflight
         self._inflight = None
-        failure: Optional[tuple] = None
-        if isinstance(result, IdRanges):
-            problem = result.check(size)
-            if problem:
-                failure = (f"a malformed answer: {problem}", True)
-            elif self._snowflake and sent <= now - (self._o.max_staleness - self._o.tick):
-                self._c["leased"] += size
-                self._c["retired"] += size
-                failure = (f"a lease took {now - sent:.3f} s: its snowflake IDs were too old to hand out", True)
-            else:
-                lease = _Lease(size, sent)
-                self._ranges.extend([r.start, r.end, lease] for r in result.ranges)
-                self._c["leased"] += size
-                self._c["leases_ok"] += 1
-                self._c["last_lease_size"] = size
-                self._failure = None
-                self._failures = 0
-                self._ready.notify_all()
-                return
+        stale_after = self._o.max_staleness - self._o.tick if self._snowflake else None
+        self._failure = book(result, size, sent, now, stale_after, self._c, self._ranges)
+        if self._failure is None:
+            self._failures = 0
         else:
-            retryable = not isinstance(result, LeafError) or result.is_unavailable or isinstance(result, DecodeError)
-            failure = (str(result) or type(result).__name__, retryable)
-        self._c["leases_failed"] += 1
-        self._failure = failure
-        self._failures += 1
-        self._wanted = True  # the lease is still wanted: retried at _retry_at
-        self._retry_at = now + retry_backoff(self._failures, self._o.retry_min, self._o.retry_max)
+            self._failures += 1
+            self._wanted = True  # the lease is still wanted: retried at _retry_at
+            self._retry_at = now + retry_backoff(self._failures, self._o.retry_min, self._o.retry_max)
         self._ready.notify_all()
 
     # ---- the rest ----------------------------------------------------------------------------
